@@ -1,0 +1,65 @@
+"""Shared fixtures: the real server and model, and a guard against leaked servers."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import psutil
+import pytest
+
+from workbench.engine.discovery import default_model_path, find_server_binary
+from workbench.engine.experiment import parse_experiment
+
+SERVER_NAMES = {"llama-server"}
+
+
+def _servers() -> dict[int, psutil.Process]:
+    """Servers this test process started: its descendants, and orphans (parent gone), but
+    not those of another test run on the same machine."""
+    ours = {p.pid for p in psutil.Process().children(recursive=True)}
+    found = {}
+    for proc in psutil.process_iter(["name", "status", "ppid"]):
+        with contextlib.suppress(psutil.Error):
+            if proc.info["name"] not in SERVER_NAMES or proc.info["status"] == "zombie":
+                continue
+            if proc.pid in ours or proc.info["ppid"] in (0, 1):
+                found[proc.pid] = proc
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_servers():
+    """Fail any test that leaves a llama-server running (and kill what it left)."""
+    before = set(_servers())
+    yield
+    leaked = {pid: p for pid, p in _servers().items() if pid not in before}
+    if leaked:
+        _, alive = psutil.wait_procs(list(leaked.values()), timeout=3.0)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        if alive:
+            pytest.fail(f"test left llama-server running: pids {[p.pid for p in alive]}")
+
+
+@pytest.fixture(scope="session")
+def server_binary() -> str:
+    return find_server_binary().path
+
+
+@pytest.fixture(scope="session")
+def model_path() -> Path:
+    return default_model_path()
+
+
+@pytest.fixture
+def write_experiment(tmp_path: Path):
+    """Write an experiment TOML into tmp_path and return (path, parsed experiment)."""
+
+    def write(text: str, name: str = "exp.toml"):
+        path = tmp_path / name
+        path.write_text(text)
+        return path, parse_experiment(text, name_hint=path.stem, path=str(path))
+
+    return write

@@ -1,0 +1,110 @@
+"""Measurement against the real server: agreement with the server's own timings, queueing
+made visible, and sampling recorded while a run goes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from workbench.engine.analysis import request_metrics
+from workbench.engine.events import EventBus, RequestFinished
+from workbench.engine.experiment import ServerSettings, WorkloadSettings
+from workbench.engine.prompts import PromptSource
+from workbench.engine.runner import ExperimentRunner, RunOptions
+from workbench.engine.server import LlamaServer
+from workbench.engine.session import open_session
+from workbench.engine.workload import make_client, plan_records, run_requests
+
+pytestmark = pytest.mark.server
+
+
+async def test_client_decode_time_agrees_with_server_timings(server_binary, model_path, tmp_path):
+    server = LlamaServer(
+        server_binary, model_path, ServerSettings(slots=1, ctx=2048), tmp_path / "s.log"
+    )
+    await server.start()
+    try:
+        workload = WorkloadSettings(requests=1, max_tokens=64)
+        async with make_client(server.base_url, workload) as client:
+            records = plan_records(0, 0, 0, 2, PromptSource())
+            for record in records:  # the first one warms the server up
+                await run_requests(client, workload, [record], [0.0], lambda e: None)
+    finally:
+        await asyncio.to_thread(server.stop)
+    record = records[1]
+    assert record.ok, record.error
+    assert record.output_tokens == (64, "usage")
+    assert record.timings["predicted_n"] == 64
+    client_decode_ms = (record.t_last_token_ns - record.t_first_token_ns) / 1e6
+    # The server times 64 decode steps; the client sees 63 gaps between 64 token arrivals.
+    server_decode_ms = record.timings["predicted_ms"] * 63 / 64
+    assert client_decode_ms == pytest.approx(server_decode_ms, rel=0.05)
+    metrics = request_metrics(record)
+    assert metrics is not None and not metrics.cache_hit
+    assert metrics.prefill_s == pytest.approx(record.timings["prompt_ms"] / 1000, rel=0.5)
+
+
+async def test_eight_requests_on_one_slot_queue(server_binary, model_path, tmp_path):
+    server = LlamaServer(
+        server_binary, model_path, ServerSettings(slots=1, ctx=4096), tmp_path / "s.log"
+    )
+    await server.start()
+    try:
+        workload = WorkloadSettings(requests=8, max_tokens=24)
+        async with make_client(server.base_url, workload) as client:
+            warm = plan_records(0, -1, 100, 1, PromptSource(), warmup=True)
+            await run_requests(client, workload, warm, [0.0], lambda e: None)
+            records = plan_records(0, 0, 0, 8, PromptSource())
+            await run_requests(client, workload, records, [0.0] * 8, lambda e: None)
+    finally:
+        await asyncio.to_thread(server.stop)
+    metrics = [request_metrics(r) for r in records]
+    assert all(m is not None for m in metrics), [r.error for r in records]
+    ttfts = sorted(m.ttft_s for m in metrics)
+    assert ttfts[-1] > 4 * ttfts[0], ttfts
+    waits = sorted(m.queue_wait_s for m in metrics)
+    # The last request waited for seven others: most of its TTFT is queue, not prefill.
+    assert waits[-1] > 0.5 * ttfts[-1]
+
+
+def test_runner_records_samples_and_requests(server_binary, write_experiment, tmp_path):
+    _path, experiment = write_experiment(
+        """
+        name = "sampled"
+        [server]
+        slots = 2
+        ctx = 4096
+        [workload]
+        requests = 4
+        max_tokens = 48
+        warmup = 1
+        """
+    )
+    bus = EventBus()
+    finished = bus.subscribe(RequestFinished)
+    runner = ExperimentRunner(experiment, RunOptions(tmp_path / "out"), bus)
+    result = runner.run()
+    assert result.status == "complete"
+    assert len(finished.drain()) == 5  # the warm-up request is recorded too
+    with open_session(result.session_path) as session:
+        assert session.status == "complete"
+        assert session.hardware["cpu_logical_cores"] >= 1
+        (config,) = session.configs
+        assert config.facts["n_ctx_slot"] == 2048
+        assert config.status == "ok", config.error
+        processes = session.samples("process_samples", 0)
+        metrics = session.samples("metrics_samples", 0)
+        slots = session.samples("slots_samples", 0)
+        assert len(processes) >= 3 and all(rss > 50_000_000 for _, _, rss, _ in processes)
+        assert metrics and "llamacpp:requests_processing" in json.loads(metrics[0][2])
+        assert max(json.loads(m[2])["llamacpp:requests_processing"] for m in metrics) >= 1
+        assert slots and {s["id"] for s in json.loads(slots[0][2])} == {0, 1}
+        busy = [s for _, _, js in slots for s in json.loads(js) if s["is_processing"]]
+        assert busy, "no sample caught a busy slot"
+        records = session.records(0)
+        assert len(records) == 5 and sum(r.warmup for r in records) == 1
+        assert all(r.ok and len(r.chunks) >= 40 for r in records)
+        (summary,) = session.summaries()
+        assert summary.value("ok") == 4 and summary.mean["agg_tok_s"] > 0

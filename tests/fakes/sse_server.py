@@ -1,0 +1,243 @@
+"""A deterministic fake OpenAI-compatible streaming server, for faults on demand.
+
+A real llama-server cannot be told "drop the connection after token 17" or "split a UTF-8
+character across two TCP writes"; this one can. It speaks just enough HTTP/1.1 on asyncio
+streams: one request per connection, ``Connection: close`` on every reply, SSE bodies either
+chunked (the default, as llama-server sends them) or delimited by closing the connection.
+
+Each request is answered according to a ``Behaviour``; pass one, or a function from the request
+body to a ``Behaviour`` so that requests in the same run can be treated differently::
+
+    async with FakeServer(Behaviour(tokens=20, disconnect_after=17)) as server:
+        ... server.base_url ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """What the server does with one streaming request. Fault positions count tokens sent."""
+
+    tokens: int = 5
+    texts: tuple[str, ...] | None = None  # token texts; default "tok0 ", "tok1 ", ...
+    delay_s: float = 0.0  # between consecutive tokens
+    first_delay_s: float = 0.0  # before the first token (after any role-only delta)
+    role_delta: bool = False  # chat: a first delta with only the role, no text
+    text_key: str = "content"  # chat delta key: "content" or "reasoning_content"
+    status: int = 200  # anything else: reply with this status and ``error_body``
+    error_body: str = '{"error": {"code": 503, "message": "Loading model"}}'
+    chunked: bool = True  # False: no Transfer-Encoding; the body ends when the socket closes
+    malformed_after: int | None = None  # send an event whose data is not JSON
+    error_event_after: int | None = None  # send an error event, then end the stream
+    error_style: str = "field"  # "field": `error: {...}`; "data": `data: {"error": {...}}`
+    stall_after: int | None = None  # stop sending, keep the connection open
+    disconnect_after: int | None = None  # close the socket without [DONE]
+    split_utf8: bool = False  # write each event in two parts, cut inside a multibyte char
+    finish_reason: str | None = "length"
+    usage: bool = True
+    completion_tokens: int | None = None  # usage count; defaults to ``tokens``
+    timings: bool = True
+    prompt_n: int = 12
+    prompt_ms: float = 4.0
+    cache_n: int = 0
+    send_done: bool = True
+
+    def text(self, i: int) -> str:
+        return self.texts[i] if self.texts is not None else f"tok{i} "
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    body: dict[str, Any] | None
+    t_received: float  # time.perf_counter()
+
+
+@dataclass
+class FakeServer:
+    behaviour: Behaviour | Callable[[dict[str, Any]], Behaviour] = field(default_factory=Behaviour)
+    received: list[Received] = field(default_factory=list)
+    errors: list[BaseException] = field(default_factory=list)  # bugs in this fake, if any
+    in_flight: int = 0
+    max_in_flight: int = 0
+
+    def __post_init__(self) -> None:
+        self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def completions(self) -> list[Received]:
+        return [r for r in self.received if r.method == "POST"]
+
+    async def __aenter__(self) -> FakeServer:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+        await self._server.wait_closed()
+        await asyncio.sleep(0)  # let closed transports finish (no ResourceWarning)
+        if self.errors and exc == (None, None, None):
+            raise AssertionError(f"the fake server failed: {self.errors!r}")
+
+    # -- one connection --------------------------------------------------------------------
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            await self._serve(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away first: that is its business
+        except Exception as exc:
+            self.errors.append(exc)
+        finally:
+            self._handlers.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request_line = (await reader.readline()).decode("latin-1").strip()
+        if not request_line:
+            return
+        method, path, _ = request_line.split(" ", 2)
+        length = 0
+        while (line := (await reader.readline()).decode("latin-1").strip()) != "":
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value.strip())
+        raw = await reader.readexactly(length) if length else b""
+        body = json.loads(raw) if raw else None
+        self.received.append(Received(method, path, body, time.perf_counter()))
+
+        if method == "GET" and path == "/health":
+            await _reply(writer, 200, '{"status": "ok"}')
+            return
+        if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions"):
+            await _reply(writer, 404, '{"error": {"code": 404, "message": "File Not Found"}}')
+            return
+        behaviour = self.behaviour(body or {}) if callable(self.behaviour) else self.behaviour
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            end_body = await self._stream(writer, behaviour, chat=path == "/v1/chat/completions")
+        finally:
+            self.in_flight -= 1  # before the client can see the end of the body
+        if end_body and behaviour.chunked:
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+
+    async def _stream(self, writer: asyncio.StreamWriter, b: Behaviour, chat: bool) -> bool:
+        """Write the response; False when the body must be cut off (no proper end)."""
+        if b.status != 200:
+            await _reply(writer, b.status, b.error_body)
+            return False
+        headers = "Content-Type: text/event-stream\r\nConnection: close\r\n"
+        if b.chunked:
+            headers += "Transfer-Encoding: chunked\r\n"
+        writer.write(f"HTTP/1.1 200 OK\r\n{headers}\r\n".encode())
+        await writer.drain()
+
+        async def send(event: str) -> None:
+            data = event.encode("utf-8")
+            parts = [data]
+            if b.split_utf8:
+                cut = next((i for i, byte in enumerate(data) if byte >= 0xC0), None)
+                if cut is not None:
+                    parts = [data[: cut + 1], data[cut + 1 :]]  # lead byte | continuation
+            for part in parts:
+                writer.write(f"{len(part):X}\r\n".encode() + part + b"\r\n" if b.chunked else part)
+                await writer.drain()
+
+        def choice(text: str | None, finish: str | None = None) -> dict[str, Any]:
+            if not chat:
+                return {"index": 0, "text": text or "", "finish_reason": finish}
+            delta = {b.text_key: text} if text is not None else {}
+            return {"index": 0, "delta": delta, "finish_reason": finish}
+
+        if b.role_delta and chat:
+            role = {"index": 0, "delta": {"role": "assistant", "content": None}}
+            await send(_sse({"choices": [role]}))
+        if b.first_delay_s:
+            await asyncio.sleep(b.first_delay_s)
+        for i in range(b.tokens + 1):
+            if i == b.stall_after:
+                await asyncio.Event().wait()  # forever; cancelled when the server closes
+            if i == b.disconnect_after:
+                return False  # _handle closes the socket: no [DONE], body not terminated
+            if i == b.malformed_after:
+                await send('data: {"choices": [{"delta": {"content": "oops"\n\n')
+            if i == b.error_event_after:
+                error = {"code": 500, "message": "context shift disabled", "type": "server_error"}
+                if b.error_style == "field":
+                    await send(f"error: {json.dumps(error)}\n\n")
+                else:
+                    await send(_sse({"error": error}))
+                return True
+            if i == b.tokens:
+                break
+            if i and b.delay_s:
+                await asyncio.sleep(b.delay_s)
+            await send(_sse({"choices": [choice(b.text(i))]}))
+        final: dict[str, Any] = {"choices": [choice(None, b.finish_reason)]}
+        n = b.completion_tokens if b.completion_tokens is not None else b.tokens
+        if b.usage:
+            final["usage"] = {
+                "prompt_tokens": b.prompt_n,
+                "completion_tokens": n,
+                "total_tokens": b.prompt_n + n,
+            }
+        if b.timings:
+            final["timings"] = {
+                "cache_n": b.cache_n,
+                "prompt_n": b.prompt_n,
+                "prompt_ms": b.prompt_ms,
+                "predicted_n": b.tokens,
+                "predicted_ms": b.tokens * 2.5,
+            }
+        await send(_sse(final))
+        if b.send_done:
+            await send("data: [DONE]\n\n")
+        return True
+
+
+def _sse(payload: dict[str, Any]) -> str:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+
+async def _reply(writer: asyncio.StreamWriter, status: int, body: str) -> None:
+    reasons = {
+        200: "OK",
+        404: "Not Found",
+        500: "Internal Server Error",
+        503: "Service Unavailable",
+    }
+    data = body.encode("utf-8")
+    head = (
+        f"HTTP/1.1 {status} {reasons.get(status, 'Error')}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    writer.write(head.encode() + data)
+    await writer.drain()

@@ -1,0 +1,1 @@
+"""The headless front end: the same engine, with progress on the terminal."""

@@ -1,0 +1,236 @@
+"""``workbench``: run experiments headless, show and export sessions."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+
+from workbench import __version__
+from workbench.cli.progress import ProgressState
+from workbench.cli.tables import hardware_line, results_table
+from workbench.engine.errors import WorkbenchError
+from workbench.engine.events import (
+    ConfigFinished,
+    ConfigStarted,
+    Notice,
+    ServerReady,
+    Subscription,
+)
+from workbench.engine.experiment import load_experiment
+from workbench.engine.export import write_concurrency_csv, write_json, write_requests_csv
+from workbench.engine.runner import ExperimentRunner, RunOptions
+from workbench.engine.session import open_session
+
+EXIT_ERROR = 1
+EXIT_CANCELLED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="workbench",
+        description="Measure how a local LLM server behaves under concurrent load.",
+    )
+    parser.add_argument("--version", action="version", version=f"workbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run an experiment file and save a session")
+    run.add_argument("experiment", help="experiment TOML file (see experiments/)")
+    run.add_argument("--out", default="results", help="output folder (default: results/)")
+    run.add_argument("--base-url", help="measure a server started elsewhere (external mode)")
+    run.add_argument("--server-bin", help="llama-server binary to use")
+    run.add_argument("--model", help="GGUF model file (overrides [server] model)")
+    run.add_argument("--quiet", action="store_true", help="no live progress, only the results")
+
+    show = sub.add_parser("show", help="print the tables of a saved session")
+    show.add_argument("session")
+    show.add_argument("--requests", action="store_true", help="also list every request")
+
+    export = sub.add_parser("export", help="write a session's tables as CSV / JSON")
+    export.add_argument("session")
+    export.add_argument("--csv", help="per-configuration CSV (the lab's columns first)")
+    export.add_argument("--requests-csv", help="per-request CSV")
+    export.add_argument("--json", help="the whole session as JSON")
+
+    sub.add_parser("gui", help="the desktop workbench (not yet available)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    errors = Console(stderr=True)
+    try:
+        if args.command == "run":
+            return cmd_run(args, console)
+        if args.command == "show":
+            return cmd_show(args, console)
+        if args.command == "export":
+            return cmd_export(args, console)
+        errors.print("The desktop workbench is not available yet; use `workbench run`.")
+        return EXIT_ERROR
+    except WorkbenchError as exc:
+        errors.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        return EXIT_ERROR
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    experiment = load_experiment(args.experiment)
+    if args.model:
+        experiment = experiment.with_overrides(server={"model": args.model})
+    out_dir = Path(args.out)
+    runner = ExperimentRunner(
+        experiment, RunOptions(out_dir, base_url=args.base_url, server_bin=args.server_bin)
+    )
+    runner.prepare()
+    events = runner.bus.subscribe()
+    state = ProgressState()
+    console.print(
+        f"[bold]{experiment.name}[/bold]: {len(runner.configs)} configuration(s); "
+        f"session {runner.session_path}",
+        highlight=False,
+    )
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    show_live = console.is_terminal and not args.quiet
+    runner.start()
+    try:
+        if show_live:
+            with Live(state.render(), console=console, auto_refresh=False) as live:
+                _follow(runner, events, state, console, live)
+        else:
+            _follow(runner, events, state, console, None)
+    finally:
+        if runner.running:
+            runner.cancel()
+        result = runner.wait(60.0)
+        runner.bus.unsubscribe(events)
+        signal.signal(signal.SIGTERM, previous)
+    assert result is not None
+    if not show_live:
+        console.print(results_table(result.summaries, title=experiment.name))
+    with open_session(result.session_path) as session:
+        csv_path = out_dir / "concurrency.csv"
+        requests_path = out_dir / "requests.csv"
+        write_concurrency_csv(csv_path, session.summaries())
+        write_requests_csv(requests_path, session)
+    console.print(
+        f"session: {result.session_path}\ntables: {csv_path}, {requests_path}", highlight=False
+    )
+    if result.status == "cancelled":
+        console.print("[yellow]run cancelled; the session is marked cancelled[/yellow]")
+        return EXIT_CANCELLED
+    if result.status == "failed":
+        console.print(f"[red]run failed: {result.error}[/red]", highlight=False)
+        return EXIT_ERROR
+    failed_configs = [s for s in result.summaries if s.status != "ok"]
+    return EXIT_ERROR if failed_configs else 0
+
+
+def _follow(
+    runner: ExperimentRunner,
+    events: Subscription,
+    state: ProgressState,
+    console: Console,
+    live: Live | None,
+) -> None:
+    """Fold events into the display until the run ends; Ctrl-C cancels the run."""
+    cancelled = False
+    while True:
+        try:
+            finished = not runner.running
+            now = time.monotonic()
+            for event in events.drain():
+                state.apply(event, now)
+                line = event_line(event)
+                if line and (live is None or isinstance(event, Notice)):
+                    console.print(line, highlight=False)
+            if live is not None:
+                live.update(state.render(now), refresh=True)
+            if finished:
+                return
+            time.sleep(0.1)
+        except KeyboardInterrupt:
+            if not cancelled:
+                console.print(
+                    "[yellow]stopping: cancelling streams and servers; "
+                    "the session keeps what finished[/yellow]"
+                )
+            cancelled = True
+            runner.cancel()
+
+
+def event_line(event: object) -> str | None:
+    """One line of plain progress for a terminal that is not interactive (CI logs, pipes)."""
+    match event:
+        case ConfigStarted(config=config):
+            return f"config {config.index + 1}: {config.label}"
+        case ServerReady(facts=facts) if facts:
+            return (
+                f"  server ready: n_slots={facts.get('n_slots')} "
+                f"n_ctx_slot={facts.get('n_ctx_slot')} kv_unified={facts.get('kv_unified')}"
+            )
+        case ConfigFinished(summary=summary) if summary is not None:
+            agg = summary.mean.get("agg_tok_s")
+            return (
+                f"  {summary.status}: {summary.value('ok') or 0}/{summary.value('requests') or 0}"
+                f" requests ok" + (f", {agg:.1f} tok/s aggregate" if agg else "")
+            )
+        case Notice(level=level, text=text):
+            style = "red" if level == "error" else "yellow"
+            return f"[{style}]{level}:[/{style}] {text}"
+    return None
+
+
+def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    with open_session(args.session) as session:
+        meta = session.meta
+        console.print(
+            f"[bold]{meta['name']}[/bold]  {meta['created_at']}  status: "
+            f"[{'green' if session.status == 'complete' else 'yellow'}]{session.status}"
+            f"[/]  mode: {meta['mode']}" + (f" {meta['base_url']}" if meta["base_url"] else ""),
+            highlight=False,
+        )
+        console.print(hardware_line(session.hardware), highlight=False)
+        console.print(results_table(session.summaries(), title="Results"))
+        for config in session.configs:
+            if config.error:
+                console.print(f"[red]{config.label}: {config.error}[/red]", highlight=False)
+        for _, level, text in session.notices():
+            if level == "warning":
+                console.print(f"[yellow]warning:[/yellow] {text}", highlight=False)
+        if args.requests:
+            from workbench.cli.tables import requests_table
+
+            console.print(requests_table(session))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, console: Console) -> int:
+    if not (args.csv or args.json or args.requests_csv):
+        raise WorkbenchError(
+            "say what to write: --csv FILE, --requests-csv FILE and/or --json FILE"
+        )
+    with open_session(args.session) as session:
+        if args.csv:
+            write_concurrency_csv(Path(args.csv), session.summaries())
+            console.print(f"wrote {args.csv}")
+        if args.requests_csv:
+            write_requests_csv(Path(args.requests_csv), session)
+            console.print(f"wrote {args.requests_csv}")
+        if args.json:
+            write_json(Path(args.json), session)
+            console.print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Live progress for ``workbench run``: which config, how many requests done, current tok/s."""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from workbench.cli.tables import results_table
+from workbench.engine.analysis import ConfigSummary
+from workbench.engine.events import (
+    ConfigFinished,
+    ConfigStarted,
+    ExperimentStarted,
+    Notice,
+    RequestFinished,
+    ServerReady,
+    ServerStateChanged,
+    TokenChunkArrived,
+)
+
+RATE_WINDOW_S = 2.0
+
+
+@dataclass
+class ProgressState:
+    """What the terminal shows, folded from engine events."""
+
+    name: str = ""
+    n_configs: int = 0
+    config_label: str = ""
+    config_index: int = -1
+    server_state: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+    done: int = 0
+    failed: int = 0
+    total: int = 0
+    summaries: list[ConfigSummary] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    _arrivals: collections.deque[float] = field(default_factory=collections.deque)
+
+    def apply(self, event: Any, now: float) -> None:
+        match event:
+            case ExperimentStarted():
+                self.name, self.n_configs = event.name, event.n_configs
+            case ConfigStarted(config=config):
+                self.config_label, self.config_index = config.label, config.index
+                self.done = self.failed = 0
+                self.total = event.total_requests
+                self.facts = {}
+            case ServerStateChanged():
+                self.server_state = event.state
+            case ServerReady():
+                self.facts = event.facts
+            case TokenChunkArrived():
+                self._arrivals.append(now)
+            case RequestFinished(record=r) if not r.warmup:
+                self.done += 1
+                self.failed += 0 if r.ok else 1
+            case ConfigFinished(summary=summary) if summary is not None:
+                self.summaries.append(summary)
+            case Notice():
+                self.notices.append(event)
+
+    def chunk_rate(self, now: float) -> float:
+        while self._arrivals and self._arrivals[0] < now - RATE_WINDOW_S:
+            self._arrivals.popleft()
+        return len(self._arrivals) / RATE_WINDOW_S
+
+    def render(self, now: float | None = None) -> Group:
+        now = time.monotonic() if now is None else now
+        status = Table.grid(padding=(0, 2))
+        facts = self.facts
+        slot_text = (
+            f"n_slots={facts.get('n_slots')} n_ctx_slot={facts.get('n_ctx_slot')} "
+            f"kv_unified={facts.get('kv_unified')}"
+            if facts.get("n_slots") is not None
+            else ""
+        )
+        status.add_row(
+            Text(f"{self.name}", style="bold"),
+            Text(f"config {self.config_index + 1}/{self.n_configs}: {self.config_label}"),
+            Text(f"server: {self.server_state}", style=_state_style(self.server_state)),
+            Text(
+                f"requests {self.done}/{self.total}"
+                + (f" ({self.failed} failed)" if self.failed else "")
+            ),
+            Text(f"{self.chunk_rate(now):.0f} tok/s"),
+            Text(slot_text, style="dim"),
+        )
+        parts: list[Any] = [status]
+        if self.summaries:
+            parts.insert(0, results_table(self.summaries))
+        return Group(*parts)
+
+
+def _state_style(state: str) -> str:
+    return {
+        "crashed": "bold red",
+        "running": "green",
+        "healthy": "green",
+        "starting": "yellow",
+        "stopping": "yellow",
+    }.get(state, "")

@@ -1,0 +1,238 @@
+"""Derived numbers, exactly as DESIGN.md section 4 defines them (vLLM bench serve's terms).
+
+Per request: TTFT, E2E, TPOT, decode speed, ITL gaps, queue wait and prefill. Per run (one
+repeat of one configuration): makespan, aggregate throughput and percentiles. Per
+configuration: the mean and spread of each run figure across repeats.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from workbench.engine.records import RequestRecord
+
+NS = 1e9
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default), None when empty."""
+    if not values:
+        return None
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class RequestMetrics:
+    ttft_s: float
+    e2e_s: float
+    output_tokens: int
+    token_source: str
+    tpot_s: float | None
+    decode_tok_s: float | None
+    queue_wait_s: float | None
+    prefill_s: float | None
+    itl_s: list[float]
+    cache_hit: bool
+
+
+def request_metrics(record: RequestRecord) -> RequestMetrics | None:
+    """The derived numbers of one successful request; None for failed or empty ones."""
+    if (
+        not record.ok
+        or record.t_submit_ns is None
+        or record.t_first_token_ns is None
+        or record.t_last_token_ns is None
+    ):
+        return None
+    ttft = (record.t_first_token_ns - record.t_submit_ns) / NS
+    e2e = (record.t_last_token_ns - record.t_submit_ns) / NS
+    tokens, source = record.output_tokens
+    tokens = tokens or 0
+    tpot = None
+    if tokens > 1:
+        tpot = (record.t_last_token_ns - record.t_first_token_ns) / NS / (tokens - 1)
+    times = [c.t_ns for c in record.chunks]
+    itl = [(b - a) / NS for a, b in itertools.pairwise(times)]
+    timings = record.timings or {}
+    prompt_ms = timings.get("prompt_ms")
+    queue_wait = prefill = None
+    if isinstance(prompt_ms, int | float):
+        queue_wait = max(0.0, ttft - prompt_ms / 1000.0)
+        prefill = ttft - queue_wait
+    cache_n = timings.get("cache_n")
+    return RequestMetrics(
+        ttft_s=ttft,
+        e2e_s=e2e,
+        output_tokens=tokens,
+        token_source=source,
+        tpot_s=tpot,
+        decode_tok_s=(1.0 / tpot) if tpot and tpot > 0 else None,
+        queue_wait_s=queue_wait,
+        prefill_s=prefill,
+        itl_s=itl,
+        cache_hit=isinstance(cache_n, int) and cache_n > 0,
+    )
+
+
+@dataclass
+class RunSummary:
+    """One repeat of one configuration."""
+
+    requests: int
+    ok: int
+    failed: int
+    makespan_s: float | None
+    output_tokens: int
+    agg_tok_s: float | None
+    ttft_p50_s: float | None
+    ttft_p90_s: float | None
+    ttft_p99_s: float | None
+    ttft_max_s: float | None
+    tpot_p50_ms: float | None
+    tpot_p90_ms: float | None
+    tpot_p99_ms: float | None
+    itl_p50_ms: float | None
+    itl_p90_ms: float | None
+    itl_p99_ms: float | None
+    itl_max_ms: float | None
+    e2e_p50_s: float | None
+    e2e_p90_s: float | None
+    e2e_p99_s: float | None
+    decode_tok_s: float | None
+    queue_wait_p50_s: float | None
+    queue_wait_max_s: float | None
+    cache_hits: int
+    token_source: str
+    errors: list[str] = field(default_factory=list)
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else value * 1000.0
+
+
+def summarize_run(records: list[RequestRecord]) -> RunSummary:
+    measured = [r for r in records if not r.warmup]
+    metrics = [m for m in (request_metrics(r) for r in measured) if m is not None]
+    submits = [r.t_submit_ns for r in measured if r.t_submit_ns is not None]
+    ends = [r.t_done_ns for r in measured if r.t_done_ns is not None and r.t_submit_ns is not None]
+    makespan = (max(ends) - min(submits)) / NS if submits and ends else None
+    tokens = sum(m.output_tokens for m in metrics)
+    ttft = [m.ttft_s for m in metrics]
+    tpot = [m.tpot_s for m in metrics if m.tpot_s is not None]
+    itl = [gap for m in metrics for gap in m.itl_s]
+    e2e = [m.e2e_s for m in metrics]
+    waits = [m.queue_wait_s for m in metrics if m.queue_wait_s is not None]
+    decode = [m.decode_tok_s for m in metrics if m.decode_tok_s is not None]
+    sources = sorted({m.token_source for m in metrics})
+    return RunSummary(
+        requests=len(measured),
+        ok=sum(r.ok for r in measured),
+        failed=sum(not r.ok for r in measured),
+        makespan_s=makespan,
+        output_tokens=tokens,
+        agg_tok_s=tokens / makespan if makespan else None,
+        ttft_p50_s=percentile(ttft, 50),
+        ttft_p90_s=percentile(ttft, 90),
+        ttft_p99_s=percentile(ttft, 99),
+        ttft_max_s=max(ttft) if ttft else None,
+        tpot_p50_ms=_ms(percentile(tpot, 50)),
+        tpot_p90_ms=_ms(percentile(tpot, 90)),
+        tpot_p99_ms=_ms(percentile(tpot, 99)),
+        itl_p50_ms=_ms(percentile(itl, 50)),
+        itl_p90_ms=_ms(percentile(itl, 90)),
+        itl_p99_ms=_ms(percentile(itl, 99)),
+        itl_max_ms=_ms(max(itl)) if itl else None,
+        e2e_p50_s=percentile(e2e, 50),
+        e2e_p90_s=percentile(e2e, 90),
+        e2e_p99_s=percentile(e2e, 99),
+        decode_tok_s=statistics.fmean(decode) if decode else None,
+        queue_wait_p50_s=percentile(waits, 50),
+        queue_wait_max_s=max(waits) if waits else None,
+        cache_hits=sum(m.cache_hit for m in metrics),
+        token_source="+".join(sources) or "none",
+        errors=[r.error for r in measured if not r.ok and r.error],
+    )
+
+
+# The run figures that get a mean and a spread across repeats.
+SPREAD_FIELDS = ("makespan_s", "agg_tok_s", "ttft_p50_s", "ttft_max_s", "decode_tok_s")
+
+
+@dataclass
+class ConfigSummary:
+    """One configuration: its settings, what the server said about itself, and its runs."""
+
+    index: int
+    label: str
+    slots: int
+    ctx: int
+    n_ctx_slot: int | None
+    n_slots: int | None
+    kv_unified: bool | None
+    cont_batching: bool
+    concurrency: int
+    max_tokens: int
+    status: str
+    runs: list[RunSummary]
+    mean: dict[str, float | None] = field(default_factory=dict)
+    sd: dict[str, float | None] = field(default_factory=dict)
+    error: str | None = None
+
+    def value(self, name: str) -> Any:
+        """A run figure averaged over repeats (or summed, for counts)."""
+        if name in self.mean:
+            return self.mean[name]
+        values = [getattr(run, name) for run in self.runs]
+        numbers = [v for v in values if isinstance(v, int | float)]
+        if not numbers:
+            return None
+        if name in ("requests", "ok", "failed", "cache_hits", "output_tokens"):
+            return sum(numbers)
+        return statistics.fmean(numbers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize_config(
+    index: int,
+    label: str,
+    server: dict[str, Any],
+    workload: dict[str, Any],
+    facts: dict[str, Any],
+    runs: list[RunSummary],
+    status: str = "ok",
+    error: str | None = None,
+    slots_override: int | None = None,
+) -> ConfigSummary:
+    mean: dict[str, float | None] = {}
+    sd: dict[str, float | None] = {}
+    for name in SPREAD_FIELDS:
+        values = [getattr(run, name) for run in runs if getattr(run, name) is not None]
+        mean[name] = statistics.fmean(values) if values else None
+        sd[name] = statistics.stdev(values) if len(values) > 1 else None
+    slots = slots_override if slots_override is not None else server.get("slots", 1)
+    return ConfigSummary(
+        index=index,
+        label=label,
+        slots=slots,
+        ctx=server.get("ctx", 0),
+        n_ctx_slot=facts.get("n_ctx_slot"),
+        n_slots=facts.get("n_slots"),
+        kv_unified=facts.get("kv_unified"),
+        cont_batching=server.get("cont_batching", True),
+        concurrency=workload.get("concurrency") or workload.get("requests", 0),
+        max_tokens=workload.get("max_tokens", 0),
+        status=status,
+        runs=runs,
+        mean=mean,
+        sd=sd,
+        error=error,
+    )

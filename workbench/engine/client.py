@@ -1,0 +1,179 @@
+"""Streaming one request and recording exactly what arrived, and when.
+
+Timestamps are ``perf_counter_ns`` taken where the bytes come off the connection. Errors are
+stored on the record, never raised: one failed request must not end a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from workbench.engine.events import FirstToken, RequestSubmitted, TokenChunkArrived
+from workbench.engine.experiment import WorkloadSettings
+from workbench.engine.records import RequestRecord, TokenChunk
+from workbench.engine.sse import SSEParser
+
+Emit = Callable[[Any], None]
+ERROR_BODY_LIMIT = 2000
+
+
+def request_payload(
+    workload: WorkloadSettings, prompt: str, seed: int
+) -> tuple[str, dict[str, Any]]:
+    """The endpoint path and JSON body for one streaming request."""
+    body: dict[str, Any] = {
+        "model": workload.model_name,
+        "max_tokens": workload.max_tokens,
+        "temperature": workload.temperature,
+        "seed": seed,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "cache_prompt": workload.cache_prompt,
+    }
+    if workload.ignore_eos:
+        body["ignore_eos"] = True
+    if workload.endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+        return "/v1/chat/completions", body
+    body["prompt"] = prompt
+    return "/v1/completions", body
+
+
+def _chunk_text(choice: dict[str, Any]) -> str:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        parts = [delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning")]
+        return "".join(p for p in parts if isinstance(p, str))
+    text = choice.get("text")
+    return text if isinstance(text, str) else ""
+
+
+class StreamFailure(Exception):
+    """A stream that broke the protocol; its message becomes the record's error."""
+
+
+def _apply_payload(record: RequestRecord, payload: dict[str, Any], t_ns: int, emit: Emit) -> None:
+    if "error" in payload and not payload.get("choices"):
+        error = payload["error"]
+        message = error.get("message", error) if isinstance(error, dict) else error
+        raise StreamFailure(f"server error in stream: {message}")
+    if isinstance(payload.get("usage"), dict):
+        record.usage = payload["usage"]
+    if isinstance(payload.get("timings"), dict):
+        record.timings = payload["timings"]
+    for choice in payload.get("choices") or []:
+        if not isinstance(choice, dict):
+            raise StreamFailure(f"malformed stream: choice is not an object: {choice!r:.200}")
+        text = _chunk_text(choice)
+        if text:
+            if record.t_first_token_ns is None:
+                record.t_first_token_ns = t_ns
+                emit(FirstToken(record.config_index, record.repeat, record.index, t_ns))
+            record.t_last_token_ns = t_ns
+            record.chunks.append(TokenChunk(t_ns, text))
+            emit(TokenChunkArrived(record.config_index, record.repeat, record.index, t_ns, text))
+        if choice.get("finish_reason"):
+            record.finish_reason = choice["finish_reason"]
+
+
+async def stream_request(
+    client: httpx.AsyncClient,
+    record: RequestRecord,
+    workload: WorkloadSettings,
+    seed: int,
+    emit: Emit,
+) -> RequestRecord:
+    """Send one streaming request and fill ``record``. Never raises except on cancellation."""
+    path, body = request_payload(workload, record.prompt, seed)
+    request = client.build_request("POST", path, json=body)
+    parser = SSEParser()
+    done = False
+    try:
+        async with asyncio.timeout(workload.request_timeout_s):
+            record.t_submit_ns = time.perf_counter_ns()
+            emit(
+                RequestSubmitted(
+                    record.config_index,
+                    record.repeat,
+                    record.index,
+                    record.warmup,
+                    record.t_submit_ns,
+                )
+            )
+            response = await client.send(request, stream=True)
+            try:
+                record.http_status = response.status_code
+                if response.status_code != 200:
+                    raw = await response.aread()
+                    text = raw.decode("utf-8", "replace")[:ERROR_BODY_LIMIT]
+                    raise StreamFailure(
+                        f"HTTP {response.status_code}: {text.strip() or '(no body)'}"
+                    )
+                async for data in response.aiter_bytes():
+                    t_ns = time.perf_counter_ns()
+                    for event in parser.feed(data):
+                        done = _handle_event(record, event.event, event.data, t_ns, emit) or done
+                for event in parser.close():
+                    done = (
+                        _handle_event(record, event.event, event.data, time.perf_counter_ns(), emit)
+                        or done
+                    )
+            finally:
+                await response.aclose()
+        record.t_done_ns = time.perf_counter_ns()
+        if not done and record.finish_reason is None:
+            raise StreamFailure(
+                f"stream ended without [DONE] after {len(record.chunks)} token chunks "
+                "(the server closed the connection early)"
+            )
+        record.ok = True
+    except StreamFailure as exc:
+        _fail(record, str(exc))
+    except TimeoutError:
+        _fail(
+            record,
+            f"timed out after {workload.request_timeout_s:g} s "
+            f"({len(record.chunks)} token chunks received)",
+        )
+    except httpx.ConnectError as exc:
+        _fail(record, f"cannot connect to the server: {exc}")
+    except httpx.RemoteProtocolError as exc:
+        _fail(record, f"connection broken after {len(record.chunks)} token chunks: {exc}")
+    except httpx.HTTPError as exc:
+        _fail(record, f"{type(exc).__name__} after {len(record.chunks)} token chunks: {exc}")
+    except asyncio.CancelledError:
+        _fail(record, f"cancelled after {len(record.chunks)} token chunks")
+        raise
+    return record
+
+
+def _handle_event(
+    record: RequestRecord, name: str | None, data: str, t_ns: int, emit: Emit
+) -> bool:
+    if not data.strip():
+        return False  # a keep-alive or an event without data carries nothing
+    if data.strip() == "[DONE]":
+        return True
+    try:
+        payload = json.loads(data)
+    except json.JSONDecodeError:
+        raise StreamFailure(f"malformed stream: event data is not JSON: {data[:200]!r}") from None
+    if name == "error" and isinstance(payload, dict) and "error" not in payload:
+        payload = {"error": payload}
+    if not isinstance(payload, dict):
+        raise StreamFailure(f"malformed stream: event data is not a JSON object: {data[:200]!r}")
+    _apply_payload(record, payload, t_ns, emit)
+    return False
+
+
+def _fail(record: RequestRecord, error: str) -> None:
+    record.ok = False
+    record.error = error
+    if record.t_done_ns is None:
+        record.t_done_ns = time.perf_counter_ns()

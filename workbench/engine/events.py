@@ -1,0 +1,169 @@
+"""Engine events and the bus that fans them out.
+
+The engine publishes plain dataclasses; each consumer (session writer, CLI progress, the
+window) subscribes with its own thread-safe queue and drains it at its own pace, so no
+consumer can slow the loop that takes the measurements.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.engine.analysis import ConfigSummary
+from workbench.engine.records import RequestRecord
+
+
+@dataclass(frozen=True)
+class ExperimentStarted:
+    name: str
+    session_path: str
+    n_configs: int
+    mode: str  # "managed" or "external"
+    t0_ns: int
+
+
+@dataclass(frozen=True)
+class ConfigStarted:
+    config: Any  # RunConfig; typed loosely to keep this module free of cycles
+    total_requests: int
+
+
+@dataclass(frozen=True)
+class ServerStateChanged:
+    config_index: int
+    state: str  # starting / healthy / running / stopping / stopped / crashed
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ServerReady:
+    config_index: int
+    base_url: str
+    pid: int | None
+    command: list[str]
+    log_path: str | None
+    facts: dict[str, Any]
+    slots: int | None
+
+
+@dataclass(frozen=True)
+class RequestSubmitted:
+    config_index: int
+    repeat: int
+    index: int
+    warmup: bool
+    t_ns: int
+
+
+@dataclass(frozen=True)
+class FirstToken:
+    config_index: int
+    repeat: int
+    index: int
+    t_ns: int
+
+
+@dataclass(frozen=True)
+class TokenChunkArrived:
+    config_index: int
+    repeat: int
+    index: int
+    t_ns: int
+    text: str
+
+
+@dataclass(frozen=True)
+class RequestFinished:
+    record: RequestRecord
+
+
+@dataclass(frozen=True)
+class ProcessSample:
+    config_index: int
+    t_ns: int
+    rss_bytes: int
+    cpu_percent: float
+
+
+@dataclass(frozen=True)
+class MetricsSample:
+    config_index: int
+    t_ns: int
+    values: dict[str, float]
+
+
+@dataclass(frozen=True)
+class SlotsSample:
+    config_index: int
+    t_ns: int
+    slots: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ConfigFinished:
+    config_index: int
+    status: str  # ok / failed / cancelled
+    error: str | None = None
+    log_tail: str = ""
+    summary: ConfigSummary | None = None
+
+
+@dataclass(frozen=True)
+class Notice:
+    level: str  # info / warning / error
+    text: str
+    config_index: int | None = None
+
+
+@dataclass(frozen=True)
+class ExperimentFinished:
+    status: str  # complete / cancelled / failed
+    error: str | None = None
+
+
+SAMPLE_EVENTS = (ProcessSample, MetricsSample, SlotsSample)
+
+
+@dataclass
+class Subscription:
+    types: tuple[type, ...] | None
+    queue: queue.SimpleQueue[Any] = field(default_factory=queue.SimpleQueue)
+
+    def drain(self, limit: int | None = None) -> list[Any]:
+        """Everything queued so far, without blocking."""
+        out = []
+        while limit is None or len(out) < limit:
+            try:
+                out.append(self.queue.get_nowait())
+            except queue.Empty:
+                break
+        return out
+
+
+class EventBus:
+    """Thread-safe fan-out: ``publish`` never blocks on a slow subscriber."""
+
+    def __init__(self) -> None:
+        self._subs: list[Subscription] = []
+        self._lock = threading.Lock()
+
+    def subscribe(self, *types: type) -> Subscription:
+        sub = Subscription(types or None)
+        with self._lock:
+            self._subs.append(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        with self._lock:
+            if sub in self._subs:
+                self._subs.remove(sub)
+
+    def publish(self, event: Any) -> None:
+        with self._lock:
+            subs = list(self._subs)
+        for sub in subs:
+            if sub.types is None or isinstance(event, sub.types):
+                sub.queue.put(event)

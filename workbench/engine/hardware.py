@@ -1,0 +1,112 @@
+"""A fingerprint of the machine a session was recorded on, for cross-machine comparison."""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+
+def _run(cmd: list[str], timeout: float = 5.0) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return (out.stdout or "") + (out.stderr or "")
+
+
+def cpu_model() -> str:
+    if sys.platform == "darwin":
+        return _run(["sysctl", "-n", "machdep.cpu.brand_string"]).strip() or platform.processor()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def nvidia_gpus() -> list[dict[str, Any]]:
+    """GPUs through NVML when nvidia-ml-py is installed; nvidia-smi otherwise."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+    except ImportError:
+        pynvml = None
+    if pynvml is not None:
+        try:
+            pynvml.nvmlInit()
+            try:
+                gpus = []
+                for i in range(pynvml.nvmlDeviceGetCount()):
+                    handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+                    name = pynvml.nvmlDeviceGetName(handle)
+                    mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+                    gpus.append(
+                        {
+                            "name": name.decode() if isinstance(name, bytes) else name,
+                            "memory_bytes": int(mem.total),
+                            "driver": _decode(pynvml.nvmlSystemGetDriverVersion()),
+                        }
+                    )
+                return gpus
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception:
+            pass
+    out = _run(
+        [
+            "nvidia-smi",
+            "--query-gpu=name,memory.total,driver_version",
+            "--format=csv,noheader,nounits",
+        ]
+    )
+    gpus = []
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3 and parts[1].isdigit():
+            gpus.append(
+                {"name": parts[0], "memory_bytes": int(parts[1]) * 1024 * 1024, "driver": parts[2]}
+            )
+    return gpus
+
+
+def _decode(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def apple_chip() -> str | None:
+    if sys.platform != "darwin":
+        return None
+    return _run(["sysctl", "-n", "machdep.cpu.brand_string"]).strip() or None
+
+
+def server_build(binary: str) -> str:
+    """What ``llama-server --version`` says (build number, commit, compiler, backends)."""
+    text = _run([binary, "--version"], timeout=15.0)
+    lines = [line for line in text.splitlines() if line.startswith(("version", "built with"))]
+    return "; ".join(lines) or text.strip()[-300:]
+
+
+def fingerprint(server_binary: str | None = None) -> dict[str, Any]:
+    memory = psutil.virtual_memory()
+    info: dict[str, Any] = {
+        "hostname": platform.node(),
+        "os": f"{platform.system()} {platform.release()}",
+        "os_version": platform.version(),
+        "machine": platform.machine(),
+        "cpu_model": cpu_model(),
+        "cpu_physical_cores": psutil.cpu_count(logical=False),
+        "cpu_logical_cores": psutil.cpu_count(logical=True),
+        "ram_bytes": memory.total,
+        "python": platform.python_version(),
+        "gpus": nvidia_gpus(),
+        "apple_chip": apple_chip(),
+    }
+    if server_binary:
+        info["llama_server"] = server_binary
+        info["llama_server_build"] = server_build(server_binary)
+    return info

@@ -1,0 +1,386 @@
+"""Running an experiment: one owner for the servers, the streams and the session.
+
+The runner's engine thread has its own asyncio loop, where only streams run; sampling and
+session writing have threads of their own; consumers (CLI, window) read the event bus. Every
+way out (the end, ``cancel()``, an exception, a crashed server) goes through the same
+``finally``: streams cancelled, server stopped, session closed with its status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from workbench.engine.analysis import ConfigSummary, summarize_config, summarize_run
+from workbench.engine.discovery import find_server_binary, resolve_model
+from workbench.engine.errors import ExternalServerError, OutputDirError, WorkbenchError
+from workbench.engine.events import (
+    ConfigFinished,
+    ConfigStarted,
+    EventBus,
+    ExperimentFinished,
+    ExperimentStarted,
+    Notice,
+    ServerReady,
+    ServerStateChanged,
+)
+from workbench.engine.experiment import Experiment, RunConfig
+from workbench.engine.hardware import fingerprint
+from workbench.engine.prompts import PromptSource, load_prompts
+from workbench.engine.records import RequestRecord
+from workbench.engine.sampler import ServerSampler
+from workbench.engine.server import LlamaServer, describe_exit
+from workbench.engine.session import SessionWriter, create_session
+from workbench.engine.workload import arrival_offsets, make_client, plan_records, run_requests
+
+
+@dataclass
+class RunOptions:
+    out_dir: Path
+    base_url: str | None = None
+    server_bin: str | None = None
+
+
+@dataclass
+class RunResult:
+    status: str
+    session_path: Path
+    summaries: list[ConfigSummary]
+    error: str | None = None
+
+
+def check_out_dir(out_dir: Path) -> None:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise OutputDirError(
+            f"cannot write to the output folder {out_dir}: {exc.strerror or exc}"
+        ) from None
+
+
+def probe_external(base_url: str) -> int | None:
+    """Check that an external server answers, and read its slot count where it tells."""
+    try:
+        with httpx.Client(base_url=base_url, timeout=5.0) as client:
+            answered = False
+            for path in ("/health", "/v1/models"):
+                try:
+                    if client.get(path).status_code < 500:
+                        answered = True
+                        break
+                except httpx.HTTPStatusError:
+                    continue
+            if not answered:
+                raise ExternalServerError(
+                    f"{base_url} answers, but neither /health nor /v1/models works"
+                )
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                props = client.get("/props")
+                if props.status_code == 200 and isinstance(props.json().get("total_slots"), int):
+                    return int(props.json()["total_slots"])
+            with contextlib.suppress(httpx.HTTPError, ValueError):
+                slots = client.get("/slots")
+                if slots.status_code == 200 and isinstance(slots.json(), list):
+                    return len(slots.json())
+    except httpx.HTTPError as exc:
+        raise ExternalServerError(
+            f"nothing answers at {base_url} ({type(exc).__name__}: {exc}); "
+            "check the address and that the server is running"
+        ) from None
+    return None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "experiment"
+
+
+class ExperimentRunner:
+    """Runs an experiment on its own thread and publishes what happens on ``bus``.
+
+    ``prepare()`` checks everything a user can get wrong before anything starts (binary, model,
+    output folder, base URL) and raises a ``WorkbenchError`` with the reason.
+    """
+
+    def __init__(self, experiment: Experiment, options: RunOptions, bus: EventBus | None = None):
+        self.experiment = experiment
+        self.options = options
+        self.bus = bus or EventBus()
+        self.external = options.base_url is not None
+        self.configs: list[RunConfig] = experiment.configs(external=self.external)
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        base = f"{_slug(experiment.name)}-{stamp}"
+        self.session_path = options.out_dir / f"{base}.session.sqlite"
+        self.log_dir = options.out_dir / "logs" / base
+        self.binary: str | None = None
+        self.models: dict[str, Path] = {}
+        self.prompts: PromptSource | None = None
+        self.external_slots: int | None = None
+        self.summaries: list[ConfigSummary] = []
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._main_task: asyncio.Task[None] | None = None
+        self._server: LlamaServer | None = None
+        self._writer: SessionWriter | None = None
+        self._next_index = 0
+        self._status = "complete"
+        self._error: str | None = None
+        self._cancel_requested = threading.Event()
+
+    # -- set-up -----------------------------------------------------------------------------
+    def prepare(self) -> None:
+        check_out_dir(self.options.out_dir)
+        base_dir = Path(self.experiment.path).parent if self.experiment.path else None
+        prompt_specs = {c.workload.prompts for c in self.configs}
+        if len(prompt_specs) > 1:
+            raise WorkbenchError("a sweep over [workload] prompts is not supported")
+        self.prompts = load_prompts(prompt_specs.pop(), base_dir)
+        if self.external:
+            assert self.options.base_url is not None
+            self.external_slots = probe_external(self.options.base_url)
+        else:
+            self.binary = find_server_binary(self.options.server_bin).path
+            for config in self.configs:
+                if config.server.model not in self.models:
+                    self.models[config.server.model] = resolve_model(config.server.model)
+        hardware = fingerprint(self.binary)
+        if self._session_exists():
+            raise OutputDirError(f"session file already exists: {self.session_path}")
+        try:
+            create_session(
+                self.session_path,
+                self.experiment.name,
+                self.experiment.source,
+                self.experiment.path,
+                "external" if self.external else "managed",
+                self.options.base_url,
+                hardware,
+                time.perf_counter_ns(),
+            )
+        except OSError as exc:
+            raise OutputDirError(
+                f"cannot create the session file {self.session_path}: {exc}"
+            ) from None
+
+    def _session_exists(self) -> bool:
+        return self.session_path.exists()
+
+    # -- thread control -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the session writer and the engine thread; ``prepare()`` must have run."""
+        self._writer = SessionWriter(self.session_path, self.bus)
+        self._writer.start()
+        self._thread = threading.Thread(target=self._thread_main, name="engine", daemon=True)
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Thread-safe: stop at once, keeping what was measured."""
+        self._cancel_requested.set()
+        loop, task = self._loop, self._main_task
+        if loop is not None and task is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
+
+    def wait(self, timeout: float | None = None) -> RunResult | None:
+        """Block until the run and its session are finished; None on timeout."""
+        assert self._thread is not None and self._writer is not None
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            return None
+        self._writer.join(30.0)
+        if self._writer.error is not None:
+            raise WorkbenchError(f"writing the session failed: {self._writer.error}")
+        return RunResult(self._status, self.session_path, self.summaries, self._error)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def run(self) -> RunResult:
+        """prepare + start + wait, for headless callers that own nothing else."""
+        self.prepare()
+        self.start()
+        result = self.wait()
+        assert result is not None
+        return result
+
+    def _thread_main(self) -> None:
+        asyncio.run(self._main())
+
+    # -- the run ------------------------------------------------------------------------------
+    def emit(self, event: Any) -> None:
+        self.bus.publish(event)
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._main_task = asyncio.current_task()
+        mode = "external" if self.external else "managed"
+        self.emit(
+            ExperimentStarted(
+                self.experiment.name,
+                str(self.session_path),
+                len(self.configs),
+                mode,
+                time.perf_counter_ns(),
+            )
+        )
+        try:
+            if self._cancel_requested.is_set():
+                raise asyncio.CancelledError
+            for config in self.configs:
+                await self._run_config(config)
+        except asyncio.CancelledError:
+            self._status = "cancelled"
+        except Exception as exc:  # an engine bug must still end in the same shutdown path
+            self._status, self._error = "failed", f"{type(exc).__name__}: {exc}"
+            self.emit(Notice("error", self._error))
+        finally:
+            self._stop_server()
+            self.emit(ExperimentFinished(self._status, self._error))
+
+    def _stop_server(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    async def _run_config(self, config: RunConfig) -> None:
+        idx = config.index
+        workload = config.workload
+        per_repeat = workload.requests
+        self.emit(ConfigStarted(config, per_repeat * workload.repeats))
+        records: list[RequestRecord] = []
+        status, error, log_tail, facts, slots = "ok", None, "", {}, None
+        try:
+            if self.external:
+                assert self.options.base_url is not None
+                base_url, pid, slots = self.options.base_url, None, self.external_slots
+                self.emit(ServerReady(idx, base_url, None, [], None, {}, slots))
+            else:
+                server = await self._start_server(config)
+                base_url, pid = server.base_url, server.pid
+                facts = server.facts.to_dict()
+                slots = server.facts.n_slots or config.server.slots
+                self.emit(
+                    ServerReady(
+                        idx, base_url, pid, server.command, str(server.log_path), facts, slots
+                    )
+                )
+                self._warn_about_context(config, server)
+            async with make_client(base_url, workload) as client:
+                if workload.warmup:
+                    warm = self._plan(idx, -1, workload.warmup, warmup=True)
+                    sequential = replace(workload, concurrency=1, arrival="burst")
+                    await run_requests(client, sequential, warm, [0.0] * len(warm), self.emit)
+                    await self._check_server_alive(idx, warm)
+                for repeat in range(workload.repeats):
+                    planned = self._plan(idx, repeat, per_repeat)
+                    offsets = arrival_offsets(workload, per_repeat, workload.seed + repeat)
+                    sampler = ServerSampler(self.emit, idx, base_url, pid)
+                    sampler.start()
+                    self.emit(ServerStateChanged(idx, "running", f"repeat {repeat + 1}"))
+                    try:
+                        records += await run_requests(client, workload, planned, offsets, self.emit)
+                    finally:
+                        sampler.stop()
+                    await self._check_server_alive(idx, records)
+                    self.emit(ServerStateChanged(idx, "healthy", f"repeat {repeat + 1} done"))
+        except asyncio.CancelledError:
+            status, error = "cancelled", "cancelled by the user"
+            raise
+        except WorkbenchError as exc:
+            status, error = "failed", str(exc)
+            self.emit(Notice("error", f"[{config.label}] {exc}", idx))
+        finally:
+            if self._server is not None:
+                log_tail = self._server.log_tail(40)
+            self._stop_server()
+            summary = self._summarize(config, records, facts, slots, status, error)
+            self.emit(ConfigFinished(idx, status, error, log_tail, summary))
+
+    def _plan(self, idx: int, repeat: int, count: int, warmup: bool = False) -> list[RequestRecord]:
+        assert self.prompts is not None
+        planned = plan_records(idx, repeat, self._next_index, count, self.prompts, warmup)
+        self._next_index += count
+        return planned
+
+    async def _start_server(self, config: RunConfig) -> LlamaServer:
+        assert self.binary is not None
+        idx = config.index
+        server = LlamaServer(
+            self.binary,
+            self.models[config.server.model],
+            config.server,
+            self.log_dir / f"config-{idx}-{_slug(config.label)}.log",
+            on_state=lambda state, detail: self.emit(ServerStateChanged(idx, state, detail)),
+        )
+        self._server = server
+        await server.start()
+        return server
+
+    async def _check_server_alive(self, idx: int, records: list[RequestRecord]) -> None:
+        """Raise if the server died. Streams can break a moment before the process is
+        reaped, so after failures the exit gets a short grace period to show."""
+        server = self._server
+        if server is None:
+            return
+        grace = 1.0 if any(not r.ok for r in records) else 0.0
+        code = await asyncio.to_thread(server.wait_exit, grace)
+        if code is not None:
+            why = describe_exit(code)
+            server.state = "crashed"
+            self.emit(ServerStateChanged(idx, "crashed", why))
+            raise WorkbenchError(
+                f"llama-server {why} mid-run; its in-flight requests are recorded as failed.\n"
+                f"  log: {server.log_path}\n  last log lines:\n"
+                + "\n".join("    " + line for line in server.log_tail(15).splitlines())
+            )
+
+    def _warn_about_context(self, config: RunConfig, server: LlamaServer) -> None:
+        per_slot = server.facts.n_ctx_slot
+        need = config.workload.max_tokens + 64
+        if per_slot is not None and per_slot < need:
+            self.emit(
+                Notice(
+                    "warning",
+                    f"[{config.label}] each slot has only {per_slot} tokens of context, less than "
+                    f"prompt + max_tokens (~{need}); requests may be truncated",
+                    config.index,
+                )
+            )
+
+    def _summarize(
+        self,
+        config: RunConfig,
+        records: list[RequestRecord],
+        facts: dict[str, Any],
+        slots: int | None,
+        status: str,
+        error: str | None,
+    ) -> ConfigSummary:
+        repeats = sorted({r.repeat for r in records})
+        runs = [summarize_run([r for r in records if r.repeat == k]) for k in repeats]
+        d = config.to_dict()
+        summary = summarize_config(
+            config.index,
+            config.label,
+            d["server"],
+            d["workload"],
+            facts,
+            runs,
+            status,
+            error,
+            slots_override=slots,
+        )
+        self.summaries.append(summary)
+        return summary

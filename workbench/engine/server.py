@@ -1,0 +1,301 @@
+"""Supervising one llama-server process: start, health, facts, stop, and no orphans.
+
+The server writes its log to a file (a pipe could fill and stall it). It runs in its own
+session so a Ctrl-C at the terminal reaches only the workbench, which then stops servers in
+order. If the workbench dies without cleaning up (even by SIGKILL), the server dies too: on
+Linux through the parent-death signal, elsewhere through a small watchdog process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from workbench.engine.errors import PortInUseError, ServerStartError
+from workbench.engine.experiment import ServerSettings
+from workbench.engine.startup_log import StartupFacts, parse_startup_log
+
+LOG_VERBOSITY = 4  # the level at which KV, model and compute buffer sizes are logged
+HOST = "127.0.0.1"
+_PR_SET_PDEATHSIG = 1
+
+_live: set[LlamaServer] = set()
+
+
+@dataclass(frozen=True)
+class StopResult:
+    how: str  # "not running", "SIGINT", "SIGTERM", "SIGKILL"
+    returncode: int | None
+
+
+def server_arguments(settings: ServerSettings, model: Path, port: int) -> list[str]:
+    """The llama-server flags for one configuration (binary not included)."""
+    args = ["-m", str(model), "--host", HOST, "--port", str(port), "--metrics", "--slots"]
+    args += ["-np", str(settings.slots), "-c", str(settings.ctx)]
+    args.append("-cb" if settings.cont_batching else "-nocb")
+    if settings.kv_unified is not None:
+        args.append("--kv-unified" if settings.kv_unified else "--no-kv-unified")
+    optional = (
+        ("-ctk", settings.cache_type_k),
+        ("-ctv", settings.cache_type_v),
+        ("-t", settings.threads),
+        ("-b", settings.batch_size),
+        ("-ub", settings.ubatch_size),
+        ("-ngl", settings.gpu_layers),
+    )
+    for flag, value in optional:
+        if value is not None:
+            args += [flag, str(value)]
+    args += ["-lv", str(LOG_VERBOSITY)]
+    args += list(settings.extra_args)
+    return args
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def check_port_free(port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            raise PortInUseError(
+                f"port {port} on {HOST} is already in use by another program; "
+                "choose another [server] port, or leave it out to pick a free one"
+            ) from None
+
+
+def describe_exit(returncode: int) -> str:
+    """Explain an exit status in words a user can act on."""
+    signum = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    if signum:
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        text = f"killed by {name} (exit {returncode})"
+        if signum == signal.SIGILL:
+            text += (
+                ": the binary uses CPU instructions this machine does not allow. Rebuild llama.cpp "
+                "for this CPU (on x86_64 where AMX is advertised but not granted, build with "
+                "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16, as the Makefile does)"
+            )
+        elif signum == signal.SIGKILL:
+            text += ": possibly the kernel's out-of-memory killer, or another program"
+        return text
+    return f"exited with status {returncode}"
+
+
+def _set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class LlamaServer:
+    """One managed llama-server process.
+
+    On Linux the parent-death signal is tied to the *thread* that started the process, so
+    servers must be started from a thread that outlives them (the engine's own thread).
+    """
+
+    def __init__(
+        self,
+        binary: str,
+        model: Path,
+        settings: ServerSettings,
+        log_path: Path,
+        on_state: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.binary = binary
+        self.model = model
+        self.settings = settings
+        self.log_path = log_path
+        self.port = settings.port or 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.watchdog: subprocess.Popen[bytes] | None = None
+        self.facts = StartupFacts()
+        self.state = "stopped"
+        self._on_state = on_state or (lambda state, detail: None)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def command(self) -> list[str]:
+        return [self.binary, *server_arguments(self.settings, self.model, self.port)]
+
+    def _set_state(self, state: str, detail: str = "") -> None:
+        self.state = state
+        self._on_state(state, detail)
+
+    def spawn(self) -> None:
+        if self.settings.port:
+            check_port_free(self.settings.port)
+        else:
+            self.port = free_port()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._set_state("starting", " ".join(self.command))
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_set_parent_death_signal if sys.platform == "linux" else None,
+            )
+        _live.add(self)
+        if sys.platform != "linux":
+            self.watchdog = start_watchdog(self.process.pid)
+
+    async def start(self) -> StartupFacts:
+        """Spawn and wait until ``/health`` answers 200; raise ServerStartError otherwise."""
+        self.spawn()
+        deadline = time.monotonic() + self.settings.startup_timeout_s
+        async with httpx.AsyncClient(base_url=self.base_url, timeout=2.0) as client:
+            while True:
+                code = self.poll()
+                if code is not None:
+                    self._fail_start(describe_exit(code))
+                try:
+                    response = await client.get("/health")
+                    if response.status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    await asyncio.to_thread(self.stop)
+                    self._fail_start(
+                        f"did not become healthy within {self.settings.startup_timeout_s:g} s "
+                        "(raise [server] startup_timeout_s for a large model)",
+                        stopped=True,
+                    )
+                await asyncio.sleep(0.1)
+        self.facts = parse_startup_log(self.log_text())
+        self._set_state("healthy")
+        return self.facts
+
+    def _fail_start(self, why: str, stopped: bool = False) -> None:
+        if not stopped:
+            self.stop()
+        self._set_state("crashed", why)
+        tail = self.log_tail(25)
+        if "couldn't bind" in tail or "Address already in use" in tail:
+            raise PortInUseError(f"llama-server could not bind port {self.port}: it is in use")
+        raise ServerStartError(
+            f"llama-server {why} while starting.\n  command: {' '.join(self.command)}\n"
+            f"  log: {self.log_path}\n  last log lines:\n" + _indent(tail)
+        )
+
+    def poll(self) -> int | None:
+        return self.process.poll() if self.process else None
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """The exit status if the process ends within ``timeout`` seconds, else None."""
+        if self.process is None:
+            return None
+        try:
+            return self.process.wait(timeout=timeout) if timeout > 0 else self.process.poll()
+        except subprocess.TimeoutExpired:
+            return None
+
+    def is_running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, sigint_s: float = 5.0, sigterm_s: float = 3.0) -> StopResult:
+        """SIGINT, then SIGTERM, then SIGKILL, each after a timeout. Safe to call twice."""
+        proc = self.process
+        if proc is None:
+            return StopResult("not running", None)
+        how = "not running"
+        if proc.poll() is None:
+            self._set_state("stopping")
+            for sig, wait_s in (
+                (signal.SIGINT, sigint_s),
+                (signal.SIGTERM, sigterm_s),
+                (signal.SIGKILL, 10.0),
+            ):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(sig)
+                how = sig.name
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=wait_s)
+                    break
+        _live.discard(self)
+        if self.watchdog is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self.watchdog.kill()
+            self.watchdog.wait()
+            self.watchdog = None
+        if self.state != "crashed":
+            self._set_state("stopped", how)
+        return StopResult(how, proc.returncode)
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, lines: int = 40) -> str:
+        return read_tail(self.log_path, lines)
+
+
+def read_tail(path: Path, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
+    """The last lines of a possibly large log file, without reading all of it."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except FileNotFoundError:
+        return ""
+    return "\n".join(data.decode("utf-8", errors="replace").splitlines()[-lines:])
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines()) or "    (empty log)"
+
+
+def start_watchdog(child_pid: int) -> subprocess.Popen[bytes]:
+    """A tiny process that kills ``child_pid`` when this process disappears."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "workbench.engine.watchdog", str(os.getpid()), str(child_pid)],
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def stop_all_servers() -> None:
+    """Last-resort cleanup at interpreter exit: nothing we started may outlive us."""
+    for server in list(_live):
+        server.stop(sigint_s=2.0, sigterm_s=2.0)
+
+
+def live_servers() -> list[LlamaServer]:
+    return list(_live)
+
+
+atexit.register(stop_all_servers)

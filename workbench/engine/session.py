@@ -1,0 +1,486 @@
+"""Sessions: one self-describing SQLite file per experiment run, written as the run goes.
+
+The writer runs on its own thread, fed by the event bus, and commits after every batch of
+events, so a crash or a SIGKILL mid-run keeps every finished request. A session whose run never
+reached its end is reported as incomplete when opened.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from workbench import __version__
+from workbench.engine.analysis import ConfigSummary, summarize_config, summarize_run
+from workbench.engine.errors import SessionError
+from workbench.engine.events import (
+    ConfigFinished,
+    ConfigStarted,
+    EventBus,
+    ExperimentFinished,
+    MetricsSample,
+    Notice,
+    ProcessSample,
+    RequestFinished,
+    ServerReady,
+    ServerStateChanged,
+    SlotsSample,
+)
+from workbench.engine.records import RequestRecord, TokenChunk
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE session (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    app_version TEXT NOT NULL,
+    name TEXT NOT NULL,
+    experiment_path TEXT,
+    experiment_toml TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    base_url TEXT,
+    hardware_json TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    error TEXT,
+    clock_origin_ns INTEGER NOT NULL,
+    wall_origin REAL NOT NULL
+);
+CREATE TABLE configs (
+    idx INTEGER PRIMARY KEY,
+    label TEXT NOT NULL,
+    server_json TEXT NOT NULL,
+    workload_json TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'running',
+    error TEXT,
+    base_url TEXT,
+    pid INTEGER,
+    command_json TEXT,
+    log_path TEXT,
+    log_tail TEXT,
+    facts_json TEXT,
+    slots INTEGER
+);
+CREATE TABLE requests (
+    config_idx INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    repeat INTEGER NOT NULL,
+    warmup INTEGER NOT NULL,
+    prompt TEXT NOT NULL,
+    t_scheduled_ns INTEGER,
+    t_submit_ns INTEGER,
+    t_first_token_ns INTEGER,
+    t_last_token_ns INTEGER,
+    t_done_ns INTEGER,
+    http_status INTEGER,
+    ok INTEGER NOT NULL,
+    error TEXT,
+    finish_reason TEXT,
+    usage_json TEXT,
+    timings_json TEXT,
+    output_tokens INTEGER,
+    token_source TEXT,
+    text TEXT,
+    PRIMARY KEY (config_idx, idx)
+);
+CREATE TABLE chunks (
+    config_idx INTEGER NOT NULL,
+    request_idx INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    t_ns INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    PRIMARY KEY (config_idx, request_idx, seq)
+) WITHOUT ROWID;
+CREATE TABLE process_samples (
+    config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, rss_bytes INTEGER, cpu_percent REAL
+);
+CREATE TABLE metrics_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, values_json TEXT);
+CREATE TABLE slots_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, slots_json TEXT);
+CREATE TABLE server_states (
+    config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, state TEXT NOT NULL, detail TEXT
+);
+CREATE TABLE notices (t_ns INTEGER NOT NULL, config_idx INTEGER, level TEXT, text TEXT);
+"""
+
+# Events the writer records; per-token events are not needed (a finished request carries them).
+RECORDED_EVENTS = (
+    ConfigStarted,
+    ServerStateChanged,
+    ServerReady,
+    RequestFinished,
+    ProcessSample,
+    MetricsSample,
+    SlotsSample,
+    ConfigFinished,
+    Notice,
+    ExperimentFinished,
+)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=10.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+def create_session(
+    path: Path,
+    name: str,
+    experiment_toml: str,
+    experiment_path: str | None,
+    mode: str,
+    base_url: str | None,
+    hardware: dict[str, Any],
+    clock_origin_ns: int,
+) -> None:
+    """Create the file and its header row; raises at once if the folder is not writable."""
+    conn = _connect(path)
+    try:
+        with conn:
+            conn.executescript(SCHEMA)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute(
+                "INSERT INTO session VALUES (1,?,?,?,?,?,?,?,?,NULL,'running',NULL,?,?)",
+                (
+                    __version__,
+                    name,
+                    experiment_path,
+                    experiment_toml,
+                    mode,
+                    base_url,
+                    json.dumps(hardware),
+                    _now(),
+                    clock_origin_ns,
+                    time.time(),
+                ),
+            )
+    finally:
+        conn.close()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
+
+
+class SessionWriter:
+    """Drains its subscription on a thread and writes each event to the session file."""
+
+    def __init__(self, path: Path, bus: EventBus) -> None:
+        self.path = path
+        self._sub = bus.subscribe(*RECORDED_EVENTS)
+        self._bus = bus
+        self._thread = threading.Thread(target=self._run, name="session-writer", daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        conn = _connect(self.path)
+        try:
+            finished = False
+            while not finished:
+                try:
+                    batch = [self._sub.queue.get(timeout=0.5)]
+                except queue.Empty:
+                    continue
+                batch += self._sub.drain()
+                with conn:
+                    for event in batch:
+                        self._write(conn, event)
+                        finished = finished or isinstance(event, ExperimentFinished)
+        except BaseException as exc:  # keep the run going; the runner reports it
+            self.error = exc
+        finally:
+            self._bus.unsubscribe(self._sub)
+            conn.close()
+
+    def _write(self, conn: sqlite3.Connection, event: Any) -> None:
+        t_ns = time.perf_counter_ns()
+        match event:
+            case RequestFinished(record=r):
+                tokens, source = r.output_tokens
+                conn.execute(
+                    "INSERT OR REPLACE INTO requests VALUES "
+                    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        r.config_index,
+                        r.index,
+                        r.repeat,
+                        int(r.warmup),
+                        r.prompt,
+                        r.t_scheduled_ns,
+                        r.t_submit_ns,
+                        r.t_first_token_ns,
+                        r.t_last_token_ns,
+                        r.t_done_ns,
+                        r.http_status,
+                        int(r.ok),
+                        r.error,
+                        r.finish_reason,
+                        _json(r.usage),
+                        _json(r.timings),
+                        tokens,
+                        source,
+                        r.text,
+                    ),
+                )
+                conn.executemany(
+                    "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?)",
+                    [(r.config_index, r.index, i, c.t_ns, c.text) for i, c in enumerate(r.chunks)],
+                )
+            case ProcessSample():
+                conn.execute(
+                    "INSERT INTO process_samples VALUES (?,?,?,?)",
+                    (event.config_index, event.t_ns, event.rss_bytes, event.cpu_percent),
+                )
+            case MetricsSample():
+                conn.execute(
+                    "INSERT INTO metrics_samples VALUES (?,?,?)",
+                    (event.config_index, event.t_ns, json.dumps(event.values)),
+                )
+            case SlotsSample():
+                conn.execute(
+                    "INSERT INTO slots_samples VALUES (?,?,?)",
+                    (event.config_index, event.t_ns, json.dumps(event.slots)),
+                )
+            case ConfigStarted(config=config):
+                d = config.to_dict()
+                conn.execute(
+                    "INSERT OR REPLACE INTO configs (idx, label, server_json, workload_json) "
+                    "VALUES (?,?,?,?)",
+                    (
+                        config.index,
+                        config.label,
+                        json.dumps(d["server"]),
+                        json.dumps(d["workload"]),
+                    ),
+                )
+            case ServerStateChanged():
+                conn.execute(
+                    "INSERT INTO server_states VALUES (?,?,?,?)",
+                    (event.config_index, t_ns, event.state, event.detail),
+                )
+            case ServerReady():
+                conn.execute(
+                    "UPDATE configs SET base_url=?, pid=?, command_json=?, log_path=?, "
+                    "facts_json=?, slots=? WHERE idx=?",
+                    (
+                        event.base_url,
+                        event.pid,
+                        json.dumps(event.command),
+                        event.log_path,
+                        json.dumps(event.facts),
+                        event.slots,
+                        event.config_index,
+                    ),
+                )
+            case ConfigFinished():
+                conn.execute(
+                    "UPDATE configs SET status=?, error=?, log_tail=? WHERE idx=?",
+                    (event.status, event.error, event.log_tail, event.config_index),
+                )
+            case Notice():
+                conn.execute(
+                    "INSERT INTO notices VALUES (?,?,?,?)",
+                    (t_ns, event.config_index, event.level, event.text),
+                )
+            case ExperimentFinished():
+                conn.execute(
+                    "UPDATE session SET status=?, error=?, finished_at=? WHERE id=1",
+                    (event.status, event.error, _now()),
+                )
+
+
+@dataclass
+class ConfigRow:
+    index: int
+    label: str
+    server: dict[str, Any]
+    workload: dict[str, Any]
+    status: str
+    error: str | None
+    base_url: str | None
+    pid: int | None
+    command: list[str] | None
+    log_path: str | None
+    log_tail: str | None
+    facts: dict[str, Any]
+    slots: int | None
+
+
+@dataclass
+class Session:
+    """A session file opened for reading."""
+
+    path: Path
+    schema_version: int
+    meta: dict[str, Any]
+    hardware: dict[str, Any]
+    configs: list[ConfigRow]
+    _conn: sqlite3.Connection = field(repr=False)
+
+    @property
+    def status(self) -> str:
+        """'running' in the file means the writer never reached the end: incomplete."""
+        status = self.meta["status"]
+        return "incomplete" if status == "running" else status
+
+    def records(self, config_index: int) -> list[RequestRecord]:
+        chunks: dict[int, list[TokenChunk]] = {}
+        for request_idx, t_ns, text in self._conn.execute(
+            "SELECT request_idx, t_ns, text FROM chunks WHERE config_idx=? "
+            "ORDER BY request_idx, seq",
+            (config_index,),
+        ):
+            chunks.setdefault(request_idx, []).append(TokenChunk(t_ns, text))
+        out = []
+        for row in self._conn.execute(
+            "SELECT idx, repeat, warmup, prompt, t_scheduled_ns, t_submit_ns, t_first_token_ns, "
+            "t_last_token_ns, t_done_ns, http_status, ok, error, finish_reason, usage_json, "
+            "timings_json FROM requests WHERE config_idx=? ORDER BY idx",
+            (config_index,),
+        ):
+            (
+                idx,
+                repeat,
+                warmup,
+                prompt,
+                t_sched,
+                t_sub,
+                t_first,
+                t_last,
+                t_done,
+                status,
+                ok,
+                error,
+                finish,
+                usage,
+                timings,
+            ) = row
+            out.append(
+                RequestRecord(
+                    config_index,
+                    repeat,
+                    idx,
+                    prompt,
+                    bool(warmup),
+                    t_sched,
+                    t_sub,
+                    t_first,
+                    t_last,
+                    t_done,
+                    status,
+                    bool(ok),
+                    error,
+                    finish,
+                    json.loads(usage) if usage else None,
+                    json.loads(timings) if timings else None,
+                    chunks.get(idx, []),
+                )
+            )
+        return out
+
+    def samples(self, table: str, config_index: int) -> list[tuple[Any, ...]]:
+        if table not in ("process_samples", "metrics_samples", "slots_samples", "server_states"):
+            raise ValueError(table)
+        return list(
+            self._conn.execute(
+                f"SELECT * FROM {table} WHERE config_idx=? ORDER BY t_ns", (config_index,)
+            )
+        )
+
+    def notices(self) -> list[tuple[Any, ...]]:
+        return list(self._conn.execute("SELECT config_idx, level, text FROM notices ORDER BY t_ns"))
+
+    def summaries(self) -> list[ConfigSummary]:
+        return [summarize_config_records(c, self.records(c.index)) for c in self.configs]
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def summarize_config_records(config: ConfigRow, records: list[RequestRecord]) -> ConfigSummary:
+    """Analysis of one configuration's records, one run per repeat."""
+    repeats = sorted({r.repeat for r in records if not r.warmup})
+    runs = [summarize_run([r for r in records if r.repeat == k and not r.warmup]) for k in repeats]
+    return summarize_config(
+        config.index,
+        config.label,
+        config.server,
+        config.workload,
+        config.facts,
+        runs,
+        config.status,
+        config.error,
+        slots_override=config.slots,
+    )
+
+
+def open_session(path: str | Path) -> Session:
+    p = Path(path)
+    if not p.is_file():
+        raise SessionError(f"session file not found: {p}")
+    try:
+        conn = sqlite3.connect(p, timeout=10.0)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise SessionError(f"{p} is not a workbench session (SQLite says: {exc})") from None
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise SessionError(
+            f"{p} was written by a newer workbench (session schema {version}; this version "
+            f"reads up to {SCHEMA_VERSION}). Upgrade the workbench to open it; "
+            "the file is untouched."
+        )
+    try:
+        conn.row_factory = sqlite3.Row
+        row = conn.execute("SELECT * FROM session WHERE id=1").fetchone()
+        if version < 1 or row is None:
+            raise sqlite3.DatabaseError("no session header")
+        meta = dict(row)
+        configs = [
+            ConfigRow(
+                c["idx"],
+                c["label"],
+                json.loads(c["server_json"]),
+                json.loads(c["workload_json"]),
+                c["status"],
+                c["error"],
+                c["base_url"],
+                c["pid"],
+                json.loads(c["command_json"]) if c["command_json"] else None,
+                c["log_path"],
+                c["log_tail"],
+                json.loads(c["facts_json"]) if c["facts_json"] else {},
+                c["slots"],
+            )
+            for c in conn.execute("SELECT * FROM configs ORDER BY idx")
+        ]
+        conn.row_factory = None
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise SessionError(f"{p} is not a workbench session ({exc})") from None
+    return Session(p, version, meta, json.loads(meta["hardware_json"]), configs, conn)

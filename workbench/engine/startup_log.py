@@ -1,0 +1,94 @@
+"""Facts llama-server states about itself in its startup log.
+
+The slot layout (``n_slots``, ``n_ctx_slot``, ``kv_unified``) is what decides how much context
+each request really gets, and the buffer sizes are the measured side of the memory estimate, so
+they are parsed from the log rather than assumed from the flags we passed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class StartupFacts:
+    n_slots: int | None = None
+    n_ctx_slot: int | None = None
+    kv_unified: bool | None = None
+    n_ctx: int | None = None
+    kv_buffer_mib: float | None = None
+    model_buffer_mib: float | None = None
+    compute_buffer_mib: float | None = None
+    backend: str | None = None
+    build: str | None = None
+    devices: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StartupFacts:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+_SLOTS = re.compile(
+    r"n_slots\s*=\s*(\d+),\s*n_ctx_slot\s*=\s*(\d+)(?:,\s*kv_unified\s*=\s*'?(\w+)'?)?"
+)
+_N_CTX = re.compile(r"\bn_ctx\s*=\s*(\d+)")
+_KV_SIZE = re.compile(r"llama_kv_cache\w*:\s+size\s*=\s*([\d.]+)\s*MiB")
+_KV_BUFFER = re.compile(r"llama_kv_cache\w*:\s+(\S+)\s+KV buffer size\s*=\s*([\d.]+)\s*MiB")
+_MODEL_BUFFER = re.compile(r"(\S+)\s+model buffer size\s*=\s*([\d.]+)\s*MiB")
+_COMPUTE_BUFFER = re.compile(r"(\S+)\s+compute buffer size\s*=\s*([\d.]+)\s*MiB")
+_BUILD = re.compile(r"\bbuild[:\s]+(\d+\s*\([^)]*\)(?:\s+with\s+.*)?)$")
+_BACKENDS = (
+    (re.compile(r"ggml_cuda_init|CUDA\d*\s+model buffer|using device CUDA", re.I), "CUDA"),
+    (re.compile(r"ggml_metal_init|\bMTL\d*\b|Metal", re.I), "Metal"),
+    (re.compile(r"ggml_vulkan|Vulkan\d*\s+model buffer", re.I), "Vulkan"),
+    (re.compile(r"ROCm|HIP\d*\s+model buffer", re.I), "ROCm"),
+)
+_DEVICE = re.compile(r"using device (\S+)")
+
+
+def parse_startup_log(text: str) -> StartupFacts:
+    """Parse the log text written so far; fields not (yet) logged stay None."""
+    facts = StartupFacts()
+    model_mib: dict[str, float] = {}
+    compute_mib: dict[str, float] = {}
+    kv_buffers: dict[str, float] = {}
+    for line in text.splitlines():
+        if (m := _SLOTS.search(line)) and facts.n_slots is None:
+            facts.n_slots = int(m.group(1))
+            facts.n_ctx_slot = int(m.group(2))
+            if m.group(3) is not None:
+                facts.kv_unified = m.group(3).lower() in ("true", "1")
+        if "llama_context" in line and (m := _N_CTX.search(line)) and facts.n_ctx is None:
+            facts.n_ctx = int(m.group(1))
+        if (m := _KV_SIZE.search(line)) and facts.kv_buffer_mib is None:
+            facts.kv_buffer_mib = float(m.group(1))
+        if m := _KV_BUFFER.search(line):
+            kv_buffers[m.group(1)] = float(m.group(2))
+        if (m := _MODEL_BUFFER.search(line)) and "KV" not in line:
+            model_mib[m.group(1)] = float(m.group(2))
+        if m := _COMPUTE_BUFFER.search(line):
+            compute_mib[m.group(1)] = float(m.group(2))
+        if (m := _BUILD.search(line)) and facts.build is None:
+            facts.build = m.group(1)
+        if (m := _DEVICE.search(line)) and m.group(1) not in facts.devices:
+            facts.devices.append(m.group(1))
+        if facts.backend is None:
+            for pattern, name in _BACKENDS:
+                if pattern.search(line):
+                    facts.backend = name
+                    break
+    if facts.kv_buffer_mib is None and kv_buffers:
+        facts.kv_buffer_mib = round(sum(kv_buffers.values()), 2)
+    if model_mib:
+        facts.model_buffer_mib = round(sum(model_mib.values()), 2)
+    if compute_mib:
+        facts.compute_buffer_mib = round(sum(compute_mib.values()), 2)
+    if facts.backend is None and (model_mib or facts.n_slots is not None):
+        facts.backend = "CPU"
+    return facts
