@@ -1,0 +1,119 @@
+"""``workbench run / show / export`` end to end on the real server, and the CLI's errors."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from workbench.cli.main import main
+from workbench.engine.experiment import ServerSettings
+from workbench.engine.export import LAB_COLUMNS
+from workbench.engine.server import LlamaServer, free_port
+
+SWEEP = """
+name = "cli-sweep"
+[server]
+slots = [1, 2]
+ctx = 4096
+[workload]
+requests = 4
+max_tokens = 16
+warmup = 1
+"""
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.server
+def test_run_show_export_round_trip(tmp_path, capsys):
+    experiment = tmp_path / "sweep.toml"
+    experiment.write_text(SWEEP)
+    out = tmp_path / "results"
+    assert main(["run", str(experiment), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "n_slots=2 n_ctx_slot=2048" in printed
+    (session,) = out.glob("*.session.sqlite")
+
+    with (out / "concurrency.csv").open() as fh:
+        header = fh.readline().strip().split(",")
+    assert header[: len(LAB_COLUMNS)] == LAB_COLUMNS
+    rows = read_csv(out / "concurrency.csv")
+    assert [(r["slots"], r["n_ctx_slot"], r["concurrency"]) for r in rows] == [
+        ("1", "4096", "4"),
+        ("2", "2048", "4"),
+    ]
+    assert all(float(r["agg_tok_s"]) > 0 and r["failed"] == "0" for r in rows)
+    requests = read_csv(out / "requests.csv")
+    assert len(requests) == 2 * (4 + 1)
+    assert {r["warmup"] for r in requests} == {"True", "False"}
+
+    assert main(["show", str(session), "--requests"]) == 0
+    shown = capsys.readouterr().out
+    assert "np=1" in shown and "np=2" in shown and "complete" in shown
+
+    exported = tmp_path / "again.csv"
+    as_json = tmp_path / "session.json"
+    per_request = tmp_path / "requests.csv"
+    args = ["export", str(session), "--csv", str(exported), "--json", str(as_json)]
+    assert main([*args, "--requests-csv", str(per_request)]) == 0
+    assert read_csv(exported) == rows
+    document = json.loads(as_json.read_text())
+    assert document["session"]["status"] == "complete"
+    assert [c["facts"]["n_slots"] for c in document["configs"]] == [1, 2]
+    summary = document["configs"][1]["summary"]
+    assert summary["mean"]["agg_tok_s"] == pytest.approx(float(rows[1]["agg_tok_s"]), rel=1e-3)
+    assert document["configs"][0]["process_samples"]
+    assert len(read_csv(per_request)) == len(requests)
+
+
+@pytest.mark.server
+def test_external_mode_reads_slots_and_leaves_the_server_alone(
+    server_binary, model_path, tmp_path, capsys
+):
+    server = LlamaServer(
+        server_binary, model_path, ServerSettings(slots=2, ctx=4096), tmp_path / "ext.log"
+    )
+    asyncio.run(server.start())
+    try:
+        experiment = tmp_path / "ext.toml"
+        experiment.write_text(SWEEP)
+        out = tmp_path / "ext"
+        code = main(["run", str(experiment), "--out", str(out), "--base-url", server.base_url])
+        assert code == 0, capsys.readouterr()
+        assert server.is_running()
+        (row,) = read_csv(out / "concurrency.csv")  # server axes collapse in external mode
+        assert row["slots"] == "2" and row["label"] == "external"
+        assert row["failed"] == "0"
+    finally:
+        server.stop()
+
+
+def test_invalid_experiment_names_the_field(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[server]\nslots = [1, "two"]\n')
+    assert main(["run", str(bad), "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "slots" in err and "'two'" in err and "Traceback" not in err
+
+
+def test_unreachable_base_url_is_a_clear_error(tmp_path, capsys):
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(SWEEP)
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["run", str(experiment), "--out", str(tmp_path), "--base-url", url]) == 1
+    assert "nothing answers at" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.session.sqlite"))
+
+
+def test_show_and_export_errors(tmp_path, capsys):
+    assert main(["show", str(tmp_path / "missing.sqlite")]) == 1
+    assert "session file not found" in capsys.readouterr().err
+    assert main(["export", str(tmp_path / "missing.sqlite")]) == 1
+    assert "--csv" in capsys.readouterr().err
