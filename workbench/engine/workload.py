@@ -34,11 +34,18 @@ def arrival_offsets(workload: WorkloadSettings, n: int, seed: int) -> list[float
 
 
 def make_client(base_url: str, workload: WorkloadSettings) -> httpx.AsyncClient:
-    limit = workload.effective_concurrency + 2
+    """A client that opens a fresh connection for every request.
+
+    llama-server drops some keep-alive connections that are reused right after a streamed
+    response ("disconnected without sending a response": 6 of 48 requests at concurrency 2 in
+    our measurement, 0 of 48 without reuse). A loopback connect costs about 0.1 ms of TTFT.
+    """
     return httpx.AsyncClient(
         base_url=base_url,
         timeout=httpx.Timeout(workload.request_timeout_s, connect=10.0),
-        limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit),
+        limits=httpx.Limits(
+            max_connections=workload.effective_concurrency + 2, max_keepalive_connections=0
+        ),
     )
 
 
