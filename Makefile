@@ -23,6 +23,7 @@ endif
 .PHONY: run test install lint format clean
 
 run: $(STAMP)
+	@echo ">>> The desktop window is not built yet: running the default experiment headless."
 	$(VENV)/bin/workbench run experiments/slots-1-2-4.toml --out results
 
 test: $(STAMP)

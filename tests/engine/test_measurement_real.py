@@ -126,3 +126,37 @@ def test_runner_records_samples_and_requests(server_binary, write_experiment, tm
         assert all(r.ok and len(r.chunks) >= 40 for r in records)
         (summary,) = session.summaries()
         assert summary.value("ok") == 4 and summary.mean["agg_tok_s"] > 0
+
+
+def test_completion_endpoint_poisson_arrivals_and_repeats(
+    server_binary, write_experiment, tmp_path
+):
+    _, experiment = write_experiment(
+        """
+        name = "variants"
+        [server]
+        slots = 2
+        ctx = 2048
+        [workload]
+        requests = 3
+        endpoint = "completion"
+        arrival = "poisson"
+        rate = 20.0
+        max_tokens = 12
+        repeats = 2
+        warmup = 0
+        """
+    )
+    result = ExperimentRunner(experiment, RunOptions(tmp_path / "out")).run()
+    (summary,) = result.summaries
+    assert summary.status == "ok" and len(summary.runs) == 2
+    assert all(run.ok == 3 and run.output_tokens == 36 for run in summary.runs)
+    assert summary.sd["agg_tok_s"] is not None
+    with open_session(result.session_path) as session:
+        records = session.records(0)
+    assert sorted({r.repeat for r in records}) == [0, 1]
+    assert len({r.prompt for r in records}) == 6  # unique prompts across repeats
+    assert all(r.usage and r.usage["completion_tokens"] == 12 for r in records)
+    for repeat in (0, 1):
+        submits = sorted(r.t_submit_ns for r in records if r.repeat == repeat)
+        assert submits[-1] - submits[0] > 1_000_000  # spread out, not a burst
