@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import signal
-import sqlite3
-import subprocess
-import sys
-import time
 
 import psutil
 import pytest
 
+from tests.cli_process import start_run, stop, wait_for_finished_requests
 from workbench.engine.session import open_session
 
 pytestmark = pytest.mark.server
@@ -29,44 +26,16 @@ warmup = 0
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_cancels_cleanly(tmp_path, sig):
-    experiment = tmp_path / "e.toml"
-    experiment.write_text(EXPERIMENT)
-    out = tmp_path / "out"
-    log = tmp_path / "stdout.txt"
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "workbench", "run", str(experiment), "--out", str(out)],
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-        )
-    server_pid = None
+    proc, out, log = start_run(EXPERIMENT, tmp_path)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.1)
-            sessions = list(out.glob("*.session.sqlite"))
-            if not sessions:
-                continue
-            try:
-                with sqlite3.connect(sessions[0], timeout=1) as conn:
-                    done = conn.execute("SELECT count(*) FROM requests").fetchone()[0]
-                    row = conn.execute("SELECT pid FROM configs WHERE pid IS NOT NULL").fetchone()
-            except sqlite3.OperationalError:
-                continue
-            if done >= 1 and row:
-                server_pid = row[0]
-                break
-        assert server_pid is not None
+        progress = wait_for_finished_requests(proc, out, log, count=1)
         proc.send_signal(sig)
         assert proc.wait(30) == 130, log.read_text()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert not psutil.pid_exists(server_pid)
+        stop(proc)
+    assert not psutil.pid_exists(progress.server_pid)
     assert "cancelled" in log.read_text()
-    with open_session(sessions[0]) as session:
+    with open_session(progress.session) as session:
         assert session.status == "cancelled"
         records = session.records(0)
         assert len(records) == 10  # finished, cut short, and never sent: all recorded
