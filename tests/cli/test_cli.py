@@ -85,11 +85,13 @@ def test_external_mode_reads_slots_and_leaves_the_server_alone(
         experiment = tmp_path / "ext.toml"
         experiment.write_text(SWEEP)
         out = tmp_path / "ext"
-        code = main(["run", str(experiment), "--out", str(out), "--base-url", server.base_url])
+        url = server.base_url + "/v1/"  # as vLLM and Ollama document their base URLs
+        code = main(["run", str(experiment), "--out", str(out), "--base-url", url])
         assert code == 0, capsys.readouterr()
         assert server.is_running()
         (row,) = read_csv(out / "concurrency.csv")  # server axes collapse in external mode
         assert row["slots"] == "2" and row["label"] == "external"
+        assert (row["n_ctx_slot"], row["ctx"]) == ("2048", "4096")  # from /props
         assert row["failed"] == "0"
     finally:
         server.stop()
@@ -100,7 +102,7 @@ def test_invalid_experiment_names_the_field(tmp_path, capsys):
     bad.write_text('[server]\nslots = [1, "two"]\n')
     assert main(["run", str(bad), "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
-    assert "slots" in err and "'two'" in err and "Traceback" not in err
+    assert "[server] slots" in err and "'two'" in err and "Traceback" not in err
 
 
 def test_unreachable_base_url_is_a_clear_error(tmp_path, capsys):

@@ -374,3 +374,27 @@ async def test_fake_server_health() -> None:
         response = await client.get("/health")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
+
+
+async def test_an_unforeseen_error_fails_only_that_request(monkeypatch) -> None:
+    """A bug or an unforeseen payload must fail one request, never the whole run."""
+    from workbench.engine import client
+
+    real = client._apply_payload
+    calls = {"n": 0}
+
+    def flaky(record, payload, t_ns, emit):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise TypeError("'int' object is not iterable")
+        return real(record, payload, t_ns, emit)
+
+    monkeypatch.setattr(client, "_apply_payload", flaky)
+    async with FakeServer(Behaviour(tokens=6)) as server:
+        record, _ = await stream_one(server.base_url)
+        again, _ = await stream_one(server.base_url)
+    assert not record.ok
+    assert record.error == (
+        "unexpected TypeError after 2 token chunks: 'int' object is not iterable"
+    )
+    assert again.ok

@@ -21,7 +21,8 @@ from workbench.engine.errors import (
     SessionError,
 )
 from workbench.engine.events import EventBus, FirstToken, ServerReady
-from workbench.engine.runner import ExperimentRunner, RunOptions, probe_external
+from workbench.engine.external import probe_external
+from workbench.engine.runner import ExperimentRunner, RunOptions
 from workbench.engine.server import free_port
 from workbench.engine.session import SCHEMA_VERSION, open_session
 
@@ -121,6 +122,13 @@ def test_port_already_taken(write_experiment, tmp_path):
     assert summary.status == "failed"
     assert f"port {port}" in summary.error and "already in use" in summary.error
     assert PortInUseError.__name__  # the error class the engine raises for this
+
+
+def test_a_fixed_port_serves_every_configuration_of_a_sweep(write_experiment, tmp_path):
+    """The previous server's TIME_WAIT sockets must not make the port look taken."""
+    experiment = small(write_experiment, slots="[1, 2]", server_extra=f"port = {free_port()}")
+    result = ExperimentRunner(experiment, RunOptions(tmp_path)).run()
+    assert [(s.status, s.error) for s in result.summaries] == [("ok", None), ("ok", None)]
 
 
 def test_server_killed_mid_run_fails_its_requests_and_the_next_config_runs(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 
 from workbench import __version__
 from workbench.cli.progress import ProgressState
@@ -26,9 +27,13 @@ from workbench.engine.experiment import load_experiment
 from workbench.engine.export import write_concurrency_csv, write_json, write_requests_csv
 from workbench.engine.runner import ExperimentRunner, RunOptions
 from workbench.engine.session import open_session
+from workbench.ui.options import add_gui_arguments
 
 EXIT_ERROR = 1
 EXIT_CANCELLED = 130
+STOP_SIGNALS = tuple(
+    sig for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if sig is not None
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--requests-csv", help="per-request CSV")
     export.add_argument("--json", help="the whole session as JSON")
 
-    sub.add_parser("gui", help="the desktop workbench (not yet available)")
+    gui = sub.add_parser("gui", help="the desktop workbench")
+    add_gui_arguments(gui)
     return parser
 
 
@@ -72,11 +78,15 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_show(args, console)
         if args.command == "export":
             return cmd_export(args, console)
-        errors.print("The desktop workbench is not available yet; use `workbench run`.")
-        return EXIT_ERROR
+        from workbench.ui.app import run_gui
+
+        return run_gui(args)
     except WorkbenchError as exc:
-        errors.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
+        errors.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
         return EXIT_ERROR
+    except KeyboardInterrupt:  # Ctrl-C before or after the run itself (prepare, CSV writing)
+        errors.print("interrupted")
+        return EXIT_CANCELLED
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
@@ -91,15 +101,16 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     events = runner.bus.subscribe()
     state = ProgressState()
     console.print(
-        f"[bold]{experiment.name}[/bold]: {len(runner.configs)} configuration(s); "
-        f"session {runner.session_path}",
+        f"[bold]{escape(experiment.name)}[/bold]: {len(runner.configs)} configuration(s); "
+        f"session {escape(str(runner.session_path))}",
         highlight=False,
     )
 
-    def on_sigterm(signum: int, frame: object) -> None:
+    def on_signal(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    # SIGTERM and SIGHUP (a closed terminal) end the run like Ctrl-C.
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     show_live = console.is_terminal and not args.quiet
     runner.start()
     try:
@@ -113,8 +124,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             runner.cancel()
         result = runner.wait(60.0)
         runner.bus.unsubscribe(events)
-        signal.signal(signal.SIGTERM, previous)
-    assert result is not None
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if result is None:
+        raise WorkbenchError("the run did not stop within 60 s after it was cancelled")
     if not show_live:
         console.print(results_table(result.summaries, title=experiment.name))
     with open_session(result.session_path) as session:
@@ -123,13 +136,15 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         write_concurrency_csv(csv_path, session.summaries())
         write_requests_csv(requests_path, session)
     console.print(
-        f"session: {result.session_path}\ntables: {csv_path}, {requests_path}", highlight=False
+        f"session: {result.session_path}\ntables: {csv_path}, {requests_path}",
+        highlight=False,
+        markup=False,
     )
     if result.status == "cancelled":
         console.print("[yellow]run cancelled; the session is marked cancelled[/yellow]")
         return EXIT_CANCELLED
     if result.status == "failed":
-        console.print(f"[red]run failed: {result.error}[/red]", highlight=False)
+        console.print(f"[red]run failed: {escape(result.error or '')}[/red]", highlight=False)
         return EXIT_ERROR
     failed_configs = [s for s in result.summaries if s.status != "ok"]
     return EXIT_ERROR if failed_configs else 0
@@ -172,7 +187,7 @@ def event_line(event: object) -> str | None:
     """One line of plain progress for a terminal that is not interactive (CI logs, pipes)."""
     match event:
         case ConfigStarted(config=config):
-            return f"config {config.index + 1}: {config.label}"
+            return f"config {config.index + 1}: {escape(config.label)}"
         case ServerReady(facts=facts) if facts:
             return (
                 f"  server ready: n_slots={facts.get('n_slots')} "
@@ -186,7 +201,7 @@ def event_line(event: object) -> str | None:
             )
         case Notice(level=level, text=text):
             style = "red" if level == "error" else "yellow"
-            return f"[{style}]{level}:[/{style}] {text}"
+            return f"[{style}]{level}:[/{style}] {escape(text)}"
     return None
 
 
@@ -194,19 +209,21 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
     with open_session(args.session) as session:
         meta = session.meta
         console.print(
-            f"[bold]{meta['name']}[/bold]  {meta['created_at']}  status: "
+            f"[bold]{escape(meta['name'])}[/bold]  {meta['created_at']}  status: "
             f"[{'green' if session.status == 'complete' else 'yellow'}]{session.status}"
-            f"[/]  mode: {meta['mode']}" + (f" {meta['base_url']}" if meta["base_url"] else ""),
+            f"[/]  mode: {meta['mode']}"
+            + (f" {escape(meta['base_url'])}" if meta["base_url"] else ""),
             highlight=False,
         )
-        console.print(hardware_line(session.hardware), highlight=False)
+        console.print(hardware_line(session.hardware), highlight=False, markup=False)
         console.print(results_table(session.summaries(), title="Results"))
         for config in session.configs:
             if config.error:
-                console.print(f"[red]{config.label}: {config.error}[/red]", highlight=False)
+                text = escape(f"{config.label}: {config.error}")
+                console.print(f"[red]{text}[/red]", highlight=False)
         for _, level, text in session.notices():
             if level == "warning":
-                console.print(f"[yellow]warning:[/yellow] {text}", highlight=False)
+                console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False)
         if args.requests:
             from workbench.cli.tables import requests_table
 
@@ -222,13 +239,13 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     with open_session(args.session) as session:
         if args.csv:
             write_concurrency_csv(Path(args.csv), session.summaries())
-            console.print(f"wrote {args.csv}")
+            console.print(f"wrote {args.csv}", markup=False)
         if args.requests_csv:
             write_requests_csv(Path(args.requests_csv), session)
-            console.print(f"wrote {args.requests_csv}")
+            console.print(f"wrote {args.requests_csv}", markup=False)
         if args.json:
             write_json(Path(args.json), session)
-            console.print(f"wrote {args.json}")
+            console.print(f"wrote {args.json}", markup=False)
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from workbench.engine.analysis import ConfigSummary
 
@@ -44,7 +45,7 @@ def results_table(summaries: list[ConfigSummary], title: str = "Results") -> Tab
         m, sd = s.mean, s.sd
         failed = s.value("failed")
         table.add_row(
-            s.label + ("" if s.status == "ok" else f" [{s.status}]"),
+            Text(s.label + ("" if s.status == "ok" else f" [{s.status}]")),
             str(s.slots),
             str(s.ctx),
             _num(s.n_ctx_slot),
@@ -105,7 +106,7 @@ def requests_table(session: Any) -> Table:
             *[
                 _num(row[c], 3)
                 if isinstance(row[c], float)
-                else str(row[c] if row[c] is not None else "-")
+                else Text(str(row[c] if row[c] is not None else "-"))
                 for c in columns
             ]
         )

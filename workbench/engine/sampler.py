@@ -49,28 +49,63 @@ def normalise_slots(data: Any) -> list[dict[str, Any]]:
 
 
 class ProcessProbe:
-    """RSS (including children) and CPU of a process tree."""
+    """RSS (including children) and CPU of a process tree.
+
+    Listing children scans every process on the machine, so it is done once a second, not
+    at every sample."""
+
+    CHILDREN_EVERY_S = 1.0
 
     def __init__(self, pid: int) -> None:
         self.process = psutil.Process(pid)
-        self._known: dict[int, psutil.Process] = {pid: self.process}
         self.process.cpu_percent(None)
+        self._children: list[psutil.Process] = []
+        self._children_at = 0.0
 
     def sample(self) -> tuple[int, float]:
-        procs = [self.process]
-        with contextlib.suppress(psutil.Error):
-            for child in self.process.children(recursive=True):
-                procs.append(self._known.setdefault(child.pid, child))
-        rss, cpu = 0, 0.0
-        for proc in procs:
+        now = time.monotonic()
+        if now - self._children_at >= self.CHILDREN_EVERY_S:
+            self._children_at = now
             with contextlib.suppress(psutil.Error):
-                rss += proc.memory_info().rss
-                cpu += proc.cpu_percent(None)
+                known = {c.pid: c for c in self._children}
+                self._children = [
+                    known.get(c.pid, c) for c in self.process.children(recursive=True)
+                ]
+        rss = self.process.memory_info().rss  # raises if the server is gone
+        cpu = self.process.cpu_percent(None)
+        for child in self._children:
+            with contextlib.suppress(psutil.Error):
+                rss += child.memory_info().rss
+                cpu += child.cpu_percent(None)
         return rss, cpu
 
 
+class _Ticker(threading.Thread):
+    """Calls ``work`` on absolute ticks (no drift) until stopped."""
+
+    def __init__(
+        self, name: str, interval: float, work: Callable[[], None], stop: threading.Event
+    ) -> None:
+        super().__init__(name=name, daemon=True)
+        self.interval, self.work, self.stop_event = interval, work, stop
+
+    def run(self) -> None:
+        next_tick = time.monotonic()
+        while not self.stop_event.is_set():
+            self.work()
+            next_tick += self.interval
+            delay = next_tick - time.monotonic()
+            if delay < 0:  # fell behind (a slow answer): skip the missed ticks
+                next_tick = time.monotonic()
+                delay = 0
+            self.stop_event.wait(delay)
+
+
 class ServerSampler:
-    """Samples a server at ``process_hz`` (psutil) and ``http_hz`` (/metrics, /slots)."""
+    """Samples a server at ``process_hz`` (psutil) and ``http_hz`` (/metrics, /slots), on
+    two threads, so a slow HTTP answer never leaves a gap in the memory curve."""
+
+    HTTP_TIMEOUT_S = 0.5
 
     def __init__(
         self,
@@ -84,65 +119,64 @@ class ServerSampler:
         self.emit = emit
         self.config_index = config_index
         self.base_url = base_url
-        self.pid = pid
-        self.process_interval = 1.0 / process_hz
-        self.http_interval = 1.0 / http_hz
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="server-sampler", daemon=True)
         self.metrics_available = True
         self.slots_available = True
+        self._stop = threading.Event()
+        self._probe: ProcessProbe | None = None
+        if pid is not None:
+            with contextlib.suppress(psutil.Error):
+                self._probe = ProcessProbe(pid)
+        # llama-server drops reused keep-alive connections now and then: one per request.
+        self._client = httpx.Client(
+            base_url=base_url,
+            timeout=self.HTTP_TIMEOUT_S,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
+        self._threads = [_Ticker("sampler-http", 1.0 / http_hz, self._sample_http, self._stop)]
+        if self._probe is not None:
+            self._threads.append(
+                _Ticker("sampler-process", 1.0 / process_hz, self._sample_process, self._stop)
+            )
 
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5.0)
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout=5.0)
+        self._client.close()
 
-    def _run(self) -> None:
-        probe = None
-        if self.pid is not None:
-            with contextlib.suppress(psutil.Error):
-                probe = ProcessProbe(self.pid)
-        next_http = 0.0
-        with httpx.Client(base_url=self.base_url, timeout=1.0) as client:
-            while not self._stop.is_set():
-                now = time.monotonic()
-                if probe is not None:
-                    self._sample_process(probe)
-                if now >= next_http:
-                    next_http = now + self.http_interval
-                    self._sample_http(client)
-                self._stop.wait(max(0.0, self.process_interval - (time.monotonic() - now)))
-
-    def _sample_process(self, probe: ProcessProbe) -> None:
+    def _sample_process(self) -> None:
+        assert self._probe is not None
         try:
-            rss, cpu = probe.sample()
+            rss, cpu = self._probe.sample()
         except psutil.Error:
             return
-        if rss:
-            self.emit(ProcessSample(self.config_index, time.perf_counter_ns(), rss, cpu))
+        self.emit(ProcessSample(self.config_index, time.perf_counter_ns(), rss, cpu))
 
-    def _sample_http(self, client: httpx.Client) -> None:
-        if self.metrics_available:
-            try:
-                response = client.get("/metrics")
-                t_ns = time.perf_counter_ns()
-                if response.status_code == 200:
+    def _get(self, path: str) -> httpx.Response | None:
+        try:
+            return self._client.get(path)
+        except httpx.HTTPError:
+            return None
+
+    def _sample_http(self) -> None:
+        if self.metrics_available and (response := self._get("/metrics")) is not None:
+            t_ns = time.perf_counter_ns()
+            if response.status_code == 200:
+                with contextlib.suppress(ValueError):
                     self.emit(MetricsSample(self.config_index, t_ns, parse_metrics(response.text)))
-                elif response.status_code in (404, 501):
-                    self.metrics_available = False
-            except (httpx.HTTPError, ValueError):
-                pass
-        if self.slots_available:
-            try:
-                response = client.get("/slots")
-                t_ns = time.perf_counter_ns()
-                if response.status_code == 200:
+            elif response.status_code in (404, 501):
+                self.metrics_available = False
+        if self.slots_available and (response := self._get("/slots")) is not None:
+            t_ns = time.perf_counter_ns()
+            if response.status_code == 200:
+                with contextlib.suppress(ValueError):
                     self.emit(
                         SlotsSample(self.config_index, t_ns, normalise_slots(response.json()))
                     )
-                elif response.status_code in (404, 501):
-                    self.slots_available = False
-            except (httpx.HTTPError, ValueError):
-                pass
+            elif response.status_code in (404, 501):
+                self.slots_available = False

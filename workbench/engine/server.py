@@ -30,6 +30,7 @@ from workbench.engine.startup_log import StartupFacts, parse_startup_log
 
 LOG_VERBOSITY = 4  # the level at which KV, model and compute buffer sizes are logged
 HOST = "127.0.0.1"
+PORT_ATTEMPTS = 3
 _PR_SET_PDEATHSIG = 1
 
 _live: set[LlamaServer] = set()
@@ -59,6 +60,8 @@ def server_arguments(settings: ServerSettings, model: Path, port: int) -> list[s
     for flag, value in optional:
         if value is not None:
             args += [flag, str(value)]
+    if settings.cache_ram_mib is not None:
+        args += ["--cache-ram", str(settings.cache_ram_mib)]
     args += ["-lv", str(LOG_VERBOSITY)]
     args += list(settings.extra_args)
     return args
@@ -72,6 +75,8 @@ def free_port() -> int:
 
 def check_port_free(port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # Like the server's own listener: the previous server's TIME_WAIT sockets don't count.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((HOST, port))
         except OSError:
@@ -83,7 +88,7 @@ def check_port_free(port: int) -> None:
 
 def describe_exit(returncode: int) -> str:
     """Explain an exit status in words a user can act on."""
-    signum = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    signum = -returncode if returncode < 0 else returncode - 128 if 128 < returncode <= 192 else 0
     if signum:
         try:
             name = signal.Signals(signum).name
@@ -102,9 +107,18 @@ def describe_exit(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
-def _set_parent_death_signal() -> None:  # pragma: no cover - runs in the child
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+# Resolved once here: the child of a fork in a threaded program must not dlopen anything.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
+def _parent_death_signal(parent: int) -> Callable[[], None]:
+    def in_child() -> None:  # pragma: no cover - runs between fork and exec
+        assert _prctl is not None
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return in_child
 
 
 class LlamaServer:
@@ -163,14 +177,26 @@ class LlamaServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_set_parent_death_signal if sys.platform == "linux" else None,
+                preexec_fn=_parent_death_signal(os.getpid()) if _prctl is not None else None,
             )
         _live.add(self)
         if sys.platform != "linux":
             self.watchdog = start_watchdog(self.process.pid)
 
     async def start(self) -> StartupFacts:
-        """Spawn and wait until ``/health`` answers 200; raise ServerStartError otherwise."""
+        """Spawn and wait until ``/health`` answers 200; raise ServerStartError otherwise.
+
+        A port we picked ourselves can be taken by another program before the server binds
+        it; then we pick another, a few times."""
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                return await self._start_once()
+            except PortInUseError:
+                if self.settings.port or attempt == PORT_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _start_once(self) -> StartupFacts:
         self.spawn()
         deadline = time.monotonic() + self.settings.startup_timeout_s
         async with httpx.AsyncClient(base_url=self.base_url, timeout=2.0) as client:

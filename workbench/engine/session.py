@@ -12,6 +12,7 @@ import queue
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -128,7 +129,9 @@ RECORDED_EVENTS = (
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=10.0)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
+    # FULL: a commit survives a power cut, not only a crash. The writer has its own thread,
+    # so the fsync never delays a measurement.
+    conn.execute("PRAGMA synchronous=FULL")
     return conn
 
 
@@ -178,10 +181,13 @@ def _json(value: Any) -> str | None:
 class SessionWriter:
     """Drains its subscription on a thread and writes each event to the session file."""
 
-    def __init__(self, path: Path, bus: EventBus) -> None:
+    def __init__(
+        self, path: Path, bus: EventBus, on_failure: Callable[[], None] | None = None
+    ) -> None:
         self.path = path
         self._sub = bus.subscribe(*RECORDED_EVENTS)
         self._bus = bus
+        self._on_failure = on_failure
         self._thread = threading.Thread(target=self._run, name="session-writer", daemon=True)
         self.error: BaseException | None = None
 
@@ -205,8 +211,18 @@ class SessionWriter:
                     for event in batch:
                         self._write(conn, event)
                         finished = finished or isinstance(event, ExperimentFinished)
-        except BaseException as exc:  # keep the run going; the runner reports it
+                if any(isinstance(e, ConfigFinished | ExperimentFinished) for e in batch):
+                    # Fold the WAL back into the file, so that copying the .session.sqlite
+                    # alone carries every finished configuration.
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except Exception as exc:
+            # Nothing more can be recorded: say so now and stop the run, keeping the file.
             self.error = exc
+            self._bus.publish(
+                Notice("error", f"the session file cannot be written ({exc}); stopping the run")
+            )
+            if self._on_failure is not None:
+                self._on_failure()
         finally:
             self._bus.unsubscribe(self._sub)
             conn.close()

@@ -45,7 +45,7 @@ _COMPUTE_BUFFER = re.compile(r"(\S+)\s+compute buffer size\s*=\s*([\d.]+)\s*MiB"
 _BUILD = re.compile(r"\bbuild[:\s]+(\d+\s*\([^)]*\)(?:\s+with\s+.*)?)$")
 _BACKENDS = (
     (re.compile(r"ggml_cuda_init|CUDA\d*\s+model buffer|using device CUDA", re.I), "CUDA"),
-    (re.compile(r"ggml_metal_init|\bMTL\d*\b|Metal", re.I), "Metal"),
+    (re.compile(r"ggml_metal_init|using device MTL\d*|\bMTL\d*\s+model buffer"), "Metal"),
     (re.compile(r"ggml_vulkan|Vulkan\d*\s+model buffer", re.I), "Vulkan"),
     (re.compile(r"ROCm|HIP\d*\s+model buffer", re.I), "ROCm"),
 )
@@ -57,7 +57,8 @@ def parse_startup_log(text: str) -> StartupFacts:
     facts = StartupFacts()
     model_mib: dict[str, float] = {}
     compute_mib: dict[str, float] = {}
-    kv_buffers: dict[str, float] = {}
+    kv_buffers: list[float] = []
+    kv_sizes: list[float] = []
     for line in text.splitlines():
         if (m := _SLOTS.search(line)) and facts.n_slots is None:
             facts.n_slots = int(m.group(1))
@@ -66,10 +67,10 @@ def parse_startup_log(text: str) -> StartupFacts:
                 facts.kv_unified = m.group(3).lower() in ("true", "1")
         if "llama_context" in line and (m := _N_CTX.search(line)) and facts.n_ctx is None:
             facts.n_ctx = int(m.group(1))
-        if (m := _KV_SIZE.search(line)) and facts.kv_buffer_mib is None:
-            facts.kv_buffer_mib = float(m.group(1))
+        if m := _KV_SIZE.search(line):  # one line per cache (two for sliding-window models)
+            kv_sizes.append(float(m.group(1)))
         if m := _KV_BUFFER.search(line):
-            kv_buffers[m.group(1)] = float(m.group(2))
+            kv_buffers.append(float(m.group(2)))
         if (m := _MODEL_BUFFER.search(line)) and "KV" not in line:
             model_mib[m.group(1)] = float(m.group(2))
         if m := _COMPUTE_BUFFER.search(line):
@@ -83,8 +84,8 @@ def parse_startup_log(text: str) -> StartupFacts:
                 if pattern.search(line):
                     facts.backend = name
                     break
-    if facts.kv_buffer_mib is None and kv_buffers:
-        facts.kv_buffer_mib = round(sum(kv_buffers.values()), 2)
+    if kv_sizes or kv_buffers:
+        facts.kv_buffer_mib = round(sum(kv_sizes or kv_buffers), 2)
     if model_mib:
         facts.model_buffer_mib = round(sum(model_mib.values()), 2)
     if compute_mib:

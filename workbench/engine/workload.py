@@ -74,7 +74,8 @@ async def run_requests(
                 await stream_request(client, record, workload, workload.seed + record.index, emit)
         finally:
             if not record.ok and record.error is None:
-                record.error = "cancelled before it was sent"
+                sent = record.t_submit_ns is not None
+                record.error = "cancelled" if sent else "cancelled before it was sent"
             emit(RequestFinished(record))
 
     tasks = [asyncio.create_task(one(r, o)) for r, o in zip(records, offsets, strict=True)]

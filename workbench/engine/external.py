@@ -1,0 +1,83 @@
+"""External mode: a server someone else started (llama-server, vLLM, SGLang, Ollama).
+
+We cannot start or stop it, but we check that it answers before a run and read what it
+tells about itself: slots and context per slot (llama.cpp's ``/props``), model names
+(``/v1/models``, which vLLM and SGLang need in every request).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from workbench.engine.errors import ExternalServerError
+
+
+@dataclass(frozen=True)
+class ExternalServer:
+    base_url: str
+    slots: int | None = None
+    n_ctx_slot: int | None = None
+    models: list[str] = field(default_factory=list)
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        facts: dict[str, Any] = {"n_slots": self.slots, "n_ctx_slot": self.n_ctx_slot}
+        if self.slots and self.n_ctx_slot:
+            facts["n_ctx"] = self.slots * self.n_ctx_slot
+        return facts
+
+
+def normalise_base_url(url: str) -> str:
+    """``http://host:8000/v1`` (as vLLM and Ollama document it) and ``http://host:8000`` both
+    mean the server root: request paths start with /v1 themselves."""
+    url = url.strip().rstrip("/")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    if not url.startswith(("http://", "https://")):
+        raise ExternalServerError(f"base URL must start with http:// or https://, got {url!r}")
+    return url
+
+
+def _json(client: httpx.Client, path: str) -> Any:
+    with contextlib.suppress(httpx.HTTPError, ValueError):
+        response = client.get(path)
+        if response.status_code == 200:
+            return response.json()
+    return None
+
+
+def probe_external(base_url: str) -> ExternalServer:
+    url = normalise_base_url(base_url)
+    try:
+        with httpx.Client(base_url=url, timeout=5.0) as client:
+            codes = {path: client.get(path).status_code for path in ("/health", "/v1/models")}
+            models_doc = _json(client, "/v1/models")
+            props = _json(client, "/props")
+            slots_doc = _json(client, "/slots")
+    except httpx.HTTPError as exc:
+        raise ExternalServerError(
+            f"nothing answers at {url} ({type(exc).__name__}: {exc}); "
+            "check the address and that the server is running"
+        ) from None
+    if 200 not in codes.values():
+        raise ExternalServerError(
+            f"{url} answers, but not like an OpenAI-compatible server: /health gave HTTP "
+            f"{codes['/health']} and /v1/models HTTP {codes['/v1/models']}"
+        )
+    models: list[str] = []
+    if isinstance(models_doc, dict) and isinstance(models_doc.get("data"), list):
+        models = [m["id"] for m in models_doc["data"] if isinstance(m, dict) and "id" in m]
+    slots = n_ctx_slot = None
+    if isinstance(props, dict):
+        if isinstance(props.get("total_slots"), int):
+            slots = props["total_slots"]
+        settings = props.get("default_generation_settings")
+        if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
+            n_ctx_slot = settings["n_ctx"]
+    if slots is None and isinstance(slots_doc, list):
+        slots = len(slots_doc)
+    return ExternalServer(url, slots, n_ctx_slot, models)

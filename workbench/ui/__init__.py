@@ -1,0 +1,1 @@
+"""The desktop workbench: PySide6 + pyqtgraph views over engine events. No measurement here."""

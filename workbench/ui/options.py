@@ -1,0 +1,36 @@
+"""Command-line options of ``workbench gui`` (no Qt import: the CLI parses them headless)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from workbench.engine.errors import WorkbenchError
+
+THEMES = ("dark", "light")
+DEFAULT_EXPERIMENT = Path("experiments/slots-1-2-4.toml")
+
+
+def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--experiment",
+        default=str(DEFAULT_EXPERIMENT),
+        help="experiment file to load (default: experiments/slots-1-2-4.toml)",
+    )
+    parser.add_argument("--out", default="results", help="output folder (default: results/)")
+    parser.add_argument("--base-url", help="start in external mode against this server")
+    parser.add_argument("--server-bin", help="llama-server binary to use")
+    parser.add_argument("--theme", choices=THEMES, default="dark")
+    parser.add_argument("--font-size", type=int, default=11, help="base font size in points")
+    parser.add_argument("--size", default="1600x950", help="window size WIDTHxHEIGHT")
+    parser.add_argument("--autorun", action="store_true", help="press Run at start")
+    parser.add_argument("--screenshot", help="save a PNG of the window when the run ends")
+    parser.add_argument("--quit-when-done", action="store_true", help="exit when the run ends")
+
+
+def window_size(text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise WorkbenchError(f"--size must look like 1920x1080, got {text!r}") from None
+    return width, height
