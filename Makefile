@@ -23,14 +23,13 @@ endif
 .PHONY: run test install lint format clean
 
 run: $(STAMP)
-	@echo ">>> The desktop window is not built yet: running the default experiment headless."
-	$(VENV)/bin/workbench run experiments/slots-1-2-4.toml --out results
+	$(VENV)/bin/workbench gui --experiment experiments/slots-1-2-4.toml --out results
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
 
 install: $(STAMP)
 

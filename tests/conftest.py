@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 import psutil
@@ -12,6 +13,7 @@ from workbench.engine.discovery import default_model_path, find_server_binary
 from workbench.engine.experiment import parse_experiment
 
 SERVER_NAMES = {"llama-server"}
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
 def _servers() -> dict[int, psutil.Process]:

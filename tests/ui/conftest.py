@@ -1,0 +1,54 @@
+"""Window fixtures: one qasync loop per test, and a guard against leaked windows, timers
+and tasks."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import qasync
+from PySide6.QtWidgets import QApplication
+
+from tests.ui.driving import run
+from workbench.ui.main_window import MainWindow
+from workbench.ui.theme import apply_theme
+
+
+@pytest.fixture
+def loop(qapp):
+    apply_theme(qapp, "dark")
+    qapp.setQuitOnLastWindowClosed(False)  # a test closes windows; the loop must go on
+    event_loop = qasync.QEventLoop(qapp, already_running=False)
+    asyncio.set_event_loop(event_loop)
+    yield event_loop
+    leftover = [t for t in asyncio.all_tasks(event_loop) if not t.done()]
+    for task in leftover:
+        task.cancel()
+    event_loop.close()  # also ends the executor's threads that asyncio.to_thread used
+    asyncio.set_event_loop(None)
+    assert not leftover, f"test leaked asyncio tasks: {leftover}"
+
+
+@pytest.fixture
+def window(qtbot, loop, tmp_path):
+    win = MainWindow(tmp_path / "out")
+    qtbot.addWidget(win)
+    win.resize(1600, 900)
+    win.show()
+    yield win
+    if win.isVisible():
+        win.ask_stop_on_close = lambda: True
+        win.close()
+        run(loop, lambda: not win.running and not win.isVisible(), 60)
+    win.shutdown()
+    assert not win.pump.isActive() and not win.log_timer.isActive(), "test leaked a timer"
+    assert not win.tasks, f"test leaked window tasks: {win.tasks}"
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_windows(qapp):
+    yield
+    visible = [w for w in QApplication.topLevelWidgets() if w.isVisible()]
+    for widget in visible:
+        widget.close()
+    assert not visible, f"test left windows open: {visible}"

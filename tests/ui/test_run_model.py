@@ -1,0 +1,118 @@
+"""RunModel folds engine events into what the views show (no Qt needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.engine.events import (
+    ConfigStarted,
+    ExperimentStarted,
+    FirstToken,
+    MetricsSample,
+    ProcessSample,
+    RequestFinished,
+    RequestSubmitted,
+    ServerReady,
+    SlotsSample,
+    TokenChunkArrived,
+)
+from workbench.engine.experiment import parse_experiment
+from workbench.engine.records import RequestRecord, TokenChunk
+from workbench.ui.gantt import segments
+from workbench.ui.run_model import RunModel, predicted_footprint_mib
+from workbench.ui.stream_grid import grid_shape
+
+S = 1_000_000_000
+
+
+def started(model: RunModel, n: int = 3) -> None:
+    config = parse_experiment("[server]\nslots = 1\n").configs()[0]
+    model.apply([ExperimentStarted("e", "s", 1, "managed", 0), ConfigStarted(config, n)])
+    model.apply([RequestSubmitted(0, 0, i, False, i * S // 10) for i in range(n)])
+
+
+def test_requests_move_through_their_states():
+    model = RunModel()
+    started(model)
+    assert [v.state for v in model.ordered()] == ["queued"] * 3
+    # One slot busy, nobody decoding yet: the first request is in prefill, the rest wait.
+    changes = model.apply([SlotsSample(0, S, [{"id": 0, "is_processing": True}])])
+    assert [v.state for v in model.ordered()] == ["prefill", "queued", "queued"]
+    assert changes.samples and len(changes.requests) == 1
+    model.apply(
+        [
+            FirstToken(0, 0, 0, 2 * S),
+            TokenChunkArrived(0, 0, 0, 2 * S, "Hel"),
+            TokenChunkArrived(0, 0, 0, 3 * S, "lo"),
+        ]
+    )
+    first = model.ordered()[0]
+    assert first.state == "decoding" and first.ttft_s == 2.0 and first.chunks == 2
+    assert model.take_text((0, 0, 0)) == "Hello" and model.take_text((0, 0, 0)) == ""
+    assert first.tok_s(now=3.0) == 1.0
+    record = RequestRecord(
+        0,
+        0,
+        0,
+        "p",
+        t_submit_ns=0,
+        t_first_token_ns=2 * S,
+        t_last_token_ns=3 * S,
+        t_done_ns=3 * S,
+        ok=True,
+        usage={"completion_tokens": 5},
+        timings={"prompt_ms": 500.0},
+        chunks=[TokenChunk(2 * S, "Hel"), TokenChunk(3 * S, "lo")],
+    )
+    failed = RequestRecord(
+        0, 0, 1, "p", t_submit_ns=S // 10, t_done_ns=4 * S, error="HTTP 503: busy"
+    )
+    model.apply([RequestFinished(record), RequestFinished(failed)])
+    done, bad, _ = model.ordered()
+    assert (done.state, done.queue_s, done.prefill_s, done.output_tokens) == ("done", 1.5, 0.5, 5)
+    assert done.decode_tok_s == 4.0  # 4 gaps in 1 s from the server's count of 5
+    assert (bad.state, bad.error) == ("failed", "HTTP 503: busy")
+
+
+def test_gantt_segments_split_waiting_into_queue_and_prefill_once_known():
+    model = RunModel()
+    started(model, 1)
+    view = model.ordered()[0]
+    assert segments(view, now=1.0) == [("queued", 0.0, 1.0)]
+    model.apply([FirstToken(0, 0, 0, 2 * S)])
+    assert segments(view, now=2.5) == [("queued", 0.0, 2.0), ("decoding", 2.0, 2.5)]
+    view.state, view.queue_s, view.t_last = "done", 1.5, 3.0
+    assert segments(view, now=9.0) == [
+        ("queued", 0.0, 1.5),
+        ("prefill", 1.5, 2.0),
+        ("decoding", 2.0, 3.0),
+    ]
+
+
+def test_samples_and_predicted_footprint():
+    model = RunModel()
+    started(model, 1)
+    facts = {"model_buffer_mib": 92.1, "kv_buffer_mib": 180.0, "compute_buffer_mib": 18.6}
+    model.apply(
+        [
+            ServerReady(0, "http://x", 1, [], None, facts, 1),
+            ProcessSample(0, S, 300 * 2**20, 150.0),
+            MetricsSample(
+                0, S, {"llamacpp:requests_processing": 1.0, "llamacpp:requests_deferred": 2.0}
+            ),
+        ]
+    )
+    assert model.rss == ([1.0], [300.0])
+    assert model.processing[1] == [1.0] and model.deferred[1] == [2.0]
+    assert model.predicted_mib == predicted_footprint_mib(facts) == pytest.approx(290.7)
+    assert predicted_footprint_mib({"model_buffer_mib": 1.0}) is None
+
+
+def test_grid_shapes_stay_readable_from_1_to_64_panes():
+    assert grid_shape(0) == (0, 0)
+    assert grid_shape(1) == (1, 1)
+    for n in range(1, 65):
+        cols, rows = grid_shape(n)
+        assert cols * rows >= n and cols * (rows - 1) < n  # no empty row
+        assert cols * rows - n < max(cols, 2)
+    assert [grid_shape(n) for n in (2, 4, 16, 64)] == [(1, 2), (2, 2), (4, 4), (8, 8)]

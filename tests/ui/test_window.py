@@ -1,0 +1,115 @@
+"""The window without a server: validation, clear errors, and the scripted screenshot."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+
+from PySide6.QtCore import Qt
+
+from tests.ui.driving import run
+from workbench.engine.experiment import load_experiment
+from workbench.engine.server import free_port
+
+
+def test_the_default_experiment_loads_into_the_form(window):
+    window.form.load_file("experiments/slots-1-2-4.toml")
+    assert window.form.fields[("server", "slots")].text() == "1, 2, 4"
+    assert window.form.fields[("workload", "max_tokens")].text() == "64"
+    experiment = window.form.build()
+    assert [c.label for c in experiment.configs()] == ["np=1", "np=2", "np=4"]
+    assert experiment.configs() == load_experiment("experiments/slots-1-2-4.toml").configs()
+
+
+def test_invalid_fields_are_marked_before_run(window, qtbot):
+    window.form.load_file("experiments/slots-1-2-4.toml")
+    slots = window.form.fields[("server", "slots")]
+    slots.setText("1, two")
+    qtbot.mouseClick(window.run_button, Qt.MouseButton.LeftButton)
+    assert window.runner is None
+    assert "[server] slots: 'two' is not a whole number" in window.banner.text()
+    assert "e5484d" in slots.styleSheet()
+    slots.setText("0")
+    window.start_run()
+    assert window.runner is None
+    assert "slots must be >= 1" in window.banner.text()
+    slots.setText("2")
+    window.form.fields[("workload", "arrival")].setCurrentText("poisson")
+    window.start_run()
+    assert "needs rate > 0" in window.banner.text()
+
+
+def test_a_model_that_is_not_gguf_is_a_clear_error(window, loop, tmp_path):
+    window.form.load_file("experiments/slots-1-2-4.toml")
+    fake = tmp_path / "model.gguf"
+    fake.write_text("not a model " * 20)
+    window.form.model.setText(str(fake))
+    window.start_run()
+    run(loop, lambda: not window.running, 30)
+    assert "is not a GGUF model file" in window.banner.text()
+    assert window.run_button.isEnabled() and window.form.isEnabled()
+
+
+def test_an_unreachable_base_url_is_a_clear_error(window, loop):
+    window.form.load_file("experiments/slots-1-2-4.toml")
+    window.form.external.setChecked(True)
+    window.form.base_url.setText(f"http://127.0.0.1:{free_port()}")
+    window.start_run()
+    run(loop, lambda: not window.running, 30)
+    assert "nothing answers at" in window.banner.text()
+    window.form.base_url.setText("")
+    window.start_run()
+    assert "needs a base URL" in window.banner.text()
+
+
+def test_save_as_writes_an_experiment_that_loads_back(window, tmp_path):
+    window.form.load_file("experiments/slots-1-2-4.toml")
+    window.form.fields[("server", "ctx")].setText("4096, 8192")
+    window.form.fields[("server", "cont_batching")].setCurrentText("on and off")
+    path = tmp_path / "mine.toml"
+    window.form.save(path, window.form.build())
+    saved = load_experiment(path)
+    assert saved.server["ctx"] == [4096, 8192]
+    assert saved.server["cont_batching"] == [True, False]
+    assert len(saved.configs()) == 12
+    assert window.form.path_label.text() == str(path)
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_scripted_run_saves_a_screenshot_and_exits(tmp_path):
+    experiment = tmp_path / "tiny.toml"
+    experiment.write_text(
+        'name = "tiny"\n[server]\nslots = 2\nctx = 2048\n'
+        "[workload]\nrequests = 2\nmax_tokens = 8\nwarmup = 0\n"
+    )
+    shot = tmp_path / "shot.png"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workbench",
+            "gui",
+            "--experiment",
+            str(experiment),
+            "--out",
+            str(tmp_path / "out"),
+            "--autorun",
+            "--screenshot",
+            str(shot),
+            "--quit-when-done",
+            "--size",
+            "1366x768",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert png_size(shot.read_bytes()) == (1366, 768)
+    assert list((tmp_path / "out").glob("*.session.sqlite"))

@@ -1,0 +1,110 @@
+"""The window driven through a real experiment on the real server."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import psutil
+import pytest
+from PySide6.QtCore import Qt
+
+from tests.ui.driving import run
+from workbench.engine.experiment import parse_experiment
+from workbench.engine.session import open_session
+
+pytestmark = pytest.mark.server
+
+SWEEP = """
+name = "window"
+[server]
+slots = [1, 2]
+ctx = 4096
+[workload]
+requests = 4
+max_tokens = 24
+warmup = 1
+"""
+
+LONG = """
+name = "long"
+[server]
+slots = 1
+ctx = 2048
+[workload]
+requests = 8
+max_tokens = 64
+warmup = 0
+"""
+
+
+def load(window, text: str) -> None:
+    window.form.load(parse_experiment(text))
+
+
+def test_a_real_experiment_fills_every_view(window, loop, qtbot):
+    load(window, SWEEP)
+    statuses: list[str] = []
+    window.run_finished.connect(statuses.append)
+    qtbot.mouseClick(window.run_button, Qt.MouseButton.LeftButton)
+    assert window.running and not window.run_button.isEnabled()
+    run(loop, lambda: statuses, 120)
+    assert statuses == ["complete"], window.banner.text()
+    panes = window.grid.panes
+    assert len(panes) == 4  # the last configuration's requests
+    assert all(p.body.toPlainText().strip() for p in panes.values())
+    assert all(p.state.text() == "done" for p in panes.values())
+    assert window.gantt.bar_count() == 8  # every measured request of both configurations
+    assert len(window.gantt._marks) == 2
+    assert window.plots.sample_count() > 3
+    assert window.results.table.rowCount() == 2
+    assert window.results.table.item(1, 1).text() == "2"
+    assert window.results.charts["agg_tok_s"].getData()[0].tolist() == [1, 2]
+    assert window.server_panel.facts["n_ctx_slot"].text() == "2048"
+    assert "Finished" in window.banner.text()
+    assert (window.out_dir / "concurrency.csv").is_file()
+    assert window.run_button.isEnabled()
+
+
+def test_stop_mid_run_keeps_what_finished(window, loop, qtbot):
+    load(window, LONG)
+    statuses: list[str] = []
+    window.run_finished.connect(statuses.append)
+    window.start_run()
+    run(loop, lambda: any(v.state == "done" for v in window.model.requests.values()), 120)
+    qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
+    run(loop, lambda: statuses, 60)
+    assert statuses == ["cancelled"]
+    assert "Stopped" in window.banner.text()
+    with open_session(window.result.session_path) as session:
+        assert session.status == "cancelled"
+        records = session.records(0)
+        assert any(r.ok for r in records) and any(not r.ok for r in records)
+
+
+def test_closing_during_a_run_stops_the_server(window, loop):
+    load(window, LONG)
+    window.ask_stop_on_close = lambda: True
+    window.start_run()
+    run(loop, lambda: window.model.server.state == "running", 120)
+    with open_session(window.runner.session_path) as session:
+        pid = session.configs[0].pid
+    window.close()
+    run(loop, lambda: not window.isVisible() and not window.running, 60)
+    assert window.result is not None and window.result.status == "cancelled"
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_server_crash_mid_run_is_reported_and_the_window_stays_usable(window, loop):
+    load(window, LONG)
+    window.start_run()
+    run(loop, lambda: any(v.state == "decoding" for v in window.model.requests.values()), 120)
+    with open_session(window.runner.session_path) as session:
+        pid = session.configs[0].pid
+    os.kill(pid, signal.SIGKILL)
+    run(loop, lambda: not window.running, 60)
+    assert "Finished with errors" in window.banner.text()
+    assert "SIGKILL" in window.banner.text()
+    assert window.server_panel.state.text() == "crashed"
+    assert any(p.state.text() == "failed" for p in window.grid.panes.values())
+    assert window.run_button.isEnabled()

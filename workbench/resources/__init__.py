@@ -1,0 +1,1 @@
+"""Icons and themes shipped with the app."""

@@ -1,0 +1,69 @@
+"""Starting the window: one QApplication, one qasync event loop, optional scripted runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import qasync
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from workbench.engine.errors import WorkbenchError
+from workbench.ui.main_window import MainWindow
+from workbench.ui.options import window_size
+from workbench.ui.theme import app_icon, apply_theme
+
+
+def build_window(args: argparse.Namespace) -> MainWindow:
+    window = MainWindow(Path(args.out), server_bin=args.server_bin)
+    window.resize(*window_size(args.size))
+    try:
+        window.form.load_file(args.experiment)
+    except WorkbenchError as exc:
+        window.show_banner(str(exc), "error")
+    if args.base_url:
+        window.form.external.setChecked(True)
+        window.form.base_url.setText(args.base_url)
+    return window
+
+
+def run_gui(args: argparse.Namespace) -> int:
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Concurrency Workbench")
+    app.setWindowIcon(app_icon())
+    apply_theme(app, args.theme, args.font_size)
+    window = build_window(args)
+    exit_code = 0
+
+    def finished(status: str) -> None:
+        nonlocal exit_code
+        exit_code = {"complete": 0, "cancelled": 130}.get(status, 1)
+        if args.screenshot:
+            window.screenshot(Path(args.screenshot))
+        if args.quit_when_done:
+            window.close()
+
+    window.run_finished.connect(finished)
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    closed = asyncio.Event()
+    app.lastWindowClosed.connect(closed.set)
+    # Ctrl-C in the terminal closes the window through the same path as the close button.
+    signal.signal(signal.SIGINT, lambda *_: window.close())
+    signal.signal(signal.SIGTERM, lambda *_: window.close())
+    wake = QTimer()
+    wake.start(200)  # lets Python notice signals while Qt's loop runs
+    window.show()
+    if args.autorun:
+        window._close_when_stopped = False
+        QTimer.singleShot(0, window.start_run)
+        if args.quit_when_done:
+            window.ask_stop_on_close = lambda: True  # type: ignore[method-assign]
+    with loop:
+        loop.run_until_complete(closed.wait())
+    wake.stop()
+    return exit_code

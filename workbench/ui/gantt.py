@@ -1,0 +1,155 @@
+"""The queue Gantt: one row per request, grey while queued, a prefill and a decode segment.
+
+Drawn with one ``BarGraphItem`` per colour whose arrays are replaced on each tick
+(pyqtgraph's fast path), never one item per bar.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF
+from PySide6.QtGui import QPen
+from PySide6.QtWidgets import QToolTip, QWidget
+
+from workbench.ui.run_model import RequestView, RunModel
+from workbench.ui.theme import series_color, state_color
+
+SEGMENTS = ("queued", "prefill", "decoding", "failed")
+BAR_HEIGHT = 0.72
+MIN_SPAN_S = 10.0
+
+
+def segments(view: RequestView, now: float) -> list[tuple[str, float, float]]:
+    """(colour, start, end) spans of one request's bar at time ``now``."""
+    if view.t_submit is None:
+        return []
+    start = view.t_submit
+    if view.state == "failed":
+        return [("failed", start, view.t_done or now)]
+    if view.state == "done" and view.t_first is not None:
+        spans = []
+        split = start + (view.queue_s or 0.0) if view.queue_s is not None else view.t_first
+        spans.append(("queued", start, split))
+        spans.append(("prefill", split, view.t_first))
+        spans.append(("decoding", view.t_first, view.t_last or view.t_first))
+        return [s for s in spans if s[2] > s[1]]
+    if view.t_first is not None:
+        return [("queued", start, view.t_first), ("decoding", view.t_first, now)]
+    return [(view.state if view.state in SEGMENTS else "queued", start, now)]
+
+
+class GanttView(pg.PlotWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("gantt")
+        plot = self.getPlotItem()
+        plot.setTitle("Queue Gantt: waiting, prefill, decode per request")
+        plot.setLabel("bottom", "time since start", units="s")
+        plot.setLabel("left", "request")
+        plot.invertY(True)
+        plot.showGrid(x=True, y=False, alpha=0.2)
+        plot.setMouseEnabled(x=True, y=False)
+        plot.disableAutoRange()
+        plot.setXRange(0, MIN_SPAN_S, padding=0)
+        self._x_max = MIN_SPAN_S
+        self._rows_shown = 0
+        self.bars: dict[str, pg.BarGraphItem] = {}
+        for name in SEGMENTS:
+            color = state_color(name)
+            item = pg.BarGraphItem(
+                x0=[], width=[], y=[], height=BAR_HEIGHT, brush=color, pen=pg.mkPen(None)
+            )
+            plot.addItem(item)
+            self.bars[name] = item
+        self._marks: list[pg.InfiniteLine] = []
+        self._views: list[RequestView] = []
+        self._model: RunModel | None = None
+        self.scene().sigMouseMoved.connect(self._hover)
+
+    def sync(self, model: RunModel, now: float) -> None:
+        self._model = model
+        self._views = model.ordered()
+        spans: dict[str, tuple[list[float], list[float], list[float]]] = {
+            name: ([], [], []) for name in SEGMENTS
+        }
+        for view in self._views:
+            for name, x0, x1 in segments(view, now):
+                x0s, widths, ys = spans[name]
+                x0s.append(x0)
+                widths.append(max(x1 - x0, 0.0))
+                ys.append(view.row)
+        for name, (x0s, widths, ys) in spans.items():
+            self.bars[name].setOpts(
+                x0=np.array(x0s), width=np.array(widths), y=np.array(ys), height=BAR_HEIGHT
+            )
+        self._sync_marks(model)
+        self._sync_ranges(now)
+
+    def _sync_ranges(self, now: float) -> None:
+        """Grow the axes in steps, not every tick: re-laying out axis text is what costs."""
+        plot = self.getPlotItem()
+        if len(self._views) != self._rows_shown:
+            self._rows_shown = len(self._views)
+            plot.setYRange(-0.6, max(self._rows_shown, 1) - 0.4, padding=0)
+        if now > 0.92 * self._x_max or now < 0.3 * self._x_max - MIN_SPAN_S:
+            self._x_max = max(MIN_SPAN_S, now * 1.5)
+            plot.setXRange(0, self._x_max, padding=0)
+
+    def bar_count(self) -> int:
+        """Requests with a bar (for tests): each has exactly one span that starts at submit."""
+        return len({row for row in self._rows()})
+
+    def _rows(self) -> list[int]:
+        rows: list[int] = []
+        for item in self.bars.values():
+            y = item.opts.get("y")
+            rows.extend(int(v) for v in (y if y is not None else []))
+        return rows
+
+    def _sync_marks(self, model: RunModel) -> None:
+        pen = QPen(series_color("marker"))
+        pen.setCosmetic(True)
+        pen.setWidth(1)
+        while len(self._marks) < len(model.config_marks):
+            t, label = model.config_marks[len(self._marks)]
+            line = pg.InfiniteLine(
+                pos=t,
+                angle=90,
+                pen=pen,
+                label=label,
+                labelOpts={"position": 0.02, "color": series_color("marker")},
+            )
+            self.getPlotItem().addItem(line)
+            self._marks.append(line)
+        while len(self._marks) > len(model.config_marks):
+            self.getPlotItem().removeItem(self._marks.pop())
+
+    def _hover(self, pos: QPointF) -> None:
+        plot = self.getPlotItem()
+        if not self._views or not plot.sceneBoundingRect().contains(pos):
+            return
+        point = plot.vb.mapSceneToView(pos)
+        row = round(point.y())
+        if not 0 <= row < len(self._views):
+            return
+        view = self._views[row]
+        text = request_tooltip(view)
+        QToolTip.showText(self.mapToGlobal(self.mapFromScene(pos)), text, self)
+
+
+def request_tooltip(view: RequestView) -> str:
+    def fmt(value: float | None, unit: str, digits: int = 3) -> str:
+        return "-" if value is None else f"{value:.{digits}f} {unit}"
+
+    lines = [
+        f"request #{view.index} (config {view.config_index + 1}, repeat {view.repeat + 1})",
+        f"state: {view.state}",
+        f"TTFT: {fmt(view.ttft_s, 's')}",
+        f"queue wait: {fmt(view.queue_s, 's')}   prefill: {fmt(view.prefill_s, 's')}",
+        f"tokens: {view.output_tokens if view.output_tokens is not None else view.chunks}",
+        f"decode: {fmt(view.decode_tok_s, 'tok/s', 1)}",
+    ]
+    if view.error:
+        lines.append(f"error: {view.error}")
+    return "\n".join(lines)

@@ -1,0 +1,375 @@
+"""The workbench window: experiment and server on the left, streams and the Gantt in the
+middle, server plots and results on the right.
+
+The window owns one ``ExperimentRunner`` at a time. The runner measures on its own thread;
+the window drains its events on a 30 Hz timer and hands them to the views. Every way out
+(Stop, closing the window, the end of the run) goes through the runner's own shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Coroutine
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.engine.discovery import find_server_binary, resolve_model
+from workbench.engine.errors import ExperimentError, WorkbenchError
+from workbench.engine.events import Subscription
+from workbench.engine.export import write_concurrency_csv, write_requests_csv
+from workbench.engine.runner import ExperimentRunner, RunOptions, RunResult
+from workbench.engine.server import LlamaServer
+from workbench.engine.session import open_session
+from workbench.ui.experiment_form import ExperimentForm
+from workbench.ui.gantt import GanttView
+from workbench.ui.legend import StateLegend
+from workbench.ui.results_view import ResultsView
+from workbench.ui.run_model import RunModel
+from workbench.ui.server_panel import ServerPanel
+from workbench.ui.server_plots import ServerPlots
+from workbench.ui.stream_grid import StreamGrid
+from workbench.ui.theme import app_icon
+
+PUMP_INTERVAL_MS = 33
+PLOT_EVERY_TICKS = 3  # plots redraw at ~10 Hz: axis text is the costly part of a repaint
+BANNER_STYLES = {
+    "info": "background:#23407a; color:white; padding:6px; border-radius:4px;",
+    "ok": "background:#1f6b4a; color:white; padding:6px; border-radius:4px;",
+    "error": "background:#8e2a2e; color:white; padding:6px; border-radius:4px;",
+}
+
+
+def write_tables(result: RunResult, out_dir: Path) -> None:
+    """The same CSVs as ``workbench run`` writes, from the session file."""
+    with open_session(result.session_path) as session:
+        write_concurrency_csv(out_dir / "concurrency.csv", session.summaries())
+        write_requests_csv(out_dir / "requests.csv", session)
+
+
+class MainWindow(QMainWindow):
+    run_finished = Signal(str)
+
+    def __init__(self, out_dir: Path, server_bin: str | None = None) -> None:
+        super().__init__()
+        self.out_dir = out_dir
+        self.server_bin = server_bin
+        self.setWindowTitle("Concurrency Workbench")
+        self.setWindowIcon(app_icon())
+        self.model = RunModel()
+        self.runner: ExperimentRunner | None = None
+        self.result: RunResult | None = None
+        self.subscription: Subscription | None = None
+        self.manual_server: LlamaServer | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self._close_when_stopped = False
+        self._ticks = 0
+        self._plots_stale = False
+
+        self.form = ExperimentForm()
+        self.server_panel = ServerPanel()
+        self.server_panel.start_requested.connect(lambda: self._spawn(self._start_manual()))
+        self.server_panel.stop_requested.connect(lambda: self._spawn(self._stop_manual()))
+        form_scroll = QScrollArea()
+        form_scroll.setWidget(self.form)
+        form_scroll.setWidgetResizable(True)
+        self.left = QTabWidget()
+        self.left.addTab(form_scroll, "Experiment")
+        self.left.addTab(self.server_panel, "Server")
+
+        self.run_button = QPushButton("▶  Run")
+        self.run_button.setObjectName("runButton")
+        self.run_button.setStyleSheet(
+            "QPushButton#runButton { background:#1f6b4a; color:white;"
+            " font-weight:bold; padding:6px 18px; }"
+        )
+        self.stop_button = QPushButton("■  Stop")
+        self.stop_button.setEnabled(False)
+        self.run_button.clicked.connect(self.start_run)
+        self.stop_button.clicked.connect(self.stop_run)
+        self.status = QLabel("ready")
+        self.status.setObjectName("runStatus")
+        self.banner = QLabel()
+        self.banner.setWordWrap(True)
+        self.banner.setObjectName("banner")
+        self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.banner.hide()
+
+        self.grid = StreamGrid()
+        self.gantt = GanttView()
+        self.plots = ServerPlots()
+        self.plots.memory.setXLink(self.gantt)
+        self.results = ResultsView()
+
+        bar = QHBoxLayout()
+        bar.addWidget(self.run_button)
+        bar.addWidget(self.stop_button)
+        bar.addWidget(self.status, 1)
+        center_split = QSplitter(Qt.Orientation.Vertical)
+        center_split.addWidget(self.grid)
+        center_split.addWidget(self.gantt)
+        center_split.setSizes([500, 400])
+        center = QWidget()
+        center_layout = QVBoxLayout(center)
+        center_layout.setContentsMargins(0, 0, 0, 0)
+        center_layout.addWidget(StateLegend())
+        center_layout.addWidget(center_split, 1)
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.plots)
+        right.addWidget(self.results)
+        right.setSizes([500, 400])
+        main = QSplitter(Qt.Orientation.Horizontal)
+        main.addWidget(self.left)
+        main.addWidget(center)
+        main.addWidget(right)
+        main.setSizes([330, 900, 600])
+        main.setStretchFactor(1, 3)
+        main.setStretchFactor(2, 2)
+        root = QWidget()
+        layout = QVBoxLayout(root)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(bar)
+        layout.addWidget(self.banner)
+        layout.addWidget(main, 1)
+        self.setCentralWidget(root)
+
+        self.pump = QTimer(self)
+        self.pump.setInterval(PUMP_INTERVAL_MS)
+        self.pump.timeout.connect(self.drain)
+        self.log_timer = QTimer(self)
+        self.log_timer.setInterval(1000)
+        self.log_timer.timeout.connect(self.server_panel.refresh_log)
+        self.log_timer.start()
+
+    # -- tasks -----------------------------------------------------------------------------------
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Every coroutine the window starts is owned here and cancelled on close."""
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    @property
+    def running(self) -> bool:
+        return self.runner is not None
+
+    # -- messages --------------------------------------------------------------------------------
+    def show_banner(self, text: str, kind: str = "info") -> None:
+        self.banner.setText(text)
+        self.banner.setStyleSheet(BANNER_STYLES[kind])
+        self.banner.setVisible(bool(text))
+
+    # -- running an experiment -------------------------------------------------------------------
+    def start_run(self) -> None:
+        if self.running:
+            return
+        try:
+            experiment = self.form.build()
+        except ExperimentError as exc:
+            self.show_banner(f"Fix the experiment first: {exc}", "error")
+            return
+        if self.manual_server is not None:
+            self.show_banner("Stop the hand-started server first (Server tab).", "error")
+            return
+        options = RunOptions(
+            self.out_dir, base_url=self.form.external_url(), server_bin=self.server_bin
+        )
+        self.runner = ExperimentRunner(experiment, options)
+        self._set_busy(True)
+        self._spawn(self._run(self.runner))
+
+    async def _run(self, runner: ExperimentRunner) -> None:
+        self.show_banner("Preparing: finding the server and model, checking the output folder…")
+        try:
+            await asyncio.to_thread(runner.prepare)
+        except WorkbenchError as exc:
+            self.show_banner(str(exc), "error")
+            self.runner = None
+            self._set_busy(False)
+            return
+        self.show_banner("")
+        self.model.reset()
+        self.results.sync([])
+        self.subscription = runner.bus.subscribe()
+        runner.start()
+        self.pump.start()
+        try:
+            while runner.running:
+                await asyncio.sleep(0.1)
+        finally:
+            if runner.running:  # the window is closing: this task was cancelled
+                runner.cancel()
+        result = await asyncio.to_thread(runner.wait, 60.0)
+        self.pump.stop()
+        self.drain()
+        runner.bus.unsubscribe(self.subscription)
+        self.subscription = None
+        self.runner = None
+        self.result = result
+        self._set_busy(False)
+        if result is None:
+            self.show_banner("The run did not stop within 60 s.", "error")
+            self.run_finished.emit("failed")
+            return
+        try:
+            await asyncio.to_thread(write_tables, result, self.out_dir)
+        except WorkbenchError as exc:
+            self.show_banner(str(exc), "error")
+        self._report(result)
+        self.run_finished.emit(result.status)
+        if self._close_when_stopped:
+            self.close()
+
+    def _report(self, result: RunResult) -> None:
+        failed = [s for s in result.summaries if s.status != "ok"]
+        where = f"Session: {result.session_path}"
+        if result.status == "cancelled":
+            self.show_banner(f"Stopped. What finished is kept. {where}", "info")
+        elif result.status == "failed" or failed:
+            errors = "\n".join(f"{s.label}: {s.error}" for s in failed) or result.error or ""
+            self.show_banner(f"Finished with errors. {where}\n{errors}", "error")
+        else:
+            self.show_banner(f"Finished. {where}", "ok")
+
+    def stop_run(self) -> None:
+        if self.runner is not None:
+            self.status.setText("stopping…")
+            self.runner.cancel()
+
+    def _set_busy(self, busy: bool) -> None:
+        self.run_button.setEnabled(not busy)
+        self.stop_button.setEnabled(busy)
+        self.form.setEnabled(not busy)
+        self.server_panel.set_manual(self.manual_server is not None, busy)
+        self.status.setText("running" if busy else "ready")
+
+    # -- the 30 Hz pump --------------------------------------------------------------------------
+    def drain(self) -> None:
+        """Fold what arrived since the last tick into the model and redraw what changed."""
+        events = self.subscription.drain() if self.subscription is not None else []
+        changes = self.model.apply(events)
+        running = self.model.status == "running"
+        if not changes and not running:
+            return
+        now = self.model.last_t
+        if self.model.t0_ns is not None and running:
+            now = max(now, (time.perf_counter_ns() - self.model.t0_ns) / 1e9)
+        self.grid.sync(self.model, changes.requests, changes.layout, now)
+        self._ticks += 1
+        self._plots_stale = self._plots_stale or bool(changes.gantt or changes.samples)
+        if (self._plots_stale or running) and (self._ticks % PLOT_EVERY_TICKS == 0 or not running):
+            self.gantt.sync(self.model, now)
+            self.plots.sync(self.model)
+            self._plots_stale = False
+        if changes.server:
+            self._sync_server()
+        if changes.results:
+            self.results.sync(self.model.summaries)
+        if running:
+            done = sum(v.state in ("done", "failed") for v in self.model.requests.values())
+            self.status.setText(
+                f"running {self.model.server.label}  ·  config "
+                f"{self.model.server.config_index + 1}/{self.model.n_configs}  ·  "
+                f"{done}/{len(self.model.requests)} requests done"
+            )
+
+    def _sync_server(self) -> None:
+        server = self.model.server
+        self.server_panel.show_state(server.state, server.detail)
+        self.server_panel.show_server(server.base_url, server.facts, server.log_path)
+        for notice in self.model.notices[-1:]:
+            if notice.level == "warning":
+                self.show_banner(notice.text, "info")
+
+    # -- a server by hand ------------------------------------------------------------------------
+    async def _start_manual(self) -> None:
+        try:
+            experiment = self.form.build()
+            settings = experiment.configs()[0].server
+            binary = await asyncio.to_thread(lambda: find_server_binary(self.server_bin).path)
+            model = await asyncio.to_thread(resolve_model, settings.model)
+        except WorkbenchError as exc:
+            self.show_banner(str(exc), "error")
+            return
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        server = LlamaServer(
+            binary,
+            model,
+            settings,
+            self.out_dir / "logs" / f"manual-{stamp}.log",
+            on_state=self.server_panel.show_state,
+        )
+        self.manual_server = server
+        self.server_panel.set_manual(True, False)
+        self.run_button.setEnabled(False)
+        try:
+            await server.start()
+        except WorkbenchError as exc:
+            self.manual_server = None
+            self.server_panel.set_manual(False, False)
+            self.run_button.setEnabled(True)
+            self.show_banner(str(exc), "error")
+            return
+        self.server_panel.show_server(server.base_url, server.facts.to_dict(), str(server.log_path))
+        self.show_banner(f"Server running at {server.base_url} (started by hand).", "ok")
+
+    async def _stop_manual(self) -> None:
+        server, self.manual_server = self.manual_server, None
+        if server is not None:
+            await asyncio.to_thread(server.stop)
+        self.server_panel.set_manual(False, self.running)
+        self.run_button.setEnabled(not self.running)
+
+    # -- closing -------------------------------------------------------------------------------
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self.running:
+            if not self._close_when_stopped and not self.ask_stop_on_close():
+                event.ignore()
+                return
+            self._close_when_stopped = True
+            self.stop_run()
+            event.ignore()  # closes itself once the runner has shut down
+            return
+        self.shutdown()
+        event.accept()
+
+    def ask_stop_on_close(self) -> bool:
+        answer = QMessageBox.question(
+            self,
+            "Stop the experiment?",
+            "An experiment is running. Stop it, keep what finished, and close?",
+        )
+        return answer == QMessageBox.StandardButton.Yes
+
+    def shutdown(self) -> None:
+        """Stop the timers, the hand-started server and every task the window owns."""
+        self.pump.stop()
+        self.log_timer.stop()
+        if self.manual_server is not None:
+            self.manual_server.stop()
+            self.manual_server = None
+        for task in list(self.tasks):
+            task.cancel()
+        with contextlib.suppress(RuntimeError):
+            self.tasks.clear()
+
+    def screenshot(self, path: Path) -> bool:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return self.grab().save(str(path))

@@ -1,0 +1,304 @@
+"""What the window shows, folded from engine events (plain Python, no Qt, unit-testable).
+
+The views never look at events themselves: the event pump hands each batch to ``RunModel``,
+which updates per-request state, samples and results and says what changed, so each view
+redraws only when its part changed, at the pump's rate and never per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.engine.analysis import ConfigSummary, request_metrics
+from workbench.engine.events import (
+    ConfigFinished,
+    ConfigStarted,
+    ExperimentFinished,
+    ExperimentStarted,
+    FirstToken,
+    MetricsSample,
+    Notice,
+    ProcessSample,
+    RequestFinished,
+    RequestSubmitted,
+    ServerReady,
+    ServerStateChanged,
+    SlotsSample,
+    TokenChunkArrived,
+)
+
+NS = 1e9
+STATES = ("queued", "prefill", "decoding", "done", "failed")
+
+
+@dataclass
+class RequestView:
+    """One measured request as the grid and the Gantt show it."""
+
+    config_index: int
+    repeat: int
+    index: int
+    row: int
+    state: str = "queued"
+    t_submit: float | None = None
+    t_first: float | None = None
+    t_last: float | None = None
+    t_done: float | None = None
+    text: str = ""
+    pending_text: str = ""
+    chunks: int = 0
+    output_tokens: int | None = None
+    ttft_s: float | None = None
+    queue_s: float | None = None
+    prefill_s: float | None = None
+    decode_tok_s: float | None = None
+    error: str | None = None
+
+    def tok_s(self, now: float) -> float | None:
+        """Decode rate so far: final (from the server's count) once done, else live."""
+        if self.decode_tok_s is not None:
+            return self.decode_tok_s
+        if self.t_first is None or self.chunks < 2:
+            return None
+        end = self.t_last if self.state in ("done", "failed") else now
+        span = (end or now) - self.t_first
+        return (self.chunks - 1) / span if span > 0 else None
+
+
+@dataclass
+class Changes:
+    requests: set[tuple[int, int, int]] = field(default_factory=set)
+    layout: bool = False  # requests were added: the grid re-lays itself out
+    gantt: bool = False
+    samples: bool = False
+    server: bool = False
+    results: bool = False
+    finished: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.requests
+            or self.layout
+            or self.gantt
+            or self.samples
+            or self.server
+            or self.results
+            or self.finished
+        )
+
+
+@dataclass
+class ServerView:
+    config_index: int = -1
+    label: str = ""
+    state: str = "idle"
+    detail: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)
+    log_path: str | None = None
+    base_url: str = ""
+    slots: int | None = None
+
+
+class RunModel:
+    """The state of one run (or one replayed session), updated batch by batch."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.name = ""
+        self.session_path = ""
+        self.status = "idle"  # idle / running / complete / cancelled / failed
+        self.error: str | None = None
+        self.t0_ns: int | None = None
+        self.n_configs = 0
+        self.requests: dict[tuple[int, int, int], RequestView] = {}
+        self.config_marks: list[tuple[float, str]] = []
+        self.server = ServerView()
+        self.rss: tuple[list[float], list[float]] = ([], [])
+        self.cpu: tuple[list[float], list[float]] = ([], [])
+        self.processing: tuple[list[float], list[float]] = ([], [])
+        self.deferred: tuple[list[float], list[float]] = ([], [])
+        self.busy_slots: tuple[list[float], list[float]] = ([], [])
+        self.predicted_mib: float | None = None
+        self.summaries: list[ConfigSummary] = []
+        self.notices: list[Notice] = []
+        self._busy_now = 0
+        self.last_t = 0.0
+
+    def seconds(self, t_ns: int) -> float:
+        if self.t0_ns is None:
+            self.t0_ns = t_ns
+        return (t_ns - self.t0_ns) / NS
+
+    def apply(self, events: list[Any]) -> Changes:
+        changes = Changes()
+        for event in events:
+            self._apply(event, changes)
+        if changes.requests or changes.samples:
+            self._estimate_prefill(changes)
+        return changes
+
+    def _apply(self, event: Any, ch: Changes) -> None:
+        match event:
+            case ExperimentStarted():
+                self.reset()
+                self.name, self.session_path = event.name, event.session_path
+                self.n_configs, self.t0_ns, self.status = event.n_configs, event.t0_ns, "running"
+                ch.layout = ch.gantt = ch.samples = ch.server = ch.results = True
+            case ConfigStarted(config=config):
+                self.server = ServerView(config.index, config.label)
+                self.config_marks.append((self.last_t, config.label))
+                self.predicted_mib = None
+                ch.server = ch.gantt = ch.samples = True
+            case ServerStateChanged():
+                self.server.state, self.server.detail = event.state, event.detail
+                ch.server = True
+            case ServerReady():
+                self.server.facts = event.facts
+                self.server.command = event.command
+                self.server.log_path = event.log_path
+                self.server.base_url = event.base_url
+                self.server.slots = event.slots
+                self.predicted_mib = predicted_footprint_mib(event.facts)
+                ch.server = ch.samples = True
+            case RequestSubmitted(warmup=False):
+                key = (event.config_index, event.repeat, event.index)
+                view = RequestView(
+                    event.config_index, event.repeat, event.index, row=len(self.requests)
+                )
+                view.t_submit = self._t(event.t_ns)
+                self.requests[key] = view
+                ch.requests.add(key)
+                ch.layout = ch.gantt = True
+            case FirstToken():
+                view = self.requests.get((event.config_index, event.repeat, event.index))
+                if view is not None:
+                    view.t_first = self._t(event.t_ns)
+                    submitted = view.t_submit if view.t_submit is not None else view.t_first
+                    view.ttft_s = view.t_first - submitted
+                    view.state = "decoding"
+                    ch.requests.add((view.config_index, view.repeat, view.index))
+                    ch.gantt = True
+            case TokenChunkArrived():
+                view = self.requests.get((event.config_index, event.repeat, event.index))
+                if view is not None:
+                    view.pending_text += event.text
+                    view.chunks += 1
+                    view.t_last = self._t(event.t_ns)
+                    ch.requests.add((view.config_index, view.repeat, view.index))
+            case RequestFinished(record=record) if not record.warmup:
+                self._finish(record, ch)
+            case ProcessSample():
+                self._append(self.rss, event.t_ns, event.rss_bytes / 2**20)
+                self._append(self.cpu, event.t_ns, event.cpu_percent)
+                ch.samples = True
+            case MetricsSample(values=values):
+                for series, name in (
+                    (self.processing, "llamacpp:requests_processing"),
+                    (self.deferred, "llamacpp:requests_deferred"),
+                ):
+                    if name in values:
+                        self._append(series, event.t_ns, values[name])
+                ch.samples = True
+            case SlotsSample(slots=slots):
+                self._busy_now = sum(1 for s in slots if s.get("is_processing"))
+                self._append(self.busy_slots, event.t_ns, self._busy_now)
+                ch.samples = True
+            case ConfigFinished(summary=summary):
+                if summary is not None:
+                    self.summaries.append(summary)
+                    ch.results = True
+                self._busy_now = 0
+            case Notice():
+                self.notices.append(event)
+                ch.server = True
+            case ExperimentFinished():
+                self.status, self.error = event.status, event.error
+                ch.finished = ch.server = ch.gantt = True
+
+    def _t(self, t_ns: int) -> float:
+        t = self.seconds(t_ns)
+        self.last_t = max(self.last_t, t)
+        return t
+
+    def _append(self, series: tuple[list[float], list[float]], t_ns: int, value: float) -> None:
+        series[0].append(self._t(t_ns))
+        series[1].append(value)
+
+    def _finish(self, record: Any, ch: Changes) -> None:
+        key = (record.config_index, record.repeat, record.index)
+        view = self.requests.get(key)
+        if view is None:  # cancelled before it was sent: no row to show
+            return
+        view.t_done = self._t(record.t_done_ns) if record.t_done_ns else self.last_t
+        metrics = request_metrics(record)
+        view.output_tokens = record.output_tokens[0]
+        if metrics is not None:
+            view.state = "done"
+            view.ttft_s, view.queue_s, view.prefill_s = (
+                metrics.ttft_s,
+                metrics.queue_wait_s,
+                metrics.prefill_s,
+            )
+            view.decode_tok_s = metrics.decode_tok_s
+        else:
+            view.state = "failed" if not record.ok else "done"
+            view.error = record.error
+        ch.requests.add(key)
+        ch.gantt = True
+
+    def _estimate_prefill(self, ch: Changes) -> None:
+        """Live, a request without its first token is queued or in prefill; the server's
+        slots tell how many are being prefilled (busy slots not decoding), and it takes
+        them in arrival order. Timings correct the split once a request is done."""
+        waiting = sorted(
+            (v for v in self.requests.values() if v.state in ("queued", "prefill")),
+            key=lambda v: v.t_submit or 0.0,
+        )
+        if not waiting:
+            return
+        decoding = sum(1 for v in self.requests.values() if v.state == "decoding")
+        in_prefill = max(0, self._busy_now - decoding)
+        for position, view in enumerate(waiting):
+            state = "prefill" if position < in_prefill else "queued"
+            if view.state != state:
+                view.state = state
+                ch.requests.add((view.config_index, view.repeat, view.index))
+
+    def take_text(self, key: tuple[int, int, int]) -> str:
+        """Text that arrived since the grid last drew this pane."""
+        view = self.requests[key]
+        new, view.pending_text = view.pending_text, ""
+        view.text += new
+        return new
+
+    def ordered(self) -> list[RequestView]:
+        return sorted(self.requests.values(), key=lambda v: v.row)
+
+    def current_requests(self) -> list[RequestView]:
+        """The grid shows the configuration that runs now (or ran last)."""
+        if not self.requests:
+            return []
+        current = max(v.config_index for v in self.requests.values())
+        return [
+            v
+            for v in self.ordered()
+            if v.config_index == current
+            and v.repeat
+            == max(r.repeat for r in self.requests.values() if r.config_index == current)
+        ]
+
+
+def predicted_footprint_mib(facts: dict[str, Any]) -> float | None:
+    """Model + KV + compute buffers, as the server logged them at start-up."""
+    parts = [
+        facts.get("model_buffer_mib"),
+        facts.get("kv_buffer_mib"),
+        facts.get("compute_buffer_mib"),
+    ]
+    if any(p is None for p in parts[:2]):
+        return None
+    return float(sum(p for p in parts if p is not None))

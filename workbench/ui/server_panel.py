@@ -1,0 +1,130 @@
+"""The server as it is now: state, what it said about itself at start-up, its log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import (
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.engine.server import read_tail
+
+STATE_COLORS = {
+    "starting": "#e8a33d",
+    "healthy": "#3fb27f",
+    "running": "#3b8eea",
+    "stopping": "#e8a33d",
+    "stopped": "#8b929c",
+    "crashed": "#e5484d",
+    "idle": "#8b929c",
+}
+FACTS = (
+    ("n_slots", "n_slots"),
+    ("n_ctx_slot", "n_ctx_slot"),
+    ("kv_unified", "kv_unified"),
+    ("n_ctx", "n_ctx"),
+    ("KV buffer", "kv_buffer_mib"),
+    ("model buffer", "model_buffer_mib"),
+    ("compute buffer", "compute_buffer_mib"),
+    ("backend", "backend"),
+    ("build", "build"),
+)
+
+
+def fact_text(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if key.endswith("_mib"):
+        return f"{value:.1f} MiB"
+    return str(value)
+
+
+class ServerPanel(QWidget):
+    start_requested = Signal()
+    stop_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.state = QLabel("idle")
+        self.state.setObjectName("serverState")
+        self.detail = QLabel()
+        self.detail.setWordWrap(True)
+        self.url = QLabel("-")
+        self.facts: dict[str, QLabel] = {}
+        facts_box = QGroupBox("Startup facts (from the server's log)")
+        form = QFormLayout(facts_box)
+        for title, key in FACTS:
+            label = QLabel("-")
+            label.setWordWrap(True)
+            self.facts[key] = label
+            form.addRow(title, label)
+        self.log = QPlainTextEdit()
+        self.log.setReadOnly(True)
+        self.log.setObjectName("serverLog")
+        self.log.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.log.setMaximumBlockCount(400)
+        self.start_button = QPushButton("Start server")
+        self.start_button.setToolTip(
+            "Start a server with the experiment's first settings, "
+            "to poke at it outside an experiment"
+        )
+        self.stop_button = QPushButton("Stop server")
+        self.start_button.clicked.connect(self.start_requested)
+        self.stop_button.clicked.connect(self.stop_requested)
+        self.stop_button.setEnabled(False)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.start_button)
+        buttons.addWidget(self.stop_button)
+        top = QFormLayout()
+        top.addRow("state", self.state)
+        top.addRow("address", self.url)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.detail)
+        layout.addLayout(buttons)
+        layout.addWidget(facts_box)
+        layout.addWidget(QLabel("Log (tail)"))
+        layout.addWidget(self.log, 1)
+        self._log_path: Path | None = None
+        self._log_text = ""
+        self.show_state("idle")
+
+    def show_state(self, state: str, detail: str = "") -> None:
+        color = STATE_COLORS.get(state, "#8b929c")
+        self.state.setText(state)
+        self.state.setStyleSheet(f"color:{color}; font-weight:bold;")
+        self.detail.setText(detail if state == "crashed" else "")
+
+    def show_server(self, base_url: str, facts: dict[str, Any], log_path: str | None) -> None:
+        self.url.setText(base_url or "-")
+        for key, label in self.facts.items():
+            label.setText(fact_text(key, facts.get(key)))
+        self._log_path = Path(log_path) if log_path else None
+        self.refresh_log()
+
+    def refresh_log(self) -> None:
+        """Re-read the log's tail (called on a slow timer, not per event)."""
+        if self._log_path is None:
+            return
+        text = read_tail(self._log_path, 200)
+        if text != self._log_text:
+            self._log_text = text
+            self.log.setPlainText(text)
+            bar = self.log.verticalScrollBar()
+            bar.setValue(bar.maximum())
+
+    def set_manual(self, running: bool, busy: bool) -> None:
+        """Buttons for the hand-started server; disabled while an experiment runs."""
+        self.start_button.setEnabled(not running and not busy)
+        self.stop_button.setEnabled(running)

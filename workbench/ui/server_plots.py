@@ -1,0 +1,99 @@
+"""Live server plots: memory against the predicted footprint, queue depth and busy slots."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from workbench.ui.run_model import RunModel
+from workbench.ui.theme import series_color
+
+
+def _pen(name: str, dashed: bool = False) -> pg.QtGui.QPen:
+    pen = pg.mkPen(series_color(name), width=2)
+    if dashed:
+        pen.setStyle(Qt.PenStyle.DashLine)
+    return pen
+
+
+class ServerPlots(QWidget):
+    """Two stacked plots sharing the time axis: RSS (MiB) and /metrics + /slots counts."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.memory = pg.PlotWidget()
+        self.memory.setObjectName("memoryPlot")
+        mem = self.memory.getPlotItem()
+        mem.setTitle("Server memory")
+        mem.setLabel("left", "RSS", units="MiB")
+        mem.showGrid(x=True, y=True, alpha=0.2)
+        mem.addLegend(offset=(-10, 10), labelTextSize="10pt")
+        self.rss_curve = mem.plot([], [], pen=_pen("rss"), name="RSS (incl. children)")
+        self.predicted = mem.plot(
+            [], [], pen=_pen("predicted", dashed=True), name="predicted: model + KV + compute"
+        )
+
+        self.queue = pg.PlotWidget()
+        self.queue.setObjectName("queuePlot")
+        q = self.queue.getPlotItem()
+        q.setTitle("Requests in the server")
+        q.setLabel("bottom", "time since start", units="s")
+        q.showGrid(x=True, y=True, alpha=0.2)
+        q.addLegend(offset=(-10, 10), labelTextSize="10pt")
+        self.processing = q.plot([], [], pen=_pen("processing"), name="processing")
+        self.deferred = q.plot([], [], pen=_pen("deferred"), name="deferred (queued)")
+        self.busy = q.plot([], [], pen=_pen("busy_slots"), name="busy slots")
+        self.queue.setXLink(self.memory)
+        for widget in (self.memory, self.queue):
+            # x follows the Gantt (linked by the window); y grows in steps (see _fit_y).
+            widget.getPlotItem().disableAutoRange()
+        self._y_max = {"memory": 0.0, "queue": 0.0}
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.memory, 3)
+        layout.addWidget(self.queue, 2)
+
+    def sync(self, model: RunModel) -> None:
+        self.rss_curve.setData(*map(np.asarray, model.rss))
+        for curve, series in (
+            (self.processing, model.processing),
+            (self.deferred, model.deferred),
+            (self.busy, model.busy_slots),
+        ):
+            curve.setData(*map(np.asarray, series), stepMode=None)
+        if model.predicted_mib is not None and model.rss[0]:
+            start = model.config_marks[-1][0] if model.config_marks else 0.0
+            self.predicted.setData([start, max(model.last_t, start)], [model.predicted_mib] * 2)
+        elif not model.rss[0]:
+            self.predicted.setData([], [])
+
+        self._fit_y("memory", self.memory, [*model.rss[1], model.predicted_mib or 0.0])
+        self._fit_y(
+            "queue", self.queue, [*model.processing[1], *model.deferred[1], *model.busy_slots[1]]
+        )
+
+    def _fit_y(self, key: str, widget: pg.PlotWidget, values: list[float]) -> None:
+        """Change the y range only when the data leaves it (or shrinks a lot, on a reset)."""
+        top = max(values, default=0.0)
+        current = self._y_max[key]
+        if top > current or top < current / 3:
+            self._y_max[key] = nice_ceiling(top * 1.15) if top > 0 else 1.0
+            widget.getPlotItem().setYRange(0, self._y_max[key], padding=0)
+
+    def sample_count(self) -> int:
+        x, _ = self.rss_curve.getData()
+        return 0 if x is None else len(x)
+
+
+def nice_ceiling(value: float) -> float:
+    """1, 2, 2.5 or 5 times a power of ten, at least ``value``."""
+    if value <= 0:
+        return 1.0
+    magnitude = 10 ** np.floor(np.log10(value))
+    for step in (1, 2, 2.5, 5, 10):
+        if step * magnitude >= value:
+            return float(step * magnitude)
+    return float(10 * magnitude)
