@@ -52,7 +52,7 @@ def test_a_real_experiment_fills_every_view(window, loop, qtbot):
     assert statuses == ["complete"], window.banner.text()
     panes = window.grid.panes
     assert len(panes) == 4  # the last configuration's requests
-    assert all(p.body.toPlainText().strip() for p in panes.values())
+    assert all(p.body.text().strip() for p in panes.values())
     assert all(p.state.text() == "done" for p in panes.values())
     assert window.gantt.bar_count() == 8  # every measured request of both configurations
     assert len(window.gantt._marks) == 2
@@ -108,3 +108,19 @@ def test_a_server_crash_mid_run_is_reported_and_the_window_stays_usable(window, 
     assert window.server_panel.state.text() == "crashed"
     assert any(p.state.text() == "failed" for p in window.grid.panes.values())
     assert window.run_button.isEnabled()
+
+
+def test_a_server_started_by_hand_shows_its_facts_and_stops(window, loop, qtbot):
+    load(window, SWEEP)
+    panel = window.server_panel
+    qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    run(loop, lambda: panel.state.text() == "healthy" and window.manual_server is not None, 60)
+    assert panel.facts["n_slots"].text() == "1"  # the first value of the slots sweep
+    assert panel.url.text().startswith("http://127.0.0.1:")
+    assert not window.run_button.isEnabled() and panel.stop_button.isEnabled()
+    run(loop, lambda: "n_slots = 1" in panel.log.toPlainText(), 10)
+    pid = window.manual_server.pid
+    qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
+    run(loop, lambda: window.manual_server is None and window.run_button.isEnabled(), 30)
+    assert panel.state.text() == "stopped"
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

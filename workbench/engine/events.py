@@ -73,6 +73,7 @@ class TokenChunkArrived:
     index: int
     t_ns: int
     text: str
+    count: int = 1  # > 1 when a front end's batch merged several chunks
 
 
 @dataclass(frozen=True)

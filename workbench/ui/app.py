@@ -58,11 +58,9 @@ def run_gui(args: argparse.Namespace) -> int:
     wake = QTimer()
     wake.start(200)  # lets Python notice signals while Qt's loop runs
     window.show()
+    window.confirm_close = not args.quit_when_done
     if args.autorun:
-        window._close_when_stopped = False
         QTimer.singleShot(0, window.start_run)
-        if args.quit_when_done:
-            window.ask_stop_on_close = lambda: True  # type: ignore[method-assign]
     with loop:
         loop.run_until_complete(closed.wait())
     wake.stop()

@@ -1,7 +1,7 @@
 """The workbench window: experiment and server on the left, streams and the Gantt in the
 middle, server plots and results on the right.
 
-The window owns one ``ExperimentRunner`` at a time. The runner measures on its own thread;
+The window owns one ``ProcessRunner`` at a time. The engine measures in a child process;
 the window drains its events on a 30 Hz timer and hands them to the views. Every way out
 (Stop, closing the window, the end of the run) goes through the runner's own shutdown.
 """
@@ -35,7 +35,8 @@ from workbench.engine.discovery import find_server_binary, resolve_model
 from workbench.engine.errors import ExperimentError, WorkbenchError
 from workbench.engine.events import Subscription
 from workbench.engine.export import write_concurrency_csv, write_requests_csv
-from workbench.engine.runner import ExperimentRunner, RunOptions, RunResult
+from workbench.engine.process_runner import ProcessRunner
+from workbench.engine.runner import RunOptions, RunResult
 from workbench.engine.server import LlamaServer
 from workbench.engine.session import open_session
 from workbench.ui.experiment_form import ExperimentForm
@@ -74,13 +75,15 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Concurrency Workbench")
         self.setWindowIcon(app_icon())
         self.model = RunModel()
-        self.runner: ExperimentRunner | None = None
+        self.runner: ProcessRunner | None = None
         self.result: RunResult | None = None
         self.subscription: Subscription | None = None
         self.manual_server: LlamaServer | None = None
         self.tasks: set[asyncio.Task[Any]] = set()
         self._close_when_stopped = False
+        self.confirm_close = True  # ask before stopping a run; off for scripted runs
         self._ticks = 0
+        self._sized_for = 0
         self._plots_stale = False
 
         self.form = ExperimentForm()
@@ -118,7 +121,16 @@ class MainWindow(QMainWindow):
         self.plots.memory.setXLink(self.gantt)
         self.results = ResultsView()
 
+        self.settings_toggle = QPushButton("Settings")
+        self.settings_toggle.setCheckable(True)
+        self.settings_toggle.setChecked(True)
+        self.settings_toggle.setToolTip(
+            "Show or hide the experiment and server panel "
+            "(more room for the live views on a small screen)"
+        )
+        self.settings_toggle.toggled.connect(self.left.setVisible)
         bar = QHBoxLayout()
+        bar.addWidget(self.settings_toggle)
         bar.addWidget(self.run_button)
         bar.addWidget(self.stop_button)
         bar.addWidget(self.status, 1)
@@ -139,9 +151,9 @@ class MainWindow(QMainWindow):
         main.addWidget(self.left)
         main.addWidget(center)
         main.addWidget(right)
-        main.setSizes([330, 900, 600])
-        main.setStretchFactor(1, 3)
-        main.setStretchFactor(2, 2)
+        self.splitter = main
+        main.setStretchFactor(1, 5)
+        main.setStretchFactor(2, 3)
         root = QWidget()
         layout = QVBoxLayout(root)
         layout.setContentsMargins(6, 6, 6, 6)
@@ -152,11 +164,22 @@ class MainWindow(QMainWindow):
 
         self.pump = QTimer(self)
         self.pump.setInterval(PUMP_INTERVAL_MS)
+        self.pump.setTimerType(Qt.TimerType.PreciseTimer)
         self.pump.timeout.connect(self.drain)
         self.log_timer = QTimer(self)
         self.log_timer.setInterval(1000)
         self.log_timer.timeout.connect(self.server_panel.refresh_log)
         self.log_timer.start()
+
+    def resizeEvent(self, event: Any) -> None:
+        """Keep the three columns in proportion (left 21 %, centre 50 %, right 29 %)."""
+        super().resizeEvent(event)
+        width = self.width()
+        if not self._sized_for or abs(self._sized_for - width) > 50:
+            self._sized_for = width
+            left = max(270, int(width * 0.21))
+            right = int(width * 0.29)
+            self.splitter.setSizes([left, width - left - right, right])
 
     # -- tasks -----------------------------------------------------------------------------------
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -191,11 +214,11 @@ class MainWindow(QMainWindow):
         options = RunOptions(
             self.out_dir, base_url=self.form.external_url(), server_bin=self.server_bin
         )
-        self.runner = ExperimentRunner(experiment, options)
+        self.runner = ProcessRunner(experiment, options)
         self._set_busy(True)
         self._spawn(self._run(self.runner))
 
-    async def _run(self, runner: ExperimentRunner) -> None:
+    async def _run(self, runner: ProcessRunner) -> None:
         self.show_banner("Preparing: finding the server and model, checking the output folder…")
         try:
             await asyncio.to_thread(runner.prepare)
@@ -340,7 +363,8 @@ class MainWindow(QMainWindow):
     # -- closing -------------------------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:
         if self.running:
-            if not self._close_when_stopped and not self.ask_stop_on_close():
+            asked = self._close_when_stopped or not self.confirm_close
+            if not asked and not self.ask_stop_on_close():
                 event.ignore()
                 return
             self._close_when_stopped = True

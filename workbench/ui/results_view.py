@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -18,15 +19,26 @@ from workbench.engine.analysis import ConfigSummary
 from workbench.ui.theme import series_color
 
 COLUMNS = (
-    ("config", lambda s: s.label, ""),
-    ("slots", lambda s: s.slots, ""),
-    ("n_ctx_slot", lambda s: s.n_ctx_slot, ""),
-    ("total s", lambda s: s.mean.get("makespan_s"), "{:.2f}"),
-    ("agg tok/s", lambda s: s.mean.get("agg_tok_s"), "{:.1f}"),
-    ("TTFT p50 s", lambda s: s.mean.get("ttft_p50_s"), "{:.3f}"),
-    ("TTFT max s", lambda s: s.mean.get("ttft_max_s"), "{:.3f}"),
-    ("decode tok/s", lambda s: s.mean.get("decode_tok_s"), "{:.1f}"),
-    ("failed", lambda s: s.value("failed"), ""),
+    # (header, tooltip, value, format): short headers so the lab's table fits a side panel.
+    ("config", "configuration", lambda s: s.label, ""),
+    ("np", "slots (-np)", lambda s: s.slots, ""),
+    ("ctx/slot", "n_ctx_slot: context each slot gets", lambda s: s.n_ctx_slot, ""),
+    (
+        "total s",
+        "makespan: first submit to last done",
+        lambda s: s.mean.get("makespan_s"),
+        "{:.2f}",
+    ),
+    ("agg tok/s", "aggregate throughput", lambda s: s.mean.get("agg_tok_s"), "{:.1f}"),
+    ("TTFT p50", "time to first token, median (s)", lambda s: s.mean.get("ttft_p50_s"), "{:.2f}"),
+    ("TTFT max", "time to first token, max (s)", lambda s: s.mean.get("ttft_max_s"), "{:.2f}"),
+    (
+        "decode",
+        "per-request decode tok/s (mean of 1/TPOT)",
+        lambda s: s.mean.get("decode_tok_s"),
+        "{:.1f}",
+    ),
+    ("failed", "failed requests", lambda s: s.value("failed"), ""),
 )
 CHARTS = (
     ("aggregate tok/s", "agg_tok_s", "processing"),
@@ -46,16 +58,22 @@ class ResultsView(QWidget):
         super().__init__(parent)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("resultsTable")
-        self.table.setHorizontalHeaderLabels([name for name, _, _ in COLUMNS])
+        self.table.setHorizontalHeaderLabels([name for name, _, _, _ in COLUMNS])
+        for column, (_, tip, _, _) in enumerate(COLUMNS):
+            self.table.horizontalHeaderItem(column).setToolTip(tip)
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
         self.charts: dict[str, pg.PlotDataItem] = {}
         self.plots: list[pg.PlotWidget] = []
-        row = QHBoxLayout()
+        charts = QWidget()
+        row = QHBoxLayout(charts)
+        row.setContentsMargins(0, 0, 0, 0)
         for title, key, color in CHARTS:
             plot = pg.PlotWidget()
-            plot.setMinimumHeight(120)
+            plot.setMinimumSize(80, 120)
             item = plot.getPlotItem()
             item.setTitle(title, size="10pt")
             item.setLabel("bottom", "slots")
@@ -70,10 +88,12 @@ class ResultsView(QWidget):
             )
             self.plots.append(plot)
             row.addWidget(plot)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.table, "Results")
+        self.tabs.addTab(charts, "Charts")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.table, 3)
-        layout.addLayout(row, 2)
+        layout.addWidget(self.tabs)
         self._shown = 0
 
     def sync(self, summaries: list[ConfigSummary]) -> None:
@@ -83,7 +103,7 @@ class ResultsView(QWidget):
         for summary in summaries[self._shown :]:
             r = self.table.rowCount()
             self.table.insertRow(r)
-            for c, (_, get, fmt) in enumerate(COLUMNS):
+            for c, (_, _, get, fmt) in enumerate(COLUMNS):
                 item = QTableWidgetItem(cell_text(get(summary), fmt))
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if summary.status != "ok":

@@ -186,7 +186,7 @@ class RunModel:
                 view = self.requests.get((event.config_index, event.repeat, event.index))
                 if view is not None:
                     view.pending_text += event.text
-                    view.chunks += 1
+                    view.chunks += event.count
                     view.t_last = self._t(event.t_ns)
                     ch.requests.add((view.config_index, view.repeat, view.index))
             case RequestFinished(record=record) if not record.warmup:

@@ -29,7 +29,7 @@ class ServerPlots(QWidget):
         mem.setTitle("Server memory")
         mem.setLabel("left", "RSS", units="MiB")
         mem.showGrid(x=True, y=True, alpha=0.2)
-        mem.addLegend(offset=(-10, 10), labelTextSize="10pt")
+        mem.addLegend(offset=(-10, -10), labelTextSize="9pt")  # below the curve
         self.rss_curve = mem.plot([], [], pen=_pen("rss"), name="RSS (incl. children)")
         self.predicted = mem.plot(
             [], [], pen=_pen("predicted", dashed=True), name="predicted: model + KV + compute"
@@ -41,7 +41,7 @@ class ServerPlots(QWidget):
         q.setTitle("Requests in the server")
         q.setLabel("bottom", "time since start", units="s")
         q.showGrid(x=True, y=True, alpha=0.2)
-        q.addLegend(offset=(-10, 10), labelTextSize="10pt")
+        q.addLegend(offset=(-10, 10), labelTextSize="9pt")
         self.processing = q.plot([], [], pen=_pen("processing"), name="processing")
         self.deferred = q.plot([], [], pen=_pen("deferred"), name="deferred (queued)")
         self.busy = q.plot([], [], pen=_pen("busy_slots"), name="busy slots")

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont, QTextCursor
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
-    QPlainTextEdit,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
@@ -24,6 +24,7 @@ from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme import state_color
 
 MAX_PANES = 64
+STATS_EVERY_TICKS = 6  # the numbers in a pane's header change at ~5 Hz, its text at ~30 Hz
 
 
 def grid_shape(n: int, area_aspect: float = 1.8, pane_aspect: float = 1.8) -> tuple[int, int]:
@@ -42,80 +43,111 @@ def grid_shape(n: int, area_aspect: float = 1.8, pane_aspect: float = 1.8) -> tu
 
 
 class StreamPane(QFrame):
+    """A request's live text (its tail: what fits the pane) under a header with its state.
+
+    Painted without style sheets (re-polishing 64 panes is what stalls a frame) and with a
+    bounded text, so a tick costs the same at token 5 and at token 5000."""
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setObjectName("streamPane")
         self.title = QLabel()
         self.title.setObjectName("paneTitle")
         self.state = QLabel()
         self.state.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.state.setMinimumWidth(64)
+        self.state.setAutoFillBackground(True)
+        self.state.setMargin(2)
+        self.state.setIndent(6)
         self.stats = QLabel()
         self.stats.setObjectName("paneStats")
-        self.stats.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        self.body = QPlainTextEdit()
-        self.body.setReadOnly(True)
-        self.body.setFrameShape(QFrame.Shape.NoFrame)
-        self.body.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.body.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # Clip rather than widen: 64 panes must fit whatever the window size.
+        self.stats.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.body = QLabel()
+        self.body.setWordWrap(True)
+        self.body.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom)
+        self.body.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
+        self.body.setTextFormat(Qt.TextFormat.PlainText)
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
         header.addWidget(self.title)
         header.addWidget(self.state)
-        header.addStretch(1)
-        header.addWidget(self.stats)
+        header.addWidget(self.stats, 1)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 4, 6, 4)
+        layout.setContentsMargins(8, 6, 8, 6)
         layout.setSpacing(2)
         layout.addLayout(header)
         layout.addWidget(self.body, 1)
         self.key: tuple[int, int, int] | None = None
+        self.text = ""
         self._state = ""
         self._stats = ""
+        self._color = state_color("queued")
 
     def bind(self, view: RequestView, text: str) -> None:
         self.key = (view.config_index, view.repeat, view.index)
         self.title.setText(f"#{view.index}")
-        self.body.setPlainText(text)
+        self.text = ""
+        self.body.setText("")
+        self.append(text)
         self._state = self._stats = ""
 
     def append(self, text: str) -> None:
         if not text:
             return
-        cursor = self.body.textCursor()
-        cursor.movePosition(QTextCursor.MoveOperation.End)
-        cursor.insertText(text)
-        self.body.setTextCursor(cursor)
-        self.body.ensureCursorVisible()
+        text = self.text + text
+        keep = self.capacity()
+        if len(text) > keep:  # start at a word, not mid-word
+            cut = text.find(" ", len(text) - keep)
+            text = text[cut + 1 :] if 0 <= cut < len(text) - keep // 2 else text[-keep:]
+        self.text = text
+        self.body.setText(self.text)
 
-    def show_state(self, view: RequestView, now: float) -> None:
+    def capacity(self) -> int:
+        """About how many characters the body shows, with a margin: laying out (and
+        painting) text nobody can see is the main cost of a frame."""
+        metrics = self.body.fontMetrics()
+        per_line = max(10, self.body.width() // max(1, metrics.averageCharWidth()))
+        lines = max(2, self.body.height() // max(1, metrics.lineSpacing()))
+        return int(per_line * lines * 1.5) + 40
+
+    def show_state(self, view: RequestView, now: float, stats: bool = True) -> None:
         if view.state != self._state:
             self._state = view.state
-            color = state_color(view.state)
+            self._color = state_color(view.state)
+            palette = self.state.palette()
+            palette.setColor(QPalette.ColorRole.Window, self._color)
+            palette.setColor(QPalette.ColorRole.WindowText, QColor("#101114"))
+            self.state.setPalette(palette)
             self.state.setText(view.state)
-            self.state.setStyleSheet(
-                f"background:{color.name()}; color:#101114; border-radius:4px; padding:0 6px;"
-            )
-            self.setStyleSheet(f"#streamPane {{ border: 2px solid {color.name()}; }}")
-            if view.error:
-                self.setToolTip(view.error)
-        stats = pane_stats(view, now)
-        if stats != self._stats:
-            self._stats = stats
-            self.stats.setText(stats)
+            self.setToolTip(view.error or "")
+            self.update()
+        if not stats:
+            return
+        text = pane_stats(view, now)
+        if text != self._stats:
+            self._stats = text
+            self.stats.setText(text)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        pen = QPen(self._color)
+        pen.setWidth(2)
+        painter.setPen(pen)
+        painter.drawRoundedRect(QRectF(self.rect()).adjusted(1, 1, -1, -1), 4, 4)
+        painter.end()
 
 
 def pane_stats(view: RequestView, now: float) -> str:
+    """TTFT and speed first: a narrow pane clips from the right."""
     parts = []
     if view.ttft_s is not None:
         parts.append(f"TTFT {view.ttft_s:.2f}s")
-    tokens = view.output_tokens if view.output_tokens is not None else view.chunks
-    parts.append(f"{tokens} tok")
     rate = view.tok_s(now)
     if rate is not None:
         parts.append(f"{rate:.0f} tok/s")
-    return "  ".join(parts)
+    tokens = view.output_tokens if view.output_tokens is not None else view.chunks
+    parts.append(f"{tokens} tok")
+    return " · ".join(parts)
 
 
 class StreamGrid(QWidget):
@@ -126,8 +158,12 @@ class StreamGrid(QWidget):
         self._layout = QGridLayout(self)
         self._layout.setContentsMargins(4, 4, 4, 4)
         self._layout.setSpacing(4)
-        self._pool: list[StreamPane] = []
+        # Built up front: creating 64 panes when a run starts would stall that frame.
+        self._pool: list[StreamPane] = [StreamPane(self) for _ in range(MAX_PANES)]
+        for pane in self._pool:
+            pane.hide()
         self.panes: dict[tuple[int, int, int], StreamPane] = {}
+        self._ticks = 0
         self._placeholder = QLabel("Press Run: one pane per concurrent request appears here.")
         self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self._layout.addWidget(self._placeholder, 0, 0)
@@ -140,12 +176,19 @@ class StreamGrid(QWidget):
             keys = [(v.config_index, v.repeat, v.index) for v in views]
             if keys != list(self.panes):
                 self._lay_out(model, views)
+        self._ticks += 1
+        stats_due = self._ticks % STATS_EVERY_TICKS == 0
         for key, pane in self.panes.items():
             view = model.requests[key]
             if key in changed:
                 pane.append(model.take_text(key))
-            if key in changed or view.state == "decoding":
+            final = view.state in ("done", "failed")
+            if (key in changed and (stats_due or final)) or (
+                view.state == "decoding" and stats_due
+            ):
                 pane.show_state(view, now)
+            elif key in changed:
+                pane.show_state(view, now, stats=False)
 
     def _lay_out(self, model: RunModel, views: list[RequestView]) -> None:
         for pane in self.panes.values():
@@ -153,7 +196,8 @@ class StreamGrid(QWidget):
             pane.hide()
         self.panes = {}
         self._placeholder.setVisible(not views)
-        cols, _ = grid_shape(len(views))
+        aspect = self.width() / self.height() if self.height() > 0 else 1.8
+        cols, _ = grid_shape(len(views), area_aspect=min(max(aspect, 0.5), 4.0))
         while len(self._pool) < len(views):
             self._pool.append(StreamPane(self))
         font = QFont(self.font())

@@ -1,0 +1,161 @@
+"""Stress the window: 64 concurrent streams at full speed, then frame intervals and stalls.
+
+The window drains engine events on a ~30 Hz timer. This script measures, while 64 streams
+pour tokens in, how regular that timer stays (frame-interval p50/p95) and the longest time
+the GUI's event loop could not run (a 5 ms heartbeat's worst lateness).
+
+  .venv/bin/python bench/ui_stress.py                 # fast local SSE source (child process)
+  .venv/bin/python bench/ui_stress.py --source real   # the real llama-server, 64 slots
+
+Goal on 2 cores: frame-interval p95 <= 33 ms, longest stall <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import qasync  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from workbench.engine.analysis import percentile  # noqa: E402
+from workbench.engine.experiment import parse_experiment  # noqa: E402
+from workbench.ui.main_window import MainWindow  # noqa: E402
+from workbench.ui.theme import apply_theme  # noqa: E402
+
+FAKE_SOURCE = """
+import asyncio, sys
+from tests.fakes.sse_server import Behaviour, FakeServer
+
+async def main():
+    async with FakeServer(Behaviour(tokens={tokens}, delay_s={delay})) as server:
+        print(server.port, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+asyncio.run(main())
+"""
+
+
+def experiment_text(streams: int, tokens: int, real: bool) -> str:
+    server = f"slots = {streams}\nctx = {streams * 256}\n" if real else "slots = 1\n"
+    return (
+        f'name = "ui-stress"\n[server]\n{server}[workload]\nrequests = {streams}\n'
+        f"max_tokens = {tokens}\nwarmup = 0\n"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", choices=("fake", "real"), default="fake")
+    parser.add_argument("--streams", type=int, default=64)
+    parser.add_argument("--tokens", type=int, default=300)
+    parser.add_argument("--delay", type=float, default=0.01, help="fake: seconds per token")
+    args = parser.parse_args()
+
+    fake = None
+    base_url = None
+    if args.source == "fake":
+        fake = subprocess.Popen(
+            [sys.executable, "-c", FAKE_SOURCE.format(tokens=args.tokens, delay=args.delay)],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        base_url = f"http://127.0.0.1:{fake.stdout.readline().strip()}"
+
+    app = QApplication.instance() or QApplication([])
+    apply_theme(app, "dark")
+    app.setQuitOnLastWindowClosed(False)
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    out = Path(tempfile.mkdtemp(prefix="ui-stress-"))
+    window = MainWindow(out)
+    window.resize(1920, 1080)
+    window.show()
+    window.form.load(
+        parse_experiment(experiment_text(args.streams, args.tokens, args.source == "real"))
+    )
+    if base_url:
+        window.form.external.setChecked(True)
+        window.form.base_url.setText(base_url)
+
+    frames: list[float] = []
+    durations: list[float] = []
+    drain = window.drain
+
+    def timed_drain() -> None:
+        start = time.perf_counter()
+        if window.model.status == "running":
+            frames.append(start)
+        drain()
+        if window.model.status == "running":
+            durations.append(time.perf_counter() - start)
+
+    window.pump.timeout.disconnect()
+    window.pump.timeout.connect(timed_drain)
+    lateness: list[float] = []
+    stamps: list[float] = []
+
+    async def heartbeat() -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(0.005)
+            if window.model.status == "running":
+                lateness.append(time.perf_counter() - before - 0.005)
+                stamps.append(before)
+
+    async def scenario() -> str:
+        beat = asyncio.ensure_future(heartbeat())
+        statuses: list[str] = []
+        window.run_finished.connect(statuses.append)
+        window.start_run()
+        while not statuses:
+            await asyncio.sleep(0.1)
+        beat.cancel()
+        return statuses[0]
+
+    try:
+        status = loop.run_until_complete(scenario())
+    finally:
+        window.shutdown()
+        window.close()
+        if fake is not None:
+            fake.stdin.close()
+            fake.wait(10)
+    intervals = [(b - a) * 1000 for a, b in itertools.pairwise(frames)]
+    chunks = sum(v.chunks for v in window.model.requests.values())
+    print(
+        f"source: {args.source}, {args.streams} streams x {args.tokens} tokens, run {status}, "
+        f"{chunks} token chunks drawn"
+    )
+    print(
+        f"frames: {len(frames)}; interval p50 {percentile(intervals, 50):.1f} ms, "
+        f"p95 {percentile(intervals, 95):.1f} ms, max {max(intervals):.1f} ms "
+        f"(goal p95 <= 33 ms)"
+    )
+    print(
+        f"drain+paint work per frame: p50 {percentile(durations, 50) * 1000:.1f} ms, "
+        f"p95 {percentile(durations, 95) * 1000:.1f} ms"
+    )
+    worst = max(range(len(lateness)), key=lateness.__getitem__)
+    print(
+        f"longest event-loop stall: {lateness[worst] * 1000:.1f} ms, "
+        f"{stamps[worst] - stamps[0]:.1f} s into the run (goal <= 50 ms); "
+        f"stalls over 33 ms: {sum(x > 0.033 for x in lateness)}"
+    )
+
+
+if __name__ == "__main__":
+    main()
