@@ -65,3 +65,16 @@ def write_experiment(tmp_path: Path):
         return path, parse_experiment(text, name_hint=path.stem, path=str(path))
 
     return write
+
+
+@pytest.fixture(scope="session")
+def recorded_session(tmp_path_factory) -> Path:
+    """A small real run (2 configurations, 3 requests each, 12 tokens), recorded once."""
+    from workbench.engine.runner import ExperimentRunner, RunOptions
+
+    experiment = parse_experiment(
+        'name = "recorded"\n[server]\nslots = [1, 2]\nctx = 2048\n'
+        "[workload]\nrequests = 3\nmax_tokens = 12\nwarmup = 1\n"
+    )
+    out = tmp_path_factory.mktemp("recorded")
+    return ExperimentRunner(experiment, RunOptions(out)).run().session_path

@@ -11,6 +11,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
 from workbench import __version__
 from workbench.cli.progress import ProgressState
@@ -25,6 +27,7 @@ from workbench.engine.events import (
 )
 from workbench.engine.experiment import load_experiment
 from workbench.engine.export import write_concurrency_csv, write_json, write_requests_csv
+from workbench.engine.library import scan
 from workbench.engine.runner import ExperimentRunner, RunOptions
 from workbench.engine.session import open_session
 from workbench.ui.options import add_gui_arguments
@@ -62,6 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--requests-csv", help="per-request CSV")
     export.add_argument("--json", help="the whole session as JSON")
 
+    sessions = sub.add_parser("sessions", help="list the sessions in folders")
+    sessions.add_argument(
+        "folders",
+        nargs="*",
+        default=["results"],
+        help="folders to look in, with their subfolders (default: results/)",
+    )
+
     gui = sub.add_parser("gui", help="the desktop workbench")
     add_gui_arguments(gui)
     return parser
@@ -78,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_show(args, console)
         if args.command == "export":
             return cmd_export(args, console)
+        if args.command == "sessions":
+            return cmd_sessions(args, console)
         from workbench.ui.app import run_gui
 
         return run_gui(args)
@@ -228,6 +241,54 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
             from workbench.cli.tables import requests_table
 
             console.print(requests_table(session))
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
+    infos = scan([Path(f) for f in args.folders])
+    if not infos:
+        console.print(f"no sessions in {', '.join(args.folders)}", markup=False)
+        return 0
+    table = Table(title="Sessions", title_justify="left", header_style="bold")
+    for name in (
+        "created",
+        "name",
+        "status",
+        "mode",
+        "hardware",
+        "backend",
+        "model",
+        "configurations",
+        "file",
+    ):
+        table.add_column(name)
+    for info in infos:
+        if info.error:
+            table.add_row(
+                "-",
+                "-",
+                Text("unreadable", style="red"),
+                "",
+                Text(info.error),
+                "",
+                "",
+                "",
+                Text(str(info.path)),
+            )
+            continue
+        style = {"complete": "green", "incomplete": "yellow"}.get(info.status, "red")
+        table.add_row(
+            info.created_at,
+            Text(info.name),
+            Text(info.status, style=style),
+            info.mode,
+            Text(info.hardware),
+            info.backend,
+            Text(info.model),
+            Text(", ".join(info.configs)),
+            Text(str(info.path)),
+        )
+    console.print(table)
     return 0
 
 

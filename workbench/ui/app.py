@@ -59,7 +59,10 @@ def run_gui(args: argparse.Namespace) -> int:
     wake.start(200)  # lets Python notice signals while Qt's loop runs
     window.show()
     window.confirm_close = not args.quit_when_done
-    if args.autorun:
+    if args.session:
+        window.replay_finished.connect(finished)
+        QTimer.singleShot(0, lambda: window.open_session_later(Path(args.session), args.replay))
+    elif args.autorun:
         QTimer.singleShot(0, window.start_run)
     with loop:
         loop.run_until_complete(closed.wait())

@@ -19,6 +19,7 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
+    QFileDialog,
     QHBoxLayout,
     QLabel,
     QMainWindow,
@@ -36,12 +37,14 @@ from workbench.engine.errors import ExperimentError, WorkbenchError
 from workbench.engine.events import Subscription
 from workbench.engine.export import write_concurrency_csv, write_requests_csv
 from workbench.engine.process_runner import ProcessRunner
+from workbench.engine.replay import Playback, session_events
 from workbench.engine.runner import RunOptions, RunResult
 from workbench.engine.server import LlamaServer
 from workbench.engine.session import open_session
 from workbench.ui.experiment_form import ExperimentForm
 from workbench.ui.gantt import GanttView
 from workbench.ui.legend import StateLegend
+from workbench.ui.replay_bar import ReplayBar
 from workbench.ui.results_view import ResultsView
 from workbench.ui.run_model import RunModel
 from workbench.ui.server_panel import ServerPanel
@@ -58,6 +61,11 @@ BANNER_STYLES = {
 }
 
 
+def load_session_events(path: Path) -> list[tuple[int, Any]]:
+    with open_session(path) as session:
+        return session_events(session)
+
+
 def write_tables(result: RunResult, out_dir: Path) -> None:
     """The same CSVs as ``workbench run`` writes, from the session file."""
     with open_session(result.session_path) as session:
@@ -67,6 +75,7 @@ def write_tables(result: RunResult, out_dir: Path) -> None:
 
 class MainWindow(QMainWindow):
     run_finished = Signal(str)
+    replay_finished = Signal(str)
 
     def __init__(self, out_dir: Path, server_bin: str | None = None) -> None:
         super().__init__()
@@ -107,6 +116,14 @@ class MainWindow(QMainWindow):
         self.stop_button.setEnabled(False)
         self.run_button.clicked.connect(self.start_run)
         self.stop_button.clicked.connect(self.stop_run)
+        self.open_button = QPushButton("Open session…")
+        self.open_button.clicked.connect(self.open_session_dialog)
+        self.playback: Playback | None = None
+        self.replay_bar = ReplayBar()
+        self.replay_bar.play_toggled.connect(
+            lambda play: self.start_replay() if play else self.stop_replay()
+        )
+        self.replay_bar.seeked.connect(self.seek_replay)
         self.status = QLabel("ready")
         self.status.setObjectName("runStatus")
         self.banner = QLabel()
@@ -133,6 +150,8 @@ class MainWindow(QMainWindow):
         bar.addWidget(self.settings_toggle)
         bar.addWidget(self.run_button)
         bar.addWidget(self.stop_button)
+        bar.addWidget(self.open_button)
+        bar.addWidget(self.replay_bar)
         bar.addWidget(self.status, 1)
         center_split = QSplitter(Qt.Orientation.Vertical)
         center_split.addWidget(self.grid)
@@ -166,6 +185,10 @@ class MainWindow(QMainWindow):
         self.pump.setInterval(PUMP_INTERVAL_MS)
         self.pump.setTimerType(Qt.TimerType.PreciseTimer)
         self.pump.timeout.connect(self.drain)
+        self.replay_timer = QTimer(self)
+        self.replay_timer.setInterval(PUMP_INTERVAL_MS)
+        self.replay_timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.replay_timer.timeout.connect(self._replay_tick)
         self.log_timer = QTimer(self)
         self.log_timer.setInterval(1000)
         self.log_timer.timeout.connect(self.server_panel.refresh_log)
@@ -214,6 +237,9 @@ class MainWindow(QMainWindow):
         options = RunOptions(
             self.out_dir, base_url=self.form.external_url(), server_bin=self.server_bin
         )
+        self.stop_replay()
+        self.playback = None
+        self.replay_bar.hide()
         self.runner = ProcessRunner(experiment, options)
         self._set_busy(True)
         self._spawn(self._run(self.runner))
@@ -287,31 +313,112 @@ class MainWindow(QMainWindow):
     def drain(self) -> None:
         """Fold what arrived since the last tick into the model and redraw what changed."""
         events = self.subscription.drain() if self.subscription is not None else []
+        now = None
+        if self.model.t0_ns is not None and self.model.status == "running":
+            now = (time.perf_counter_ns() - self.model.t0_ns) / 1e9
+        self.render(events, now)
+
+    def render(self, events: list[Any], now: float | None, force: bool = False) -> None:
+        """Apply events and redraw; ``now`` is the run's clock in seconds (live or replayed)."""
         changes = self.model.apply(events)
         running = self.model.status == "running"
-        if not changes and not running:
+        if not changes and not running and not force:
             return
-        now = self.model.last_t
-        if self.model.t0_ns is not None and running:
-            now = max(now, (time.perf_counter_ns() - self.model.t0_ns) / 1e9)
-        self.grid.sync(self.model, changes.requests, changes.layout, now)
+        now = max(self.model.last_t, now or 0.0)
+        self.grid.sync(self.model, changes.requests, changes.layout or force, now)
         self._ticks += 1
         self._plots_stale = self._plots_stale or bool(changes.gantt or changes.samples)
-        if (self._plots_stale or running) and (self._ticks % PLOT_EVERY_TICKS == 0 or not running):
+        due = self._ticks % PLOT_EVERY_TICKS == 0 or not running or force
+        if (self._plots_stale or running or force) and due:
             self.gantt.sync(self.model, now)
             self.plots.sync(self.model)
             self._plots_stale = False
-        if changes.server:
+        if changes.server or force:
             self._sync_server()
-        if changes.results:
+        if changes.results or force:
             self.results.sync(self.model.summaries)
         if running:
             done = sum(v.state in ("done", "failed") for v in self.model.requests.values())
             self.status.setText(
-                f"running {self.model.server.label}  ·  config "
-                f"{self.model.server.config_index + 1}/{self.model.n_configs}  ·  "
+                f"{'replaying' if self.playback else 'running'} {self.model.server.label}  ·  "
+                f"config {self.model.server.config_index + 1}/{self.model.n_configs}  ·  "
                 f"{done}/{len(self.model.requests)} requests done"
             )
+
+    # -- reopening and replaying a session -------------------------------------------------------
+    def open_session_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open session", str(self.out_dir), "Sessions (*.session.sqlite *.sqlite)"
+        )
+        if path:
+            self._spawn(self.open_session_file(Path(path)))
+
+    async def open_session_file(self, path: Path) -> None:
+        """Rebuild every view from the session file alone (its final state)."""
+        if self.running:
+            self.show_banner("Stop the run before opening a session.", "error")
+            return
+        try:
+            events = await asyncio.to_thread(load_session_events, path)
+        except WorkbenchError as exc:
+            self.show_banner(str(exc), "error")
+            return
+        self.stop_replay()
+        self.playback = Playback(events)
+        self.model.reset()
+        self.render([e for _, e in events], self.playback.duration_s, force=True)
+        self.playback.seek_forward(self.playback.duration_s)
+        self.replay_bar.load(self.playback)
+        status = self.model.status
+        kind = "ok" if status == "complete" else "info"
+        self.show_banner(f"Session {path.name} ({status}): press Replay to watch it again.", kind)
+        self.status.setText(f"session {path.name}")
+
+    def open_session_later(self, path: Path, replay_speed: int | None = None) -> None:
+        """Open a session (and maybe replay it) from a plain slot, e.g. at start-up."""
+
+        async def go() -> None:
+            await self.open_session_file(path)
+            if self.playback is None:
+                self.replay_finished.emit("failed")
+            elif replay_speed:
+                self.replay_bar.set_speed(replay_speed)
+                self.start_replay()
+            else:
+                self.replay_finished.emit(self.model.status)
+
+        self._spawn(go())
+
+    def start_replay(self) -> None:
+        if self.playback is None or self.running:
+            return
+        if self.playback.finished:
+            self.seek_replay(0.0)
+        self.replay_timer.start()
+        self.replay_bar.set_playing(True)
+
+    def stop_replay(self) -> None:
+        self.replay_timer.stop()
+        self.replay_bar.set_playing(False)
+
+    def seek_replay(self, position_s: float) -> None:
+        """Jump anywhere: the views are rebuilt from the start up to that moment."""
+        if self.playback is None:
+            return
+        self.model.reset()
+        self.playback.rewind()
+        self.render(self.playback.seek_forward(position_s), position_s, force=True)
+        self.replay_bar.set_position(self.playback)
+
+    def _replay_tick(self) -> None:
+        assert self.playback is not None
+        step = PUMP_INTERVAL_MS / 1000 * self.replay_bar.speed()
+        self.render(self.playback.advance(step), self.playback.position_s)
+        self.replay_bar.set_position(self.playback)
+        if self.playback.finished:
+            self.stop_replay()
+            self.render([], self.playback.position_s, force=True)
+            self.replay_finished.emit(self.model.status)
 
     def _sync_server(self) -> None:
         server = self.model.server
@@ -385,6 +492,7 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop the timers, the hand-started server and every task the window owns."""
         self.pump.stop()
+        self.replay_timer.stop()
         self.log_timer.stop()
         if self.manual_server is not None:
             self.manual_server.stop()

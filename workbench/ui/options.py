@@ -18,6 +18,13 @@ def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
         help="experiment file to load (default: experiments/slots-1-2-4.toml)",
     )
     parser.add_argument("--out", default="results", help="output folder (default: results/)")
+    parser.add_argument("--session", help="open a recorded session (to look at or replay)")
+    parser.add_argument(
+        "--replay",
+        type=int,
+        choices=(1, 2, 5, 10),
+        help="with --session: play it back at this speed at start",
+    )
     parser.add_argument("--base-url", help="start in external mode against this server")
     parser.add_argument("--server-bin", help="llama-server binary to use")
     parser.add_argument("--theme", choices=THEMES, default="dark")

@@ -1,0 +1,45 @@
+"""Reopening and replaying a recorded session in the window."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ui.driving import run
+
+pytestmark = pytest.mark.server
+
+
+def final_view(window) -> tuple:
+    return (
+        window.gantt.bar_count(),
+        window.results.table.rowCount(),
+        sorted((k, p.state.text()) for k, p in window.grid.panes.items()),
+        window.plots.sample_count(),
+    )
+
+
+def test_reopen_then_replay_at_10x_ends_in_the_same_view(window, loop, recorded_session):
+    loop.run_until_complete(window.open_session_file(recorded_session))
+    assert window.playback is not None and window.replay_bar.isVisible()
+    reopened = final_view(window)
+    assert reopened[0] == 6 and reopened[1] == 2 and reopened[3] > 0
+    assert all(state == "done" for _, state in reopened[2])
+    assert all(p.body.text() for p in window.grid.panes.values())
+
+    window.seek_replay(0.0)
+    assert window.gantt.bar_count() == 0  # back to the start
+    finished: list[str] = []
+    window.replay_finished.connect(finished.append)
+    window.replay_bar.set_speed(10)
+    window.start_replay()
+    run(loop, lambda: finished, 60)
+    assert finished == ["complete"]
+    assert final_view(window) == reopened
+
+
+def test_a_file_that_is_not_a_session_is_a_clear_error(window, loop, tmp_path):
+    bad = tmp_path / "x.session.sqlite"
+    bad.write_bytes(b"nope" * 100)
+    loop.run_until_complete(window.open_session_file(bad))
+    assert "not a workbench session" in window.banner.text()
+    assert window.playback is None

@@ -1,0 +1,63 @@
+"""The sessions on disk, one line each: what ran, where, on what, and how it ended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.engine.discovery import DEFAULT_MODEL_FILE
+from workbench.engine.errors import SessionError
+from workbench.engine.session import open_session
+
+SESSION_GLOB = "*.session.sqlite"
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    path: Path
+    error: str | None = None
+    name: str = ""
+    created_at: str = ""
+    status: str = ""
+    mode: str = ""
+    hardware: str = ""
+    backend: str = ""
+    model: str = ""
+    configs: list[str] = field(default_factory=list)
+
+
+def model_name(model: str) -> str:
+    return f"{Path(DEFAULT_MODEL_FILE).stem} (default)" if model == "default" else Path(model).name
+
+
+def describe(path: Path) -> SessionInfo:
+    """One session's line; an unreadable file gets a line with its error, never a crash."""
+    try:
+        with open_session(path) as session:
+            hw = session.hardware
+            gpus = ", ".join(g.get("name", "?") for g in hw.get("gpus") or [])
+            machine = hw.get("apple_chip") or hw.get("cpu_model") or "?"
+            backends = sorted(
+                {c.facts.get("backend") for c in session.configs if c.facts.get("backend")}
+            )
+            models = sorted({model_name(c.server.get("model", "default")) for c in session.configs})
+            return SessionInfo(
+                path=path,
+                name=session.meta["name"],
+                created_at=session.meta["created_at"],
+                status=session.status,
+                mode=session.meta["mode"],
+                hardware=machine + (f" + {gpus}" if gpus else ""),
+                backend="/".join(backends),
+                model=", ".join(models),
+                configs=[c.label for c in session.configs],
+            )
+    except SessionError as exc:
+        return SessionInfo(path=path, error=str(exc))
+
+
+def scan(folders: list[Path]) -> list[SessionInfo]:
+    """Every session file in the folders (and their subfolders), newest first."""
+    paths = sorted({p for folder in folders if folder.is_dir() for p in folder.rglob(SESSION_GLOB)})
+    infos = [describe(p) for p in paths]
+    return sorted(infos, key=lambda i: (i.created_at, str(i.path)), reverse=True)
