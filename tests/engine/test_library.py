@@ -32,7 +32,11 @@ def test_sessions_are_listed_with_what_ran_where(recorded_session, tmp_path, cap
     by_name = {i.path.name: i for i in infos}
     good = by_name["a.session.sqlite"]
     assert (good.name, good.status, good.mode, good.configs) == (
-        "recorded", "complete", "managed", ["np=1", "np=2"])
+        "recorded",
+        "complete",
+        "managed",
+        ["np=1", "np=2"],
+    )
     assert good.backend == "CPU" and "SmolLM2-135M" in good.model and good.hardware
     assert by_name["b.session.sqlite"].status == "incomplete"
     assert "newer workbench" in by_name["c.session.sqlite"].error
