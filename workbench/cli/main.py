@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 import time
@@ -17,6 +18,7 @@ from rich.text import Text
 from workbench import __version__
 from workbench.cli.progress import ProgressState
 from workbench.cli.tables import hardware_line, results_table
+from workbench.engine.compare import compare_sessions, to_markdown
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.events import (
     ConfigFinished,
@@ -26,7 +28,12 @@ from workbench.engine.events import (
     Subscription,
 )
 from workbench.engine.experiment import load_experiment
-from workbench.engine.export import write_concurrency_csv, write_json, write_requests_csv
+from workbench.engine.export import (
+    write_concurrency_csv,
+    write_csv,
+    write_json,
+    write_requests_csv,
+)
 from workbench.engine.library import scan
 from workbench.engine.runner import ExperimentRunner, RunOptions
 from workbench.engine.session import open_session
@@ -73,6 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="folders to look in, with their subfolders (default: results/)",
     )
 
+    compare = sub.add_parser("compare", help="sessions side by side (e.g. from two machines)")
+    compare.add_argument("sessions", nargs="+")
+    compare.add_argument(
+        "--relative",
+        action="store_true",
+        help="each session's figures relative to its 1-slot configuration",
+    )
+    compare.add_argument("--csv", help="write the table as CSV")
+    compare.add_argument("--markdown", help="write the table (and warnings) as Markdown")
+
     gui = sub.add_parser("gui", help="the desktop workbench")
     add_gui_arguments(gui)
     return parser
@@ -91,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_export(args, console)
         if args.command == "sessions":
             return cmd_sessions(args, console)
+        if args.command == "compare":
+            return cmd_compare(args, console)
         from workbench.ui.app import run_gui
 
         return run_gui(args)
@@ -289,6 +308,45 @@ def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
             Text(str(info.path)),
         )
     console.print(table)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    with contextlib.ExitStack() as stack:
+        sessions = [stack.enter_context(open_session(p)) for p in args.sessions]
+        comparison = compare_sessions(sessions, relative=args.relative)
+    table = Table(
+        title="Comparison" + (" (relative to 1 slot)" if args.relative else ""),
+        title_justify="left",
+        header_style="bold",
+    )
+    table.add_column("configuration")
+    table.add_column("metric")
+    for column in comparison.columns:
+        table.add_column(Text(column), justify="right")
+    previous = None
+    for row in comparison.rows():
+        label = row["configuration"] if row["configuration"] != previous else ""
+        previous = row["configuration"]
+        table.add_row(
+            Text(label),
+            row["metric"],
+            *["-" if row[c] is None else f"{row[c]:.3g}" for c in comparison.columns],
+        )
+    console.print(table)
+    for warning in comparison.warnings:
+        console.print(f"[yellow]not like for like:[/yellow] {escape(warning)}", highlight=False)
+    if args.csv:
+        write_csv(
+            Path(args.csv), comparison.rows(), ["configuration", "metric", *comparison.columns]
+        )
+        console.print(f"wrote {args.csv}", markup=False)
+    if args.markdown:
+        try:
+            Path(args.markdown).write_text(to_markdown(comparison), encoding="utf-8")
+        except OSError as exc:
+            raise WorkbenchError(f"cannot write {args.markdown}: {exc.strerror or exc}") from None
+        console.print(f"wrote {args.markdown}", markup=False)
     return 0
 
 
