@@ -59,7 +59,8 @@ def test_a_real_experiment_fills_every_view(window, loop, qtbot):
     assert window.plots.sample_count() > 3
     assert window.results.table.rowCount() == 2
     assert window.results.table.item(1, 1).text() == "2"
-    assert window.results.charts["agg_tok_s"].getData()[0].tolist() == [1, 2]
+    assert window.results.charts["agg_tok_s"].data.series[0].x == [1.0, 2.0]
+    assert window.results.charts["agg_tok_s"].point_count() == 2
     assert window.server_panel.facts["n_ctx_slot"].text() == "2048"
     assert "Finished" in window.banner.text()
     assert (window.out_dir / "concurrency.csv").is_file()

@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -71,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--csv", help="per-configuration CSV (the lab's columns first)")
     export.add_argument("--requests-csv", help="per-request CSV")
     export.add_argument("--json", help="the whole session as JSON")
+    export.add_argument("--charts", help="a folder for the session's charts")
+    _add_chart_options(export)
 
     sessions = sub.add_parser("sessions", help="list the sessions in folders")
     sessions.add_argument(
@@ -89,10 +92,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--csv", help="write the table as CSV")
     compare.add_argument("--markdown", help="write the table (and warnings) as Markdown")
+    compare.add_argument("--out", help="write a report folder: charts, tables, report.md/.html")
+    _add_chart_options(compare)
 
     gui = sub.add_parser("gui", help="the desktop workbench")
     add_gui_arguments(gui)
     return parser
+
+
+def _add_chart_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        default="png",
+        help="chart formats, comma-separated: png, svg, pdf (default: png)",
+    )
+    parser.add_argument("--size", default="1200x800", help="chart size in pixels (1200x800)")
+    parser.add_argument("--dpi", type=int, default=150, help="PNG/PDF resolution (150)")
+
+
+def _chart_options(args: argparse.Namespace) -> Any:
+    from workbench.ui.options import window_size
+    from workbench.ui.report import ChartOptions
+
+    formats = tuple(f.strip().lower() for f in args.format.split(",") if f.strip())
+    unknown = [f for f in formats if f not in ("png", "svg", "pdf")]
+    if unknown or not formats:
+        raise WorkbenchError(f"--format takes png, svg and/or pdf, got {args.format!r}")
+    width, height = window_size(args.size)
+    return ChartOptions(width, height, args.dpi, tuple(dict.fromkeys(("png", *formats))))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -341,6 +368,13 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
             Path(args.csv), comparison.rows(), ["configuration", "metric", *comparison.columns]
         )
         console.print(f"wrote {args.csv}", markup=False)
+    if args.out:
+        from workbench.ui.report import write_report
+
+        with contextlib.ExitStack() as stack:
+            sessions = [stack.enter_context(open_session(p)) for p in args.sessions]
+            report = write_report(sessions, Path(args.out), _chart_options(args), args.relative)
+        console.print(f"wrote {report} (and report.html, charts/, comparison.csv)", markup=False)
     if args.markdown:
         try:
             Path(args.markdown).write_text(to_markdown(comparison), encoding="utf-8")
@@ -351,9 +385,9 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
-    if not (args.csv or args.json or args.requests_csv):
+    if not (args.csv or args.json or args.requests_csv or args.charts):
         raise WorkbenchError(
-            "say what to write: --csv FILE, --requests-csv FILE and/or --json FILE"
+            "say what to write: --csv FILE, --requests-csv FILE, --json FILE and/or --charts DIR"
         )
     with open_session(args.session) as session:
         if args.csv:
@@ -365,6 +399,11 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
         if args.json:
             write_json(Path(args.json), session)
             console.print(f"wrote {args.json}", markup=False)
+        if args.charts:
+            from workbench.ui.report import write_charts
+
+            written = write_charts([session], Path(args.charts), _chart_options(args))
+            console.print(f"wrote {len(written)} charts to {args.charts}", markup=False)
     return 0
 
 

@@ -130,3 +130,72 @@ def to_markdown(comparison: Comparison) -> str:
         lines += ["", "Not a like-for-like comparison:"]
         lines += [f"- {w}" for w in comparison.warnings]
     return "\n".join(lines) + "\n"
+
+
+CHART_METRICS = (
+    ("agg_tok_s", "Aggregate throughput", "tok/s"),
+    ("ttft_p50_s", "TTFT p50", "s"),
+    ("ttft_max_s", "TTFT max", "s"),
+    ("decode_tok_s", "Per-request decode speed", "tok/s"),
+    ("queue_wait_p50_s", "Queue wait p50", "s"),
+)
+AXES = (
+    ("slots", "slots (-np)"),
+    ("ctx", "context (-c)"),
+    ("concurrency", "concurrency"),
+    ("max_tokens", "max tokens"),
+)
+
+
+@dataclass
+class Series:
+    name: str
+    x: list[float]
+    y: list[float]
+
+
+@dataclass
+class ChartData:
+    key: str
+    title: str
+    unit: str
+    x_label: str
+    series: list[Series]
+
+
+def sweep_axis(summaries: list[list[ConfigSummary]]) -> tuple[str, str]:
+    """The setting that varies across configurations (slots unless another one does)."""
+    for key, label in AXES:
+        if any(len({getattr(s, key) for s in per_session}) > 1 for per_session in summaries):
+            return key, label
+    return AXES[0]
+
+
+def chart_data(sessions: list[Session], relative: bool = False) -> list[ChartData]:
+    """One chart per metric against the swept setting, one series per session."""
+    return chart_data_from([(session_column(s), s.summaries()) for s in sessions], relative)
+
+
+def chart_data_from(
+    named: list[tuple[str, list[ConfigSummary]]],
+    relative: bool = False,
+    metrics: tuple[tuple[str, str, str], ...] = CHART_METRICS,
+) -> list[ChartData]:
+    """The same from summaries (a live run's, before any session is reopened)."""
+    axis, axis_label = sweep_axis([summaries for _, summaries in named])
+    charts = []
+    for key, title, unit in metrics:
+        series = []
+        for name, summaries in named:
+            ok = [s for s in summaries if s.status == "ok" and s.value(key) is not None]
+            base = next((s.value(key) for s in ok if s.slots == 1), None)
+            points = sorted(
+                (float(getattr(s, axis)), s.value(key) / base if relative else s.value(key))
+                for s in ok
+                if not relative or base
+            )
+            series.append(Series(name, [p[0] for p in points], [p[1] for p in points]))
+        charts.append(
+            ChartData(key, title, "x of 1 slot" if relative else unit, axis_label, series)
+        )
+    return charts

@@ -16,7 +16,8 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.analysis import ConfigSummary
-from workbench.ui.theme import series_color
+from workbench.engine.compare import CHART_METRICS, chart_data_from
+from workbench.ui.charts import MetricChart
 
 COLUMNS = (
     # (header, tooltip, value, format): short headers so the lab's table fits a side panel.
@@ -40,11 +41,7 @@ COLUMNS = (
     ),
     ("failed", "failed requests", lambda s: s.value("failed"), ""),
 )
-CHARTS = (
-    ("aggregate tok/s", "agg_tok_s", "processing"),
-    ("TTFT p50 (s)", "ttft_p50_s", "predicted"),
-    ("decode tok/s per request", "decode_tok_s", "rss"),
-)
+LIVE_CHARTS = tuple(m for m in CHART_METRICS if m[0] in ("agg_tok_s", "ttft_p50_s", "decode_tok_s"))
 
 
 def cell_text(value: object, fmt: str) -> str:
@@ -66,28 +63,13 @@ class ResultsView(QWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
-        self.charts: dict[str, pg.PlotDataItem] = {}
-        self.plots: list[pg.PlotWidget] = []
+        self.charts: dict[str, MetricChart] = {}
         charts = QWidget()
         row = QHBoxLayout(charts)
         row.setContentsMargins(0, 0, 0, 0)
-        for title, key, color in CHARTS:
-            plot = pg.PlotWidget()
-            plot.setMinimumSize(80, 120)
-            item = plot.getPlotItem()
-            item.setTitle(title, size="10pt")
-            item.setLabel("bottom", "slots")
-            item.showGrid(x=True, y=True, alpha=0.2)
-            self.charts[key] = item.plot(
-                [],
-                [],
-                pen=pg.mkPen(series_color(color), width=2),
-                symbol="o",
-                symbolBrush=series_color(color),
-                symbolSize=8,
-            )
-            self.plots.append(plot)
-            row.addWidget(plot)
+        for key, _, _ in LIVE_CHARTS:
+            self.charts[key] = MetricChart(legend=False)
+            row.addWidget(self.charts[key])
         self.tabs = QTabWidget()
         self.tabs.addTab(self.table, "Results")
         self.tabs.addTab(charts, "Charts")
@@ -111,12 +93,5 @@ class ResultsView(QWidget):
                     item.setForeground(pg.mkColor("#e5484d"))
                 self.table.setItem(r, c, item)
         self._shown = len(summaries)
-        ok = [s for s in summaries if s.status == "ok"]
-        slot_values = {s.slots for s in ok}
-        by_slots = len(slot_values) == len(ok)
-        for _, key, _ in CHARTS:
-            points = [((s.slots if by_slots else s.index + 1), s.mean.get(key)) for s in ok]
-            points = sorted(p for p in points if p[1] is not None)
-            self.charts[key].setData([p[0] for p in points], [p[1] for p in points])
-        for plot in self.plots:
-            plot.getPlotItem().setLabel("bottom", "slots" if by_slots else "config")
+        for data in chart_data_from([("this run", summaries)], metrics=LIVE_CHARTS):
+            self.charts[data.key].show_data(data)

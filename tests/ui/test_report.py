@@ -1,0 +1,73 @@
+"""Charts and reports: valid PNG/SVG/PDF files of the requested size, a report that embeds
+them, headless."""
+
+from __future__ import annotations
+
+import struct
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from workbench.cli.main import main
+from workbench.engine.session import open_session
+from workbench.ui.report import ChartOptions, write_charts, write_report
+
+pytestmark = pytest.mark.server
+
+
+def png_size(path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_charts_in_every_format_at_the_requested_size(recorded_session, tmp_path, qapp):
+    with open_session(recorded_session) as session:
+        written = write_charts(
+            [session], tmp_path, ChartOptions(900, 600, 120, ("png", "svg", "pdf"))
+        )
+    assert [t for t, _ in written] == [
+        "Aggregate throughput",
+        "TTFT p50",
+        "TTFT max",
+        "Per-request decode speed",
+        "Queue wait p50",
+    ]
+    for _, png in written:
+        assert png_size(png) == (900, 600)
+        svg = ET.parse(png.with_suffix(".svg")).getroot()
+        assert svg.tag.endswith("svg")
+        pdf = png.with_suffix(".pdf").read_bytes()
+        assert pdf.startswith(b"%PDF") and b"%%EOF" in pdf[-64:]
+
+
+def test_a_comparison_report_headless(recorded_session, tmp_path, capsys):
+    out = tmp_path / "report"
+    args = [
+        "compare",
+        str(recorded_session),
+        str(recorded_session),
+        "--out",
+        str(out),
+        "--relative",
+        "--size",
+        "800x500",
+    ]
+    assert main(args) == 0
+    report = (out / "report.md").read_text()
+    assert "![Aggregate throughput](charts/agg_tok_s.png)" in report
+    assert "| machine |" in report and "| llama.cpp |" in report
+    html = (out / "report.html").read_text()
+    assert "<img src='charts/agg_tok_s.png'" in html
+    assert png_size(out / "charts" / "agg_tok_s.png") == (800, 500)
+    assert (out / "comparison.csv").read_text().startswith("configuration,metric,")
+    with open_session(recorded_session) as session:
+        assert write_report([session], tmp_path / "single").name == "report.md"
+
+
+def test_export_charts_of_one_session_and_bad_formats(recorded_session, tmp_path, capsys):
+    charts = tmp_path / "charts"
+    assert main(["export", str(recorded_session), "--charts", str(charts), "--format", "svg"]) == 0
+    assert sorted(p.suffix for p in charts.iterdir()) == [".png"] * 5 + [".svg"] * 5
+    assert main(["export", str(recorded_session), "--charts", str(charts), "--format", "gif"]) == 1
+    assert "--format takes png, svg and/or pdf" in capsys.readouterr().err

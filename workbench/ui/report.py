@@ -1,0 +1,187 @@
+"""A report folder: the comparison charts (PNG, and SVG/PDF on request), the table as CSV and
+Markdown, and a Markdown and an HTML page that embed them with each session's hardware and
+settings. The charts are drawn by the same ``MetricChart`` as in the window, on white."""
+
+from __future__ import annotations
+
+import html
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtWidgets import QApplication
+
+from workbench.engine.compare import chart_data, compare_sessions, to_markdown
+from workbench.engine.errors import OutputDirError
+from workbench.engine.export import write_csv
+from workbench.engine.session import Session
+from workbench.ui.charts import MetricChart, export_widget
+from workbench.ui.theme import apply_theme
+
+
+@dataclass(frozen=True)
+class ChartOptions:
+    width: int = 1200
+    height: int = 800
+    dpi: int = 150
+    formats: tuple[str, ...] = ("png",)
+
+
+def headless_app() -> QApplication:
+    """A QApplication for drawing charts, offscreen when there is no display."""
+    if sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    app = QApplication.instance() or QApplication([])
+    apply_theme(app, "light")  # charts for reports are read on white
+    return app  # type: ignore[return-value]
+
+
+def write_charts(
+    sessions: list[Session], out_dir: Path, options: ChartOptions, relative: bool = False
+) -> list[tuple[str, Path]]:
+    """(title, PNG path) for each chart written (other formats sit beside the PNG)."""
+    headless_app()
+    written = []
+    for data in chart_data(sessions, relative):
+        chart = MetricChart()
+        chart.show_data(data)
+        for fmt in options.formats:
+            path = export_widget(
+                chart, out_dir / f"{data.key}.{fmt}", options.width, options.height, options.dpi
+            )
+            if fmt == "png":
+                written.append((data.title, path))
+        chart.deleteLater()
+    return written
+
+
+def _fingerprint(session: Session) -> list[tuple[str, str]]:
+    hw = session.hardware
+    ram = hw.get("ram_bytes")
+    gpus = (
+        ", ".join(
+            f"{g.get('name')} ({g.get('memory_bytes', 0) / 2**30:.0f} GiB)"
+            for g in hw.get("gpus") or []
+        )
+        or "none"
+    )
+    backends = sorted({c.facts.get("backend") for c in session.configs if c.facts.get("backend")})
+    return [
+        ("machine", hw.get("apple_chip") or hw.get("cpu_model") or "?"),
+        (
+            "cores",
+            f"{hw.get('cpu_physical_cores')} physical, {hw.get('cpu_logical_cores')} logical",
+        ),
+        ("memory", f"{ram / 2**30:.1f} GiB" if ram else "?"),
+        ("OS", str(hw.get("os", "?"))),
+        ("GPUs", gpus),
+        ("llama.cpp", str(hw.get("llama_server_build") or "?")),
+        ("backend", "/".join(backends) or "?"),
+        ("recorded", str(session.meta.get("created_at"))),
+        ("status", session.status),
+        ("file", str(session.path)),
+    ]
+
+
+def _settings(session: Session) -> list[tuple[str, str]]:
+    first = session.configs[0] if session.configs else None
+    if first is None:
+        return []
+    keys = ("model", "ctx", "cont_batching", "kv_unified", "threads")
+    server = [(k, str(first.server.get(k))) for k in keys if k in first.server]
+    workload = [
+        (k, str(v))
+        for k, v in first.workload.items()
+        if k
+        in ("requests", "concurrency", "arrival", "max_tokens", "prompts", "repeats", "ignore_eos")
+    ]
+    return [("configurations", ", ".join(c.label for c in session.configs)), *server, *workload]
+
+
+def write_report(
+    sessions: list[Session],
+    out_dir: Path,
+    options: ChartOptions | None = None,
+    relative: bool = False,
+) -> Path:
+    """Write the report folder; returns the Markdown page's path."""
+    options = options or ChartOptions()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputDirError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
+    comparison = compare_sessions(sessions, relative)
+    charts = write_charts(sessions, out_dir / "charts", options, relative)
+    write_csv(
+        out_dir / "comparison.csv",
+        comparison.rows(),
+        ["configuration", "metric", *comparison.columns],
+    )
+    table_md = to_markdown(comparison)
+    (out_dir / "comparison.md").write_text(table_md, encoding="utf-8")
+    title = "Concurrency Workbench report: " + " vs ".join(s.meta["name"] for s in sessions)
+    md = [f"# {title}", ""]
+    if comparison.warnings:
+        md += ["**Not a like-for-like comparison:**", ""]
+        md += [f"- {w}" for w in comparison.warnings] + [""]
+    md += ["## Charts", ""]
+    md += [f"![{t}](charts/{p.name})" for t, p in charts] + [""]
+    md += ["## Results", "", table_md, "## Sessions", ""]
+    for session, column in zip(sessions, comparison.columns, strict=True):
+        md += [f"### {column}", "", "| | |", "|---|---|"]
+        md += [f"| {k} | {v} |" for k, v in _fingerprint(session) + _settings(session)] + [""]
+    report = out_dir / "report.md"
+    report.write_text("\n".join(md), encoding="utf-8")
+    (out_dir / "report.html").write_text(
+        _html(title, comparison, charts, sessions), encoding="utf-8"
+    )
+    return report
+
+
+def _html(
+    title: str, comparison: Any, charts: list[tuple[str, Path]], sessions: list[Session]
+) -> str:
+    e = html.escape
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
+        "padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
+        "img{max-width:100%;border:1px solid #eee}.warn{background:#fff4d6;padding:8px}"
+        "</style></head><body>",
+        f"<h1>{e(title)}</h1>",
+    ]
+    if comparison.warnings:
+        parts.append(
+            "<div class='warn'><b>Not a like-for-like comparison:</b><ul>"
+            + "".join(f"<li>{e(w)}</li>" for w in comparison.warnings)
+            + "</ul></div>"
+        )
+    parts.append("<h2>Charts</h2>")
+    parts += [f"<figure><img src='charts/{e(p.name)}' alt='{e(t)}'></figure>" for t, p in charts]
+    parts.append(
+        "<h2>Results</h2><table><tr><th>configuration</th><th>metric</th>"
+        + "".join(f"<th>{e(c)}</th>" for c in comparison.columns)
+        + "</tr>"
+    )
+    for row in comparison.rows():
+        cells = ["-" if row[c] is None else f"{row[c]:.3g}" for c in comparison.columns]
+        parts.append(
+            f"<tr><td>{e(row['configuration'])}</td><td>{e(row['metric'])}</td>"
+            + "".join(f"<td>{c}</td>" for c in cells)
+            + "</tr>"
+        )
+    parts.append("</table><h2>Sessions</h2>")
+    for session, column in zip(sessions, comparison.columns, strict=True):
+        parts.append(f"<h3>{e(column)}</h3><table>")
+        parts += [
+            f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>"
+            for k, v in _fingerprint(session) + _settings(session)
+        ]
+        parts.append("</table>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
