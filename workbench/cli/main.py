@@ -95,6 +95,33 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", help="write a report folder: charts, tables, report.md/.html")
     _add_chart_options(compare)
 
+    plan = sub.add_parser("plan", help="how many slots fit in memory, for a model")
+    plan.add_argument("model", help="GGUF model file")
+    plan.add_argument("--ctx", default="4096,8192,16384", help="contexts, comma-separated")
+    plan.add_argument("--slots", default="1,2,4,8", help="slot counts, comma-separated")
+    plan.add_argument("--kv-type", default="f16", help="KV cache type for K and V (f16, q8_0...)")
+    plan.add_argument("--unified", action="store_true", help="one KV pool for all slots (-kvu)")
+    plan.add_argument(
+        "--memory-gib",
+        type=float,
+        help="memory to plan for (default: this machine's available RAM)",
+    )
+    plan.add_argument(
+        "--overhead-mib",
+        type=float,
+        default=128.0,
+        help="compute buffers and runtime beyond weights and KV (128)",
+    )
+    plan.add_argument(
+        "--need",
+        type=int,
+        default=0,
+        help="tokens a request needs (prompt + max tokens): warn below it",
+    )
+
+    verdicts = sub.add_parser("verdicts", help="judge the lab's hypotheses on a session")
+    verdicts.add_argument("session")
+
     gui = sub.add_parser("gui", help="the desktop workbench")
     add_gui_arguments(gui)
     return parser
@@ -137,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_sessions(args, console)
         if args.command == "compare":
             return cmd_compare(args, console)
+        if args.command == "plan":
+            return cmd_plan(args, console)
+        if args.command == "verdicts":
+            return cmd_verdicts(args, console)
         from workbench.ui.app import run_gui
 
         return run_gui(args)
@@ -381,6 +412,95 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         except OSError as exc:
             raise WorkbenchError(f"cannot write {args.markdown}: {exc.strerror or exc}") from None
         console.print(f"wrote {args.markdown}", markup=False)
+    return 0
+
+
+def _int_list(text: str, name: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise WorkbenchError(
+            f"{name} takes whole numbers separated by commas, got {text!r}"
+        ) from None
+    if not values:
+        raise WorkbenchError(f"{name} needs at least one value")
+    return values
+
+
+def cmd_plan(args: argparse.Namespace, console: Console) -> int:
+    import psutil
+
+    from workbench.engine.planner import plan, read_model_facts
+
+    ctxs, slots = _int_list(args.ctx, "--ctx"), _int_list(args.slots, "--slots")
+    if any(s == 0 or s < -1 for s in slots) or any(c <= 0 for c in ctxs):
+        raise WorkbenchError("--slots must be >= 1 (or -1 for auto) and --ctx > 0")
+    model = read_model_facts(args.model)
+    available = (
+        int(args.memory_gib * 2**30) if args.memory_gib else psutil.virtual_memory().available
+    )
+    rows = plan(
+        model,
+        ctxs,
+        slots,
+        available,
+        unified=args.unified,
+        type_k=args.kv_type,
+        type_v=args.kv_type,
+        overhead_mib=args.overhead_mib,
+        need_tokens=args.need,
+    )
+    per_token_kib = model.kv_bytes_per_token(args.kv_type, args.kv_type) / 1024
+    console.print(
+        f"{model.name} ({model.architecture}, {model.quantization}): {model.layers} layers, "
+        f"{max(model.kv_heads)} KV heads x {model.head_k}, weights "
+        f"{model.tensor_bytes / 2**20:.0f} MiB, KV {per_token_kib:.1f} KiB per token "
+        f"({args.kv_type}); memory to plan for: {available / 2**30:.1f} GiB",
+        markup=False,
+        highlight=False,
+    )
+    table = Table(header_style="bold")
+    for name in (
+        "ctx",
+        "slots",
+        "KV",
+        "ctx per request",
+        "KV MiB",
+        "total MiB",
+        "fits?",
+        "warning",
+    ):
+        table.add_column(name, justify="left" if name in ("fits?", "warning") else "right")
+    styles = {"fits": "green", "tight": "yellow", "does not fit": "red"}
+    for r in rows:
+        table.add_row(
+            str(r.ctx),
+            str(r.slots),
+            "unified" if r.unified else "per slot",
+            str(r.ctx_per_request),
+            f"{r.kv_mib:.1f}",
+            f"{r.total_mib:.0f}",
+            Text(r.fit, style=styles[r.fit]),
+            Text(r.warning),
+        )
+    console.print(table)
+    return 0
+
+
+def cmd_verdicts(args: argparse.Namespace, console: Console) -> int:
+    from workbench.engine.verdicts import lab_verdicts
+
+    with open_session(args.session) as session:
+        verdicts = lab_verdicts(session.summaries())
+        console.print(f"{session.meta['name']} ({session.status})", markup=False)
+    styles = {"supported": "green", "not supported": "red", "inconclusive": "yellow"}
+    for verdict in verdicts:
+        console.print(
+            Text(f"{verdict.verdict.upper()}", style=f"bold {styles[verdict.verdict]}")
+            + Text(f"  {verdict.hypothesis}")
+        )
+        for line in verdict.numbers:
+            console.print(f"    {line}", markup=False, highlight=False)
     return 0
 
 
