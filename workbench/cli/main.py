@@ -119,6 +119,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="tokens a request needs (prompt + max tokens): warn below it",
     )
 
+    slo = sub.add_parser("slo", help="goodput against SLOs, and the slot count to run")
+    slo.add_argument("session")
+    slo.add_argument("--ttft", type=float, help="TTFT limit in s (per request and p50)")
+    slo.add_argument("--ttft-p90", type=float, help="TTFT p90 limit in s")
+    slo.add_argument("--decode", type=float, help="minimum per-request decode tok/s")
+    slo.add_argument("--e2e-p90", type=float, help="end-to-end latency p90 limit in s")
+    slo.add_argument("--registered", type=int, help="registered users (planning arithmetic)")
+    slo.add_argument(
+        "--online", type=float, default=0.05, help="share of registered users online at peak (0.05)"
+    )
+
     verdicts = sub.add_parser("verdicts", help="judge the lab's hypotheses on a session")
     verdicts.add_argument("session")
 
@@ -168,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_plan(args, console)
         if args.command == "verdicts":
             return cmd_verdicts(args, console)
+        if args.command == "slo":
+            return cmd_slo(args, console)
         from workbench.ui.app import run_gui
 
         return run_gui(args)
@@ -484,6 +497,59 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
             Text(r.warning),
         )
     console.print(table)
+    return 0
+
+
+def cmd_slo(args: argparse.Namespace, console: Console) -> int:
+    from workbench.engine.slo import Slo, goodput, machines_needed, peak_users, recommend
+
+    try:
+        slo = Slo(args.ttft, args.ttft_p90, args.decode, args.e2e_p90)
+    except ValueError:
+        raise WorkbenchError(
+            "give at least one SLO: --ttft, --ttft-p90, --decode, --e2e-p90"
+        ) from None
+    with open_session(args.session) as session:
+        results = goodput(session, slo)
+    console.print(f"SLO: {slo.describe()}", markup=False)
+    peak = peak_users(args.registered, args.online) if args.registered else None
+    table = Table(header_style="bold")
+    for name in (
+        "config",
+        "slots",
+        "concurrency",
+        "good / requests",
+        "goodput req/s",
+        "req/s",
+        "meets SLO",
+        "users served",
+        "why not",
+    ):
+        table.add_column(name, justify="left" if name in ("config", "why not") else "right")
+    for r in results:
+        served = r.concurrency if r.acceptable else 0
+        users = str(served)
+        if peak is not None and served:
+            users += f" ({machines_needed(peak, served)} machines for {peak})"
+        table.add_row(
+            Text(r.label),
+            str(r.slots),
+            str(r.concurrency),
+            f"{r.good}/{r.requests}",
+            f"{r.goodput_rps:.2f}",
+            f"{r.throughput_rps:.2f}",
+            Text("yes" if r.acceptable else "no", style="green" if r.acceptable else "red"),
+            users,
+            Text("; ".join(r.reasons)),
+        )
+    console.print(table)
+    if peak is not None:
+        console.print(
+            f"peak concurrent users = {args.registered} registered x {args.online:g} "
+            f"online = {peak}",
+            markup=False,
+        )
+    console.print(f"recommendation: {recommend(results).text}", markup=False)
     return 0
 
 
