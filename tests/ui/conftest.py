@@ -21,9 +21,12 @@ def loop(qapp):
     event_loop = qasync.QEventLoop(qapp, already_running=False)
     asyncio.set_event_loop(event_loop)
     yield event_loop
-    leftover = [t for t in asyncio.all_tasks(event_loop) if not t.done()]
+    pending = [t for t in asyncio.all_tasks(event_loop) if not t.done()]
+    leftover = [t for t in pending if not t.cancelling()]  # cancelled by their owner: fine
     for task in leftover:
         task.cancel()
+    if pending:
+        event_loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     event_loop.close()  # also ends the executor's threads that asyncio.to_thread used
     asyncio.set_event_loop(None)
     assert not leftover, f"test leaked asyncio tasks: {leftover}"

@@ -113,3 +113,21 @@ def test_scripted_run_saves_a_screenshot_and_exits(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert png_size(shot.read_bytes()) == (1366, 768)
     assert list((tmp_path / "out").glob("*.session.sqlite"))
+
+
+def test_the_capacity_panel_follows_the_form(window, loop):
+    window.form.load_file("experiments/slots-1-2-4.toml")
+    run(loop, lambda: window.capacity.table.rowCount() == 3, 30)
+    cells = [[window.capacity.table.item(r, c).text() for c in range(6)] for r in range(3)]
+    assert [row[:4] for row in cells] == [
+        ["8192", "1", "8192", "180"],
+        ["8192", "2", "4096", "180"],
+        ["8192", "4", "2048", "180"],
+    ]
+    assert all(row[5] == "fits" for row in cells)
+    window.form.fields[("server", "ctx")].setText("2048")
+    window.form.fields[("workload", "max_tokens")].setText("1000")
+    run(loop, lambda: window.capacity.table.item(0, 0).text() == "2048", 30)
+    assert "truncated" in window.capacity.warnings.text()
+    window.form.model.setText("/nonexistent.gguf")
+    run(loop, lambda: "not found" in window.capacity.summary.text(), 30)

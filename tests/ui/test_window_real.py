@@ -62,6 +62,9 @@ def test_a_real_experiment_fills_every_view(window, loop, qtbot):
     assert window.results.charts["agg_tok_s"].data.series[0].x == [1.0, 2.0]
     assert window.results.charts["agg_tok_s"].point_count() == 2
     assert window.server_panel.facts["n_ctx_slot"].text() == "2048"
+    verdicts = {v.hypothesis: v.verdict for v in window.results.verdicts.verdicts}
+    assert verdicts["each of N explicit slots gets ctx / N tokens of context"] == "supported"
+    assert "SUPPORTED" in window.results.verdicts.text.text()
     assert "Finished" in window.banner.text()
     assert (window.out_dir / "concurrency.csv").is_file()
     assert window.run_button.isEnabled()

@@ -41,6 +41,7 @@ from workbench.engine.replay import Playback, session_events
 from workbench.engine.runner import RunOptions, RunResult
 from workbench.engine.server import LlamaServer
 from workbench.engine.session import open_session
+from workbench.ui.capacity_panel import CapacityPanel
 from workbench.ui.experiment_form import ExperimentForm
 from workbench.ui.gantt import GanttView
 from workbench.ui.legend import StateLegend
@@ -105,6 +106,9 @@ class MainWindow(QMainWindow):
         self.left = QTabWidget()
         self.left.addTab(form_scroll, "Experiment")
         self.left.addTab(self.server_panel, "Server")
+        self.capacity = CapacityPanel()
+        self.left.addTab(self.capacity, "Capacity")
+        self.form.changed.connect(self._form_changed)
 
         self.run_button = QPushButton("▶  Run")
         self.run_button.setObjectName("runButton")
@@ -203,6 +207,14 @@ class MainWindow(QMainWindow):
             left = max(270, int(width * 0.21))
             right = int(width * 0.29)
             self.splitter.setSizes([left, width - left - right, right])
+
+    def _form_changed(self) -> None:
+        """Keep the capacity panel in step with the server settings being edited."""
+        try:
+            server, workload = self.form.values()
+        except ExperimentError:
+            return
+        self.capacity.update_for(server, workload)
 
     # -- tasks -----------------------------------------------------------------------------------
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -492,6 +504,7 @@ class MainWindow(QMainWindow):
     def shutdown(self) -> None:
         """Stop the timers, the hand-started server and every task the window owns."""
         self.pump.stop()
+        self.capacity.stop()
         self.replay_timer.stop()
         self.log_timer.stop()
         if self.manual_server is not None:

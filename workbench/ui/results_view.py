@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 from workbench.engine.analysis import ConfigSummary
 from workbench.engine.compare import CHART_METRICS, chart_data_from
 from workbench.ui.charts import MetricChart
+from workbench.ui.verdicts_view import VerdictsView
 
 COLUMNS = (
     # (header, tooltip, value, format): short headers so the lab's table fits a side panel.
@@ -73,6 +74,8 @@ class ResultsView(QWidget):
         self.tabs = QTabWidget()
         self.tabs.addTab(self.table, "Results")
         self.tabs.addTab(charts, "Charts")
+        self.verdicts = VerdictsView()
+        self.tabs.addTab(self.verdicts, "Verdicts")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.tabs)
@@ -95,3 +98,4 @@ class ResultsView(QWidget):
         self._shown = len(summaries)
         for data in chart_data_from([("this run", summaries)], metrics=LIVE_CHARTS):
             self.charts[data.key].show_data(data)
+        self.verdicts.sync(summaries)

@@ -1,0 +1,141 @@
+"""Next to the experiment editor: will these server settings fit in this machine's memory?
+
+Recomputed whenever the form changes; the model's GGUF header is read once per file, off the
+GUI thread (reading it takes seconds for a large vocabulary)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import psutil
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.engine.discovery import resolve_model
+from workbench.engine.errors import WorkbenchError
+from workbench.engine.planner import ModelFacts, plan, read_model_facts
+
+FIT_COLORS = {"fits": "#3fb27f", "tight": "#e8a33d", "does not fit": "#e5484d"}
+COLUMNS = ("ctx", "slots", "ctx/request", "KV MiB", "total MiB", "fits?")
+
+
+_MODELS: dict[str, ModelFacts] = {}
+
+
+def model_facts(path: Path) -> ModelFacts:
+    """Read once per file for the whole app (any thread; a duplicate read is harmless)."""
+    key = str(path)
+    if key not in _MODELS:
+        _MODELS[key] = read_model_facts(path)
+    return _MODELS[key]
+
+
+def _as_list(value: Any, default: list[int]) -> list[int]:
+    if value is None:
+        return default
+    return [int(v) for v in (value if isinstance(value, list) else [value])]
+
+
+class CapacityPanel(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.summary = QLabel("Edit the experiment: its memory needs show here.")
+        self.summary.setWordWrap(True)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.warnings = QLabel()
+        self.warnings.setWordWrap(True)
+        self.warnings.setStyleSheet("color:#e8a33d;")
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.warnings)
+        self._task: asyncio.Task[None] | None = None
+
+    def update_for(self, server: dict[str, Any], workload: dict[str, Any]) -> None:
+        """Schedule a recomputation (the latest edit wins)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        self._task = asyncio.ensure_future(self._update(server, workload))
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _update(self, server: dict[str, Any], workload: dict[str, Any]) -> None:
+        model_field = str(server.get("model", "default"))
+        try:
+            path: Path = await asyncio.to_thread(resolve_model, model_field)
+            if str(path) not in _MODELS:
+                self.summary.setText("Reading the model's GGUF header…")
+            facts = await asyncio.to_thread(model_facts, path)
+        except WorkbenchError as exc:
+            self.summary.setText(str(exc))
+            self.table.setRowCount(0)
+            return
+        kv_type = server.get("cache_type_k") or "f16"
+        if isinstance(kv_type, list):
+            kv_type = kv_type[0]
+        unified = server.get("kv_unified") is True
+        need = 64 + int(max(_as_list(workload.get("max_tokens"), [64])))
+        available = psutil.virtual_memory().available
+        with contextlib.suppress(WorkbenchError):
+            rows = plan(
+                facts,
+                _as_list(server.get("ctx"), [8192]),
+                _as_list(server.get("slots"), [1]),
+                available,
+                unified=unified,
+                type_k=str(kv_type),
+                need_tokens=need,
+            )
+            self._show(facts, rows, available)
+
+    def _show(self, facts: ModelFacts, rows: list[Any], available: int) -> None:
+        self.summary.setText(
+            f"{facts.name} ({facts.quantization}): weights {facts.tensor_bytes / 2**20:.0f} "
+            f"MiB, KV {facts.kv_bytes_per_token() / 1024:.1f} KiB per token. "
+            f"Available memory: {available / 2**30:.1f} GiB."
+        )
+        self.table.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            cells = (
+                str(row.ctx),
+                f"{row.slots}{' (unified)' if row.unified else ''}",
+                str(row.ctx_per_request),
+                f"{row.kv_mib:.0f}",
+                f"{row.total_mib:.0f}",
+                row.fit,
+            )
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                if c == len(cells) - 1:
+                    item.setForeground(QColor(FIT_COLORS[row.fit]))
+                self.table.setItem(r, c, item)
+        self.warnings.setText(
+            "\n".join(
+                sorted(
+                    {
+                        f"ctx {row.ctx}, {row.slots} slots: {row.warning}"
+                        for row in rows
+                        if row.warning
+                    }
+                )
+            )
+        )

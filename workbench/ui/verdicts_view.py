@@ -1,0 +1,40 @@
+"""The lab's lessons judged on what the run measured (the same verdicts as the CLI)."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
+
+from workbench.engine.analysis import ConfigSummary
+from workbench.engine.verdicts import lab_verdicts
+
+COLORS = {"supported": "#3fb27f", "not supported": "#e5484d", "inconclusive": "#e8a33d"}
+
+
+class VerdictsView(QScrollArea):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.text = QLabel("Verdicts appear when a slots sweep has run.")
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(self.text.textFormat().RichText)
+        inner = QWidget()
+        layout = QVBoxLayout(inner)
+        layout.addWidget(self.text)
+        layout.addStretch(1)
+        self.setWidget(inner)
+        self.verdicts: list = []
+
+    def sync(self, summaries: list[ConfigSummary]) -> None:
+        if not summaries:
+            self.verdicts = []
+            self.text.setText("Verdicts appear when a slots sweep has run.")
+            return
+        self.verdicts = lab_verdicts(summaries)
+        parts = []
+        for v in self.verdicts:
+            numbers = "<br>".join(f"&nbsp;&nbsp;{n}" for n in v.numbers)
+            parts.append(
+                f"<p><b style='color:{COLORS[v.verdict]}'>{v.verdict.upper()}</b> "
+                f"{v.hypothesis}<br><small>{numbers}</small></p>"
+            )
+        self.text.setText("".join(parts))
