@@ -116,3 +116,24 @@ def test_grid_shapes_stay_readable_from_1_to_64_panes():
         assert cols * rows >= n and cols * (rows - 1) < n  # no empty row
         assert cols * rows - n < max(cols, 2)
     assert [grid_shape(n) for n in (2, 4, 16, 64)] == [(1, 2), (2, 2), (4, 4), (8, 8)]
+
+
+def test_slot_spans_follow_the_slots_endpoint():
+    model = RunModel()
+    started(model, 1)
+
+    def slots(t: float, *busy: bool) -> SlotsSample:
+        return SlotsSample(
+            0, int(t * S), [{"id": i, "is_processing": b} for i, b in enumerate(busy)]
+        )
+
+    model.apply(
+        [
+            slots(1.0, True, False),
+            slots(1.5, True, True),
+            slots(2.0, False, True),
+            slots(3.0, False, False),
+            slots(4.0, True, False),
+        ]
+    )
+    assert model.slot_spans == {0: [[1.0, 2.0], [4.0, None]], 1: [[1.5, 3.0]]}

@@ -122,6 +122,8 @@ class RunModel:
         self.processing: tuple[list[float], list[float]] = ([], [])
         self.deferred: tuple[list[float], list[float]] = ([], [])
         self.busy_slots: tuple[list[float], list[float]] = ([], [])
+        # Per slot id, [start, end] spans while the slot was busy (end None: busy now).
+        self.slot_spans: dict[int, list[list[float | None]]] = {}
         self.predicted_mib: float | None = None
         self.summaries: list[ConfigSummary] = []
         self.notices: list[Notice] = []
@@ -149,6 +151,7 @@ class RunModel:
                 self.n_configs, self.t0_ns, self.status = event.n_configs, event.t0_ns, "running"
                 ch.layout = ch.gantt = ch.samples = ch.server = ch.results = True
             case ConfigStarted(config=config):
+                self._close_slot_spans(self.last_t)
                 self.server = ServerView(config.index, config.label)
                 self.config_marks.append((self.last_t, config.label))
                 self.predicted_mib = None
@@ -206,6 +209,7 @@ class RunModel:
             case SlotsSample(slots=slots):
                 self._busy_now = sum(1 for s in slots if s.get("is_processing"))
                 self._append(self.busy_slots, event.t_ns, self._busy_now)
+                self._track_slots(slots, self.seconds(event.t_ns))
                 ch.samples = True
             case ConfigFinished(summary=summary):
                 if summary is not None:
@@ -216,6 +220,7 @@ class RunModel:
                 self.notices.append(event)
                 ch.server = True
             case ExperimentFinished():
+                self._close_slot_spans(self.last_t)
                 self.status, self.error = event.status, event.error
                 ch.finished = ch.server = ch.gantt = True
 
@@ -223,6 +228,24 @@ class RunModel:
         t = self.seconds(t_ns)
         self.last_t = max(self.last_t, t)
         return t
+
+    def _track_slots(self, slots: list[dict[str, Any]], t: float) -> None:
+        for slot in slots:
+            slot_id = slot.get("id")
+            if not isinstance(slot_id, int):
+                continue
+            spans = self.slot_spans.setdefault(slot_id, [])
+            busy = bool(slot.get("is_processing"))
+            open_span = bool(spans) and spans[-1][1] is None
+            if busy and not open_span:
+                spans.append([t, None])
+            elif not busy and open_span:
+                spans[-1][1] = t
+
+    def _close_slot_spans(self, t: float) -> None:
+        for spans in self.slot_spans.values():
+            if spans and spans[-1][1] is None:
+                spans[-1][1] = t
 
     def _append(self, series: tuple[list[float], list[float]], t_ns: int, value: float) -> None:
         series[0].append(self._t(t_ns))

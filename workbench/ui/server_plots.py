@@ -45,8 +45,21 @@ class ServerPlots(QWidget):
         self.processing = q.plot([], [], pen=_pen("processing"), name="processing")
         self.deferred = q.plot([], [], pen=_pen("deferred"), name="deferred (queued)")
         self.busy = q.plot([], [], pen=_pen("busy_slots"), name="busy slots")
+        self.slots = pg.PlotWidget()
+        self.slots.setObjectName("slotsStrip")
+        strip = self.slots.getPlotItem()
+        strip.setTitle("Slots busy (from /slots)", size="9pt")
+        strip.setLabel("left", "slot")
+        strip.invertY(True)
+        strip.setMouseEnabled(x=True, y=False)
+        self.slot_bars = pg.BarGraphItem(
+            x0=[], width=[], y=[], height=0.7, brush=series_color("busy_slots"), pen=pg.mkPen(None)
+        )
+        strip.addItem(self.slot_bars)
+        self._slot_rows = 0
         self.queue.setXLink(self.memory)
-        for widget in (self.memory, self.queue):
+        self.slots.setXLink(self.memory)
+        for widget in (self.memory, self.queue, self.slots):
             # x follows the Gantt (linked by the window); y grows in steps (see _fit_y).
             widget.getPlotItem().disableAutoRange()
         self._y_max = {"memory": 0.0, "queue": 0.0}
@@ -55,6 +68,8 @@ class ServerPlots(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.memory, 3)
         layout.addWidget(self.queue, 2)
+        self.slots.setMinimumHeight(90)
+        layout.addWidget(self.slots, 1)
 
     def sync(self, model: RunModel) -> None:
         self.rss_curve.setData(*map(np.asarray, model.rss))
@@ -70,10 +85,25 @@ class ServerPlots(QWidget):
         elif not model.rss[0]:
             self.predicted.setData([], [])
 
+        self._sync_slots(model)
         self._fit_y("memory", self.memory, [*model.rss[1], model.predicted_mib or 0.0])
         self._fit_y(
             "queue", self.queue, [*model.processing[1], *model.deferred[1], *model.busy_slots[1]]
         )
+
+    def _sync_slots(self, model: RunModel) -> None:
+        x0, width, rows = [], [], []
+        for slot_id, spans in model.slot_spans.items():
+            for start, end in spans:
+                assert start is not None
+                x0.append(start)
+                width.append((end if end is not None else model.last_t) - start)
+                rows.append(slot_id)
+        self.slot_bars.setOpts(x0=np.array(x0), width=np.array(width), y=np.array(rows), height=0.7)
+        count = max(model.slot_spans, default=-1) + 1
+        if count != self._slot_rows:
+            self._slot_rows = count
+            self.slots.getPlotItem().setYRange(-0.5, max(count, 1) - 0.5, padding=0)
 
     def _fit_y(self, key: str, widget: pg.PlotWidget, values: list[float]) -> None:
         """Change the y range only when the data leaves it (or shrinks a lot, on a reset)."""
