@@ -43,3 +43,32 @@ def test_a_file_that_is_not_a_session_is_a_clear_error(window, loop, tmp_path):
     loop.run_until_complete(window.open_session_file(bad))
     assert "not a workbench session" in window.banner.text()
     assert window.playback is None
+
+
+def test_the_sessions_tab_lists_labels_opens_and_deletes(window, loop, recorded_session, tmp_path):
+    import shutil
+
+    from workbench.engine.library import load_notes
+
+    window.out_dir.mkdir(parents=True, exist_ok=True)
+    copy = window.out_dir / recorded_session.name
+    shutil.copy(recorded_session, copy)
+    window.left.setCurrentWidget(window.library)
+    run(loop, lambda: window.library.table.rowCount() == 1, 30)
+    panel = window.library
+    panel.table.selectRow(0)
+    panel.label.setText("first try")
+    panel.tags.setText("cpu, demo")
+    panel.note.setText("before the talk")
+    panel.buttons["Save notes"].click()
+    run(loop, lambda: "first try [cpu, demo]" in panel.table.item(0, 1).text(), 30)
+    assert load_notes(copy).note == "before the talk"
+    panel.table.selectRow(0)
+    panel.buttons["Open"].click()
+    run(loop, lambda: window.playback is not None, 30)
+    assert window.results.table.rowCount() == 2
+    panel.confirm_delete = lambda info: True
+    panel.table.selectRow(0)
+    panel.buttons["Delete…"].click()
+    run(loop, lambda: panel.table.rowCount() == 0, 30)
+    assert not copy.exists() and not copy.with_name(copy.name + ".notes.json").exists()

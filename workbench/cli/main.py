@@ -367,9 +367,12 @@ def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
             )
             continue
         style = {"complete": "green", "incomplete": "yellow"}.get(info.status, "red")
+        label = info.name + (f" ({info.notes.label})" if info.notes.label else "")
+        if info.notes.tags:
+            label += " [" + ", ".join(info.notes.tags) + "]"
         table.add_row(
             info.created_at,
-            Text(info.name),
+            Text(label),
             Text(info.status, style=style),
             info.mode,
             Text(info.hardware),

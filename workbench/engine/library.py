@@ -2,14 +2,62 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workbench.engine.discovery import DEFAULT_MODEL_FILE
-from workbench.engine.errors import SessionError
+from workbench.engine.errors import OutputDirError, SessionError
 from workbench.engine.session import open_session
 
 SESSION_GLOB = "*.session.sqlite"
+
+
+@dataclass
+class SessionNotes:
+    """What the user says about a session: kept beside it (``X.session.sqlite.notes.json``),
+    because reading a session never writes to it."""
+
+    label: str = ""
+    tags: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+def notes_path(session: Path) -> Path:
+    return session.with_name(session.name + ".notes.json")
+
+
+def load_notes(session: Path) -> SessionNotes:
+    try:
+        data = json.loads(notes_path(session).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return SessionNotes()
+    return SessionNotes(
+        str(data.get("label", "")),
+        [str(t) for t in data.get("tags", [])],
+        str(data.get("note", "")),
+    )
+
+
+def save_notes(session: Path, notes: SessionNotes) -> None:
+    try:
+        notes_path(session).write_text(json.dumps(asdict(notes), indent=1), encoding="utf-8")
+    except OSError as exc:
+        raise OutputDirError(f"cannot save notes beside {session}: {exc.strerror or exc}") from None
+
+
+def delete_session(session: Path) -> None:
+    """The session file, its SQLite sidecars and its notes."""
+    for path in (
+        session,
+        session.with_name(session.name + "-wal"),
+        session.with_name(session.name + "-shm"),
+        notes_path(session),
+    ):
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise OutputDirError(f"cannot delete {path}: {exc.strerror or exc}") from None
 
 
 @dataclass(frozen=True)
@@ -24,6 +72,7 @@ class SessionInfo:
     backend: str = ""
     model: str = ""
     configs: list[str] = field(default_factory=list)
+    notes: SessionNotes = field(default_factory=SessionNotes)
 
 
 def model_name(model: str) -> str:
@@ -51,6 +100,7 @@ def describe(path: Path) -> SessionInfo:
                 backend="/".join(backends),
                 model=", ".join(models),
                 configs=[c.label for c in session.configs],
+                notes=load_notes(path),
             )
     except SessionError as exc:
         return SessionInfo(path=path, error=str(exc))

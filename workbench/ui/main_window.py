@@ -36,6 +36,7 @@ from workbench.engine.discovery import find_server_binary, resolve_model
 from workbench.engine.errors import ExperimentError, WorkbenchError
 from workbench.engine.events import Subscription
 from workbench.engine.export import write_concurrency_csv, write_requests_csv
+from workbench.engine.library import scan
 from workbench.engine.process_runner import ProcessRunner
 from workbench.engine.replay import Playback, session_events
 from workbench.engine.runner import RunOptions, RunResult
@@ -45,6 +46,7 @@ from workbench.ui.capacity_panel import CapacityPanel
 from workbench.ui.experiment_form import ExperimentForm
 from workbench.ui.gantt import GanttView
 from workbench.ui.legend import StateLegend
+from workbench.ui.library_panel import LibraryPanel
 from workbench.ui.replay_bar import ReplayBar
 from workbench.ui.results_view import ResultsView
 from workbench.ui.run_model import RunModel
@@ -108,6 +110,17 @@ class MainWindow(QMainWindow):
         self.left.addTab(self.server_panel, "Server")
         self.capacity = CapacityPanel()
         self.left.addTab(self.capacity, "Capacity")
+        self.library = LibraryPanel(out_dir)
+        self.left.addTab(self.library, "Sessions")
+        self.library.open_requested.connect(lambda path: self._spawn(self.open_session_file(path)))
+        self.library.refresh_requested.connect(self.refresh_library)
+        self.library.error.connect(lambda text: self.show_banner(text, "error"))
+        self.left.currentChanged.connect(
+            lambda index: (
+                self.refresh_library() if self.left.widget(index) is self.library else None
+            )
+        )
+        self.setAcceptDrops(True)
         self.form.changed.connect(self._form_changed)
 
         self.run_button = QPushButton("▶  Run")
@@ -207,6 +220,24 @@ class MainWindow(QMainWindow):
             left = max(270, int(width * 0.21))
             right = int(width * 0.29)
             self.splitter.setSizes([left, width - left - right, right])
+
+    def refresh_library(self) -> None:
+        async def scan_folder() -> None:
+            self.library.show_infos(await asyncio.to_thread(scan, [self.out_dir]))
+
+        self._spawn(scan_folder())
+
+    def dragEnterEvent(self, event: Any) -> None:
+        if any(u.toLocalFile().endswith(".sqlite") for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: Any) -> None:
+        """A session file dropped on the window opens (from another machine, say)."""
+        paths = [Path(u.toLocalFile()) for u in event.mimeData().urls()]
+        sessions = [p for p in paths if p.suffix == ".sqlite"]
+        if sessions:
+            self._spawn(self.open_session_file(sessions[0]))
+            event.acceptProposedAction()
 
     def _form_changed(self) -> None:
         """Keep the capacity panel in step with the server settings being edited."""

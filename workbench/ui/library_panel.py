@@ -1,0 +1,163 @@
+"""The sessions in the output folder: open one, label and tag it, note why it was run,
+reveal it, or delete it (after asking)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QUrl, Signal
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.engine.errors import WorkbenchError
+from workbench.engine.library import (
+    SessionInfo,
+    SessionNotes,
+    delete_session,
+    save_notes,
+)
+
+COLUMNS = ("recorded", "session", "status", "hardware", "configurations")
+
+
+class LibraryPanel(QWidget):
+    open_requested = Signal(Path)
+    refresh_requested = Signal()
+    error = Signal(str)
+
+    def __init__(self, folder: Path, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.folder = folder
+        self.infos: list[SessionInfo] = []
+        self.where = QLabel(f"Sessions in {folder}")
+        self.where.setWordWrap(True)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.itemSelectionChanged.connect(self._selected)
+        self.table.cellDoubleClicked.connect(lambda *_: self._open())
+        self.label = QLineEdit()
+        self.tags = QLineEdit()
+        self.tags.setPlaceholderText("comma-separated, e.g. laptop, demo")
+        self.note = QLineEdit()
+        buttons = QHBoxLayout()
+        self.buttons: dict[str, QPushButton] = {}
+        for name, slot in (
+            ("Open", self._open),
+            ("Save notes", self._save),
+            ("Reveal", self._reveal),
+            ("Delete…", self._delete),
+            ("Refresh", self.refresh_requested.emit),
+        ):
+            button = QPushButton(name)
+            button.clicked.connect(slot)
+            buttons.addWidget(button)
+            self.buttons[name] = button
+        form = QFormLayout()
+        form.addRow("label", self.label)
+        form.addRow("tags", self.tags)
+        form.addRow("note", self.note)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.where)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(form)
+        layout.addLayout(buttons)
+        self._selected()
+
+    def show_infos(self, infos: list[SessionInfo]) -> None:
+        self.infos = infos
+        self.table.setRowCount(len(infos))
+        for row, info in enumerate(infos):
+            name = info.notes.label or info.name
+            if info.notes.tags:
+                name += " [" + ", ".join(info.notes.tags) + "]"
+            cells = (
+                info.created_at.replace("T", " ")[:16],
+                name,
+                "unreadable" if info.error else info.status,
+                info.error or f"{info.hardware} ({info.backend})",
+                ", ".join(info.configs),
+            )
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(
+                    str(info.path) + (f"\n{info.notes.note}" if info.notes.note else "")
+                )
+                self.table.setItem(row, column, item)
+        self._selected()
+
+    def current(self) -> SessionInfo | None:
+        row = self.table.currentRow()
+        return self.infos[row] if 0 <= row < len(self.infos) else None
+
+    def _selected(self) -> None:
+        info = self.current()
+        for button in ("Open", "Save notes", "Reveal", "Delete…"):
+            self.buttons[button].setEnabled(info is not None)
+        notes = info.notes if info is not None else SessionNotes()
+        self.label.setText(notes.label)
+        self.tags.setText(", ".join(notes.tags))
+        self.note.setText(notes.note)
+
+    def _open(self) -> None:
+        info = self.current()
+        if info is not None:
+            self.open_requested.emit(info.path)
+
+    def _save(self) -> None:
+        info = self.current()
+        if info is None:
+            return
+        notes = SessionNotes(
+            self.label.text().strip(),
+            [t.strip() for t in self.tags.text().split(",") if t.strip()],
+            self.note.text().strip(),
+        )
+        try:
+            save_notes(info.path, notes)
+        except WorkbenchError as exc:
+            self.error.emit(str(exc))
+            return
+        self.refresh_requested.emit()
+
+    def _reveal(self) -> None:
+        info = self.current()
+        if info is not None:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(info.path.parent)))
+
+    def _delete(self) -> None:
+        info = self.current()
+        if info is None or not self.confirm_delete(info):
+            return
+        try:
+            delete_session(info.path)
+        except WorkbenchError as exc:
+            self.error.emit(str(exc))
+            return
+        self.refresh_requested.emit()
+
+    def confirm_delete(self, info: SessionInfo) -> bool:
+        answer = QMessageBox.question(
+            self,
+            "Delete session?",
+            f"Delete {info.path.name} and its notes? This cannot be undone.",
+        )
+        return answer == QMessageBox.StandardButton.Yes
