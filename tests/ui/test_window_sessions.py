@@ -72,3 +72,24 @@ def test_the_sessions_tab_lists_labels_opens_and_deletes(window, loop, recorded_
     panel.buttons["Delete…"].click()
     run(loop, lambda: panel.table.rowCount() == 0, 30)
     assert not copy.exists() and not copy.with_name(copy.name + ".notes.json").exists()
+
+
+def test_compare_two_sessions_in_the_window_and_export(window, loop, recorded_session, tmp_path):
+    import shutil
+
+    window.out_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("a", "b"):
+        shutil.copy(recorded_session, window.out_dir / f"{name}.session.sqlite")
+    window.refresh_library()
+    run(loop, lambda: window.library.table.rowCount() == 2, 30)
+    window.library.table.selectAll()
+    window.library.buttons["Compare"].click()
+    (compare,) = window.compare_windows
+    assert compare.table.columnCount() == 4 and compare.table.rowCount() == 14
+    assert all(chart.point_count() == 4 for chart in compare.charts.values())
+    compare.relative.setChecked(True)
+    assert compare.table.item(0, 2).text() == "1"  # np=1 relative to itself
+    report = compare.export(tmp_path / "report")
+    assert report is not None and (tmp_path / "report" / "charts" / "agg_tok_s.png").is_file()
+    compare.close()
+    run(loop, lambda: not window.compare_windows, 10)

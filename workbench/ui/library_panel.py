@@ -35,6 +35,7 @@ COLUMNS = ("recorded", "session", "status", "hardware", "configurations")
 
 class LibraryPanel(QWidget):
     open_requested = Signal(Path)
+    compare_requested = Signal(list)
     refresh_requested = Signal()
     error = Signal(str)
 
@@ -48,7 +49,7 @@ class LibraryPanel(QWidget):
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(False)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setStretchLastSection(True)
@@ -65,6 +66,7 @@ class LibraryPanel(QWidget):
             ("Save notes", self._save),
             ("Reveal", self._reveal),
             ("Delete…", self._delete),
+            ("Compare", self._compare),
             ("Refresh", self.refresh_requested.emit),
         ):
             button = QPushButton(name)
@@ -103,6 +105,17 @@ class LibraryPanel(QWidget):
                 )
                 self.table.setItem(row, column, item)
         self._selected()
+
+    def selected(self) -> list[SessionInfo]:
+        rows = sorted({index.row() for index in self.table.selectedIndexes()})
+        return [self.infos[r] for r in rows if r < len(self.infos) and not self.infos[r].error]
+
+    def _compare(self) -> None:
+        chosen = self.selected()
+        if len(chosen) < 2:
+            self.error.emit("Select two or more sessions to compare (Ctrl-click).")
+            return
+        self.compare_requested.emit([info.path for info in chosen])
 
     def current(self) -> SessionInfo | None:
         row = self.table.currentRow()

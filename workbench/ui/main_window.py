@@ -43,6 +43,7 @@ from workbench.engine.runner import RunOptions, RunResult
 from workbench.engine.server import LlamaServer
 from workbench.engine.session import open_session
 from workbench.ui.capacity_panel import CapacityPanel
+from workbench.ui.compare_window import CompareWindow
 from workbench.ui.experiment_form import ExperimentForm
 from workbench.ui.gantt import GanttView
 from workbench.ui.legend import StateLegend
@@ -114,6 +115,8 @@ class MainWindow(QMainWindow):
         self.left.addTab(self.library, "Sessions")
         self.library.open_requested.connect(lambda path: self._spawn(self.open_session_file(path)))
         self.library.refresh_requested.connect(self.refresh_library)
+        self.library.compare_requested.connect(self.open_compare)
+        self.compare_windows: list[CompareWindow] = []
         self.library.error.connect(lambda text: self.show_banner(text, "error"))
         self.left.currentChanged.connect(
             lambda index: (
@@ -220,6 +223,18 @@ class MainWindow(QMainWindow):
             left = max(270, int(width * 0.21))
             right = int(width * 0.29)
             self.splitter.setSizes([left, width - left - right, right])
+
+    def open_compare(self, paths: list[Path]) -> CompareWindow:
+        window = CompareWindow(paths)
+        window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        window.destroyed.connect(
+            lambda *_: (
+                self.compare_windows.remove(window) if window in self.compare_windows else None
+            )
+        )
+        self.compare_windows.append(window)
+        window.show()
+        return window
 
     def refresh_library(self) -> None:
         async def scan_folder() -> None:
@@ -536,6 +551,8 @@ class MainWindow(QMainWindow):
         """Stop the timers, the hand-started server and every task the window owns."""
         self.pump.stop()
         self.capacity.stop()
+        for window in list(self.compare_windows):
+            window.close()
         self.replay_timer.stop()
         self.log_timer.stop()
         if self.manual_server is not None:
