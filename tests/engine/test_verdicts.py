@@ -99,3 +99,29 @@ def test_decode_speed():
     assert decode_speed_falls(rising).verdict == NOT_SUPPORTED
     flat = [summary(1, 1, 1, 10, sd=0.1), summary(2, 1, 1, 10.1, sd=0.1)]
     assert decode_speed_falls(flat).verdict == INCONCLUSIVE
+
+
+def test_a_small_uptick_inside_the_noise_does_not_reject_diminishing_returns():
+    points = [
+        summary(1, 14.1, 1, 1),
+        summary(2, 19.8, 1, 1),
+        summary(4, 27.0, 1, 1),
+        summary(8, 41.9, 1, 1),
+    ]  # +5.70, +3.60, +3.72 per added slot
+    assert throughput_diminishing(points).verdict != NOT_SUPPORTED
+
+
+def test_a_sweep_over_slots_and_ctx_is_judged_on_one_ctx():
+    two_d = [
+        summary(n, 10 * n**0.5, 8 / n, 20 / n, n_ctx_slot=c // n, ctx=c)
+        for c in (4096, 8192)
+        for n in (1, 2, 4)
+    ]
+    two_d.append(summary(4, 99, 1, 1, ctx=16384))  # another ctx with one slot count only
+    for verdict in (
+        throughput_diminishing(two_d),
+        decode_speed_falls(two_d),
+        ttft_linear_in_load(two_d),
+    ):
+        assert verdict.verdict == SUPPORTED, verdict
+    assert context_per_slot(two_d).verdict == SUPPORTED

@@ -56,35 +56,72 @@ def session_column(session: Session) -> str:
     return f"{session.meta['name']} · {machine} · {'/'.join(backends) or '?'} · {when}"
 
 
-def _by_label(summaries: list[ConfigSummary]) -> dict[str, ConfigSummary]:
-    return {s.label: s for s in summaries}
+KEY_FIELDS = ("slots", "ctx", "cont_batching", "kv_unified", "concurrency", "max_tokens")
+
+
+def _varying(summaries: list[list[ConfigSummary]], fields: tuple[str, ...]) -> list[str]:
+    """The fields that take more than one value within some session (its sweep axes)."""
+    return [
+        f
+        for f in fields
+        if any(len({getattr(s, f) for s in per_session}) > 1 for per_session in summaries)
+    ]
+
+
+def config_key(s: ConfigSummary, fields: list[str]) -> tuple[object, ...]:
+    """What a configuration is along the swept settings, whatever its label says ("np=4" in
+    a slots sweep is "c=8192" in a context sweep at 4 slots). Differences in settings that no
+    session sweeps become warnings, not separate rows."""
+    return tuple(getattr(s, f) is True if f == "kv_unified" else getattr(s, f) for f in fields)
+
+
+def _baseline(
+    s: ConfigSummary, per_session: list[ConfigSummary], fields: list[str]
+) -> ConfigSummary | None:
+    """The 1-slot configuration with the same other swept settings: what "relative"
+    divides by."""
+    others = [f for f in fields if f != "slots"]
+    wanted = config_key(s, others)
+    return next((b for b in per_session if b.slots == 1 and config_key(b, others) == wanted), None)
 
 
 def compare_sessions(sessions: list[Session], relative: bool = False) -> Comparison:
     summaries = [s.summaries() for s in sessions]
     columns = [session_column(s) for s in sessions]
-    labels: list[str] = []
+    fields = _varying(summaries, KEY_FIELDS)
+
+    def key_of(s: ConfigSummary) -> tuple[object, ...]:
+        return config_key(s, fields)
+
+    labels_by_key: dict[tuple[object, ...], list[str]] = {}
     for per_session in summaries:
-        labels += [s.label for s in per_session if s.label not in labels]
-    comparison = Comparison(columns, labels, relative=relative)
-    indexed = [_by_label(per_session) for per_session in summaries]
-    baselines = [next((s for s in per_session if s.slots == 1), None) for per_session in summaries]
-    for label in labels:
-        for key, _, _ in METRICS:
+        for s in per_session:
+            names = labels_by_key.setdefault(key_of(s), [])
+            if s.label not in names:
+                names.append(s.label)
+    label_of = {key: " / ".join(names) for key, names in labels_by_key.items()}
+    comparison = Comparison(columns, list(label_of.values()), relative=relative)
+    indexed = [{key_of(s): s for s in per_session} for per_session in summaries]
+    missing_base = False
+    for key, label in label_of.items():
+        for metric, _, _ in METRICS:
             values: list[float | None] = []
-            for table, base in zip(indexed, baselines, strict=True):
-                summary = table.get(label)
-                value = summary.value(key) if summary is not None else None
-                if relative and key != "failed" and value is not None:
-                    base_value = base.value(key) if base is not None else None
-                    value = value / base_value if base_value else None
+            for table, per_session in zip(indexed, summaries, strict=True):
+                summary = table.get(key)
+                value = summary.value(metric) if summary is not None else None
+                if relative and metric != "failed" and summary is not None:
+                    base = _baseline(summary, per_session, fields)
+                    base_value = base.value(metric) if base is not None else None
+                    missing_base |= base is None
+                    value = value / base_value if value is not None and base_value else None
                 values.append(value)
-            comparison.cells[(label, key)] = values
-    comparison.warnings = fairness_warnings(sessions, indexed)
-    if relative and any(b is None for b in baselines):
+            comparison.cells[(label, metric)] = values
+    by_label = [{label_of[k]: s for k, s in table.items()} for table in indexed]
+    comparison.warnings = fairness_warnings(sessions, by_label)
+    if relative and missing_base:
         comparison.warnings.append(
-            "'relative to 1 slot' needs a 1-slot configuration in every "
-            "session; cells without one are left empty"
+            "'relative to 1 slot' needs a 1-slot configuration with the same other settings; "
+            "cells without one are left empty"
         )
     return comparison
 
@@ -161,14 +198,16 @@ class ChartData:
     unit: str
     x_label: str
     series: list[Series]
+    x_ticks: list[tuple[float, str]] | None = None  # names for a categorical axis
 
 
-def sweep_axis(summaries: list[list[ConfigSummary]]) -> tuple[str, str]:
-    """The setting that varies across configurations (slots unless another one does)."""
+def sweep_axis(summaries: list[list[ConfigSummary]]) -> tuple[str, str] | None:
+    """The numeric setting that varies across configurations (slots first), or None when
+    only on/off settings vary (the configurations are then shown side by side by name)."""
     for key, label in AXES:
         if any(len({getattr(s, key) for s in per_session}) > 1 for per_session in summaries):
             return key, label
-    return AXES[0]
+    return None
 
 
 def chart_data(sessions: list[Session], relative: bool = False) -> list[ChartData]:
@@ -181,21 +220,74 @@ def chart_data_from(
     relative: bool = False,
     metrics: tuple[tuple[str, str, str], ...] = CHART_METRICS,
 ) -> list[ChartData]:
-    """The same from summaries (a live run's, before any session is reopened)."""
-    axis, axis_label = sweep_axis([summaries for _, summaries in named])
+    """The same from summaries (a live run's, before any session is reopened). A sweep over
+    more than one setting gets one series per value of the others (e.g. one line per ctx)."""
+    all_summaries = [summaries for _, summaries in named]
+    axis = sweep_axis(all_summaries)
+    others = [f for f in KEY_FIELDS if axis is None or f != axis[0]]
+    others = _varying(all_summaries, tuple(others)) if axis is not None else []
+    names: dict[str, float] = {}
+    if axis is None:  # categorical: one point per configuration, in the order they ran
+        for summaries in all_summaries:
+            for s in summaries:
+                names.setdefault(s.label, float(len(names) + 1))
+    key_fields = _varying(all_summaries, KEY_FIELDS)
     charts = []
     for key, title, unit in metrics:
         series = []
         for name, summaries in named:
             ok = [s for s in summaries if s.status == "ok" and s.value(key) is not None]
-            base = next((s.value(key) for s in ok if s.slots == 1), None)
-            points = sorted(
-                (float(getattr(s, axis)), s.value(key) / base if relative else s.value(key))
-                for s in ok
-                if not relative or base
-            )
-            series.append(Series(name, [p[0] for p in points], [p[1] for p in points]))
+            groups: dict[tuple[object, ...], list[ConfigSummary]] = {}
+            for s in ok:
+                groups.setdefault(tuple(getattr(s, f) for f in others), []).append(s)
+            for group, members in groups.items():
+                points = []
+                for s in members:
+                    value = s.value(key)
+                    if relative:
+                        base = _baseline(s, summaries, key_fields)
+                        base_value = base.value(key) if base is not None else None
+                        if not base_value:
+                            continue
+                        value = value / base_value
+                    x = float(getattr(s, axis[0])) if axis else names[s.label]
+                    points.append((x, value))
+                points.sort()
+                suffix = " · ".join(
+                    f"{_SHORT_NAMES.get(f, f)}={_show(v)}"
+                    for f, v in zip(others, group, strict=True)
+                )
+                series.append(
+                    Series(
+                        f"{name} · {suffix}" if suffix else name,
+                        [p[0] for p in points],
+                        [p[1] for p in points],
+                    )
+                )
+        ticks = [(x, label) for label, x in names.items()] if axis is None else None
         charts.append(
-            ChartData(key, title, "x of 1 slot" if relative else unit, axis_label, series)
+            ChartData(
+                key,
+                title,
+                "x of 1 slot" if relative else unit,
+                axis[1] if axis else "configuration",
+                series,
+                ticks,
+            )
         )
     return charts
+
+
+_SHORT_NAMES = {
+    "slots": "np",
+    "ctx": "c",
+    "cont_batching": "cb",
+    "kv_unified": "kvu",
+    "concurrency": "conc",
+}
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)

@@ -8,6 +8,7 @@ the verdict says so (run with ``repeats >= 3`` for a real noise floor).
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -26,8 +27,17 @@ class Verdict:
 
 
 def _by_slots(summaries: list[ConfigSummary]) -> list[ConfigSummary]:
+    """A slots sweep: the largest group of configurations that differ only in slots (a
+    sweep over slots x ctx, say, is judged on one ctx), one per slot count, by slots."""
     ok = [s for s in summaries if s.status == "ok" and s.slots > 0]
-    return sorted(ok, key=lambda s: s.slots)
+    groups: dict[tuple[object, ...], dict[int, ConfigSummary]] = {}
+    for s in ok:
+        key = (s.ctx, s.cont_batching, s.kv_unified is True, s.concurrency, s.max_tokens)
+        groups.setdefault(key, {}).setdefault(s.slots, s)
+    if not groups:
+        return []
+    best = max(groups.values(), key=len)
+    return sorted(best.values(), key=lambda s: s.slots)
 
 
 def _noise(s: ConfigSummary, key: str) -> tuple[float, bool]:
@@ -60,18 +70,19 @@ def throughput_diminishing(summaries: list[ConfigSummary]) -> Verdict:
     points = _by_slots(summaries)
     if len(points) < 3:
         return Verdict(hypothesis, INCONCLUSIVE, [f"needs 3 slot counts, has {len(points)}"])
-    gains = []
+    gains = []  # (gain per added slot, its noise, beyond the noise?)
     numbers = []
     measured_all = True
     for a, b in itertools.pairwise(points):
         delta, real, measured = _differs(a, b, "agg_tok_s")
         measured_all &= measured
-        per_slot = delta / (b.slots - a.slots)
-        gains.append((per_slot, real))
+        span = b.slots - a.slots
+        noise = math.hypot(_noise(a, "agg_tok_s")[0], _noise(b, "agg_tok_s")[0]) / span
+        gains.append((delta / span, noise, real))
         numbers.append(
             f"{a.slots}->{b.slots} slots: {a.mean['agg_tok_s']:.1f} -> "
-            f"{b.mean['agg_tok_s']:.1f} tok/s, {per_slot:+.2f} tok/s per added slot"
-            + ("" if real else " (within noise)")
+            f"{b.mean['agg_tok_s']:.1f} tok/s, {delta / span:+.2f} tok/s per added "
+            "slot" + ("" if real else " (within noise)")
         )
     numbers.append(_noise_note(measured_all))
     total, real_total, _ = _differs(points[0], points[-1], "agg_tok_s")
@@ -79,12 +90,18 @@ def throughput_diminishing(summaries: list[ConfigSummary]) -> Verdict:
         return Verdict(hypothesis, NOT_SUPPORTED, ["throughput falls as slots rise", *numbers])
     if not real_total:
         return Verdict(hypothesis, INCONCLUSIVE, ["no rise beyond the noise", *numbers])
-    diminishing = all(later[0] <= earlier[0] for earlier, later in itertools.pairwise(gains))
-    if diminishing:
+    # Returns diminish unless a later gain per slot beats an earlier one beyond their noise.
+    growing = [
+        later[0] - earlier[0] > math.hypot(earlier[1], later[1])
+        for earlier, later in itertools.pairwise(gains)
+    ]
+    if any(growing):
+        return Verdict(hypothesis, NOT_SUPPORTED, ["the gain per added slot grows", *numbers])
+    if all(later[0] <= earlier[0] for earlier, later in itertools.pairwise(gains)):
         return Verdict(hypothesis, SUPPORTED, numbers)
-    if all(real for _, real in gains):
-        return Verdict(hypothesis, NOT_SUPPORTED, ["the gain per slot grows", *numbers])
-    return Verdict(hypothesis, INCONCLUSIVE, ["gains per slot differ within the noise", *numbers])
+    return Verdict(
+        hypothesis, INCONCLUSIVE, ["gains per added slot level off within the noise", *numbers]
+    )
 
 
 def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:

@@ -18,17 +18,20 @@ from workbench.ui.options import window_size
 from workbench.ui.theme import app_icon, apply_theme
 
 
-def build_window(args: argparse.Namespace) -> MainWindow:
+def build_window(args: argparse.Namespace) -> tuple[MainWindow, bool]:
+    """The window with the experiment loaded; False when the experiment could not be."""
     window = MainWindow(Path(args.out), server_bin=args.server_bin)
     window.resize(*window_size(args.size))
+    loaded = True
     try:
         window.form.load_file(args.experiment)
     except WorkbenchError as exc:
         window.show_banner(str(exc), "error")
+        loaded = False
     if args.base_url:
         window.form.external.setChecked(True)
         window.form.base_url.setText(args.base_url)
-    return window
+    return window, loaded
 
 
 def run_gui(args: argparse.Namespace) -> int:
@@ -36,7 +39,10 @@ def run_gui(args: argparse.Namespace) -> int:
     app.setApplicationName("Concurrency Workbench")
     app.setWindowIcon(app_icon())
     apply_theme(app, args.theme, args.font_size)
-    window = build_window(args)
+    # The loop first: the window starts tasks (the capacity panel) while it is built.
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    window, loaded = build_window(args)
     exit_code = 0
 
     def finished(status: str) -> None:
@@ -48,13 +54,17 @@ def run_gui(args: argparse.Namespace) -> int:
             window.close()
 
     window.run_finished.connect(finished)
-    loop = qasync.QEventLoop(app)
-    asyncio.set_event_loop(loop)
     closed = asyncio.Event()
     app.lastWindowClosed.connect(closed.set)
-    # Ctrl-C in the terminal closes the window through the same path as the close button.
-    signal.signal(signal.SIGINT, lambda *_: window.close())
-    signal.signal(signal.SIGTERM, lambda *_: window.close())
+
+    def stop_and_close(*_: object) -> None:
+        """Ctrl-C or SIGTERM: the close button's path, without asking (nobody may be there
+        to answer)."""
+        window.confirm_close = False
+        QTimer.singleShot(0, window.close)
+
+    signal.signal(signal.SIGINT, stop_and_close)
+    signal.signal(signal.SIGTERM, stop_and_close)
     wake = QTimer()
     wake.start(200)  # lets Python notice signals while Qt's loop runs
     window.show()
@@ -62,6 +72,8 @@ def run_gui(args: argparse.Namespace) -> int:
     if args.session:
         window.replay_finished.connect(finished)
         QTimer.singleShot(0, lambda: window.open_session_later(Path(args.session), args.replay))
+    elif args.autorun and not loaded:
+        QTimer.singleShot(0, lambda: window.run_finished.emit("failed"))  # run nothing else
     elif args.autorun:
         QTimer.singleShot(0, window.start_run)
     with loop:

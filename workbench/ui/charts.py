@@ -63,7 +63,9 @@ class MetricChart(pg.PlotWidget):
             corner = (0, 0) if rising else (1, 0)
             self.legend.anchor(corner, corner, offset=(10, 10) if rising else (-10, 10))
         x_values = sorted({x for s in data.series for x in s.x})
-        if x_values:
+        if data.x_ticks is not None:
+            plot.getAxis("bottom").setTicks([data.x_ticks])
+        elif x_values:
             plot.getAxis("bottom").setTicks([[(x, f"{x:g}") for x in x_values]])
         plot.enableAutoRange()
 

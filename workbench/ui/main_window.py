@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -288,9 +288,11 @@ class MainWindow(QMainWindow):
             experiment = self.form.build()
         except ExperimentError as exc:
             self.show_banner(f"Fix the experiment first: {exc}", "error")
+            self.run_finished.emit("failed")
             return
         if self.manual_server is not None:
             self.show_banner("Stop the hand-started server first (Server tab).", "error")
+            self.run_finished.emit("failed")
             return
         options = RunOptions(
             self.out_dir, base_url=self.form.external_url(), server_bin=self.server_bin
@@ -303,14 +305,27 @@ class MainWindow(QMainWindow):
         self._spawn(self._run(self.runner))
 
     async def _run(self, runner: ProcessRunner) -> None:
-        self.show_banner("Preparing: finding the server and model, checking the output folder…")
+        """Prepare, run and finish one experiment; every way out ends the same: the window
+        usable again, ``run_finished`` emitted, a requested close carried out."""
+        status = "failed"
         try:
-            await asyncio.to_thread(runner.prepare)
+            status = await self._run_steps(runner)
         except WorkbenchError as exc:
             self.show_banner(str(exc), "error")
+        finally:
+            self.pump.stop()
+            if self.subscription is not None:
+                runner.bus.unsubscribe(self.subscription)
+                self.subscription = None
             self.runner = None
             self._set_busy(False)
-            return
+            self.run_finished.emit(status)
+            if self._close_when_stopped:
+                QTimer.singleShot(0, self.close)
+
+    async def _run_steps(self, runner: ProcessRunner) -> str:
+        self.show_banner("Preparing: finding the server and model, checking the output folder…")
+        await asyncio.to_thread(runner.prepare)
         self.show_banner("")
         self.model.reset()
         self.results.sync([])
@@ -326,23 +341,16 @@ class MainWindow(QMainWindow):
         result = await asyncio.to_thread(runner.wait, 60.0)
         self.pump.stop()
         self.drain()
-        runner.bus.unsubscribe(self.subscription)
-        self.subscription = None
-        self.runner = None
         self.result = result
-        self._set_busy(False)
         if result is None:
             self.show_banner("The run did not stop within 60 s.", "error")
-            self.run_finished.emit("failed")
-            return
+            return "failed"
         try:
             await asyncio.to_thread(write_tables, result, self.out_dir)
         except WorkbenchError as exc:
             self.show_banner(str(exc), "error")
         self._report(result)
-        self.run_finished.emit(result.status)
-        if self._close_when_stopped:
-            self.close()
+        return result.status
 
     def _report(self, result: RunResult) -> None:
         failed = [s for s in result.summaries if s.status != "ok"]
@@ -502,7 +510,7 @@ class MainWindow(QMainWindow):
             model,
             settings,
             self.out_dir / "logs" / f"manual-{stamp}.log",
-            on_state=self.server_panel.show_state,
+            on_state=self._state_from_any_thread(asyncio.get_running_loop()),
         )
         self.manual_server = server
         self.server_panel.set_manual(True, False)
@@ -517,6 +525,14 @@ class MainWindow(QMainWindow):
             return
         self.server_panel.show_server(server.base_url, server.facts.to_dict(), str(server.log_path))
         self.show_banner(f"Server running at {server.base_url} (started by hand).", "ok")
+
+    def _state_from_any_thread(self, loop: asyncio.AbstractEventLoop) -> Callable[[str, str], None]:
+        """Server states can come from a worker thread (stop runs there): hop to the GUI."""
+
+        def show(state: str, detail: str) -> None:
+            loop.call_soon_threadsafe(self.server_panel.show_state, state, detail)
+
+        return show
 
     async def _stop_manual(self) -> None:
         server, self.manual_server = self.manual_server, None

@@ -80,11 +80,16 @@ class ResultsView(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.tabs)
         self._shown = 0
+        self._summaries: list[ConfigSummary] = []
 
     def sync(self, summaries: list[ConfigSummary]) -> None:
-        if len(summaries) < self._shown:
-            self.table.setRowCount(0)
+        shown = summaries[: self._shown]
+        if len(summaries) < self._shown or any(
+            a is not b for a, b in zip(shown, self._summaries, strict=False)
+        ):
+            self.table.setRowCount(0)  # another run or session: start the table again
             self._shown = 0
+        self._summaries = list(summaries)
         for summary in summaries[self._shown :]:
             r = self.table.rowCount()
             self.table.insertRow(r)
