@@ -41,6 +41,8 @@ def test_sigkill_mid_run_keeps_finished_requests_and_kills_the_server(tmp_path):
         psutil.Process(progress.server_pid).wait(timeout=10)
     with contextlib.suppress(psutil.NoSuchProcess):
         assert psutil.Process(progress.server_pid).status() == psutil.STATUS_ZOMBIE
+    sidecar = progress.session.with_name(progress.session.name + "-wal")
+    before = [p.read_bytes() if p.exists() else None for p in (progress.session, sidecar)]
     with open_session(progress.session) as opened:
         assert opened.status == "incomplete"
         records = [r for r in opened.records(0) if r.ok]
@@ -48,3 +50,5 @@ def test_sigkill_mid_run_keeps_finished_requests_and_kills_the_server(tmp_path):
         assert all(len(r.chunks) == 48 and r.timings for r in records)
         (summary,) = opened.summaries()
         assert summary.value("ok") >= progress.finished_ok
+    after = [p.read_bytes() if p.exists() else None for p in (progress.session, sidecar)]
+    assert after == before  # reading a session never writes to it

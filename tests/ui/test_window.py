@@ -131,3 +131,19 @@ def test_the_capacity_panel_follows_the_form(window, loop):
     assert "truncated" in window.capacity.warnings.text()
     window.form.model.setText("/nonexistent.gguf")
     run(loop, lambda: "not found" in window.capacity.summary.text(), 30)
+
+
+def test_sweeps_the_form_cannot_show_are_kept(window, tmp_path):
+    path = tmp_path / "swept.toml"
+    path.write_text(
+        '[server]\nslots = 2\ncache_type_k = ["f16", "q8_0"]\n'
+        'extra_args = [["--flash-attn", "on"], []]\n'
+        '[workload]\narrival = ["burst", "poisson"]\nrate = 4.0\n'
+    )
+    window.form.load_file(path)
+    kv = window.form.fields[("server", "cache_type_k")]
+    assert not kv.isEnabled() and "swept in the file" in kv.toolTip()
+    experiment = window.form.build()
+    assert len(experiment.configs()) == 8  # 2 KV types x 2 flag sets x 2 arrivals
+    window.form.load_file("experiments/slots-1-2-4.toml")
+    assert kv.isEnabled() and len(window.form.build().configs()) == 3

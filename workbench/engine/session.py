@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import queue
+import shutil
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -351,6 +353,7 @@ class Session:
     hardware: dict[str, Any]
     configs: list[ConfigRow]
     _conn: sqlite3.Connection = field(repr=False)
+    _copy_dir: Path | None = field(default=None, repr=False)
 
     @property
     def status(self) -> str:
@@ -430,6 +433,7 @@ class Session:
 
     def close(self) -> None:
         self._conn.close()
+        _remove(self._copy_dir)
 
     def __enter__(self) -> Session:
         return self
@@ -455,17 +459,38 @@ def summarize_config_records(config: ConfigRow, records: list[RequestRecord]) ->
     )
 
 
+def _connect_for_reading(p: Path) -> tuple[sqlite3.Connection, Path | None]:
+    """Reading a session never writes to it. A crashed run can leave finished requests in
+    the ``-wal`` beside the file; SQLite would fold them into the file on open, so such a
+    session is read from a private copy instead."""
+    wal = p.with_name(p.name + "-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        tmp = Path(tempfile.mkdtemp(prefix="workbench-session-"))
+        copy = tmp / p.name
+        shutil.copyfile(p, copy)
+        shutil.copyfile(wal, tmp / wal.name)
+        return sqlite3.connect(copy, timeout=10.0), tmp
+    return sqlite3.connect(p.resolve().as_uri() + "?immutable=1", uri=True), None
+
+
+def _remove(folder: Path | None) -> None:
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def open_session(path: str | Path) -> Session:
     p = Path(path)
     if not p.is_file():
         raise SessionError(f"session file not found: {p}")
+    tmp: Path | None = None
     try:
-        conn = sqlite3.connect(p, timeout=10.0)
+        conn, tmp = _connect_for_reading(p)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.DatabaseError as exc:
         raise SessionError(f"{p} is not a workbench session (SQLite says: {exc})") from None
     if version > SCHEMA_VERSION:
         conn.close()
+        _remove(tmp)
         raise SessionError(
             f"{p} was written by a newer workbench (session schema {version}; this version "
             f"reads up to {SCHEMA_VERSION}). Upgrade the workbench to open it; "
@@ -498,5 +523,6 @@ def open_session(path: str | Path) -> Session:
         conn.row_factory = None
     except sqlite3.DatabaseError as exc:
         conn.close()
+        _remove(tmp)
         raise SessionError(f"{p} is not a workbench session ({exc})") from None
-    return Session(p, version, meta, json.loads(meta["hardware_json"]), configs, conn)
+    return Session(p, version, meta, json.loads(meta["hardware_json"]), configs, conn, tmp)

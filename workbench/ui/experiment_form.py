@@ -82,6 +82,7 @@ class ExperimentForm(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.experiment: Experiment | None = None
+        self._kept: dict[tuple[str, str], Any] = {}
         self.path_label = QLabel("(no file)")
         self.path_label.setWordWrap(True)
         open_button = QPushButton("Open…")
@@ -183,12 +184,22 @@ class ExperimentForm(QWidget):
     # -- loading and saving --------------------------------------------------------------------
     def load(self, experiment: Experiment) -> None:
         self.experiment = experiment
+        self._kept = {}
+        for widget in self.fields.values():
+            widget.setEnabled(True)
         self.path_label.setText(experiment.path or "(unsaved)")
         self.name.setText(experiment.name)
         for (table, key), widget in self.fields.items():
             values = experiment.server if table == "server" else experiment.workload
             value = values.get(key)
-            if isinstance(widget, QComboBox):
+            if self._cannot_show(key, value):
+                # A sweep this widget cannot show (e.g. KV cache types): keep it as it is.
+                self._kept[(table, key)] = value
+                widget.setEnabled(False)
+                widget.setToolTip(f"swept in the file: {value}; edit the file to change it")
+                if isinstance(widget, QLineEdit):
+                    widget.setText(" | ".join(shlex.join(v) for v in value))
+            elif isinstance(widget, QComboBox):
                 widget.setCurrentText(self._combo_text(key, value))
             elif key == "extra_args":
                 widget.setText(shlex.join(value) if value and isinstance(value[0], str) else "")
@@ -196,6 +207,14 @@ class ExperimentForm(QWidget):
                 default = "default" if key == "model" else "builtin" if key == "prompts" else ""
                 widget.setText(format_value(value) if value is not None else default)
         self._clear_errors()
+
+    def _cannot_show(self, key: str, value: Any) -> bool:
+        if not isinstance(value, list):
+            return False
+        if key == "extra_args":
+            return bool(value) and isinstance(value[0], list)
+        widget = self.fields.get(("server", key)) or self.fields.get(("workload", key))
+        return isinstance(widget, QComboBox) and key not in ("cont_batching", "kv_unified")
 
     @staticmethod
     def _combo_text(key: str, value: Any) -> str:
@@ -253,6 +272,9 @@ class ExperimentForm(QWidget):
         workload = dict(base.workload) if base else {}
         for (table, key), widget in self.fields.items():
             target = server if table == "server" else workload
+            if (table, key) in self._kept:
+                target[key] = self._kept[(table, key)]
+                continue
             try:
                 value = self._widget_value(table, key, widget)
             except ValueError as exc:
@@ -314,6 +336,7 @@ class ExperimentForm(QWidget):
     def _clear_errors(self) -> None:
         self.error.setText("")
         self.base_url.setStyleSheet("")
-        for widget in self.fields.values():
+        for key, widget in self.fields.items():
             widget.setStyleSheet("")
-            widget.setToolTip("")
+            if key not in self._kept:
+                widget.setToolTip("")

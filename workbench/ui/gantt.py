@@ -27,6 +27,8 @@ def segments(view: RequestView, now: float) -> list[tuple[str, float, float]]:
     start = view.t_submit
     if view.state == "failed":
         return [("failed", start, view.t_done or now)]
+    if view.state == "done" and view.t_first is None:  # ended without generating a token
+        return [("queued", start, view.t_done or start)]
     if view.state == "done" and view.t_first is not None:
         spans = []
         split = start + (view.queue_s or 0.0) if view.queue_s is not None else view.t_first

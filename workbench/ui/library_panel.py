@@ -10,7 +10,7 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFormLayout,
-    QHBoxLayout,
+    QGridLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
@@ -59,7 +59,7 @@ class LibraryPanel(QWidget):
         self.tags = QLineEdit()
         self.tags.setPlaceholderText("comma-separated, e.g. laptop, demo")
         self.note = QLineEdit()
-        buttons = QHBoxLayout()
+        buttons = QGridLayout()  # two rows: the left panel must stay narrow
         self.buttons: dict[str, QPushButton] = {}
         for name, slot in (
             ("Open", self._open),
@@ -71,7 +71,7 @@ class LibraryPanel(QWidget):
         ):
             button = QPushButton(name)
             button.clicked.connect(slot)
-            buttons.addWidget(button)
+            buttons.addWidget(button, len(self.buttons) // 3, len(self.buttons) % 3)
             self.buttons[name] = button
         form = QFormLayout()
         form.addRow("label", self.label)
