@@ -130,6 +130,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--online", type=float, default=0.05, help="share of registered users online at peak (0.05)"
     )
 
+    roof = sub.add_parser("roofline", help="decode speed against the memory-bandwidth bound")
+    roof.add_argument("session")
+    roof.add_argument(
+        "--bandwidth-gbs",
+        type=float,
+        help="memory bandwidth in GB/s (default: measured once on this machine)",
+    )
+    roof.add_argument("--remeasure", action="store_true", help="measure the bandwidth again")
+
     verdicts = sub.add_parser("verdicts", help="judge the lab's hypotheses on a session")
     verdicts.add_argument("session")
 
@@ -181,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_verdicts(args, console)
         if args.command == "slo":
             return cmd_slo(args, console)
+        if args.command == "roofline":
+            return cmd_roofline(args, console)
         from workbench.ui.app import run_gui
 
         return run_gui(args)
@@ -553,6 +564,54 @@ def cmd_slo(args: argparse.Namespace, console: Console) -> int:
             markup=False,
         )
     console.print(f"recommendation: {recommend(results).text}", markup=False)
+    return 0
+
+
+def cmd_roofline(args: argparse.Namespace, console: Console) -> int:
+    from workbench.engine.roofline import machine_bandwidth, roofline
+
+    if args.bandwidth_gbs:
+        bandwidth, how = args.bandwidth_gbs * 1e9, "given"
+    else:
+        bandwidth, fresh = machine_bandwidth(refresh=args.remeasure)
+        how = "measured now" if fresh else "measured earlier on this machine"
+    with open_session(args.session) as session:
+        rows = roofline(session, bandwidth)
+        recorded_on = session.hardware.get("hostname")
+    console.print(f"memory bandwidth: {bandwidth / 1e9:.1f} GB/s ({how})", markup=False)
+    import platform
+
+    if not args.bandwidth_gbs and recorded_on and recorded_on != platform.node():
+        console.print(
+            f"[yellow]the session was recorded on {escape(recorded_on)}: give its "
+            "bandwidth with --bandwidth-gbs for a fair bound[/yellow]"
+        )
+    table = Table(header_style="bold")
+    for name in (
+        "config",
+        "slots",
+        "batch",
+        "weights MiB",
+        "KV in use MiB/seq",
+        "bound tok/s",
+        "decode tok/s",
+        "of bound",
+    ):
+        table.add_column(name, justify="left" if name == "config" else "right")
+    for r in rows:
+        table.add_row(
+            Text(r.label),
+            str(r.slots),
+            str(r.batch),
+            f"{r.weights_mib:.0f}",
+            f"{r.kv_in_use_mib:.2f}",
+            f"{r.bound_tok_s:.0f}",
+            "-" if r.decode_tok_s is None else f"{r.decode_tok_s:.1f}",
+            "-" if r.share is None else f"{r.share:.0%}",
+        )
+    console.print(table)
+    if not rows:
+        console.print("no configuration logged its buffer sizes (external server?)")
     return 0
 
 
