@@ -87,6 +87,8 @@ def test_compare_two_sessions_in_the_window_and_export(window, loop, recorded_se
     (compare,) = window.compare_windows
     assert compare.table.columnCount() == 4 and compare.table.rowCount() == 14
     assert all(chart.point_count() == 4 for chart in compare.charts.values())
+    assert [g.bar_count() for g in compare.gantts] == [6, 6]  # stacked, one per session
+    assert len(compare.memory.getPlotItem().listDataItems()) == 2  # memory curves overlaid
     compare.relative.setChecked(True)
     assert compare.table.item(0, 2).text() == "1"  # np=1 relative to itself
     report = compare.export(tmp_path / "report")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import json
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from workbench.engine.events import (
@@ -29,7 +30,12 @@ from workbench.engine.events import (
     TokenChunkArrived,
 )
 from workbench.engine.experiment import RunConfig, ServerSettings, WorkloadSettings
-from workbench.engine.session import ConfigRow, Session, summarize_config_records
+from workbench.engine.session import (
+    ConfigRow,
+    Session,
+    open_session,
+    summarize_config_records,
+)
 
 
 def run_config(row: ConfigRow) -> RunConfig:
@@ -126,6 +132,12 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
     add(last, ExperimentFinished(session.status, session.meta.get("error")))
     timed.sort(key=lambda item: (item[0], item[1]))
     return [(t, event) for t, _, event in timed]
+
+
+def load_session_events(path: str | Path) -> list[tuple[int, Any]]:
+    """The events of a session file (opened, read, closed)."""
+    with open_session(path) as session:
+        return session_events(session)
 
 
 class Playback:

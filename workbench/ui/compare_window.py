@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -19,15 +21,19 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from workbench.engine.compare import CHART_METRICS, chart_data, compare_sessions
 from workbench.engine.errors import WorkbenchError
+from workbench.engine.replay import load_session_events
 from workbench.engine.session import open_session
-from workbench.ui.charts import MetricChart
+from workbench.ui.charts import SERIES_COLORS, MetricChart
+from workbench.ui.gantt import GanttView
 from workbench.ui.report import write_report
+from workbench.ui.run_model import RunModel
 
 
 class CompareWindow(QWidget):
@@ -50,19 +56,36 @@ class CompareWindow(QWidget):
         grid_layout = QGridLayout(grid)
         for i, chart in enumerate(self.charts.values()):
             grid_layout.addWidget(chart, i // 3, i % 3)
+        # Each run as it happened, on one time axis: its Gantt, and all memory curves together.
+        self.memory = pg.PlotWidget()
+        memory = self.memory.getPlotItem()
+        memory.setTitle("Server memory (each from its own start)", size="11pt")
+        memory.setLabel("left", "RSS", units="MiB")
+        memory.setLabel("bottom", "time since start", units="s")
+        memory.showGrid(x=True, y=True, alpha=0.25)
+        self.memory_legend = memory.addLegend(offset=(10, 10), labelTextSize="9pt")
+        grid_layout.addWidget(self.memory, 1, 2)
+        self.gantts: list[GanttView] = []
+        timelines = QWidget()
+        self.timeline_layout = QVBoxLayout(timelines)
+        self.timeline_layout.setContentsMargins(0, 0, 0, 0)
         top = QHBoxLayout()
         top.addWidget(self.relative)
         top.addStretch(1)
         top.addWidget(export)
+        tabs = QTabWidget()
+        tabs.addTab(self.table, "Table")
+        tabs.addTab(timelines, "Gantts")
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(grid)
-        split.addWidget(self.table)
+        split.addWidget(tabs)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.warnings)
         layout.addWidget(split, 1)
         self.resize(1500, 950)
         self.refresh()
+        self._build_timelines()
 
     def refresh(self) -> None:
         relative = self.relative.isChecked()
@@ -89,6 +112,30 @@ class CompareWindow(QWidget):
             for c, text in enumerate(values):
                 self.table.setItem(r, c, QTableWidgetItem(text))
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+
+    def _build_timelines(self) -> None:
+        """The sessions' Gantts stacked (x linked) and their memory curves overlaid, rebuilt
+        from the session files through the same views as a live run."""
+        for number, path in enumerate(self.paths):
+            try:
+                events = load_session_events(path)
+            except WorkbenchError as exc:
+                self.warnings.setText(str(exc))
+                continue
+            model = RunModel()
+            model.apply([event for _, event in events])
+            gantt = GanttView()
+            gantt.getPlotItem().setTitle(f"{path.name}: {model.name}", size="10pt")
+            gantt.setMinimumHeight(160)
+            gantt.sync(model, model.last_t)
+            if self.gantts:
+                gantt.setXLink(self.gantts[0])
+            self.gantts.append(gantt)
+            self.timeline_layout.addWidget(gantt)
+            color = QColor(SERIES_COLORS[number % len(SERIES_COLORS)])
+            self.memory.getPlotItem().plot(
+                *model.rss, pen=pg.mkPen(color, width=2), name=f"{model.name} ({path.name})"
+            )
 
     def _export_dialog(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Report folder")

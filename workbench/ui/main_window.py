@@ -38,7 +38,7 @@ from workbench.engine.events import Subscription
 from workbench.engine.export import write_concurrency_csv, write_requests_csv
 from workbench.engine.library import scan
 from workbench.engine.process_runner import ProcessRunner
-from workbench.engine.replay import Playback, session_events
+from workbench.engine.replay import Playback, load_session_events
 from workbench.engine.runner import RunOptions, RunResult
 from workbench.engine.server import LlamaServer
 from workbench.engine.session import open_session
@@ -63,11 +63,6 @@ BANNER_STYLES = {
     "ok": "background:#1f6b4a; color:white; padding:6px; border-radius:4px;",
     "error": "background:#8e2a2e; color:white; padding:6px; border-radius:4px;",
 }
-
-
-def load_session_events(path: Path) -> list[tuple[int, Any]]:
-    with open_session(path) as session:
-        return session_events(session)
 
 
 def write_tables(result: RunResult, out_dir: Path) -> None:
