@@ -95,3 +95,19 @@ def test_compare_two_sessions_in_the_window_and_export(window, loop, recorded_se
     assert report is not None and (tmp_path / "report" / "charts" / "agg_tok_s.png").is_file()
     compare.close()
     run(loop, lambda: not window.compare_windows, 10)
+
+
+def test_slos_on_an_opened_session(window, loop, recorded_session):
+    panel = window.slo_panel
+    loop.run_until_complete(window.evaluate_slo())
+    assert "Run an experiment or open a session first" in panel.recommendation.text()
+    loop.run_until_complete(window.open_session_file(recorded_session))
+    panel.ttft.setValue(60.0)
+    loop.run_until_complete(window.evaluate_slo())
+    assert panel.table.rowCount() == 2
+    assert panel.table.item(0, 3).text() == "yes"
+    assert "np=" in panel.recommendation.text() and panel.slo_line.isVisible()
+    assert panel.slo_line.value() == 60.0 and panel.chart.point_count() == 2
+    panel.ttft.setValue(0.01)  # 10 ms: no request here starts that fast
+    loop.run_until_complete(window.evaluate_slo())
+    assert "add a machine" in panel.recommendation.text()

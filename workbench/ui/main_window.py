@@ -53,6 +53,8 @@ from workbench.ui.results_view import ResultsView
 from workbench.ui.run_model import RunModel
 from workbench.ui.server_panel import ServerPanel
 from workbench.ui.server_plots import ServerPlots
+from workbench.ui.slo_panel import SloPanel
+from workbench.ui.slo_panel import evaluate as evaluate_slo
 from workbench.ui.stream_grid import StreamGrid
 from workbench.ui.theme import app_icon
 
@@ -106,6 +108,9 @@ class MainWindow(QMainWindow):
         self.left.addTab(self.server_panel, "Server")
         self.capacity = CapacityPanel()
         self.left.addTab(self.capacity, "Capacity")
+        self.slo_panel = SloPanel()
+        self.left.addTab(self.slo_panel, "SLO")
+        self.slo_panel.evaluate_requested.connect(lambda: self._spawn(self.evaluate_slo()))
         self.library = LibraryPanel(out_dir)
         self.left.addTab(self.library, "Sessions")
         self.library.open_requested.connect(lambda path: self._spawn(self.open_session_file(path)))
@@ -230,6 +235,27 @@ class MainWindow(QMainWindow):
         self.compare_windows.append(window)
         window.show()
         return window
+
+    def current_session_path(self) -> Path | None:
+        """The session the views show: the opened one, or the last run's."""
+        if self.playback is not None and self.model.session_path:
+            return Path(self.model.session_path)
+        return self.result.session_path if self.result is not None else None
+
+    async def evaluate_slo(self) -> None:
+        path, slo = self.current_session_path(), self.slo_panel.slo()
+        if path is None:
+            self.slo_panel.show_message("Run an experiment or open a session first.")
+            return
+        if slo is None:
+            self.slo_panel.show_message("Set at least one SLO above zero.")
+            return
+        try:
+            results, summaries = await asyncio.to_thread(evaluate_slo, path, slo)
+        except WorkbenchError as exc:
+            self.slo_panel.show_message(str(exc))
+            return
+        self.slo_panel.show_result(results, summaries, slo)
 
     def refresh_library(self) -> None:
         async def scan_folder() -> None:

@@ -1,0 +1,112 @@
+"""SLOs on what was measured: goodput per configuration, the recommended slot count, and the
+TTFT curve with the SLO line drawn on it (the same numbers as ``workbench slo``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDoubleSpinBox,
+    QFormLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from workbench.engine.compare import CHART_METRICS, chart_data_from
+from workbench.engine.session import open_session
+from workbench.engine.slo import ConfigGoodput, Slo, goodput, recommend
+from workbench.ui.charts import MetricChart
+
+COLUMNS = ("config", "good/requests", "goodput req/s", "meets SLO", "why not")
+
+
+def evaluate(path: Path, slo: Slo) -> tuple[list[ConfigGoodput], list]:
+    with open_session(path) as session:
+        return goodput(session, slo), session.summaries()
+
+
+class SloPanel(QWidget):
+    evaluate_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ttft = self._spin(" s", 2.0)
+        self.decode = self._spin(" tok/s", 0.0)
+        form = QFormLayout()
+        form.addRow("TTFT at most", self.ttft)
+        form.addRow("decode at least", self.decode)
+        self.button = QPushButton("Evaluate the last run or opened session")
+        self.button.clicked.connect(self.evaluate_requested)
+        self.recommendation = QLabel("Set SLOs (0 = no limit) and evaluate.")
+        self.recommendation.setWordWrap(True)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.chart = MetricChart(legend=False)
+        self.slo_line = pg.InfiniteLine(
+            angle=0,
+            pen=pg.mkPen("#e5484d", width=2, style=Qt.PenStyle.DashLine),
+            label="SLO",
+            labelOpts={"color": "#e5484d", "position": 0.95},
+        )
+        self.chart.getPlotItem().addItem(self.slo_line)
+        self.slo_line.hide()
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.button)
+        layout.addWidget(self.recommendation)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.chart, 1)
+
+    @staticmethod
+    def _spin(suffix: str, value: float) -> QDoubleSpinBox:
+        spin = QDoubleSpinBox()
+        spin.setRange(0.0, 10000.0)
+        spin.setDecimals(2)
+        spin.setSuffix(suffix)
+        spin.setValue(value)
+        return spin
+
+    def slo(self) -> Slo | None:
+        ttft = self.ttft.value() or None
+        decode = self.decode.value() or None
+        try:
+            return Slo(ttft_s=ttft, decode_tok_s=decode)
+        except ValueError:
+            return None
+
+    def show_result(self, results: list[ConfigGoodput], summaries: list, slo: Slo) -> None:
+        self.recommendation.setText(f"SLO: {slo.describe()}.  Run: {recommend(results).text}")
+        self.table.setRowCount(len(results))
+        for r, row in enumerate(results):
+            cells = (
+                row.label,
+                f"{row.good}/{row.requests}",
+                f"{row.goodput_rps:.2f}",
+                "yes" if row.acceptable else "no",
+                "; ".join(row.reasons),
+            )
+            for c, text in enumerate(cells):
+                self.table.setItem(r, c, QTableWidgetItem(text))
+        ttft_metric = tuple(m for m in CHART_METRICS if m[0] == "ttft_p50_s")
+        (data,) = chart_data_from([("run", summaries)], metrics=ttft_metric)
+        self.chart.show_data(data)
+        if slo.ttft_s is not None:
+            self.slo_line.setPos(slo.ttft_s)
+            self.slo_line.show()
+        else:
+            self.slo_line.hide()
+
+    def show_message(self, text: str) -> None:
+        self.recommendation.setText(text)
