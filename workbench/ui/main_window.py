@@ -215,12 +215,12 @@ class MainWindow(QMainWindow):
         self.log_timer.start()
 
     def resizeEvent(self, event: Any) -> None:
-        """Keep the three columns in proportion (left 21 %, centre 50 %, right 29 %)."""
+        """Keep the three columns in proportion (left 23 %, centre 48 %, right 29 %)."""
         super().resizeEvent(event)
         width = self.width()
         if not self._sized_for or abs(self._sized_for - width) > 50:
             self._sized_for = width
-            left = max(270, int(width * 0.21))
+            left = max(300, int(width * 0.23))
             right = int(width * 0.29)
             self.splitter.setSizes([left, width - left - right, right])
 
