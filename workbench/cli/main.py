@@ -7,6 +7,7 @@ import contextlib
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -174,24 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     console = Console() if sys.stdout.isatty() else Console(width=160)
     errors = Console(stderr=True)
     try:
-        if args.command == "run":
-            return cmd_run(args, console)
-        if args.command == "show":
-            return cmd_show(args, console)
-        if args.command == "export":
-            return cmd_export(args, console)
-        if args.command == "sessions":
-            return cmd_sessions(args, console)
-        if args.command == "compare":
-            return cmd_compare(args, console)
-        if args.command == "plan":
-            return cmd_plan(args, console)
-        if args.command == "verdicts":
-            return cmd_verdicts(args, console)
-        if args.command == "slo":
-            return cmd_slo(args, console)
-        if args.command == "roofline":
-            return cmd_roofline(args, console)
+        command = COMMANDS.get(args.command)
+        if command is not None:
+            return command(args, console)
         from workbench.ui.app import run_gui
 
         return run_gui(args)
@@ -654,6 +640,18 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
             console.print(f"wrote {len(written)} charts to {args.charts}", markup=False)
     return 0
 
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
+    "run": cmd_run,
+    "show": cmd_show,
+    "export": cmd_export,
+    "sessions": cmd_sessions,
+    "compare": cmd_compare,
+    "plan": cmd_plan,
+    "verdicts": cmd_verdicts,
+    "slo": cmd_slo,
+    "roofline": cmd_roofline,
+}
 
 if __name__ == "__main__":
     sys.exit(main())
