@@ -131,6 +131,7 @@ def main() -> None:
     finally:
         window.shutdown()
         window.close()
+        loop.close()
         if fake is not None:
             fake.stdin.close()
             fake.wait(10)

@@ -117,6 +117,8 @@ def test_scripted_run_saves_a_screenshot_and_exits(tmp_path):
 
 def test_the_capacity_panel_follows_the_form(window, loop):
     window.form.load_file("experiments/slots-1-2-4.toml")
+    assert window.capacity.table.rowCount() == 0  # nothing computed while out of sight
+    window.left.setCurrentWidget(window.capacity)
     run(loop, lambda: window.capacity.table.rowCount() == 3, 30)
     cells = [[window.capacity.table.item(r, c).text() for c in range(6)] for r in range(3)]
     assert [row[:4] for row in cells] == [

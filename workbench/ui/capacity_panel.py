@@ -6,13 +6,15 @@ GUI thread (reading it takes seconds for a large vocabulary)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import multiprocessing
 from pathlib import Path
 from typing import Any
 
 import psutil
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHeaderView,
@@ -32,14 +34,30 @@ COLUMNS = ("ctx", "slots", "ctx/request", "KV MiB", "total MiB", "fits?")
 
 
 _MODELS: dict[str, ModelFacts] = {}
+_READER: concurrent.futures.ProcessPoolExecutor | None = None
 
 
-def model_facts(path: Path) -> ModelFacts:
-    """Read once per file for the whole app (any thread; a duplicate read is harmless)."""
+async def model_facts(path: Path) -> ModelFacts:
+    """Read once per file for the whole app, in a helper process: parsing a GGUF header
+    takes seconds of pure Python, which in this process would stall painting (and the
+    engine's events) through the interpreter lock."""
+    global _READER
     key = str(path)
     if key not in _MODELS:
-        _MODELS[key] = read_model_facts(path)
+        if _READER is None:
+            _READER = concurrent.futures.ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn")
+            )
+        loop = asyncio.get_running_loop()
+        _MODELS[key] = await loop.run_in_executor(_READER, read_model_facts, path)
     return _MODELS[key]
+
+
+def stop_reader() -> None:
+    global _READER
+    if _READER is not None:
+        _READER.shutdown(wait=False, cancel_futures=True)
+        _READER = None
 
 
 def _as_list(value: Any, default: list[int]) -> list[int]:
@@ -66,9 +84,25 @@ class CapacityPanel(QWidget):
         layout.addWidget(self.table, 1)
         layout.addWidget(self.warnings)
         self._task: asyncio.Task[None] | None = None
+        self._pending: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     def update_for(self, server: dict[str, Any], workload: dict[str, Any]) -> None:
-        """Schedule a recomputation (the latest edit wins)."""
+        """Recompute for these settings when the panel is on screen (the latest edit wins):
+        reading a model's header costs seconds of CPU that a running experiment should
+        not have to share."""
+        self._pending = (server, workload)
+        if self.isVisible():
+            self._start_pending()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._start_pending()
+
+    def _start_pending(self) -> None:
+        if self._pending is None:
+            return
+        server, workload = self._pending
+        self._pending = None
         if self._task is not None and not self._task.done():
             self._task.cancel()
         self._task = asyncio.ensure_future(self._update(server, workload))
@@ -76,6 +110,7 @@ class CapacityPanel(QWidget):
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        stop_reader()
 
     async def _update(self, server: dict[str, Any], workload: dict[str, Any]) -> None:
         model_field = str(server.get("model", "default"))
@@ -83,7 +118,7 @@ class CapacityPanel(QWidget):
             path: Path = await asyncio.to_thread(resolve_model, model_field)
             if str(path) not in _MODELS:
                 self.summary.setText("Reading the model's GGUF header…")
-            facts = await asyncio.to_thread(model_facts, path)
+            facts = await model_facts(path)
         except WorkbenchError as exc:
             self.summary.setText(str(exc))
             self.table.setRowCount(0)
