@@ -44,3 +44,24 @@ def test_sessions_are_listed_with_what_ran_where(recorded_session, tmp_path, cap
     assert main(["sessions", str(folder)]) == 0
     out = capsys.readouterr().out
     assert "recorded" in out and "incomplete" in out and "unreadable" in out
+
+
+def test_the_data_folder_follows_the_platform(tmp_path, monkeypatch):
+    from workbench.engine.library import data_folder
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert data_folder() == tmp_path / "concurrency-workbench" / "sessions"
+
+
+def test_memory_check_of_a_recorded_session(recorded_session, capsys):
+    from workbench.engine.export import memory_checks
+    from workbench.engine.session import open_session
+
+    with open_session(recorded_session) as session:
+        checks = memory_checks(session)
+    assert [c.label for c in checks] == ["np=1", "np=2"]
+    for check in checks:
+        assert 40 < check.predicted_mib < 400  # weights 92 MiB + 45 MiB KV + compute
+        assert check.peak_rss_mib and -0.2 < check.error < 0.6
+    assert main(["show", str(recorded_session)]) == 0
+    assert "measured RSS" in capsys.readouterr().out

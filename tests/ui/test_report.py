@@ -61,6 +61,11 @@ def test_a_comparison_report_headless(recorded_session, tmp_path, capsys):
     assert "<img src='charts/agg_tok_s.png'" in html
     assert png_size(out / "charts" / "agg_tok_s.png") == (800, 500)
     assert (out / "comparison.csv").read_text().startswith("configuration,metric,")
+    assert "## Verdicts" in report and "each of N explicit slots" in report
+    import json
+
+    document = json.loads((out / "comparison.json").read_text())
+    assert document["relative"] is True and len(document["columns"]) == 2
     with open_session(recorded_session) as session:
         assert write_report([session], tmp_path / "single").name == "report.md"
 

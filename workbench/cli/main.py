@@ -31,12 +31,13 @@ from workbench.engine.events import (
 )
 from workbench.engine.experiment import load_experiment
 from workbench.engine.export import (
+    memory_checks,
     write_concurrency_csv,
     write_csv,
     write_json,
     write_requests_csv,
 )
-from workbench.engine.library import scan
+from workbench.engine.library import data_folder, scan
 from workbench.engine.runner import ExperimentRunner, RunOptions
 from workbench.engine.session import open_session
 from workbench.ui.options import add_gui_arguments
@@ -80,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument(
         "folders",
         nargs="*",
-        default=["results"],
-        help="folders to look in, with their subfolders (default: results/)",
+        help="folders to look in, with their subfolders "
+        "(default: results/ and the app's data folder)",
     )
 
     compare = sub.add_parser("compare", help="sessions side by side (e.g. from two machines)")
@@ -321,6 +322,23 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
             if config.error:
                 text = escape(f"{config.label}: {config.error}")
                 console.print(f"[red]{text}[/red]", highlight=False)
+        checks = memory_checks(session)
+        if checks:
+            memory = Table(
+                title="Memory: the server's buffers against its measured RSS",
+                title_justify="left",
+                header_style="bold",
+            )
+            for name in ("config", "model + KV + compute MiB", "peak RSS MiB", "unaccounted"):
+                memory.add_column(name, justify="left" if name == "config" else "right")
+            for check in checks:
+                memory.add_row(
+                    Text(check.label),
+                    f"{check.predicted_mib:.0f}",
+                    "-" if check.peak_rss_mib is None else f"{check.peak_rss_mib:.0f}",
+                    "-" if check.error is None else f"{check.error:.0%}",
+                )
+            console.print(memory)
         for _, level, text in session.notices():
             if level == "warning":
                 console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False)
@@ -332,9 +350,10 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
-    infos = scan([Path(f) for f in args.folders])
+    folders = [Path(f) for f in args.folders] or [Path("results"), data_folder()]
+    infos = scan(folders)
     if not infos:
-        console.print(f"no sessions in {', '.join(args.folders)}", markup=False)
+        console.print(f"no sessions in {', '.join(map(str, folders))}", markup=False)
         return 0
     table = Table(title="Sessions", title_justify="left", header_style="bold")
     for name in (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -258,3 +259,32 @@ def write_json(path: Path, session: Session) -> None:
         path.write_text(json.dumps(session_document(session), indent=1), encoding="utf-8")
     except OSError as exc:
         raise OutputDirError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+@dataclass(frozen=True)
+class MemoryCheck:
+    label: str
+    predicted_mib: float
+    peak_rss_mib: float | None
+
+    @property
+    def error(self) -> float | None:
+        """(measured - predicted) / measured: what the buffers leave out (runtime, code)."""
+        if not self.peak_rss_mib:
+            return None
+        return (self.peak_rss_mib - self.predicted_mib) / self.peak_rss_mib
+
+
+def memory_checks(session: Session) -> list[MemoryCheck]:
+    """The server's own buffer figures (model + KV + compute) against its measured RSS."""
+    checks = []
+    for config in session.configs:
+        facts = config.facts
+        parts = [facts.get(k) for k in ("model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib")]
+        if not all(isinstance(p, int | float) for p in parts):
+            continue
+        rss = [r for _, _, r, _ in session.samples("process_samples", config.index) if r]
+        checks.append(
+            MemoryCheck(config.label, float(sum(parts)), max(rss) / 2**20 if rss else None)
+        )
+    return checks

@@ -13,6 +13,13 @@ from workbench.engine.session import open_session
 SESSION_GLOB = "*.session.sqlite"
 
 
+def data_folder() -> Path:
+    """The app's own folder for sessions (platform convention), listed with ``results/``."""
+    from platformdirs import user_data_path
+
+    return user_data_path("concurrency-workbench", appauthor=False) / "sessions"
+
+
 @dataclass
 class SessionNotes:
     """What the user says about a session: kept beside it (``X.session.sqlite.notes.json``),

@@ -36,7 +36,7 @@ from workbench.engine.discovery import find_server_binary, resolve_model
 from workbench.engine.errors import ExperimentError, WorkbenchError
 from workbench.engine.events import Subscription
 from workbench.engine.export import write_concurrency_csv, write_requests_csv
-from workbench.engine.library import scan
+from workbench.engine.library import data_folder, scan
 from workbench.engine.process_runner import ProcessRunner
 from workbench.engine.replay import Playback, load_session_events
 from workbench.engine.runner import RunOptions, RunResult
@@ -259,7 +259,8 @@ class MainWindow(QMainWindow):
 
     def refresh_library(self) -> None:
         async def scan_folder() -> None:
-            self.library.show_infos(await asyncio.to_thread(scan, [self.out_dir]))
+            folders = [self.out_dir, data_folder()]
+            self.library.show_infos(await asyncio.to_thread(scan, folders))
 
         self._spawn(scan_folder())
 

@@ -5,6 +5,7 @@ settings. The charts are drawn by the same ``MetricChart`` as in the window, on 
 from __future__ import annotations
 
 import html
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from workbench.engine.compare import chart_data, compare_sessions, to_markdown
 from workbench.engine.errors import OutputDirError
 from workbench.engine.export import write_csv
 from workbench.engine.session import Session
+from workbench.engine.verdicts import lab_verdicts
 from workbench.ui.charts import MetricChart, export_widget
 from workbench.ui.theme import apply_theme
 
@@ -123,6 +125,18 @@ def write_report(
     )
     table_md = to_markdown(comparison)
     (out_dir / "comparison.md").write_text(table_md, encoding="utf-8")
+    (out_dir / "comparison.json").write_text(
+        json.dumps(
+            {
+                "columns": comparison.columns,
+                "relative": relative,
+                "warnings": comparison.warnings,
+                "rows": comparison.rows(),
+            },
+            indent=1,
+        ),
+        encoding="utf-8",
+    )
     title = "Concurrency Workbench report: " + " vs ".join(s.meta["name"] for s in sessions)
     md = [f"# {title}", ""]
     if comparison.warnings:
@@ -130,7 +144,14 @@ def write_report(
         md += [f"- {w}" for w in comparison.warnings] + [""]
     md += ["## Charts", ""]
     md += [f"![{t}](charts/{p.name})" for t, p in charts] + [""]
-    md += ["## Results", "", table_md, "## Sessions", ""]
+    md += ["## Results", "", table_md, "## Verdicts", ""]
+    for session, column in zip(sessions, comparison.columns, strict=True):
+        md += [f"### {column}", ""]
+        for verdict in lab_verdicts(session.summaries()):
+            md.append(f"- **{verdict.verdict}**: {verdict.hypothesis}")
+            md += [f"  - {line}" for line in verdict.numbers]
+        md.append("")
+    md += ["## Sessions", ""]
     for session, column in zip(sessions, comparison.columns, strict=True):
         md += [f"### {column}", "", "| | |", "|---|---|"]
         md += [f"| {k} | {v} |" for k, v in _fingerprint(session) + _settings(session)] + [""]
@@ -175,7 +196,16 @@ def _html(
             + "".join(f"<td>{c}</td>" for c in cells)
             + "</tr>"
         )
-    parts.append("</table><h2>Sessions</h2>")
+    parts.append("</table><h2>Verdicts</h2>")
+    for session, column in zip(sessions, comparison.columns, strict=True):
+        parts.append(f"<h3>{e(column)}</h3><ul>")
+        for verdict in lab_verdicts(session.summaries()):
+            numbers = "".join(f"<li>{e(n)}</li>" for n in verdict.numbers)
+            parts.append(
+                f"<li><b>{e(verdict.verdict)}</b>: {e(verdict.hypothesis)}<ul>{numbers}</ul></li>"
+            )
+        parts.append("</ul>")
+    parts.append("<h2>Sessions</h2>")
     for session, column in zip(sessions, comparison.columns, strict=True):
         parts.append(f"<h3>{e(column)}</h3><table>")
         parts += [
