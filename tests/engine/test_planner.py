@@ -137,3 +137,16 @@ def test_plan_command(model_path, capsys):
     out = capsys.readouterr().out
     assert "22.5 KiB per token" in out and "unified" in out and "truncated" in out
     assert main(["plan", str(model_path), "--slots", "two"]) == 1
+
+
+def test_planning_for_a_gpu_that_is_not_there(model_path, capsys, monkeypatch):
+    from workbench.engine import hardware
+
+    monkeypatch.setattr(hardware, "nvidia_gpus", lambda: [])
+    assert main(["plan", str(model_path), "--gpu"]) == 1
+    assert "no NVIDIA GPU found" in capsys.readouterr().err
+    monkeypatch.setattr(
+        hardware, "nvidia_gpus", lambda: [{"name": "H200", "memory_bytes": 141 * 2**30}]
+    )
+    assert main(["plan", str(model_path), "--gpu", "--ctx", "8192", "--slots", "4"]) == 0
+    assert "141.0 GiB (VRAM of H200)" in " ".join(capsys.readouterr().out.split())

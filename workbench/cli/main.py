@@ -104,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--kv-type", default="f16", help="KV cache type for K and V (f16, q8_0...)")
     plan.add_argument("--unified", action="store_true", help="one KV pool for all slots (-kvu)")
     plan.add_argument(
+        "--gpu",
+        action="store_true",
+        help="plan for the first NVIDIA GPU's memory (NVML or nvidia-smi) instead of RAM",
+    )
+    plan.add_argument(
         "--memory-gib",
         type=float,
         help="memory to plan for (default: this machine's available RAM)",
@@ -468,9 +473,20 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     if any(s == 0 or s < -1 for s in slots) or any(c <= 0 for c in ctxs):
         raise WorkbenchError("--slots must be >= 1 (or -1 for auto) and --ctx > 0")
     model = read_model_facts(args.model)
-    available = (
-        int(args.memory_gib * 2**30) if args.memory_gib else psutil.virtual_memory().available
-    )
+    if args.memory_gib:
+        available, where = int(args.memory_gib * 2**30), "given"
+    elif args.gpu:
+        from workbench.engine.hardware import nvidia_gpus
+
+        gpus = nvidia_gpus()
+        if not gpus:
+            raise WorkbenchError(
+                "--gpu: no NVIDIA GPU found (neither NVML nor nvidia-smi "
+                "answered); give the memory with --memory-gib"
+            )
+        available, where = int(gpus[0]["memory_bytes"]), f"VRAM of {gpus[0]['name']}"
+    else:
+        available, where = psutil.virtual_memory().available, "free RAM"
     rows = plan(
         model,
         ctxs,
@@ -487,7 +503,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         f"{model.name} ({model.architecture}, {model.quantization}): {model.layers} layers, "
         f"{max(model.kv_heads)} KV heads x {model.head_k}, weights "
         f"{model.tensor_bytes / 2**20:.0f} MiB, KV {per_token_kib:.1f} KiB per token "
-        f"({args.kv_type}); memory to plan for: {available / 2**30:.1f} GiB",
+        f"({args.kv_type}); memory to plan for: {available / 2**30:.1f} GiB ({where})",
         markup=False,
         highlight=False,
     )
