@@ -10,7 +10,6 @@ from workbench.engine.errors import ExperimentError
 from workbench.engine.experiment import (
     ServerSettings,
     WorkloadSettings,
-    defaults_of,
     load_experiment,
     parse_experiment,
 )
@@ -118,11 +117,6 @@ def test_with_overrides_replaces_and_validates() -> None:
     assert [c.server.slots for c in experiment.configs()] == [1, 2, 4]  # unchanged
     with pytest.raises(ExperimentError, match=r"slots must be >= 1"):
         experiment.with_overrides({"slots": 0})
-
-
-def test_defaults_of() -> None:
-    assert defaults_of(WorkloadSettings)["requests"] == 8
-    assert defaults_of(ServerSettings)["extra_args"] == ()
 
 
 # -- errors: each names the file and the field ---------------------------------------------

@@ -125,9 +125,6 @@ class ExperimentFinished:
     error: str | None = None
 
 
-SAMPLE_EVENTS = (ProcessSample, MetricsSample, SlotsSample)
-
-
 @dataclass
 class Subscription:
     types: tuple[type, ...] | None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import tomllib
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -292,11 +292,6 @@ def _validate_workload_consistency(workload: dict[str, Any]) -> None:
     rate_list = rates if isinstance(rates, list) else [rates]
     if any(a != "burst" for a in arrival_list) and any(r <= 0 for r in rate_list):
         raise ExperimentError("[workload] arrival 'poisson' or 'fixed' needs rate > 0 (requests/s)")
-
-
-def defaults_of(cls: type) -> dict[str, Any]:
-    """Default values of a settings dataclass, for documentation and forms."""
-    return {f.name: f.default for f in fields(cls) if f.default is not MISSING}
 
 
 def _toml_value(value: Any) -> str:

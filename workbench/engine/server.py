@@ -320,8 +320,4 @@ def stop_all_servers() -> None:
         server.stop(sigint_s=2.0, sigterm_s=2.0)
 
 
-def live_servers() -> list[LlamaServer]:
-    return list(_live)
-
-
 atexit.register(stop_all_servers)

@@ -63,7 +63,7 @@ class CompareWindow(QWidget):
         memory.setLabel("left", "RSS", units="MiB")
         memory.setLabel("bottom", "time since start", units="s")
         memory.showGrid(x=True, y=True, alpha=0.25)
-        self.memory_legend = memory.addLegend(offset=(10, 10), labelTextSize="9pt")
+        memory.addLegend(offset=(10, 10), labelTextSize="9pt")
         grid_layout.addWidget(self.memory, 1, 2)
         self.gantts: list[GanttView] = []
         timelines = QWidget()

@@ -66,11 +66,9 @@ class GanttView(pg.PlotWidget):
             self.bars[name] = item
         self._marks: list[pg.InfiniteLine] = []
         self._views: list[RequestView] = []
-        self._model: RunModel | None = None
         self.scene().sigMouseMoved.connect(self._hover)
 
     def sync(self, model: RunModel, now: float) -> None:
-        self._model = model
         self._views = model.ordered()
         spans: dict[str, tuple[list[float], list[float], list[float]]] = {
             name: ([], [], []) for name in SEGMENTS
