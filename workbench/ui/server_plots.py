@@ -18,37 +18,42 @@ def _pen(name: str, dashed: bool = False) -> pg.QtGui.QPen:
     return pen
 
 
+def _time_plot(name: str, title: str, title_size: str = "11pt") -> pg.PlotWidget:
+    """A plot over the run's time axis: ranges set by hand (see ``_fit_y``), grid on."""
+    widget = pg.PlotWidget()
+    widget.setObjectName(name)
+    plot = widget.getPlotItem()
+    plot.setTitle(title, size=title_size)
+    plot.showGrid(x=True, y=True, alpha=0.2)
+    plot.disableAutoRange()  # x follows the Gantt (linked by the window); y grows in steps
+    return widget
+
+
 class ServerPlots(QWidget):
-    """Two stacked plots sharing the time axis: RSS (MiB) and /metrics + /slots counts."""
+    """Three stacked plots on the run's time axis: RSS (MiB) against the predicted
+    footprint, /metrics queue counts, and which slots were busy (/slots)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.memory = pg.PlotWidget()
-        self.memory.setObjectName("memoryPlot")
+        self.memory = _time_plot("memoryPlot", "Server memory")
         mem = self.memory.getPlotItem()
-        mem.setTitle("Server memory")
         mem.setLabel("left", "RSS", units="MiB")
-        mem.showGrid(x=True, y=True, alpha=0.2)
         mem.addLegend(offset=(-10, -10), labelTextSize="9pt")  # below the curve
         self.rss_curve = mem.plot([], [], pen=_pen("rss"), name="RSS (incl. children)")
         self.predicted = mem.plot(
             [], [], pen=_pen("predicted", dashed=True), name="predicted: model + KV + compute"
         )
 
-        self.queue = pg.PlotWidget()
-        self.queue.setObjectName("queuePlot")
+        self.queue = _time_plot("queuePlot", "Requests in the server")
         q = self.queue.getPlotItem()
-        q.setTitle("Requests in the server")
         q.setLabel("bottom", "time since start", units="s")
-        q.showGrid(x=True, y=True, alpha=0.2)
         q.addLegend(offset=(-10, 10), labelTextSize="9pt")
         self.processing = q.plot([], [], pen=_pen("processing"), name="processing")
         self.deferred = q.plot([], [], pen=_pen("deferred"), name="deferred (queued)")
         self.busy = q.plot([], [], pen=_pen("busy_slots"), name="busy slots")
-        self.slots = pg.PlotWidget()
-        self.slots.setObjectName("slotsStrip")
+
+        self.slots = _time_plot("slotsStrip", "Slots busy (from /slots)", "9pt")
         strip = self.slots.getPlotItem()
-        strip.setTitle("Slots busy (from /slots)", size="9pt")
         strip.setLabel("left", "slot")
         strip.invertY(True)
         strip.setMouseEnabled(x=True, y=False)
@@ -59,9 +64,6 @@ class ServerPlots(QWidget):
         self._slot_rows = 0
         self.queue.setXLink(self.memory)
         self.slots.setXLink(self.memory)
-        for widget in (self.memory, self.queue, self.slots):
-            # x follows the Gantt (linked by the window); y grows in steps (see _fit_y).
-            widget.getPlotItem().disableAutoRange()
         self._y_max = {"memory": 0.0, "queue": 0.0}
 
         layout = QVBoxLayout(self)
