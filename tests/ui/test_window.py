@@ -149,3 +149,13 @@ def test_sweeps_the_form_cannot_show_are_kept(window, tmp_path):
     assert len(experiment.configs()) == 8  # 2 KV types x 2 flag sets x 2 arrivals
     window.form.load_file("experiments/slots-1-2-4.toml")
     assert kv.isEnabled() and len(window.form.build().configs()) == 3
+
+
+def test_no_display_is_a_clear_error(monkeypatch, capsys):
+    from workbench.cli.main import main
+
+    monkeypatch.delenv("QT_QPA_PLATFORM", raising=False)
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert main(["gui"]) == 1
+    assert "no display" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -34,7 +35,20 @@ def build_window(args: argparse.Namespace) -> tuple[MainWindow, bool]:
     return window, loaded
 
 
+def check_display() -> None:
+    """Qt aborts the process when it finds no display; say what to do instead."""
+    if not sys.platform.startswith("linux") or os.environ.get("QT_QPA_PLATFORM"):
+        return
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        raise WorkbenchError(
+            "no display to open the window on (neither DISPLAY nor WAYLAND_DISPLAY is set). "
+            "Run experiments headless with `workbench run EXPERIMENT`, or use "
+            "QT_QPA_PLATFORM=offscreen for scripted screenshots (--autorun --screenshot)."
+        )
+
+
 def run_gui(args: argparse.Namespace) -> int:
+    check_display()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Concurrency Workbench")
     app.setWindowIcon(app_icon())
