@@ -137,3 +137,12 @@ def test_slot_spans_follow_the_slots_endpoint():
         ]
     )
     assert model.slot_spans == {0: [[1.0, 2.0], [4.0, None]], 1: [[1.5, 3.0]]}
+
+
+def test_gpu_memory_joins_the_memory_series():
+    from workbench.engine.events import GpuSample
+
+    model = RunModel()
+    started(model, 1)
+    changes = model.apply([GpuSample(0, S, 1024 * 2**20)])
+    assert changes.samples and model.gpu == ([1.0], [1024.0])

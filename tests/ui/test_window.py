@@ -159,3 +159,21 @@ def test_no_display_is_a_clear_error(monkeypatch, capsys):
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     assert main(["gui"]) == 1
     assert "no display" in capsys.readouterr().err
+
+
+def test_gpu_memory_gets_its_curve_only_when_a_gpu_reports(qtbot):
+    from workbench.engine.events import ExperimentStarted, GpuSample, ProcessSample
+    from workbench.ui.run_model import RunModel
+    from workbench.ui.server_plots import ServerPlots
+
+    plots = ServerPlots()
+    qtbot.addWidget(plots)
+    model = RunModel()
+    model.apply(
+        [ExperimentStarted("e", "s", 1, "managed", 0), ProcessSample(0, 10**9, 300 * 2**20, 100.0)]
+    )
+    plots.sync(model)
+    assert plots.gpu_curve is None
+    model.apply([GpuSample(0, 2 * 10**9, 800 * 2**20)])
+    plots.sync(model)
+    assert plots.gpu_curve is not None and list(plots.gpu_curve.getData()[1]) == [800.0]

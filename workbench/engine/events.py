@@ -90,6 +90,15 @@ class ProcessSample:
 
 
 @dataclass(frozen=True)
+class GpuSample:
+    """GPU memory the server's processes hold (NVIDIA, through NVML)."""
+
+    config_index: int
+    t_ns: int
+    gpu_bytes: int
+
+
+@dataclass(frozen=True)
 class MetricsSample:
     config_index: int
     t_ns: int

@@ -232,6 +232,10 @@ def session_document(session: Session) -> dict[str, Any]:
                     {"t_s": (t - origin) / NS, "rss_bytes": rss, "cpu_percent": cpu}
                     for _, t, rss, cpu in session.samples("process_samples", config.index)
                 ],
+                "gpu_samples": [
+                    {"t_s": (t - origin) / NS, "gpu_bytes": gpu}
+                    for _, t, gpu in session.samples("gpu_samples", config.index)
+                ],
                 "metrics_samples": [
                     {"t_s": (t - origin) / NS, **json.loads(values)}
                     for _, t, values in session.samples("metrics_samples", config.index)

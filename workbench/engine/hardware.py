@@ -110,3 +110,45 @@ def fingerprint(server_binary: str | None = None) -> dict[str, Any]:
         info["llama_server"] = server_binary
         info["llama_server_build"] = server_build(server_binary)
     return info
+
+
+class GpuProbe:
+    """GPU memory used by given processes, through NVML (nvidia-ml-py) when present.
+
+    ``available`` is False on machines without an NVIDIA driver or without nvidia-ml-py;
+    then there is simply no GPU curve."""
+
+    def __init__(self) -> None:
+        self.available = False
+        try:
+            import pynvml  # type: ignore[import-not-found]
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handles = [
+                pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())
+            ]
+            self.available = bool(self._handles)
+        except Exception:
+            self._handles = []
+
+    def used_by(self, pids: set[int]) -> int | None:
+        """Bytes of GPU memory held by these processes on all GPUs; None if unknown."""
+        if not self.available:
+            return None
+        total = 0
+        try:
+            for handle in self._handles:
+                for proc in self._nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                    used = getattr(proc, "usedGpuMemory", None)
+                    if proc.pid in pids and isinstance(used, int):
+                        total += used
+        except Exception:
+            return None
+        return total
+
+    def close(self) -> None:
+        if self.available:
+            with contextlib.suppress(Exception):
+                self._nvml.nvmlShutdown()
+            self.available = False

@@ -19,6 +19,7 @@ from workbench.engine.events import (
     ExperimentFinished,
     ExperimentStarted,
     FirstToken,
+    GpuSample,
     MetricsSample,
     Notice,
     ProcessSample,
@@ -120,6 +121,8 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
             add(r.t_done_ns or end, RequestFinished(r))
         for _, t_ns, rss, cpu in session.samples("process_samples", row.index):
             add(t_ns, ProcessSample(row.index, t_ns, rss, cpu))
+        for _, t_ns, gpu in session.samples("gpu_samples", row.index):
+            add(t_ns, GpuSample(row.index, t_ns, gpu))
         for _, t_ns, values in session.samples("metrics_samples", row.index):
             add(t_ns, MetricsSample(row.index, t_ns, json.loads(values)))
         for _, t_ns, slots in session.samples("slots_samples", row.index):

@@ -16,7 +16,8 @@ import httpx
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from workbench.engine.events import MetricsSample, ProcessSample, SlotsSample
+from workbench.engine.events import GpuSample, MetricsSample, ProcessSample, SlotsSample
+from workbench.engine.hardware import GpuProbe
 
 Emit = Callable[[Any], None]
 
@@ -61,6 +62,9 @@ class ProcessProbe:
         self.process.cpu_percent(None)
         self._children: list[psutil.Process] = []
         self._children_at = 0.0
+
+    def pids(self) -> set[int]:
+        return {self.process.pid, *(c.pid for c in self._children)}
 
     def sample(self) -> tuple[int, float]:
         now = time.monotonic()
@@ -132,6 +136,7 @@ class ServerSampler:
             timeout=self.HTTP_TIMEOUT_S,
             limits=httpx.Limits(max_keepalive_connections=0),
         )
+        self._gpu = GpuProbe() if self._probe is not None else None
         self._threads = [_Ticker("sampler-http", 1.0 / http_hz, self._sample_http, self._stop)]
         if self._probe is not None:
             self._threads.append(
@@ -148,6 +153,8 @@ class ServerSampler:
             if thread.is_alive():
                 thread.join(timeout=5.0)
         self._client.close()
+        if self._gpu is not None:
+            self._gpu.close()
 
     def _sample_process(self) -> None:
         assert self._probe is not None
@@ -155,7 +162,12 @@ class ServerSampler:
             rss, cpu = self._probe.sample()
         except psutil.Error:
             return
-        self.emit(ProcessSample(self.config_index, time.perf_counter_ns(), rss, cpu))
+        t_ns = time.perf_counter_ns()
+        self.emit(ProcessSample(self.config_index, t_ns, rss, cpu))
+        if self._gpu is not None and self._gpu.available:
+            gpu = self._gpu.used_by(self._probe.pids())
+            if gpu is not None:
+                self.emit(GpuSample(self.config_index, t_ns, gpu))
 
     def _get(self, path: str) -> httpx.Response | None:
         try:

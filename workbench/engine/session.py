@@ -28,6 +28,7 @@ from workbench.engine.events import (
     ConfigStarted,
     EventBus,
     ExperimentFinished,
+    GpuSample,
     MetricsSample,
     Notice,
     ProcessSample,
@@ -38,7 +39,7 @@ from workbench.engine.events import (
 )
 from workbench.engine.records import RequestRecord, TokenChunk
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: gpu_samples (a version-1 file reads as having none)
 
 SCHEMA = """
 CREATE TABLE session (
@@ -105,6 +106,7 @@ CREATE TABLE chunks (
 CREATE TABLE process_samples (
     config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, rss_bytes INTEGER, cpu_percent REAL
 );
+CREATE TABLE gpu_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, gpu_bytes INTEGER);
 CREATE TABLE metrics_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, values_json TEXT);
 CREATE TABLE slots_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, slots_json TEXT);
 CREATE TABLE server_states (
@@ -120,6 +122,7 @@ RECORDED_EVENTS = (
     ServerReady,
     RequestFinished,
     ProcessSample,
+    GpuSample,
     MetricsSample,
     SlotsSample,
     ConfigFinished,
@@ -267,6 +270,11 @@ class SessionWriter:
                 conn.execute(
                     "INSERT INTO process_samples VALUES (?,?,?,?)",
                     (event.config_index, event.t_ns, event.rss_bytes, event.cpu_percent),
+                )
+            case GpuSample():
+                conn.execute(
+                    "INSERT INTO gpu_samples VALUES (?,?,?)",
+                    (event.config_index, event.t_ns, event.gpu_bytes),
                 )
             case MetricsSample():
                 conn.execute(
@@ -417,8 +425,16 @@ class Session:
         return out
 
     def samples(self, table: str, config_index: int) -> list[tuple[Any, ...]]:
-        if table not in ("process_samples", "metrics_samples", "slots_samples", "server_states"):
+        if table not in (
+            "process_samples",
+            "gpu_samples",
+            "metrics_samples",
+            "slots_samples",
+            "server_states",
+        ):
             raise ValueError(table)
+        if table == "gpu_samples" and self.schema_version < 2:
+            return []  # recorded before GPU memory was sampled
         return list(
             self._conn.execute(
                 f"SELECT * FROM {table} WHERE config_idx=? ORDER BY t_ns", (config_index,)

@@ -17,6 +17,7 @@ from workbench.engine.events import (
     ExperimentFinished,
     ExperimentStarted,
     FirstToken,
+    GpuSample,
     MetricsSample,
     Notice,
     ProcessSample,
@@ -118,6 +119,7 @@ class RunModel:
         self.config_marks: list[tuple[float, str]] = []
         self.server = ServerView()
         self.rss: tuple[list[float], list[float]] = ([], [])
+        self.gpu: tuple[list[float], list[float]] = ([], [])
         self.cpu: tuple[list[float], list[float]] = ([], [])
         self.processing: tuple[list[float], list[float]] = ([], [])
         self.deferred: tuple[list[float], list[float]] = ([], [])
@@ -197,6 +199,9 @@ class RunModel:
             case ProcessSample():
                 self._append(self.rss, event.t_ns, event.rss_bytes / 2**20)
                 self._append(self.cpu, event.t_ns, event.cpu_percent)
+                ch.samples = True
+            case GpuSample():
+                self._append(self.gpu, event.t_ns, event.gpu_bytes / 2**20)
                 ch.samples = True
             case MetricsSample(values=values):
                 for series, name in (

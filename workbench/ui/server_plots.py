@@ -40,6 +40,7 @@ class ServerPlots(QWidget):
         mem.setLabel("left", "RSS", units="MiB")
         mem.addLegend(offset=(-10, -10), labelTextSize="9pt")  # below the curve
         self.rss_curve = mem.plot([], [], pen=_pen("rss"), name="RSS (incl. children)")
+        self.gpu_curve: pg.PlotDataItem | None = None  # added when a GPU reports memory
         self.predicted = mem.plot(
             [], [], pen=_pen("predicted", dashed=True), name="predicted: model + KV + compute"
         )
@@ -75,6 +76,12 @@ class ServerPlots(QWidget):
 
     def sync(self, model: RunModel) -> None:
         self.rss_curve.setData(*map(np.asarray, model.rss))
+        if model.gpu[0] and self.gpu_curve is None:
+            self.gpu_curve = self.memory.getPlotItem().plot(
+                [], [], pen=_pen("processing"), name="GPU memory (NVML)"
+            )
+        if self.gpu_curve is not None:
+            self.gpu_curve.setData(*map(np.asarray, model.gpu))
         for curve, series in (
             (self.processing, model.processing),
             (self.deferred, model.deferred),
@@ -88,7 +95,9 @@ class ServerPlots(QWidget):
             self.predicted.setData([], [])
 
         self._sync_slots(model)
-        self._fit_y("memory", self.memory, [*model.rss[1], model.predicted_mib or 0.0])
+        self._fit_y(
+            "memory", self.memory, [*model.rss[1], *model.gpu[1], model.predicted_mib or 0.0]
+        )
         self._fit_y(
             "queue", self.queue, [*model.processing[1], *model.deferred[1], *model.busy_slots[1]]
         )
