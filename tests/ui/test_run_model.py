@@ -146,3 +146,34 @@ def test_gpu_memory_joins_the_memory_series():
     started(model, 1)
     changes = model.apply([GpuSample(0, S, 1024 * 2**20)])
     assert changes.samples and model.gpu == ([1.0], [1024.0])
+
+
+def test_slots_are_matched_to_requests_by_tokens_decoded():
+    from workbench.ui.gantt import lane_rows
+
+    model = RunModel()
+    started(model, 3)
+    model.apply([FirstToken(0, 0, i, 2 * S) for i in range(2)])
+    model.apply(
+        [TokenChunkArrived(0, 0, 0, 2 * S, "x")] * 10 + [TokenChunkArrived(0, 0, 1, 2 * S, "y")] * 3
+    )
+
+    def sample(*decoded):
+        return SlotsSample(
+            0,
+            3 * S,
+            [
+                {"id": i, "is_processing": d is not None, "n_decoded": d}
+                for i, d in enumerate(decoded)
+            ],
+        )
+
+    changes = model.apply([sample(3, 11)])  # slot 0 has 3 tokens out, slot 1 has 11
+    assert changes.gantt
+    first, second, waiting = model.ordered()
+    assert (first.slot, second.slot, waiting.slot) == (1, 0, None)
+    model.apply([sample(40, 40)])  # already assigned: nothing moves
+    assert (first.slot, second.slot) == (1, 0)
+    rows, names = lane_rows(model)
+    assert names == ["np=1 c=8192 · slot 0", "np=1 c=8192 · slot 1", "np=1 c=8192 · unmatched"]
+    assert rows[(0, 1)] == 1 and rows[(0, None)] == 2

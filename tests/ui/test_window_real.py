@@ -128,3 +128,30 @@ def test_a_server_started_by_hand_shows_its_facts_and_stops(window, loop, qtbot)
     run(loop, lambda: window.manual_server is None and window.run_button.isEnabled(), 30)
     assert panel.state.text() == "stopped"
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_gantt_lanes_by_slot_on_a_real_run(window, loop):
+    load(
+        window,
+        """
+name = "lanes"
+[server]
+slots = 2
+ctx = 2048
+[workload]
+requests = 4
+max_tokens = 64
+warmup = 0
+""",
+    )
+    statuses: list[str] = []
+    window.run_finished.connect(statuses.append)
+    window.start_run()
+    run(loop, lambda: statuses, 120)
+    matched = [v.slot for v in window.model.requests.values() if v.slot is not None]
+    assert matched and set(matched) <= {0, 1}  # 64-token streams are caught by /slots at 4 Hz
+    window.lanes_box.setChecked(True)
+    rows = {int(y) for item in window.gantt.bars.values() for y in item.opts["y"]}
+    assert rows <= {0, 1, 2} and len(rows) >= 2  # two slot lanes (and maybe "unmatched")
+    window.lanes_box.setChecked(False)
+    assert window.gantt.bar_count() == 4

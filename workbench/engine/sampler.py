@@ -35,18 +35,26 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 
 def normalise_slots(data: Any) -> list[dict[str, Any]]:
-    """Keep what the views need from ``/slots``: which slot is busy with which task."""
+    """Keep what the views need from ``/slots``: which slot is busy with which task, and how
+    many tokens it has decoded (what lets the window tell which request a slot serves)."""
     if not isinstance(data, list):
         return []
-    return [
-        {
-            "id": s.get("id"),
-            "is_processing": bool(s.get("is_processing")),
-            "id_task": s.get("id_task"),
-        }
-        for s in data
-        if isinstance(s, dict)
-    ]
+    out = []
+    for s in data:
+        if not isinstance(s, dict):
+            continue
+        next_token = s.get("next_token")
+        first = next_token[0] if isinstance(next_token, list) and next_token else next_token
+        decoded = first.get("n_decoded") if isinstance(first, dict) else None
+        out.append(
+            {
+                "id": s.get("id"),
+                "is_processing": bool(s.get("is_processing")),
+                "id_task": s.get("id_task"),
+                "n_decoded": decoded if isinstance(decoded, int) else None,
+            }
+        )
+    return out
 
 
 class ProcessProbe:

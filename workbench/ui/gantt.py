@@ -56,6 +56,9 @@ class GanttView(pg.PlotWidget):
         plot.setXRange(0, MIN_SPAN_S, padding=0)
         self._x_max = MIN_SPAN_S
         self._rows_shown = 0
+        self._row_count = 0
+        self._row_of: dict[int, int] = {}
+        self.lanes = False
         self.bars: dict[str, pg.BarGraphItem] = {}
         for name in SEGMENTS:
             color = state_color(name)
@@ -68,29 +71,51 @@ class GanttView(pg.PlotWidget):
         self._views: list[RequestView] = []
         self.scene().sigMouseMoved.connect(self._hover)
 
+    def set_lanes(self, on: bool) -> None:
+        """Rows per request (default), or lanes per server slot: each slot's prefill and
+        decode spans in one row, so batching shows as parallel lanes."""
+        self.lanes = on
+        self._rows_shown = -1  # re-fit the y axis
+        self.getPlotItem().getAxis("left").setTicks(None)
+        self.getPlotItem().setLabel("left", "slot" if on else "request")
+        self.getPlotItem().setTitle(
+            "Slots: prefill and decode per server slot"
+            if on
+            else "Queue Gantt: waiting, prefill, decode per request"
+        )
+
     def sync(self, model: RunModel, now: float) -> None:
         self._views = model.ordered()
+        rows = lane_rows(model) if self.lanes else None
         spans: dict[str, tuple[list[float], list[float], list[float]]] = {
             name: ([], [], []) for name in SEGMENTS
         }
+        self._row_of = {}
         for view in self._views:
+            row = rows[0][(view.config_index, view.slot)] if rows else view.row
+            self._row_of[id(view)] = row
             for name, x0, x1 in segments(view, now):
+                if rows and name == "queued":
+                    continue  # a slot's lane shows what the slot did
                 x0s, widths, ys = spans[name]
                 x0s.append(x0)
                 widths.append(max(x1 - x0, 0.0))
-                ys.append(view.row)
+                ys.append(row)
         for name, (x0s, widths, ys) in spans.items():
             self.bars[name].setOpts(
                 x0=np.array(x0s), width=np.array(widths), y=np.array(ys), height=BAR_HEIGHT
             )
+        self._row_count = len(rows[1]) if rows else len(self._views)
+        if rows and self._row_count != self._rows_shown:
+            self.getPlotItem().getAxis("left").setTicks([list(enumerate(rows[1]))])
         self._sync_marks(model)
         self._sync_ranges(now)
 
     def _sync_ranges(self, now: float) -> None:
         """Grow the axes in steps, not every tick: re-laying out axis text is what costs."""
         plot = self.getPlotItem()
-        if len(self._views) != self._rows_shown:
-            self._rows_shown = len(self._views)
+        if self._row_count != self._rows_shown:
+            self._rows_shown = self._row_count
             plot.setYRange(-0.6, max(self._rows_shown, 1) - 0.4, padding=0)
         if now > 0.92 * self._x_max or now < 0.3 * self._x_max - MIN_SPAN_S:
             self._x_max = max(MIN_SPAN_S, now * 1.5)
@@ -130,12 +155,36 @@ class GanttView(pg.PlotWidget):
         if not self._views or not plot.sceneBoundingRect().contains(pos):
             return
         point = plot.vb.mapSceneToView(pos)
-        row = round(point.y())
-        if not 0 <= row < len(self._views):
-            return
-        view = self._views[row]
-        text = request_tooltip(view)
-        QToolTip.showText(self.mapToGlobal(self.mapFromScene(pos)), text, self)
+        row, t = round(point.y()), point.x()
+        here = [v for v in self._views if self._row_of.get(id(v)) == row]
+        if self.lanes:  # several requests share a lane: the one under the pointer
+            here = [
+                v
+                for v in here
+                if (v.t_first or v.t_submit or 0.0) <= t <= (v.t_last or v.t_done or t)
+            ]
+        if here:
+            QToolTip.showText(
+                self.mapToGlobal(self.mapFromScene(pos)), request_tooltip(here[0]), self
+            )
+
+
+def lane_rows(model: RunModel) -> tuple[dict[tuple[int, int | None], int], list[str]]:
+    """Row of each (configuration, slot) lane, and the lanes' names, in run order; requests
+    no /slots sample caught get an "unmatched" lane of their configuration."""
+    labels = dict(enumerate(label for _, label in model.config_marks))
+    slots: dict[int, set[int | None]] = {}
+    for view in model.requests.values():
+        slots.setdefault(view.config_index, set()).add(view.slot)
+    rows: dict[tuple[int, int | None], int] = {}
+    names: list[str] = []
+    for config in sorted(slots):
+        ids = sorted(s for s in slots[config] if s is not None)
+        for slot in [*ids, *([None] if None in slots[config] else [])]:
+            rows[(config, slot)] = len(names)
+            label = labels.get(config, f"config {config + 1}")
+            names.append(f"{label} · slot {slot}" if slot is not None else f"{label} · unmatched")
+    return rows, names
 
 
 def request_tooltip(view: RequestView) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
+    QCheckBox,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -180,7 +181,16 @@ class MainWindow(QMainWindow):
         center = QWidget()
         center_layout = QVBoxLayout(center)
         center_layout.setContentsMargins(0, 0, 0, 0)
-        center_layout.addWidget(StateLegend())
+        self.lanes_box = QCheckBox("Gantt lanes by slot")
+        self.lanes_box.setToolTip(
+            "One row per server slot (matched from /slots) instead of "
+            "one per request: batching shows as parallel lanes"
+        )
+        self.lanes_box.toggled.connect(self._toggle_lanes)
+        legend_row = QHBoxLayout()
+        legend_row.addWidget(StateLegend(), 1)
+        legend_row.addWidget(self.lanes_box)
+        center_layout.addLayout(legend_row)
         center_layout.addWidget(center_split, 1)
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(self.plots)
@@ -283,6 +293,10 @@ class MainWindow(QMainWindow):
         except ExperimentError:
             return
         self.capacity.update_for(server, workload)
+
+    def _toggle_lanes(self, on: bool) -> None:
+        self.gantt.set_lanes(on)
+        self.gantt.sync(self.model, self.model.last_t)
 
     # -- tasks -----------------------------------------------------------------------------------
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:

@@ -55,6 +55,7 @@ class RequestView:
     prefill_s: float | None = None
     decode_tok_s: float | None = None
     error: str | None = None
+    slot: int | None = None  # the server slot that served it, as matched from /slots
 
     def tok_s(self, now: float) -> float | None:
         """Decode rate so far: final (from the server's count) once done, else live."""
@@ -215,6 +216,8 @@ class RunModel:
                 self._busy_now = sum(1 for s in slots if s.get("is_processing"))
                 self._append(self.busy_slots, event.t_ns, self._busy_now)
                 self._track_slots(slots, self.seconds(event.t_ns))
+                if self._assign_slots(slots):
+                    ch.gantt = True
                 ch.samples = True
             case ConfigFinished(summary=summary):
                 if summary is not None:
@@ -246,6 +249,37 @@ class RunModel:
                 spans.append([t, None])
             elif not busy and open_span:
                 spans[-1][1] = t
+
+    def _assign_slots(self, slots: list[dict[str, Any]]) -> bool:
+        """Which request each busy slot serves: llama-server does not say, but /slots tells
+        how many tokens the slot has decoded, and each decoding request has a known count.
+        A slot is matched to the decoding request whose count is nearest (within a few
+        tokens); requests too short to be seen in a sample stay unassigned."""
+        decoding = [
+            v
+            for v in self.requests.values()
+            if v.state == "decoding" and v.config_index == self.server.config_index
+        ]
+        taken = {v.slot for v in decoding if v.slot is not None}
+        free = [v for v in decoding if v.slot is None]
+        assigned = False
+        for slot in slots:
+            slot_id, decoded = slot.get("id"), slot.get("n_decoded")
+            if (
+                not slot.get("is_processing")
+                or not isinstance(slot_id, int)
+                or not isinstance(decoded, int)
+                or decoded < 1
+                or slot_id in taken
+            ):
+                continue
+            best = min(free, key=lambda v: abs(v.chunks - decoded), default=None)
+            if best is not None and abs(best.chunks - decoded) <= 2 + decoded // 5:
+                best.slot = slot_id
+                free.remove(best)
+                taken.add(slot_id)
+                assigned = True
+        return assigned
 
     def _close_slot_spans(self, t: float) -> None:
         for spans in self.slot_spans.values():
