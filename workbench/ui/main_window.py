@@ -55,7 +55,7 @@ from workbench.ui.run_model import RunModel
 from workbench.ui.server_panel import ServerPanel
 from workbench.ui.server_plots import ServerPlots
 from workbench.ui.slo_panel import SloPanel
-from workbench.ui.slo_panel import evaluate as evaluate_slo
+from workbench.ui.slo_panel import evaluate as evaluate_session_slo
 from workbench.ui.stream_grid import StreamGrid
 from workbench.ui.theme import app_icon
 
@@ -261,7 +261,7 @@ class MainWindow(QMainWindow):
             self.slo_panel.show_message("Set at least one SLO above zero.")
             return
         try:
-            results, summaries = await asyncio.to_thread(evaluate_slo, path, slo)
+            results, summaries = await asyncio.to_thread(evaluate_session_slo, path, slo)
         except WorkbenchError as exc:
             self.slo_panel.show_message(str(exc))
             return
