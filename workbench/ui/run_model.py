@@ -345,13 +345,8 @@ class RunModel:
         if not self.requests:
             return []
         current = max(v.config_index for v in self.requests.values())
-        return [
-            v
-            for v in self.ordered()
-            if v.config_index == current
-            and v.repeat
-            == max(r.repeat for r in self.requests.values() if r.config_index == current)
-        ]
+        repeat = max(v.repeat for v in self.requests.values() if v.config_index == current)
+        return [v for v in self.ordered() if v.config_index == current and v.repeat == repeat]
 
 
 def predicted_footprint_mib(facts: dict[str, Any]) -> float | None:
