@@ -12,6 +12,7 @@ from PySide6.QtCore import QPointF
 from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QToolTip, QWidget
 
+from workbench.ui.live_plot import cache_axes
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme import series_color, state_color
 
@@ -54,6 +55,7 @@ class GanttView(pg.PlotWidget):
         plot.setMouseEnabled(x=True, y=False)
         plot.disableAutoRange()
         plot.setXRange(0, MIN_SPAN_S, padding=0)
+        cache_axes(plot)
         self._x_max = MIN_SPAN_S
         self._rows_shown = 0
         self._row_count = 0
@@ -116,7 +118,9 @@ class GanttView(pg.PlotWidget):
         plot = self.getPlotItem()
         if self._row_count != self._rows_shown:
             self._rows_shown = self._row_count
-            plot.setYRange(-0.6, max(self._rows_shown, 1) - 0.4, padding=0)
+            rows = max(self._rows_shown, 1)
+            band = max(0.9, rows * 0.09)  # room above the first row for the markers' labels
+            plot.setYRange(-0.5 - band, rows - 0.4, padding=0)
         if now > 0.92 * self._x_max or now < 0.3 * self._x_max - MIN_SPAN_S:
             self._x_max = max(MIN_SPAN_S, now * 1.5)
             plot.setXRange(0, self._x_max, padding=0)
@@ -143,7 +147,11 @@ class GanttView(pg.PlotWidget):
                 angle=90,
                 pen=pen,
                 label=label,
-                labelOpts={"position": 0.02, "color": series_color("marker")},
+                labelOpts={
+                    "position": 0.01,
+                    "anchors": [(0, 0), (0, 0)],
+                    "color": series_color("marker"),
+                },
             )
             self.getPlotItem().addItem(line)
             self._marks.append(line)

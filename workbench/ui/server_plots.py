@@ -7,6 +7,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
+from workbench.ui.live_plot import add_legend, cache_axes
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme import series_color
 
@@ -26,6 +27,7 @@ def _time_plot(name: str, title: str, title_size: str = "11pt") -> pg.PlotWidget
     plot.setTitle(title, size=title_size)
     plot.showGrid(x=True, y=True, alpha=0.2)
     plot.disableAutoRange()  # x follows the Gantt (linked by the window); y grows in steps
+    cache_axes(plot)
     return widget
 
 
@@ -35,20 +37,21 @@ class ServerPlots(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.memory = _time_plot("memoryPlot", "Server memory")
+        self.memory = _time_plot("memoryPlot", "Memory: RSS vs predicted")
+        self.memory.setToolTip(
+            "RSS: resident memory of llama-server and its child processes.\n"
+            "predicted: model + KV cache + compute buffers, from the server's startup log."
+        )
         mem = self.memory.getPlotItem()
         mem.setLabel("left", "RSS", units="MiB")
-        mem.addLegend(offset=(-10, -10), labelTextSize="9pt")  # below the curve
-        self.rss_curve = mem.plot([], [], pen=_pen("rss"), name="RSS (incl. children)")
+        add_legend(mem, offset=(-10, -10))  # below the curve
+        self.rss_curve = mem.plot([], [], pen=_pen("rss"), name="RSS")
         self.gpu_curve: pg.PlotDataItem | None = None  # added when a GPU reports memory
-        self.predicted = mem.plot(
-            [], [], pen=_pen("predicted", dashed=True), name="predicted: model + KV + compute"
-        )
+        self.predicted = mem.plot([], [], pen=_pen("predicted", dashed=True), name="predicted")
 
         self.queue = _time_plot("queuePlot", "Requests in the server")
         q = self.queue.getPlotItem()
-        q.setLabel("bottom", "time since start", units="s")
-        q.addLegend(offset=(-10, 10), labelTextSize="9pt")
+        add_legend(q, offset=(-10, 10))
         self.processing = q.plot([], [], pen=_pen("processing"), name="processing")
         self.deferred = q.plot([], [], pen=_pen("deferred"), name="deferred (queued)")
         self.busy = q.plot([], [], pen=_pen("busy_slots"), name="busy slots")
@@ -56,6 +59,10 @@ class ServerPlots(QWidget):
         self.slots = _time_plot("slotsStrip", "Slots busy (from /slots)", "9pt")
         strip = self.slots.getPlotItem()
         strip.setLabel("left", "slot")
+        strip.setLabel("bottom", "time since start", units="s")
+        # One time scale for the three: its numbers once, under the bottom plot.
+        for upper in (mem, q):
+            upper.getAxis("bottom").setStyle(showValues=False)
         strip.invertY(True)
         strip.setMouseEnabled(x=True, y=False)
         self.slot_bars = pg.BarGraphItem(
@@ -71,14 +78,14 @@ class ServerPlots(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.memory, 3)
         layout.addWidget(self.queue, 2)
-        self.slots.setMinimumHeight(90)
+        self.slots.setMinimumHeight(120)
         layout.addWidget(self.slots, 1)
 
     def sync(self, model: RunModel) -> None:
         self.rss_curve.setData(*map(np.asarray, model.rss))
         if model.gpu[0] and self.gpu_curve is None:
             self.gpu_curve = self.memory.getPlotItem().plot(
-                [], [], pen=_pen("processing"), name="GPU memory (NVML)"
+                [], [], pen=_pen("processing"), name="GPU (NVML)"
             )
         if self.gpu_curve is not None:
             self.gpu_curve.setData(*map(np.asarray, model.gpu))

@@ -8,8 +8,17 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette, QPen
+from PySide6.QtCore import QRect, QRectF, QSize, Qt
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+    QPen,
+    QResizeEvent,
+    QShowEvent,
+)
 from PySide6.QtWidgets import (
     QFrame,
     QGridLayout,
@@ -42,6 +51,42 @@ def grid_shape(n: int, area_aspect: float = 1.8, pane_aspect: float = 1.8) -> tu
     return cols, math.ceil(n / cols)
 
 
+class TailText(QWidget):
+    """Word-wrapped text anchored at the bottom, showing whole lines only (the newest).
+
+    Painted by hand rather than by a QLabel: a label's new text re-lays out its pane and the
+    grid every frame (size hints of wrapped text), while this widget only repaints itself."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
+        self._text = ""
+
+    def text(self) -> str:
+        return self._text
+
+    def setText(self, text: str) -> None:
+        if text != self._text:
+            self._text = text
+            self.update()
+
+    def sizeHint(self) -> QSize:
+        return QSize(80, 2 * self.fontMetrics().lineSpacing())
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Window))
+        line = self.fontMetrics().lineSpacing()
+        whole = (self.height() // line) * line  # the top line never shows cut in half
+        area = QRect(0, self.height() - whole, self.width(), whole)
+        painter.setClipRect(area)
+        painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
+        flags = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom
+        painter.drawText(area, int(flags) | int(Qt.TextFlag.TextWordWrap), self._text)
+        painter.end()
+
+
 class StreamPane(QFrame):
     """A request's live text (its tail: what fits the pane) under a header with its state.
 
@@ -62,11 +107,7 @@ class StreamPane(QFrame):
         self.stats.setObjectName("paneStats")
         # Clip rather than widen: 64 panes must fit whatever the window size.
         self.stats.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.body = QLabel()
-        self.body.setWordWrap(True)
-        self.body.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom)
-        self.body.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
-        self.body.setTextFormat(Qt.TextFormat.PlainText)
+        self.body = TailText()
         header = QHBoxLayout()
         header.setContentsMargins(0, 0, 0, 0)
         header.addWidget(self.title)
@@ -151,22 +192,53 @@ def pane_stats(view: RequestView, now: float) -> str:
 
 
 class StreamGrid(QWidget):
-    """Lays out panes for the requests of the configuration running now (1 to 64)."""
+    """Lays out panes for the requests of the configuration running now (1 to 64).
+
+    The panes live in an inner widget placed by hand, not through a layout of this one: a
+    pane's text change re-lays out its grid, and a grid inside the window's layouts would
+    pass that up to the splitters on every frame (Qt re-asks a layout's parent each time it
+    is activated), re-laying out the plots beside it."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._layout = QGridLayout(self)
+        self.setMinimumSize(120, 80)
+        self._inner = QWidget(self)
+        self._layout = QGridLayout(self._inner)
         self._layout.setContentsMargins(4, 4, 4, 4)
         self._layout.setSpacing(4)
         # Built up front: creating 64 panes when a run starts would stall that frame.
-        self._pool: list[StreamPane] = [StreamPane(self) for _ in range(MAX_PANES)]
+        self._pool: list[StreamPane] = [StreamPane(self._inner) for _ in range(MAX_PANES)]
         for pane in self._pool:
             pane.hide()
+            pane.ensurePolished()
         self.panes: dict[tuple[int, int, int], StreamPane] = {}
         self._ticks = 0
+        self._warmed = False
         self._placeholder = QLabel("Press Run: one pane per concurrent request appears here.")
         self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self._layout.addWidget(self._placeholder, 0, 0)
+
+    def sizeHint(self) -> QSize:
+        return QSize(640, 400)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        """Show every pane once, hidden again before anything paints, when the window first
+        appears: a widget's first show costs several times later ones, and 64 of them at
+        the start of a run stall that frame."""
+        super().showEvent(event)
+        if self._warmed:
+            return
+        self._warmed = True
+        for i, pane in enumerate(self._pool):
+            self._layout.addWidget(pane, i // 8, i % 8)
+            pane.show()
+        for pane in self._pool:
+            self._layout.removeWidget(pane)
+            pane.hide()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._inner.setGeometry(self.rect())
 
     def sync(
         self, model: RunModel, changed: set[tuple[int, int, int]], relayout: bool, now: float
@@ -191,15 +263,17 @@ class StreamGrid(QWidget):
                 pane.show_state(view, now, stats=False)
 
     def _lay_out(self, model: RunModel, views: list[RequestView]) -> None:
-        for pane in self.panes.values():
+        """Rebind the pool's first panes to ``views``; panes already showing stay shown (a
+        first show is the costly part of laying out 64 panes)."""
+        in_use = len(self.panes)
+        for pane in self._pool[:in_use]:
             self._layout.removeWidget(pane)
+        for pane in self._pool[len(views) : in_use]:
             pane.hide()
         self.panes = {}
         self._placeholder.setVisible(not views)
         aspect = self.width() / self.height() if self.height() > 0 else 1.8
         cols, _ = grid_shape(len(views), area_aspect=min(max(aspect, 0.5), 4.0))
-        while len(self._pool) < len(views):
-            self._pool.append(StreamPane(self))
         font = QFont(self.font())
         font.setPointSizeF(max(7.0, self.font().pointSizeF() * (1.0 if len(views) <= 16 else 0.8)))
         for i, view in enumerate(views):

@@ -1,0 +1,93 @@
+"""The stream grid's cost and looks: whole lines in a pane, and token updates that stay
+inside the grid instead of re-laying out the window."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QColor, QImage, QPalette
+from PySide6.QtWidgets import QLabel, QSplitter
+
+from tests.ui.test_run_model import S, started
+from workbench.engine.events import FirstToken, TokenChunkArrived
+from workbench.ui.run_model import RunModel
+from workbench.ui.stream_grid import MAX_PANES, StreamGrid, TailText
+
+
+def rows_with_ink(widget: TailText) -> list[int]:
+    image = QImage(widget.size(), QImage.Format.Format_ARGB32)
+    widget.render(image)
+    background = widget.palette().color(QPalette.ColorRole.Window).rgb()
+    return [
+        y
+        for y in range(image.height())
+        if any(image.pixel(x, y) != background for x in range(image.width()))
+    ]
+
+
+def test_a_pane_shows_the_newest_whole_lines_and_no_cut_line(qtbot):
+    text = TailText()
+    qtbot.addWidget(text)
+    palette = text.palette()
+    palette.setColor(QPalette.ColorRole.Window, QColor("#000000"))
+    palette.setColor(QPalette.ColorRole.WindowText, QColor("#ffffff"))
+    text.setPalette(palette)
+    line = text.fontMetrics().lineSpacing()
+    text.resize(200, int(2.5 * line))  # room for two and a half lines
+    text.setText(" ".join(f"word{i}" for i in range(200)) + " LAST")
+    ink = rows_with_ink(text)
+    assert ink, "nothing drawn"
+    # Two whole lines at the bottom; the half line's room above them stays empty.
+    assert min(ink) >= text.height() - 2 * line
+    assert max(ink) > text.height() - line  # the newest line is at the bottom
+
+
+def test_short_text_sits_at_the_bottom(qtbot):
+    text = TailText()
+    qtbot.addWidget(text)
+    line = text.fontMetrics().lineSpacing()
+    text.resize(300, 5 * line)
+    text.setText("hello")
+    assert text.text() == "hello"
+    assert min(rows_with_ink(text)) >= text.height() - line
+
+
+class LayoutRequests(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.count += 1
+        return False
+
+
+def test_tokens_in_64_panes_do_not_re_lay_out_the_window(qtbot):
+    """A pane's new text must not travel up to the splitters: re-laying out the plots
+    beside the grid at 30 Hz is what made frames late with 64 streams."""
+    splitter = QSplitter(Qt.Orientation.Vertical)
+    grid = StreamGrid()
+    splitter.addWidget(grid)
+    splitter.addWidget(QLabel("the Gantt would be here"))
+    qtbot.addWidget(splitter)
+    splitter.resize(1200, 900)
+    splitter.show()
+    qtbot.waitExposed(splitter)
+    model = RunModel()
+    started(model, MAX_PANES)
+    keys = [(0, 0, i) for i in range(MAX_PANES)]
+    model.apply([FirstToken(*key, S) for key in keys])
+    grid.sync(model, set(keys), True, 1.0)
+    assert len(grid.panes) == MAX_PANES and all(p.isVisible() for p in grid.panes.values())
+    qtbot.wait(50)  # the first layout settles
+
+    watch = LayoutRequests()
+    splitter.installEventFilter(watch)
+    for tick in range(12):  # two seconds' worth of header numbers, text on every tick
+        t = (2 + tick) * S
+        model.apply([TokenChunkArrived(*key, t, f" token{tick}") for key in keys])
+        grid.sync(model, set(keys), False, t / S)
+        qtbot.wait(5)
+    splitter.removeEventFilter(watch)
+    assert watch.count == 0
+    assert all("token11" in pane.body.text() for pane in grid.panes.values())
