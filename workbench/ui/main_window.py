@@ -96,7 +96,8 @@ class MainWindow(QMainWindow):
         self.confirm_close = True  # ask before stopping a run; off for scripted runs
         self._ticks = 0
         self._sized_for = 0
-        self._plots_stale = False
+        self._gantt_stale = False
+        self._server_stale = False
 
         self.form = ExperimentForm()
         self.server_panel = ServerPanel()
@@ -433,12 +434,15 @@ class MainWindow(QMainWindow):
         now = max(self.model.last_t, now or 0.0)
         self.grid.sync(self.model, changes.requests, changes.layout or force, now)
         self._ticks += 1
-        self._plots_stale = self._plots_stale or bool(changes.gantt or changes.samples)
+        self._gantt_stale = self._gantt_stale or changes.gantt
+        self._server_stale = self._server_stale or changes.samples
         due = self._ticks % PLOT_EVERY_TICKS == 0 or not running or force
-        if (self._plots_stale or running or force) and due:
+        if (self._gantt_stale or running or force) and due:  # live bars grow with the clock
             self.gantt.sync(self.model, now)
+            self._gantt_stale = False
+        if (self._server_stale or force) and due:  # new only when the sampler reports
             self.plots.sync(self.model)
-            self._plots_stale = False
+            self._server_stale = False
         if changes.server or force:
             self._sync_server()
         if changes.results or force:
