@@ -113,6 +113,16 @@ class SlotsSample:
 
 
 @dataclass(frozen=True)
+class SlotMatched:
+    """The server slot that served a finished request (from the server's log)."""
+
+    config_index: int
+    repeat: int
+    index: int
+    slot: int
+
+
+@dataclass(frozen=True)
 class ConfigFinished:
     config_index: int
     status: str  # ok / failed / cancelled

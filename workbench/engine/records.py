@@ -37,6 +37,7 @@ class RequestRecord:
     usage: dict[str, Any] | None = None
     timings: dict[str, Any] | None = None
     chunks: list[TokenChunk] = field(default_factory=list)
+    slot: int | None = None  # the server slot that served it, from the server's log
 
     @property
     def text(self) -> str:

@@ -32,6 +32,7 @@ from workbench.engine.events import (
     Notice,
     ServerReady,
     ServerStateChanged,
+    SlotMatched,
 )
 from workbench.engine.experiment import Experiment, RunConfig
 from workbench.engine.external import ExternalServer, probe_external
@@ -41,9 +42,11 @@ from workbench.engine.records import RequestRecord
 from workbench.engine.sampler import ServerSampler
 from workbench.engine.server import LlamaServer, describe_exit
 from workbench.engine.session import SessionWriter, create_session
+from workbench.engine.slot_log import SlotLog
 from workbench.engine.workload import arrival_offsets, make_client, plan_records, run_requests
 
 SWITCH_INTERVAL_S = 0.0005
+SLOT_LOG_INTERVAL_S = 0.25
 
 
 @dataclass
@@ -255,6 +258,8 @@ class ExperimentRunner:
             )
         records: list[RequestRecord] = []
         status, error, log_tail, facts, slots = "ok", None, "", {}, None
+        slot_log: SlotLog | None = None
+        watch: asyncio.Task[None] | None = None
         try:
             if self.external:
                 assert self.external_server is not None
@@ -272,6 +277,8 @@ class ExperimentRunner:
                     )
                 )
                 self._warn_about_context(config, server)
+                slot_log = SlotLog(server.log_path)
+                watch = asyncio.create_task(self._watch_slots(slot_log, records))
             async with make_client(base_url, workload) as client:
                 if workload.warmup:
                     warm = self._plan(idx, -1, workload.warmup, warmup=True)
@@ -298,11 +305,28 @@ class ExperimentRunner:
             status, error = "failed", str(exc)
             self.emit(Notice("error", f"[{config.label}] {exc}", idx))
         finally:
+            if watch is not None:
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch
             if self._server is not None:
                 log_tail = self._server.log_tail(40)
             self._stop_server()
+            if slot_log is not None:  # the log is complete now: the last requests' slots
+                self._emit_slots(slot_log.assign(records))
             summary = self._summarize(config, records, facts, slots, status, error)
             self.emit(ConfigFinished(idx, status, error, log_tail, summary))
+
+    async def _watch_slots(self, slot_log: SlotLog, records: list[RequestRecord]) -> None:
+        """Name the slot of each finished request as the server logs it (lanes by slot)."""
+        while True:
+            await asyncio.sleep(SLOT_LOG_INTERVAL_S)
+            self._emit_slots(slot_log.assign(records))
+
+    def _emit_slots(self, matched: list[RequestRecord]) -> None:
+        for r in matched:
+            assert r.slot is not None
+            self.emit(SlotMatched(r.config_index, r.repeat, r.index, r.slot))
 
     def _plan(self, idx: int, repeat: int, count: int, warmup: bool = False) -> list[RequestRecord]:
         assert self.prompts is not None

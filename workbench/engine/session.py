@@ -35,11 +35,14 @@ from workbench.engine.events import (
     RequestFinished,
     ServerReady,
     ServerStateChanged,
+    SlotMatched,
     SlotsSample,
 )
 from workbench.engine.records import RequestRecord, TokenChunk
 
-SCHEMA_VERSION = 2  # 2: gpu_samples (a version-1 file reads as having none)
+# 2: gpu_samples (a version-1 file reads as having none)
+# 3: request_slots (older files read as requests with no slot known)
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE session (
@@ -107,6 +110,10 @@ CREATE TABLE process_samples (
     config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, rss_bytes INTEGER, cpu_percent REAL
 );
 CREATE TABLE gpu_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, gpu_bytes INTEGER);
+CREATE TABLE request_slots (
+    config_idx INTEGER NOT NULL, idx INTEGER NOT NULL, slot INTEGER NOT NULL,
+    PRIMARY KEY (config_idx, idx)
+);
 CREATE TABLE metrics_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, values_json TEXT);
 CREATE TABLE slots_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, slots_json TEXT);
 CREATE TABLE server_states (
@@ -125,6 +132,7 @@ RECORDED_EVENTS = (
     GpuSample,
     MetricsSample,
     SlotsSample,
+    SlotMatched,
     ConfigFinished,
     Notice,
     ExperimentFinished,
@@ -281,6 +289,11 @@ class SessionWriter:
                     "INSERT INTO metrics_samples VALUES (?,?,?)",
                     (event.config_index, event.t_ns, json.dumps(event.values)),
                 )
+            case SlotMatched():
+                conn.execute(
+                    "INSERT OR REPLACE INTO request_slots VALUES (?,?,?)",
+                    (event.config_index, event.index, event.slot),
+                )
             case SlotsSample():
                 conn.execute(
                     "INSERT INTO slots_samples VALUES (?,?,?)",
@@ -377,6 +390,13 @@ class Session:
             (config_index,),
         ):
             chunks.setdefault(request_idx, []).append(TokenChunk(t_ns, text))
+        slots: dict[int, int] = {}
+        if self.schema_version >= 3:
+            slots = dict(
+                self._conn.execute(
+                    "SELECT idx, slot FROM request_slots WHERE config_idx=?", (config_index,)
+                ).fetchall()
+            )
         out = []
         for row in self._conn.execute(
             "SELECT idx, repeat, warmup, prompt, t_scheduled_ns, t_submit_ns, t_first_token_ns, "
@@ -420,6 +440,7 @@ class Session:
                     json.loads(usage) if usage else None,
                     json.loads(timings) if timings else None,
                     chunks.get(idx, []),
+                    slots.get(idx),
                 )
             )
         return out

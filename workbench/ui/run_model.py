@@ -25,6 +25,7 @@ from workbench.engine.events import (
     RequestSubmitted,
     ServerReady,
     ServerStateChanged,
+    SlotMatched,
     SlotsSample,
     TokenChunkArrived,
 )
@@ -55,7 +56,9 @@ class RequestView:
     prefill_s: float | None = None
     decode_tok_s: float | None = None
     error: str | None = None
-    slot: int | None = None  # the server slot that served it, as matched from /slots
+    # The server slot that served it: guessed live from /slots, then named by the server's
+    # log (exact) once the request is done.
+    slot: int | None = None
 
     def tok_s(self, now: float) -> float | None:
         """Decode rate so far: final (from the server's count) once done, else live."""
@@ -197,6 +200,11 @@ class RunModel:
                     ch.requests.add((view.config_index, view.repeat, view.index))
             case RequestFinished(record=record) if not record.warmup:
                 self._finish(record, ch)
+            case SlotMatched():
+                view = self.requests.get((event.config_index, event.repeat, event.index))
+                if view is not None:
+                    view.slot = event.slot
+                    ch.gantt = True
             case ProcessSample():
                 self._append(self.rss, event.t_ns, event.rss_bytes / 2**20)
                 self._append(self.cpu, event.t_ns, event.cpu_percent)
@@ -298,6 +306,8 @@ class RunModel:
         view.t_done = self._t(record.t_done_ns) if record.t_done_ns else self.last_t
         metrics = request_metrics(record)
         view.output_tokens = record.output_tokens[0]
+        if record.slot is not None:
+            view.slot = record.slot
         if metrics is not None:
             view.state = "done"
             view.ttft_s, view.queue_s, view.prefill_s = (
