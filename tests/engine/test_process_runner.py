@@ -8,7 +8,7 @@ from workbench.engine.errors import ModelFileError
 from workbench.engine.events import FirstToken, RequestFinished, TokenChunkArrived
 from workbench.engine.experiment import parse_experiment
 from workbench.engine.process_runner import ProcessRunner, coalesce
-from workbench.engine.records import RequestRecord
+from workbench.engine.records import RequestRecord, TokenChunk
 from workbench.engine.runner import RunOptions
 
 
@@ -30,6 +30,16 @@ def test_coalesce_merges_each_requests_chunks_and_keeps_everything_else_in_place
         done,
     ]
     assert coalesce([]) == []
+
+
+def test_finished_requests_travel_without_chunks_when_the_server_counted_tokens():
+    chunks = [TokenChunk(i, "x") for i in range(300)]
+    counted = RequestRecord(0, 0, 1, "p", ok=True, usage={"completion_tokens": 300}, chunks=chunks)
+    uncounted = RequestRecord(0, 0, 2, "p", ok=True, chunks=chunks)
+    slim, kept = coalesce([RequestFinished(counted), RequestFinished(uncounted)])
+    assert slim.record.chunks == [] and slim.record.output_tokens == (300, "usage")
+    assert slim.record.t_submit_ns == counted.t_submit_ns and counted.chunks == chunks
+    assert kept.record.chunks == chunks  # its count is its chunks
 
 
 def test_an_error_while_preparing_comes_back_with_its_class(tmp_path):

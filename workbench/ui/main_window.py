@@ -436,7 +436,8 @@ class MainWindow(QMainWindow):
         self._ticks += 1
         self._gantt_stale = self._gantt_stale or changes.gantt
         self._server_stale = self._server_stale or changes.samples
-        due = self._ticks % PLOT_EVERY_TICKS == 0 or not running or force
+        # Not in the tick that laid out the grid (up to 64 panes): that frame is full.
+        due = (self._ticks % PLOT_EVERY_TICKS == 0 and not changes.layout) or not running or force
         if (self._gantt_stale or running or force) and due:  # live bars grow with the clock
             self.gantt.sync(self.model, now)
             self._gantt_stale = False
