@@ -91,3 +91,29 @@ def test_tokens_in_64_panes_do_not_re_lay_out_the_window(qtbot):
     splitter.removeEventFilter(watch)
     assert watch.count == 0
     assert all("token11" in pane.body.text() for pane in grid.panes.values())
+
+
+def test_whole_texts_bound_at_once_fill_the_panes(qtbot):
+    """A reopened session binds every text at once, before the panes have their new size
+    (they were last laid out 8 by 8): each must keep enough to fill the pane it becomes."""
+    grid = StreamGrid()
+    qtbot.addWidget(grid)
+    grid.resize(1200, 700)
+    grid.show()
+    qtbot.waitExposed(grid)
+    model = RunModel()
+    started(model, 4)
+    text = " ".join(f"word{i}" for i in range(600))
+    keys = [(0, 0, i) for i in range(4)]
+    model.apply([FirstToken(*key, S) for key in keys])
+    model.apply([TokenChunkArrived(*key, 2 * S, text) for key in keys])
+    grid.sync(model, set(keys), True, 2.0)
+    qtbot.wait(50)
+    for pane in grid.panes.values():
+        metrics = pane.body.fontMetrics()
+        per_line = pane.body.width() // metrics.averageCharWidth()
+        lines = pane.body.height() // metrics.lineSpacing()
+        assert lines >= 8
+        shown = pane.body.text()
+        assert per_line * lines <= len(shown) <= pane.capacity()
+        assert shown.endswith("word599") and pane.text.endswith(shown)

@@ -33,6 +33,7 @@ from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme import state_color
 
 MAX_PANES = 64
+KEPT_CHARS = 4000  # a pane keeps this much of its text, and shows the tail that fits
 STATS_EVERY_TICKS = 6  # the numbers in a pane's header change at ~5 Hz, its text at ~30 Hz
 
 
@@ -133,15 +134,12 @@ class StreamPane(QFrame):
         self._state = self._stats = ""
 
     def append(self, text: str) -> None:
-        if not text:
-            return
-        text = self.text + text
-        keep = self.capacity()
-        if len(text) > keep:  # start at a word, not mid-word
-            cut = text.find(" ", len(text) - keep)
-            text = text[cut + 1 :] if 0 <= cut < len(text) - keep // 2 else text[-keep:]
-        self.text = text
-        self.body.setText(self.text)
+        if text:
+            self.text = word_tail(self.text + text, KEPT_CHARS)
+            self._show_tail()
+
+    def _show_tail(self) -> None:
+        self.body.setText(word_tail(self.text, self.capacity()))
 
     def capacity(self) -> int:
         """About how many characters the body shows, with a margin: laying out (and
@@ -150,6 +148,12 @@ class StreamPane(QFrame):
         per_line = max(10, self.body.width() // max(1, metrics.averageCharWidth()))
         lines = max(2, self.body.height() // max(1, metrics.lineSpacing()))
         return int(per_line * lines * 1.5) + 40
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """A bigger pane shows more of the kept text: a reopened session binds whole texts
+        before the panes have their size."""
+        super().resizeEvent(event)
+        self._show_tail()
 
     def show_state(self, view: RequestView, now: float, stats: bool = True) -> None:
         if view.state != self._state:
@@ -176,6 +180,14 @@ class StreamPane(QFrame):
         painter.setPen(pen)
         painter.drawRoundedRect(QRectF(self.rect()).adjusted(1, 1, -1, -1), 4, 4)
         painter.end()
+
+
+def word_tail(text: str, keep: int) -> str:
+    """The last ``keep`` characters or fewer, starting at a word, not mid-word."""
+    if len(text) <= keep:
+        return text
+    cut = text.find(" ", len(text) - keep)
+    return text[cut + 1 :] if 0 <= cut < len(text) - keep // 2 else text[-keep:]
 
 
 def pane_stats(view: RequestView, now: float) -> str:
