@@ -76,3 +76,17 @@ def test_export_charts_of_one_session_and_bad_formats(recorded_session, tmp_path
     assert sorted(p.suffix for p in charts.iterdir()) == [".png"] * 5 + [".svg"] * 5
     assert main(["export", str(recorded_session), "--charts", str(charts), "--format", "gif"]) == 1
     assert "--format takes png, svg and/or pdf" in capsys.readouterr().err
+
+
+def test_export_png_svg_pdf_each_to_its_folder(recorded_session, tmp_path, capsys):
+    folders = {fmt: tmp_path / fmt for fmt in ("png", "svg", "pdf")}
+    args = [arg for fmt, folder in folders.items() for arg in (f"--{fmt}", str(folder))]
+    assert main(["export", str(recorded_session), *args, "--size", "800x500"]) == 0
+    for fmt, folder in folders.items():
+        files = sorted(folder.iterdir())
+        assert len(files) == 5 and {p.suffix for p in files} == {f".{fmt}"}
+        assert all(p.stat().st_size > 1000 for p in files)
+    out = capsys.readouterr().out
+    assert "wrote 5 PNG charts" in out and "wrote 5 SVG charts" in out and "5 PDF charts" in out
+    assert main(["export", str(recorded_session)]) == 1
+    assert "--png/--svg/--pdf DIR" in capsys.readouterr().err

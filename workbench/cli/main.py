@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--requests-csv", help="per-request CSV")
     export.add_argument("--json", help="the whole session as JSON")
     export.add_argument("--charts", help="a folder for the session's charts")
+    for fmt in ("png", "svg", "pdf"):
+        export.add_argument(
+            f"--{fmt}", metavar="DIR", help=f"a folder for the session's charts as {fmt.upper()}"
+        )
     _add_chart_options(export)
 
     sessions = sub.add_parser("sessions", help="list the sessions in folders")
@@ -654,9 +659,11 @@ def cmd_verdicts(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
-    if not (args.csv or args.json or args.requests_csv or args.charts):
+    by_format = [(fmt, getattr(args, fmt)) for fmt in ("png", "svg", "pdf") if getattr(args, fmt)]
+    if not (args.csv or args.json or args.requests_csv or args.charts or by_format):
         raise WorkbenchError(
-            "say what to write: --csv FILE, --requests-csv FILE, --json FILE and/or --charts DIR"
+            "say what to write: --csv FILE, --requests-csv FILE, --json FILE, --charts DIR "
+            "and/or --png/--svg/--pdf DIR"
         )
     with open_session(args.session) as session:
         if args.csv:
@@ -668,11 +675,18 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
         if args.json:
             write_json(Path(args.json), session)
             console.print(f"wrote {args.json}", markup=False)
-        if args.charts:
+        targets = [(Path(args.charts), None)] if args.charts else []
+        targets += [(Path(folder), fmt) for fmt, folder in by_format]
+        if targets:
             from workbench.ui.report import write_charts
 
-            written = write_charts([session], Path(args.charts), _chart_options(args))
-            console.print(f"wrote {len(written)} charts to {args.charts}", markup=False)
+            for folder, fmt in targets:
+                options = _chart_options(args)
+                if fmt is not None:
+                    options = replace(options, formats=(fmt,))
+                written = write_charts([session], folder, options)
+                what = f"{fmt.upper()} charts" if fmt else "charts"
+                console.print(f"wrote {len(written)} {what} to {folder}", markup=False)
     return 0
 
 

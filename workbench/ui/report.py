@@ -45,7 +45,8 @@ def headless_app() -> QApplication:
 def write_charts(
     sessions: list[Session], out_dir: Path, options: ChartOptions, relative: bool = False
 ) -> list[tuple[str, Path]]:
-    """(title, PNG path) for each chart written (other formats sit beside the PNG)."""
+    """(title, path) for each chart written, in the first of ``options.formats`` (the
+    other formats sit beside it)."""
     headless_app()
     written = []
     for data in chart_data(sessions, relative):
@@ -55,7 +56,7 @@ def write_charts(
             path = export_widget(
                 chart, out_dir / f"{data.key}.{fmt}", options.width, options.height, options.dpi
             )
-            if fmt == "png":
+            if fmt == options.formats[0]:
                 written.append((data.title, path))
         chart.deleteLater()
     return written
