@@ -10,6 +10,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from tests.ui.driving import run
+from workbench.engine import roofline
 from workbench.engine.experiment import parse_experiment
 from workbench.engine.session import open_session
 
@@ -42,7 +43,9 @@ def load(window, text: str) -> None:
     window.form.load(parse_experiment(text))
 
 
-def test_a_real_experiment_fills_every_view(window, loop, qtbot):
+def test_a_real_experiment_fills_every_view(window, loop, qtbot, monkeypatch):
+    # This machine's bandwidth is measured once and cached; the test gives it.
+    monkeypatch.setattr(roofline, "machine_bandwidth", lambda refresh=False: (20e9, False))
     load(window, SWEEP)
     statuses: list[str] = []
     window.run_finished.connect(statuses.append)
@@ -68,6 +71,11 @@ def test_a_real_experiment_fills_every_view(window, loop, qtbot):
     assert "Finished" in window.banner.text()
     assert (window.out_dir / "concurrency.csv").is_file()
     assert window.run_button.isEnabled()
+    run(loop, lambda: window.results.roofline.report is not None, 30)
+    roof = window.results.roofline
+    assert [r.slots for r in roof.report.rows] == [1, 2]
+    assert roof.chart.data.series[0].x == [1.0, 2.0] and roof.chart.point_count() == 4
+    assert "Memory bandwidth 20.0 GB/s" in roof.summary.text()
 
 
 def test_stop_mid_run_keeps_what_finished(window, loop, qtbot):

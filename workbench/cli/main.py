@@ -594,22 +594,16 @@ def cmd_slo(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_roofline(args: argparse.Namespace, console: Console) -> int:
-    from workbench.engine.roofline import machine_bandwidth, roofline
+    from workbench.engine.roofline import session_roofline
 
-    if args.bandwidth_gbs:
-        bandwidth, how = args.bandwidth_gbs * 1e9, "given"
-    else:
-        bandwidth, fresh = machine_bandwidth(refresh=args.remeasure)
-        how = "measured now" if fresh else "measured earlier on this machine"
-    with open_session(args.session) as session:
-        rows = roofline(session, bandwidth)
-        recorded_on = session.hardware.get("hostname")
-    console.print(f"memory bandwidth: {bandwidth / 1e9:.1f} GB/s ({how})", markup=False)
-    import platform
-
-    if not args.bandwidth_gbs and recorded_on and recorded_on != platform.node():
+    report = session_roofline(args.session, args.bandwidth_gbs, refresh=args.remeasure)
+    rows = report.rows
+    console.print(
+        f"memory bandwidth: {report.bandwidth / 1e9:.1f} GB/s ({report.how})", markup=False
+    )
+    if report.recorded_on:
         console.print(
-            f"[yellow]the session was recorded on {escape(recorded_on)}: give its "
+            f"[yellow]the session was recorded on {escape(report.recorded_on)}: give its "
             "bandwidth with --bandwidth-gbs for a fair bound[/yellow]"
         )
     table = Table(header_style="bold")

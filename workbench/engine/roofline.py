@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.engine.hardware import cpu_model
-from workbench.engine.session import Session, summarize_config_records
+from workbench.engine.session import Session, open_session, summarize_config_records
 
 MIB = 2**20
 COPY_MIB = 256
@@ -126,3 +126,29 @@ def roofline(session: Session, bandwidth: float) -> list[RooflineRow]:
             )
         )
     return rows
+
+
+@dataclass(frozen=True)
+class RooflineReport:
+    """A session's roofline with where its bandwidth came from."""
+
+    rows: list[RooflineRow]
+    bandwidth: float  # bytes per second
+    how: str  # given / measured now / measured earlier on this machine
+    recorded_on: str | None  # the session's machine, when it is not this one (bound unfair)
+
+
+def session_roofline(
+    path: str | Path, bandwidth_gbs: float | None = None, refresh: bool = False
+) -> RooflineReport:
+    """The roofline of a session file, against a given bandwidth or this machine's."""
+    if bandwidth_gbs:
+        bandwidth, how = bandwidth_gbs * 1e9, "given"
+    else:
+        bandwidth, fresh = machine_bandwidth(refresh=refresh)
+        how = "measured now" if fresh else "measured earlier on this machine"
+    with open_session(path) as session:
+        rows = roofline(session, bandwidth)
+        host = session.hardware.get("hostname")
+    elsewhere = host if host and host != platform.node() and not bandwidth_gbs else None
+    return RooflineReport(rows, bandwidth, how, elsewhere)

@@ -3,6 +3,7 @@ exported chart is the chart the user saw."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pyqtgraph as pg
@@ -11,7 +12,7 @@ from PySide6.QtCore import QMarginsF, QSizeF
 from PySide6.QtGui import QColor, QPageSize, QPainter, QPdfWriter
 from PySide6.QtWidgets import QApplication, QWidget
 
-from workbench.engine.compare import ChartData
+from workbench.engine.compare import ChartData, Series
 from workbench.engine.errors import OutputDirError
 
 # Distinct, colour-blind-friendly series colours (Okabe-Ito), readable on white and dark.
@@ -59,9 +60,9 @@ class MetricChart(pg.PlotWidget):
                 if label is not None:
                     label.setText(series.name if series else "")
         if self.legend is not None:  # into the corner the curves leave empty
-            rising = any(len(s.y) > 1 and s.y[-1] > s.y[0] for s in data.series)
-            corner = (0, 0) if rising else (1, 0)
-            self.legend.anchor(corner, corner, offset=(10, 10) if rising else (-10, 10))
+            spot = legend_spot(data.series)
+            offset = (10 if spot[0] == 0 else -10, {0: 10, 1: -10}.get(spot[1], 0))
+            self.legend.anchor(spot, spot, offset=offset)
         x_values = sorted({x for s in data.series for x in s.x})
         if data.x_ticks is not None:
             plot.getAxis("bottom").setTicks([data.x_ticks])
@@ -71,6 +72,36 @@ class MetricChart(pg.PlotWidget):
 
     def point_count(self) -> int:
         return sum(len(x) for x, _ in (c.getData() for c in self._curves) if x is not None)
+
+
+LEGEND_SPOTS = ((1, 0), (0, 0), (1, 1), (0, 1), (1, 0.5), (0, 0.5))  # corners first
+
+
+def legend_spot(
+    series: list[Series], box: tuple[float, float] = (0.45, 0.3)
+) -> tuple[float, float]:
+    """Where the legend goes: the corner (or side middle) of the plot, x and y from the top
+    left as pyqtgraph anchors, whose legend-sized box the curves cross least (points and
+    the lines between them, in the data's own range)."""
+    points = [(x, y) for s in series for x, y in zip(s.x, s.y, strict=False)]
+    if not points:
+        return (1, 0)
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    x0, y0 = min(xs), min(ys)
+    w, h = (max(xs) - x0) or 1.0, (max(ys) - y0) or 1.0
+    samples = []
+    for s in series:
+        pairs = list(zip(s.x, s.y, strict=False))
+        for (ax, ay), (bx, by) in itertools.pairwise(pairs):
+            samples += [(ax + (bx - ax) * k / 8, ay + (by - ay) * k / 8) for k in range(8)]
+        samples += pairs[-1:]
+    unit = [((x - x0) / w, 1.0 - (y - y0) / h) for x, y in samples]  # y from the top
+
+    def crossings(spot: tuple[float, float]) -> int:
+        left, top = spot[0] * (1.0 - box[0]), spot[1] * (1.0 - box[1])
+        return sum(left <= u <= left + box[0] and top <= v <= top + box[1] for u, v in unit)
+
+    return min(LEGEND_SPOTS, key=crossings)
 
 
 def export_widget(

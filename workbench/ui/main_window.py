@@ -40,6 +40,7 @@ from workbench.engine.export import write_concurrency_csv, write_requests_csv
 from workbench.engine.library import data_folder, scan
 from workbench.engine.process_runner import ProcessRunner
 from workbench.engine.replay import Playback, load_session_events
+from workbench.engine.roofline import session_roofline
 from workbench.engine.runner import RunOptions, RunResult
 from workbench.engine.server import LlamaServer
 from workbench.engine.session import open_session
@@ -370,6 +371,7 @@ class MainWindow(QMainWindow):
         self.status.setText("running")
         self.model.reset()
         self.results.sync([])
+        self.results.roofline.show_report(None)
         self.subscription = runner.bus.subscribe()
         runner.start()
         self.pump.start()
@@ -391,6 +393,7 @@ class MainWindow(QMainWindow):
         except WorkbenchError as exc:
             self.show_banner(str(exc), "error")
         self._report(result)
+        self._spawn(self.update_roofline(result.session_path))
         return result.status
 
     def _report(self, result: RunResult) -> None:
@@ -484,6 +487,18 @@ class MainWindow(QMainWindow):
         kind = "ok" if status == "complete" else "info"
         self.show_banner(f"Session {path.name} ({status}): press Replay to watch it again.", kind)
         self.status.setText(f"session {path.name}")
+        self._spawn(self.update_roofline(path))
+
+    async def update_roofline(self, path: Path) -> None:
+        """The session's decode against this machine's memory bandwidth (measured once per
+        machine, in a thread: about a second the first time)."""
+        self.results.roofline.show_report(None)
+        try:
+            report = await asyncio.to_thread(session_roofline, path)
+        except WorkbenchError as exc:
+            self.results.roofline.summary.setText(f"No roofline: {exc}")
+            return
+        self.results.roofline.show_report(report)
 
     def open_session_later(self, path: Path, replay_speed: int | None = None) -> None:
         """Open a session (and maybe replay it) from a plain slot, e.g. at start-up."""

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 from workbench.engine.analysis import ConfigSummary
 from workbench.engine.compare import CHART_METRICS, chart_data_from
 from workbench.ui.charts import MetricChart
+from workbench.ui.roofline_view import RooflineView
 from workbench.ui.verdicts_view import VerdictsView
 
 COLUMNS = (
@@ -76,6 +77,8 @@ class ResultsView(QWidget):
         self.tabs.addTab(charts, "Charts")
         self.verdicts = VerdictsView()
         self.tabs.addTab(self.verdicts, "Verdicts")
+        self.roofline = RooflineView()
+        self.tabs.addTab(self.roofline, "Roofline")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.tabs)
