@@ -133,19 +133,21 @@ class GpuProbe:
             self._handles = []
 
     def used_by(self, pids: set[int]) -> int | None:
-        """Bytes of GPU memory held by these processes on all GPUs; None if unknown."""
+        """Bytes of GPU memory held by these processes on all GPUs; None if NVML lists none
+        of them (a server on the CPU, or a container, where NVML gives host PIDs): no
+        curve rather than a flat zero."""
         if not self.available:
             return None
-        total = 0
+        found, total = False, 0
         try:
             for handle in self._handles:
                 for proc in self._nvml.nvmlDeviceGetComputeRunningProcesses(handle):
                     used = getattr(proc, "usedGpuMemory", None)
                     if proc.pid in pids and isinstance(used, int):
-                        total += used
+                        found, total = True, total + used
         except Exception:
             return None
-        return total
+        return total if found else None
 
     def close(self) -> None:
         if self.available:
