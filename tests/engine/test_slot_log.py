@@ -44,6 +44,24 @@ def test_each_finished_task_is_parsed_with_its_slot():
     assert tasks[0].prompt_ms == 179.45 and tasks[0].eval_ms == 31.14
 
 
+# Older builds: one header, then the figures on lines of their own ("\n\r" between).
+OLD_LOG = (
+    "slot print_timing: id  0 | task 7 | \n\rprompt eval time =     179.45 ms /    31 tokens"
+    " (    5.79 ms per token,   172.75 tokens per second)\n\r       eval time =      31.14 ms"
+    " /     4 tokens (   10.38 ms per token,    96.34 tokens per second)\n\r      total time ="
+    "     210.59 ms /    35 tokens\n"
+    "llama_perf_context_print: prompt eval time =     999.00 ms /    31 tokens\n"
+    "llama_perf_context_print:        eval time =      31.14 ms /     4 tokens\n"
+)
+
+
+def test_the_older_log_layout_is_read_too():
+    tasks = parse_slot_timings(OLD_LOG)
+    assert [(t.slot, t.task, t.prompt_ms, t.prompt_n, t.eval_ms, t.eval_n) for t in tasks] == [
+        (0, 7, 179.45, 31, 31.14, 4)
+    ]
+
+
 def test_records_match_their_logged_task_by_counts_and_times(tmp_path):
     log = tmp_path / "server.log"
     log.write_text(LOG)
@@ -62,12 +80,28 @@ def test_a_logged_task_explains_one_request_and_half_written_lines_wait(tmp_path
     log.write_text("".join(lines[:3]) + lines[3][:40])  # its eval line is being written
     slot_log = SlotLog(log)
     first = record(0, 179.45, 31, 31.14, 4)
-    twin = record(1, 179.45, 31, 31.14, 4)
-    assert slot_log.assign([first, twin]) == []
-    log.write_text("".join(lines))
-    assert slot_log.assign([first, twin]) == [first]
-    assert first.slot == 1 and twin.slot is None
+    other = record(1, 11.27, 1, 17.62, 3)
+    assert slot_log.assign([first, other]) == []
+    log.write_text("".join(lines))  # the eval line is complete now
+    assert slot_log.assign([first, other]) == [first, other]
+    assert (first.slot, other.slot) == (1, 0)
+    twin = record(2, 179.45, 31, 31.14, 4)
+    assert slot_log.assign([twin]) == []  # its task already explained the first record
     assert SlotLog(tmp_path / "missing.log").assign([twin]) == []
+
+
+def test_a_request_two_tasks_fit_equally_keeps_no_slot(tmp_path):
+    log = tmp_path / "server.log"
+    same = "slot print_timing: id  {slot} | task {task} | {kind} time =  {ms} ms / {n} tokens\n"
+    log.write_text(
+        "".join(
+            same.format(slot=slot, task=slot, kind=kind, ms=ms, n=n)
+            for slot in (0, 1)
+            for kind, ms, n in (("prompt eval", "100.00", 40), ("eval", "50.00", 8))
+        )
+    )
+    ambiguous = record(0, 100.001, 40, 50.002, 8)
+    assert SlotLog(log).assign([ambiguous]) == [] and ambiguous.slot is None
 
 
 @pytest.mark.server
@@ -96,3 +130,24 @@ def test_a_version_2_session_reads_without_slots(recorded_session, tmp_path):
         assert session.schema_version == 2
         assert all(r.slot is None for c in session.configs for r in session.records(c.index))
         assert len(session.summaries()) == 2
+
+
+@pytest.mark.server
+def test_a_log_that_cannot_be_followed_costs_the_lanes_not_the_run(tmp_path, monkeypatch):
+    from workbench.engine.experiment import parse_experiment
+    from workbench.engine.runner import ExperimentRunner, RunOptions
+
+    def unreadable(self, records):
+        if any(r.ok for r in records):
+            raise ValueError("garbled")
+        return []
+
+    monkeypatch.setattr(SlotLog, "assign", unreadable)
+    experiment = parse_experiment(
+        "[server]\nslots = 1\nctx = 1024\n[workload]\nrequests = 2\nmax_tokens = 4\nwarmup = 0\n"
+    )
+    result = ExperimentRunner(experiment, RunOptions(tmp_path)).run()
+    assert result.status == "complete"
+    with open_session(result.session_path) as session:
+        assert [r.ok for r in session.records(0)] == [True, True]
+        assert any("slot lanes: cannot follow the server log" in n[2] for n in session.notices())

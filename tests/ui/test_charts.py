@@ -24,12 +24,13 @@ def row(label: str, slots: int, bound: float, decode: float | None) -> RooflineR
 
 
 def test_roofline_by_slots_or_by_name():
-    report = RooflineReport(
-        [row("np=1", 1, 250, 70), row("np=2", 2, 240, None)], 25e9, "given", None
+    report = RooflineReport(  # a sweep written as slots = [2, 1]: drawn in slot order
+        [row("np=2", 2, 240, None), row("np=1", 1, 250, 70)], 25e9, "given", None
     )
     data = roofline_chart(report)
     assert data.x_label == "slots" and data.x_ticks is None
-    assert data.series[0].x == [1.0, 2.0] and data.series[1].x == [1.0]  # no decode: no point
+    assert data.series[0].x == [1.0, 2.0] and data.series[0].y == [250, 240]
+    assert data.series[1].x == [1.0]  # no decode: no point
     summary = roofline_summary(report)
     assert "25.0 GB/s (given)" in summary and "np=1, at 28%" in summary
     same_slots = RooflineReport(

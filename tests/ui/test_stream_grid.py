@@ -117,3 +117,15 @@ def test_whole_texts_bound_at_once_fill_the_panes(qtbot):
         shown = pane.body.text()
         assert per_line * lines <= len(shown) <= pane.capacity()
         assert shown.endswith("word599") and pane.text.endswith(shown)
+
+
+def test_panes_bound_before_the_grid_first_shows_stay_shown(qtbot):
+    grid = StreamGrid()
+    qtbot.addWidget(grid)
+    model = RunModel()
+    started(model, 3)
+    grid.sync(model, {(0, 0, i) for i in range(3)}, True, 0.5)
+    grid.resize(900, 500)
+    grid.show()
+    qtbot.waitExposed(grid)
+    assert len(grid.panes) == 3 and all(p.isVisible() for p in grid.panes.values())

@@ -141,13 +141,14 @@ class RooflineReport:
 def session_roofline(
     path: str | Path, bandwidth_gbs: float | None = None, refresh: bool = False
 ) -> RooflineReport:
-    """The roofline of a session file, against a given bandwidth or this machine's."""
-    if bandwidth_gbs:
-        bandwidth, how = bandwidth_gbs * 1e9, "given"
-    else:
-        bandwidth, fresh = machine_bandwidth(refresh=refresh)
-        how = "measured now" if fresh else "measured earlier on this machine"
+    """The roofline of a session file, against a given bandwidth or this machine's
+    (measured after the file opened: a wrong path fails at once)."""
     with open_session(path) as session:
+        if bandwidth_gbs:
+            bandwidth, how = bandwidth_gbs * 1e9, "given"
+        else:
+            bandwidth, fresh = machine_bandwidth(refresh=refresh)
+            how = "measured now" if fresh else "measured earlier on this machine"
         rows = roofline(session, bandwidth)
         host = session.hardware.get("hostname")
     elsewhere = host if host and host != platform.node() and not bandwidth_gbs else None

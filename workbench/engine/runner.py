@@ -305,15 +305,14 @@ class ExperimentRunner:
             status, error = "failed", str(exc)
             self.emit(Notice("error", f"[{config.label}] {exc}", idx))
         finally:
-            if watch is not None:
-                watch.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watch
             if self._server is not None:
                 log_tail = self._server.log_tail(40)
             self._stop_server()
+            if watch is not None:
+                watch.cancel()
+                await asyncio.gather(watch, return_exceptions=True)  # a Stop still propagates
             if slot_log is not None:  # the log is complete now: the last requests' slots
-                self._emit_slots(slot_log.assign(records))
+                self._name_slots(slot_log, records)
             summary = self._summarize(config, records, facts, slots, status, error)
             self.emit(ConfigFinished(idx, status, error, log_tail, summary))
 
@@ -321,12 +320,21 @@ class ExperimentRunner:
         """Name the slot of each finished request as the server logs it (lanes by slot)."""
         while True:
             await asyncio.sleep(SLOT_LOG_INTERVAL_S)
-            self._emit_slots(slot_log.assign(records))
+            if not self._name_slots(slot_log, records):
+                return
 
-    def _emit_slots(self, matched: list[RequestRecord]) -> None:
+    def _name_slots(self, slot_log: SlotLog, records: list[RequestRecord]) -> bool:
+        """Emit the slots the log explains now. The lanes are a view: a log this cannot
+        read costs them (a warning), never the run."""
+        try:
+            matched = slot_log.assign(records)
+        except Exception as exc:
+            self.emit(Notice("warning", f"slot lanes: cannot follow the server log ({exc})"))
+            return False
         for r in matched:
             assert r.slot is not None
             self.emit(SlotMatched(r.config_index, r.repeat, r.index, r.slot))
+        return True
 
     def _plan(self, idx: int, repeat: int, count: int, warmup: bool = False) -> list[RequestRecord]:
         assert self.prompts is not None

@@ -15,12 +15,15 @@ from typing import Any
 
 from workbench.engine.records import RequestRecord
 
-# "slot print_timing: id  1 | task 0 | prompt eval time =     179.45 ms /    31 tokens (..."
-# "slot print_timing: id  1 | task 0 |        eval time =      31.14 ms /     4 tokens (..."
-TIMING_LINE = re.compile(
-    r"slot print_timing: id\s+(?P<slot>\d+) \| task (?P<task>-?\d+) \|\s+"
-    r"(?P<kind>prompt eval|eval) time =\s+(?P<ms>[\d.]+) ms /\s+(?P<n>\d+) tokens"
-)
+# Recent builds (11434 here) write one line per figure:
+#   "slot print_timing: id  1 | task 0 | prompt eval time =     179.45 ms /    31 tokens (..."
+#   "slot print_timing: id  1 | task 0 |        eval time =      31.14 ms /     4 tokens (..."
+# older ones one header, then the figures on lines of their own:
+#   "slot print_timing: id  0 | task 0 | "
+#   "prompt eval time =     179.45 ms /    31 tokens (..."
+#   "       eval time =      31.14 ms /     4 tokens (..."
+HEADER = re.compile(r"slot print_timing: id\s+(?P<slot>\d+) \| task (?P<task>-?\d+) \|")
+FIGURE = re.compile(r"(?P<kind>prompt eval|eval) time =\s+(?P<ms>[\d.]+) ms /\s+(?P<n>\d+) tokens")
 MS_TOLERANCE = 0.006  # the log prints two decimals
 
 
@@ -47,22 +50,37 @@ class SlotTiming:
             return False
 
 
-def parse_slot_timings(
-    text: str, prompt: dict[tuple[int, int], tuple[float, int]] | None = None
-) -> list[SlotTiming]:
-    """Every finished task in a piece of log, in order (a prompt line then its eval line).
-    ``prompt`` carries prompt lines whose eval line is not in ``text`` yet to the next call."""
-    out: list[SlotTiming] = []
-    prompt = {} if prompt is None else prompt
-    for match in TIMING_LINE.finditer(text):
-        key = (int(match["slot"]), int(match["task"]))
-        ms, n = float(match["ms"]), int(match["n"])
-        if match["kind"] == "prompt eval":
-            prompt[key] = (ms, n)
-        elif key in prompt:
-            prompt_ms, prompt_n = prompt.pop(key)
-            out.append(SlotTiming(key[0], key[1], prompt_ms, prompt_n, ms, n))
-    return out
+class SlotTimingParser:
+    """Reads log text piece by piece; a task's figures may arrive in a later piece."""
+
+    def __init__(self) -> None:
+        self._task: tuple[int, int] | None = None  # the last print_timing header's
+        self._prompt: dict[tuple[int, int], tuple[float, int]] = {}
+
+    def feed(self, text: str) -> list[SlotTiming]:
+        """The tasks whose prompt and eval figures are both known now, in log order."""
+        out: list[SlotTiming] = []
+        for line in text.splitlines():
+            header = HEADER.search(line)
+            if header:
+                self._task = (int(header["slot"]), int(header["task"]))
+            figure = FIGURE.search(line, header.end() if header else 0)
+            if figure is None or self._task is None:
+                continue
+            if header is None and line[: figure.start()].strip():
+                continue  # another print's figure (llama_perf_context_print: ...), not a slot's
+            ms, n = float(figure["ms"]), int(figure["n"])
+            if figure["kind"] == "prompt eval":
+                self._prompt[self._task] = (ms, n)
+            elif self._task in self._prompt:
+                prompt_ms, prompt_n = self._prompt.pop(self._task)
+                out.append(SlotTiming(*self._task, prompt_ms, prompt_n, ms, n))
+        return out
+
+
+def parse_slot_timings(text: str) -> list[SlotTiming]:
+    """Every finished task in a whole log, in order."""
+    return SlotTimingParser().feed(text)
 
 
 class SlotLog:
@@ -72,7 +90,7 @@ class SlotLog:
         self.path = path
         self._offset = 0
         self._unmatched: list[SlotTiming] = []
-        self._prompt_lines: dict[tuple[int, int], tuple[float, int]] = {}
+        self._parser = SlotTimingParser()
 
     def _read_new(self) -> None:
         try:
@@ -84,11 +102,12 @@ class SlotLog:
         complete = data.rfind(b"\n") + 1  # a line still being written waits for next time
         self._offset += complete
         text = data[:complete].decode("utf-8", errors="replace")
-        self._unmatched += parse_slot_timings(text, self._prompt_lines)
+        self._unmatched += self._parser.feed(text)
 
     def assign(self, records: list[RequestRecord]) -> list[RequestRecord]:
         """Set ``slot`` on finished records the log now explains; returns those records.
-        Each logged task explains one record at most."""
+        Each logged task explains one record at most, and a record that two logged tasks
+        fit equally (same token counts, times within 0.01 ms) keeps no slot."""
         waiting = [r for r in records if r.slot is None and r.ok and r.timings]
         if not waiting:
             return []
@@ -96,10 +115,9 @@ class SlotLog:
         matched = []
         for record in waiting:
             assert record.timings is not None
-            for i, timing in enumerate(self._unmatched):
-                if timing.matches(record.timings):
-                    record.slot = timing.slot
-                    del self._unmatched[i]
-                    matched.append(record)
-                    break
+            fits = [t for t in self._unmatched if t.matches(record.timings)]
+            if len(fits) == 1:
+                record.slot = fits[0].slot
+                self._unmatched.remove(fits[0])
+                matched.append(record)
         return matched

@@ -99,6 +99,8 @@ class MainWindow(QMainWindow):
         self._sized_for = 0
         self._gantt_stale = False
         self._server_stale = False
+        self._plots_deferred = False
+        self._roofline_for: Path | None = None  # the session the Roofline tab is for
 
         self.form = ExperimentForm()
         self.server_panel = ServerPanel()
@@ -371,6 +373,7 @@ class MainWindow(QMainWindow):
         self.status.setText("running")
         self.model.reset()
         self.results.sync([])
+        self._roofline_for = None
         self.results.roofline.show_report(None)
         self.subscription = runner.bus.subscribe()
         runner.start()
@@ -435,12 +438,14 @@ class MainWindow(QMainWindow):
         if not changes and not running and not force:
             return
         now = max(self.model.last_t, now or 0.0)
-        self.grid.sync(self.model, changes.requests, changes.layout or force, now)
+        laid_out = self.grid.sync(self.model, changes.requests, changes.layout or force, now)
         self._ticks += 1
         self._gantt_stale = self._gantt_stale or changes.gantt
         self._server_stale = self._server_stale or changes.samples
-        # Not in the tick that laid out the grid (up to 64 panes): that frame is full.
-        due = (self._ticks % PLOT_EVERY_TICKS == 0 and not changes.layout) or not running or force
+        due = self._plots_deferred or self._ticks % PLOT_EVERY_TICKS == 0
+        # A frame that laid out the grid (up to 64 panes) is full: plots wait one tick.
+        self._plots_deferred = due and laid_out and running and not force
+        due = (due and not self._plots_deferred) or not running or force
         if (self._gantt_stale or running or force) and due:  # live bars grow with the clock
             self.gantt.sync(self.model, now)
             self._gantt_stale = False
@@ -491,14 +496,18 @@ class MainWindow(QMainWindow):
 
     async def update_roofline(self, path: Path) -> None:
         """The session's decode against this machine's memory bandwidth (measured once per
-        machine, in a thread: about a second the first time)."""
+        machine, in a thread: about a second the first time). A later session or run
+        supersedes it, whichever finishes first."""
+        self._roofline_for = path
         self.results.roofline.show_report(None)
         try:
             report = await asyncio.to_thread(session_roofline, path)
         except WorkbenchError as exc:
-            self.results.roofline.summary.setText(f"No roofline: {exc}")
+            if self._roofline_for == path:
+                self.results.roofline.summary.setText(f"No roofline: {exc}")
             return
-        self.results.roofline.show_report(report)
+        if self._roofline_for == path:
+            self.results.roofline.show_report(report)
 
     def open_session_later(self, path: Path, replay_speed: int | None = None) -> None:
         """Open a session (and maybe replay it) from a plain slot, e.g. at start-up."""

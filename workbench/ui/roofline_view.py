@@ -14,9 +14,10 @@ PLACEHOLDER = "The roofline appears when a run has finished (managed servers onl
 def roofline_chart(report: RooflineReport) -> ChartData:
     """Bound and measured decode tok/s against slots, or side by side by name when the
     configurations share a slot count (a context or batching sweep)."""
-    rows = report.rows
-    slots = [r.slots for r in rows]
+    slots = [r.slots for r in report.rows]
     numeric = len(set(slots)) == len(slots)
+    rows = sorted(report.rows, key=lambda r: r.slots) if numeric else report.rows
+    slots = [r.slots for r in rows]
     x = [float(s) for s in slots] if numeric else [float(i) for i in range(len(rows))]
     measured = [(xi, r.decode_tok_s) for xi, r in zip(x, rows, strict=True) if r.decode_tok_s]
     return ChartData(

@@ -12,6 +12,7 @@ from PySide6.QtCore import QRect, QRectF, QSize, Qt
 from PySide6.QtGui import (
     QColor,
     QFont,
+    QFontMetricsF,
     QPainter,
     QPaintEvent,
     QPalette,
@@ -78,7 +79,7 @@ class TailText(QWidget):
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Window))
-        line = self.fontMetrics().lineSpacing()
+        line = math.ceil(QFontMetricsF(self.font()).lineSpacing())
         whole = (self.height() // line) * line  # the top line never shows cut in half
         area = QRect(0, self.height() - whole, self.width(), whole)
         painter.setClipRect(area)
@@ -241,6 +242,8 @@ class StreamGrid(QWidget):
         if self._warmed:
             return
         self._warmed = True
+        if self.panes:  # bound before the window appeared: those panes are the ones to show
+            return
         for i, pane in enumerate(self._pool):
             self._layout.addWidget(pane, i // 8, i % 8)
             pane.show()
@@ -254,12 +257,15 @@ class StreamGrid(QWidget):
 
     def sync(
         self, model: RunModel, changed: set[tuple[int, int, int]], relayout: bool, now: float
-    ) -> None:
+    ) -> bool:
+        """Update the panes; True when they were laid out anew (a costly frame)."""
+        laid_out = False
         if relayout:
             views = model.current_requests()[:MAX_PANES]
             keys = [(v.config_index, v.repeat, v.index) for v in views]
             if keys != list(self.panes):
                 self._lay_out(model, views)
+                laid_out = True
         self._ticks += 1
         stats_due = self._ticks % STATS_EVERY_TICKS == 0
         for key, pane in self.panes.items():
@@ -273,6 +279,7 @@ class StreamGrid(QWidget):
                 pane.show_state(view, now)
             elif key in changed:
                 pane.show_state(view, now, stats=False)
+        return laid_out
 
     def _lay_out(self, model: RunModel, views: list[RequestView]) -> None:
         """Rebind the pool's first panes to ``views``; panes already showing stay shown (a
