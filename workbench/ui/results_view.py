@@ -22,21 +22,22 @@ from workbench.ui.roofline_view import RooflineView
 from workbench.ui.verdicts_view import VerdictsView
 
 COLUMNS = (
-    # (header, tooltip, value, format): short headers so the lab's table fits a side panel.
+    # (header, tooltip, value, format): short headers on two lines, so the lab's table fits
+    # the side panel of a 1366-pixel-wide screen.
     ("config", "configuration", lambda s: s.label, ""),
     ("np", "slots (-np)", lambda s: s.slots, ""),
-    ("ctx/slot", "n_ctx_slot: context each slot gets", lambda s: s.n_ctx_slot, ""),
+    ("ctx/\nslot", "n_ctx_slot: context each slot gets", lambda s: s.n_ctx_slot, ""),
     (
-        "total s",
+        "total\ns",
         "makespan: first submit to last done",
         lambda s: s.mean.get("makespan_s"),
         "{:.2f}",
     ),
-    ("agg tok/s", "aggregate throughput", lambda s: s.mean.get("agg_tok_s"), "{:.1f}"),
-    ("TTFT p50", "time to first token, median (s)", lambda s: s.mean.get("ttft_p50_s"), "{:.2f}"),
-    ("TTFT max", "time to first token, max (s)", lambda s: s.mean.get("ttft_max_s"), "{:.2f}"),
+    ("agg\ntok/s", "aggregate throughput", lambda s: s.mean.get("agg_tok_s"), "{:.1f}"),
+    ("TTFT\np50", "time to first token, median (s)", lambda s: s.mean.get("ttft_p50_s"), "{:.2f}"),
+    ("TTFT\nmax", "time to first token, max (s)", lambda s: s.mean.get("ttft_max_s"), "{:.2f}"),
     (
-        "decode",
+        "decode\ntok/s",
         "per-request decode tok/s (mean of 1/TPOT)",
         lambda s: s.mean.get("decode_tok_s"),
         "{:.1f}",
