@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QLabel, QSplitter
 from tests.ui.test_run_model import S, started
 from workbench.engine.events import FirstToken, TokenChunkArrived
 from workbench.ui.run_model import RunModel
-from workbench.ui.stream_grid import MAX_PANES, StreamGrid, TailText
+from workbench.ui.stream_grid import MAX_PANES, StreamGrid, TailText, fit_parts
 
 
 def rows_with_ink(widget: TailText) -> list[int]:
@@ -129,3 +129,15 @@ def test_panes_bound_before_the_grid_first_shows_stay_shown(qtbot):
     grid.show()
     qtbot.waitExposed(grid)
     assert len(grid.panes) == 3 and all(p.isVisible() for p in grid.panes.values())
+
+
+def test_a_narrow_pane_drops_its_last_numbers_whole(qtbot):
+    label = QLabel()
+    metrics = label.fontMetrics()
+    parts = ["TTFT 1.23s", "21 tok/s", "64 tok"]
+    full = "TTFT 1.23s · 21 tok/s · 64 tok"
+    assert fit_parts(parts, metrics.horizontalAdvance(full), metrics) == full
+    two = "TTFT 1.23s · 21 tok/s"
+    assert fit_parts(parts, metrics.horizontalAdvance(full) - 5, metrics) == two
+    assert fit_parts(parts, 10, metrics) == "TTFT 1.23s"  # the first, even if clipped
+    assert fit_parts([], 100, metrics) == ""

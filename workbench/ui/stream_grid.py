@@ -12,6 +12,7 @@ from PySide6.QtCore import QRect, QRectF, QSize, Qt
 from PySide6.QtGui import (
     QColor,
     QFont,
+    QFontMetrics,
     QFontMetricsF,
     QPainter,
     QPaintEvent,
@@ -124,6 +125,7 @@ class StreamPane(QFrame):
         self.text = ""
         self._state = ""
         self._stats = ""
+        self._stat_parts: list[str] = []
         self._color = state_color("queued")
 
     def bind(self, view: RequestView, text: str) -> None:
@@ -151,10 +153,11 @@ class StreamPane(QFrame):
         return int(per_line * lines * 1.5) + 40
 
     def resizeEvent(self, event: QResizeEvent) -> None:
-        """A bigger pane shows more of the kept text: a reopened session binds whole texts
-        before the panes have their size."""
+        """A bigger pane shows more of the kept text and of its numbers: a reopened session
+        binds whole texts before the panes have their size."""
         super().resizeEvent(event)
         self._show_tail()
+        self._show_stats()
 
     def show_state(self, view: RequestView, now: float, stats: bool = True) -> None:
         if view.state != self._state:
@@ -169,7 +172,11 @@ class StreamPane(QFrame):
             self.update()
         if not stats:
             return
-        text = pane_stats(view, now)
+        self._stat_parts = pane_stats(view, now)
+        self._show_stats()
+
+    def _show_stats(self) -> None:
+        text = fit_parts(self._stat_parts, self.stats.width(), self.stats.fontMetrics())
         if text != self._stats:
             self._stats = text
             self.stats.setText(text)
@@ -191,8 +198,8 @@ def word_tail(text: str, keep: int) -> str:
     return text[cut + 1 :] if 0 <= cut < len(text) - keep // 2 else text[-keep:]
 
 
-def pane_stats(view: RequestView, now: float) -> str:
-    """TTFT and speed first: a narrow pane clips from the right."""
+def pane_stats(view: RequestView, now: float) -> list[str]:
+    """A pane's numbers, most telling first: TTFT, speed, tokens."""
     parts = []
     if view.ttft_s is not None:
         parts.append(f"TTFT {view.ttft_s:.2f}s")
@@ -201,7 +208,19 @@ def pane_stats(view: RequestView, now: float) -> str:
         parts.append(f"{rate:.0f} tok/s")
     tokens = view.output_tokens if view.output_tokens is not None else view.chunks
     parts.append(f"{tokens} tok")
-    return " · ".join(parts)
+    return parts
+
+
+def fit_parts(parts: list[str], width: int, metrics: QFontMetrics) -> str:
+    """As many whole parts as fit ``width`` (the first one even if it does not): a narrow
+    pane drops its last numbers rather than showing half of one."""
+    text = parts[0] if parts else ""
+    for part in parts[1:]:
+        longer = f"{text} · {part}"
+        if metrics.horizontalAdvance(longer) > width:
+            break
+        text = longer
+    return text
 
 
 class StreamGrid(QWidget):
