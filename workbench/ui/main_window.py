@@ -62,7 +62,8 @@ from workbench.ui.theme import app_icon
 
 # ~33 Hz: with a timer at exactly 33 ms any jitter makes a frame later than 1/30 s.
 PUMP_INTERVAL_MS = 30
-PLOT_EVERY_TICKS = 3  # plots redraw at ~10 Hz: axis text is the costly part of a repaint
+PLOT_EVERY_TICKS = 3  # the Gantt's live bars at ~11 Hz: a repaint per token would be waste
+SERVER_PLOT_EVERY_TICKS = 8  # memory, queue and slots at ~4 Hz, the pace of /metrics and /slots
 BANNER_STYLES = {
     "info": "background:#23407a; color:white; padding:6px; border-radius:4px;",
     "ok": "background:#1f6b4a; color:white; padding:6px; border-radius:4px;",
@@ -442,15 +443,18 @@ class MainWindow(QMainWindow):
         self._ticks += 1
         self._gantt_stale = self._gantt_stale or changes.gantt
         self._server_stale = self._server_stale or changes.samples
-        due = self._plots_deferred or self._ticks % PLOT_EVERY_TICKS == 0
+        gantt_due = self._plots_deferred or self._ticks % PLOT_EVERY_TICKS == 0
+        server_due = self._plots_deferred or self._ticks % SERVER_PLOT_EVERY_TICKS == 0
         # A frame that laid out the grid (up to 64 panes) is full: plots wait one tick.
-        self._plots_deferred = due and laid_out and running and not force
-        due = (due and not self._plots_deferred) or not running or force
-        if (self._gantt_stale or running or force) and due:  # live bars grow with the clock
-            self.gantt.sync(self.model, now)
+        self._plots_deferred = (gantt_due or server_due) and laid_out and running and not force
+        final = not running or force
+        if self._plots_deferred:
+            gantt_due = server_due = False
+        if (self._gantt_stale or running or force) and (gantt_due or final):
+            self.gantt.sync(self.model, now)  # live bars grow with the clock
             self._gantt_stale = False
-        if (self._server_stale or force) and due:  # new only when the sampler reports
-            self.plots.sync(self.model)
+        if (self._server_stale or force) and (server_due or final):
+            self.plots.sync(self.model)  # new only when the sampler reports
             self._server_stale = False
         if changes.server or force:
             self._sync_server()
