@@ -212,11 +212,11 @@ def pane_stats(view: RequestView, now: float) -> list[str]:
 
 
 def fit_parts(parts: list[str], width: int, metrics: QFontMetrics) -> str:
-    """As many whole parts as fit ``width`` (the first one even if it does not): a narrow
-    pane drops its last numbers rather than showing half of one."""
-    text = parts[0] if parts else ""
-    for part in parts[1:]:
-        longer = f"{text} · {part}"
+    """As many whole parts as fit ``width``: a narrow pane drops its last numbers (all of
+    them if it must) rather than showing half of one."""
+    text = ""
+    for part in parts:
+        longer = f"{text} · {part}" if text else part
         if metrics.horizontalAdvance(longer) > width:
             break
         text = longer
@@ -318,7 +318,7 @@ class StreamGrid(QWidget):
             pane = self._pool[i]
             key = (view.config_index, view.repeat, view.index)
             pane.bind(view, model.requests[key].text + model.take_text(key))
-            pane.body.setFont(font)
+            pane.setFont(font)  # header and text: 64 panes must fit a projector's width
             pane.show_state(view, model.last_t)
             self._layout.addWidget(pane, i // cols, i % cols)
             pane.show()
