@@ -6,6 +6,7 @@ the CLI accept and refuse exactly the same experiments; errors are shown on the 
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from pathlib import Path
@@ -109,7 +110,13 @@ class ExperimentForm(QWidget):
         self._combo(("server", "cont_batching"), ["on", "off", "on and off"])
         self._combo(("server", "kv_unified"), list(TRI_STATE))
         self._combo(("server", "cache_type_k"), ["server default", *KV_CACHE_TYPES])
-        self._line(("server", "threads"), "server default")
+        cores = os.cpu_count() or 1
+        threads = self._line(("server", "threads"), f"server default (all {cores} cores)")
+        threads.setToolTip(
+            "llama-server -t. The window itself takes a little CPU while it draws a run; on a\n"
+            f"machine with few cores, {max(1, cores - 1)} thread(s) leave it a core, so the "
+            "numbers match a headless run\n(bench/gui_vs_headless.py measures the difference)."
+        )
         self._line(("server", "extra_args"), "--flag value …")
         self._line(("workload", "requests"), "8")
         self._line(("workload", "concurrency"), "0 = all at once")
