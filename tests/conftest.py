@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import sqlite3
 from pathlib import Path
 
 import psutil
@@ -78,3 +80,14 @@ def recorded_session(tmp_path_factory) -> Path:
     )
     out = tmp_path_factory.mktemp("recorded")
     return ExperimentRunner(experiment, RunOptions(out)).run().session_path
+
+
+def older_session(path: Path, folder: Path, version: int, later_table: str) -> Path:
+    """A copy of a session as an older workbench wrote it: schema ``version``, without a
+    table that came later."""
+    old = folder / f"v{version}.session.sqlite"
+    shutil.copy(path, old)
+    with contextlib.closing(sqlite3.connect(old)) as conn, conn:
+        conn.execute(f"DROP TABLE {later_table}")
+        conn.execute(f"PRAGMA user_version = {version}")
+    return old

@@ -4,14 +4,13 @@ recorded in the session, and absent without a driver. Version-1 sessions read wi
 from __future__ import annotations
 
 import os
-import shutil
-import sqlite3
 import sys
 import time
 import types
 
 import pytest
 
+from tests.conftest import older_session
 from workbench.engine.events import GpuSample
 from workbench.engine.hardware import GpuProbe
 from workbench.engine.replay import session_events
@@ -67,11 +66,7 @@ def test_the_sampler_emits_gpu_samples(fake_nvml):
 
 @pytest.mark.server
 def test_a_version_1_session_reads_without_gpu_samples(recorded_session, tmp_path):
-    old = tmp_path / "v1.session.sqlite"
-    shutil.copy(recorded_session, old)
-    with sqlite3.connect(old) as conn:
-        conn.execute("DROP TABLE gpu_samples")
-        conn.execute("PRAGMA user_version = 1")
+    old = older_session(recorded_session, tmp_path, 1, "gpu_samples")
     with open_session(old) as session:
         assert session.schema_version == 1
         assert session.samples("gpu_samples", 0) == []

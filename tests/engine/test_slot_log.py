@@ -3,11 +3,9 @@ run where every request (12 tokens: too short for /slots samples) gets its slot.
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
-
 import pytest
 
+from tests.conftest import older_session
 from workbench.engine.export import request_rows
 from workbench.engine.records import RequestRecord
 from workbench.engine.replay import session_events
@@ -121,11 +119,7 @@ def test_every_request_of_a_real_run_knows_its_slot(recorded_session):
 
 @pytest.mark.server
 def test_a_version_2_session_reads_without_slots(recorded_session, tmp_path):
-    old = tmp_path / "v2.session.sqlite"
-    shutil.copy(recorded_session, old)
-    with sqlite3.connect(old) as conn:
-        conn.execute("DROP TABLE request_slots")
-        conn.execute("PRAGMA user_version = 2")
+    old = older_session(recorded_session, tmp_path, 2, "request_slots")
     with open_session(old) as session:
         assert session.schema_version == 2
         assert all(r.slot is None for c in session.configs for r in session.records(c.index))
