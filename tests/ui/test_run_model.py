@@ -80,8 +80,16 @@ def test_gantt_segments_split_waiting_into_queue_and_prefill_once_known():
     started(model, 1)
     view = model.ordered()[0]
     assert segments(view, now=1.0) == [("queued", 0.0, 1.0)]
+    # Live, a slot seen prefilling it at 1.2 s turns the rest of its wait amber, not all of it.
+    model.apply([SlotsSample(0, 12 * S // 10, [{"id": 0, "is_processing": True}])])
+    assert view.state == "prefill" and view.t_prefill == 1.2
+    assert segments(view, now=1.5) == [("queued", 0.0, 1.2), ("prefill", 1.2, 1.5)]
     model.apply([FirstToken(0, 0, 0, 2 * S)])
-    assert segments(view, now=2.5) == [("queued", 0.0, 2.0), ("decoding", 2.0, 2.5)]
+    assert segments(view, now=2.5) == [
+        ("queued", 0.0, 1.2),
+        ("prefill", 1.2, 2.0),
+        ("decoding", 2.0, 2.5),
+    ]
     view.state, view.queue_s, view.t_last = "done", 1.5, 3.0
     assert segments(view, now=9.0) == [
         ("queued", 0.0, 1.5),

@@ -37,9 +37,15 @@ def segments(view: RequestView, now: float) -> list[tuple[str, float, float]]:
         spans.append(("prefill", split, view.t_first))
         spans.append(("decoding", view.t_first, view.t_last or view.t_first))
         return [s for s in spans if s[2] > s[1]]
-    if view.t_first is not None:
-        return [("queued", start, view.t_first), ("decoding", view.t_first, now)]
-    return [(view.state if view.state in SEGMENTS else "queued", start, now)]
+    # Live: queued until a slot was seen prefilling it (when it was), then decoding.
+    first = view.t_first if view.t_first is not None else now
+    prefill_from = view.t_prefill if view.t_prefill is not None else first
+    spans = [
+        ("queued", start, prefill_from),
+        ("prefill", prefill_from, first),
+        ("decoding", first, now),
+    ]
+    return [s for s in spans if s[2] > s[1] or s[0] == "queued"]  # a bar from its submit on
 
 
 class GanttView(pg.PlotWidget):

@@ -44,6 +44,7 @@ class RequestView:
     row: int
     state: str = "queued"
     t_submit: float | None = None
+    t_prefill: float | None = None  # live: when /slots first showed a slot prefilling it
     t_first: float | None = None
     t_last: float | None = None
     t_done: float | None = None
@@ -338,7 +339,9 @@ class RunModel:
             state = "prefill" if position < in_prefill else "queued"
             if view.state != state:
                 view.state = state
+                view.t_prefill = self.last_t if state == "prefill" else None
                 ch.requests.add((view.config_index, view.repeat, view.index))
+                ch.gantt = True
 
     def take_text(self, key: tuple[int, int, int]) -> str:
         """Text that arrived since the grid last drew this pane."""
