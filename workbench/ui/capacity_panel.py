@@ -16,10 +16,7 @@ import psutil
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QShowEvent
 from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QHeaderView,
     QLabel,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -28,6 +25,7 @@ from PySide6.QtWidgets import (
 from workbench.engine.discovery import resolve_model
 from workbench.engine.errors import WorkbenchError
 from workbench.engine.planner import ModelFacts, plan, read_model_facts
+from workbench.ui.tables import read_only_table
 
 FIT_COLORS = {"fits": "#3fb27f", "tight": "#e8a33d", "does not fit": "#e5484d"}
 COLUMNS = ("ctx", "slots", "ctx/request", "KV MiB", "total MiB", "fits?")
@@ -71,11 +69,7 @@ class CapacityPanel(QWidget):
         super().__init__(parent)
         self.summary = QLabel("Edit the experiment: its memory needs show here.")
         self.summary.setWordWrap(True)
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table = read_only_table(COLUMNS, stretch=True)
         self.warnings = QLabel()
         self.warnings.setWordWrap(True)
         self.warnings.setStyleSheet("color:#e8a33d;")

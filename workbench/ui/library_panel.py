@@ -11,12 +11,10 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QFormLayout,
     QGridLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QMessageBox,
     QPushButton,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -29,6 +27,7 @@ from workbench.engine.library import (
     delete_session,
     save_notes,
 )
+from workbench.ui.tables import read_only_table
 
 COLUMNS = ("recorded", "session", "status", "hardware", "configurations")
 
@@ -45,14 +44,9 @@ class LibraryPanel(QWidget):
         self.infos: list[SessionInfo] = []
         self.where = QLabel(f"Sessions in {folder}")
         self.where.setWordWrap(True)
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.verticalHeader().setVisible(False)
+        self.table = read_only_table(COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
         self.table.itemSelectionChanged.connect(self._selected)
         self.table.cellDoubleClicked.connect(lambda *_: self._open())
         self.label = QLineEdit()

@@ -5,10 +5,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QHBoxLayout,
-    QHeaderView,
-    QTableWidget,
     QTableWidgetItem,
     QTabWidget,
     QVBoxLayout,
@@ -19,6 +16,7 @@ from workbench.engine.analysis import ConfigSummary
 from workbench.engine.compare import CHART_METRICS, chart_data_from
 from workbench.ui.charts import MetricChart
 from workbench.ui.roofline_view import RooflineView
+from workbench.ui.tables import read_only_table
 from workbench.ui.verdicts_view import VerdictsView
 
 COLUMNS = (
@@ -56,16 +54,10 @@ def cell_text(value: object, fmt: str) -> str:
 class ResultsView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.table = QTableWidget(0, len(COLUMNS))
+        self.table = read_only_table([name for name, _, _, _ in COLUMNS])
         self.table.setObjectName("resultsTable")
-        self.table.setHorizontalHeaderLabels([name for name, _, _, _ in COLUMNS])
         for column, (_, tip, _, _) in enumerate(COLUMNS):
             self.table.horizontalHeaderItem(column).setToolTip(tip)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)
         self.charts: dict[str, MetricChart] = {}
         charts = QWidget()
         row = QHBoxLayout(charts)

@@ -8,13 +8,10 @@ from pathlib import Path
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QDoubleSpinBox,
     QFormLayout,
-    QHeaderView,
     QLabel,
     QPushButton,
-    QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
@@ -24,6 +21,7 @@ from workbench.engine.compare import CHART_METRICS, chart_data_from
 from workbench.engine.session import open_session
 from workbench.engine.slo import ConfigGoodput, Slo, goodput, recommend
 from workbench.ui.charts import MetricChart
+from workbench.ui.tables import read_only_table
 
 COLUMNS = ("config", "good/requests", "goodput req/s", "meets SLO", "why not")
 
@@ -47,12 +45,7 @@ class SloPanel(QWidget):
         self.button.clicked.connect(self.evaluate_requested)
         self.recommendation = QLabel("Set SLOs (0 = no limit) and evaluate.")
         self.recommendation.setWordWrap(True)
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table = read_only_table(COLUMNS)
         self.chart = MetricChart(legend=False)
         self.slo_line = pg.InfiniteLine(
             angle=0,
