@@ -39,6 +39,7 @@ from workbench.engine.export import (
     write_requests_csv,
 )
 from workbench.engine.library import data_folder, scan
+from workbench.engine.metrics import figure
 from workbench.engine.runner import ExperimentRunner, RunOptions
 from workbench.engine.session import open_session
 from workbench.ui.options import add_gui_arguments
@@ -305,10 +306,11 @@ def event_line(event: object) -> str | None:
                 f"n_ctx_slot={facts.get('n_ctx_slot')} kv_unified={facts.get('kv_unified')}"
             )
         case ConfigFinished(summary=summary) if summary is not None:
-            agg = summary.mean.get("agg_tok_s")
+            agg = figure("agg_tok_s")
+            rate = agg.of(summary)
             return (
                 f"  {summary.status}: {summary.value('ok') or 0}/{summary.value('requests') or 0}"
-                f" requests ok" + (f", {agg:.1f} tok/s aggregate" if agg else "")
+                f" requests ok" + (f", {agg.text(rate)} {agg.unit} aggregate" if rate else "")
             )
         case Notice(level=level, text=text):
             style = "red" if level == "error" else "yellow"
@@ -431,7 +433,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         table.add_row(
             Text(label),
             row["metric"],
-            *["-" if row[c] is None else f"{row[c]:.3g}" for c in comparison.columns],
+            *[comparison.cell_text(row, c) for c in comparison.columns],
         )
     console.print(table)
     for warning in comparison.warnings:
@@ -541,7 +543,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_slo(args: argparse.Namespace, console: Console) -> int:
-    from workbench.engine.slo import Slo, goodput, machines_needed, peak_users, recommend
+    from workbench.engine.slo import SHOWN, Slo, goodput, machines_needed, peak_users, recommend
 
     try:
         slo = Slo(args.ttft, args.ttft_p90, args.decode, args.e2e_p90)
@@ -559,8 +561,7 @@ def cmd_slo(args: argparse.Namespace, console: Console) -> int:
         "slots",
         "concurrency",
         "good / requests",
-        "goodput req/s",
-        "req/s",
+        *(figure(key).header for key in SHOWN),
         "meets SLO",
         "users served",
         "why not",
@@ -576,8 +577,7 @@ def cmd_slo(args: argparse.Namespace, console: Console) -> int:
             str(r.slots),
             str(r.concurrency),
             f"{r.good}/{r.requests}",
-            f"{r.goodput_rps:.2f}",
-            f"{r.throughput_rps:.2f}",
+            *(figure(key).text(getattr(r, key)) for key in SHOWN),
             Text("yes" if r.acceptable else "no", style="green" if r.acceptable else "red"),
             users,
             Text("; ".join(r.reasons)),

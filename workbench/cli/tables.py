@@ -8,60 +8,33 @@ from rich.table import Table
 from rich.text import Text
 
 from workbench.engine.analysis import ConfigSummary
+from workbench.engine.metrics import View, shown_in
 
 
-def _num(value: Any, digits: int = 2, sd: Any = None) -> str:
+def _num(value: Any, digits: int = 2) -> str:
     if value is None:
         return "-"
-    text = f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-    if isinstance(sd, float):
-        text += f" ±{sd:.{digits}f}"
-    return text
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
 def results_table(summaries: list[ConfigSummary], title: str = "Results") -> Table:
-    """The lab's table (slots, total s, agg tok/s, TTFT p50/max, decode tok/s) and more."""
+    """The terminal's figures of the catalogue: the lab's (slots, total s, agg tok/s, TTFT
+    p50/max, decode tok/s, with ± sd across repeats) first, then more."""
     table = Table(title=title, title_justify="left", header_style="bold")
-    for name in (
-        "config",
-        "slots",
-        "ctx",
-        "n_ctx_slot",
-        "conc",
-        "total s",
-        "agg tok/s",
-        "TTFT p50 s",
-        "TTFT max s",
-        "decode tok/s",
-        "queue p50 s",
-        "queue max s",
-        "TPOT p50 ms",
-        "ITL p99 ms",
-        "failed",
-        "cache hits",
-    ):
-        table.add_column(name, justify="left" if name == "config" else "right")
+    columns = shown_in(View.TERMINAL)
+    for figure in columns:
+        table.add_column(figure.header, justify="left" if figure.key == "label" else "right")
     for s in summaries:
-        m, sd = s.mean, s.sd
-        failed = s.value("failed")
-        table.add_row(
-            Text(s.label + ("" if s.status == "ok" else f" [{s.status}]")),
-            str(s.slots),
-            str(s.ctx),
-            _num(s.n_ctx_slot),
-            str(s.concurrency),
-            _num(m.get("makespan_s"), 2, sd.get("makespan_s")),
-            _num(m.get("agg_tok_s"), 1, sd.get("agg_tok_s")),
-            _num(m.get("ttft_p50_s"), 3, sd.get("ttft_p50_s")),
-            _num(m.get("ttft_max_s"), 3, sd.get("ttft_max_s")),
-            _num(m.get("decode_tok_s"), 1, sd.get("decode_tok_s")),
-            _num(s.value("queue_wait_p50_s"), 3),
-            _num(s.value("queue_wait_max_s"), 3),
-            _num(s.value("tpot_p50_ms"), 2),
-            _num(s.value("itl_p99_ms"), 2),
-            f"[red]{failed}[/red]" if failed else _num(failed),
-            _num(s.value("cache_hits")),
-        )
+        cells: list[Text | str] = []
+        for figure in columns:
+            text = figure.cell(s, with_sd=True)
+            if figure.key == "label":
+                cells.append(Text(text + ("" if s.status == "ok" else f" [{s.status}]")))
+            elif figure.key == "failed" and figure.of(s):
+                cells.append(f"[red]{text}[/red]")
+            else:
+                cells.append(text)
+        table.add_row(*cells)
     return table
 
 

@@ -9,18 +9,10 @@ from typing import Any
 
 from workbench.engine.analysis import ConfigSummary
 from workbench.engine.library import model_name
+from workbench.engine.metrics import Figure, View, figure, shown_in
 from workbench.engine.session import Session
 
-# (key, title, unit); values come from ConfigSummary.value (repeats averaged).
-METRICS = (
-    ("makespan_s", "total", "s"),
-    ("agg_tok_s", "aggregate", "tok/s"),
-    ("ttft_p50_s", "TTFT p50", "s"),
-    ("ttft_max_s", "TTFT max", "s"),
-    ("decode_tok_s", "decode per request", "tok/s"),
-    ("queue_wait_p50_s", "queue wait p50", "s"),
-    ("failed", "failed", "requests"),
-)
+RELATIVE_UNIT = "x of 1 slot"
 WORKLOAD_FAIRNESS = ("max_tokens", "prompts", "ignore_eos", "endpoint", "requests", "concurrency")
 
 
@@ -33,18 +25,30 @@ class Comparison:
     relative: bool = False
 
     def rows(self) -> list[dict[str, Any]]:
-        """Flat rows (configuration, metric, one value per session) for CSV and Markdown."""
+        """Flat rows (configuration, metric, the figure's key, one value per session) for
+        CSV, Markdown and JSON, in the catalogue's order."""
         out = []
         for label in self.labels:
-            for key, title, unit in METRICS:
-                values = self.cells.get((label, key))
+            for metric in shown_in(View.COMPARISON):
+                values = self.cells.get((label, metric.key))
                 if values is None:
                     continue
-                unit_text = "x of 1 slot" if self.relative and key != "failed" else unit
-                row: dict[str, Any] = {"configuration": label, "metric": f"{title} ({unit_text})"}
+                heading = metric.heading
+                if self.relative and metric.relative:
+                    heading = f"{metric.title} ({RELATIVE_UNIT})"
+                row: dict[str, Any] = {"configuration": label, "metric": heading}
+                row["key"] = metric.key
                 row.update(dict(zip(self.columns, values, strict=True)))
                 out.append(row)
         return out
+
+    def cell_text(self, row: dict[str, Any], column: str) -> str:
+        """A value in its figure's display format; a ratio to 1 slot with two decimals."""
+        metric = figure(row["key"])
+        value = row[column]
+        if self.relative and metric.relative and value is not None:
+            return f"{value:.2f}"
+        return metric.text(value)
 
 
 def session_column(session: Session) -> str:
@@ -104,18 +108,18 @@ def compare_sessions(sessions: list[Session], relative: bool = False) -> Compari
     indexed = [{key_of(s): s for s in per_session} for per_session in summaries]
     missing_base = False
     for key, label in label_of.items():
-        for metric, _, _ in METRICS:
+        for metric in shown_in(View.COMPARISON):
             values: list[float | None] = []
             for table, per_session in zip(indexed, summaries, strict=True):
                 summary = table.get(key)
-                value = summary.value(metric) if summary is not None else None
-                if relative and metric != "failed" and summary is not None:
+                value = metric.of(summary) if summary is not None else None
+                if relative and metric.relative and summary is not None:
                     base = _baseline(summary, per_session, fields)
-                    base_value = base.value(metric) if base is not None else None
+                    base_value = metric.of(base) if base is not None else None
                     missing_base |= base is None
                     value = value / base_value if value is not None and base_value else None
                 values.append(value)
-            comparison.cells[(label, metric)] = values
+            comparison.cells[(label, metric.key)] = values
     by_label = [{label_of[k]: s for k, s in table.items()} for table in indexed]
     comparison.warnings = fairness_warnings(sessions, by_label)
     if relative and missing_base:
@@ -160,7 +164,7 @@ def to_markdown(comparison: Comparison) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in comparison.rows():
         cells = [row["configuration"], row["metric"]] + [
-            "-" if row[c] is None else f"{row[c]:.3g}" for c in comparison.columns
+            comparison.cell_text(row, c) for c in comparison.columns
         ]
         lines.append("| " + " | ".join(cells) + " |")
     if comparison.warnings:
@@ -169,13 +173,6 @@ def to_markdown(comparison: Comparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-CHART_METRICS = (
-    ("agg_tok_s", "Aggregate throughput", "tok/s"),
-    ("ttft_p50_s", "TTFT p50", "s"),
-    ("ttft_max_s", "TTFT max", "s"),
-    ("decode_tok_s", "Per-request decode speed", "tok/s"),
-    ("queue_wait_p50_s", "Queue wait p50", "s"),
-)
 AXES = (
     ("slots", "slots (-np)"),
     ("ctx", "context (-c)"),
@@ -218,10 +215,11 @@ def chart_data(sessions: list[Session], relative: bool = False) -> list[ChartDat
 def chart_data_from(
     named: list[tuple[str, list[ConfigSummary]]],
     relative: bool = False,
-    metrics: tuple[tuple[str, str, str], ...] = CHART_METRICS,
+    metrics: tuple[Figure, ...] | None = None,
 ) -> list[ChartData]:
-    """The same from summaries (a live run's, before any session is reopened). A sweep over
-    more than one setting gets one series per value of the others (e.g. one line per ctx)."""
+    """The same from summaries (a live run's, before any session is reopened), for
+    ``metrics`` (the catalogue's chart figures by default). A sweep over more than one
+    setting gets one series per value of the others (e.g. one line per ctx)."""
     all_summaries = [summaries for _, summaries in named]
     axis = sweep_axis(all_summaries)
     others = [f for f in KEY_FIELDS if axis is None or f != axis[0]]
@@ -233,20 +231,20 @@ def chart_data_from(
                 names.setdefault(s.label, float(len(names) + 1))
     key_fields = _varying(all_summaries, KEY_FIELDS)
     charts = []
-    for key, title, unit in metrics:
+    for metric in shown_in(View.CHART) if metrics is None else metrics:
         series = []
         for name, summaries in named:
-            ok = [s for s in summaries if s.status == "ok" and s.value(key) is not None]
+            ok = [s for s in summaries if s.status == "ok" and metric.of(s) is not None]
             groups: dict[tuple[object, ...], list[ConfigSummary]] = {}
             for s in ok:
                 groups.setdefault(tuple(getattr(s, f) for f in others), []).append(s)
             for group, members in groups.items():
                 points = []
                 for s in members:
-                    value = s.value(key)
+                    value = metric.of(s)
                     if relative:
                         base = _baseline(s, summaries, key_fields)
-                        base_value = base.value(key) if base is not None else None
+                        base_value = metric.of(base) if base is not None else None
                         if not base_value:
                             continue
                         value = value / base_value
@@ -267,9 +265,9 @@ def chart_data_from(
         ticks = [(x, label) for label, x in names.items()] if axis is None else None
         charts.append(
             ChartData(
-                key,
-                title,
-                "x of 1 slot" if relative else unit,
+                metric.key,
+                metric.title,
+                RELATIVE_UNIT if relative else metric.unit,
                 axis[1] if axis else "configuration",
                 series,
                 ticks,

@@ -10,53 +10,30 @@ from typing import Any
 
 from workbench.engine.analysis import NS, ConfigSummary, request_metrics
 from workbench.engine.errors import OutputDirError
+from workbench.engine.metrics import Figure, Part, in_part
 from workbench.engine.session import Session
 
-# The lab's columns come first, exactly; the rest are ours.
-LAB_COLUMNS = [
-    "slots",
-    "ctx",
-    "n_ctx_slot",
-    "concurrency",
-    "max_tokens",
-    "total_s",
-    "agg_tok_s",
-    "ttft_p50_s",
-    "ttft_max_s",
-    "decode_tok_s",
-]
-EXTRA_COLUMNS = [
-    "label",
-    "status",
-    "repeats",
-    "requests",
-    "failed",
-    "cache_hits",
-    "output_tokens",
-    "ttft_p90_s",
-    "ttft_p99_s",
-    "tpot_p50_ms",
-    "tpot_p90_ms",
-    "tpot_p99_ms",
-    "itl_p50_ms",
-    "itl_p90_ms",
-    "itl_p99_ms",
-    "itl_max_ms",
-    "e2e_p50_s",
-    "e2e_p90_s",
-    "queue_wait_p50_s",
-    "queue_wait_max_s",
-    "total_s_sd",
-    "agg_tok_s_sd",
-    "ttft_p50_s_sd",
-    "ttft_max_s_sd",
-    "decode_tok_s_sd",
-    "n_slots",
-    "kv_unified",
-    "cont_batching",
-    "token_source",
-]
-CONCURRENCY_COLUMNS = LAB_COLUMNS + EXTRA_COLUMNS
+
+def _sd_column(f: Figure) -> str:
+    return f"{f.column}_sd"
+
+
+def concurrency_columns() -> list[str]:
+    """``concurrency.csv``'s columns, from the catalogue: the lab's first, exactly; then
+    which configuration, every other measured figure, the spreads across repeats, and the
+    server's set-up."""
+    figures = in_part(Part.CONFIG, Part.RUN, Part.SERVER)
+
+    def part(p: Part) -> list[str]:
+        return [f.column for f in figures if f.part is p and not f.lab]
+
+    lab = [f.column for f in figures if f.lab]
+    spreads = [_sd_column(f) for f in figures if f.spread]
+    return lab + part(Part.CONFIG) + part(Part.RUN) + spreads + part(Part.SERVER)
+
+
+# The lab's columns, which every version of concurrency.csv begins with.
+LAB_COLUMNS = [f.column for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER) if f.lab]
 
 REQUEST_COLUMNS = [
     "config",
@@ -97,48 +74,12 @@ def _round(value: Any, digits: int = 4) -> Any:
 
 
 def concurrency_row(s: ConfigSummary) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "slots": s.slots,
-        "ctx": s.ctx,
-        "n_ctx_slot": s.n_ctx_slot,
-        "concurrency": s.concurrency,
-        "max_tokens": s.max_tokens,
-        "total_s": s.mean.get("makespan_s"),
-        "agg_tok_s": s.mean.get("agg_tok_s"),
-        "ttft_p50_s": s.mean.get("ttft_p50_s"),
-        "ttft_max_s": s.mean.get("ttft_max_s"),
-        "decode_tok_s": s.mean.get("decode_tok_s"),
-        "label": s.label,
-        "status": s.status,
-        "repeats": len(s.runs),
-        "n_slots": s.n_slots,
-        "kv_unified": s.kv_unified,
-        "cont_batching": s.cont_batching,
-        "token_source": "+".join(sorted({r.token_source for r in s.runs})),
-    }
-    for name in (
-        "requests",
-        "failed",
-        "cache_hits",
-        "output_tokens",
-        "ttft_p90_s",
-        "ttft_p99_s",
-        "tpot_p50_ms",
-        "tpot_p90_ms",
-        "tpot_p99_ms",
-        "itl_p50_ms",
-        "itl_p90_ms",
-        "itl_p99_ms",
-        "itl_max_ms",
-        "e2e_p50_s",
-        "e2e_p90_s",
-        "queue_wait_p50_s",
-        "queue_wait_max_s",
-    ):
-        row[name] = s.value(name)
-    for name in ("ttft_p50_s", "ttft_max_s", "agg_tok_s", "decode_tok_s"):
-        row[f"{name}_sd"] = s.sd.get(name)
-    row["total_s_sd"] = s.sd.get("makespan_s")
+    """One configuration's row: each figure by its catalogue rule (4 decimals)."""
+    row: dict[str, Any] = {}
+    for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER):
+        row[f.column] = f.of(s)
+        if f.spread:
+            row[_sd_column(f)] = f.sd_of(s)
     return {k: _round(v) for k, v in row.items()}
 
 
@@ -204,15 +145,31 @@ def write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> Non
 
 
 def write_concurrency_csv(path: Path, summaries: list[ConfigSummary]) -> None:
-    write_csv(path, [concurrency_row(s) for s in summaries], CONCURRENCY_COLUMNS)
+    write_csv(path, [concurrency_row(s) for s in summaries], concurrency_columns())
 
 
 def write_requests_csv(path: Path, session: Session) -> None:
     write_csv(path, request_rows(session), REQUEST_COLUMNS)
 
 
+def figure_definitions() -> list[dict[str, str]]:
+    """What each of a configuration's ``figures`` means, from the catalogue, so that the JSON
+    document explains itself."""
+    return [
+        {
+            "key": f.column,
+            "title": f.title,
+            "unit": f.unit,
+            "over_repeats": f.combine.value,
+            "definition": f.definition,
+        }
+        for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER)
+    ]
+
+
 def session_document(session: Session) -> dict[str, Any]:
-    """Everything in a session as one JSON-ready document (times in seconds from its start)."""
+    """Everything in a session as one JSON-ready document (times in seconds from its start),
+    with each configuration's figures as ``concurrency.csv`` has them and what they mean."""
     origin = session.meta["clock_origin_ns"]
     summaries = session.summaries()
     configs = []
@@ -230,6 +187,7 @@ def session_document(session: Session) -> dict[str, Any]:
                 "facts": config.facts,
                 "slots": config.slots,
                 "summary": summary.to_dict(),
+                "figures": concurrency_row(summary),
                 "process_samples": [
                     {"t_s": (t - origin) / NS, "rss_bytes": rss, "cpu_percent": cpu}
                     for _, t, rss, cpu in session.samples("process_samples", config.index)
@@ -254,6 +212,7 @@ def session_document(session: Session) -> dict[str, Any]:
         "schema_version": session.schema_version,
         "session": meta,
         "hardware": session.hardware,
+        "figures": figure_definitions(),
         "configs": configs,
         "requests": request_rows(session),
     }

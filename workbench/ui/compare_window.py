@@ -26,8 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.compare import CHART_METRICS, chart_data, compare_sessions
+from workbench.engine.compare import chart_data, compare_sessions
 from workbench.engine.errors import WorkbenchError
+from workbench.engine.metrics import View, shown_in
 from workbench.engine.replay import load_session_events
 from workbench.engine.session import open_session
 from workbench.ui.charts import SERIES_COLORS, MetricChart
@@ -51,11 +52,12 @@ class CompareWindow(QWidget):
         self.table = QTableWidget()
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.charts = {key: MetricChart() for key, _, _ in CHART_METRICS}
+        self.charts = {f.key: MetricChart() for f in shown_in(View.CHART)}
         grid = QWidget()
         grid_layout = QGridLayout(grid)
         for i, chart in enumerate(self.charts.values()):
             grid_layout.addWidget(chart, i // 3, i % 3)
+        after = len(self.charts)  # the memory curves take the next cell
         # Each run as it happened, on one time axis: its Gantt, and all memory curves together.
         self.memory = pg.PlotWidget()
         memory = self.memory.getPlotItem()
@@ -64,7 +66,7 @@ class CompareWindow(QWidget):
         memory.setLabel("bottom", "time since start", units="s")
         memory.showGrid(x=True, y=True, alpha=0.25)
         memory.addLegend(offset=(10, 10), labelTextSize="9pt")
-        grid_layout.addWidget(self.memory, 1, 2)
+        grid_layout.addWidget(self.memory, after // 3, after % 3)
         self.gantts: list[GanttView] = []
         timelines = QWidget()
         self.timeline_layout = QVBoxLayout(timelines)
@@ -107,7 +109,7 @@ class CompareWindow(QWidget):
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
             values = [row["configuration"], row["metric"]] + [
-                "-" if row[c] is None else f"{row[c]:.3g}" for c in comparison.columns
+                comparison.cell_text(row, c) for c in comparison.columns
             ]
             for c, text in enumerate(values):
                 self.table.setItem(r, c, QTableWidgetItem(text))

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QApplication
 from workbench.engine.compare import chart_data, compare_sessions, to_markdown
 from workbench.engine.errors import OutputDirError
 from workbench.engine.export import write_csv
+from workbench.engine.metrics import Figure, View, shown_in
 from workbench.engine.session import Session
 from workbench.engine.verdicts import lab_verdicts
 from workbench.ui.charts import MetricChart, export_widget
@@ -105,6 +106,15 @@ def _settings(session: Session) -> list[tuple[str, str]]:
     return [("configurations", ", ".join(c.label for c in session.configs)), *server, *workload]
 
 
+def definitions() -> list[tuple[Figure, str]]:
+    """Each figure the report shows (its table and charts) with its unit, repeat rule and
+    definition, from the catalogue: a reader of the report needs no other document."""
+    return [
+        (f, f"{f.unit + '; ' if f.unit else ''}over repeats: {f.combine.value}")
+        for f in shown_in(View.COMPARISON, View.CHART)
+    ]
+
+
 def write_report(
     sessions: list[Session],
     out_dir: Path,
@@ -145,7 +155,9 @@ def write_report(
         md += [f"- {w}" for w in comparison.warnings] + [""]
     md += ["## Charts", ""]
     md += [f"![{t}](charts/{p.name})" for t, p in charts] + [""]
-    md += ["## Results", "", table_md, "## Verdicts", ""]
+    md += ["## Results", "", table_md, "## Definitions", ""]
+    md += [f"- **{f.title}** ({how}): {f.definition}" for f, how in definitions()] + [""]
+    md += ["## Verdicts", ""]
     for session, column in zip(sessions, comparison.columns, strict=True):
         md += [f"### {column}", ""]
         for verdict in lab_verdicts(session.summaries()):
@@ -191,13 +203,17 @@ def _html(
         + "</tr>"
     )
     for row in comparison.rows():
-        cells = ["-" if row[c] is None else f"{row[c]:.3g}" for c in comparison.columns]
+        cells = [comparison.cell_text(row, c) for c in comparison.columns]
         parts.append(
             f"<tr><td>{e(row['configuration'])}</td><td>{e(row['metric'])}</td>"
             + "".join(f"<td>{c}</td>" for c in cells)
             + "</tr>"
         )
-    parts.append("</table><h2>Verdicts</h2>")
+    parts.append("</table><h2>Definitions</h2><ul>")
+    parts += [
+        f"<li><b>{e(f.title)}</b> ({e(how)}): {e(f.definition)}</li>" for f, how in definitions()
+    ]
+    parts.append("</ul><h2>Verdicts</h2>")
     for session, column in zip(sessions, comparison.columns, strict=True):
         parts.append(f"<h3>{e(column)}</h3><ul>")
         for verdict in lab_verdicts(session.summaries()):
