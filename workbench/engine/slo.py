@@ -5,6 +5,10 @@ SLO (TTFT, decode speed, end-to-end latency). A configuration is acceptable when
 percentiles meet the SLO too; the recommendation is the acceptable one with the most goodput
 (fewer slots on a tie: less memory). The planning arithmetic: peak concurrent users =
 registered users x share online at peak.
+
+The configuration's percentiles that the SLOs judge (TTFT p50/p90, E2E p90) are the results
+table's, by the catalogue's rule (mean of per-repeat values), so the SLO tab and the table
+never show two TTFT p50s for one configuration; goodput pools all repeats' requests.
 """
 
 from __future__ import annotations
@@ -12,8 +16,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from workbench.engine.analysis import percentile, request_metrics
+from workbench.engine.analysis import request_metrics
+from workbench.engine.metrics import figure
 from workbench.engine.session import Session, summarize_config_records
+
+# What the SLO views (the window's SLO tab, ``workbench slo``) show per configuration.
+SHOWN = ("goodput_rps", "throughput_rps", "ttft_p50_s")
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,9 @@ class ConfigGoodput:
     goodput_rps: float
     throughput_rps: float
     acceptable: bool
+    ttft_p50_s: float | None
+    ttft_p90_s: float | None
+    e2e_p90_s: float | None
     reasons: list[str] = field(default_factory=list)
 
 
@@ -65,6 +76,14 @@ def request_ok(metrics, slo: Slo) -> bool:
     return not (slo.e2e_p90_s is not None and metrics.e2e_s > slo.e2e_p90_s)
 
 
+def _over(key: str, value: float | None, limit: float) -> str:
+    """Why a configuration misses a percentile SLO, in the catalogue's words and format."""
+    f = figure(key)
+    if value is None:
+        return f"no {f.title}"
+    return f"{f.title} {f.text(value)} {f.unit} > {limit:g} {f.unit}"
+
+
 def goodput(session: Session, slo: Slo) -> list[ConfigGoodput]:
     out = []
     for config in session.configs:
@@ -74,17 +93,17 @@ def goodput(session: Session, slo: Slo) -> list[ConfigGoodput]:
         # All repeats together: their requests over their summed run time.
         makespan = sum(run.makespan_s or 0.0 for run in summary.runs)
         good = sum(request_ok(m, slo) for m in metrics)
-        ttfts = [m.ttft_s for m in metrics]
-        e2es = [m.e2e_s for m in metrics]
         decodes = [m.decode_tok_s for m in metrics if m.decode_tok_s is not None]
-        reasons = []
-        p50, p90, e2e90 = percentile(ttfts, 50), percentile(ttfts, 90), percentile(e2es, 90)
-        if slo.ttft_s is not None and (p50 is None or p50 > slo.ttft_s):
-            reasons.append(f"TTFT p50 {p50:.2f} s > {slo.ttft_s:g} s" if p50 else "no TTFT")
-        if slo.ttft_p90_s is not None and (p90 is None or p90 > slo.ttft_p90_s):
-            reasons.append(f"TTFT p90 {p90:.2f} s > {slo.ttft_p90_s:g} s" if p90 else "no TTFT")
-        if slo.e2e_p90_s is not None and (e2e90 is None or e2e90 > slo.e2e_p90_s):
-            reasons.append(f"E2E p90 {e2e90:.2f} s > {slo.e2e_p90_s:g} s" if e2e90 else "no E2E")
+        p50, p90, e2e90 = (figure(k).of(summary) for k in ("ttft_p50_s", "ttft_p90_s", "e2e_p90_s"))
+        reasons = [
+            _over(key, value, limit)
+            for key, value, limit in (
+                ("ttft_p50_s", p50, slo.ttft_s),
+                ("ttft_p90_s", p90, slo.ttft_p90_s),
+                ("e2e_p90_s", e2e90, slo.e2e_p90_s),
+            )
+            if limit is not None and (value is None or value > limit)
+        ]
         if slo.decode_tok_s is not None:
             slow = sum(d < slo.decode_tok_s for d in decodes)
             if not decodes or slow > len(decodes) // 10:
@@ -92,8 +111,9 @@ def goodput(session: Session, slo: Slo) -> list[ConfigGoodput]:
                     f"{slow} of {len(decodes)} requests decode slower than "
                     f"{slo.decode_tok_s:g} tok/s"
                 )
-        if summary.value("failed"):
-            reasons.append(f"{summary.value('failed')} requests failed")
+        failed = figure("failed").of(summary)
+        if failed:
+            reasons.append(f"{failed} requests failed")
         out.append(
             ConfigGoodput(
                 label=config.label,
@@ -104,6 +124,9 @@ def goodput(session: Session, slo: Slo) -> list[ConfigGoodput]:
                 goodput_rps=good / makespan if makespan else 0.0,
                 throughput_rps=len(metrics) / makespan if makespan else 0.0,
                 acceptable=not reasons and summary.status == "ok",
+                ttft_p50_s=p50,
+                ttft_p90_s=p90,
+                e2e_p90_s=e2e90,
                 reasons=reasons,
             )
         )

@@ -17,13 +17,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.compare import CHART_METRICS, chart_data_from
+from workbench.engine.compare import chart_data_from
+from workbench.engine.metrics import figure
 from workbench.engine.session import open_session
-from workbench.engine.slo import ConfigGoodput, Slo, goodput, recommend
+from workbench.engine.slo import SHOWN, ConfigGoodput, Slo, goodput, recommend
 from workbench.ui.charts import MetricChart
 from workbench.ui.tables import read_only_table
-
-COLUMNS = ("config", "good/requests", "goodput req/s", "meets SLO", "why not")
 
 
 def evaluate(path: Path, slo: Slo) -> tuple[list[ConfigGoodput], list]:
@@ -45,7 +44,8 @@ class SloPanel(QWidget):
         self.button.clicked.connect(self.evaluate_requested)
         self.recommendation = QLabel("Set SLOs (0 = no limit) and evaluate.")
         self.recommendation.setWordWrap(True)
-        self.table = read_only_table(COLUMNS)
+        headers = [figure(key).header for key in SHOWN]
+        self.table = read_only_table(["config", "good/requests", *headers, "meets SLO", "why not"])
         self.chart = MetricChart(legend=False)
         self.slo_line = pg.InfiniteLine(
             angle=0,
@@ -86,14 +86,13 @@ class SloPanel(QWidget):
             cells = (
                 row.label,
                 f"{row.good}/{row.requests}",
-                f"{row.goodput_rps:.2f}",
+                *(figure(key).text(getattr(row, key)) for key in SHOWN),
                 "yes" if row.acceptable else "no",
                 "; ".join(row.reasons),
             )
             for c, text in enumerate(cells):
                 self.table.setItem(r, c, QTableWidgetItem(text))
-        ttft_metric = tuple(m for m in CHART_METRICS if m[0] == "ttft_p50_s")
-        (data,) = chart_data_from([("run", summaries)], metrics=ttft_metric)
+        (data,) = chart_data_from([("run", summaries)], metrics=(figure("ttft_p50_s"),))
         self.chart.show_data(data)
         if slo.ttft_s is not None:
             self.slo_line.setPos(slo.ttft_s)
