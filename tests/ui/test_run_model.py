@@ -50,7 +50,7 @@ def test_requests_move_through_their_states():
     first = model.ordered()[0]
     assert first.state == "decoding" and first.ttft_s == 2.0 and first.chunks == 2
     assert model.take_text((0, 0, 0)) == "Hello" and model.take_text((0, 0, 0)) == ""
-    assert first.tok_s(now=3.0) == 1.0
+    assert first.live_rate(now=3.0) == 1.0
     record = RequestRecord(
         0,
         0,

@@ -1,4 +1,5 @@
-"""Live progress for ``workbench run``: which config, how many requests done, current tok/s."""
+"""Live progress for ``workbench run``: which config, how many requests done, and the live
+chunk rate: an estimate, named apart from the aggregate tok/s that the results table gives."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from workbench.engine.events import (
     ServerStateChanged,
     TokenChunkArrived,
 )
+from workbench.engine.metrics import figure
 
 RATE_WINDOW_S = 2.0
 
@@ -90,13 +92,19 @@ class ProgressState:
                 f"requests {self.done}/{self.total}"
                 + (f" ({self.failed} failed)" if self.failed else "")
             ),
-            Text(f"{self.chunk_rate(now):.0f} tok/s"),
+            Text(live_rate_text(self.chunk_rate(now))),
             Text(slot_text, style="dim"),
         )
         parts: list[Any] = [status]
         if self.summaries:
             parts.insert(0, results_table(self.summaries))
         return Group(*parts)
+
+
+def live_rate_text(rate: float) -> str:
+    """``live ≈12 chunks/s``: chunks, not tokens (a chunk may carry several), and an
+    estimate over the last seconds, not the configuration's aggregate tok/s."""
+    return figure("live_chunk_rate").live_text(rate)
 
 
 def _state_style(state: str) -> str:

@@ -61,11 +61,11 @@ class RequestView:
     # log (exact) once the request is done.
     slot: int | None = None
 
-    def tok_s(self, now: float) -> float | None:
-        """Decode rate so far: final (from the server's count) once done, else live."""
-        if self.decode_tok_s is not None:
-            return self.decode_tok_s
-        if self.t_first is None or self.chunks < 2:
+    def live_rate(self, now: float) -> float | None:
+        """The catalogue's live decode rate: chunks after the first per second since the
+        first token, an estimate until the server's count gives ``decode_tok_s`` (then
+        None), and None before two chunks."""
+        if self.decode_tok_s is not None or self.t_first is None or self.chunks < 2:
             return None
         end = self.t_last if self.state in ("done", "failed") else now
         span = (end or now) - self.t_first

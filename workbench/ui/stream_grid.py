@@ -1,4 +1,5 @@
-"""One pane per concurrent request: its live text, its state as a colour, TTFT, tokens, tok/s.
+"""One pane per concurrent request: its live text, its state as a colour, TTFT, its decode
+rate (a live estimate in chunks/s until the server's count gives tok/s) and tokens.
 
 Panes are reused across configurations and only touched when their request changed since
 the last tick, so 64 streams at full speed cost 30 small updates a second, not one per token.
@@ -31,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.engine.metrics import figure
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme import state_color
 
@@ -199,13 +201,15 @@ def word_tail(text: str, keep: int) -> str:
 
 
 def pane_stats(view: RequestView, now: float) -> list[str]:
-    """A pane's numbers, most telling first: TTFT, speed, tokens."""
+    """A pane's numbers, most telling first: TTFT, speed, tokens. The speed is the final
+    decode tok/s once the server counted the tokens, else the live estimate (``≈ chunks/s``)."""
     parts = []
     if view.ttft_s is not None:
         parts.append(f"TTFT {view.ttft_s:.2f}s")
-    rate = view.tok_s(now)
-    if rate is not None:
-        parts.append(f"{rate:.0f} tok/s")
+    if view.decode_tok_s is not None:
+        parts.append(f"{view.decode_tok_s:.0f} tok/s")
+    elif (rate := view.live_rate(now)) is not None:
+        parts.append(figure("live_decode_rate").live_text(rate))
     tokens = view.output_tokens if view.output_tokens is not None else view.chunks
     parts.append(f"{tokens} tok")
     return parts
