@@ -40,7 +40,7 @@ def test_every_value_has_its_column():
     text = console.export_text()
     header = next(line for line in text.splitlines() if "config" in line)
     order = [
-        "slots",
+        "np",
         "ctx",
         "ctx/slot",
         "total s",

@@ -160,7 +160,7 @@ FIGURES: tuple[Figure, ...] = (
         Part.CONFIG, frozenset({_W, _T}),
     ),
     Figure(
-        "slots", "Slots", "slots", "", None, Combine.SETTING,
+        "slots", "Slots", "np", "", None, Combine.SETTING,
         "`-np`: parallel slots the server was started with (-1 = auto)",
         Part.CONFIG, frozenset({_W, _T}), lab=True,
     ),
