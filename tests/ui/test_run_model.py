@@ -21,7 +21,7 @@ from workbench.engine.experiment import parse_experiment
 from workbench.engine.records import RequestRecord, TokenChunk
 from workbench.ui.gantt import segments
 from workbench.ui.run_model import RunModel, predicted_footprint_mib
-from workbench.ui.stream_grid import grid_shape
+from workbench.ui.stream_grid import grid_shape, pane_stats
 
 S = 1_000_000_000
 
@@ -51,6 +51,8 @@ def test_requests_move_through_their_states():
     assert first.state == "decoding" and first.ttft_s == 2.0 and first.chunks == 2
     assert model.take_text((0, 0, 0)) == "Hello" and model.take_text((0, 0, 0)) == ""
     assert first.live_rate(now=3.0) == 1.0
+    # Live, the pane's rate is a chunk rate and says it is an estimate.
+    assert pane_stats(first, now=3.0) == ["TTFT 2.00s", "≈1 chunks/s", "2 tok"]
     record = RequestRecord(
         0,
         0,
@@ -72,6 +74,8 @@ def test_requests_move_through_their_states():
     done, bad, _ = model.ordered()
     assert (done.state, done.queue_s, done.prefill_s, done.output_tokens) == ("done", 1.5, 0.5, 5)
     assert done.decode_tok_s == 4.0  # 4 gaps in 1 s from the server's count of 5
+    assert done.live_rate(now=9.0) is None
+    assert pane_stats(done, now=9.0) == ["TTFT 2.00s", "4 tok/s", "5 tok"]
     assert (bad.state, bad.error) == ("failed", "HTTP 503: busy")
 
 

@@ -1,0 +1,93 @@
+"""The catalogue drives every view: a figure added to it reaches the window's results table,
+the terminal's table, concurrency.csv and the report; the SLO tab shows the results table's
+TTFT p50 when repeats differ."""
+
+from __future__ import annotations
+
+import csv
+
+from rich.console import Console
+
+from tests.made_sessions import write_session
+from workbench.cli.tables import results_table
+from workbench.engine import metrics
+from workbench.engine.export import write_concurrency_csv, write_json
+from workbench.engine.metrics import Combine, Figure, View, figure
+from workbench.engine.session import open_session
+from workbench.engine.slo import Slo, goodput
+from workbench.ui.report import ChartOptions, write_report
+from workbench.ui.results_view import ResultsView, two_lines
+from workbench.ui.slo_panel import SloPanel
+
+# A figure the analysis computes but no view showed before: one entry makes it appear.
+E2E_P99 = Figure(
+    "e2e_p99_s",
+    "E2E latency p99",
+    "E2E p99 s",
+    "s",
+    3,
+    Combine.MEAN,
+    "99th percentile over requests of E2E latency",
+    views=frozenset(View),
+)
+
+
+def column_texts(table, header: str) -> list[str]:
+    headers = [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())]
+    column = headers.index(header)
+    return [table.item(r, column).text() for r in range(table.rowCount())]
+
+
+def test_a_figure_added_to_the_catalogue_reaches_every_view(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setattr(metrics, "FIGURES", (*metrics.FIGURES, E2E_P99))
+    with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
+        summaries = session.summaries()
+        write_concurrency_csv(tmp_path / "concurrency.csv", summaries)
+        write_json(tmp_path / "session.json", session)
+        report = write_report([session], tmp_path / "report", ChartOptions(400, 300, 72))
+    expected = E2E_P99.cell(summaries[0])
+    assert expected not in ("", "-")
+
+    view = ResultsView()
+    qtbot.addWidget(view)
+    view.sync(summaries)
+    assert column_texts(view.table, two_lines("E2E p99 s")) == [expected]
+    tip = view.table.horizontalHeaderItem(view.table.columnCount() - 1).toolTip()
+    assert "99th percentile over requests of E2E latency" in tip
+
+    console = Console(width=400, record=True)
+    console.print(results_table(summaries))
+    text = console.export_text()
+    label = summaries[0].label
+    row_line = next(line for line in text.splitlines() if line.startswith(f"│ {label} "))
+    assert "E2E p99 s" in text and row_line.rstrip(" │").endswith(expected)
+
+    with (tmp_path / "concurrency.csv").open() as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert float(row["e2e_p99_s"]) == round(E2E_P99.of(summaries[0]), 4)
+    assert '"e2e_p99_s"' in (tmp_path / "session.json").read_text()
+
+    page = report.read_text()
+    assert f"| {label} | E2E latency p99 (s) | {expected} |" in page
+    assert "![E2E latency p99](charts/e2e_p99_s.png)" in page
+    assert "- **E2E latency p99** (s; over repeats: mean of per-repeat values)" in page
+    assert "E2E latency p99" in (tmp_path / "report" / "report.html").read_text()
+
+
+def test_the_slo_tab_shows_the_results_tables_ttft_p50_with_repeats(qtbot, tmp_path):
+    path = write_session(tmp_path / "made.session.sqlite")  # two repeats, medians 0.2 and 2.0
+    slo = Slo(ttft_s=1.0)
+    with open_session(path) as session:
+        summaries = session.summaries()
+        results = goodput(session, slo)
+    view = ResultsView()
+    panel = SloPanel()
+    qtbot.addWidget(view)
+    qtbot.addWidget(panel)
+    view.sync(summaries)
+    panel.show_result(results, summaries, slo)
+    header = figure("ttft_p50_s").header
+    assert column_texts(panel.table, header) == column_texts(view.table, two_lines(header))
+    assert column_texts(panel.table, header) == ["1.100"]
+    assert column_texts(panel.table, "why not") == ["TTFT p50 1.100 s > 1 s"]
+    assert panel.chart.data.series[0].y == [summaries[0].mean["ttft_p50_s"]]
