@@ -28,6 +28,36 @@ def percentile(values: list[float], q: float) -> float | None:
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
+DISPATCH_LIMIT_MS = 5.0  # dispatch delay p99 above this: the client shaped the numbers
+LOOP_BUSY_LIMIT = 0.85  # share of the run the measuring loop was busy: saturated above this
+
+
+@dataclass(frozen=True)
+class ClientLoad:
+    """How hard the measuring client worked during one run (one repeat of a configuration).
+
+    ``loop_cpu_s`` is the CPU time of the thread whose event loop reads the sockets and
+    takes the timestamps; when it nears the run's wall time, arrivals wait for the loop and
+    every latency grows by that wait."""
+
+    wall_s: float
+    loop_cpu_s: float
+    process_cpu_s: float
+
+    @property
+    def loop_busy(self) -> float:
+        return self.loop_cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def dispatch_delay_s(record: RequestRecord) -> float | None:
+    """Actual send minus when the request was free to go (its arrival time, or when a place
+    under the client-side concurrency limit freed), less the connection set-up, which is
+    reported on its own."""
+    if record.t_submit_ns is None or record.t_ready_ns is None:
+        return None
+    return max(0, record.t_submit_ns - record.t_ready_ns - (record.connect_ns or 0)) / NS
+
+
 @dataclass(frozen=True)
 class RequestMetrics:
     ttft_s: float
@@ -40,6 +70,10 @@ class RequestMetrics:
     prefill_s: float | None
     itl_s: list[float]
     cache_hit: bool
+    dispatch_s: float | None = None
+    connect_s: float | None = None
+    ttft_from_intended_s: float | None = None
+    e2e_from_intended_s: float | None = None
 
 
 def request_metrics(record: RequestRecord) -> RequestMetrics | None:
@@ -67,6 +101,7 @@ def request_metrics(record: RequestRecord) -> RequestMetrics | None:
         queue_wait = max(0.0, ttft - prompt_ms / 1000.0)
         prefill = ttft - queue_wait
     cache_n = timings.get("cache_n")
+    intended = record.t_intended_ns
     return RequestMetrics(
         ttft_s=ttft,
         e2e_s=e2e,
@@ -78,6 +113,12 @@ def request_metrics(record: RequestRecord) -> RequestMetrics | None:
         prefill_s=prefill,
         itl_s=itl,
         cache_hit=isinstance(cache_n, int) and cache_n > 0,
+        dispatch_s=dispatch_delay_s(record),
+        connect_s=None if record.connect_ns is None else record.connect_ns / NS,
+        ttft_from_intended_s=None
+        if intended is None
+        else (record.t_first_token_ns - intended) / NS,
+        e2e_from_intended_s=None if intended is None else (record.t_last_token_ns - intended) / NS,
     )
 
 
@@ -111,13 +152,34 @@ class RunSummary:
     cache_hits: int
     token_source: str
     errors: list[str] = field(default_factory=list)
+    dispatch_p50_ms: float | None = None
+    dispatch_p99_ms: float | None = None
+    dispatch_max_ms: float | None = None
+    connect_p50_ms: float | None = None
+    connect_max_ms: float | None = None
+    ttft_from_intended_p50_s: float | None = None
+    ttft_from_intended_p99_s: float | None = None
+    e2e_from_intended_p50_s: float | None = None
+    e2e_from_intended_p99_s: float | None = None
+    loop_busy: float | None = None  # share of the run the measuring loop was busy
+    client_limited: str | None = None  # why the client, not the server, shaped the numbers
 
 
 def _ms(value: float | None) -> float | None:
     return None if value is None else value * 1000.0
 
 
-def summarize_run(records: list[RequestRecord]) -> RunSummary:
+def client_limited_reason(dispatch_p99_ms: float | None, load: ClientLoad | None) -> str | None:
+    """Why a run's numbers are the client's as much as the server's, or None."""
+    reasons = []
+    if dispatch_p99_ms is not None and dispatch_p99_ms > DISPATCH_LIMIT_MS:
+        reasons.append(f"dispatch delay p99 {dispatch_p99_ms:.1f} ms > {DISPATCH_LIMIT_MS:g} ms")
+    if load is not None and load.loop_busy > LOOP_BUSY_LIMIT:
+        reasons.append(f"measuring loop busy {load.loop_busy:.0%} of the run")
+    return "; ".join(reasons) or None
+
+
+def summarize_run(records: list[RequestRecord], load: ClientLoad | None = None) -> RunSummary:
     measured = [r for r in records if not r.warmup]
     metrics = [m for m in (request_metrics(r) for r in measured) if m is not None]
     submits = [r.t_submit_ns for r in measured if r.t_submit_ns is not None]
@@ -131,6 +193,12 @@ def summarize_run(records: list[RequestRecord]) -> RunSummary:
     waits = [m.queue_wait_s for m in metrics if m.queue_wait_s is not None]
     decode = [m.decode_tok_s for m in metrics if m.decode_tok_s is not None]
     sources = sorted({m.token_source for m in metrics})
+    # Dispatch delay and connect time count every request that was sent, failed or not.
+    dispatch = [d for d in (dispatch_delay_s(r) for r in measured) if d is not None]
+    connect = [r.connect_ns / NS for r in measured if r.connect_ns is not None]
+    from_intended = [m.ttft_from_intended_s for m in metrics if m.ttft_from_intended_s is not None]
+    e2e_intended = [m.e2e_from_intended_s for m in metrics if m.e2e_from_intended_s is not None]
+    dispatch_p99 = _ms(percentile(dispatch, 99))
     return RunSummary(
         requests=len(measured),
         ok=sum(r.ok for r in measured),
@@ -158,6 +226,17 @@ def summarize_run(records: list[RequestRecord]) -> RunSummary:
         cache_hits=sum(m.cache_hit for m in metrics),
         token_source="+".join(sources) or "none",
         errors=[r.error for r in measured if not r.ok and r.error],
+        dispatch_p50_ms=_ms(percentile(dispatch, 50)),
+        dispatch_p99_ms=dispatch_p99,
+        dispatch_max_ms=_ms(max(dispatch)) if dispatch else None,
+        connect_p50_ms=_ms(percentile(connect, 50)),
+        connect_max_ms=_ms(max(connect)) if connect else None,
+        ttft_from_intended_p50_s=percentile(from_intended, 50),
+        ttft_from_intended_p99_s=percentile(from_intended, 99),
+        e2e_from_intended_p50_s=percentile(e2e_intended, 50),
+        e2e_from_intended_p99_s=percentile(e2e_intended, 99),
+        loop_busy=load.loop_busy if load is not None else None,
+        client_limited=client_limited_reason(dispatch_p99, load),
     )
 
 
@@ -196,6 +275,18 @@ class ConfigSummary:
         if name in ("requests", "ok", "failed", "cache_hits", "output_tokens"):
             return sum(numbers)
         return statistics.fmean(numbers)
+
+    @property
+    def client_limited(self) -> str | None:
+        """Why any repeat's numbers were shaped by the client, or None."""
+        reasons = [
+            f"repeat {i + 1}: {r.client_limited}"
+            for i, r in enumerate(self.runs)
+            if r.client_limited
+        ]
+        if len(self.runs) == 1 and reasons:
+            return self.runs[0].client_limited
+        return "; ".join(reasons) or None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

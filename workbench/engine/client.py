@@ -12,10 +12,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
 from workbench.engine.events import FirstToken, RequestSubmitted, TokenChunkArrived
 from workbench.engine.experiment import WorkloadSettings
+from workbench.engine.http_stream import (
+    ConnectFailed,
+    HttpStreamError,
+    StreamClient,
+    StreamedResponse,
+)
 from workbench.engine.records import RequestRecord, TokenChunk
 from workbench.engine.sse import SSEParser
 
@@ -83,20 +87,32 @@ def _apply_payload(record: RequestRecord, payload: dict[str, Any], t_ns: int, em
 
 
 async def stream_request(
-    client: httpx.AsyncClient,
+    client: StreamClient,
     record: RequestRecord,
     workload: WorkloadSettings,
     seed: int,
     emit: Emit,
 ) -> RequestRecord:
-    """Send one streaming request and fill ``record``. Never raises except on cancellation."""
+    """Send one streaming request and fill ``record``. Never raises except on cancellation.
+
+    The connection is opened first and timed apart (``record.connect_ns``); ``t_submit`` is
+    taken just before the request is written, so TTFT holds no connection set-up."""
     path, body = request_payload(workload, record.prompt, seed)
-    request = client.build_request("POST", path, json=body)
+    payload = json.dumps(body).encode()
+    head = client.request_head("POST", path, len(payload), {})
     parser = SSEParser()
     done = False
+    response: StreamedResponse | None = None
     try:
         async with asyncio.timeout(workload.request_timeout_s):
-            record.t_submit_ns = time.perf_counter_ns()
+            response = await client.connect()
+            record.connect_ns = response.t_connect_ns
+
+            def submitted(t_ns: int) -> None:
+                record.t_submit_ns = t_ns
+
+            await response.send(head, payload, submitted)
+            assert record.t_submit_ns is not None
             emit(
                 RequestSubmitted(
                     record.config_index,
@@ -106,26 +122,21 @@ async def stream_request(
                     record.t_submit_ns,
                 )
             )
-            response = await client.send(request, stream=True)
-            try:
-                record.http_status = response.status_code
-                if response.status_code != 200:
-                    raw = await response.aread()
-                    text = raw.decode("utf-8", "replace")[:ERROR_BODY_LIMIT]
-                    raise StreamFailure(
-                        f"HTTP {response.status_code}: {text.strip() or '(no body)'}"
-                    )
-                async for data in response.aiter_bytes():
-                    t_ns = time.perf_counter_ns()
+            status = (await response.read_head()).status
+            record.http_status = status
+            if status != 200:
+                raw = await response.read_bounded(ERROR_BODY_LIMIT)
+                text = raw.decode("utf-8", "replace")
+                raise StreamFailure(f"HTTP {status}: {text.strip() or '(no body)'}")
+            while reads := await response.body():
+                for t_ns, data in reads:
                     for event in parser.feed(data):
                         done = _handle_event(record, event.event, event.data, t_ns, emit) or done
-                for event in parser.close():
-                    done = (
-                        _handle_event(record, event.event, event.data, time.perf_counter_ns(), emit)
-                        or done
-                    )
-            finally:
-                await response.aclose()
+            for event in parser.close():
+                done = (
+                    _handle_event(record, event.event, event.data, time.perf_counter_ns(), emit)
+                    or done
+                )
         record.t_done_ns = time.perf_counter_ns()
         if not done and record.finish_reason is None:
             raise StreamFailure(
@@ -141,12 +152,10 @@ async def stream_request(
             f"timed out after {workload.request_timeout_s:g} s "
             f"({len(record.chunks)} token chunks received)",
         )
-    except httpx.ConnectError as exc:
+    except ConnectFailed as exc:
         _fail(record, f"cannot connect to the server: {exc}")
-    except httpx.RemoteProtocolError as exc:
+    except HttpStreamError as exc:
         _fail(record, f"connection broken after {len(record.chunks)} token chunks: {exc}")
-    except httpx.HTTPError as exc:
-        _fail(record, f"{type(exc).__name__} after {len(record.chunks)} token chunks: {exc}")
     except asyncio.CancelledError:
         _fail(record, f"cancelled after {len(record.chunks)} token chunks")
         raise
@@ -155,6 +164,9 @@ async def stream_request(
             record,
             f"unexpected {type(exc).__name__} after {len(record.chunks)} token chunks: {exc}",
         )
+    finally:
+        if response is not None:
+            client.release(response)
     return record
 
 

@@ -7,12 +7,14 @@ consumer can slow the loop that takes the measurements.
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.engine.analysis import ConfigSummary
+from workbench.engine.analysis import ClientLoad, ConfigSummary
 from workbench.engine.records import RequestRecord
 
 
@@ -123,6 +125,15 @@ class SlotMatched:
 
 
 @dataclass(frozen=True)
+class ClientLoadMeasured:
+    """How busy the measuring client was during one repeat (see ``ClientLoad``)."""
+
+    config_index: int
+    repeat: int
+    load: ClientLoad
+
+
+@dataclass(frozen=True)
 class ConfigFinished:
     config_index: int
     status: str  # ok / failed / cancelled
@@ -142,6 +153,48 @@ class Notice:
 class ExperimentFinished:
     status: str  # complete / cancelled / failed
     error: str | None = None
+
+
+# Events a measuring loop emits per token or per request start: published in batches.
+HOT_EVENTS = (RequestSubmitted, FirstToken, TokenChunkArrived)
+
+
+class BatchedEmit:
+    """The emit function of the loop that timestamps token arrivals.
+
+    Publishing takes a lock and a queue put per subscriber, and wakes the threads that
+    read those queues; done for every chunk of 64 streams, that work competes with reading
+    the next socket. So per-token events are held in a list (an append, no lock) and
+    published together every ``interval_s`` by ``run()``. Any other event (a request's end,
+    a notice) first publishes what is held, so the order subscribers see never changes.
+    Used from the loop's own thread only.
+    """
+
+    def __init__(self, publish: Callable[[Any], None], interval_s: float = 0.03) -> None:
+        self._publish = publish
+        self._held: list[Any] = []
+        self.interval_s = interval_s
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, HOT_EVENTS):
+            self._held.append(event)
+        else:
+            self.flush()
+            self._publish(event)
+
+    def flush(self) -> None:
+        held, self._held = self._held, []
+        for event in held:
+            self._publish(event)
+
+    async def run(self) -> None:
+        """Publish what is held every ``interval_s`` until cancelled (then once more)."""
+        try:
+            while True:
+                await asyncio.sleep(self.interval_s)
+                self.flush()
+        finally:
+            self.flush()
 
 
 @dataclass

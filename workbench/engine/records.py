@@ -25,7 +25,10 @@ class RequestRecord:
     index: int
     prompt: str
     warmup: bool = False
-    t_scheduled_ns: int | None = None
+    t_intended_ns: int | None = None  # due by the arrival schedule
+    t_scheduled_ns: int | None = None  # woke up for its arrival (before any client-side limit)
+    t_ready_ns: int | None = None  # free to go: due, and a client-side concurrency slot free
+    connect_ns: int | None = None  # how long opening its connection took
     t_submit_ns: int | None = None
     t_first_token_ns: int | None = None
     t_last_token_ns: int | None = None

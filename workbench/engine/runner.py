@@ -20,10 +20,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.analysis import ConfigSummary, summarize_config, summarize_run
+from workbench.engine.analysis import ClientLoad, ConfigSummary, summarize_config, summarize_run
 from workbench.engine.discovery import find_server_binary, resolve_model
 from workbench.engine.errors import OutputDirError, WorkbenchError
 from workbench.engine.events import (
+    ClientLoadMeasured,
     ConfigFinished,
     ConfigStarted,
     EventBus,
@@ -43,7 +44,13 @@ from workbench.engine.sampler import ServerSampler
 from workbench.engine.server import LlamaServer, describe_exit
 from workbench.engine.session import SessionWriter, create_session
 from workbench.engine.slot_log import SlotLog
-from workbench.engine.workload import arrival_offsets, make_client, plan_records, run_requests
+from workbench.engine.workload import (
+    ClientLoadMeter,
+    arrival_offsets,
+    make_client,
+    plan_records,
+    run_requests,
+)
 
 SWITCH_INTERVAL_S = 0.0005
 SLOT_LOG_INTERVAL_S = 0.25
@@ -257,6 +264,7 @@ class ExperimentRunner:
                 )
             )
         records: list[RequestRecord] = []
+        loads: dict[int, ClientLoad] = {}
         status, error, log_tail, facts, slots = "ok", None, "", {}, None
         slot_log: SlotLog | None = None
         watch: asyncio.Task[None] | None = None
@@ -292,10 +300,13 @@ class ExperimentRunner:
                     sampler.start()
                     self.emit(ServerStateChanged(idx, "running", f"repeat {repeat + 1}"))
                     records += planned  # kept even if the run is cut short
+                    meter = ClientLoadMeter()
                     try:
                         await run_requests(client, workload, planned, offsets, self.emit)
                     finally:
                         sampler.stop()
+                        loads[repeat] = meter.read()
+                        self.emit(ClientLoadMeasured(idx, repeat, loads[repeat]))
                     await self._check_server_alive(idx, records)
                     self.emit(ServerStateChanged(idx, "healthy", f"repeat {repeat + 1} done"))
         except asyncio.CancelledError:
@@ -313,7 +324,16 @@ class ExperimentRunner:
                 await asyncio.gather(watch, return_exceptions=True)  # a Stop still propagates
             if slot_log is not None:  # the log is complete now: the last requests' slots
                 self._name_slots(slot_log, records)
-            summary = self._summarize(config, records, facts, slots, status, error)
+            summary = self._summarize(config, records, loads, facts, slots, status, error)
+            if summary.client_limited:
+                self.emit(
+                    Notice(
+                        "warning",
+                        f"[{config.label}] client-limited ({summary.client_limited}): the "
+                        "client, not the server, shaped these numbers",
+                        idx,
+                    )
+                )
             self.emit(ConfigFinished(idx, status, error, log_tail, summary))
 
     async def _watch_slots(self, slot_log: SlotLog, records: list[RequestRecord]) -> None:
@@ -391,13 +411,14 @@ class ExperimentRunner:
         self,
         config: RunConfig,
         records: list[RequestRecord],
+        loads: dict[int, ClientLoad],
         facts: dict[str, Any],
         slots: int | None,
         status: str,
         error: str | None,
     ) -> ConfigSummary:
         repeats = sorted({r.repeat for r in records})
-        runs = [summarize_run([r for r in records if r.repeat == k]) for k in repeats]
+        runs = [summarize_run([r for r in records if r.repeat == k], loads.get(k)) for k in repeats]
         d = config.to_dict()
         summary = summarize_config(
             config.index,

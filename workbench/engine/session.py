@@ -21,9 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from workbench import __version__
-from workbench.engine.analysis import ConfigSummary, summarize_config, summarize_run
+from workbench.engine.analysis import (
+    ClientLoad,
+    ConfigSummary,
+    summarize_config,
+    summarize_run,
+)
 from workbench.engine.errors import SessionError
 from workbench.engine.events import (
+    ClientLoadMeasured,
     ConfigFinished,
     ConfigStarted,
     EventBus,
@@ -42,7 +48,8 @@ from workbench.engine.records import RequestRecord, TokenChunk
 
 # 2: gpu_samples (a version-1 file reads as having none)
 # 3: request_slots (older files read as requests with no slot known)
-SCHEMA_VERSION = 3
+# 4: requests' intended/ready times and connect time, client_load (older: not recorded)
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE session (
@@ -96,6 +103,9 @@ CREATE TABLE requests (
     output_tokens INTEGER,
     token_source TEXT,
     text TEXT,
+    t_intended_ns INTEGER,
+    t_ready_ns INTEGER,
+    connect_ns INTEGER,
     PRIMARY KEY (config_idx, idx)
 );
 CREATE TABLE chunks (
@@ -113,6 +123,11 @@ CREATE TABLE gpu_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, gp
 CREATE TABLE request_slots (
     config_idx INTEGER NOT NULL, idx INTEGER NOT NULL, slot INTEGER NOT NULL,
     PRIMARY KEY (config_idx, idx)
+);
+CREATE TABLE client_load (
+    config_idx INTEGER NOT NULL, repeat INTEGER NOT NULL,
+    wall_s REAL NOT NULL, loop_cpu_s REAL NOT NULL, process_cpu_s REAL NOT NULL,
+    PRIMARY KEY (config_idx, repeat)
 );
 CREATE TABLE metrics_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, values_json TEXT);
 CREATE TABLE slots_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, slots_json TEXT);
@@ -133,6 +148,7 @@ RECORDED_EVENTS = (
     MetricsSample,
     SlotsSample,
     SlotMatched,
+    ClientLoadMeasured,
     ConfigFinished,
     Notice,
     ExperimentFinished,
@@ -191,6 +207,32 @@ def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value)
 
 
+REQUEST_COLUMNS = (
+    "config_idx",
+    "idx",
+    "repeat",
+    "warmup",
+    "prompt",
+    "t_scheduled_ns",
+    "t_submit_ns",
+    "t_first_token_ns",
+    "t_last_token_ns",
+    "t_done_ns",
+    "http_status",
+    "ok",
+    "error",
+    "finish_reason",
+    "usage_json",
+    "timings_json",
+    "output_tokens",
+    "token_source",
+    "text",
+    "t_intended_ns",
+    "t_ready_ns",
+    "connect_ns",
+)
+
+
 class SessionWriter:
     """Drains its subscription on a thread and writes each event to the session file."""
 
@@ -246,8 +288,8 @@ class SessionWriter:
             case RequestFinished(record=r):
                 tokens, source = r.output_tokens
                 conn.execute(
-                    "INSERT OR REPLACE INTO requests VALUES "
-                    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    f"INSERT OR REPLACE INTO requests ({', '.join(REQUEST_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(REQUEST_COLUMNS))})",
                     (
                         r.config_index,
                         r.index,
@@ -268,11 +310,25 @@ class SessionWriter:
                         tokens,
                         source,
                         r.text,
+                        r.t_intended_ns,
+                        r.t_ready_ns,
+                        r.connect_ns,
                     ),
                 )
                 conn.executemany(
                     "INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?)",
                     [(r.config_index, r.index, i, c.t_ns, c.text) for i, c in enumerate(r.chunks)],
+                )
+            case ClientLoadMeasured(load=load):
+                conn.execute(
+                    "INSERT OR REPLACE INTO client_load VALUES (?,?,?,?,?)",
+                    (
+                        event.config_index,
+                        event.repeat,
+                        load.wall_s,
+                        load.loop_cpu_s,
+                        load.process_cpu_s,
+                    ),
                 )
             case ProcessSample():
                 conn.execute(
@@ -397,11 +453,16 @@ class Session:
                     "SELECT idx, slot FROM request_slots WHERE config_idx=?", (config_index,)
                 ).fetchall()
             )
+        later = (
+            "t_intended_ns, t_ready_ns, connect_ns"
+            if self.schema_version >= 4
+            else "NULL, NULL, NULL"  # recorded before these were measured
+        )
         out = []
         for row in self._conn.execute(
             "SELECT idx, repeat, warmup, prompt, t_scheduled_ns, t_submit_ns, t_first_token_ns, "
             "t_last_token_ns, t_done_ns, http_status, ok, error, finish_reason, usage_json, "
-            "timings_json FROM requests WHERE config_idx=? ORDER BY idx",
+            f"timings_json, {later} FROM requests WHERE config_idx=? ORDER BY idx",
             (config_index,),
         ):
             (
@@ -420,6 +481,9 @@ class Session:
                 finish,
                 usage,
                 timings,
+                t_intended,
+                t_ready,
+                connect,
             ) = row
             out.append(
                 RequestRecord(
@@ -427,23 +491,39 @@ class Session:
                     repeat,
                     idx,
                     prompt,
-                    bool(warmup),
-                    t_sched,
-                    t_sub,
-                    t_first,
-                    t_last,
-                    t_done,
-                    status,
-                    bool(ok),
-                    error,
-                    finish,
-                    json.loads(usage) if usage else None,
-                    json.loads(timings) if timings else None,
-                    chunks.get(idx, []),
-                    slots.get(idx),
+                    warmup=bool(warmup),
+                    t_intended_ns=t_intended,
+                    t_scheduled_ns=t_sched,
+                    t_ready_ns=t_ready,
+                    connect_ns=connect,
+                    t_submit_ns=t_sub,
+                    t_first_token_ns=t_first,
+                    t_last_token_ns=t_last,
+                    t_done_ns=t_done,
+                    http_status=status,
+                    ok=bool(ok),
+                    error=error,
+                    finish_reason=finish,
+                    usage=json.loads(usage) if usage else None,
+                    timings=json.loads(timings) if timings else None,
+                    chunks=chunks.get(idx, []),
+                    slot=slots.get(idx),
                 )
             )
         return out
+
+    def client_load(self, config_index: int) -> dict[int, ClientLoad]:
+        """Per repeat, how busy the measuring client was (none before schema 4)."""
+        if self.schema_version < 4:
+            return {}
+        return {
+            repeat: ClientLoad(wall, loop_cpu, process_cpu)
+            for repeat, wall, loop_cpu, process_cpu in self._conn.execute(
+                "SELECT repeat, wall_s, loop_cpu_s, process_cpu_s FROM client_load "
+                "WHERE config_idx=?",
+                (config_index,),
+            )
+        }
 
     def samples(self, table: str, config_index: int) -> list[tuple[Any, ...]]:
         if table not in (
@@ -466,7 +546,10 @@ class Session:
         return list(self._conn.execute("SELECT config_idx, level, text FROM notices ORDER BY t_ns"))
 
     def summaries(self) -> list[ConfigSummary]:
-        return [summarize_config_records(c, self.records(c.index)) for c in self.configs]
+        return [
+            summarize_config_records(c, self.records(c.index), self.client_load(c.index))
+            for c in self.configs
+        ]
 
     def close(self) -> None:
         self._conn.close()
@@ -479,10 +562,18 @@ class Session:
         self.close()
 
 
-def summarize_config_records(config: ConfigRow, records: list[RequestRecord]) -> ConfigSummary:
+def summarize_config_records(
+    config: ConfigRow,
+    records: list[RequestRecord],
+    load: dict[int, ClientLoad] | None = None,
+) -> ConfigSummary:
     """Analysis of one configuration's records, one run per repeat."""
     repeats = sorted({r.repeat for r in records if not r.warmup})
-    runs = [summarize_run([r for r in records if r.repeat == k and not r.warmup]) for k in repeats]
+    load = load or {}
+    runs = [
+        summarize_run([r for r in records if r.repeat == k and not r.warmup], load.get(k))
+        for k in repeats
+    ]
     return summarize_config(
         config.index,
         config.label,

@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
-
+from workbench.engine.analysis import ClientLoad
 from workbench.engine.client import stream_request
-from workbench.engine.events import RequestFinished
+from workbench.engine.events import BatchedEmit, RequestFinished
 from workbench.engine.experiment import WorkloadSettings
+from workbench.engine.http_stream import StreamClient
 from workbench.engine.prompts import PromptSource
 from workbench.engine.records import RequestRecord
 
@@ -33,24 +33,59 @@ def arrival_offsets(workload: WorkloadSettings, n: int, seed: int) -> list[float
     return offsets
 
 
-def make_client(base_url: str, workload: WorkloadSettings) -> httpx.AsyncClient:
-    """A client that opens a fresh connection for every request.
+def make_client(base_url: str, workload: WorkloadSettings) -> StreamClient:
+    """The client for measured streams: one fresh connection per request, its set-up timed
+    apart from TTFT.
 
     llama-server drops some keep-alive connections that are reused right after a streamed
     response ("disconnected without sending a response": 6 of 48 requests at concurrency 2 in
-    our measurement, 0 of 48 without reuse). A loopback connect costs about 0.1 ms of TTFT.
+    our measurement, 0 of 48 without reuse), so connections are not reused.
     """
-    return httpx.AsyncClient(
-        base_url=base_url,
-        timeout=httpx.Timeout(workload.request_timeout_s, connect=10.0),
-        limits=httpx.Limits(
-            max_connections=workload.effective_concurrency + 2, max_keepalive_connections=0
-        ),
-    )
+    return StreamClient(base_url, connect_timeout_s=min(10.0, workload.request_timeout_s))
+
+
+class ClientLoadMeter:
+    """CPU spent by the calling thread (the measuring loop's) and the whole process from
+    its creation until ``read()``, beside the wall time: a loop busy nearly all the time
+    is one that made arrivals wait."""
+
+    def __init__(self) -> None:
+        self._start = self._clocks()
+
+    @staticmethod
+    def _clocks() -> tuple[int, int, int]:
+        return time.perf_counter_ns(), time.thread_time_ns(), time.process_time_ns()
+
+    def read(self) -> ClientLoad:
+        wall, thread, process = (
+            now - then for now, then in zip(self._clocks(), self._start, strict=True)
+        )
+        return ClientLoad(wall / 1e9, thread / 1e9, process / 1e9)
+
+
+class ReleaseGate:
+    """A client-side concurrency limit that says when a place became free.
+
+    A request held back by the limit is due when a place frees, not when its task next gets
+    to run on a busy loop: the gap between the two is the client's own delay, which is what
+    dispatch delay must show. So each place carries the time it was released.
+    """
+
+    def __init__(self, places: int, t0_ns: int) -> None:
+        self._places: asyncio.Queue[int] = asyncio.Queue()
+        for _ in range(places):
+            self._places.put_nowait(t0_ns)
+
+    async def acquire(self) -> int:
+        """Wait for a place; returns the ``perf_counter_ns`` at which it became free."""
+        return await self._places.get()
+
+    def release(self) -> None:
+        self._places.put_nowait(time.perf_counter_ns())
 
 
 async def run_requests(
-    client: httpx.AsyncClient,
+    client: StreamClient,
     workload: WorkloadSettings,
     records: list[RequestRecord],
     offsets: list[float],
@@ -58,25 +93,36 @@ async def run_requests(
 ) -> list[RequestRecord]:
     """Stream every record's request, each starting at its offset and within the limit.
 
-    ``t_submit`` is taken when a request is actually sent, after any client-side wait, as
-    vLLM's benchmark does with --max-concurrency.
+    Each record gets its intended time (``t0 + offset``), the time it was free to go (that, or
+    when a place under the concurrency limit freed, whichever is later: ``t_ready``), and
+    ``t_submit`` when it was actually sent, as vLLM's benchmark does with --max-concurrency.
+    Per-token events are published in batches (``BatchedEmit``).
     """
-    gate = asyncio.Semaphore(workload.effective_concurrency)
-    t0 = time.perf_counter()
+    batched = BatchedEmit(emit)
+    flusher = asyncio.create_task(batched.run())
+    t0_ns = time.perf_counter_ns()
+    gate = ReleaseGate(workload.effective_concurrency, t0_ns)
 
     async def one(record: RequestRecord, offset: float) -> None:
+        record.t_intended_ns = t0_ns + round(offset * 1e9)
         try:
-            delay = t0 + offset - time.perf_counter()
+            delay = (record.t_intended_ns - time.perf_counter_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
             record.t_scheduled_ns = time.perf_counter_ns()
-            async with gate:
-                await stream_request(client, record, workload, workload.seed + record.index, emit)
+            freed = await gate.acquire()
+            try:
+                record.t_ready_ns = max(record.t_intended_ns, freed)
+                await stream_request(
+                    client, record, workload, workload.seed + record.index, batched
+                )
+            finally:
+                gate.release()
         finally:
             if not record.ok and record.error is None:
                 sent = record.t_submit_ns is not None
                 record.error = "cancelled" if sent else "cancelled before it was sent"
-            emit(RequestFinished(record))
+            batched(RequestFinished(record))
 
     tasks = [asyncio.create_task(one(r, o)) for r, o in zip(records, offsets, strict=True)]
     try:
@@ -85,6 +131,8 @@ async def run_requests(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        flusher.cancel()
+        await asyncio.gather(flusher, return_exceptions=True)
     return records
 
 
