@@ -437,8 +437,7 @@ class StreamClient:
                 if self._addresses_cache is None:
                     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
                     self._addresses_cache = [
-                        (family, kind, proto, address)
-                        for family, kind, proto, _, address in infos
+                        (family, kind, proto, address) for family, kind, proto, _, address in infos
                     ]
         return self._addresses_cache
 
