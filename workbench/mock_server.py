@@ -24,12 +24,15 @@ import argparse
 import asyncio
 import json
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-MAX_HEADER_BYTES = 64 * 1024
+from workbench.engine.http_stream import HttpStreamError, KernelStampedSocket
+
+MAX_HEADER_BYTES = 64 * 1024  # a request's head
 MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_LOG = 100_000  # served requests kept for /mock/log
 MODEL = "mock"
@@ -99,29 +102,151 @@ def _chunk(payload: dict[str, Any]) -> bytes:
     return f"{len(data):X}\r\n".encode() + data + b"\r\n"
 
 
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    body: bytes
+    t_received_ns: int  # when the kernel received its last byte
+
+
+class BadRequest(Exception):
+    """A request this server cannot read; its message is the reply's body."""
+
+
+def take_request(buffer: bytearray, t_ns: int) -> Request | None:
+    """Cut one whole request off the front of ``buffer``; None until one is whole."""
+    end = buffer.find(b"\r\n\r\n")
+    if end < 0:
+        if len(buffer) > MAX_HEADER_BYTES:
+            raise BadRequest("headers too large")
+        return None
+    head = bytes(buffer[:end]).decode("latin-1").split("\r\n")
+    length = 0
+    for line in head[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            try:
+                length = int(value.strip())
+            except ValueError:
+                raise BadRequest("bad Content-Length") from None
+    if not 0 <= length <= MAX_BODY_BYTES:
+        raise BadRequest("body too large")
+    if len(buffer) < end + 4 + length:
+        return None
+    body = bytes(buffer[end + 4 : end + 4 + length])
+    del buffer[: end + 4 + length]
+    parts = head[0].split(" ")
+    method, path = (parts[0], parts[1]) if len(parts) >= 2 else ("", "")
+    return Request(method, path, body, t_ns)
+
+
 class MockServer:
-    """The state shared by all connections: schedule, counters, log."""
+    """Serves every connection on one event loop; the schedule, counters and log are shared.
+
+    Requests are read with kernel receive timestamps (as the workbench reads responses), so
+    the schedule starts when the request arrived, not when this loop got round to it."""
 
     def __init__(self, timing: Timing) -> None:
         self.timing = timing
         self.counters = Counters()
         self.log: list[Served] = []
-        self._server: asyncio.Server | None = None
         self.port = 0
+        self._listener: socket.socket | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._chunks: dict[tuple[bool, int, int], bytes] = {}
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), host, port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        self._listener = socket.create_server((host, port), backlog=1024)
+        self._listener.setblocking(False)
+        self.port = self._listener.getsockname()[1]
+        self._spawn(self._accept())
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        if self._listener is not None:
+            self._listener.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _accept(self) -> None:
+        assert self._listener is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            sock, _ = await loop.sock_accept(self._listener)
+            self._spawn(self._connection(sock))
+
+    async def _connection(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = KernelStampedSocket(sock, asyncio.get_running_loop())
+        buffer = bytearray()
+        try:
+            while reads := await conn.next_reads():
+                for t_ns, data in reads:
+                    buffer += data
+                    while True:
+                        try:
+                            request = take_request(buffer, t_ns)
+                        except BadRequest as exc:
+                            await self._reply(conn, 400, "text/plain", str(exc))
+                            return
+                        if request is None:
+                            break
+                        await self._answer(conn, request)
+                        if not self.timing.keep_alive:
+                            return
+        except (HttpStreamError, ConnectionError):
+            pass  # the client went away: its business
+        finally:
+            conn.close()
+
+    def _headers(self, status: int, content_type: str, extra: str = "") -> bytes:
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Error")
+        connection = "keep-alive" if self.timing.keep_alive else "close"
+        return (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+            f"Connection: {connection}\r\n{extra}\r\n"
+        ).encode()
+
+    async def _reply(
+        self, conn: KernelStampedSocket, status: int, content_type: str, body: str
+    ) -> None:
+        data = body.encode()
+        head = self._headers(status, content_type, f"Content-Length: {len(data)}\r\n")
+        await conn.write(head + data)
+
+    async def _answer(self, conn: KernelStampedSocket, request: Request) -> None:
+        if request.method == "GET":
+            answer = self.document(request.path)
+            if answer is None:
+                await self._reply(conn, 404, "application/json", '{"error":{"code":404}}')
+            else:
+                await self._reply(conn, *answer)
+            return
+        if request.method != "POST" or request.path not in (
+            "/v1/chat/completions",
+            "/v1/completions",
+        ):
+            await self._reply(conn, 404, "application/json", '{"error":{"code":404}}')
+            return
+        try:
+            body = json.loads(request.body) if request.body else {}
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            await self._reply(conn, 400, "application/json", '{"error":{"message":"bad JSON"}}')
+            return
+        await self._stream(conn, body, request.path == "/v1/chat/completions", request)
 
     def metrics_text(self) -> str:
         c = self.counters
@@ -154,146 +279,55 @@ class MockServer:
                 return 200, "application/json", body
         return None
 
+    def _token_chunk(self, chat: bool, first: int, count: int) -> bytes:
+        """The chunk carrying tokens ``first`` .. ``first + count - 1``, rendered once."""
+        key = (chat, first, count)
+        chunk = self._chunks.get(key)
+        if chunk is None:
+            text = "".join(f"t{first + i} " for i in range(count))
+            choice: dict[str, Any] = (
+                {"index": 0, "delta": {"content": text}, "finish_reason": None}
+                if chat
+                else {"index": 0, "text": text, "finish_reason": None}
+            )
+            chunk = self._chunks[key] = _chunk({"choices": [choice]})
+        return chunk
 
-class _Connection(asyncio.Protocol):
-    """One client connection: parse requests, answer them one at a time (HTTP/1.1)."""
-
-    def __init__(self, server: MockServer) -> None:
-        self.server = server
-        self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
-        self.busy = False
-        self.stream: asyncio.Task[None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.transport = None
-        if self.stream is not None:
-            self.stream.cancel()
-
-    def data_received(self, data: bytes) -> None:
-        t_ns = time.perf_counter_ns()
-        self.buffer += data
-        if len(self.buffer) > MAX_HEADER_BYTES + MAX_BODY_BYTES:
-            self._close()
-            return
-        if not self.busy:
-            self._next_request(t_ns)
-
-    def _next_request(self, t_ns: int) -> None:
-        end = self.buffer.find(b"\r\n\r\n")
-        if end < 0:
-            if len(self.buffer) > MAX_HEADER_BYTES:
-                self._reply(431, "text/plain", "headers too large", close=True)
-            return
-        head = self.buffer[:end].decode("latin-1").split("\r\n")
-        length = 0
-        for line in head[1:]:
-            name, _, value = line.partition(":")
-            if name.strip().lower() == "content-length":
-                try:
-                    length = int(value.strip())
-                except ValueError:
-                    self._reply(400, "text/plain", "bad Content-Length", close=True)
-                    return
-        if length > MAX_BODY_BYTES:
-            self._reply(413, "text/plain", "body too large", close=True)
-            return
-        if len(self.buffer) < end + 4 + length:
-            return
-        body_bytes = bytes(self.buffer[end + 4 : end + 4 + length])
-        del self.buffer[: end + 4 + length]
-        parts = head[0].split(" ")
-        method, path = (parts[0], parts[1]) if len(parts) >= 2 else ("", "")
-        if method == "GET":
-            answer = self.server.document(path)
-            if answer is None:
-                self._reply(404, "application/json", '{"error":{"code":404}}')
-            else:
-                self._reply(*answer)
-            return
-        if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
-            try:
-                body = json.loads(body_bytes) if body_bytes else {}
-            except ValueError:
-                body = None
-            if not isinstance(body, dict):
-                self._reply(400, "application/json", '{"error":{"message":"bad JSON"}}')
-                return
-            self.busy = True
-            chat = path == "/v1/chat/completions"
-            self.stream = asyncio.get_running_loop().create_task(self._stream(body, chat, t_ns))
-            return
-        self._reply(404, "application/json", '{"error":{"code":404}}')
-
-    def _headers(self, status: int, content_type: str, extra: str = "") -> bytes:
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "Error")
-        connection = "keep-alive" if self.server.timing.keep_alive else "close"
-        return (
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
-            f"Connection: {connection}\r\n{extra}\r\n"
-        ).encode()
-
-    def _reply(self, status: int, content_type: str, body: str, close: bool = False) -> None:
-        if self.transport is None:
-            return
-        data = body.encode()
-        self.transport.write(
-            self._headers(status, content_type, f"Content-Length: {len(data)}\r\n") + data
-        )
-        if close or not self.server.timing.keep_alive:
-            self._close()
-
-    def _close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-    async def _stream(self, body: dict[str, Any], chat: bool, t_received_ns: int) -> None:
-        server, t = self.server, self.server.timing
+    async def _stream(
+        self, conn: KernelStampedSocket, body: dict[str, Any], chat: bool, request: Request
+    ) -> None:
+        t = self.timing
         max_tokens = body.get("max_tokens")
         tokens = t.tokens
         if isinstance(max_tokens, int) and 0 < max_tokens < tokens:
             tokens = max_tokens
         n_prompt = prompt_tokens(body)
-        served = Served(_prompt_text(body), t_received_ns)
-        if len(server.log) < MAX_LOG:
-            server.log.append(served)
-        server.counters.requests += 1
-        server.counters.prompt_tokens += n_prompt
-        server.counters.processing += 1
+        served = Served(_prompt_text(body), request.t_received_ns)
+        if len(self.log) < MAX_LOG:
+            self.log.append(served)
+        self.counters.requests += 1
+        self.counters.prompt_tokens += n_prompt
+        self.counters.processing += 1
         loop = asyncio.get_running_loop()
-        # loop.time() is time.monotonic(); convert the receive time onto that clock once.
-        origin = loop.time() - (time.perf_counter_ns() - t_received_ns) / 1e9
+        # loop.time() is time.monotonic(); put the arrival on that clock once.
+        origin = loop.time() - (time.perf_counter_ns() - request.t_received_ns) / 1e9
         try:
-            assert self.transport is not None
-            self.transport.write(
+            await conn.write(
                 self._headers(200, "text/event-stream", "Transfer-Encoding: chunked\r\n")
             )
             sent = 0
             while sent < tokens:
                 # Tokens come every itl_ms; a chunk of several leaves when its last is ready.
-                ready = sent + min(t.tokens_per_chunk, tokens - sent) - 1
-                deadline = origin + (t.ttft_ms + ready * t.itl_ms) / 1000.0
+                n = min(t.tokens_per_chunk, tokens - sent)
+                deadline = origin + (t.ttft_ms + (sent + n - 1) * t.itl_ms) / 1000.0
                 delay = deadline - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                n = min(t.tokens_per_chunk, tokens - sent)
-                text = "".join(f"t{sent + i} " for i in range(n))
-                choice: dict[str, Any] = (
-                    {"index": 0, "delta": {"content": text}, "finish_reason": None}
-                    if chat
-                    else {"index": 0, "text": text, "finish_reason": None}
-                )
-                data = _chunk({"choices": [choice]})
-                if self.transport is None:
-                    return
+                data = self._token_chunk(chat, sent, n)
                 served.sent_ns.append(time.perf_counter_ns())
-                self.transport.write(data)
+                await conn.write(data)
                 sent += n
-            server.counters.tokens_predicted += tokens
+            self.counters.tokens_predicted += tokens
             first, last = served.sent_ns[0], served.sent_ns[-1]
             final_choice = (
                 {"index": 0, "delta": {}, "finish_reason": "length"}
@@ -310,22 +344,14 @@ class _Connection(asyncio.Protocol):
                 "timings": {
                     "cache_n": 0,
                     "prompt_n": n_prompt,
-                    "prompt_ms": (first - t_received_ns) / 1e6,
+                    "prompt_ms": (first - request.t_received_ns) / 1e6,
                     "predicted_n": tokens,
                     "predicted_ms": (last - first) / 1e6,
                 },
             }
-            if self.transport is None:
-                return
-            self.transport.write(_chunk(final) + _chunk_done())
+            await conn.write(_chunk(final) + _chunk_done())
         finally:
-            server.counters.processing -= 1
-            self.busy = False
-            self.stream = None
-        if not t.keep_alive:
-            self._close()
-        elif self.buffer:
-            self._next_request(time.perf_counter_ns())
+            self.counters.processing -= 1
 
 
 def _chunk_done() -> bytes:

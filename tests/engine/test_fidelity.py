@@ -96,7 +96,14 @@ async def test_ttft_tpot_and_itl_are_recovered(mock: Mock, streams: int) -> None
     assert -0.5 <= percentile(own, 50) <= 3.0, own
     assert max(own) <= 10.0, own
     tpot = [m.tpot_s * 1000 for m in metrics if m and m.tpot_s]
-    assert percentile(tpot, 50) == pytest.approx(ITL_MS, rel=0.01)
+    served_tpot = [
+        (served[r.prompt]["sent_ns"][-1] - served[r.prompt]["sent_ns"][0]) / MS / (TOKENS - 1)
+        for r in records
+    ]
+    # Against what the mock really sent (its timers slip on a busy machine), and loosely
+    # against the configured gap.
+    assert percentile(tpot, 50) == pytest.approx(percentile(served_tpot, 50), rel=0.01)
+    assert percentile(tpot, 50) == pytest.approx(ITL_MS, rel=0.05)
     itl = [gap * 1000 for m in metrics if m for gap in m.itl_s]
     assert percentile(itl, 50) == pytest.approx(ITL_MS, abs=1.0)
     assert all(m.token_source == "usage" and m.output_tokens == TOKENS for m in metrics if m)
@@ -138,10 +145,15 @@ async def test_a_starved_client_is_flagged(mock: Mock) -> None:
     settings = workload(requests=12, arrival="fixed", rate=60.0, max_tokens=4)
     offsets = [i / 60.0 for i in range(12)]
 
-    meter = ClientLoadMeter()
-    calm = await measure(mock.url, settings, offsets)
-    calm_summary = summarize_run(calm, meter.read())
-    assert calm_summary.client_limited is None, calm_summary.client_limited
+    reasons = []
+    for _ in range(3):  # another process can take this one's core for a moment: retry
+        meter = ClientLoadMeter()
+        calm = await measure(mock.url, settings, offsets)
+        calm_summary = summarize_run(calm, meter.read())
+        if calm_summary.client_limited is None:
+            break
+        reasons.append(calm_summary.client_limited)
+    assert calm_summary.client_limited is None, reasons
 
     async def hog() -> None:
         while True:

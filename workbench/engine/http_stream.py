@@ -132,7 +132,7 @@ class _Protocol(_Reads, asyncio.Protocol):
             self.transport.close()
 
 
-class _KernelStamped(_Reads):
+class KernelStampedSocket(_Reads):
     """Plain TCP read with ``recvmsg``: each read carries the time the kernel received its
     last packet (Linux ``SO_TIMESTAMPNS``), so a busy event loop that reads a socket late
     does not make its bytes late. The kernel's clock is CLOCK_REALTIME; it is moved onto
@@ -456,7 +456,7 @@ class StreamClient:
             except BaseException:
                 sock.close()
                 raise
-            return _KernelStamped(sock, loop)
+            return KernelStampedSocket(sock, loop)
         raise error or OSError(f"no address for {self.endpoint.host}")
 
     async def _connect_tls(self, loop: asyncio.AbstractEventLoop) -> _Reads:
