@@ -30,7 +30,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.engine.http_stream import HttpStreamError, KernelStampedSocket
+from workbench.engine.http_stream import (
+    HttpStreamError,
+    KernelStampedSocket,
+    enable_kernel_stamps,
+)
 
 MAX_HEADER_BYTES = 64 * 1024  # a request's head
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -159,6 +163,7 @@ class MockServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self._listener = socket.create_server((host, port), backlog=1024)
         self._listener.setblocking(False)
+        enable_kernel_stamps(self._listener)  # before any request can arrive
         self.port = self._listener.getsockname()[1]
         self._spawn(self._accept())
 

@@ -145,7 +145,7 @@ class KernelStampedSocket(_Reads):
         self.sock = sock
         self._loop = loop
         self._last_ns = 0
-        self.kernel_stamps = _enable_kernel_stamps(sock)
+        self.kernel_stamps = enable_kernel_stamps(sock)
         loop.add_reader(sock.fileno(), self._readable)
 
     def _readable(self) -> None:
@@ -207,7 +207,9 @@ def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def _enable_kernel_stamps(sock: socket.socket) -> bool:
+def enable_kernel_stamps(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp what this socket receives; set it before data can arrive
+    (packets already queued may carry no stamp). Accepted sockets inherit it."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -448,6 +450,7 @@ class StreamClient:
             try:
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                enable_kernel_stamps(sock)
                 await loop.sock_connect(sock, address)
             except OSError as exc:
                 sock.close()
