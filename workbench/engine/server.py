@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -31,6 +32,14 @@ from workbench.engine.startup_log import StartupFacts, parse_startup_log
 LOG_VERBOSITY = 4  # the level at which KV, model and compute buffer sizes are logged
 HOST = "127.0.0.1"
 PORT_ATTEMPTS = 3
+# Every configuration change waits, on average, half a poll interval more than the server
+# needs (at 0.1 s that was ~50 ms of a ~0.5 s start); a poll costs this process a few ms at
+# most, so 20 ms keeps the wait short without spinning against the loading server.
+HEALTH_POLL_S = 0.02
+# The server writes its log from a thread of its own, so /health can answer 200 a moment
+# before its last startup lines reach the file (seen for "model loaded"); the sooner we
+# look, the likelier that is, so wait this long at most for the slot layout.
+LOG_SETTLE_S = 0.25
 _PR_SET_PDEATHSIG = 1
 
 _live: set[LlamaServer] = set()
@@ -217,10 +226,20 @@ class LlamaServer:
                         "(raise [server] startup_timeout_s for a large model)",
                         stopped=True,
                     )
-                await asyncio.sleep(0.1)
-        self.facts = parse_startup_log(self.log_text())
+                await asyncio.sleep(HEALTH_POLL_S)
+        self.facts = await self._settled_facts()
         self._set_state("healthy")
         return self.facts
+
+    async def _settled_facts(self) -> StartupFacts:
+        """The startup facts, once the log holds the slot layout (or ``LOG_SETTLE_S`` ran
+        out: a build that does not log it must not cost every start more than that)."""
+        deadline = time.monotonic() + LOG_SETTLE_S
+        while True:
+            facts = parse_startup_log(self.log_text())
+            if facts.n_slots is not None or time.monotonic() > deadline:
+                return facts
+            await asyncio.sleep(0.01)
 
     def _fail_start(self, why: str, stopped: bool = False) -> None:
         if not stopped:
@@ -241,10 +260,7 @@ class LlamaServer:
         """The exit status if the process ends within ``timeout`` seconds, else None."""
         if self.process is None:
             return None
-        try:
-            return self.process.wait(timeout=timeout) if timeout > 0 else self.process.poll()
-        except subprocess.TimeoutExpired:
-            return None
+        return wait_for_exit(self.process, timeout)
 
     def is_running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -265,8 +281,7 @@ class LlamaServer:
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(sig)
                 how = sig.name
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=wait_s)
+                if wait_for_exit(proc, wait_s) is not None:
                     break
         _live.discard(self)
         if self.watchdog is not None:
@@ -286,6 +301,38 @@ class LlamaServer:
 
     def log_tail(self, lines: int = 40) -> str:
         return read_tail(self.log_path, lines)
+
+
+def wait_for_exit(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    """The exit status if ``proc`` ends within ``timeout`` seconds (reaped), else None.
+
+    ``Popen.wait(timeout=...)`` polls with a sleep that doubles up to 50 ms, so a server
+    that exits 33 ms after SIGINT was seen gone only after 64 ms, on every configuration
+    change. Linux can instead hand us a descriptor that becomes readable the moment the
+    process exits (a pidfd); elsewhere we fall back to ``Popen.wait``.
+    """
+    if proc.returncode is not None or timeout <= 0:
+        return proc.poll()
+    pidfd_open = getattr(os, "pidfd_open", None)
+    fd = None
+    if pidfd_open is not None:
+        with contextlib.suppress(OSError):  # an old kernel, or the pid already reaped
+            fd = pidfd_open(proc.pid)
+    if fd is None:
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+    try:
+        if proc.returncode is not None:  # reaped by another thread meanwhile
+            return proc.returncode
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if poller.poll(max(1, round(timeout * 1000))):
+            return proc.wait()  # it has exited: this only reaps it
+        return proc.poll()
+    finally:
+        os.close(fd)
 
 
 def read_tail(path: Path, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
