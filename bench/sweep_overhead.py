@@ -16,7 +16,10 @@ needs to come up, so this compares, in the same run and alternating the order ea
 
 It prints, per transition, the medians over rounds and the ratio workbench / bare with its
 spread, then where the workbench's time went (closing the client, stopping the old server,
-naming slots and summarising, starting the new one).
+naming slots and summarising, the server's own load up to its "model loaded" log line, and
+how long after that the supervisor saw it healthy). On a shared machine the server's load
+time alone swings by seconds, so the ratio is also given "at equal load": both sides' time
+outside the server's own load, added to the same (the bare run's) load time.
 
   .venv/bin/python bench/sweep_overhead.py [--rounds 3] [--slots 1,2,4] [--ctx 4096]
 
