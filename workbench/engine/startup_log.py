@@ -44,6 +44,7 @@ _BACKENDS = (
     (re.compile(r"ggml_vulkan|Vulkan\d*\s+model buffer", re.I), "Vulkan"),
     (re.compile(r"ROCm|HIP\d*\s+model buffer", re.I), "ROCm"),
 )
+_BACKEND_WORDS = ("cuda", "metal", "mtl", "vulkan", "rocm", "hip")
 _DEVICE = re.compile(r"using device (\S+)")
 
 
@@ -54,27 +55,34 @@ def parse_startup_log(text: str) -> StartupFacts:
     compute_mib: dict[str, float] = {}
     kv_buffers: list[float] = []
     kv_sizes: list[float] = []
+    # A plain substring test before each regex: the buffer patterns backtrack at every
+    # position of every line, and this runs between /health and "healthy" on each start.
     for line in text.splitlines():
-        if (m := _SLOTS.search(line)) and facts.n_slots is None:
+        if "n_slots" in line and (m := _SLOTS.search(line)) and facts.n_slots is None:
             facts.n_slots = int(m.group(1))
             facts.n_ctx_slot = int(m.group(2))
             if m.group(3) is not None:
                 facts.kv_unified = m.group(3).lower() in ("true", "1")
         if "llama_context" in line and (m := _N_CTX.search(line)) and facts.n_ctx is None:
             facts.n_ctx = int(m.group(1))
-        if m := _KV_SIZE.search(line):  # one line per cache (two for sliding-window models)
-            kv_sizes.append(float(m.group(1)))
-        if m := _KV_BUFFER.search(line):
-            kv_buffers.append(float(m.group(2)))
-        if (m := _MODEL_BUFFER.search(line)) and "KV" not in line:
+        if "llama_kv_cache" in line:
+            if m := _KV_SIZE.search(line):  # one line per cache (two for sliding-window models)
+                kv_sizes.append(float(m.group(1)))
+            if m := _KV_BUFFER.search(line):
+                kv_buffers.append(float(m.group(2)))
+        if "model buffer size" in line and (m := _MODEL_BUFFER.search(line)) and "KV" not in line:
             model_mib[m.group(1)] = float(m.group(2))
-        if m := _COMPUTE_BUFFER.search(line):
+        if "compute buffer size" in line and (m := _COMPUTE_BUFFER.search(line)):
             compute_mib[m.group(1)] = float(m.group(2))
-        if (m := _BUILD.search(line)) and facts.build is None:
+        if "build" in line and (m := _BUILD.search(line)) and facts.build is None:
             facts.build = m.group(1)
-        if (m := _DEVICE.search(line)) and m.group(1) not in facts.devices:
+        if (
+            "using device" in line
+            and (m := _DEVICE.search(line))
+            and m.group(1) not in facts.devices
+        ):
             facts.devices.append(m.group(1))
-        if facts.backend is None:
+        if facts.backend is None and any(word in line.lower() for word in _BACKEND_WORDS):
             for pattern, name in _BACKENDS:
                 if pattern.search(line):
                     facts.backend = name
