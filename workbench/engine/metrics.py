@@ -62,6 +62,9 @@ class View(Enum):
 
 @dataclass(frozen=True)
 class Figure:
+    """One figure: what every view needs to name it, show it and explain it. Adding one
+    (dispatch delay p99, a client-limited flag) is one entry in ``FIGURES``."""
+
     key: str
     title: str
     header: str  # short column header, on one line; the window splits it in two
@@ -120,6 +123,8 @@ class Figure:
             return len(summary.runs)
         if self.combine in (Combine.SETTING, Combine.POOLED, Combine.LIVE):
             return getattr(summary, self.key)
+        if self.combine in (Combine.MEAN_SD, Combine.MEAN) and self.key in summary.mean:
+            return summary.mean[self.key]  # the analysis's own mean, by the same rule
         values = [getattr(run, self.key) for run in summary.runs]
         if self.combine is Combine.JOINED:
             return "+".join(sorted({str(v) for v in values if v is not None}))
@@ -135,6 +140,8 @@ class Figure:
         that is not a mean."""
         if self.combine not in (Combine.MEAN_SD, Combine.MEAN):
             return None
+        if self.key in summary.sd:
+            return summary.sd[self.key]
         numbers = _numbers(getattr(run, self.key) for run in summary.runs)
         return statistics.stdev(numbers) if len(numbers) > 1 else None
 
