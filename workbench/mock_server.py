@@ -78,7 +78,6 @@ class Counters:
 
     prompt_tokens: int = 0
     tokens_predicted: int = 0
-    requests: int = 0
     processing: int = 0
 
 
@@ -258,7 +257,6 @@ class MockServer:
         lines = [
             ("llamacpp:prompt_tokens_total", c.prompt_tokens, "counter"),
             ("llamacpp:tokens_predicted_total", c.tokens_predicted, "counter"),
-            ("llamacpp:n_requests_total", c.requests, "counter"),
             ("llamacpp:requests_processing", c.processing, "gauge"),
             ("llamacpp:requests_deferred", 0, "gauge"),
         ]
@@ -310,7 +308,6 @@ class MockServer:
         served = Served(_prompt_text(body), request.t_received_ns)
         if len(self.log) < MAX_LOG:
             self.log.append(served)
-        self.counters.requests += 1
         self.counters.prompt_tokens += n_prompt
         self.counters.processing += 1
         loop = asyncio.get_running_loop()
@@ -351,7 +348,9 @@ class MockServer:
                     "prompt_n": n_prompt,
                     "prompt_ms": (first - request.t_received_ns) / 1e6,
                     "predicted_n": tokens,
-                    "predicted_ms": (last - first) / 1e6,
+                    # As llama.cpp times it: n token steps, the first chunk's included.
+                    "predicted_ms": (last - first) / 1e6
+                    + min(t.tokens_per_chunk, tokens) * t.itl_ms,
                 },
             }
             await conn.write(_chunk(final) + _chunk_done())

@@ -20,13 +20,16 @@ import pytest
 
 from workbench.engine.analysis import (
     ClientLoad,
+    RunObservations,
     client_limited_reason,
     percentile,
     request_metrics,
     summarize_run,
 )
+from workbench.engine.cross_checks import token_checks
 from workbench.engine.experiment import WorkloadSettings, parse_experiment
 from workbench.engine.prompts import PromptSource
+from workbench.engine.records import RequestRecord
 from workbench.engine.runner import ExperimentRunner, RunOptions
 from workbench.engine.session import open_session
 from workbench.engine.workload import ClientLoadMeter, make_client, plan_records, run_requests
@@ -149,7 +152,7 @@ async def test_a_starved_client_is_flagged(mock: Mock) -> None:
     for _ in range(3):  # another process can take this one's core for a moment: retry
         meter = ClientLoadMeter()
         calm = await measure(mock.url, settings, offsets)
-        calm_summary = summarize_run(calm, meter.read())
+        calm_summary = summarize_run(calm, RunObservations(meter.read()))
         if calm_summary.client_limited is None:
             break
         reasons.append(calm_summary.client_limited)
@@ -170,7 +173,7 @@ async def test_a_starved_client_is_flagged(mock: Mock) -> None:
             await run_requests(client, settings, records, offsets, lambda e: None)
     finally:
         hogging.cancel()
-    summary = summarize_run(records, meter.read())
+    summary = summarize_run(records, RunObservations(meter.read()))
     assert summary.dispatch_p99_ms is not None and summary.dispatch_p99_ms > 5.0
     # The loop's CPU share rises; how far depends on what else this machine runs.
     assert calm_summary.loop_busy is not None and summary.loop_busy is not None
@@ -208,3 +211,54 @@ def test_a_run_records_dispatch_and_client_load(mock: Mock, tmp_path: Path) -> N
         assert run.loop_busy == pytest.approx(again.loop_busy)
         assert run.ttft_from_intended_p50_s is not None
         assert run.ttft_from_intended_p50_s >= run.ttft_p50_s
+
+
+# -- cross-checks with the server's own books -----------------------------------------------
+def external_run(url: str, folder: Path, requests: int = 4, tokens: int = 12):
+    experiment = parse_experiment(
+        f'name = "checks"\n[workload]\nrequests = {requests}\nmax_tokens = {tokens}\nwarmup = 1\n'
+    )
+    result = ExperimentRunner(experiment, RunOptions(folder, base_url=url)).run()
+    assert result.status == "complete", result.error
+    return result
+
+
+def test_cross_checks_agree_with_an_honest_server(mock: Mock, tmp_path: Path) -> None:
+    result = external_run(mock.url, tmp_path)
+    run = result.summaries[0].runs[0]
+    assert [c.split(":")[0] for c in run.checks] == [
+        "decode time",
+        "output tokens",
+        "prompt tokens",
+    ]
+    assert run.checks_failed == []
+    assert run.tokens_per_chunk == pytest.approx(1.0)
+    with open_session(result.session_path) as session:
+        assert session.summaries()[0].runs[0].checks == run.checks  # stored, re-derived
+
+
+def test_several_tokens_per_chunk_fail_the_decode_check(tmp_path: Path) -> None:
+    server = Mock("--ttft-ms", "10", "--itl-ms", "5", "--tokens", "24", "--tokens-per-chunk", "4")
+    try:
+        result = external_run(server.url, tmp_path, requests=2, tokens=24)
+    finally:
+        server.stop()
+    run = result.summaries[0].runs[0]
+    assert run.tokens_per_chunk == pytest.approx(4.0)
+    assert len(run.checks_failed) == 1
+    assert run.checks_failed[0].startswith("decode time")
+    assert "several tokens" in run.checks_failed[0]
+    with open_session(result.session_path) as session:
+        notices = [text for _, level, text in session.notices() if level == "warning"]
+    assert any("cross-check: decode time" in text for text in notices)
+
+
+def test_token_checks_name_another_client() -> None:
+    record = RequestRecord(0, 0, 0, "p", t_submit_ns=1, ok=True)
+    record.usage = {"completion_tokens": 10, "prompt_tokens": 5}
+    before = {"llamacpp:tokens_predicted_total": 100.0, "llamacpp:prompt_tokens_total": 50.0}
+    after = {"llamacpp:tokens_predicted_total": 130.0, "llamacpp:prompt_tokens_total": 55.0}
+    output, prompt = token_checks([record], before, after)
+    assert not output.agrees and "another client" in output.describe()
+    assert prompt.agrees
+    assert token_checks([record], None, after) == []

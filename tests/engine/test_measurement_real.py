@@ -160,3 +160,19 @@ def test_completion_endpoint_poisson_arrivals_and_repeats(
     for repeat in (0, 1):
         submits = sorted(r.t_submit_ns for r in records if r.repeat == repeat)
         assert submits[-1] - submits[0] > 1_000_000  # spread out, not a burst
+
+
+def test_cross_checks_agree_on_a_real_server(server_binary, write_experiment, tmp_path):
+    """Client decode time against the server's timings, token counts against /metrics
+    deltas, and finished requests against the tasks the server's log timed: all within 5 %."""
+    _, experiment = write_experiment(
+        'name = "checks"\n[server]\nslots = 2\nctx = 2048\n'
+        "[workload]\nrequests = 4\nmax_tokens = 48\nwarmup = 1\n"
+    )
+    result = ExperimentRunner(experiment, RunOptions(tmp_path / "out")).run()
+    assert result.status == "complete", result.error
+    run = result.summaries[0].runs[0]
+    names = [text.split(":")[0] for text in run.checks]
+    assert names == ["decode time", "output tokens", "prompt tokens", "requests"], run.checks
+    assert run.checks_failed == [], run.checks
+    assert run.dispatch_p99_ms is not None and run.connect_p50_ms is not None

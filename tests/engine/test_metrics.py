@@ -42,12 +42,12 @@ def test_every_key_names_what_it_reads():
     config_fields = {f.name for f in dataclasses.fields(ConfigSummary)}
     slo_fields = {f.name for f in dataclasses.fields(ConfigGoodput)}
     for f in metrics.FIGURES:
-        if f.part is Part.RUN or f.combine is Combine.JOINED:
+        if f.combine is Combine.SETTING:  # a field, or a property over the repeats
+            assert f.key in config_fields or hasattr(ConfigSummary, f.key), f.key
+        elif f.part is Part.RUN or f.combine is Combine.JOINED:
             assert f.key in run_fields, f.key
         elif f.part is Part.SLO:
             assert f.key in slo_fields, f.key
-        elif f.combine is Combine.SETTING:  # a field, or a property over the repeats
-            assert f.key in config_fields or hasattr(ConfigSummary, f.key), f.key
     keys = [f.key for f in metrics.FIGURES]
     assert len(keys) == len(set(keys))
     assert {f.key for f in metrics.FIGURES if f.spread} == set(SPREAD_FIELDS)
@@ -61,7 +61,9 @@ def test_the_rules_are_the_numbers(tmp_path):
         records = session.records(0)
     assert len(summary.runs) == 2
     for f in metrics.in_part(Part.RUN):
-        if f.spread:  # the same mean and sd as the analysis computes
+        if f.combine is Combine.SETTING:
+            assert f.of(summary) == getattr(summary, f.key)
+        elif f.spread:  # the same mean and sd as the analysis computes
             assert f.of(summary) == pytest.approx(summary.mean[f.key])
             assert f.sd_of(summary) == pytest.approx(summary.sd[f.key])
         else:
@@ -94,7 +96,10 @@ def test_concurrency_csv_keeps_its_columns(tmp_path):
         "ttft_p50_s", "ttft_max_s", "decode_tok_s", "label", "status", "repeats", "requests",
         "failed", "cache_hits", "output_tokens", "ttft_p90_s", "ttft_p99_s", "tpot_p50_ms",
         "tpot_p90_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "itl_max_ms",
-        "e2e_p50_s", "e2e_p90_s", "queue_wait_p50_s", "queue_wait_max_s", "total_s_sd",
+        "e2e_p50_s", "e2e_p90_s", "queue_wait_p50_s", "queue_wait_max_s", "dispatch_p50_ms",
+        "dispatch_p99_ms", "dispatch_max_ms", "connect_p50_ms", "ttft_from_intended_p50_s",
+        "ttft_from_intended_p99_s", "e2e_from_intended_p50_s", "loop_busy", "tokens_per_chunk",
+        "client_limited", "cross_check_failures", "total_s_sd",
         "agg_tok_s_sd", "ttft_p50_s_sd", "ttft_max_s_sd", "decode_tok_s_sd", "n_slots",
         "kv_unified", "cont_batching", "token_source",
     ]  # fmt: skip

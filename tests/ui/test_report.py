@@ -90,3 +90,29 @@ def test_export_png_svg_pdf_each_to_its_folder(recorded_session, tmp_path, capsy
     assert "wrote 5 PNG charts" in out and "wrote 5 SVG charts" in out and "5 PDF charts" in out
     assert main(["export", str(recorded_session)]) == 1
     assert "--png/--svg/--pdf DIR" in capsys.readouterr().err
+
+
+def test_the_report_and_tables_say_which_numbers_to_doubt(tmp_path, qapp):
+    """Chunks of four tokens from the mock: the decode cross-check fails, and the report,
+    the terminal table and the CSV say so."""
+    from rich.console import Console
+
+    from tests.engine.test_fidelity import Mock, external_run
+    from workbench.cli.tables import results_table
+    from workbench.engine.export import write_concurrency_csv
+
+    server = Mock("--ttft-ms", "10", "--itl-ms", "5", "--tokens", "24", "--tokens-per-chunk", "4")
+    try:
+        result = external_run(server.url, tmp_path / "out", requests=2, tokens=24)
+    finally:
+        server.stop()
+    with open_session(result.session_path) as session:
+        report = write_report([session], tmp_path / "report").read_text()
+        summaries = session.summaries()
+    assert "## Can these numbers be trusted?" in report
+    assert "external: cross-check: decode time" in report and "several tokens" in report
+    console = Console(width=400, record=True)
+    console.print(results_table(summaries))
+    assert "[cross-check off]" in console.export_text()
+    write_concurrency_csv(tmp_path / "c.csv", summaries)
+    assert "decode time: client" in (tmp_path / "c.csv").read_text()

@@ -29,7 +29,7 @@ def results_table(summaries: list[ConfigSummary], title: str = "Results") -> Tab
         for figure in columns:
             text = figure.cell(s, with_sd=True)
             if figure.key == "label":
-                cells.append(Text(text + ("" if s.status == "ok" else f" [{s.status}]")))
+                cells.append(Text(text + "".join(f" [{flag}]" for flag in s.flags)))
             elif figure.key == "failed" and figure.of(s):
                 cells.append(f"[red]{text}[/red]")
             else:

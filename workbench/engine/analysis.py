@@ -13,6 +13,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from workbench.engine.cross_checks import run_cross_checks, tokens_per_chunk
 from workbench.engine.records import RequestRecord
 
 NS = 1e9
@@ -47,6 +48,17 @@ class ClientLoad:
     @property
     def loop_busy(self) -> float:
         return self.loop_cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class RunObservations:
+    """What was measured about one run besides its requests: the client's load, and the
+    server's counters just before and just after it (for the cross-checks)."""
+
+    load: ClientLoad | None = None
+    counters_before: dict[str, float] | None = None
+    counters_after: dict[str, float] | None = None
+    slots_from_log: bool = False  # each request's slot was matched from the server's log
 
 
 def dispatch_delay_s(record: RequestRecord) -> float | None:
@@ -163,6 +175,9 @@ class RunSummary:
     e2e_from_intended_p99_s: float | None = None
     loop_busy: float | None = None  # share of the run the measuring loop was busy
     client_limited: str | None = None  # why the client, not the server, shaped the numbers
+    tokens_per_chunk: float | None = None  # by the server's count; > 1: ITL is per chunk
+    checks: list[str] = field(default_factory=list)  # each cross-check with the server
+    checks_failed: list[str] = field(default_factory=list)  # those off by over 5 %
 
 
 def _ms(value: float | None) -> float | None:
@@ -179,8 +194,15 @@ def client_limited_reason(dispatch_p99_ms: float | None, load: ClientLoad | None
     return "; ".join(reasons) or None
 
 
-def summarize_run(records: list[RequestRecord], load: ClientLoad | None = None) -> RunSummary:
+def summarize_run(
+    records: list[RequestRecord], observed: RunObservations | None = None
+) -> RunSummary:
+    observed = observed or RunObservations()
+    load = observed.load
     measured = [r for r in records if not r.warmup]
+    checks = run_cross_checks(
+        measured, observed.counters_before, observed.counters_after, observed.slots_from_log
+    )
     metrics = [m for m in (request_metrics(r) for r in measured) if m is not None]
     submits = [r.t_submit_ns for r in measured if r.t_submit_ns is not None]
     ends = [r.t_done_ns for r in measured if r.t_done_ns is not None and r.t_submit_ns is not None]
@@ -237,6 +259,9 @@ def summarize_run(records: list[RequestRecord], load: ClientLoad | None = None) 
         e2e_from_intended_p99_s=percentile(e2e_intended, 99),
         loop_busy=load.loop_busy if load is not None else None,
         client_limited=client_limited_reason(dispatch_p99, load),
+        tokens_per_chunk=tokens_per_chunk(measured),
+        checks=[c.describe() for c in checks],
+        checks_failed=[c.describe() for c in checks if not c.agrees],
     )
 
 
@@ -275,6 +300,38 @@ class ConfigSummary:
         if name in ("requests", "ok", "failed", "cache_hits", "output_tokens"):
             return sum(numbers)
         return statistics.fmean(numbers)
+
+    @property
+    def checks_failed(self) -> list[str]:
+        """Cross-checks with the server that disagreed, in any repeat."""
+        many = len(self.runs) > 1
+        return [
+            f"repeat {i + 1}: {text}" if many else text
+            for i, run in enumerate(self.runs)
+            for text in run.checks_failed
+        ]
+
+    @property
+    def cross_check_failures(self) -> str | None:
+        """The failed cross-checks as one line (the CSV's cell), or None."""
+        return "; ".join(self.checks_failed) or None
+
+    @property
+    def trust_notes(self) -> list[str]:
+        """Why this configuration's numbers may not be the server's alone."""
+        notes = [f"client-limited: {self.client_limited}"] if self.client_limited else []
+        return notes + [f"cross-check: {text}" for text in self.checks_failed]
+
+    @property
+    def flags(self) -> list[str]:
+        """Short marks for a table's label cell: a status other than ok, client-limited,
+        a failed cross-check."""
+        marks = [] if self.status == "ok" else [self.status]
+        if self.client_limited:
+            marks.append("client-limited")
+        if self.checks_failed:
+            marks.append("cross-check off")
+        return marks
 
     @property
     def client_limited(self) -> str | None:

@@ -134,6 +134,16 @@ class ClientLoadMeasured:
 
 
 @dataclass(frozen=True)
+class ServerCounters:
+    """The server's /metrics just before and just after one repeat (None: not exposed)."""
+
+    config_index: int
+    repeat: int
+    before: dict[str, float] | None
+    after: dict[str, float] | None
+
+
+@dataclass(frozen=True)
 class ConfigFinished:
     config_index: int
     status: str  # ok / failed / cancelled

@@ -304,6 +304,64 @@ FIGURES: tuple[Figure, ...] = (
         views=frozenset({_T}),
     ),
     Figure(
+        "dispatch_p50_ms", "Dispatch delay p50", "dispatch p50 ms", "ms", 2, Combine.MEAN,
+        "median over requests of the dispatch delay: actual send minus when the request was "
+        "free to go (its arrival time, or when a client-side concurrency place freed), less "
+        "the connection set-up",
+    ),
+    Figure(
+        "dispatch_p99_ms", "Dispatch delay p99", "dispatch p99 ms", "ms", 2, Combine.MEAN,
+        "99th percentile over requests of the dispatch delay; over 5 ms marks the run "
+        "client-limited",
+        views=frozenset({_T}),
+    ),
+    Figure(
+        "dispatch_max_ms", "Dispatch delay max", "dispatch max ms", "ms", 2, Combine.MEAN,
+        "the longest dispatch delay",
+    ),
+    Figure(
+        "connect_p50_ms", "Connect p50", "connect p50 ms", "ms", 2, Combine.MEAN,
+        "median over requests of opening the request's connection (timed apart, not in TTFT)",
+    ),
+    Figure(
+        "ttft_from_intended_p50_s", "TTFT from intended p50", "TTFT sched p50 s", "s", 3,
+        Combine.MEAN,
+        "median over requests of `t_first_token - t_intended` (the arrival schedule's time, "
+        "as GuideLLM's scheduled latency): client-side waits and dispatch delay included",
+    ),
+    Figure(
+        "ttft_from_intended_p99_s", "TTFT from intended p99", "TTFT sched p99 s", "s", 3,
+        Combine.MEAN,
+        "99th percentile over requests of TTFT from the intended time",
+    ),
+    Figure(
+        "e2e_from_intended_p50_s", "E2E from intended p50", "E2E sched p50 s", "s", 3,
+        Combine.MEAN,
+        "median over requests of `t_last_token - t_intended`",
+    ),
+    Figure(
+        "loop_busy", "Measuring loop busy", "loop busy", "share", 2, Combine.MEAN,
+        "CPU time of the thread that reads the sockets, over the run's wall time; over 0.85 "
+        "marks the run client-limited",
+    ),
+    Figure(
+        "tokens_per_chunk", "Tokens per chunk", "tok/chunk", "tokens", 2, Combine.MEAN,
+        "output tokens by the server's count over token chunks; above 1 (speculative "
+        "decoding, a proxy) ITL is a gap between chunks, and TPOT and decode speed rest on "
+        "the server's count",
+    ),
+    Figure(
+        "client_limited", "Client-limited", "client-limited", "", None, Combine.SETTING,
+        "why the client, not the server, shaped the numbers (dispatch delay p99 over 5 ms, "
+        "or the measuring loop busy over 85 % of a repeat); empty when it did not",
+    ),
+    Figure(
+        "cross_check_failures", "Cross-checks off", "cross-checks", "", None, Combine.SETTING,
+        "client figures that disagree by over 5 % with the server's own (decode time against "
+        "`timings.predicted_ms`, tokens against `/metrics` counters, requests against its "
+        "log or counter), each with its likely cause; empty when all agree",
+    ),
+    Figure(
         "n_slots", "Slots reported", "n_slots", "", None, Combine.SETTING,
         "`n_slots`: the slots the server's startup log reports",
         Part.SERVER,

@@ -127,7 +127,7 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
             add(t_ns, MetricsSample(row.index, t_ns, json.loads(values)))
         for _, t_ns, slots in session.samples("slots_samples", row.index):
             add(t_ns, SlotsSample(row.index, t_ns, json.loads(slots)))
-        summary = summarize_config_records(row, records, session.client_load(row.index))
+        summary = summarize_config_records(row, records, session.observations(row.index))
         add(end, ConfigFinished(row.index, row.status, row.error, row.log_tail or "", summary))
         last = end
     for config_index, level, text in session.notices():

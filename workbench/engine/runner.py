@@ -20,7 +20,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.analysis import ClientLoad, ConfigSummary, summarize_config, summarize_run
+from workbench.engine.analysis import (
+    ConfigSummary,
+    RunObservations,
+    summarize_config,
+    summarize_run,
+)
 from workbench.engine.discovery import find_server_binary, resolve_model
 from workbench.engine.errors import OutputDirError, WorkbenchError
 from workbench.engine.events import (
@@ -31,6 +36,7 @@ from workbench.engine.events import (
     ExperimentFinished,
     ExperimentStarted,
     Notice,
+    ServerCounters,
     ServerReady,
     ServerStateChanged,
     SlotMatched,
@@ -40,7 +46,7 @@ from workbench.engine.external import ExternalServer, probe_external
 from workbench.engine.hardware import fingerprint
 from workbench.engine.prompts import PromptSource, load_prompts
 from workbench.engine.records import RequestRecord
-from workbench.engine.sampler import ServerSampler
+from workbench.engine.sampler import ServerSampler, fetch_counters
 from workbench.engine.server import LlamaServer, describe_exit
 from workbench.engine.session import SessionWriter, create_session
 from workbench.engine.slot_log import SlotLog
@@ -264,7 +270,7 @@ class ExperimentRunner:
                 )
             )
         records: list[RequestRecord] = []
-        loads: dict[int, ClientLoad] = {}
+        observed: dict[int, RunObservations] = {}
         status, error, log_tail, facts, slots = "ok", None, "", {}, None
         slot_log: SlotLog | None = None
         watch: asyncio.Task[None] | None = None
@@ -300,13 +306,18 @@ class ExperimentRunner:
                     sampler.start()
                     self.emit(ServerStateChanged(idx, "running", f"repeat {repeat + 1}"))
                     records += planned  # kept even if the run is cut short
+                    before = await asyncio.to_thread(fetch_counters, base_url)
                     meter = ClientLoadMeter()
                     try:
                         await run_requests(client, workload, planned, offsets, self.emit)
                     finally:
                         sampler.stop()
-                        loads[repeat] = meter.read()
-                        self.emit(ClientLoadMeasured(idx, repeat, loads[repeat]))
+                        load = meter.read()
+                        self.emit(ClientLoadMeasured(idx, repeat, load))
+                        observed[repeat] = RunObservations(load, before, None, slot_log is not None)
+                    after = await asyncio.to_thread(fetch_counters, base_url)
+                    observed[repeat] = replace(observed[repeat], counters_after=after)
+                    self.emit(ServerCounters(idx, repeat, before, after))
                     await self._check_server_alive(idx, records)
                     self.emit(ServerStateChanged(idx, "healthy", f"repeat {repeat + 1} done"))
         except asyncio.CancelledError:
@@ -324,7 +335,7 @@ class ExperimentRunner:
                 await asyncio.gather(watch, return_exceptions=True)  # a Stop still propagates
             if slot_log is not None:  # the log is complete now: the last requests' slots
                 self._name_slots(slot_log, records)
-            summary = self._summarize(config, records, loads, facts, slots, status, error)
+            summary = self._summarize(config, records, observed, facts, slots, status, error)
             if summary.client_limited:
                 self.emit(
                     Notice(
@@ -334,6 +345,8 @@ class ExperimentRunner:
                         idx,
                     )
                 )
+            for text in summary.checks_failed:
+                self.emit(Notice("warning", f"[{config.label}] cross-check: {text}", idx))
             self.emit(ConfigFinished(idx, status, error, log_tail, summary))
 
     async def _watch_slots(self, slot_log: SlotLog, records: list[RequestRecord]) -> None:
@@ -411,14 +424,16 @@ class ExperimentRunner:
         self,
         config: RunConfig,
         records: list[RequestRecord],
-        loads: dict[int, ClientLoad],
+        observed: dict[int, RunObservations],
         facts: dict[str, Any],
         slots: int | None,
         status: str,
         error: str | None,
     ) -> ConfigSummary:
         repeats = sorted({r.repeat for r in records})
-        runs = [summarize_run([r for r in records if r.repeat == k], loads.get(k)) for k in repeats]
+        runs = [
+            summarize_run([r for r in records if r.repeat == k], observed.get(k)) for k in repeats
+        ]
         d = config.to_dict()
         summary = summarize_config(
             config.index,

@@ -34,6 +34,34 @@ def parse_metrics(text: str) -> dict[str, float]:
     return values
 
 
+COUNTERS_TIMEOUT_S = 2.0
+MAX_METRICS_BYTES = 4 * 1024 * 1024
+
+
+def fetch_counters(base_url: str) -> dict[str, float] | None:
+    """The server's /metrics now, or None when it exposes none. Blocking: call it off the
+    measuring loop (``asyncio.to_thread``). The cross-checks take one just before and one
+    just after each repeat, so their difference is exactly that repeat's work."""
+    try:
+        with (
+            httpx.Client(base_url=base_url, timeout=COUNTERS_TIMEOUT_S) as client,
+            client.stream("GET", "/metrics") as response,
+        ):
+            if response.status_code != 200:
+                return None
+            body = b""
+            for part in response.iter_bytes():
+                body += part
+                if len(body) > MAX_METRICS_BYTES:
+                    return None
+    except httpx.HTTPError:
+        return None
+    try:
+        return parse_metrics(body.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+
+
 def normalise_slots(data: Any) -> list[dict[str, Any]]:
     """Keep what the views need from ``/slots``: which slot is busy with which task, and how
     many tokens it has decoded (what lets the window tell which request a slot serves)."""

@@ -24,6 +24,7 @@ from workbench import __version__
 from workbench.engine.analysis import (
     ClientLoad,
     ConfigSummary,
+    RunObservations,
     summarize_config,
     summarize_run,
 )
@@ -39,6 +40,7 @@ from workbench.engine.events import (
     Notice,
     ProcessSample,
     RequestFinished,
+    ServerCounters,
     ServerReady,
     ServerStateChanged,
     SlotMatched,
@@ -48,7 +50,8 @@ from workbench.engine.records import RequestRecord, TokenChunk
 
 # 2: gpu_samples (a version-1 file reads as having none)
 # 3: request_slots (older files read as requests with no slot known)
-# 4: requests' intended/ready times and connect time, client_load (older: not recorded)
+# 4: requests' intended/ready times and connect time, client_load, server_counters
+#    (older: not recorded)
 SCHEMA_VERSION = 4
 
 SCHEMA = """
@@ -129,6 +132,10 @@ CREATE TABLE client_load (
     wall_s REAL NOT NULL, loop_cpu_s REAL NOT NULL, process_cpu_s REAL NOT NULL,
     PRIMARY KEY (config_idx, repeat)
 );
+CREATE TABLE server_counters (
+    config_idx INTEGER NOT NULL, repeat INTEGER NOT NULL, before_json TEXT, after_json TEXT,
+    PRIMARY KEY (config_idx, repeat)
+);
 CREATE TABLE metrics_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, values_json TEXT);
 CREATE TABLE slots_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, slots_json TEXT);
 CREATE TABLE server_states (
@@ -149,6 +156,7 @@ RECORDED_EVENTS = (
     SlotsSample,
     SlotMatched,
     ClientLoadMeasured,
+    ServerCounters,
     ConfigFinished,
     Notice,
     ExperimentFinished,
@@ -197,6 +205,23 @@ def create_session(
             )
     finally:
         conn.close()
+
+
+def _counters(text: str | None) -> dict[str, float] | None:
+    """Stored /metrics, kept only if it is what was written: names to numbers."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    return {
+        str(k): float(v)
+        for k, v in value.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
 
 
 def _now() -> str:
@@ -328,6 +353,16 @@ class SessionWriter:
                         load.wall_s,
                         load.loop_cpu_s,
                         load.process_cpu_s,
+                    ),
+                )
+            case ServerCounters():
+                conn.execute(
+                    "INSERT OR REPLACE INTO server_counters VALUES (?,?,?,?)",
+                    (
+                        event.config_index,
+                        event.repeat,
+                        _json(event.before),
+                        _json(event.after),
                     ),
                 )
             case ProcessSample():
@@ -512,6 +547,24 @@ class Session:
             )
         return out
 
+    def observations(self, config_index: int) -> dict[int, RunObservations]:
+        """Per repeat, what was measured besides the requests (none before schema 4)."""
+        loads = self.client_load(config_index)
+        counters: dict[int, tuple[Any, Any]] = {}
+        if self.schema_version >= 4:
+            for repeat, before, after in self._conn.execute(
+                "SELECT repeat, before_json, after_json FROM server_counters WHERE config_idx=?",
+                (config_index,),
+            ):
+                counters[repeat] = (_counters(before), _counters(after))
+        from_log = self.meta.get("mode") == "managed" and self.schema_version >= 3
+        return {
+            repeat: RunObservations(
+                loads.get(repeat), *counters.get(repeat, (None, None)), slots_from_log=from_log
+            )
+            for repeat in set(loads) | set(counters)
+        }
+
     def client_load(self, config_index: int) -> dict[int, ClientLoad]:
         """Per repeat, how busy the measuring client was (none before schema 4)."""
         if self.schema_version < 4:
@@ -547,7 +600,7 @@ class Session:
 
     def summaries(self) -> list[ConfigSummary]:
         return [
-            summarize_config_records(c, self.records(c.index), self.client_load(c.index))
+            summarize_config_records(c, self.records(c.index), self.observations(c.index))
             for c in self.configs
         ]
 
@@ -565,13 +618,13 @@ class Session:
 def summarize_config_records(
     config: ConfigRow,
     records: list[RequestRecord],
-    load: dict[int, ClientLoad] | None = None,
+    observed: dict[int, RunObservations] | None = None,
 ) -> ConfigSummary:
     """Analysis of one configuration's records, one run per repeat."""
     repeats = sorted({r.repeat for r in records if not r.warmup})
-    load = load or {}
+    observed = observed or {}
     runs = [
-        summarize_run([r for r in records if r.repeat == k and not r.warmup], load.get(k))
+        summarize_run([r for r in records if r.repeat == k and not r.warmup], observed.get(k))
         for k in repeats
     ]
     return summarize_config(

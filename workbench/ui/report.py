@@ -115,6 +115,20 @@ def definitions() -> list[tuple[Figure, str]]:
     ]
 
 
+def trust_lines(session: Session) -> list[str]:
+    """Per configuration, why its numbers may be the client's as much as the server's
+    (client-limited, a cross-check off by over 5 %), or one line saying none is."""
+    lines = [
+        f"{summary.label}: {note}"
+        for summary in session.summaries()
+        for note in summary.trust_notes
+    ]
+    return lines or [
+        "every configuration: dispatch delay p99 within 5 ms, measuring loop not saturated, "
+        "cross-checks with the server within 5 % (where the session recorded them)"
+    ]
+
+
 def write_report(
     sessions: list[Session],
     out_dir: Path,
@@ -157,6 +171,9 @@ def write_report(
     md += [f"![{t}](charts/{p.name})" for t, p in charts] + [""]
     md += ["## Results", "", table_md, "## Definitions", ""]
     md += [f"- **{f.title}** ({how}): {f.definition}" for f, how in definitions()] + [""]
+    md += ["## Can these numbers be trusted?", ""]
+    for session, column in zip(sessions, comparison.columns, strict=True):
+        md += [f"### {column}", ""] + [f"- {line}" for line in trust_lines(session)] + [""]
     md += ["## Verdicts", ""]
     for session, column in zip(sessions, comparison.columns, strict=True):
         md += [f"### {column}", ""]
@@ -213,7 +230,12 @@ def _html(
     parts += [
         f"<li><b>{e(f.title)}</b> ({e(how)}): {e(f.definition)}</li>" for f, how in definitions()
     ]
-    parts.append("</ul><h2>Verdicts</h2>")
+    parts.append("</ul><h2>Can these numbers be trusted?</h2>")
+    for session, column in zip(sessions, comparison.columns, strict=True):
+        parts.append(f"<h3>{e(column)}</h3><ul>")
+        parts += [f"<li>{e(line)}</li>" for line in trust_lines(session)]
+        parts.append("</ul>")
+    parts.append("<h2>Verdicts</h2>")
     for session, column in zip(sessions, comparison.columns, strict=True):
         parts.append(f"<h3>{e(column)}</h3><ul>")
         for verdict in lab_verdicts(session.summaries()):

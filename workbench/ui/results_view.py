@@ -82,6 +82,11 @@ class ResultsView(QWidget):
                 if summary.status != "ok":
                     item.setToolTip(summary.error or summary.status)
                     item.setForeground(pg.mkColor("#e5484d"))
+                elif summary.trust_notes:  # measured, but not by the server's numbers alone
+                    item.setToolTip("\n".join(summary.trust_notes))
+                    item.setForeground(pg.mkColor("#e8a317"))
+                if figure.key == "label" and summary.flags:
+                    item.setText(f"{item.text()} ({', '.join(summary.flags)})")
                 self.table.setItem(r, c, item)
         self._shown = len(summaries)
         for data in chart_data_from([("this run", summaries)], metrics=self.live_charts):
