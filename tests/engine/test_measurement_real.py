@@ -87,6 +87,46 @@ async def test_back_to_back_requests_never_break_a_connection(server_binary, mod
     assert [r.error for r in records if not r.ok] == []
 
 
+async def test_llama_server_still_drops_reused_connections(server_binary, model_path, tmp_path):
+    """Why every measured request opens its own connection: llama-server drops some reused
+    keep-alive connections right after a streamed response (5 of 48 on build 11434). When a
+    build stops doing that, this fails, and connections could be reused (``make_client``)."""
+    import httpx
+
+    server = LlamaServer(
+        server_binary, model_path, ServerSettings(slots=2, ctx=2048), tmp_path / "s.log"
+    )
+    await server.start()
+    dropped: list[str] = []
+    limits = httpx.Limits(max_connections=2, max_keepalive_connections=2)
+    gate = asyncio.Semaphore(2)
+
+    async def one(client: httpx.AsyncClient, i: int) -> None:
+        body = {
+            "messages": [{"role": "user", "content": f"Request {i}. Say hi."}],
+            "max_tokens": 8,
+            "stream": True,
+        }
+        async with gate:
+            try:
+                async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+                    async for _ in response.aiter_bytes():
+                        pass
+            except httpx.RemoteProtocolError as exc:
+                dropped.append(str(exc))
+
+    try:
+        async with httpx.AsyncClient(base_url=server.base_url, limits=limits, timeout=60) as c:
+            for round_ in range(3):  # a race: give it a few rounds to show
+                await asyncio.gather(*(one(c, round_ * 64 + i) for i in range(64)))
+                if dropped:
+                    break
+    finally:
+        await asyncio.to_thread(server.stop)
+    assert dropped, "no reused connection was dropped in 192 requests"
+    assert all("disconnected without sending a response" in text for text in dropped)
+
+
 def test_runner_records_samples_and_requests(server_binary, write_experiment, tmp_path):
     _path, experiment = write_experiment(
         """
