@@ -18,7 +18,6 @@ go back within a request and none is later than the request's end.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
@@ -29,10 +28,11 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import raw_client  # noqa: E402
 
 
 def _pin(core: int) -> None:
@@ -79,46 +79,21 @@ def engine_client(url: str, streams: int, tokens: int) -> dict:
     return {"chunks": sum(map(len, stamps)), "seconds": (end - start) / 1e9, "honest": honest}
 
 
-async def _raw(url: str, streams: int, tokens: int) -> dict:
-    stamps: list[list[int]] = []
-    async with httpx.AsyncClient(
-        base_url=url, timeout=600, limits=httpx.Limits(max_connections=streams)
-    ) as client:
-
-        async def one(i: int) -> tuple[int, int]:
-            body = {
-                "model": "mock",
-                "messages": [{"role": "user", "content": f"Request {i}."}],
-                "max_tokens": tokens,
-                "stream": True,
-            }
-            mine: list[int] = []
-            buffer = b""
-            start = time.perf_counter_ns()
-            async with client.stream("POST", "/v1/chat/completions", json=body) as response:
-                async for data in response.aiter_bytes():
-                    t = time.perf_counter_ns()
-                    buffer += data
-                    *events, buffer = buffer.split(b"\n\n")
-                    for event in events:
-                        payload = event.removeprefix(b"data: ")
-                        if payload == b"[DONE]":
-                            continue
-                        choices = json.loads(payload).get("choices") or []
-                        if choices and choices[0].get("delta", {}).get("content"):
-                            mine.append(t)
-            stamps.append(mine)
-            return start, time.perf_counter_ns()
-
-        await one(-1)
-        stamps.clear()
-        spans = await asyncio.gather(*(one(i) for i in range(streams)))
-    seconds = (max(e for _, e in spans) - min(s for s, _ in spans)) / 1e9
-    honest = all(s == sorted(s) for s in stamps)
-    return {"chunks": sum(map(len, stamps)), "seconds": seconds, "honest": honest}
+def run_raw(url: str, streams: int, tokens: int) -> dict:
+    document = raw_client.run(url, streams, tokens, pin_core=0)
+    requests = document["requests"]
+    seconds = (max(r["t_end_ns"] for r in requests) - min(r["t_submit_ns"] for r in requests)) / 1e9
+    honest = all(r["chunk_ns"] == sorted(r["chunk_ns"]) for r in requests)
+    return {
+        "chunks": sum(len(r["chunk_ns"]) for r in requests),
+        "seconds": seconds,
+        "honest": honest,
+    }
 
 
 def run_client(kind: str, url: str, streams: int, tokens: int) -> dict:
+    if kind == "raw":
+        return run_raw(url, streams, tokens)
     cmd = [sys.executable, __file__, "--client", kind, "--url", url]
     cmd += ["--streams", str(streams), "--tokens", str(tokens)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
@@ -132,16 +107,12 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=4000, help="chunks per request")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--client", choices=("engine", "raw"), help=argparse.SUPPRESS)
+    parser.add_argument("--client", choices=("engine",), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
         _pin(0)
-        if args.client == "engine":
-            result = engine_client(args.url, args.streams, args.tokens)
-        else:
-            result = asyncio.run(_raw(args.url, args.streams, args.tokens))
-        print(json.dumps(result))
+        print(json.dumps(engine_client(args.url, args.streams, args.tokens)))
         return 0
 
     source = subprocess.Popen(

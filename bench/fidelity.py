@@ -11,7 +11,8 @@ known schedule: first chunk ``--ttft-ms`` after the request arrives, then a toke
 Each measured figure is printed beside the configured one. The mock also logs when it really
 wrote each chunk (timers fire late under load), so the table splits the error in two:
 ``err`` (measured minus configured) and ``client`` (measured minus what the mock really
-served: the client's own share). CPU is the client process's CPU seconds while the streams
+served: the client's own share; for TPOT, measured first-to-last chunk time against the mock's
+own). CPU is the client process's CPU seconds while the streams
 ran (not its start-up), per 1,000 streamed tokens.
 
     .venv/bin/python bench/fidelity.py                      # 1, 8, 64, 256 streams
@@ -21,8 +22,6 @@ ran (not its start-up), per 1,000 streamed tokens.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import os
 import shlex
 import shutil
@@ -30,7 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +36,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import raw_client  # noqa: E402
 
 from workbench.engine.analysis import percentile  # noqa: E402
 from workbench.engine.session import open_session  # noqa: E402
@@ -67,6 +68,7 @@ class Row:
     client_p99: float
     mock_late_p50: float
     tpot_p50: float
+    tpot_client_pct: float  # measured TPOT against what the mock really sent, p50
     itl_p50: float
     itl_p99: float
     cpu_per_k: float
@@ -151,52 +153,8 @@ def run_workbench(url: str, streams: int, tokens: int, tty: bool) -> tuple[list[
         shutil.rmtree(folder, ignore_errors=True)
 
 
-async def _raw_loop(url: str, streams: int, tokens: int) -> dict:
-    """The lean reference: one shared httpx client, one task per stream, a timestamp at each
-    read, a JSON decode per event; one request first to warm up, as the workbench does."""
-    results: list[dict] = []
-    async with httpx.AsyncClient(
-        base_url=url, timeout=600, limits=httpx.Limits(max_connections=streams)
-    ) as client:
-
-        async def one(i: int) -> None:
-            prompt = f"Request {i}. raw loop"
-            body = {
-                "model": "mock",
-                "messages": [{"role": "user", "content": prompt}],
-                "max_tokens": tokens,
-                "stream": True,
-            }
-            chunk_ns: list[int] = []
-            buffer = b""
-            t_submit = time.perf_counter_ns()
-            async with client.stream("POST", "/v1/chat/completions", json=body) as response:
-                async for data in response.aiter_bytes():
-                    t = time.perf_counter_ns()
-                    buffer += data
-                    *events, buffer = buffer.split(b"\n\n")
-                    for event in events:
-                        payload = event.removeprefix(b"data: ")
-                        if payload == b"[DONE]":
-                            continue
-                        choices = json.loads(payload).get("choices") or []
-                        if choices and choices[0].get("delta", {}).get("content"):
-                            chunk_ns.append(t)
-            results.append({"prompt": prompt, "t_submit_ns": t_submit, "chunk_ns": chunk_ns})
-
-        await one(-1)
-        results.clear()
-        cpu = time.process_time()
-        await asyncio.gather(*(one(i) for i in range(streams)))
-        cpu = time.process_time() - cpu
-    return {"cpu_s": cpu, "requests": results}
-
-
 def run_raw(url: str, streams: int, tokens: int) -> tuple[list[Measured], float]:
-    cmd = [sys.executable, __file__, "--raw-client", url, "--streams", str(streams)]
-    cmd += ["--tokens", str(tokens)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True)
-    document = json.loads(done.stdout)
+    document = raw_client.run(url, streams, tokens)
     cpu = document["cpu_s"]
     out = []
     for r in document["requests"]:
@@ -216,7 +174,7 @@ def summarise(
     cpu: float,
 ) -> Row:
     ms = 1e6
-    ttft, own, late, tpot, itl = [], [], [], [], []
+    ttft, own, late, tpot, tpot_own, itl = [], [], [], [], [], []
     for m in measured:
         served = log.get(m.prompt)
         if served is None or not served["sent_ns"]:
@@ -227,6 +185,10 @@ def summarise(
         late.append((first_sent - served["t_received_ns"]) / ms - args.ttft_ms)
         if m.tokens > 1:
             tpot.append((m.t_last_ns - m.t_first_ns) / ms / (m.tokens - 1))
+            sent = served["sent_ns"]
+            served_span = sent[-1] - sent[0]
+            if served_span > 0:
+                tpot_own.append(((m.t_last_ns - m.t_first_ns) / served_span - 1) * 100)
         itl += [(b - a) / ms for a, b in zip(m.chunk_ns, m.chunk_ns[1:], strict=False)]
     tokens = sum(m.tokens for m in measured)
 
@@ -243,6 +205,7 @@ def summarise(
         p(own, 99),
         p(late, 50),
         p(tpot, 50),
+        p(tpot_own, 50),
         p(itl, 50),
         p(itl, 99),
         cpu / tokens * 1000 if tokens else float("nan"),
@@ -259,7 +222,7 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
     )
     head = (
         "| streams | client | TTFT p50 err | TTFT p99 err | client p50 | client p99 "
-        "| mock late p50 | TPOT p50 (err) | ITL p50 / p99 | CPU s/1k tok | failed |"
+        "| mock late p50 | TPOT p50 (err) | TPOT client | ITL p50 / p99 | CPU s/1k tok | failed |"
     )
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
@@ -268,7 +231,8 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
         print(
             f"| {r.streams} | {r.client} | {r.ttft_p50:+.2f} ms | {r.ttft_p99:+.2f} ms "
             f"| {r.client_p50:+.2f} ms | {r.client_p99:+.2f} ms | {r.mock_late_p50:+.2f} ms "
-            f"| {r.tpot_p50:.3f} ms ({tpot_err:+.2f} %) | {r.itl_p50:.2f} / {r.itl_p99:.2f} ms "
+            f"| {r.tpot_p50:.3f} ms ({tpot_err:+.2f} %) | {r.tpot_client_pct:+.2f} % "
+            f"| {r.itl_p50:.2f} / {r.itl_p99:.2f} ms "
             f"| {r.cpu_per_k:.3f} | {r.failed} |"
         )
     print("\ngoals (workbench): TTFT p50 error within", end="")
@@ -302,12 +266,8 @@ def main() -> int:
     parser.add_argument("--close", action="store_true", help="the mock refuses keep-alive")
     parser.add_argument("--no-tty", action="store_true", help="run the CLI without a terminal")
     parser.add_argument("--only", choices=("workbench", "raw"), help="measure one client only")
-    parser.add_argument("--raw-client", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
     streams = [int(s) for s in args.streams.split(",")]
-    if args.raw_client:
-        print(json.dumps(asyncio.run(_raw_loop(args.raw_client, streams[0], args.tokens))))
-        return 0
     rows: list[Row] = []
     for n in streams:
         for _ in range(args.rounds):
