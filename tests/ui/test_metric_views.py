@@ -91,3 +91,27 @@ def test_the_slo_tab_shows_the_results_tables_ttft_p50_with_repeats(qtbot, tmp_p
     assert column_texts(panel.table, header) == ["1.100"]
     assert column_texts(panel.table, "why not") == ["TTFT p50 1.100 s > 1 s"]
     assert panel.chart.data.series[0].y == [summaries[0].mean["ttft_p50_s"]]
+
+
+def test_a_client_limited_configuration_is_marked_in_the_results_table(qtbot):
+    from workbench.engine.analysis import (
+        ClientLoad,
+        RunObservations,
+        summarize_config,
+        summarize_run,
+    )
+
+    busy = summarize_run([], RunObservations(ClientLoad(1.0, 0.9, 0.95)))
+    calm = summarize_run([], RunObservations(ClientLoad(1.0, 0.1, 0.2)))
+    summaries = [
+        summarize_config(i, f"np={i + 1}", {"slots": i + 1}, {}, {}, [run])
+        for i, run in enumerate((busy, calm))
+    ]
+    view = ResultsView()
+    qtbot.addWidget(view)
+    view.sync(summaries)
+    labels = column_texts(view.table, "config")
+    assert labels == ["np=1 (client-limited)", "np=2"]
+    marked = view.table.item(0, 0)
+    assert marked.toolTip() == "client-limited: measuring loop busy 90% of the run"
+    assert view.table.item(1, 0).toolTip() == ""
