@@ -22,6 +22,7 @@ from workbench.engine.analysis import (
     ClientLoad,
     RunObservations,
     client_limited_reason,
+    dispatch_delay_s,
     percentile,
     request_metrics,
     summarize_run,
@@ -116,7 +117,9 @@ async def test_connecting_is_timed_apart_from_ttft(mock: Mock) -> None:
     records = await measure(mock.url, workload(requests=4))
     for r in records:
         assert r.connect_ns is not None and 0 < r.connect_ns < 1e9
-        assert r.t_ready_ns is not None and r.t_submit_ns >= r.t_ready_ns + r.connect_ns
+        # A burst's connections are opened before the clock starts, then used at once.
+        assert r.t_connected_ns is not None and r.t_ready_ns is not None
+        assert r.t_connected_ns <= r.t_ready_ns <= r.t_submit_ns
         served = mock.served()[r.prompt]
         # t_submit is taken after the connection was made, just before the request goes out.
         assert 0 <= served["t_received_ns"] - r.t_submit_ns < 20 * MS
@@ -163,23 +166,42 @@ async def test_a_starved_client_is_flagged(mock: Mock) -> None:
             end = time.perf_counter() + 0.015
             while time.perf_counter() < end:
                 pass  # the loop is busy: nothing else runs
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(0)
 
-    records = plan_records(0, 0, 100, 12, PromptSource())
-    hogging = asyncio.create_task(hog())
-    meter = ClientLoadMeter()
-    try:
-        async with make_client(mock.url, settings) as client:
-            await run_requests(client, settings, records, offsets, lambda e: None)
-    finally:
-        hogging.cancel()
-    summary = summarize_run(records, RunObservations(meter.read()))
+    for attempt in range(3):  # timing on a shared machine: give the starvation three tries
+        records = plan_records(0, 0, 100 + 12 * attempt, 12, PromptSource())
+        hogging = asyncio.create_task(hog())
+        meter = ClientLoadMeter()
+        try:
+            async with make_client(mock.url, settings) as client:
+                await run_requests(client, settings, records, offsets, lambda e: None)
+        finally:
+            hogging.cancel()
+        summary = summarize_run(records, RunObservations(meter.read()))
+        if summary.dispatch_p99_ms is not None and summary.dispatch_p99_ms > 5.0:
+            break
     assert summary.dispatch_p99_ms is not None and summary.dispatch_p99_ms > 5.0
     # The loop's CPU share rises; how far depends on what else this machine runs.
     assert calm_summary.loop_busy is not None and summary.loop_busy is not None
     assert summary.loop_busy > 3 * calm_summary.loop_busy
     assert summary.client_limited is not None
     assert "dispatch delay p99" in summary.client_limited
+
+
+def test_dispatch_delay_leaves_out_connecting_in_its_window() -> None:
+    def record(ready: int, connect: int, connected: int, submit: int) -> RequestRecord:
+        return RequestRecord(
+            0, 0, 0, "p", t_ready_ns=ready, connect_ns=connect, t_connected_ns=connected,
+            t_submit_ns=submit,
+        )  # fmt: skip
+
+    ms = 1_000_000
+    # Connected inside the window: its 3 ms are not dispatch delay.
+    assert dispatch_delay_s(record(0, 3 * ms, 4 * ms, 5 * ms)) == pytest.approx(0.002)
+    # Connected ahead of time: the whole window is dispatch delay.
+    assert dispatch_delay_s(record(10 * ms, 3 * ms, 4 * ms, 11 * ms)) == pytest.approx(0.001)
+    # Connecting began before the request was free to go: only the part after counts out.
+    assert dispatch_delay_s(record(2 * ms, 3 * ms, 4 * ms, 5 * ms)) == pytest.approx(0.001)
 
 
 def test_client_limited_reasons() -> None:
@@ -203,6 +225,7 @@ def test_a_run_records_dispatch_and_client_load(mock: Mock, tmp_path: Path) -> N
         reopened = session.summaries()[0]
     measured = [r for r in records if not r.warmup]
     assert all(r.t_intended_ns and r.t_ready_ns and r.connect_ns for r in measured)
+    assert all(r.t_connected_ns for r in measured)
     assert sorted(loads) == [0, 1]
     assert all(0 < load.loop_cpu_s <= load.process_cpu_s for load in loads.values())
     for run, again in zip(live.runs, reopened.runs, strict=True):

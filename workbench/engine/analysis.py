@@ -63,11 +63,16 @@ class RunObservations:
 
 def dispatch_delay_s(record: RequestRecord) -> float | None:
     """Actual send minus when the request was free to go (its arrival time, or when a place
-    under the client-side concurrency limit freed), less the connection set-up, which is
-    reported on its own."""
+    under the client-side concurrency limit freed), less the part of that time spent
+    opening its connection, which is reported on its own (a connection opened ahead of
+    time costs the dispatch nothing)."""
     if record.t_submit_ns is None or record.t_ready_ns is None:
         return None
-    return max(0, record.t_submit_ns - record.t_ready_ns - (record.connect_ns or 0)) / NS
+    window = record.t_submit_ns - record.t_ready_ns
+    if record.connect_ns is not None and record.t_connected_ns is not None:
+        start = max(record.t_ready_ns, record.t_connected_ns - record.connect_ns)
+        window -= max(0, min(record.t_submit_ns, record.t_connected_ns) - start)
+    return max(0, window) / NS
 
 
 @dataclass(frozen=True)

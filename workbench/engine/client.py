@@ -10,6 +10,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from workbench.engine.events import FirstToken, RequestSubmitted, TokenChunkArrived
@@ -86,27 +87,46 @@ def _apply_payload(record: RequestRecord, payload: dict[str, Any], t_ns: int, em
             record.finish_reason = choice["finish_reason"]
 
 
+@dataclass(frozen=True)
+class PreparedRequest:
+    """A request encoded before its send time, and its connection when opened ahead."""
+
+    head: bytes
+    body: bytes
+    connection: StreamedResponse | None = None
+
+
+def prepare_request(
+    client: StreamClient, workload: WorkloadSettings, prompt: str, seed: int
+) -> PreparedRequest:
+    path, body = request_payload(workload, prompt, seed)
+    payload = json.dumps(body).encode()
+    return PreparedRequest(client.request_head("POST", path, len(payload), {}), payload)
+
+
 async def stream_request(
     client: StreamClient,
     record: RequestRecord,
     workload: WorkloadSettings,
     seed: int,
     emit: Emit,
+    prepared: PreparedRequest | None = None,
 ) -> RequestRecord:
     """Send one streaming request and fill ``record``. Never raises except on cancellation.
 
-    The connection is opened first and timed apart (``record.connect_ns``); ``t_submit`` is
-    taken just before the request is written, so TTFT holds no connection set-up."""
-    path, body = request_payload(workload, record.prompt, seed)
-    payload = json.dumps(body).encode()
-    head = client.request_head("POST", path, len(payload), {})
+    The connection is opened first (or was, by the caller: ``prepared.connection``) and timed
+    apart (``record.connect_ns``); ``t_submit`` is taken just before the request is written,
+    so TTFT holds no connection set-up."""
+    prepared = prepared or prepare_request(client, workload, record.prompt, seed)
+    head, payload = prepared.head, prepared.body
     parser = SSEParser()
     done = False
     response: StreamedResponse | None = None
     try:
         async with asyncio.timeout(workload.request_timeout_s):
-            response = await client.connect()
-            record.connect_ns = response.t_connect_ns
+            response = prepared.connection or await client.connect()
+            record.connect_ns = response.connect_ns
+            record.t_connected_ns = response.t_connected_ns
 
             def submitted(t_ns: int) -> None:
                 record.t_submit_ns = t_ns

@@ -274,11 +274,13 @@ class ResponseHead:
 
 
 class StreamedResponse:
-    """One request on its own connection. ``t_connect_ns`` is the connect's duration."""
+    """One request on its own connection: how long opening it took (``connect_ns``) and
+    when it was open (``t_connected_ns``)."""
 
-    def __init__(self, conn: _Reads, t_connect_ns: int) -> None:
+    def __init__(self, conn: _Reads, connect_ns: int, t_connected_ns: int) -> None:
         self._conn = conn
-        self.t_connect_ns = t_connect_ns
+        self.connect_ns = connect_ns
+        self.t_connected_ns = t_connected_ns
         self._pending = b""  # body bytes read along with the head
         self._pending_t = 0
         self.head: ResponseHead | None = None
@@ -421,7 +423,8 @@ class StreamClient:
             ) from None
         except OSError as exc:
             raise ConnectFailed(f"{exc.strerror or exc}") from None
-        response = StreamedResponse(conn, time.perf_counter_ns() - start)
+        now = time.perf_counter_ns()
+        response = StreamedResponse(conn, now - start, now)
         self._open.add(response)
         return response
 

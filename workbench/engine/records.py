@@ -29,6 +29,7 @@ class RequestRecord:
     t_scheduled_ns: int | None = None  # woke up for its arrival (before any client-side limit)
     t_ready_ns: int | None = None  # free to go: due, and a client-side concurrency slot free
     connect_ns: int | None = None  # how long opening its connection took
+    t_connected_ns: int | None = None  # when it was open (before t_ready when opened ahead)
     t_submit_ns: int | None = None
     t_first_token_ns: int | None = None
     t_last_token_ns: int | None = None

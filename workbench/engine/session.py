@@ -109,6 +109,7 @@ CREATE TABLE requests (
     t_intended_ns INTEGER,
     t_ready_ns INTEGER,
     connect_ns INTEGER,
+    t_connected_ns INTEGER,
     PRIMARY KEY (config_idx, idx)
 );
 CREATE TABLE chunks (
@@ -255,6 +256,7 @@ REQUEST_COLUMNS = (
     "t_intended_ns",
     "t_ready_ns",
     "connect_ns",
+    "t_connected_ns",
 )
 
 
@@ -338,6 +340,7 @@ class SessionWriter:
                         r.t_intended_ns,
                         r.t_ready_ns,
                         r.connect_ns,
+                        r.t_connected_ns,
                     ),
                 )
                 conn.executemany(
@@ -489,9 +492,9 @@ class Session:
                 ).fetchall()
             )
         later = (
-            "t_intended_ns, t_ready_ns, connect_ns"
+            "t_intended_ns, t_ready_ns, connect_ns, t_connected_ns"
             if self.schema_version >= 4
-            else "NULL, NULL, NULL"  # recorded before these were measured
+            else "NULL, NULL, NULL, NULL"  # recorded before these were measured
         )
         out = []
         for row in self._conn.execute(
@@ -519,6 +522,7 @@ class Session:
                 t_intended,
                 t_ready,
                 connect,
+                t_connected,
             ) = row
             out.append(
                 RequestRecord(
@@ -531,6 +535,7 @@ class Session:
                     t_scheduled_ns=t_sched,
                     t_ready_ns=t_ready,
                     connect_ns=connect,
+                    t_connected_ns=t_connected,
                     t_submit_ns=t_sub,
                     t_first_token_ns=t_first,
                     t_last_token_ns=t_last,

@@ -6,13 +6,14 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from workbench.engine.analysis import ClientLoad
-from workbench.engine.client import stream_request
+from workbench.engine.client import PreparedRequest, prepare_request, stream_request
 from workbench.engine.events import BatchedEmit, RequestFinished
 from workbench.engine.experiment import WorkloadSettings
-from workbench.engine.http_stream import StreamClient
+from workbench.engine.http_stream import StreamClient, StreamedResponse
 from workbench.engine.prompts import PromptSource
 from workbench.engine.records import RequestRecord
 
@@ -99,11 +100,12 @@ async def run_requests(
     Per-token events are published in batches (``BatchedEmit``).
     """
     batched = BatchedEmit(emit)
+    prepared = await _prepare(client, workload, records, offsets)
     flusher = asyncio.create_task(batched.run())
     t0_ns = time.perf_counter_ns()
     gate = ReleaseGate(workload.effective_concurrency, t0_ns)
 
-    async def one(record: RequestRecord, offset: float) -> None:
+    async def one(i: int, record: RequestRecord, offset: float) -> None:
         record.t_intended_ns = t0_ns + round(offset * 1e9)
         try:
             delay = (record.t_intended_ns - time.perf_counter_ns()) / 1e9
@@ -114,7 +116,7 @@ async def run_requests(
             try:
                 record.t_ready_ns = max(record.t_intended_ns, freed)
                 await stream_request(
-                    client, record, workload, workload.seed + record.index, batched
+                    client, record, workload, workload.seed + record.index, batched, prepared[i]
                 )
             finally:
                 gate.release()
@@ -124,7 +126,10 @@ async def run_requests(
                 record.error = "cancelled" if sent else "cancelled before it was sent"
             batched(RequestFinished(record))
 
-    tasks = [asyncio.create_task(one(r, o)) for r, o in zip(records, offsets, strict=True)]
+    tasks = [
+        asyncio.create_task(one(i, r, o))
+        for i, (r, o) in enumerate(zip(records, offsets, strict=True))
+    ]
     try:
         await asyncio.gather(*tasks)
     finally:
@@ -134,6 +139,31 @@ async def run_requests(
         flusher.cancel()
         await asyncio.gather(flusher, return_exceptions=True)
     return records
+
+
+async def _prepare(
+    client: StreamClient,
+    workload: WorkloadSettings,
+    records: list[RequestRecord],
+    offsets: list[float],
+) -> list[PreparedRequest]:
+    """Every request encoded, and the first wave's connections opened, before the clock
+    starts. Opening 64 connections after t0 spread a burst over 20 to 50 ms (one loop
+    connects them in turn), so the burst the experiment asked for never happened; encoded
+    and connected ahead, the wave goes out as fast as the loop can write."""
+    prepared = [
+        prepare_request(client, workload, r.prompt, workload.seed + r.index) for r in records
+    ]
+    wave = [i for i, offset in enumerate(offsets) if offset == 0.0]
+    wave = wave[: workload.effective_concurrency]
+    opened = await asyncio.gather(*(client.connect() for _ in wave), return_exceptions=True)
+    for i, connection in zip(wave, opened, strict=True):
+        if isinstance(connection, StreamedResponse):
+            prepared[i] = replace(prepared[i], connection=connection)
+        elif not isinstance(connection, Exception):
+            raise connection  # a cancellation: the client closes what was opened
+        # A failed connect is left to the request, which records why it failed.
+    return prepared
 
 
 def plan_records(
