@@ -111,7 +111,7 @@ def test_a_client_limited_configuration_is_marked_in_the_results_table(qtbot):
     qtbot.addWidget(view)
     view.sync(summaries)
     labels = column_texts(view.table, "config")
-    assert labels == ["np=1 (client-limited)", "np=2"]
+    assert labels == ["np=1 \u26a0", "np=2"]
     marked = view.table.item(0, 0)
     assert marked.toolTip() == "client-limited: measuring loop busy 90% of the run"
     assert view.table.item(1, 0).toolTip() == ""
