@@ -121,3 +121,20 @@ def test_display_formats():
     assert figure("ttft_p50_s").heading == "TTFT p50 (s)"
     with pytest.raises(KeyError):
         figure("nonsense")
+
+
+def test_per_request_figures_come_from_the_catalogue(tmp_path, monkeypatch):
+    from workbench.engine import export
+    from workbench.engine.metrics import REQUEST_FIGURES, RequestFigure
+
+    extra = RequestFigure("tpot_s", "tpot_us", "TPOT", "us", 1e6, 1, "TPOT in microseconds")
+    monkeypatch.setattr(export, "REQUEST_FIGURES", (*REQUEST_FIGURES, extra))
+    monkeypatch.setattr(export, "REQUEST_COLUMNS", [*export.REQUEST_COLUMNS, "tpot_us"])
+    with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
+        export.write_requests_csv(tmp_path / "r.csv", session)
+    with (tmp_path / "r.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 6
+    first = rows[0]
+    assert (first["ttft_s"], first["tpot_ms"], first["tpot_us"]) == ("0.1", "100.0", "100000.0")
+    assert first["dispatch_ms"] == ""  # made without an arrival schedule: not measured

@@ -10,7 +10,7 @@ from typing import Any
 
 from workbench.engine.analysis import NS, ConfigSummary, request_metrics
 from workbench.engine.errors import OutputDirError
-from workbench.engine.metrics import Figure, Part, in_part
+from workbench.engine.metrics import REQUEST_FIGURES, Figure, Part, in_part
 from workbench.engine.session import Session
 
 
@@ -45,16 +45,13 @@ REQUEST_COLUMNS = [
     "error",
     "http_status",
     "slot",
+    "t_intended_s",
+    "t_ready_s",
     "t_submit_s",
     "t_first_token_s",
     "t_last_token_s",
     "t_done_s",
-    "ttft_s",
-    "e2e_s",
-    "tpot_ms",
-    "decode_tok_s",
-    "queue_wait_s",
-    "prefill_s",
+    *(f.column for f in REQUEST_FIGURES),
     "output_tokens",
     "token_source",
     "chunks",
@@ -106,16 +103,13 @@ def request_rows(session: Session) -> list[dict[str, Any]]:
                     "error": r.error,
                     "http_status": r.http_status,
                     "slot": r.slot,
+                    "t_intended_s": rel(r.t_intended_ns),
+                    "t_ready_s": rel(r.t_ready_ns),
                     "t_submit_s": rel(r.t_submit_ns),
                     "t_first_token_s": rel(r.t_first_token_ns),
                     "t_last_token_s": rel(r.t_last_token_ns),
                     "t_done_s": rel(r.t_done_ns),
-                    "ttft_s": m and _round(m.ttft_s, 6),
-                    "e2e_s": m and _round(m.e2e_s, 6),
-                    "tpot_ms": (m and m.tpot_s is not None and _round(m.tpot_s * 1000, 4)) or None,
-                    "decode_tok_s": m and _round(m.decode_tok_s, 3),
-                    "queue_wait_s": m and _round(m.queue_wait_s, 6),
-                    "prefill_s": m and _round(m.prefill_s, 6),
+                    **{f.column: f.value(m) for f in REQUEST_FIGURES},
                     "output_tokens": tokens,
                     "token_source": source,
                     "chunks": len(r.chunks),

@@ -427,13 +427,71 @@ def in_part(*parts: Part) -> tuple[Figure, ...]:
     return tuple(f for f in FIGURES if f.part in parts)
 
 
+@dataclass(frozen=True)
+class RequestFigure:
+    """One figure of a single request (``requests.csv``, the requests table): the
+    ``RequestMetrics`` attribute it reads, in seconds, and how it is written out."""
+
+    key: str
+    column: str  # its requests.csv column
+    title: str
+    unit: str
+    scale: float  # from seconds (or as is) to ``unit``
+    digits: int
+    definition: str
+
+    def value(self, metrics: Any) -> float | None:
+        """Its value for one request's ``RequestMetrics`` (None: failed, or not measured)."""
+        raw = None if metrics is None else getattr(metrics, self.key)
+        return None if raw is None else round(raw * self.scale, self.digits)
+
+
+REQUEST_FIGURES: tuple[RequestFigure, ...] = (
+    RequestFigure("ttft_s", "ttft_s", "TTFT", "s", 1, 6, "`t_first_token - t_submit`"),
+    RequestFigure("e2e_s", "e2e_s", "E2E latency", "s", 1, 6, "`t_last_token - t_submit`"),
+    RequestFigure(
+        "tpot_s", "tpot_ms", "TPOT", "ms", 1000, 4,
+        "`(t_last_token - t_first_token) / (output_tokens - 1)`, tokens by the server's count",
+    ),
+    RequestFigure("decode_tok_s", "decode_tok_s", "Decode speed", "tok/s", 1, 3, "`1 / TPOT`"),
+    RequestFigure(
+        "queue_wait_s", "queue_wait_s", "Queue wait", "s", 1, 6,
+        "`TTFT - timings.prompt_ms`, floored at 0: waiting for a slot",
+    ),
+    RequestFigure(
+        "prefill_s", "prefill_s", "Prefill", "s", 1, 6, "`TTFT - queue wait`",
+    ),
+    RequestFigure(
+        "dispatch_s", "dispatch_ms", "Dispatch delay", "ms", 1000, 3,
+        "`t_submit - t_ready`, less the part of it spent connecting",
+    ),
+    RequestFigure(
+        "connect_s", "connect_ms", "Connect", "ms", 1000, 3,
+        "opening the request's connection (before `t_ready` when opened ahead)",
+    ),
+    RequestFigure(
+        "ttft_from_intended_s", "ttft_from_intended_s", "TTFT from intended", "s", 1, 6,
+        "`t_first_token - t_intended`",
+    ),
+    RequestFigure(
+        "e2e_from_intended_s", "e2e_from_intended_s", "E2E from intended", "s", 1, 6,
+        "`t_last_token - t_intended`",
+    ),
+)  # fmt: skip
+
+
 def markdown_table() -> str:
-    """The README's metric table: every measured, SLO and live figure, with its repeat
-    rule. ``python -m workbench.engine.metrics`` prints it; a test keeps the README equal."""
+    """The README's metric tables: every measured, SLO and live figure with its repeat rule,
+    then the per-request figures. ``python -m workbench.engine.metrics`` prints them; a test
+    keeps the README equal."""
     lines = ["| figure | CSV column | unit | over repeats | definition |", "|---|---|---|---|---|"]
     for f in in_part(Part.RUN, Part.SLO, Part.LIVE):
         column = f"`{f.column}`" if f.part is Part.RUN else ""
         lines.append(f"| {f.title} | {column} | {f.unit} | {f.combine.value} | {f.definition} |")
+    lines += ["", "Per request (`requests.csv`, `workbench show --requests`):", ""]
+    lines += ["| figure | CSV column | unit | definition |", "|---|---|---|---|"]
+    for r in REQUEST_FIGURES:
+        lines.append(f"| {r.title} | `{r.column}` | {r.unit} | {r.definition} |")
     return "\n".join(lines) + "\n"
 
 
