@@ -274,6 +274,9 @@ def test_several_tokens_per_chunk_fail_the_decode_check(tmp_path: Path) -> None:
     with open_session(result.session_path) as session:
         notices = [text for _, level, text in session.notices() if level == "warning"]
     assert any("cross-check: decode time" in text for text in notices)
+    with open_session(result.session_path) as session:
+        infos = [text for _, level, text in session.notices() if level == "info"]
+    assert any("chunks carried 4.0 tokens" in text for text in infos)
 
 
 def test_token_checks_name_another_client() -> None:

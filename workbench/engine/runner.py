@@ -349,6 +349,17 @@ class ExperimentRunner:
                 )
             for text in summary.checks_failed:
                 self.emit(Notice("warning", f"[{config.label}] cross-check: {text}", idx))
+            per_chunk = [r.tokens_per_chunk for r in summary.runs if r.tokens_per_chunk]
+            if per_chunk and max(per_chunk) > 1.05:
+                self.emit(
+                    Notice(
+                        "info",
+                        f"[{config.label}] chunks carried {max(per_chunk):.1f} tokens on "
+                        "average: TPOT and decode speed use the server's token counts, and "
+                        "ITL is the gap between chunks, not between tokens",
+                        idx,
+                    )
+                )
             self.emit(ConfigFinished(idx, status, error, log_tail, summary))
 
     async def _watch_slots(self, slot_log: SlotLog, records: list[RequestRecord]) -> None:
