@@ -398,3 +398,35 @@ async def test_an_unforeseen_error_fails_only_that_request(monkeypatch) -> None:
         "unexpected TypeError after 2 token chunks: 'int' object is not iterable"
     )
     assert again.ok
+
+
+# -- a hostile server: bounded reads ---------------------------------------------------------
+async def test_a_huge_error_body_is_read_only_to_its_bound() -> None:
+    """A 500 whose body never ends (here 6.4 GB) must cost 2,000 characters, not memory."""
+    behaviour = Behaviour(status=500, error_body="E" * 65536, error_body_repeats=100_000)
+    async with FakeServer(behaviour) as server:
+        started = time.monotonic()
+        record, _ = await stream_one(server.base_url)
+    assert time.monotonic() - started < 10
+    assert not record.ok and record.http_status == 500
+    assert record.error is not None and record.error.startswith("HTTP 500: EEEE")
+    assert len(record.error) <= len("HTTP 500: ") + 2000
+
+
+async def test_an_endless_stream_stops_at_its_chunk_bound() -> None:
+    async with FakeServer(Behaviour(tokens=100_000)) as server:
+        record, _ = await stream_one(server.base_url, settings(max_tokens=16))
+    assert not record.ok
+    assert record.error is not None
+    assert record.error.startswith("the server sent more than 128 token chunks for max_tokens")
+    assert len(record.chunks) == 129  # what arrived is kept, up to the bound
+
+
+async def test_a_huge_line_fails_the_request_with_its_reason() -> None:
+    async with FakeServer(Behaviour(tokens=2, texts=("ok ", "x" * 2_000_000))) as server:
+        record, _ = await stream_one(server.base_url)
+    assert not record.ok
+    assert record.error == (
+        "malformed stream: a line longer than 1048576 characters (after 1 token chunks)"
+    )
+    assert [c.text for c in record.chunks] == ["ok "]

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from workbench.engine.sse import SSEEvent, SSEParser
+from workbench.engine.sse import SSEError, SSEEvent, SSEParser
 
 
 def parse_in_pieces(stream: bytes, cuts: list[int]) -> list[SSEEvent]:
@@ -61,9 +61,25 @@ def test_one_byte_at_a_time() -> None:
 def test_events_come_out_as_soon_as_they_are_complete() -> None:
     parser = SSEParser()
     assert parser.feed(b'data: {"a": 1}\n') == []
-    assert parser.pending == 'data: {"a": 1}\n'
+    assert parser.pending == ""  # the line is whole; its event waits for the blank line
     assert parser.feed(b"\ndata: [DO") == [SSEEvent(None, '{"a": 1}')]
+    assert parser.pending == "data: [DO"
     assert parser.feed(b"NE]\n\n") == [SSEEvent(None, "[DONE]")]
+
+
+def test_a_line_or_an_event_past_its_bound_is_refused(monkeypatch) -> None:
+    """A server must not make the client hold (and, before, re-scan) an endless line."""
+    from workbench.engine import sse
+
+    monkeypatch.setattr(sse, "MAX_LINE_CHARS", 1000)
+    monkeypatch.setattr(sse, "MAX_EVENT_CHARS", 3000)
+    parser = SSEParser()
+    parser.feed(b"data: " + b"x" * 500)
+    with pytest.raises(SSEError, match="a line longer than 1000 characters"):
+        parser.feed(b"x" * 600)
+    parser = SSEParser()
+    with pytest.raises(SSEError, match="an event over 3000 characters"):
+        parser.feed((b"data: " + b"y" * 900 + b"\n") * 4)
 
 
 def test_split_utf8_is_not_replaced() -> None:

@@ -35,6 +35,7 @@ class Behaviour:
     text_key: str = "content"  # chat delta key: "content" or "reasoning_content"
     status: int = 200  # anything else: reply with this status and ``error_body``
     error_body: str = '{"error": {"code": 503, "message": "Loading model"}}'
+    error_body_repeats: int = 0  # > 0: the error body sent this many times, chunked (huge)
     chunked: bool = True  # False: no Transfer-Encoding; the body ends when the socket closes
     malformed_after: int | None = None  # send an event whose data is not JSON
     error_event_after: int | None = None  # send an error event, then end the stream
@@ -150,6 +151,16 @@ class FakeServer:
 
     async def _stream(self, writer: asyncio.StreamWriter, b: Behaviour, chat: bool) -> bool:
         """Write the response; False when the body must be cut off (no proper end)."""
+        if b.status != 200 and b.error_body_repeats:
+            writer.write(
+                f"HTTP/1.1 {b.status} Error\r\nContent-Type: text/plain\r\n"
+                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode()
+            )
+            part = b.error_body.encode()
+            for _ in range(b.error_body_repeats):  # bounded: the client should stop first
+                writer.write(f"{len(part):X}\r\n".encode() + part + b"\r\n")
+                await writer.drain()
+            return False
         if b.status != 200:
             await _reply(writer, b.status, b.error_body)
             return False

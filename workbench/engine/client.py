@@ -22,10 +22,17 @@ from workbench.engine.http_stream import (
     StreamedResponse,
 )
 from workbench.engine.records import RequestRecord, TokenChunk
-from workbench.engine.sse import SSEParser
+from workbench.engine.sse import SSEError, SSEParser
 
 Emit = Callable[[Any], None]
 ERROR_BODY_LIMIT = 2000
+MAX_STREAM_BYTES = 64 * 2**20
+
+
+def max_chunks(workload: WorkloadSettings) -> int:
+    """Token chunks one response may carry: generous (a chunk per token, several times over,
+    for tokenizers that split text oddly), but an endless stream stops here."""
+    return 4 * workload.max_tokens + 64
 
 
 def request_payload(
@@ -148,10 +155,23 @@ async def stream_request(
                 raw = await response.read_bounded(ERROR_BODY_LIMIT)
                 text = raw.decode("utf-8", "replace")
                 raise StreamFailure(f"HTTP {status}: {text.strip() or '(no body)'}")
+            limit = max_chunks(workload)
+            received = 0
             while reads := await response.body():
                 for t_ns, data in reads:
+                    received += len(data)
+                    if received > MAX_STREAM_BYTES:
+                        raise StreamFailure(
+                            f"the stream passed {MAX_STREAM_BYTES // 2**20} MiB: stopped reading"
+                        )
                     for event in parser.feed(data):
                         done = _handle_event(record, event.event, event.data, t_ns, emit) or done
+                        if len(record.chunks) > limit:
+                            raise StreamFailure(
+                                f"the server sent more than {limit} token chunks for "
+                                f"max_tokens = {workload.max_tokens}: stopped reading "
+                                "(an endless stream?)"
+                            )
             for event in parser.close():
                 done = (
                     _handle_event(record, event.event, event.data, time.perf_counter_ns(), emit)
@@ -166,6 +186,8 @@ async def stream_request(
         record.ok = True
     except StreamFailure as exc:
         _fail(record, str(exc))
+    except SSEError as exc:
+        _fail(record, f"{exc} (after {len(record.chunks)} token chunks)")
     except TimeoutError:
         _fail(
             record,
