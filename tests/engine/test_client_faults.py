@@ -430,3 +430,27 @@ async def test_a_huge_line_fails_the_request_with_its_reason() -> None:
         "malformed stream: a line longer than 1048576 characters (after 1 token chunks)"
     )
     assert [c.text for c in record.chunks] == ["ok "]
+
+
+async def test_odd_values_from_a_server_are_kept_as_text_not_fatal(tmp_path) -> None:
+    """A count of 2**70 and a list as finish_reason once killed the session writer and lost
+    the batch: now they are stored as text and the run completes."""
+    from workbench.engine.experiment import parse_experiment
+    from workbench.engine.runner import ExperimentRunner, RunOptions
+    from workbench.engine.session import open_session
+
+    behaviour = Behaviour(tokens=4, completion_tokens=2**70, finish_reason=["stop", 1])
+    experiment = parse_experiment(
+        'name = "odd"\n[workload]\nrequests = 3\nmax_tokens = 4\nwarmup = 0\n'
+    )
+    async with FakeServer(behaviour) as server:
+        runner = ExperimentRunner(experiment, RunOptions(tmp_path, base_url=server.base_url))
+        result = await asyncio.to_thread(runner.run)
+    assert result.status == "complete", result.error
+    with open_session(result.session_path) as session:
+        records = session.records(0)
+    assert [r.ok for r in records] == [True] * 3
+    assert {r.finish_reason for r in records} == {'["stop", 1]'}
+    assert {r.usage["completion_tokens"] for r in records} == {str(2**70)}
+    # The analysis passes over the text and counts the server's other figure.
+    assert {r.output_tokens for r in records} == {(4, "timings")}

@@ -52,3 +52,29 @@ def test_sigkill_mid_run_keeps_finished_requests_and_kills_the_server(tmp_path):
         assert summary.value("ok") >= progress.finished_ok
     after = [p.read_bytes() if p.exists() else None for p in (progress.session, sidecar)]
     assert after == before  # reading a session never writes to it
+
+
+def test_a_row_sqlite_refuses_costs_only_itself(tmp_path):
+    """An unforeseen value (here a time past SQLite's integers) must not stop the writer or
+    lose the other requests of its batch: it becomes a notice."""
+    from workbench.engine.events import EventBus, ExperimentFinished, RequestFinished
+    from workbench.engine.records import RequestRecord
+    from workbench.engine.session import SessionWriter, create_session
+
+    path = tmp_path / "s.session.sqlite"
+    create_session(path, "odd", "", None, "external", None, {}, 0)
+    bus = EventBus()
+    writer = SessionWriter(path, bus)
+    good = RequestRecord(0, 0, 0, "p", t_submit_ns=1, ok=True)
+    bad = RequestRecord(0, 0, 1, "p", t_submit_ns=2**70, ok=True)
+    later = RequestRecord(0, 0, 2, "p", t_submit_ns=3, ok=True)
+    for event in (RequestFinished(good), RequestFinished(bad), RequestFinished(later)):
+        bus.publish(event)
+    bus.publish(ExperimentFinished("complete"))
+    writer.start()
+    writer.join(10)
+    assert writer.error is None
+    with open_session(path) as session:
+        assert [r.index for r in session.records(0)] == [0, 2]
+        notices = session.notices()
+    assert any("could not store a RequestFinished" in text for _, _, text in notices)

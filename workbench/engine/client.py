@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.engine import untrusted
 from workbench.engine.events import FirstToken, RequestSubmitted, TokenChunkArrived
 from workbench.engine.experiment import WorkloadSettings
 from workbench.engine.http_stream import (
@@ -76,9 +77,9 @@ def _apply_payload(record: RequestRecord, payload: dict[str, Any], t_ns: int, em
         message = error.get("message", error) if isinstance(error, dict) else error
         raise StreamFailure(f"server error in stream: {message}")
     if isinstance(payload.get("usage"), dict):
-        record.usage = payload["usage"]
+        record.usage = untrusted.numbers(payload["usage"])
     if isinstance(payload.get("timings"), dict):
-        record.timings = payload["timings"]
+        record.timings = untrusted.numbers(payload["timings"])
     for choice in payload.get("choices") or []:
         if not isinstance(choice, dict):
             raise StreamFailure(f"malformed stream: choice is not an object: {choice!r:.200}")
@@ -91,7 +92,7 @@ def _apply_payload(record: RequestRecord, payload: dict[str, Any], t_ns: int, em
             record.chunks.append(TokenChunk(t_ns, text))
             emit(TokenChunkArrived(record.config_index, record.repeat, record.index, t_ns, text))
         if choice.get("finish_reason"):
-            record.finish_reason = choice["finish_reason"]
+            record.finish_reason = untrusted.label(choice["finish_reason"])
 
 
 @dataclass(frozen=True)

@@ -50,10 +50,13 @@ class RequestRecord:
     @property
     def output_tokens(self) -> tuple[int | None, str]:
         """The server's own count when it gave one; counting chunks is the last resort."""
-        if self.usage and isinstance(self.usage.get("completion_tokens"), int):
-            return self.usage["completion_tokens"], "usage"
-        if self.timings and isinstance(self.timings.get("predicted_n"), int):
-            return self.timings["predicted_n"], "timings"
+        for figures, key, source in (
+            (self.usage, "completion_tokens", "usage"),
+            (self.timings, "predicted_n", "timings"),
+        ):
+            count = (figures or {}).get(key)
+            if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+                return count, source
         if self.chunks:
             return len(self.chunks), "chunks"
         return (0, "none") if self.ok else (None, "none")

@@ -290,8 +290,10 @@ class SessionWriter:
                     continue
                 batch += self._sub.drain()
                 with conn:
+                    # One transaction per batch (one fsync); each event a savepoint in it.
+                    conn.execute("BEGIN")
                     for event in batch:
-                        self._write(conn, event)
+                        self._write_one(conn, event)
                         finished = finished or isinstance(event, ExperimentFinished)
                 if any(isinstance(e, ConfigFinished | ExperimentFinished) for e in batch):
                     # Fold the WAL back into the file, so that copying the .session.sqlite
@@ -308,6 +310,26 @@ class SessionWriter:
         finally:
             self._bus.unsubscribe(self._sub)
             conn.close()
+
+    def _write_one(self, conn: sqlite3.Connection, event: Any) -> None:
+        """Write one event; if it cannot be stored (a value SQLite refuses), undo just that
+        event, keep a notice saying what was lost, and go on: one bad row must never cost
+        the others. A file that cannot be written at all still stops the run."""
+        conn.execute("SAVEPOINT event")
+        try:
+            self._write(conn, event)
+        except (sqlite3.InterfaceError, sqlite3.DataError, OverflowError, TypeError) as exc:
+            conn.execute("ROLLBACK TO event")
+            conn.execute(
+                "INSERT INTO notices VALUES (?,?,?,?)",
+                (
+                    time.perf_counter_ns(),
+                    getattr(event, "config_index", None),
+                    "error",
+                    f"could not store a {type(event).__name__}: {exc}",
+                ),
+            )
+        conn.execute("RELEASE event")
 
     def _write(self, conn: sqlite3.Connection, event: Any) -> None:
         t_ns = time.perf_counter_ns()
