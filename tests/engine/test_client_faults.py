@@ -454,3 +454,31 @@ async def test_odd_values_from_a_server_are_kept_as_text_not_fatal(tmp_path) -> 
     assert {r.usage["completion_tokens"] for r in records} == {str(2**70)}
     # The analysis passes over the text and counts the server's other figure.
     assert {r.output_tokens for r in records} == {(4, "timings")}
+
+
+async def test_endless_probe_answers_end_at_their_deadline() -> None:
+    """An endless /health once hung --base-url runs for ever; an endless /metrics grew the
+    sampler's memory and ended in a traceback. Each probe now has a deadline and a byte cap."""
+    from workbench.engine.errors import ExternalServerError
+    from workbench.engine.external import probe_external
+    from workbench.engine.sampler import ServerSampler, counters_client, fetch_counters
+
+    async with FakeServer(endless_paths=("/health", "/metrics", "/slots")) as server:
+        started = time.monotonic()
+        with pytest.raises(ExternalServerError, match="no whole answer in 5 s"):
+            await asyncio.to_thread(probe_external, server.base_url)
+        assert time.monotonic() - started < 20
+
+        with counters_client(server.base_url) as client:
+            started = time.monotonic()
+            assert await asyncio.to_thread(fetch_counters, client) is None
+            assert time.monotonic() - started < 5
+
+        samples: list[Any] = []
+        sampler = ServerSampler(samples.append, 0, server.base_url, None)
+        sampler.start()
+        await asyncio.sleep(1.5)
+        started = time.monotonic()
+        await asyncio.to_thread(sampler.stop)
+        assert time.monotonic() - started < 3
+    assert samples == []  # nothing half-read was taken for a sample

@@ -71,6 +71,7 @@ class FakeServer:
     errors: list[BaseException] = field(default_factory=list)  # bugs in this fake, if any
     in_flight: int = 0
     max_in_flight: int = 0
+    endless_paths: tuple[str, ...] = ()  # GETs answered 200 with a body that never ends
 
     def __post_init__(self) -> None:
         self._server: asyncio.Server | None = None
@@ -132,6 +133,16 @@ class FakeServer:
         body = json.loads(raw) if raw else None
         self.received.append(Received(method, path, body, time.perf_counter()))
 
+        if method == "GET" and path in self.endless_paths:
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            )
+            part = b"# " + b"x" * 65533 + b"\n"
+            for _ in range(100_000):  # 6.5 GB at most: the client must stop long before
+                writer.write(f"{len(part):X}\r\n".encode() + part + b"\r\n")
+                await writer.drain()
+            return
         if method == "GET" and path == "/health":
             await _reply(writer, 200, '{"status": "ok"}')
             return

@@ -8,12 +8,16 @@ tells about itself: slots and context per slot (llama.cpp's ``/props``), model n
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from workbench.engine.errors import ExternalServerError
+from workbench.engine.http_get import MAX_BYTES, Answer, bounded_get
+
+PROBE_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -42,27 +46,41 @@ def normalise_base_url(url: str) -> str:
     return url
 
 
-def _json(client: httpx.Client, path: str) -> Any:
-    with contextlib.suppress(httpx.HTTPError, ValueError):
-        response = client.get(path)
-        if response.status_code == 200:
-            return response.json()
+def _json(answer: Answer | None) -> Any:
+    if answer is None or answer.status != 200:
+        return None
+    with contextlib.suppress(ValueError):
+        return json.loads(answer.body)
     return None
 
 
 def probe_external(base_url: str) -> ExternalServer:
     url = normalise_base_url(base_url)
     try:
-        with httpx.Client(base_url=url, timeout=5.0) as client:
-            codes = {path: client.get(path).status_code for path in ("/health", "/v1/models")}
-            models_doc = _json(client, "/v1/models")
-            props = _json(client, "/props")
-            slots_doc = _json(client, "/slots")
+        with httpx.Client(base_url=url, timeout=PROBE_TIMEOUT_S) as client:
+            answers = {
+                path: bounded_get(client, path, deadline_s=PROBE_TIMEOUT_S)
+                for path in ("/health", "/v1/models", "/props", "/slots")
+            }
     except httpx.HTTPError as exc:
         raise ExternalServerError(
             f"nothing answers at {url} ({type(exc).__name__}: {exc}); "
             "check the address and that the server is running"
         ) from None
+    if all(a is None for a in answers.values()):
+        raise ExternalServerError(
+            f"nothing answers at {url} within {PROBE_TIMEOUT_S:g} s and "
+            f"{MAX_BYTES // 2**20} MiB per answer; check the address and that the server "
+            "is running"
+        )
+    codes = {
+        path: (a.status if a is not None else f"no whole answer in {PROBE_TIMEOUT_S:g} s")
+        for path, a in answers.items()
+        if path in ("/health", "/v1/models")
+    }
+    models_doc = _json(answers["/v1/models"])
+    props = _json(answers["/props"])
+    slots_doc = _json(answers["/slots"])
     if 200 not in codes.values():
         raise ExternalServerError(
             f"{url} answers, but not like an OpenAI-compatible server: /health gave HTTP "

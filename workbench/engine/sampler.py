@@ -7,6 +7,7 @@ the event loop that timestamps token arrivals.
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from workbench.engine.events import GpuSample, MetricsSample, ProcessSample, SlotsSample
 from workbench.engine.hardware import GpuProbe
+from workbench.engine.http_get import Answer, bounded_get
 
 Emit = Callable[[Any], None]
 
@@ -53,18 +55,13 @@ def fetch_counters(client: httpx.Client) -> dict[str, float] | None:
     measuring loop (``asyncio.to_thread``). The cross-checks take one just before and one
     just after each repeat, so their difference is exactly that repeat's work."""
     try:
-        with client.stream("GET", "/metrics") as response:
-            if response.status_code != 200:
-                return None
-            body = b""
-            for part in response.iter_bytes():
-                body += part
-                if len(body) > MAX_METRICS_BYTES:
-                    return None
+        answer = bounded_get(client, "/metrics", MAX_METRICS_BYTES, COUNTERS_TIMEOUT_S)
     except httpx.HTTPError:
         return None
+    if answer is None or answer.status != 200:
+        return None
     try:
-        return parse_metrics(body.decode("utf-8", "replace"))
+        return parse_metrics(answer.text)
     except ValueError:
         return None
 
@@ -139,7 +136,9 @@ class _Ticker(threading.Thread):
     def run(self) -> None:
         next_tick = time.monotonic()
         while not self.stop_event.is_set():
-            self.work()
+            # A sample the server broke is no sample, never a traceback.
+            with contextlib.suppress(Exception):
+                self.work()
             next_tick += self.interval
             delay = next_tick - time.monotonic()
             if delay < 0:  # fell behind (a slow answer): skip the missed ticks
@@ -153,6 +152,7 @@ class ServerSampler:
     two threads, so a slow HTTP answer never leaves a gap in the memory curve."""
 
     HTTP_TIMEOUT_S = 0.5
+    HTTP_DEADLINE_S = 1.0  # a whole answer, however the server drips it
 
     def __init__(
         self,
@@ -212,26 +212,25 @@ class ServerSampler:
             if gpu is not None:
                 self.emit(GpuSample(self.config_index, t_ns, gpu))
 
-    def _get(self, path: str) -> httpx.Response | None:
+    def _get(self, path: str) -> Answer | None:
         try:
-            return self._client.get(path)
+            return bounded_get(self._client, path, MAX_METRICS_BYTES, self.HTTP_DEADLINE_S)
         except httpx.HTTPError:
             return None
 
     def _sample_http(self) -> None:
         if self.metrics_available and (response := self._get("/metrics")) is not None:
             t_ns = time.perf_counter_ns()
-            if response.status_code == 200:
+            if response.status == 200:
                 with contextlib.suppress(ValueError):
                     self.emit(MetricsSample(self.config_index, t_ns, parse_metrics(response.text)))
-            elif response.status_code in (404, 501):
+            elif response.status in (404, 501):
                 self.metrics_available = False
         if self.slots_available and (response := self._get("/slots")) is not None:
             t_ns = time.perf_counter_ns()
-            if response.status_code == 200:
+            if response.status == 200:
                 with contextlib.suppress(ValueError):
-                    self.emit(
-                        SlotsSample(self.config_index, t_ns, normalise_slots(response.json()))
-                    )
-            elif response.status_code in (404, 501):
+                    slots = normalise_slots(json.loads(response.body))
+                    self.emit(SlotsSample(self.config_index, t_ns, slots))
+            elif response.status in (404, 501):
                 self.slots_available = False
