@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.sse_server import Behaviour, serve_in_thread
 from workbench.cli.main import main
 from workbench.engine.experiment import ServerSettings
 from workbench.engine.export import LAB_COLUMNS
@@ -119,3 +120,62 @@ def test_show_and_export_errors(tmp_path, capsys):
     assert "session file not found" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "missing.sqlite")]) == 1
     assert "--csv" in capsys.readouterr().err
+
+
+# -- exit status: a script or CI can tell what happened --------------------------------------
+EXIT_EXPERIMENT = 'name = "exits"\n[workload]\nrequests = 3\nmax_tokens = 4\nwarmup = 0\n'
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "expected"),
+    [
+        (Behaviour(tokens=4), 0),
+        (Behaviour(status=500, error_body='{"error": "boom"}'), 3),  # every request failed
+        (lambda body: Behaviour(tokens=4, disconnect_after=1 if "1." in str(body) else None), 3),
+    ],
+    ids=["all-ok", "all-failed", "one-failed"],
+)
+def test_exit_status_says_whether_requests_failed(tmp_path, capsys, behaviour, expected):
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(EXIT_EXPERIMENT)
+    with serve_in_thread(behaviour) as url:
+        args = ["run", str(experiment), "--out", str(tmp_path / "out"), "--base-url", url]
+        code = main(args)
+    assert code == expected, capsys.readouterr()
+    if expected:
+        assert "request(s) failed" in capsys.readouterr().out
+
+
+def test_exit_status_of_a_configuration_that_failed(tmp_path, model_path, capsys):
+    corrupt = tmp_path / "corrupt.gguf"
+    corrupt.write_bytes(model_path.read_bytes()[:4096])  # a real header, then nothing
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(EXIT_EXPERIMENT)
+    args = ["run", str(experiment), "--out", str(tmp_path / "out"), "--model", str(corrupt)]
+    assert main(args) == 4
+
+
+def test_sigterm_while_preparing_says_so(tmp_path):
+    """A signal before the run starts (here while probing a server that never answers) once
+    ended the process with status 143 and not a word."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(EXIT_EXPERIMENT)
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        args = ["run", str(experiment), "--out", str(tmp_path / "out"), "--base-url", url]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "workbench", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        time.sleep(2.0)  # imports done, the probe waiting for an answer
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out
+    assert "interrupted" in out

@@ -42,3 +42,25 @@ def test_signal_cancels_cleanly(tmp_path, sig):
         assert any(r.ok for r in records)
         cut = [r for r in records if not r.ok]
         assert cut and all("cancelled" in r.error for r in cut)
+
+
+def test_a_second_and_third_signal_do_not_cut_the_cleanup_short(tmp_path):
+    """Ctrl-C twice, then SIGTERM, once left the configuration 'running' for good, without
+    its error or log tail; the cleanup now finishes whatever arrives meanwhile."""
+    import time
+
+    proc, out, log = start_run(EXPERIMENT, tmp_path)
+    try:
+        progress = wait_for_finished_requests(proc, out, log, count=1)
+        for sig in (signal.SIGINT, signal.SIGINT, signal.SIGTERM):
+            proc.send_signal(sig)
+            time.sleep(0.01)
+        assert proc.wait(60) == 130, log.read_text()
+    finally:
+        stop(proc)
+    assert not psutil.pid_exists(progress.server_pid)
+    with open_session(progress.session) as session:
+        assert session.status == "cancelled"
+        (config,) = session.configs
+        assert (config.status, config.error) == ("cancelled", "cancelled by the user")
+        assert config.log_tail

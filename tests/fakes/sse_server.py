@@ -263,3 +263,30 @@ async def _reply(writer: asyncio.StreamWriter, status: int, body: str) -> None:
     )
     writer.write(head.encode() + data)
     await writer.drain()
+
+
+@contextlib.contextmanager
+def serve_in_thread(behaviour: Behaviour | Callable[[dict[str, Any]], Behaviour]):
+    """The fake on a loop of its own thread, for code that must run on the main thread
+    (the CLI installs signal handlers); yields its base URL."""
+    import threading
+
+    ready: dict[str, Any] = {}
+    stop = threading.Event()
+
+    async def serve() -> None:
+        async with FakeServer(behaviour) as server:
+            ready["url"] = server.base_url
+            while not stop.is_set():
+                await asyncio.sleep(0.02)
+
+    thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while "url" not in ready and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        yield ready["url"]
+    finally:
+        stop.set()
+        thread.join(10)

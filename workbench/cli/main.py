@@ -40,11 +40,13 @@ from workbench.engine.export import (
 )
 from workbench.engine.library import data_folder, scan
 from workbench.engine.metrics import figure
-from workbench.engine.runner import ExperimentRunner, RunOptions
+from workbench.engine.runner import ExperimentRunner, RunOptions, RunResult
 from workbench.engine.session import open_session
 from workbench.ui.options import add_gui_arguments
 
-EXIT_ERROR = 1
+EXIT_ERROR = 1  # bad input, a failed run, or an error the message names
+EXIT_REQUESTS_FAILED = 3  # every configuration ran, but some requests failed
+EXIT_CONFIG_FAILED = 4  # a configuration failed (its server did not start, or died)
 EXIT_CANCELLED = 130
 STOP_SIGNALS = tuple(
     sig for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if sig is not None
@@ -202,6 +204,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    def on_signal(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # SIGTERM and SIGHUP (a closed terminal) end the run like Ctrl-C, from the start: a
+    # signal while preparing must say so, not end the process in silence.
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    try:
+        return _run(args, console)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
     experiment = load_experiment(args.experiment)
     if args.model:
         experiment = experiment.with_overrides(server={"model": args.model})
@@ -217,12 +233,6 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         f"session {escape(str(runner.session_path))}",
         highlight=False,
     )
-
-    def on_signal(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    # SIGTERM and SIGHUP (a closed terminal) end the run like Ctrl-C.
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     show_live = console.is_terminal and not args.quiet
     runner.start()
     try:
@@ -232,12 +242,17 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         else:
             _follow(runner, events, state, console, None)
     finally:
+        # Stopping must finish however often the user presses Ctrl-C: while the streams
+        # are cancelled and the servers stopped, further signals only say so.
+        def already_stopping(signum: int, frame: object) -> None:
+            console.print("[yellow]already stopping: the session is being closed[/yellow]")
+
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, already_stopping)
         if runner.running:
             runner.cancel()
         result = runner.wait(60.0)
         runner.bus.unsubscribe(events)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     if result is None:
         raise WorkbenchError("the run did not stop within 60 s after it was cancelled")
     if not show_live:
@@ -252,14 +267,24 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         highlight=False,
         markup=False,
     )
+    return _exit_status(result, console)
+
+
+def _exit_status(result: RunResult, console: Console) -> int:
+    """0 only when every request of every configuration succeeded, so a script can tell."""
     if result.status == "cancelled":
         console.print("[yellow]run cancelled; the session is marked cancelled[/yellow]")
         return EXIT_CANCELLED
     if result.status == "failed":
         console.print(f"[red]run failed: {escape(result.error or '')}[/red]", highlight=False)
         return EXIT_ERROR
-    failed_configs = [s for s in result.summaries if s.status != "ok"]
-    return EXIT_ERROR if failed_configs else 0
+    if any(s.status != "ok" for s in result.summaries):
+        return EXIT_CONFIG_FAILED
+    failed = sum(s.value("failed") or 0 for s in result.summaries)
+    if failed:
+        console.print(f"[red]{failed} request(s) failed[/red]", highlight=False)
+        return EXIT_REQUESTS_FAILED
+    return 0
 
 
 def _follow(

@@ -182,7 +182,11 @@ class ExperimentRunner:
         self._thread.start()
 
     def cancel(self) -> None:
-        """Thread-safe: stop at once, keeping what was measured."""
+        """Thread-safe: stop at once, keeping what was measured. Only the first call acts:
+        a second cancel (Ctrl-C twice, Stop then closing the window) must not interrupt the
+        cleanup that the first started, or the configuration's end is lost."""
+        if self._cancel_requested.is_set():
+            return
         self._cancel_requested.set()
         loop, task = self._loop, self._main_task
         if loop is not None and task is not None:
