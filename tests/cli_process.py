@@ -19,14 +19,17 @@ class Progress:
     server_pid: int
 
 
-def start_run(experiment_text: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
-    """Start ``workbench run`` on an experiment; returns the process, its out dir and its log."""
+def start_run(
+    experiment_text: str, tmp_path: Path, *extra: str
+) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """Start ``workbench run`` on an experiment (with ``extra`` options); returns the process,
+    its out dir and its log."""
     experiment = tmp_path / "experiment.toml"
     experiment.write_text(experiment_text)
     out, log = tmp_path / "out", tmp_path / "output.txt"
     with log.open("wb") as fh:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "workbench", "run", str(experiment), "--out", str(out)],
+            [sys.executable, "-m", "workbench", "run", str(experiment), "--out", str(out), *extra],
             stdout=fh,
             stderr=subprocess.STDOUT,
         )

@@ -70,3 +70,52 @@ async def test_stop_uses_sigint_and_leaves_a_log(server_binary, model_path, tmp_
     assert states == ["starting", "healthy", "stopping", "stopped"]
     assert "n_slots = 1" in (tmp_path / "logs" / "s.log").read_text()
     assert server.stop().how == "not running"  # a second stop is harmless
+
+
+def wrapper_script(tmp_path: Path, binary: str) -> Path:
+    """A --server-bin that runs llama-server as its child instead of exec'ing it."""
+    wrapper = tmp_path / "llama-wrapper.sh"
+    wrapper.write_text(f'#!/bin/sh\n"{binary}" "$@"\necho "wrapper done"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+async def test_a_wrapper_scripts_server_stops_with_it(server_binary, model_path, tmp_path):
+    import psutil
+
+    wrapper = wrapper_script(tmp_path, server_binary)
+    server = await start(str(wrapper), model_path, tmp_path, slots=1, ctx=1024)
+    try:
+        (real,) = psutil.Process(server.pid).children(recursive=True)
+        assert real.name() == "llama-server"
+    finally:
+        await asyncio.to_thread(server.stop)
+    _, alive = psutil.wait_procs([real], timeout=5)
+    assert not alive, "the wrapper's llama-server outlived stop()"
+
+
+def test_a_wrapper_scripts_server_dies_with_a_killed_workbench(server_binary, tmp_path):
+    import os
+    import signal
+
+    import psutil
+
+    from tests.cli_process import start_run, stop, wait_for_finished_requests
+
+    wrapper = wrapper_script(tmp_path, server_binary)
+    experiment = (
+        'name = "wrapped"\n[server]\nslots = 1\nctx = 1024\n'
+        "[workload]\nrequests = 8\nmax_tokens = 48\nwarmup = 0\n"
+    )
+    proc, out, log = start_run(experiment, tmp_path, "--server-bin", str(wrapper))
+    try:
+        progress = wait_for_finished_requests(proc, out, log, count=1)
+        (real,) = psutil.Process(progress.server_pid).children(recursive=True)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        stop(proc)
+    _, alive = psutil.wait_procs([real], timeout=10)
+    for leftover in alive:
+        leftover.kill()
+    assert not alive, "the wrapper's llama-server outlived the killed workbench"

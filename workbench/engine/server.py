@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 
 from workbench.engine.errors import PortInUseError, ServerStartError
 from workbench.engine.experiment import ServerSettings
@@ -192,6 +193,15 @@ class LlamaServer:
         if sys.platform != "linux":
             self.watchdog = start_watchdog(self.process.pid)
 
+    def _watch_grandchildren(self) -> None:
+        """A wrapper script that does not ``exec`` runs llama-server as its own child, which
+        the parent-death signal does not reach: give such a server group a watchdog."""
+        if self.watchdog is not None or self.process is None:
+            return
+        with contextlib.suppress(psutil.Error):
+            if psutil.Process(self.process.pid).children(recursive=True):
+                self.watchdog = start_watchdog(self.process.pid)
+
     async def start(self) -> StartupFacts:
         """Spawn and wait until ``/health`` answers 200; raise ServerStartError otherwise.
 
@@ -228,6 +238,7 @@ class LlamaServer:
                     )
                 await asyncio.sleep(HEALTH_POLL_S)
         self.facts = await self._settled_facts()
+        self._watch_grandchildren()
         self._set_state("healthy")
         return self.facts
 
@@ -271,18 +282,22 @@ class LlamaServer:
         if proc is None:
             return StopResult("not running", None)
         how = "not running"
-        if proc.poll() is None:
+        # The server runs in a session (and process group) of its own: signal the group, so
+        # that a wrapper script's llama-server stops with it, and wait for all of it.
+        group = proc.pid
+        if proc.poll() is None or _group_members(group):
             self._set_state("stopping")
             for sig, wait_s in (
                 (signal.SIGINT, sigint_s),
                 (signal.SIGTERM, sigterm_s),
                 (signal.SIGKILL, 10.0),
             ):
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(sig)
+                _signal_group(proc, sig)
                 how = sig.name
                 if wait_for_exit(proc, wait_s) is not None:
-                    break
+                    _, left = psutil.wait_procs(_group_members(group), timeout=wait_s)
+                    if not left:
+                        break
         _live.discard(self)
         if self.watchdog is not None:
             with contextlib.suppress(ProcessLookupError):
@@ -301,6 +316,26 @@ class LlamaServer:
 
     def log_tail(self, lines: int = 40) -> str:
         return read_tail(self.log_path, lines)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError:  # not our group after all: the process alone
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+
+
+def _group_members(group: int) -> list[psutil.Process]:
+    """The live (not zombie) processes of a process group: what is left of a server."""
+    members = []
+    for candidate in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            if os.getpgid(candidate.pid) == group and candidate.status() != psutil.STATUS_ZOMBIE:
+                members.append(candidate)
+    return members
 
 
 def wait_for_exit(proc: subprocess.Popen[bytes], timeout: float) -> int | None:

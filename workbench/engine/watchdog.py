@@ -1,8 +1,10 @@
 """Kill a server when the workbench that started it is gone.
 
-Used where the kernel has no parent-death signal (macOS): ``python -m workbench.engine.watchdog
-PARENT_PID CHILD_PID`` polls the parent and, once it has vanished, stops the child with SIGTERM
-and then SIGKILL.
+``python -m workbench.engine.watchdog PARENT_PID GROUP_ID`` polls the parent and, once it has
+vanished, stops the server's whole process group with SIGTERM and then SIGKILL. Used where the
+kernel has no parent-death signal (macOS), and on Linux when the server binary is a wrapper
+that started llama-server as its own child: the parent-death signal reaches only the direct
+child, the wrapper, and its llama-server would be orphaned.
 """
 
 from __future__ import annotations
@@ -23,16 +25,26 @@ def alive(pid: int) -> bool:
     return True
 
 
-def watch(parent: int, child: int, interval_s: float = 0.25) -> None:
-    while alive(child):
+def group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def watch(parent: int, group: int, interval_s: float = 0.25) -> None:
+    while group_alive(group):
         if os.getppid() != parent and not alive(parent):
             for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 0.0)):
                 try:
-                    os.kill(child, sig)
+                    os.killpg(group, sig)
                 except ProcessLookupError:
                     return
                 deadline = time.monotonic() + grace
-                while time.monotonic() < deadline and alive(child):
+                while time.monotonic() < deadline and group_alive(group):
                     time.sleep(0.05)
             return
         time.sleep(interval_s)
