@@ -482,3 +482,14 @@ async def test_endless_probe_answers_end_at_their_deadline() -> None:
         await asyncio.to_thread(sampler.stop)
         assert time.monotonic() - started < 3
     assert samples == []  # nothing half-read was taken for a sample
+
+
+async def test_escape_sequences_from_a_server_never_reach_a_terminal() -> None:
+    """An error body that sets the window title and clears the screen is stored as text."""
+    body = "\x1b]0;pwned\x07\x1b[2Jgone \x9b31m"
+    async with FakeServer(Behaviour(status=500, error_body=body)) as server:
+        record, _ = await stream_one(server.base_url)
+    assert record.error == "HTTP 500: \ufffd]0;pwned\ufffd\ufffd[2Jgone \ufffd31m"
+    async with FakeServer(Behaviour(tokens=2, finish_reason="stop\x1b[2J")) as server:
+        record, _ = await stream_one(server.base_url)
+    assert record.finish_reason == "stop\ufffd[2J"

@@ -116,3 +116,28 @@ def test_the_report_and_tables_say_which_numbers_to_doubt(tmp_path, qapp):
     assert "[cross-check off]" in console.export_text()
     write_concurrency_csv(tmp_path / "c.csv", summaries)
     assert "decode time: client" in (tmp_path / "c.csv").read_text()
+
+
+def test_session_strings_cannot_inject_html_markdown_or_formulas(tmp_path, qapp):
+    """A session from someone else may carry ``<script>`` in its name and a formula in a
+    label: the Markdown pages show them as text, and the CSV does not start a formula."""
+    import contextlib
+    import csv
+    import sqlite3
+
+    from tests.made_sessions import write_session
+    from workbench.engine.export import write_concurrency_csv
+
+    path = write_session(tmp_path / "made.session.sqlite")
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE session SET name = '<script>alert(1)</script>'")
+        conn.execute("UPDATE configs SET label = '=HYPERLINK(\"x\")|np=1'")
+    with open_session(path) as session:
+        report = write_report([session], tmp_path / "report").read_text()
+        write_concurrency_csv(tmp_path / "c.csv", session.summaries())
+    assert "<script>" not in report and "&lt;script&gt;alert(1)&lt;/script&gt;" in report
+    assert "=HYPERLINK(&quot;x&quot;)\\|np=1" in report  # a table cell, not two
+    assert "<script>" not in (tmp_path / "report" / "comparison.md").read_text()
+    with (tmp_path / "c.csv").open() as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert row["label"] == "'=HYPERLINK(\"x\")|np=1"

@@ -234,6 +234,6 @@ def _handle_event(
 
 def _fail(record: RequestRecord, error: str) -> None:
     record.ok = False
-    record.error = error
+    record.error = untrusted.printable(error)  # it may quote what the server sent
     if record.t_done_ns is None:
         record.t_done_ns = time.perf_counter_ns()

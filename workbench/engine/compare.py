@@ -11,6 +11,7 @@ from workbench.engine.analysis import ConfigSummary
 from workbench.engine.library import model_name
 from workbench.engine.metrics import Figure, View, figure, shown_in
 from workbench.engine.session import Session
+from workbench.engine.untrusted import markdown
 
 RELATIVE_UNIT = "x of 1 slot"
 WORKLOAD_FAIRNESS = ("max_tokens", "prompts", "ignore_eos", "endpoint", "requests", "concurrency")
@@ -161,15 +162,15 @@ def fairness_warnings(
 
 def to_markdown(comparison: Comparison) -> str:
     header = ["configuration", "metric", *comparison.columns]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(map(markdown, header)) + " |", "|" + "---|" * len(header)]
     for row in comparison.rows():
         cells = [row["configuration"], row["metric"]] + [
             comparison.cell_text(row, c) for c in comparison.columns
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(map(markdown, cells)) + " |")
     if comparison.warnings:
         lines += ["", "Not a like-for-like comparison:"]
-        lines += [f"- {w}" for w in comparison.warnings]
+        lines += [f"- {markdown(w)}" for w in comparison.warnings]
     return "\n".join(lines) + "\n"
 
 

@@ -12,6 +12,7 @@ from workbench.engine.analysis import NS, ConfigSummary, request_metrics
 from workbench.engine.errors import OutputDirError
 from workbench.engine.metrics import REQUEST_FIGURES, Figure, Part, in_part
 from workbench.engine.session import Session
+from workbench.engine.untrusted import csv_cell
 
 
 def _sd_column(f: Figure) -> str:
@@ -133,7 +134,9 @@ def write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> Non
             writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
             writer.writeheader()
             for row in rows:
-                writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in columns})
+                writer.writerow(
+                    {k: "" if row.get(k) is None else csv_cell(row.get(k)) for k in columns}
+                )
     except OSError as exc:
         raise OutputDirError(f"cannot write {path}: {exc.strerror or exc}") from None
 

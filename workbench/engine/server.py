@@ -29,6 +29,7 @@ import psutil
 from workbench.engine.errors import PortInUseError, ServerStartError
 from workbench.engine.experiment import ServerSettings
 from workbench.engine.startup_log import StartupFacts, parse_startup_log
+from workbench.engine.untrusted import printable
 
 LOG_VERBOSITY = 4  # the level at which KV, model and compute buffer sizes are logged
 HOST = "127.0.0.1"
@@ -380,7 +381,8 @@ def read_tail(path: Path, lines: int = 40, max_bytes: int = 64 * 1024) -> str:
             data = fh.read()
     except FileNotFoundError:
         return ""
-    return "\n".join(data.decode("utf-8", errors="replace").splitlines()[-lines:])
+    text = "\n".join(data.decode("utf-8", errors="replace").splitlines()[-lines:])
+    return printable(text)  # a log can echo what a client sent: no escapes reach a terminal
 
 
 def _indent(text: str) -> str:

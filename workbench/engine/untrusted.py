@@ -9,13 +9,18 @@ numbers, passes over them.
 
 from __future__ import annotations
 
+import html
 import json
 import math
+import re
 from typing import Any
 
 MAX_KEYS = 64
 MAX_TEXT = 200
 MAX_NUMBER = 10**12  # far above any token count or duration in ms a real server reports
+# C0 controls but tab and newline, DEL, C1 controls: what lets text move a terminal's cursor,
+# clear its screen, set its title or plant a link (ESC sequences begin with one of them).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def as_text(value: Any, limit: int = MAX_TEXT) -> str:
@@ -55,4 +60,27 @@ def numbers(mapping: dict[str, Any]) -> dict[str, Any]:
 
 def label(value: Any) -> str:
     """A short label such as ``finish_reason``: a string, else its text, 64 characters."""
-    return as_text(value, 64)
+    return printable(as_text(value, 64))
+
+
+def printable(text: str) -> str:
+    """Text a server sent, safe for a terminal or a label: control characters become
+    U+FFFD, so an escape sequence shows as text instead of acting."""
+    return _CONTROL.sub("\ufffd", text)
+
+
+def markdown(text: str) -> str:
+    """Text from a session for a generated Markdown page: on one line, with HTML and table
+    syntax escaped, so a name like ``<script>`` or ``a | b`` stays text."""
+    return html.escape(printable(text).replace("\n", " ")).replace("|", "\\|")
+
+
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell that a spreadsheet will not run: text starting like a formula gets a
+    leading apostrophe. Numbers (a negative one included) are left alone."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value

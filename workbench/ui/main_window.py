@@ -152,8 +152,11 @@ class MainWindow(QMainWindow):
         )
         self.replay_bar.seeked.connect(self.seek_replay)
         self.status = QLabel("ready")
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
         self.status.setObjectName("runStatus")
         self.banner = QLabel()
+        # It shows errors that quote what a server sent: never read them as rich text.
+        self.banner.setTextFormat(Qt.TextFormat.PlainText)
         self.banner.setWordWrap(True)
         self.banner.setObjectName("banner")
         self.banner.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)

@@ -19,6 +19,7 @@ from workbench.engine.errors import OutputDirError
 from workbench.engine.export import write_csv
 from workbench.engine.metrics import Figure, View, shown_in
 from workbench.engine.session import Session
+from workbench.engine.untrusted import markdown
 from workbench.engine.verdicts import lab_verdicts
 from workbench.ui.charts import MetricChart, export_widget
 from workbench.ui.theme import apply_theme
@@ -163,28 +164,30 @@ def write_report(
         encoding="utf-8",
     )
     title = "Concurrency Workbench report: " + " vs ".join(s.meta["name"] for s in sessions)
-    md = [f"# {title}", ""]
+    md = [f"# {markdown(title)}", ""]
     if comparison.warnings:
         md += ["**Not a like-for-like comparison:**", ""]
-        md += [f"- {w}" for w in comparison.warnings] + [""]
+        md += [f"- {markdown(w)}" for w in comparison.warnings] + [""]
     md += ["## Charts", ""]
     md += [f"![{t}](charts/{p.name})" for t, p in charts] + [""]
     md += ["## Results", "", table_md, "## Definitions", ""]
     md += [f"- **{f.title}** ({how}): {f.definition}" for f, how in definitions()] + [""]
     md += ["## Can these numbers be trusted?", ""]
     for session, column in zip(sessions, comparison.columns, strict=True):
-        md += [f"### {column}", ""] + [f"- {line}" for line in trust_lines(session)] + [""]
+        md += [f"### {markdown(column)}", ""]
+        md += [f"- {markdown(line)}" for line in trust_lines(session)] + [""]
     md += ["## Verdicts", ""]
     for session, column in zip(sessions, comparison.columns, strict=True):
-        md += [f"### {column}", ""]
+        md += [f"### {markdown(column)}", ""]
         for verdict in lab_verdicts(session.summaries()):
-            md.append(f"- **{verdict.verdict}**: {verdict.hypothesis}")
-            md += [f"  - {line}" for line in verdict.numbers]
+            md.append(f"- **{verdict.verdict}**: {markdown(verdict.hypothesis)}")
+            md += [f"  - {markdown(line)}" for line in verdict.numbers]
         md.append("")
     md += ["## Sessions", ""]
     for session, column in zip(sessions, comparison.columns, strict=True):
-        md += [f"### {column}", "", "| | |", "|---|---|"]
-        md += [f"| {k} | {v} |" for k, v in _fingerprint(session) + _settings(session)] + [""]
+        md += [f"### {markdown(column)}", "", "| | |", "|---|---|"]
+        rows = _fingerprint(session) + _settings(session)
+        md += [f"| {markdown(k)} | {markdown(v)} |" for k, v in rows] + [""]
     report = out_dir / "report.md"
     report.write_text("\n".join(md), encoding="utf-8")
     (out_dir / "report.html").write_text(
