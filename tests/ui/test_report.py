@@ -140,4 +140,4 @@ def test_session_strings_cannot_inject_html_markdown_or_formulas(tmp_path, qapp)
     assert "<script>" not in (tmp_path / "report" / "comparison.md").read_text()
     with (tmp_path / "c.csv").open() as fh:
         (row,) = list(csv.DictReader(fh))
-    assert row["label"] == "'=HYPERLINK(\"x\")|np=1"
+    assert row["label"] == '\'=HYPERLINK("x")|np=1'
