@@ -14,6 +14,7 @@ from workbench.cli.main import main
 from workbench.engine.experiment import ServerSettings
 from workbench.engine.export import LAB_COLUMNS
 from workbench.engine.server import LlamaServer, free_port
+from workbench.engine.session import open_session
 
 SWEEP = """
 name = "cli-sweep"
@@ -138,8 +139,9 @@ EXIT_EXPERIMENT = 'name = "exits"\n[workload]\nrequests = 3\nmax_tokens = 4\nwar
 def test_exit_status_says_whether_requests_failed(tmp_path, capsys, behaviour, expected):
     experiment = tmp_path / "e.toml"
     experiment.write_text(EXIT_EXPERIMENT)
-    with serve_in_thread(behaviour) as url:
-        args = ["run", str(experiment), "--out", str(tmp_path / "out"), "--base-url", url]
+    with serve_in_thread(behaviour) as server:
+        args = ["run", str(experiment), "--out", str(tmp_path / "out")]
+        args += ["--base-url", server.base_url]
         code = main(args)
     assert code == expected, capsys.readouterr()
     if expected:
@@ -179,3 +181,43 @@ def test_sigterm_while_preparing_says_so(tmp_path):
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130, out
     assert "interrupted" in out
+
+
+def test_credentials_and_api_keys_travel_in_headers_and_are_never_stored(
+    tmp_path, capsys, monkeypatch
+):
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(EXIT_EXPERIMENT)
+    monkeypatch.setenv("WB_TEST_KEY", "sk-secret-key-123")
+    out = tmp_path / "out"
+    with serve_in_thread(Behaviour(tokens=4)) as server:
+        port = server.base_url.rsplit(":", 1)[1]
+        url = f"http://alice:pa%24%24word@127.0.0.1:{port}/v1"
+        args = ["run", str(experiment), "--out", str(out), "--base-url", url]
+        assert main([*args, "--api-key-env", "WB_TEST_KEY"]) == 0, capsys.readouterr()
+        completions = [r for r in server.received if r.method == "POST"]
+    assert completions and all(
+        r.headers.get("authorization") == "Bearer sk-secret-key-123" for r in completions
+    )
+    (session,) = out.glob("*.session.sqlite")
+    assert main(["export", str(session), "--json", str(tmp_path / "s.json")]) == 0
+    assert main(["show", str(session)]) == 0
+    printed = capsys.readouterr().out
+    for place in [*out.rglob("*"), tmp_path / "s.json"]:
+        if place.is_file():
+            data = place.read_bytes()
+            assert b"sk-secret-key-123" not in data and b"pa$$word" not in data, place
+            assert b"pa%24%24word" not in data and b"alice" not in data, place
+    assert "alice" not in printed and "sk-secret" not in printed
+    with open_session(session) as opened:
+        assert opened.meta["base_url"] == f"http://127.0.0.1:{port}/v1"
+
+
+def test_a_missing_api_key_variable_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("WB_NO_SUCH_KEY", raising=False)
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(EXIT_EXPERIMENT)
+    with serve_in_thread(Behaviour(tokens=4)) as server:
+        args = ["run", str(experiment), "--out", str(tmp_path), "--base-url", server.base_url]
+        assert main([*args, "--api-key-env", "WB_NO_SUCH_KEY"]) == 1
+    assert "WB_NO_SUCH_KEY: that environment variable is not set" in capsys.readouterr().err

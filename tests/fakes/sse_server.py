@@ -62,6 +62,7 @@ class Received:
     path: str
     body: dict[str, Any] | None
     t_received: float  # time.perf_counter()
+    headers: dict[str, str] = field(default_factory=dict)  # names lower-cased
 
 
 @dataclass
@@ -125,13 +126,15 @@ class FakeServer:
             return
         method, path, _ = request_line.split(" ", 2)
         length = 0
+        headers: dict[str, str] = {}
         while (line := (await reader.readline()).decode("latin-1").strip()) != "":
             name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
             if name.strip().lower() == "content-length":
                 length = int(value.strip())
         raw = await reader.readexactly(length) if length else b""
         body = json.loads(raw) if raw else None
-        self.received.append(Received(method, path, body, time.perf_counter()))
+        self.received.append(Received(method, path, body, time.perf_counter(), headers))
 
         if method == "GET" and path in self.endless_paths:
             writer.write(
@@ -268,7 +271,7 @@ async def _reply(writer: asyncio.StreamWriter, status: int, body: str) -> None:
 @contextlib.contextmanager
 def serve_in_thread(behaviour: Behaviour | Callable[[dict[str, Any]], Behaviour]):
     """The fake on a loop of its own thread, for code that must run on the main thread
-    (the CLI installs signal handlers); yields its base URL."""
+    (the CLI installs signal handlers); yields the server (read ``received`` once done)."""
     import threading
 
     ready: dict[str, Any] = {}
@@ -276,17 +279,17 @@ def serve_in_thread(behaviour: Behaviour | Callable[[dict[str, Any]], Behaviour]
 
     async def serve() -> None:
         async with FakeServer(behaviour) as server:
-            ready["url"] = server.base_url
+            ready["server"] = server
             while not stop.is_set():
                 await asyncio.sleep(0.02)
 
     thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
-    while "url" not in ready and time.monotonic() < deadline:
+    while "server" not in ready and time.monotonic() < deadline:
         time.sleep(0.01)
     try:
-        yield ready["url"]
+        yield ready["server"]
     finally:
         stop.set()
         thread.join(10)

@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("experiment", help="experiment TOML file (see experiments/)")
     run.add_argument("--out", default="results", help="output folder (default: results/)")
     run.add_argument("--base-url", help="measure a server started elsewhere (external mode)")
+    run.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        help="with --base-url: send the bearer token held in this environment variable "
+        "(read at run time, never stored)",
+    )
     run.add_argument("--server-bin", help="llama-server binary to use")
     run.add_argument("--model", help="GGUF model file (overrides [server] model)")
     run.add_argument("--quiet", action="store_true", help="no live progress, only the results")
@@ -222,9 +228,15 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.model:
         experiment = experiment.with_overrides(server={"model": args.model})
     out_dir = Path(args.out)
-    runner = ExperimentRunner(
-        experiment, RunOptions(out_dir, base_url=args.base_url, server_bin=args.server_bin)
+    if args.api_key_env and not args.base_url:
+        raise WorkbenchError("--api-key-env is for an external server: give --base-url too")
+    options = RunOptions(
+        out_dir,
+        base_url=args.base_url,
+        server_bin=args.server_bin,
+        api_key_env=args.api_key_env,
     )
+    runner = ExperimentRunner(experiment, options)
     runner.prepare()
     events = runner.bus.subscribe()
     state = ProgressState()

@@ -7,10 +7,13 @@ tells about itself: slots and context per slot (llama.cpp's ``/props``), model n
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -35,6 +38,36 @@ class ExternalServer:
         return facts
 
 
+def split_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """``http://user:password@host`` as the URL without them, and the Basic authorization
+    header they stand for: credentials travel in a header, never into a session or a log."""
+    parts = urlsplit(url.strip())
+    if parts.username is None and parts.password is None:
+        return url, {}
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return clean, {"Authorization": f"Basic {token}"}
+
+
+def api_key_headers(env_name: str | None) -> dict[str, str]:
+    """A bearer token read from an environment variable now; it is never written anywhere."""
+    if not env_name:
+        return {}
+    key = os.environ.get(env_name, "").strip()
+    if not key:
+        raise ExternalServerError(
+            f"--api-key-env {env_name}: that environment variable is not set or empty"
+        )
+    if any(c in key for c in "\r\n"):
+        raise ExternalServerError(f"the API key in ${env_name} has a line break in it")
+    return {"Authorization": f"Bearer {key}"}
+
+
 def normalise_base_url(url: str) -> str:
     """``http://host:8000/v1`` (as vLLM and Ollama document it) and ``http://host:8000`` both
     mean the server root: request paths start with /v1 themselves."""
@@ -54,10 +87,10 @@ def _json(answer: Answer | None) -> Any:
     return None
 
 
-def probe_external(base_url: str) -> ExternalServer:
+def probe_external(base_url: str, headers: dict[str, str] | None = None) -> ExternalServer:
     url = normalise_base_url(base_url)
     try:
-        with httpx.Client(base_url=url, timeout=PROBE_TIMEOUT_S) as client:
+        with httpx.Client(base_url=url, timeout=PROBE_TIMEOUT_S, headers=headers) as client:
             answers = {
                 path: bounded_get(client, path, deadline_s=PROBE_TIMEOUT_S)
                 for path in ("/health", "/v1/models", "/props", "/slots")

@@ -394,8 +394,14 @@ def _parse_head(raw: bytes) -> ResponseHead:
 class StreamClient:
     """Opens one connection per request to ``base_url`` (http or https)."""
 
-    def __init__(self, base_url: str, connect_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        connect_timeout_s: float = 10.0,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.endpoint = Endpoint.parse(base_url)
+        self.headers = dict(headers or {})  # authorization: in memory only
         self.connect_timeout_s = connect_timeout_s
         self._ssl = ssl.create_default_context() if self.endpoint.scheme == "https" else None
         self._open: set[StreamedResponse] = set()
@@ -487,6 +493,6 @@ class StreamClient:
             "Content-Type: application/json",
             f"Content-Length: {length}",
             "Connection: close",
-            *(f"{k}: {v}" for k, v in extra.items()),
+            *(f"{k}: {v}" for k, v in {**self.headers, **extra}.items()),
         ]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

@@ -42,7 +42,12 @@ from workbench.engine.events import (
     SlotMatched,
 )
 from workbench.engine.experiment import Experiment, RunConfig
-from workbench.engine.external import ExternalServer, probe_external
+from workbench.engine.external import (
+    ExternalServer,
+    api_key_headers,
+    probe_external,
+    split_credentials,
+)
 from workbench.engine.hardware import fingerprint
 from workbench.engine.prompts import PromptSource, load_prompts
 from workbench.engine.records import RequestRecord
@@ -67,6 +72,7 @@ class RunOptions:
     out_dir: Path
     base_url: str | None = None
     server_bin: str | None = None
+    api_key_env: str | None = None  # the variable's name; its value is read, never kept
 
 
 @dataclass
@@ -123,6 +129,7 @@ class ExperimentRunner:
         self._status = "complete"
         self._error: str | None = None
         self._cancel_requested = threading.Event()
+        self._headers: dict[str, str] = {}  # authorization for an external server
 
     # -- set-up -----------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -134,7 +141,10 @@ class ExperimentRunner:
         self.prompts = load_prompts(prompt_specs.pop(), base_dir)
         if self.external:
             assert self.options.base_url is not None
-            self.external_server = probe_external(self.options.base_url)
+            clean, self._headers = split_credentials(self.options.base_url)
+            self._headers.update(api_key_headers(self.options.api_key_env))
+            self.options = replace(self.options, base_url=clean)
+            self.external_server = probe_external(clean, self._headers)
             self.configs = [self._external_model(c) for c in self.configs]
         else:
             self.binary = find_server_binary(self.options.server_bin).path
@@ -298,8 +308,11 @@ class ExperimentRunner:
                 slot_log = SlotLog(server.log_path)
                 watch = asyncio.create_task(self._watch_slots(slot_log, records))
             async with contextlib.AsyncExitStack() as stack:
-                client = await stack.enter_async_context(make_client(base_url, workload))
-                counters = stack.enter_context(await asyncio.to_thread(counters_client, base_url))
+                headers = self._headers
+                client = await stack.enter_async_context(make_client(base_url, workload, headers))
+                counters = stack.enter_context(
+                    await asyncio.to_thread(counters_client, base_url, headers)
+                )
                 if workload.warmup:
                     warm = self._plan(idx, -1, workload.warmup, warmup=True)
                     sequential = replace(workload, concurrency=1, arrival="burst")
@@ -308,7 +321,7 @@ class ExperimentRunner:
                 for repeat in range(workload.repeats):
                     planned = self._plan(idx, repeat, per_repeat)
                     offsets = arrival_offsets(workload, per_repeat, workload.seed + repeat)
-                    sampler = ServerSampler(self.emit, idx, base_url, pid)
+                    sampler = ServerSampler(self.emit, idx, base_url, pid, headers=headers)
                     sampler.start()
                     self.emit(ServerStateChanged(idx, "running", f"repeat {repeat + 1}"))
                     records += planned  # kept even if the run is cut short

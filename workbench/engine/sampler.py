@@ -40,13 +40,14 @@ COUNTERS_TIMEOUT_S = 2.0
 MAX_METRICS_BYTES = 4 * 1024 * 1024
 
 
-def counters_client(base_url: str) -> httpx.Client:
+def counters_client(base_url: str, headers: dict[str, str] | None = None) -> httpx.Client:
     """A client for ``fetch_counters``, made once per configuration: making one builds a
     TLS context, about 40 ms of the interpreter lock."""
     return httpx.Client(
         base_url=base_url,
         timeout=COUNTERS_TIMEOUT_S,
         limits=httpx.Limits(max_keepalive_connections=0),
+        headers=headers,
     )
 
 
@@ -162,6 +163,7 @@ class ServerSampler:
         pid: int | None,
         process_hz: float = 10.0,
         http_hz: float = 4.0,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.emit = emit
         self.config_index = config_index
@@ -178,6 +180,7 @@ class ServerSampler:
             base_url=base_url,
             timeout=self.HTTP_TIMEOUT_S,
             limits=httpx.Limits(max_keepalive_connections=0),
+            headers=headers,
         )
         self._gpu = GpuProbe() if self._probe is not None else None
         self._threads = [_Ticker("sampler-http", 1.0 / http_hz, self._sample_http, self._stop)]

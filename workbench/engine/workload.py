@@ -34,7 +34,9 @@ def arrival_offsets(workload: WorkloadSettings, n: int, seed: int) -> list[float
     return offsets
 
 
-def make_client(base_url: str, workload: WorkloadSettings) -> StreamClient:
+def make_client(
+    base_url: str, workload: WorkloadSettings, headers: dict[str, str] | None = None
+) -> StreamClient:
     """The client for measured streams: one fresh connection per request, its set-up timed
     apart from TTFT.
 
@@ -42,7 +44,9 @@ def make_client(base_url: str, workload: WorkloadSettings) -> StreamClient:
     response ("disconnected without sending a response": 6 of 48 requests at concurrency 2 in
     our measurement, 0 of 48 without reuse), so connections are not reused.
     """
-    return StreamClient(base_url, connect_timeout_s=min(10.0, workload.request_timeout_s))
+    return StreamClient(
+        base_url, connect_timeout_s=min(10.0, workload.request_timeout_s), headers=headers
+    )
 
 
 class ClientLoadMeter:

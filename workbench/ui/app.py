@@ -32,6 +32,7 @@ def build_window(args: argparse.Namespace) -> tuple[MainWindow, bool]:
     if args.base_url:
         window.form.external.setChecked(True)
         window.form.base_url.setText(args.base_url)
+        window.form.api_key_env.setText(args.api_key_env or "")
     return window, loaded
 
 

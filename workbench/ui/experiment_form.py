@@ -96,6 +96,15 @@ class ExperimentForm(QWidget):
         self.base_url.setPlaceholderText("http://127.0.0.1:8080")
         self.base_url.setEnabled(False)
         self.external.toggled.connect(self.base_url.setEnabled)
+        # The name of a variable holding the key, never the key: the form can be screenshot.
+        self.api_key_env = QLineEdit()
+        self.api_key_env.setPlaceholderText("API key variable (optional), e.g. OPENAI_API_KEY")
+        self.api_key_env.setToolTip(
+            "the name of an environment variable that holds a bearer token for the server; "
+            "its value is read when the run starts and is never stored"
+        )
+        self.api_key_env.setEnabled(False)
+        self.external.toggled.connect(self.api_key_env.setEnabled)
 
         self.fields: dict[tuple[str, str], QWidget] = {}
         self.model = self._line(("server", "model"), "default = SmolLM2-135M from the wheel")
@@ -168,6 +177,7 @@ class ExperimentForm(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.external)
         layout.addWidget(self.base_url)
+        layout.addWidget(self.api_key_env)
         layout.addWidget(server_box)
         layout.addWidget(workload_box)
         layout.addWidget(self.error)
@@ -331,6 +341,10 @@ class ExperimentForm(QWidget):
 
     def external_url(self) -> str | None:
         return self.base_url.text().strip() if self.external.isChecked() else None
+
+    def external_api_key_env(self) -> str | None:
+        name = self.api_key_env.text().strip()
+        return name if self.external.isChecked() and name else None
 
     def show_error(self, message: str) -> None:
         self.error.setText(message)

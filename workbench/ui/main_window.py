@@ -340,7 +340,10 @@ class MainWindow(QMainWindow):
             self.run_finished.emit("failed")
             return
         options = RunOptions(
-            self.out_dir, base_url=self.form.external_url(), server_bin=self.server_bin
+            self.out_dir,
+            base_url=self.form.external_url(),
+            server_bin=self.server_bin,
+            api_key_env=self.form.external_api_key_env(),
         )
         self.stop_replay()
         self.playback = None

@@ -26,6 +26,9 @@ def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --session: play it back at this speed at start",
     )
     parser.add_argument("--base-url", help="start in external mode against this server")
+    parser.add_argument(
+        "--api-key-env", metavar="NAME", help="environment variable with the server's API key"
+    )
     parser.add_argument("--server-bin", help="llama-server binary to use")
     parser.add_argument("--theme", choices=THEMES, default="dark")
     parser.add_argument("--font-size", type=int, default=11, help="base font size in points")
