@@ -7,6 +7,7 @@ reached its end is reported as incomplete when opened.
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import shutil
@@ -463,6 +464,46 @@ class SessionWriter:
                 )
 
 
+# What a valid SQLite file with content no workbench wrote raises on reading.
+_DAMAGE = (sqlite3.DatabaseError, ValueError, TypeError, KeyError, AttributeError)
+
+
+def _reads_content(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A session from elsewhere may be valid SQLite with damaged content (bad JSON, wrong
+    types, a missing table): reading it raises one SessionError naming the file, never a
+    traceback, so a view can say so in one line and go on."""
+
+    @functools.wraps(method)
+    def reading(self: Session, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except _DAMAGE as exc:
+            raise SessionError(
+                f"{self.path} has damaged content ({type(exc).__name__}: {exc})"
+            ) from None
+
+    return reading
+
+
+def _typed(value: Any, kinds: type | tuple[type, ...], what: str) -> Any:
+    """``value`` if it has one of ``kinds`` (None passes where ``kinds`` has NoneType)."""
+    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
+        raise TypeError(f"{what} is {value!r}")
+    if not isinstance(value, kinds):
+        raise TypeError(f"{what} is a {type(value).__name__}")
+    return value
+
+
+def _json_dict(text: Any, what: str, optional: bool = True) -> dict[str, Any] | None:
+    if text is None and optional:
+        return None
+    value = json.loads(_typed(text, str, what))
+    return _typed(value, dict, what)
+
+
+_INT = (int, type(None))
+
+
 @dataclass
 class ConfigRow:
     index: int
@@ -498,6 +539,7 @@ class Session:
         status = self.meta["status"]
         return "incomplete" if status == "running" else status
 
+    @_reads_content
     def records(self, config_index: int) -> list[RequestRecord]:
         chunks: dict[int, list[TokenChunk]] = {}
         for request_idx, t_ns, text in self._conn.execute(
@@ -505,7 +547,9 @@ class Session:
             "ORDER BY request_idx, seq",
             (config_index,),
         ):
-            chunks.setdefault(request_idx, []).append(TokenChunk(t_ns, text))
+            chunks.setdefault(request_idx, []).append(
+                TokenChunk(_typed(t_ns, int, "a chunk's time"), _typed(text, str, "a chunk"))
+            )
         slots: dict[int, int] = {}
         if self.schema_version >= 3:
             slots = dict(
@@ -546,12 +590,16 @@ class Session:
                 connect,
                 t_connected,
             ) = row
+            for value in (t_sched, t_sub, t_first, t_last, t_done, t_intended, t_ready):
+                _typed(value, _INT, "a request time")
+            _typed(error, (str, type(None)), "a request error")
+            _typed(finish, (str, type(None)), "a finish reason")
             out.append(
                 RequestRecord(
                     config_index,
-                    repeat,
-                    idx,
-                    prompt,
+                    _typed(repeat, int, "a repeat"),
+                    _typed(idx, int, "a request index"),
+                    _typed(prompt, str, "a prompt"),
                     warmup=bool(warmup),
                     t_intended_ns=t_intended,
                     t_scheduled_ns=t_sched,
@@ -566,14 +614,15 @@ class Session:
                     ok=bool(ok),
                     error=error,
                     finish_reason=finish,
-                    usage=json.loads(usage) if usage else None,
-                    timings=json.loads(timings) if timings else None,
+                    usage=_json_dict(usage or None, "usage"),
+                    timings=_json_dict(timings or None, "timings"),
                     chunks=chunks.get(idx, []),
                     slot=slots.get(idx),
                 )
             )
         return out
 
+    @_reads_content
     def observations(self, config_index: int) -> dict[int, RunObservations]:
         """Per repeat, what was measured besides the requests (none before schema 4)."""
         loads = self.client_load(config_index)
@@ -592,6 +641,7 @@ class Session:
             for repeat in set(loads) | set(counters)
         }
 
+    @_reads_content
     def client_load(self, config_index: int) -> dict[int, ClientLoad]:
         """Per repeat, how busy the measuring client was (none before schema 4)."""
         if self.schema_version < 4:
@@ -605,6 +655,7 @@ class Session:
             )
         }
 
+    @_reads_content
     def samples(self, table: str, config_index: int) -> list[tuple[Any, ...]]:
         if table not in (
             "process_samples",
@@ -622,9 +673,11 @@ class Session:
             )
         )
 
+    @_reads_content
     def notices(self) -> list[tuple[Any, ...]]:
         return list(self._conn.execute("SELECT config_idx, level, text FROM notices ORDER BY t_ns"))
 
+    @_reads_content
     def summaries(self) -> list[ConfigSummary]:
         return [
             summarize_config_records(c, self.records(c.index), self.observations(c.index))
@@ -710,27 +763,46 @@ def open_session(path: str | Path) -> Session:
         if version < 1 or row is None:
             raise sqlite3.DatabaseError("no session header")
         meta = dict(row)
-        configs = [
-            ConfigRow(
-                c["idx"],
-                c["label"],
-                json.loads(c["server_json"]),
-                json.loads(c["workload_json"]),
-                c["status"],
-                c["error"],
-                c["base_url"],
-                c["pid"],
-                json.loads(c["command_json"]) if c["command_json"] else None,
-                c["log_path"],
-                c["log_tail"],
-                json.loads(c["facts_json"]) if c["facts_json"] else {},
-                c["slots"],
-            )
-            for c in conn.execute("SELECT * FROM configs ORDER BY idx")
-        ]
+        for key in ("name", "created_at", "mode", "status"):
+            _typed(meta[key], str, key)
+        hardware = _hardware(_json_dict(meta["hardware_json"], "hardware", optional=False))
+        configs = [_config_row(c) for c in conn.execute("SELECT * FROM configs ORDER BY idx")]
         conn.row_factory = None
-    except sqlite3.DatabaseError as exc:
+    except _DAMAGE as exc:
         conn.close()
         _remove(tmp)
-        raise SessionError(f"{p} is not a workbench session ({exc})") from None
-    return Session(p, version, meta, json.loads(meta["hardware_json"]), configs, conn, tmp)
+        raise SessionError(
+            f"{p} is not a readable workbench session ({type(exc).__name__}: {exc})"
+        ) from None
+    return Session(p, version, meta, hardware, configs, conn, tmp)
+
+
+def _config_row(c: sqlite3.Row) -> ConfigRow:
+    command = json.loads(c["command_json"]) if c["command_json"] else None
+    if command is not None and not (
+        isinstance(command, list) and all(isinstance(a, str) for a in command)
+    ):
+        raise TypeError("a configuration's command is not a list of strings")
+    return ConfigRow(
+        _typed(c["idx"], int, "a configuration index"),
+        _typed(c["label"], str, "a configuration label"),
+        _json_dict(c["server_json"], "server settings", optional=False) or {},
+        _json_dict(c["workload_json"], "workload settings", optional=False) or {},
+        _typed(c["status"], str, "a configuration status"),
+        _typed(c["error"], (str, type(None)), "a configuration error"),
+        _typed(c["base_url"], (str, type(None)), "a base URL"),
+        _typed(c["pid"], _INT, "a pid"),
+        command,
+        _typed(c["log_path"], (str, type(None)), "a log path"),
+        _typed(c["log_tail"], (str, type(None)), "a log tail"),
+        _json_dict(c["facts_json"] or None, "startup facts") or {},
+        _typed(c["slots"], _INT, "slots"),
+    )
+
+
+def _hardware(hw: dict[str, Any] | None) -> dict[str, Any]:
+    """The fingerprint, with only GPU entries that are objects (views read their names)."""
+    hw = dict(hw or {})
+    gpus = hw.get("gpus")
+    hw["gpus"] = [g for g in gpus if isinstance(g, dict)] if isinstance(gpus, list) else []
+    return hw
