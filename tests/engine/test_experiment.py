@@ -115,7 +115,7 @@ def test_with_overrides_replaces_and_validates() -> None:
     assert [c.server.slots for c in single.configs()] == [2]
     assert single.configs()[0].server.model == "/models/x.gguf"
     assert [c.server.slots for c in experiment.configs()] == [1, 2, 4]  # unchanged
-    with pytest.raises(ExperimentError, match=r"slots must be >= 1"):
+    with pytest.raises(ExperimentError, match=r"slots must be between 1 and 1024"):
         experiment.with_overrides({"slots": 0})
 
 
@@ -139,16 +139,33 @@ def test_with_overrides_replaces_and_validates() -> None:
         ("name = 3", r"'name' must be a string, got 3"),
         ("server = 3", r"\[server\] must be a table"),
         # out of range
-        ("[server]\nslots = 0", r"\[server\] slots must be >= 1, or -1 for auto, got 0"),
-        ("[server]\nctx = -1", r"\[server\] ctx must be >= 0"),
-        ("[server]\nport = 70000", r"\[server\] port must be a TCP port"),
+        (
+            "[server]\nslots = 0",
+            r"\[server\] slots must be between 1 and 1024 \(or -1 for auto\), got 0",
+        ),
+        ("[server]\nctx = -1", r"\[server\] ctx must be between 0 and 1e\+07"),
+        ("[server]\nport = 70000", r"\[server\] port must be between 1 and 65535 \(a TCP port\)"),
         ("[server]\ncache_type_k = 'q3'", r"\[server\] cache_type_k must be one of .*got 'q3'"),
-        ("[workload]\nrequests = 0", r"\[workload\] requests must be >= 1, got 0"),
-        ("[workload]\nconcurrency = -2", r"\[workload\] concurrency must be >= 0"),
-        ("[workload]\nmax_tokens = [64, 0]", r"\[workload\] max_tokens must be >= 1, got 0"),
+        ("[workload]\nrequests = 0", r"\[workload\] requests must be between 1 and 100000, got 0"),
+        ("[workload]\nconcurrency = -2", r"\[workload\] concurrency must be between 0 and"),
+        ("[workload]\nmax_tokens = [64, 0]", r"\[workload\] max_tokens must be between 1 and"),
+        # upper bounds: a typo must not ask for 2**63 requests or an endless schedule
+        ("[workload]\nrequests = 9223372036854775807", r"requests must be between 1 and 100000"),
+        ("[workload]\nrate = 1e-300", r"rate must be between 0.001 and 100000"),
+        ("[workload]\nrepeats = 100000", r"repeats must be between 1 and 1000"),
+        ("[workload]\nwarmup = 5000", r"warmup must be between 0 and 1000"),
+        ("[workload]\nmax_tokens = 10000000", r"max_tokens must be between 1 and 1e\+06"),
+        ("[server]\nslots = 100000", r"slots must be between 1 and 1024"),
+        (
+            "[workload]\narrival = 'fixed'\nrate = 0.001\nrequests = 1000",
+            r"1000 requests at 0.001/s would take 278 hours to send",
+        ),
         ("[workload]\narrival = 'uniform'", r"\[workload\] arrival must be one of burst, poisson"),
         ("[workload]\nendpoint = 'embeddings'", r"\[workload\] endpoint must be one of chat"),
-        ("[workload]\nrequest_timeout_s = 0", r"\[workload\] request_timeout_s must be > 0"),
+        (
+            "[workload]\nrequest_timeout_s = 0",
+            r"\[workload\] request_timeout_s must be between 0.1",
+        ),
         # empty sweep
         ("[server]\nslots = []", r"\[server\] slots: a sweep list must not be empty"),
         # arrivals that need a rate

@@ -108,3 +108,43 @@ def test_prompt_source_from_a_list() -> None:
     source = PromptSource(["x", "y"], origin="test")
     assert [source.get(i) for i in range(4)] == ["x", "y", "x", "y"]
     assert source.size == 2
+
+
+def test_a_prompt_file_must_be_a_regular_file_of_bounded_size(tmp_path, monkeypatch):
+    import os
+
+    from workbench.engine import prompts as module
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ExperimentError, match="is not a regular file"):
+        load_prompts(str(fifo))  # would block for ever on reading
+    big = tmp_path / "big.txt"
+    big.write_text("a prompt\n" * 20)
+    monkeypatch.setattr(module, "MAX_PROMPT_FILE_BYTES", 100)
+    with pytest.raises(ExperimentError, match="is over 0 MiB"):
+        load_prompts(str(big))
+
+
+def test_a_run_says_where_its_prompts_come_from(tmp_path):
+    import asyncio
+
+    from tests.fakes.sse_server import Behaviour, FakeServer
+    from workbench.engine.experiment import parse_experiment
+    from workbench.engine.runner import ExperimentRunner, RunOptions
+    from workbench.engine.session import open_session
+
+    (tmp_path / "mine.txt").write_text("first prompt\nsecond prompt\n")
+    experiment = parse_experiment(
+        '[workload]\nrequests = 2\nmax_tokens = 2\nwarmup = 0\nprompts = "mine.txt"\n',
+        path=str(tmp_path / "e.toml"),
+    )
+
+    async def run() -> Path:
+        async with FakeServer(Behaviour(tokens=2)) as server:
+            runner = ExperimentRunner(experiment, RunOptions(tmp_path, base_url=server.base_url))
+            return (await asyncio.to_thread(runner.run)).session_path
+
+    with open_session(asyncio.run(run())) as session:
+        texts = [text for _, level, text in session.notices() if level == "info"]
+    assert f"prompts: 2 from {tmp_path / 'mine.txt'} (not the built-in set)" in texts

@@ -33,7 +33,7 @@ def test_invalid_fields_are_marked_before_run(window, qtbot):
     slots.setText("0")
     window.start_run()
     assert window.runner is None
-    assert "slots must be >= 1" in window.banner.text()
+    assert "slots must be between 1 and 1024" in window.banner.text()
     slots.setText("2")
     window.form.fields[("workload", "arrival")].setCurrentText("poisson")
     window.start_run()

@@ -236,36 +236,51 @@ def _validate_table(table: str, values: dict[str, Any], cls: type) -> None:
             _check_value(table, key, value)
 
 
+def _between(low: float, high: float, also: tuple[float, ...] = (), note: str = "") -> Any:
+    """A check that a number lies in [low, high] (or is one of ``also``): every number in
+    an experiment file has a sane bound, so a typo cannot ask for 2**63 requests."""
+
+    def check(value: float) -> str | None:
+        if value in also or low <= value <= high:
+            return None
+        extra = f" ({note})" if note else ""
+        return f"must be between {low:g} and {high:g}{extra}"
+
+    return check
+
+
+DAY_S = 86_400.0
+
 _RULES: dict[str, tuple[tuple[type, ...], Any]] = {
     # field: (accepted types, extra check returning an error text or None)
     "model": ((str,), lambda v: None if v else "must not be empty"),
-    "slots": ((int,), lambda v: None if v == -1 or v >= 1 else "must be >= 1, or -1 for auto"),
-    "ctx": ((int,), lambda v: None if v >= 0 else "must be >= 0 (0 = the model's own)"),
+    "slots": ((int,), _between(1, 1024, (-1,), "or -1 for auto")),
+    "ctx": ((int,), _between(0, 10_000_000, (), "0 = the model's own")),
     "cont_batching": ((bool,), None),
     "kv_unified": ((bool,), None),
     "cache_type_k": ((str,), lambda v: _one_of(v, KV_CACHE_TYPES)),
     "cache_type_v": ((str,), lambda v: _one_of(v, KV_CACHE_TYPES)),
-    "threads": ((int,), lambda v: None if v >= 1 or v == -1 else "must be >= 1"),
-    "batch_size": ((int,), lambda v: None if v >= 1 else "must be >= 1"),
-    "ubatch_size": ((int,), lambda v: None if v >= 1 else "must be >= 1"),
-    "gpu_layers": ((int,), lambda v: None if v >= -1 else "must be >= -1"),
-    "port": ((int,), lambda v: None if 1 <= v <= 65535 else "must be a TCP port (1-65535)"),
-    "cache_ram_mib": ((int,), lambda v: None if v >= -1 else "must be >= -1 (-1 = no limit)"),
-    "startup_timeout_s": ((int, float), lambda v: None if v > 0 else "must be > 0"),
-    "requests": ((int,), lambda v: None if v >= 1 else "must be >= 1"),
-    "concurrency": ((int,), lambda v: None if v >= 0 else "must be >= 0 (0 = all at once)"),
+    "threads": ((int,), _between(1, 1024, (-1,), "or -1")),
+    "batch_size": ((int,), _between(1, 1_000_000)),
+    "ubatch_size": ((int,), _between(1, 1_000_000)),
+    "gpu_layers": ((int,), _between(-1, 10_000)),
+    "port": ((int,), _between(1, 65535, (), "a TCP port")),
+    "cache_ram_mib": ((int,), _between(-1, 10_000_000, (), "-1 = no limit")),
+    "startup_timeout_s": ((int, float), _between(0.1, DAY_S, (), "seconds")),
+    "requests": ((int,), _between(1, 100_000)),
+    "concurrency": ((int,), _between(0, 10_000, (), "0 = all at once")),
     "arrival": ((str,), lambda v: _one_of(v, ARRIVALS)),
-    "rate": ((int, float), lambda v: None if v >= 0 else "must be >= 0 requests/s"),
-    "max_tokens": ((int,), lambda v: None if v >= 1 else "must be >= 1"),
-    "temperature": ((int, float), lambda v: None if v >= 0 else "must be >= 0"),
-    "seed": ((int,), None),
+    "rate": ((int, float), _between(0.001, 100_000, (0,), "requests/s, 0 for burst")),
+    "max_tokens": ((int,), _between(1, 1_000_000)),
+    "temperature": ((int, float), _between(0, 100)),
+    "seed": ((int,), _between(-(2**63), 2**63 - 1)),
     "prompts": ((str,), lambda v: None if v else "must be 'builtin' or a file path"),
     "endpoint": ((str,), lambda v: _one_of(v, ENDPOINTS)),
     "cache_prompt": ((bool,), None),
     "ignore_eos": ((bool,), None),
-    "warmup": ((int,), lambda v: None if v >= 0 else "must be >= 0"),
-    "repeats": ((int,), lambda v: None if v >= 1 else "must be >= 1"),
-    "request_timeout_s": ((int, float), lambda v: None if v > 0 else "must be > 0"),
+    "warmup": ((int,), _between(0, 1000)),
+    "repeats": ((int,), _between(1, 1000)),
+    "request_timeout_s": ((int, float), _between(0.1, DAY_S, (), "seconds")),
     "model_name": ((str,), None),
 }
 
@@ -292,6 +307,14 @@ def _validate_workload_consistency(workload: dict[str, Any]) -> None:
     rate_list = rates if isinstance(rates, list) else [rates]
     if any(a != "burst" for a in arrival_list) and any(r <= 0 for r in rate_list):
         raise ExperimentError("[workload] arrival 'poisson' or 'fixed' needs rate > 0 (requests/s)")
+    requests = workload.get("requests", 8)
+    most = max(requests) if isinstance(requests, list) else requests
+    slowest = min((r for r in rate_list if r > 0), default=0)
+    if any(a != "burst" for a in arrival_list) and slowest and most / slowest > DAY_S:
+        raise ExperimentError(
+            f"[workload] {most} requests at {slowest:g}/s would take {most / slowest / 3600:.0f} "
+            "hours to send: raise rate or lower requests (a run is bounded to a day)"
+        )
 
 
 def _toml_value(value: Any) -> str:

@@ -67,6 +67,9 @@ class PromptSource:
         return None if self._prompts is None else len(self._prompts)
 
 
+MAX_PROMPT_FILE_BYTES = 64 * 2**20
+
+
 def load_prompts(spec: str, base_dir: Path | None = None) -> PromptSource:
     """``builtin``, a ``.jsonl`` file (objects with a "prompt" string), or a text file with
     one prompt per line. Relative paths are taken from the experiment file's folder."""
@@ -76,6 +79,14 @@ def load_prompts(spec: str, base_dir: Path | None = None) -> PromptSource:
     if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
         path = base_dir / path
     try:
+        if not path.exists():
+            raise ExperimentError(f"[workload] prompts: cannot read {path}: no such file")
+        if not path.is_file():  # a FIFO or a device would block or never end
+            raise ExperimentError(f"[workload] prompts: {path} is not a regular file")
+        if path.stat().st_size > MAX_PROMPT_FILE_BYTES:
+            raise ExperimentError(
+                f"[workload] prompts: {path} is over {MAX_PROMPT_FILE_BYTES // 2**20} MiB"
+            )
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ExperimentError(f"[workload] prompts: cannot read {path}: {exc}") from None

@@ -247,6 +247,16 @@ class ExperimentRunner:
                 time.perf_counter_ns(),
             )
         )
+        if self.prompts is not None and self.prompts.origin != "builtin":
+            # Say where the prompts come from: a path in someone else's experiment file
+            # could point at any file, and its lines would be sent to the server.
+            self.emit(
+                Notice(
+                    "info",
+                    f"prompts: {self.prompts.size} from {self.prompts.origin} "
+                    "(not the built-in set)",
+                )
+            )
         try:
             if self._cancel_requested.is_set():
                 raise asyncio.CancelledError
