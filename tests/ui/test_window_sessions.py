@@ -112,3 +112,23 @@ def test_slos_on_an_opened_session(window, loop, recorded_session):
     panel.ttft.setValue(0.01)  # 10 ms: no request here starts that fast
     loop.run_until_complete(window.evaluate_slo())
     assert "add a machine" in panel.recommendation.text()
+
+
+def test_a_log_path_inside_a_session_is_never_opened(window, loop, recorded_session, tmp_path):
+    """A session from elsewhere named a FIFO as its server log: opening it froze the window
+    for good. The window shows the log tail the session kept and opens no path from it."""
+    import contextlib
+    import os
+    import shutil
+    import sqlite3
+
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    copy = tmp_path / "foreign.session.sqlite"
+    shutil.copy(recorded_session, copy)
+    with contextlib.closing(sqlite3.connect(copy)) as conn, conn:
+        conn.execute("UPDATE configs SET log_path = ?, log_tail = 'kept tail'", (str(fifo),))
+    loop.run_until_complete(window.open_session_file(copy))  # returns: nothing blocked
+    assert window.playback is not None
+    assert window.server_panel.log.toPlainText() == "kept tail"
+    assert window.server_panel._log_path is None

@@ -98,7 +98,7 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
                     row.base_url,
                     row.pid,
                     row.command or [],
-                    row.log_path,
+                    None,  # a path from a session is never read: its log tail is kept inside
                     row.facts,
                     row.slots,
                 ),

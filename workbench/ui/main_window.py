@@ -568,7 +568,9 @@ class MainWindow(QMainWindow):
     def _sync_server(self) -> None:
         server = self.model.server
         self.server_panel.show_state(server.state, server.detail)
-        self.server_panel.show_server(server.base_url, server.facts, server.log_path)
+        self.server_panel.show_server(
+            server.base_url, server.facts, server.log_path, server.log_tail
+        )
         for notice in self.model.notices[-1:]:
             if notice.level == "warning":
                 self.show_banner(notice.text, "info")

@@ -103,6 +103,7 @@ class ServerView:
     facts: dict[str, Any] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
     log_path: str | None = None
+    log_tail: str = ""  # as the session kept it, when the log file is not ours to read
     base_url: str = ""
     slots: int | None = None
 
@@ -170,6 +171,7 @@ class RunModel:
                 self.server.facts = event.facts
                 self.server.command = event.command
                 self.server.log_path = event.log_path
+                self.server.log_tail = ""
                 self.server.base_url = event.base_url
                 self.server.slots = event.slots
                 self.predicted_mib = predicted_footprint_mib(event.facts)
@@ -229,6 +231,9 @@ class RunModel:
                     ch.gantt = True
                 ch.samples = True
             case ConfigFinished(summary=summary):
+                if event.log_tail and self.server.config_index == event.config_index:
+                    self.server.log_tail = event.log_tail
+                    ch.server = True
                 if summary is not None:
                     self.summaries.append(summary)
                     ch.results = True

@@ -106,18 +106,27 @@ class ServerPanel(QWidget):
         self.state.setStyleSheet(f"color:{color}; font-weight:bold;")
         self.detail.setText(detail if state == "crashed" else "")
 
-    def show_server(self, base_url: str, facts: dict[str, Any], log_path: str | None) -> None:
+    def show_server(
+        self, base_url: str, facts: dict[str, Any], log_path: str | None, log_tail: str = ""
+    ) -> None:
+        """``log_path``: a live server's log, which this app wrote and reads on a timer.
+        A reopened session gives no path, only the tail it kept: a path found in a session
+        file (a FIFO, /dev/zero, someone's file) is never opened."""
         self.url.setText(base_url or "-")
         for key, label in self.facts.items():
             label.setText(fact_text(key, facts.get(key)))
         self._log_path = Path(log_path) if log_path else None
+        if self._log_path is None:
+            self._show_log(log_tail)
         self.refresh_log()
 
     def refresh_log(self) -> None:
         """Re-read the log's tail (called on a slow timer, not per event)."""
         if self._log_path is None:
             return
-        text = read_tail(self._log_path, 200)
+        self._show_log(read_tail(self._log_path, 200))
+
+    def _show_log(self, text: str) -> None:
         if text != self._log_text:
             self._log_text = text
             self.log.setPlainText(text)
