@@ -36,6 +36,9 @@ class Behaviour:
     status: int = 200  # anything else: reply with this status and ``error_body``
     error_body: str = '{"error": {"code": 503, "message": "Loading model"}}'
     error_body_repeats: int = 0  # > 0: the error body sent this many times, chunked (huge)
+    extra_headers: tuple[str, ...] = ()  # e.g. "Location: ...", "Retry-After: 30"
+    html: str | None = None  # answer 200 with this HTML page instead of a stream
+    raw_events: tuple[bytes, ...] = ()  # sent as they are before the tokens (non-UTF-8...)
     chunked: bool = True  # False: no Transfer-Encoding; the body ends when the socket closes
     malformed_after: int | None = None  # send an event whose data is not JSON
     error_event_after: int | None = None  # send an error event, then end the stream
@@ -176,7 +179,10 @@ class FakeServer:
                 await writer.drain()
             return False
         if b.status != 200:
-            await _reply(writer, b.status, b.error_body)
+            await _reply(writer, b.status, b.error_body, b.extra_headers)
+            return False
+        if b.html is not None:
+            await _reply(writer, 200, b.html, ("Content-Type: text/html",))
             return False
         headers = "Content-Type: text/event-stream\r\nConnection: close\r\n"
         if b.chunked:
@@ -201,6 +207,9 @@ class FakeServer:
             delta = {b.text_key: text} if text is not None else {}
             return {"index": 0, "delta": delta, "finish_reason": finish}
 
+        for raw in b.raw_events:
+            writer.write(f"{len(raw):X}\r\n".encode() + raw + b"\r\n" if b.chunked else raw)
+            await writer.drain()
         if b.role_delta and chat:
             role = {"index": 0, "delta": {"role": "assistant", "content": None}}
             await send(_sse({"choices": [role]}))
@@ -251,7 +260,9 @@ def _sse(payload: dict[str, Any]) -> str:
     return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
 
-async def _reply(writer: asyncio.StreamWriter, status: int, body: str) -> None:
+async def _reply(
+    writer: asyncio.StreamWriter, status: int, body: str, extra: tuple[str, ...] = ()
+) -> None:
     reasons = {
         200: "OK",
         404: "Not Found",
@@ -259,10 +270,16 @@ async def _reply(writer: asyncio.StreamWriter, status: int, body: str) -> None:
         503: "Service Unavailable",
     }
     data = body.encode("utf-8")
+    content_type = (
+        ""
+        if any(h.startswith("Content-Type") for h in extra)
+        else ("Content-Type: application/json\r\n")
+    )
     head = (
         f"HTTP/1.1 {status} {reasons.get(status, 'Error')}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-        "Connection: close\r\n\r\n"
+        f"{content_type}Content-Length: {len(data)}\r\n"
+        + "".join(f"{h}\r\n" for h in extra)
+        + "Connection: close\r\n\r\n"
     )
     writer.write(head.encode() + data)
     await writer.drain()
