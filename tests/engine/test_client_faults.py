@@ -7,6 +7,7 @@ no fault may end the run for the other requests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import socket
 import time
@@ -461,7 +462,7 @@ async def test_endless_probe_answers_end_at_their_deadline() -> None:
     sampler's memory and ended in a traceback. Each probe now has a deadline and a byte cap."""
     from workbench.engine.errors import ExternalServerError
     from workbench.engine.external import probe_external
-    from workbench.engine.sampler import ServerSampler, counters_client, fetch_counters
+    from workbench.engine.sampler import ServerSampler, fetch_counters
 
     async with FakeServer(endless_paths=("/health", "/metrics", "/slots")) as server:
         started = time.monotonic()
@@ -469,10 +470,9 @@ async def test_endless_probe_answers_end_at_their_deadline() -> None:
             await asyncio.to_thread(probe_external, server.base_url)
         assert time.monotonic() - started < 20
 
-        with counters_client(server.base_url) as client:
-            started = time.monotonic()
-            assert await asyncio.to_thread(fetch_counters, client) is None
-            assert time.monotonic() - started < 5
+        started = time.monotonic()
+        assert await asyncio.to_thread(fetch_counters, server.base_url) is None
+        assert time.monotonic() - started < 5
 
         samples: list[Any] = []
         sampler = ServerSampler(samples.append, 0, server.base_url, None)
@@ -493,3 +493,108 @@ async def test_escape_sequences_from_a_server_never_reach_a_terminal() -> None:
     async with FakeServer(Behaviour(tokens=2, finish_reason="stop\x1b[2J")) as server:
         record, _ = await stream_one(server.base_url)
     assert record.finish_reason == "stop\ufffd[2J"
+
+
+# -- framing and scheduling details ------------------------------------------------------------
+async def test_chunk_framing_in_reads_of_its_own_is_not_the_end() -> None:
+    """A read holding only a chunk's CRLF or size line once ended the stream early, and a
+    stream that had seen finish_reason was then taken for complete without its usage."""
+    async with FakeServer(Behaviour(tokens=4, split_framing=True)) as server:
+        record, _ = await stream_one(server.base_url)
+    assert record.ok, record.error
+    assert record.output_tokens == (4, "usage") and record.timings is not None
+
+
+async def test_a_base_url_path_prefix_is_kept_for_the_streams() -> None:
+    async with FakeServer(Behaviour(tokens=3), prefix="/gw") as server:
+        record, _ = await stream_one(server.base_url + "/gw")
+    assert record.ok, record.error
+    assert [r.path for r in server.completions] == ["/gw/v1/chat/completions"]
+
+
+async def test_an_interim_100_continue_is_skipped() -> None:
+    async with FakeServer(Behaviour(tokens=3, interim=True)) as server:
+        record, _ = await stream_one(server.base_url)
+    assert record.ok and record.http_status == 200
+
+
+def test_a_chunk_size_must_be_plain_hex() -> None:
+    from workbench.engine.http_stream import HttpStreamError, _ChunkedDecoder
+
+    for size in (b"-1", b"+5", b"0x10", b"1_0"):
+        with pytest.raises(HttpStreamError, match="chunk size"):
+            _ChunkedDecoder().feed(size + b"\r\nabc\r\n")
+    assert _ChunkedDecoder().feed(b"3;ext=1\r\nabc\r\n") == b"abc"
+
+
+async def test_the_concurrency_gate_serves_waiters_first() -> None:
+    from workbench.engine.workload import ReleaseGate
+
+    gate = ReleaseGate(1, t0_ns=0)
+    assert await gate.acquire() == 0
+    waiter = asyncio.create_task(gate.acquire())
+    await asyncio.sleep(0)  # it waits
+    gate.release()
+    newcomer = asyncio.create_task(gate.acquire())
+    await asyncio.sleep(0)
+    assert waiter.done() and not newcomer.done()  # the place went to the one that waited
+    gate.release()
+    await asyncio.wait_for(newcomer, 1)
+
+
+async def test_requests_cancelled_before_they_start_are_still_recorded() -> None:
+    events: list[Any] = []
+    workload = settings(requests=3)
+    records = plan_records(0, 0, 0, 3, PromptSource())
+    async with (
+        FakeServer(Behaviour(tokens=3)) as server,
+        make_client(server.base_url, workload) as client,
+    ):
+        task = asyncio.create_task(
+            run_requests(client, workload, records, [0.0] * 3, events.append)
+        )
+        await asyncio.sleep(0)  # started, still opening the first wave's connections
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finished = [e.record for e in events if isinstance(e, RequestFinished)]
+    assert sorted(r.index for r in finished) == [0, 1, 2]
+    assert all(r.error == "cancelled before it was sent" for r in finished)
+
+
+async def test_a_probe_answer_dripped_byte_by_byte_ends_at_its_total_deadline() -> None:
+    """httpx bounds each read, not the answer: a head sent one byte at a time (each within
+    the read timeout) kept a probe reading for hours. The deadline now covers it all."""
+    from workbench.engine.http_get import bounded_get
+
+    handlers: list[asyncio.Task[None]] = []
+
+    async def drip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.append(task)
+        try:
+            for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"x" * 1000:  # bounded
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(0.05)
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    server = await asyncio.start_server(drip, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        started = time.monotonic()
+        answer = await asyncio.to_thread(bounded_get, url, "/metrics", None, 4096, 1.0)
+        assert answer is None
+        assert time.monotonic() - started < 3
+    finally:
+        server.close()
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        await server.wait_closed()

@@ -153,3 +153,17 @@ def test_close_with_only_whitespace_or_comments_gives_nothing() -> None:
     parser = SSEParser()
     assert parser.feed(b": just a comment") == []
     assert parser.close() == []
+
+
+def test_cr_then_lf_then_lf_in_separate_reads_ends_the_event() -> None:
+    """After a CRLF split across reads, the next LF is a line end of its own (the blank
+    line), not a second half to drop: the two events stay apart."""
+    parser = SSEParser()
+    events = []
+    for piece in (b"data: a\r", b"\n", b"\n", b"data: b\n\n"):
+        events += parser.feed(piece)
+    assert events == [SSEEvent(None, "a"), SSEEvent(None, "b")]
+
+
+def test_a_byte_order_mark_opens_no_field() -> None:
+    assert SSEParser().feed("\ufeffdata: x\n\n".encode()) == [SSEEvent(None, "x")]

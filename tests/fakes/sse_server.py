@@ -39,6 +39,8 @@ class Behaviour:
     extra_headers: tuple[str, ...] = ()  # e.g. "Location: ...", "Retry-After: 30"
     html: str | None = None  # answer 200 with this HTML page instead of a stream
     raw_events: tuple[bytes, ...] = ()  # sent as they are before the tokens (non-UTF-8...)
+    split_framing: bool = False  # chunk size line, data and CRLF each in a write of its own
+    interim: bool = False  # a "100 Continue" head before the real one
     chunked: bool = True  # False: no Transfer-Encoding; the body ends when the socket closes
     malformed_after: int | None = None  # send an event whose data is not JSON
     error_event_after: int | None = None  # send an error event, then end the stream
@@ -76,6 +78,7 @@ class FakeServer:
     in_flight: int = 0
     max_in_flight: int = 0
     endless_paths: tuple[str, ...] = ()  # GETs answered 200 with a body that never ends
+    prefix: str = ""  # a gateway's path before /v1 (http://host/gw/v1/...)
 
     def __post_init__(self) -> None:
         self._server: asyncio.Server | None = None
@@ -152,6 +155,7 @@ class FakeServer:
         if method == "GET" and path == "/health":
             await _reply(writer, 200, '{"status": "ok"}')
             return
+        path = path.removeprefix(self.prefix)
         if method != "POST" or path not in ("/v1/chat/completions", "/v1/completions"):
             await _reply(writer, 404, '{"error": {"code": 404, "message": "File Not Found"}}')
             return
@@ -187,6 +191,8 @@ class FakeServer:
         headers = "Content-Type: text/event-stream\r\nConnection: close\r\n"
         if b.chunked:
             headers += "Transfer-Encoding: chunked\r\n"
+        if b.interim:
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         writer.write(f"HTTP/1.1 200 OK\r\n{headers}\r\n".encode())
         await writer.drain()
 
@@ -198,6 +204,12 @@ class FakeServer:
                 if cut is not None:
                     parts = [data[: cut + 1], data[cut + 1 :]]  # lead byte | continuation
             for part in parts:
+                if b.split_framing and b.chunked:
+                    for piece in (f"{len(part):X}\r\n".encode(), part, b"\r\n"):
+                        writer.write(piece)
+                        await writer.drain()
+                        await asyncio.sleep(0.002)  # apart on the wire: separate reads
+                    continue
                 writer.write(f"{len(part):X}\r\n".encode() + part + b"\r\n" if b.chunked else part)
                 await writer.drain()
 

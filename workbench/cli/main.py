@@ -215,7 +215,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     # SIGTERM and SIGHUP (a closed terminal) end the run like Ctrl-C, from the start: a
     # signal while preparing must say so, not end the process in silence.
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, *STOP_SIGNALS)}
     try:
         return _run(args, console)
     finally:
@@ -259,7 +259,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         def already_stopping(signum: int, frame: object) -> None:
             console.print("[yellow]already stopping: the session is being closed[/yellow]")
 
-        for sig in STOP_SIGNALS:
+        for sig in (signal.SIGINT, *STOP_SIGNALS):
             signal.signal(sig, already_stopping)
         if runner.running:
             runner.cancel()

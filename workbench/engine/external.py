@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-import httpx
-
 from workbench.engine.errors import ExternalServerError
 from workbench.engine.http_get import MAX_BYTES, Answer, bounded_get
+from workbench.engine.http_stream import ConnectFailed
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -63,8 +62,10 @@ def api_key_headers(env_name: str | None) -> dict[str, str]:
         raise ExternalServerError(
             f"--api-key-env {env_name}: that environment variable is not set or empty"
         )
-    if any(c in key for c in "\r\n"):
-        raise ExternalServerError(f"the API key in ${env_name} has a line break in it")
+    if not (key.isascii() and key.isprintable()) or " " in key:
+        raise ExternalServerError(
+            f"the API key in ${env_name} must be printable ASCII without spaces"
+        )
     return {"Authorization": f"Bearer {key}"}
 
 
@@ -90,12 +91,11 @@ def _json(answer: Answer | None) -> Any:
 def probe_external(base_url: str, headers: dict[str, str] | None = None) -> ExternalServer:
     url = normalise_base_url(base_url)
     try:
-        with httpx.Client(base_url=url, timeout=PROBE_TIMEOUT_S, headers=headers) as client:
-            answers = {
-                path: bounded_get(client, path, deadline_s=PROBE_TIMEOUT_S)
-                for path in ("/health", "/v1/models", "/props", "/slots")
-            }
-    except httpx.HTTPError as exc:
+        answers = {
+            path: bounded_get(url, path, headers, deadline_s=PROBE_TIMEOUT_S)
+            for path in ("/health", "/v1/models", "/props", "/slots")
+        }
+    except ConnectFailed as exc:
         raise ExternalServerError(
             f"nothing answers at {url} ({type(exc).__name__}: {exc}); "
             "check the address and that the server is running"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ipaddress
+import re
 import socket
 import ssl
 import struct
@@ -29,6 +30,9 @@ from urllib.parse import urlsplit
 
 MAX_HEAD_BYTES = 64 * 1024
 READ_BYTES = 256 * 1024
+READ_BUDGET_BYTES = 1024 * 1024  # per loop turn and socket
+HIGH_WATER_BYTES = 8 * 1024 * 1024  # queued and not yet taken by the reader: stop reading
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 # Linux's receive timestamps (asm-generic values, as on x86 and ARM); Python names neither.
 SO_TIMESTAMPNS = SCM_TIMESTAMPNS = 35
 _ANCILLARY_BYTES = socket.CMSG_SPACE(16)
@@ -48,6 +52,7 @@ class Endpoint:
     scheme: str
     host: str
     port: int
+    prefix: str = ""  # a base URL's path (a gateway's /llama), put before each request's
 
     @classmethod
     def parse(cls, base_url: str) -> Endpoint:
@@ -55,7 +60,7 @@ class Endpoint:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        return cls(parts.scheme, parts.hostname, port)
+        return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
 
     @property
     def host_header(self) -> str:
@@ -71,6 +76,7 @@ class _Reads:
         self.reads: collections.deque[tuple[int, bytes]] = collections.deque()
         self.eof = False
         self.error: Exception | None = None
+        self.queued = 0
         self._waiter: asyncio.Future[None] | None = None
 
     def _wake(self) -> None:
@@ -88,7 +94,11 @@ class _Reads:
                 self._waiter = None
         out = list(self.reads)
         self.reads.clear()
+        self.drained()
         return out
+
+    def drained(self) -> None:
+        """The reader took what was queued (a paused socket may read again)."""
 
     async def write(self, data: bytes) -> None:
         raise NotImplementedError
@@ -145,18 +155,21 @@ class KernelStampedSocket(_Reads):
         self.sock = sock
         self._loop = loop
         self._last_ns = 0
+        self._paused = False
         self.kernel_stamps = enable_kernel_stamps(sock)
         loop.add_reader(sock.fileno(), self._readable)
 
     def _readable(self) -> None:
-        now = time.perf_counter_ns()
-        offset = time.time_ns() - now
+        taken = 0
         try:
-            while True:
+            while taken < READ_BUDGET_BYTES:  # then let the loop serve other sockets
                 data, ancillary, _, _ = self.sock.recvmsg(READ_BYTES, _ANCILLARY_BYTES)
+                now = time.perf_counter_ns()
+                offset = time.time_ns() - now
                 if not data:
                     self._finish(None)
                     return
+                taken += len(data)
                 t_ns = now
                 for level, kind, value in ancillary:
                     if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(value) >= 16:
@@ -167,12 +180,24 @@ class KernelStampedSocket(_Reads):
                 t_ns = max(t_ns, self._last_ns)  # one connection's reads never go back
                 self._last_ns = t_ns
                 self.reads.append((t_ns, data))
+                self.queued += len(data)
         except (BlockingIOError, InterruptedError):
             pass
         except OSError as exc:
             self._finish(exc)
             return
+        if self.queued > HIGH_WATER_BYTES and not self._paused:
+            # The reader is behind: stop taking bytes until it catches up (the kernel's
+            # buffer then fills and TCP slows the sender), instead of growing without bound.
+            self._paused = True
+            self._loop.remove_reader(self.sock.fileno())
         self._wake()
+
+    def drained(self) -> None:
+        self.queued = 0
+        if self._paused and not self.eof and self.sock.fileno() >= 0:
+            self._paused = False
+            self._loop.add_reader(self.sock.fileno(), self._readable)
 
     def _finish(self, error: Exception | None) -> None:
         self.eof = True
@@ -255,10 +280,9 @@ class _ChunkedDecoder:
                     raise HttpStreamError("malformed chunked body: chunk size line too long")
                 break
             size_text = bytes(self._buffer[:end]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise HttpStreamError(f"malformed chunked body: chunk size {size_text!r}") from None
+            if not _HEX.fullmatch(size_text):
+                raise HttpStreamError(f"malformed chunked body: chunk size {size_text[:40]!r}")
+            size = int(size_text, 16)
             del self._buffer[: end + 2]
             if size == 0:
                 self.done = True  # trailers, if any, are ignored
@@ -295,6 +319,15 @@ class StreamedResponse:
         await self._conn.write(data)
 
     async def read_head(self) -> ResponseHead:
+        """The final response head; interim ones (``100 Continue``, ``103``) are skipped."""
+        while True:
+            head = await self._read_one_head()
+            if not 100 <= head.status < 200:
+                self.head = head
+                self._frame(head)
+                return head
+
+    async def _read_one_head(self) -> ResponseHead:
         buffer = bytearray()
         while True:
             reads = await self._conn.next_reads()
@@ -307,15 +340,14 @@ class StreamedResponse:
                 buffer += data
                 end = buffer.find(b"\r\n\r\n")
                 if end >= 0:
-                    self.head = _parse_head(bytes(buffer[:end]))
+                    head = _parse_head(bytes(buffer[:end]))
                     rest = bytes(buffer[end + 4 :])
                     # Reads after the one that completed the head go back, with their times.
                     later = reads[i + 1 :]
                     self._conn.reads.extendleft(reversed(later))
                     if rest:
                         self._conn.reads.appendleft((t_ns, rest))
-                    self._frame(self.head)
-                    return self.head
+                    return head
                 if len(buffer) > MAX_HEAD_BYTES:
                     raise HttpStreamError(f"response head over {MAX_HEAD_BYTES} bytes")
 
@@ -324,36 +356,38 @@ class StreamedResponse:
         if "chunked" in encoding:
             self._chunked = _ChunkedDecoder()
         elif "content-length" in head.headers:
-            try:
-                self._length = int(head.headers["content-length"])
-            except ValueError:
-                raise HttpStreamError("malformed Content-Length") from None
+            length = head.headers["content-length"]
+            if not length.isdigit():
+                raise HttpStreamError(f"malformed Content-Length {length[:40]!r}")
+            self._length = int(length)
 
     async def body(self) -> list[tuple[int, bytes]]:
         """The body bytes of every read queued since the last call, each with the time its
-        read arrived; [] once the body is complete. Raises if it broke off."""
-        if self._complete():
-            return []
-        reads = await self._conn.next_reads()
-        out: list[tuple[int, bytes]] = []
-        for t_ns, data in reads:
-            if self._chunked is not None:
-                payload = self._chunked.feed(data)
-            elif self._length is not None:
-                payload = data[: self._length - self._received]
-            else:
-                payload = data
-            self._received += len(payload)
-            if payload:
-                out.append((t_ns, payload))
-        if not reads and not self._complete():
-            if self._chunked is None and self._length is None:
-                return []  # a body delimited by the connection's end: this is its end
-            raise HttpStreamError(
-                "peer closed connection without sending complete message body"
-                + (f" ({self._conn.error})" if self._conn.error else "")
-            )
-        return out
+        read arrived; [] only once the body is complete (a read that held nothing but chunk
+        framing is waited past, not taken for the end). Raises if it broke off."""
+        while not self._complete():
+            reads = await self._conn.next_reads()
+            if not reads:
+                if self._chunked is None and self._length is None:
+                    return []  # a body delimited by the connection's end: this is its end
+                raise HttpStreamError(
+                    "peer closed connection without sending complete message body"
+                    + (f" ({self._conn.error})" if self._conn.error else "")
+                )
+            out: list[tuple[int, bytes]] = []
+            for t_ns, data in reads:
+                if self._chunked is not None:
+                    payload = self._chunked.feed(data)
+                elif self._length is not None:
+                    payload = data[: self._length - self._received]
+                else:
+                    payload = data
+                self._received += len(payload)
+                if payload:
+                    out.append((t_ns, payload))
+            if out:
+                return out
+        return []
 
     def _complete(self) -> bool:
         if self._chunked is not None:
@@ -486,13 +520,15 @@ class StreamClient:
         self._open.discard(response)
 
     def request_head(self, method: str, path: str, length: int, extra: dict[str, str]) -> bytes:
-        lines = [
-            f"{method} {path} HTTP/1.1",
-            f"Host: {self.endpoint.host_header}",
-            "Accept: text/event-stream",
-            "Content-Type: application/json",
-            f"Content-Length: {length}",
-            "Connection: close",
-            *(f"{k}: {v}" for k, v in {**self.headers, **extra}.items()),
-        ]
+        headers = {
+            "Host": self.endpoint.host_header,
+            "Accept": "text/event-stream",
+            "Content-Type": "application/json",
+            "Content-Length": str(length),
+            "Connection": "close",
+            **self.headers,
+            **extra,
+        }
+        lines = [f"{method} {self.endpoint.prefix}{path} HTTP/1.1"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")

@@ -51,7 +51,7 @@ from workbench.engine.external import (
 from workbench.engine.hardware import fingerprint
 from workbench.engine.prompts import PromptSource, load_prompts
 from workbench.engine.records import RequestRecord
-from workbench.engine.sampler import ServerSampler, counters_client, fetch_counters
+from workbench.engine.sampler import ServerSampler, fetch_counters
 from workbench.engine.server import LlamaServer, describe_exit
 from workbench.engine.session import SessionWriter, create_session
 from workbench.engine.slot_log import SlotLog
@@ -320,9 +320,6 @@ class ExperimentRunner:
             async with contextlib.AsyncExitStack() as stack:
                 headers = self._headers
                 client = await stack.enter_async_context(make_client(base_url, workload, headers))
-                counters = stack.enter_context(
-                    await asyncio.to_thread(counters_client, base_url, headers)
-                )
                 if workload.warmup:
                     warm = self._plan(idx, -1, workload.warmup, warmup=True)
                     sequential = replace(workload, concurrency=1, arrival="burst")
@@ -335,7 +332,7 @@ class ExperimentRunner:
                     sampler.start()
                     self.emit(ServerStateChanged(idx, "running", f"repeat {repeat + 1}"))
                     records += planned  # kept even if the run is cut short
-                    before = await asyncio.to_thread(fetch_counters, counters)
+                    before = await asyncio.to_thread(fetch_counters, base_url, headers)
                     meter = ClientLoadMeter()
                     try:
                         await run_requests(client, workload, planned, offsets, self.emit)
@@ -344,7 +341,7 @@ class ExperimentRunner:
                         load = meter.read()
                         self.emit(ClientLoadMeasured(idx, repeat, load))
                         observed[repeat] = RunObservations(load, before, None, slot_log is not None)
-                    after = await asyncio.to_thread(fetch_counters, counters)
+                    after = await asyncio.to_thread(fetch_counters, base_url, headers)
                     observed[repeat] = replace(observed[repeat], counters_after=after)
                     self.emit(ServerCounters(idx, repeat, before, after))
                     await self._check_server_alive(idx, records)

@@ -13,13 +13,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from workbench.engine.events import GpuSample, MetricsSample, ProcessSample, SlotsSample
 from workbench.engine.hardware import GpuProbe
 from workbench.engine.http_get import Answer, bounded_get
+from workbench.engine.http_stream import ConnectFailed
 
 Emit = Callable[[Any], None]
 
@@ -40,24 +40,13 @@ COUNTERS_TIMEOUT_S = 2.0
 MAX_METRICS_BYTES = 4 * 1024 * 1024
 
 
-def counters_client(base_url: str, headers: dict[str, str] | None = None) -> httpx.Client:
-    """A client for ``fetch_counters``, made once per configuration: making one builds a
-    TLS context, about 40 ms of the interpreter lock."""
-    return httpx.Client(
-        base_url=base_url,
-        timeout=COUNTERS_TIMEOUT_S,
-        limits=httpx.Limits(max_keepalive_connections=0),
-        headers=headers,
-    )
-
-
-def fetch_counters(client: httpx.Client) -> dict[str, float] | None:
+def fetch_counters(base_url: str, headers: dict[str, str] | None = None) -> dict[str, float] | None:
     """The server's /metrics now, or None when it exposes none. Blocking: call it off the
     measuring loop (``asyncio.to_thread``). The cross-checks take one just before and one
     just after each repeat, so their difference is exactly that repeat's work."""
     try:
-        answer = bounded_get(client, "/metrics", MAX_METRICS_BYTES, COUNTERS_TIMEOUT_S)
-    except httpx.HTTPError:
+        answer = bounded_get(base_url, "/metrics", headers, MAX_METRICS_BYTES, COUNTERS_TIMEOUT_S)
+    except ConnectFailed:
         return None
     if answer is None or answer.status != 200:
         return None
@@ -152,7 +141,6 @@ class ServerSampler:
     """Samples a server at ``process_hz`` (psutil) and ``http_hz`` (/metrics, /slots), on
     two threads, so a slow HTTP answer never leaves a gap in the memory curve."""
 
-    HTTP_TIMEOUT_S = 0.5
     HTTP_DEADLINE_S = 1.0  # a whole answer, however the server drips it
 
     def __init__(
@@ -175,13 +163,7 @@ class ServerSampler:
         if pid is not None:
             with contextlib.suppress(psutil.Error):
                 self._probe = ProcessProbe(pid)
-        # llama-server drops reused keep-alive connections now and then: one per request.
-        self._client = httpx.Client(
-            base_url=base_url,
-            timeout=self.HTTP_TIMEOUT_S,
-            limits=httpx.Limits(max_keepalive_connections=0),
-            headers=headers,
-        )
+        self._headers = headers
         self._gpu = GpuProbe() if self._probe is not None else None
         self._threads = [_Ticker("sampler-http", 1.0 / http_hz, self._sample_http, self._stop)]
         if self._probe is not None:
@@ -198,7 +180,6 @@ class ServerSampler:
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(timeout=5.0)
-        self._client.close()
         if self._gpu is not None:
             self._gpu.close()
 
@@ -217,8 +198,10 @@ class ServerSampler:
 
     def _get(self, path: str) -> Answer | None:
         try:
-            return bounded_get(self._client, path, MAX_METRICS_BYTES, self.HTTP_DEADLINE_S)
-        except httpx.HTTPError:
+            return bounded_get(
+                self.base_url, path, self._headers, MAX_METRICS_BYTES, self.HTTP_DEADLINE_S
+            )
+        except ConnectFailed:
             return None
 
     def _sample_http(self) -> None:

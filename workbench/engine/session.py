@@ -319,7 +319,14 @@ class SessionWriter:
         conn.execute("SAVEPOINT event")
         try:
             self._write(conn, event)
-        except (sqlite3.InterfaceError, sqlite3.DataError, OverflowError, TypeError) as exc:
+        except (
+            sqlite3.InterfaceError,
+            sqlite3.ProgrammingError,
+            sqlite3.IntegrityError,
+            sqlite3.DataError,
+            OverflowError,
+            TypeError,
+        ) as exc:
             conn.execute("ROLLBACK TO event")
             conn.execute(
                 "INSERT INTO notices VALUES (?,?,?,?)",
@@ -590,8 +597,19 @@ class Session:
                 connect,
                 t_connected,
             ) = row
-            for value in (t_sched, t_sub, t_first, t_last, t_done, t_intended, t_ready):
+            for value in (
+                t_sched,
+                t_sub,
+                t_first,
+                t_last,
+                t_done,
+                t_intended,
+                t_ready,
+                connect,
+                t_connected,
+            ):
                 _typed(value, _INT, "a request time")
+            _typed(status, _INT, "an HTTP status")
             _typed(error, (str, type(None)), "a request error")
             _typed(finish, (str, type(None)), "a finish reason")
             out.append(

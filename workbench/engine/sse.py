@@ -37,6 +37,7 @@ class SSEParser:
         self._name: str | None = None
         self._data: list[str] = []
         self._event_chars = 0
+        self._first = True
 
     def feed(self, data: bytes) -> list[SSEEvent]:
         return self._text(self._decoder.decode(data))
@@ -56,9 +57,13 @@ class SSEParser:
         return "".join(self._line)
 
     def _text(self, text: str) -> list[SSEEvent]:
+        if self._first:
+            self._first = not text
+            text = text.removeprefix("\ufeff")  # a byte-order mark opens no field
         # A CRLF split across two reads must not count as two line ends.
         if self._after_cr and text.startswith("\n"):
             text = text[1:]
+            self._after_cr = False
         if text:
             self._after_cr = text.endswith("\r")
         events: list[SSEEvent] = []

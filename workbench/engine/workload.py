@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import random
 import time
 from collections.abc import Callable
@@ -77,16 +78,36 @@ class ReleaseGate:
     """
 
     def __init__(self, places: int, t0_ns: int) -> None:
-        self._places: asyncio.Queue[int] = asyncio.Queue()
-        for _ in range(places):
-            self._places.put_nowait(t0_ns)
+        self._free: collections.deque[int] = collections.deque([t0_ns] * places)
+        self._waiting: collections.deque[asyncio.Future[int]] = collections.deque()
 
     async def acquire(self) -> int:
-        """Wait for a place; returns the ``perf_counter_ns`` at which it became free."""
-        return await self._places.get()
+        """Wait for a place, first come first served; returns the ``perf_counter_ns`` at
+        which it became free. A place freed while others wait goes to the longest waiter,
+        not to a request that arrives in between."""
+        if self._free and not self._waiting:
+            return self._free.popleft()
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._free.appendleft(waiter.result())  # handed over, then cancelled
+                self._hand_over()
+            else:
+                self._waiting.remove(waiter)
+            raise
 
     def release(self) -> None:
-        self._places.put_nowait(time.perf_counter_ns())
+        self._free.append(time.perf_counter_ns())
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        while self._free and self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(self._free.popleft())
 
 
 async def run_requests(
@@ -104,44 +125,57 @@ async def run_requests(
     Per-token events are published in batches (``BatchedEmit``).
     """
     batched = BatchedEmit(emit)
-    prepared = await _prepare(client, workload, records, offsets)
-    flusher = asyncio.create_task(batched.run())
-    t0_ns = time.perf_counter_ns()
-    gate = ReleaseGate(workload.effective_concurrency, t0_ns)
+    finished: set[int] = set()  # positions whose RequestFinished went out
 
-    async def one(i: int, record: RequestRecord, offset: float) -> None:
-        record.t_intended_ns = t0_ns + round(offset * 1e9)
-        try:
-            delay = (record.t_intended_ns - time.perf_counter_ns()) / 1e9
-            if delay > 0:
-                await asyncio.sleep(delay)
-            record.t_scheduled_ns = time.perf_counter_ns()
-            freed = await gate.acquire()
-            try:
-                record.t_ready_ns = max(record.t_intended_ns, freed)
-                await stream_request(
-                    client, record, workload, workload.seed + record.index, batched, prepared[i]
-                )
-            finally:
-                gate.release()
-        finally:
-            if not record.ok and record.error is None:
-                sent = record.t_submit_ns is not None
-                record.error = "cancelled" if sent else "cancelled before it was sent"
-            batched(RequestFinished(record))
+    def finish(i: int, record: RequestRecord) -> None:
+        if not record.ok and record.error is None:
+            sent = record.t_submit_ns is not None
+            record.error = "cancelled" if sent else "cancelled before it was sent"
+        finished.add(i)
+        batched(RequestFinished(record))
 
-    tasks = [
-        asyncio.create_task(one(i, r, o))
-        for i, (r, o) in enumerate(zip(records, offsets, strict=True))
-    ]
+    tasks: list[asyncio.Task[None]] = []
+    flusher: asyncio.Task[None] | None = None
     try:
+        prepared = await _prepare(client, workload, records, offsets)
+        flusher = asyncio.create_task(batched.run())
+        t0_ns = time.perf_counter_ns()
+        gate = ReleaseGate(workload.effective_concurrency, t0_ns)
+
+        async def one(i: int, record: RequestRecord, offset: float) -> None:
+            record.t_intended_ns = t0_ns + round(offset * 1e9)
+            try:
+                delay = (record.t_intended_ns - time.perf_counter_ns()) / 1e9
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                record.t_scheduled_ns = time.perf_counter_ns()
+                freed = await gate.acquire()
+                try:
+                    record.t_ready_ns = max(record.t_intended_ns, freed)
+                    seed = workload.seed + record.index
+                    await stream_request(client, record, workload, seed, batched, prepared[i])
+                finally:
+                    gate.release()
+            finally:
+                finish(i, record)
+
+        tasks = [
+            asyncio.create_task(one(i, r, o))
+            for i, (r, o) in enumerate(zip(records, offsets, strict=True))
+        ]
         await asyncio.gather(*tasks)
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        flusher.cancel()
-        await asyncio.gather(flusher, return_exceptions=True)
+        # Cancelled before its task ran (or before the tasks existed): still recorded.
+        for i, record in enumerate(records):
+            if i not in finished:
+                finish(i, record)
+        batched.flush()
+        if flusher is not None:
+            flusher.cancel()
+            await asyncio.gather(flusher, return_exceptions=True)
     return records
 
 
