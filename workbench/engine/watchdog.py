@@ -13,11 +13,13 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 
-def alive(pid: int) -> bool:
+def exists(target: int, send: Callable[[int, int], None] = os.kill) -> bool:
+    """Whether a process (``os.kill``) or a process group (``os.killpg``) is there."""
     try:
-        os.kill(pid, 0)
+        send(target, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -26,18 +28,12 @@ def alive(pid: int) -> bool:
 
 
 def group_alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return exists(group, os.killpg)
 
 
 def watch(parent: int, group: int, interval_s: float = 0.25) -> None:
     while group_alive(group):
-        if os.getppid() != parent and not alive(parent):
+        if os.getppid() != parent and not exists(parent):
             for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 0.0)):
                 try:
                     os.killpg(group, sig)
