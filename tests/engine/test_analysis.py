@@ -1,4 +1,4 @@
-"""Derived numbers (DESIGN.md section 4) from constructed records with known timestamps."""
+"""Derived numbers (the README's Metrics section) from constructed records with known timestamps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Derived numbers, exactly as DESIGN.md section 4 defines them (vLLM bench serve's terms).
+"""Derived numbers, exactly as the README's Metrics section defines them (vLLM bench serve's terms).
 
 Per request: TTFT, E2E, TPOT, decode speed, ITL gaps, queue wait and prefill. Per run (one
 repeat of one configuration): makespan, aggregate throughput and percentiles. Per
