@@ -98,7 +98,7 @@ class ExperimentForm(QWidget):
         self.external.toggled.connect(self.base_url.setEnabled)
         # The name of a variable holding the key, never the key: the form can be screenshot.
         self.api_key_env = QLineEdit()
-        self.api_key_env.setPlaceholderText("API key variable (optional), e.g. OPENAI_API_KEY")
+        self.api_key_env.setPlaceholderText("optional, e.g. OPENAI_API_KEY")
         self.api_key_env.setToolTip(
             "the name of an environment variable that holds a bearer token for the server; "
             "its value is read when the run starts and is never stored"
@@ -176,8 +176,10 @@ class ExperimentForm(QWidget):
         top.addRow("name", self.name)
         layout.addLayout(top)
         layout.addWidget(self.external)
-        layout.addWidget(self.base_url)
-        layout.addWidget(self.api_key_env)
+        external = QFormLayout()
+        external.addRow("address", self.base_url)
+        external.addRow("API key var", self.api_key_env)
+        layout.addLayout(external)
         layout.addWidget(server_box)
         layout.addWidget(workload_box)
         layout.addWidget(self.error)
