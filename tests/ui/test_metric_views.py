@@ -113,5 +113,18 @@ def test_a_client_limited_configuration_is_marked_in_the_results_table(qtbot):
     labels = column_texts(view.table, "config")
     assert labels == ["np=1 \u26a0", "np=2"]
     marked = view.table.item(0, 0)
-    assert marked.toolTip() == "client-limited: measuring loop busy 90% of the run"
+    assert "client-limited: measuring loop busy 90% of the run" in marked.toolTip()
     assert view.table.item(1, 0).toolTip() == ""
+
+
+def test_server_text_in_a_tooltip_is_shown_not_rendered(qtbot):
+    from workbench.engine.analysis import summarize_config
+
+    failed = summarize_config(
+        0, "np=1", {"slots": 1}, {}, {}, [], status="failed", error="HTTP 500: <img src=x><b>"
+    )
+    view = ResultsView()
+    qtbot.addWidget(view)
+    view.sync([failed])
+    tip = view.table.item(0, 0).toolTip()
+    assert "&lt;img src=x&gt;&lt;b&gt;" in tip and "<img" not in tip

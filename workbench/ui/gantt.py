@@ -12,6 +12,7 @@ from PySide6.QtCore import QPointF
 from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QToolTip, QWidget
 
+from workbench.ui import plain_text
 from workbench.ui.live_plot import cache_axes
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme import series_color, state_color
@@ -179,7 +180,9 @@ class GanttView(pg.PlotWidget):
             ]
         if here:
             QToolTip.showText(
-                self.mapToGlobal(self.mapFromScene(pos)), request_tooltip(here[0]), self
+                self.mapToGlobal(self.mapFromScene(pos)),
+                plain_text.tooltip(request_tooltip(here[0])),
+                self,
             )
 
 

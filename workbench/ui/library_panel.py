@@ -27,6 +27,7 @@ from workbench.engine.library import (
     delete_session,
     save_notes,
 )
+from workbench.ui import plain_text
 from workbench.ui.tables import read_only_table
 
 COLUMNS = ("recorded", "session", "status", "hardware", "configurations")
@@ -95,7 +96,9 @@ class LibraryPanel(QWidget):
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setToolTip(
-                    str(info.path) + (f"\n{info.notes.note}" if info.notes.note else "")
+                    plain_text.tooltip(
+                        str(info.path) + (f"\n{info.notes.note}" if info.notes.note else "")
+                    )
                 )
                 self.table.setItem(row, column, item)
         self._selected()

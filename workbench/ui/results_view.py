@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
 from workbench.engine.analysis import ConfigSummary
 from workbench.engine.compare import chart_data_from
 from workbench.engine.metrics import Figure, View, shown_in
+from workbench.ui import plain_text
 from workbench.ui.charts import MetricChart
 from workbench.ui.roofline_view import RooflineView
 from workbench.ui.tables import read_only_table
@@ -84,10 +85,10 @@ class ResultsView(QWidget):
                 item = QTableWidgetItem(figure.cell(summary))
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if summary.status != "ok":
-                    item.setToolTip(summary.error or summary.status)
+                    item.setToolTip(plain_text.tooltip(summary.error or summary.status))
                     item.setForeground(pg.mkColor("#e5484d"))
                 elif summary.trust_notes:  # measured, but not by the server's numbers alone
-                    item.setToolTip("\n".join(summary.trust_notes))
+                    item.setToolTip(plain_text.tooltip("\n".join(summary.trust_notes)))
                     item.setForeground(pg.mkColor("#e8a317"))
                 if figure.key == "label" and summary.trust_notes:
                     item.setText(f"{item.text()} {TRUST_MARK}")

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.metrics import figure
+from workbench.ui import plain_text
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme import state_color
 
@@ -170,7 +171,7 @@ class StreamPane(QFrame):
             palette.setColor(QPalette.ColorRole.WindowText, QColor("#101114"))
             self.state.setPalette(palette)
             self.state.setText(view.state)
-            self.setToolTip(view.error or "")
+            self.setToolTip(plain_text.tooltip(view.error or ""))
             self.update()
         if not stats:
             return
