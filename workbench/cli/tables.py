@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from workbench.engine.analysis import ConfigSummary
+from workbench.engine.hardware import machine_name
 from workbench.engine.metrics import View, shown_in
 
 
@@ -42,7 +43,7 @@ def hardware_line(hw: dict[str, Any]) -> str:
     ram = hw.get("ram_bytes")
     gpus = ", ".join(g.get("name", "?") for g in hw.get("gpus") or [])
     parts = [
-        hw.get("apple_chip") or hw.get("cpu_model") or "?",
+        machine_name(hw),
         f"{hw.get('cpu_physical_cores')}C/{hw.get('cpu_logical_cores')}T",
         f"{ram / 2**30:.0f} GiB RAM" if ram else "",
         hw.get("os", ""),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.engine.analysis import ConfigSummary
+from workbench.engine.hardware import machine_name
 from workbench.engine.library import model_name
 from workbench.engine.metrics import Figure, View, figure, shown_in
 from workbench.engine.session import Session
@@ -55,7 +56,7 @@ class Comparison:
 def session_column(session: Session) -> str:
     hw = session.hardware
     gpus = [g.get("name", "?") for g in hw.get("gpus") or []]
-    machine = gpus[0] if gpus else hw.get("apple_chip") or hw.get("cpu_model") or "?"
+    machine = gpus[0] if gpus else machine_name(hw)
     backends = sorted({c.facts.get("backend") for c in session.configs if c.facts.get("backend")})
     when = (session.meta.get("created_at") or "")[:16].replace("T", " ")
     return f"{session.meta['name']} · {machine} · {'/'.join(backends) or '?'} · {when}"

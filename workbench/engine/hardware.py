@@ -154,3 +154,8 @@ class GpuProbe:
             with contextlib.suppress(Exception):
                 self._nvml.nvmlShutdown()
             self.available = False
+
+
+def machine_name(hw: dict[str, Any]) -> str:
+    """A fingerprint's machine as every view names it: the Apple chip, else the CPU model."""
+    return str(hw.get("apple_chip") or hw.get("cpu_model") or "?")

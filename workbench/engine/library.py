@@ -8,6 +8,7 @@ from pathlib import Path
 
 from workbench.engine.discovery import DEFAULT_MODEL_FILE
 from workbench.engine.errors import OutputDirError, SessionError
+from workbench.engine.hardware import machine_name
 from workbench.engine.session import open_session
 
 SESSION_GLOB = "*.session.sqlite"
@@ -92,7 +93,7 @@ def describe(path: Path) -> SessionInfo:
         with open_session(path) as session:
             hw = session.hardware
             gpus = ", ".join(g.get("name", "?") for g in hw.get("gpus") or [])
-            machine = hw.get("apple_chip") or hw.get("cpu_model") or "?"
+            machine = machine_name(hw)
             backends = sorted(
                 {c.facts.get("backend") for c in session.configs if c.facts.get("backend")}
             )

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QApplication
 from workbench.engine.compare import chart_data, compare_sessions, to_markdown
 from workbench.engine.errors import OutputDirError
 from workbench.engine.export import write_csv
+from workbench.engine.hardware import machine_name
 from workbench.engine.metrics import Figure, View, shown_in
 from workbench.engine.session import Session
 from workbench.engine.untrusted import markdown
@@ -76,7 +77,7 @@ def _fingerprint(session: Session) -> list[tuple[str, str]]:
     )
     backends = sorted({c.facts.get("backend") for c in session.configs if c.facts.get("backend")})
     return [
-        ("machine", hw.get("apple_chip") or hw.get("cpu_model") or "?"),
+        ("machine", machine_name(hw)),
         (
             "cores",
             f"{hw.get('cpu_physical_cores')} physical, {hw.get('cpu_logical_cores')} logical",
