@@ -34,6 +34,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import raw_client  # noqa: E402
 
+from workbench.mock_server import MockProcess  # noqa: E402
+
 
 def _pin(core: int) -> None:
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > core:
@@ -115,21 +117,10 @@ def main() -> int:
         print(json.dumps(engine_client(args.url, args.streams, args.tokens)))
         return 0
 
-    source = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import os, sys; os.sched_setaffinity(0, {1}) if hasattr(os, 'sched_setaffinity') "
-            "and os.cpu_count() > 1 else None; from workbench.mock_server import main; "
-            "sys.exit(main(sys.argv[1:]))",
-            *("--port", "0", "--ttft-ms", "0", "--itl-ms", "0", "--tokens", str(args.tokens)),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    assert source.stdout is not None
-    url = source.stdout.readline().strip().removeprefix("listening on ")
+    source = MockProcess(
+        "--ttft-ms", "0", "--itl-ms", "0", "--tokens", str(args.tokens), core=1
+    )  # fmt: skip
+    url = source.url
     rates: dict[str, list[float]] = {"engine": [], "raw": []}
     honest: dict[str, bool] = {"engine": True, "raw": True}
     try:
@@ -140,8 +131,7 @@ def main() -> int:
                 honest[kind] = honest[kind] and result["honest"]
                 print(f"  {kind}: {rates[kind][-1]:,.0f} events/s", file=sys.stderr)
     finally:
-        source.terminate()
-        source.wait(10)
+        source.stop()
     print(
         f"\n{args.streams} streams x {args.tokens} chunks, client pinned to core 0, source to "
         f"core 1; {args.rounds} rounds, alternating"

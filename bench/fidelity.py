@@ -32,8 +32,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -42,6 +40,7 @@ import raw_client  # noqa: E402
 
 from workbench.engine.analysis import percentile  # noqa: E402
 from workbench.engine.session import open_session  # noqa: E402
+from workbench.mock_server import MockProcess  # noqa: E402
 
 GOALS_MS = {1: 1.0, 8: 1.0, 64: 2.0, 256: 5.0}  # TTFT p50 error; p99 within 3x
 
@@ -76,40 +75,10 @@ class Row:
 
 
 # -- the mock server -----------------------------------------------------------------------
-class Mock:
-    def __init__(self, args: argparse.Namespace) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "workbench.mock_server",
-            "--port",
-            "0",
-            "--ttft-ms",
-            str(args.ttft_ms),
-            "--itl-ms",
-            str(args.itl_ms),
-            "--tokens",
-            str(args.tokens),
-            "--tokens-per-chunk",
-            str(args.tokens_per_chunk),
-        ]
-        if args.close:
-            cmd.append("--close")
-        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline().strip()
-        if not line.startswith("listening on "):
-            self.process.kill()
-            raise SystemExit(f"the mock server did not start: {line!r}")
-        self.url = line.removeprefix("listening on ")
-
-    def log(self) -> dict[str, dict]:
-        served = httpx.get(self.url + "/mock/log", timeout=30).json()
-        return {s["prompt"]: s for s in served}
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
+def start_mock(args: argparse.Namespace) -> MockProcess:
+    timing = ["--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms)]
+    timing += ["--tokens", str(args.tokens), "--tokens-per-chunk", str(args.tokens_per_chunk)]
+    return MockProcess(*timing, *(["--close"] if args.close else []))
 
 
 # -- the two clients -----------------------------------------------------------------------
@@ -274,13 +243,13 @@ def main() -> int:
             for client in ("workbench", "raw httpx"):
                 if args.only and not client.startswith(args.only):
                     continue
-                mock = Mock(args)
+                mock = start_mock(args)
                 try:
                     if client == "workbench":
                         measured, cpu = run_workbench(mock.url, n, args.tokens, not args.no_tty)
                     else:
                         measured, cpu = run_raw(mock.url, n, args.tokens)
-                    rows.append(summarise(client, n, measured, mock.log(), args, cpu))
+                    rows.append(summarise(client, n, measured, mock.served(), args, cpu))
                 finally:
                     mock.stop()
                 print(f"  measured {client} at {n} streams", file=sys.stderr)

@@ -23,13 +23,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from workbench.engine.http_get import bounded_get
 from workbench.engine.http_stream import (
     HttpStreamError,
     KernelStampedSocket,
@@ -361,6 +365,44 @@ class MockServer:
 def _chunk_done() -> bytes:
     data = b"data: [DONE]\n\n"
     return f"{len(data):X}\r\n".encode() + data + b"\r\n0\r\n\r\n"
+
+
+class MockProcess:
+    """The mock in a process of its own (it must not share an interpreter with the client it
+    checks), optionally pinned to one core: its address, what it served, and a stop."""
+
+    def __init__(self, *args: str, core: int | None = None) -> None:
+        command = [sys.executable, "-m", "workbench.mock_server", "--port", "0", *args]
+        root = Path(__file__).resolve().parent.parent
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=root)
+        if core is not None and hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > core:
+            os.sched_setaffinity(self.process.pid, {core})
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().strip()
+        if not line.startswith("listening on "):
+            self.stop()
+            raise RuntimeError(f"the mock server did not start: {line!r}")
+        self.url = line.removeprefix("listening on ")
+
+    def served(self) -> dict[str, dict[str, Any]]:
+        """What it did with each request, by prompt (``/mock/log``)."""
+        answer = bounded_get(self.url, "/mock/log", max_bytes=256 * 2**20, deadline_s=30.0)
+        if answer is None or answer.status != 200:
+            raise RuntimeError("the mock server's log could not be read")
+        return {s["prompt"]: s for s in json.loads(answer.body)}
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+    def __enter__(self) -> MockProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,13 +9,10 @@ Margins are loose enough for a busy 2-core machine and tight enough that a broke
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from workbench.engine.analysis import (
@@ -34,30 +31,12 @@ from workbench.engine.records import RequestRecord
 from workbench.engine.runner import ExperimentRunner, RunOptions
 from workbench.engine.session import open_session
 from workbench.engine.workload import ClientLoadMeter, make_client, plan_records, run_requests
+from workbench.mock_server import MockProcess as Mock
 
 TTFT_MS = 60.0
 ITL_MS = 10.0
 TOKENS = 24
 MS = 1e6
-
-
-class Mock:
-    def __init__(self, *args: str) -> None:
-        cmd = [sys.executable, "-m", "workbench.mock_server", "--port", "0", *args]
-        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        assert line.startswith("listening on "), line
-        self.url = line.strip().removeprefix("listening on ")
-
-    def served(self) -> dict[str, dict]:
-        return {s["prompt"]: s for s in httpx.get(self.url + "/mock/log").json()}
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
-        assert self.process.stdout is not None
-        self.process.stdout.close()
 
 
 @pytest.fixture
