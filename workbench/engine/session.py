@@ -493,10 +493,9 @@ def _reads_content(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _typed(value: Any, kinds: type | tuple[type, ...], what: str) -> Any:
-    """``value`` if it has one of ``kinds`` (None passes where ``kinds`` has NoneType)."""
-    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
-        raise TypeError(f"{what} is {value!r}")
-    if not isinstance(value, kinds):
+    """``value`` if it has one of ``kinds`` (None passes where ``kinds`` has NoneType; a
+    bool is no int here)."""
+    if isinstance(value, bool) or not isinstance(value, kinds):
         raise TypeError(f"{what} is a {type(value).__name__}")
     return value
 
