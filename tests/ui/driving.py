@@ -6,7 +6,9 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QWidget
 
 
 def run(loop: asyncio.AbstractEventLoop, condition: Callable[[], bool], timeout_s: float) -> None:
@@ -24,3 +26,19 @@ def run(loop: asyncio.AbstractEventLoop, condition: Callable[[], bool], timeout_
 
 def click_later(callback: Callable[[], None], ms: int = 0) -> None:
     QTimer.singleShot(ms, callback)
+
+
+def click(loop: asyncio.AbstractEventLoop, widget: QWidget) -> None:
+    """Click ``widget`` from inside the running loop.
+
+    A click processes Qt events; clicked outside the loop, an asyncio timer that fires then
+    resumes a window task while no loop runs ("no running event loop"), a rare flaky failure.
+    """
+    clicked: list[bool] = []
+
+    def press() -> None:
+        QTest.mouseClick(widget, Qt.MouseButton.LeftButton)
+        clicked.append(True)
+
+    QTimer.singleShot(0, press)
+    run(loop, lambda: clicked, 10)

@@ -7,9 +7,8 @@ import signal
 
 import psutil
 import pytest
-from PySide6.QtCore import Qt
 
-from tests.ui.driving import run
+from tests.ui.driving import click, run
 from workbench.engine import roofline
 from workbench.engine.experiment import parse_experiment
 from workbench.engine.session import open_session
@@ -49,7 +48,7 @@ def test_a_real_experiment_fills_every_view(window, loop, qtbot, monkeypatch):
     load(window, SWEEP)
     statuses: list[str] = []
     window.run_finished.connect(statuses.append)
-    qtbot.mouseClick(window.run_button, Qt.MouseButton.LeftButton)
+    click(loop, window.run_button)
     assert window.running and not window.run_button.isEnabled()
     run(loop, lambda: statuses, 120)
     assert statuses == ["complete"], window.banner.text()
@@ -84,7 +83,7 @@ def test_stop_mid_run_keeps_what_finished(window, loop, qtbot):
     window.run_finished.connect(statuses.append)
     window.start_run()
     run(loop, lambda: any(v.state == "done" for v in window.model.requests.values()), 120)
-    qtbot.mouseClick(window.stop_button, Qt.MouseButton.LeftButton)
+    click(loop, window.stop_button)
     run(loop, lambda: statuses, 60)
     assert statuses == ["cancelled"]
     assert "Stopped" in window.banner.text()
@@ -125,14 +124,14 @@ def test_a_server_crash_mid_run_is_reported_and_the_window_stays_usable(window, 
 def test_a_server_started_by_hand_shows_its_facts_and_stops(window, loop, qtbot):
     load(window, SWEEP)
     panel = window.server_panel
-    qtbot.mouseClick(panel.start_button, Qt.MouseButton.LeftButton)
+    click(loop, panel.start_button)
     run(loop, lambda: panel.state.text() == "healthy" and window.manual_server is not None, 60)
     assert panel.facts["n_slots"].text() == "1"  # the first value of the slots sweep
     assert panel.url.text().startswith("http://127.0.0.1:")
     assert not window.run_button.isEnabled() and panel.stop_button.isEnabled()
     run(loop, lambda: "n_slots = 1" in panel.log.toPlainText(), 10)
     pid = window.manual_server.pid
-    qtbot.mouseClick(panel.stop_button, Qt.MouseButton.LeftButton)
+    click(loop, panel.stop_button)
     run(loop, lambda: window.manual_server is None and window.run_button.isEnabled(), 30)
     assert panel.state.text() == "stopped"
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
