@@ -43,9 +43,9 @@ def _pin(core: int) -> None:
 
 
 def engine_client(url: str, streams: int, tokens: int) -> dict:
-    from workbench.engine.experiment import parse_experiment
-    from workbench.engine.runner import ExperimentRunner, RunOptions
-    from workbench.engine.session import open_session
+    from workbench.engine.config.experiment import parse_experiment
+    from workbench.engine.run.runner import ExperimentRunner, RunOptions
+    from workbench.engine.store.session import open_session
 
     experiment = parse_experiment(
         f'name = "overhead"\n[workload]\nrequests = {streams}\nconcurrency = {streams}\n'

@@ -47,7 +47,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workbench.engine.discovery import find_server_binary, resolve_model  # noqa: E402
+from workbench.engine.config.experiment import ServerSettings, parse_experiment  # noqa: E402
 from workbench.engine.events import (  # noqa: E402
     ConfigFinished,
     EventBus,
@@ -55,9 +55,9 @@ from workbench.engine.events import (  # noqa: E402
     ServerReady,
     ServerStateChanged,
 )
-from workbench.engine.experiment import ServerSettings, parse_experiment  # noqa: E402
-from workbench.engine.runner import ExperimentRunner, RunOptions  # noqa: E402
-from workbench.engine.server import free_port, server_arguments  # noqa: E402
+from workbench.engine.run.runner import ExperimentRunner, RunOptions  # noqa: E402
+from workbench.engine.server.discovery import find_server_binary, resolve_model  # noqa: E402
+from workbench.engine.server.llama_server import free_port, server_arguments  # noqa: E402
 
 GOAL = 1.5
 # The workbench's phases between configurations, as (name, from mark, to mark). "ready" is

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 import qasync  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from workbench.engine.analysis import percentile  # noqa: E402
-from workbench.engine.experiment import parse_experiment  # noqa: E402
+from workbench.engine.config.experiment import parse_experiment  # noqa: E402
+from workbench.engine.figures.summaries import percentile  # noqa: E402
 from workbench.ui.main_window import MainWindow  # noqa: E402
 from workbench.ui.theme import apply_theme  # noqa: E402
 

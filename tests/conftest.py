@@ -11,8 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from workbench.engine.discovery import default_model_path, find_server_binary
-from workbench.engine.experiment import parse_experiment
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.server.discovery import default_model_path, find_server_binary
 
 SERVER_NAMES = {"llama-server"}
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -72,7 +72,7 @@ def write_experiment(tmp_path: Path):
 @pytest.fixture(scope="session")
 def recorded_session(tmp_path_factory) -> Path:
     """A small real run (2 configurations, 3 requests each, 12 tokens), recorded once."""
-    from workbench.engine.runner import ExperimentRunner, RunOptions
+    from workbench.engine.run.runner import ExperimentRunner, RunOptions
 
     experiment = parse_experiment(
         'name = "recorded"\n[server]\nslots = [1, 2]\nctx = 2048\n'

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.events import (
     ConfigFinished,
     ConfigStarted,
@@ -12,9 +14,7 @@ from workbench.engine.events import (
     ExperimentFinished,
     RequestFinished,
 )
-from workbench.engine.experiment import parse_experiment
-from workbench.engine.records import RequestRecord, TokenChunk
-from workbench.engine.session import SessionWriter, create_session
+from workbench.engine.store.session import SessionWriter, create_session
 
 NS = 1_000_000_000
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.http_get import bounded_get
-from workbench.engine.http_stream import (
+from workbench.engine.net.http_get import bounded_get
+from workbench.engine.net.http_stream import (
     HttpStreamError,
     KernelStampedSocket,
     enable_kernel_stamps,

@@ -11,10 +11,10 @@ import pytest
 
 from tests.fakes.sse_server import Behaviour, serve_in_thread
 from workbench.cli.main import main
-from workbench.engine.experiment import ServerSettings
-from workbench.engine.export import LAB_COLUMNS
-from workbench.engine.server import LlamaServer, free_port
-from workbench.engine.session import open_session
+from workbench.engine.analysis.export import LAB_COLUMNS
+from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.server.llama_server import LlamaServer, free_port
+from workbench.engine.store.session import open_session
 
 SWEEP = """
 name = "cli-sweep"

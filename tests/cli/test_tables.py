@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 
 from workbench.cli.tables import results_table
-from workbench.engine.analysis import summarize_config, summarize_run
-from workbench.engine.records import RequestRecord, TokenChunk
+from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.figures.summaries import summarize_config, summarize_run
 
 
 def record(index: int, submit_s: float, first_s: float, last_s: float) -> RequestRecord:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from workbench.engine.compare import Series
-from workbench.engine.roofline import RooflineReport, RooflineRow
+from workbench.engine.analysis.compare import Series
+from workbench.engine.analysis.roofline import RooflineReport, RooflineRow
 from workbench.ui.charts import legend_spot
 from workbench.ui.roofline_view import RooflineView, roofline_chart, roofline_summary
 

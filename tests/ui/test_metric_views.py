@@ -10,11 +10,11 @@ from rich.console import Console
 
 from tests.made_sessions import write_session
 from workbench.cli.tables import results_table
-from workbench.engine import metrics
-from workbench.engine.export import write_concurrency_csv, write_json
-from workbench.engine.metrics import Combine, Figure, View, figure
-from workbench.engine.session import open_session
-from workbench.engine.slo import Slo, goodput
+from workbench.engine.analysis.export import write_concurrency_csv, write_json
+from workbench.engine.analysis.slo import Slo, goodput
+from workbench.engine.figures import metrics
+from workbench.engine.figures.metrics import Combine, Figure, View, figure
+from workbench.engine.store.session import open_session
 from workbench.ui.report import ChartOptions, write_report
 from workbench.ui.results_view import ResultsView, two_lines
 from workbench.ui.slo_panel import SloPanel
@@ -94,7 +94,7 @@ def test_the_slo_tab_shows_the_results_tables_ttft_p50_with_repeats(qtbot, tmp_p
 
 
 def test_a_client_limited_configuration_is_marked_in_the_results_table(qtbot):
-    from workbench.engine.analysis import (
+    from workbench.engine.figures.summaries import (
         ClientLoad,
         RunObservations,
         summarize_config,
@@ -118,7 +118,7 @@ def test_a_client_limited_configuration_is_marked_in_the_results_table(qtbot):
 
 
 def test_server_text_in_a_tooltip_is_shown_not_rendered(qtbot):
-    from workbench.engine.analysis import summarize_config
+    from workbench.engine.figures.summaries import summarize_config
 
     failed = summarize_config(
         0, "np=1", {"slots": 1}, {}, {}, [], status="failed", error="HTTP 500: <img src=x><b>"

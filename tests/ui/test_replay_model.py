@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.engine.replay import Playback, session_events
-from workbench.engine.session import open_session
+from workbench.engine.run.replay import Playback, session_events
+from workbench.engine.store.session import open_session
 from workbench.ui.run_model import RunModel
 
 pytestmark = pytest.mark.server

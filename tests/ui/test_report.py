@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from workbench.cli.main import main
-from workbench.engine.session import open_session
+from workbench.engine.store.session import open_session
 from workbench.ui.report import ChartOptions, write_charts, write_report
 
 pytestmark = pytest.mark.server
@@ -97,9 +97,9 @@ def test_the_report_and_tables_say_which_numbers_to_doubt(tmp_path, qapp):
     the terminal table and the CSV say so."""
     from rich.console import Console
 
-    from tests.engine.test_fidelity import Mock, external_run
+    from tests.engine.measure.test_fidelity import Mock, external_run
     from workbench.cli.tables import results_table
-    from workbench.engine.export import write_concurrency_csv
+    from workbench.engine.analysis.export import write_concurrency_csv
 
     server = Mock("--ttft-ms", "10", "--itl-ms", "5", "--tokens", "24", "--tokens-per-chunk", "4")
     try:
@@ -126,7 +126,7 @@ def test_session_strings_cannot_inject_html_markdown_or_formulas(tmp_path, qapp)
     import sqlite3
 
     from tests.made_sessions import write_session
-    from workbench.engine.export import write_concurrency_csv
+    from workbench.engine.analysis.export import write_concurrency_csv
 
     path = write_session(tmp_path / "made.session.sqlite")
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.events import (
     ConfigStarted,
     ExperimentStarted,
@@ -17,8 +19,6 @@ from workbench.engine.events import (
     SlotsSample,
     TokenChunkArrived,
 )
-from workbench.engine.experiment import parse_experiment
-from workbench.engine.records import RequestRecord, TokenChunk
 from workbench.ui.gantt import segments
 from workbench.ui.run_model import RunModel, predicted_footprint_mib
 from workbench.ui.stream_grid import grid_shape, pane_stats

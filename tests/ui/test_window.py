@@ -9,8 +9,8 @@ import sys
 from PySide6.QtCore import Qt
 
 from tests.ui.driving import run
-from workbench.engine.experiment import load_experiment
-from workbench.engine.server import free_port
+from workbench.engine.config.experiment import load_experiment
+from workbench.engine.server.llama_server import free_port
 
 
 def test_the_default_experiment_loads_into_the_form(window):

@@ -9,9 +9,9 @@ import psutil
 import pytest
 
 from tests.ui.driving import click, run
-from workbench.engine import roofline
-from workbench.engine.experiment import parse_experiment
-from workbench.engine.session import open_session
+from workbench.engine.analysis import roofline
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.store.session import open_session
 
 pytestmark = pytest.mark.server
 

@@ -48,7 +48,7 @@ def test_a_file_that_is_not_a_session_is_a_clear_error(window, loop, tmp_path):
 def test_the_sessions_tab_lists_labels_opens_and_deletes(window, loop, recorded_session, tmp_path):
     import shutil
 
-    from workbench.engine.library import load_notes
+    from workbench.engine.analysis.library import load_notes
 
     window.out_dir.mkdir(parents=True, exist_ok=True)
     copy = window.out_dir / recorded_session.name

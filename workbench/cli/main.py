@@ -21,8 +21,17 @@ from rich.text import Text
 from workbench import __version__
 from workbench.cli.progress import ProgressState
 from workbench.cli.tables import hardware_line, results_table
-from workbench.engine.compare import compare_sessions, to_markdown
-from workbench.engine.errors import WorkbenchError
+from workbench.engine.analysis.compare import compare_sessions, to_markdown
+from workbench.engine.analysis.export import (
+    memory_checks,
+    write_concurrency_csv,
+    write_csv,
+    write_json,
+    write_requests_csv,
+)
+from workbench.engine.analysis.library import data_folder, scan
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.config.experiment import load_experiment
 from workbench.engine.events import (
     ConfigFinished,
     ConfigStarted,
@@ -30,18 +39,9 @@ from workbench.engine.events import (
     ServerReady,
     Subscription,
 )
-from workbench.engine.experiment import load_experiment
-from workbench.engine.export import (
-    memory_checks,
-    write_concurrency_csv,
-    write_csv,
-    write_json,
-    write_requests_csv,
-)
-from workbench.engine.library import data_folder, scan
-from workbench.engine.metrics import figure
-from workbench.engine.runner import ExperimentRunner, RunOptions, RunResult
-from workbench.engine.session import open_session
+from workbench.engine.figures.metrics import figure
+from workbench.engine.run.runner import ExperimentRunner, RunOptions, RunResult
+from workbench.engine.store.session import open_session
 from workbench.ui.options import add_gui_arguments
 
 EXIT_ERROR = 1  # bad input, a failed run, or an error the message names
@@ -511,7 +511,7 @@ def _int_list(text: str, name: str) -> list[int]:
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     import psutil
 
-    from workbench.engine.planner import plan, read_model_facts
+    from workbench.engine.analysis.planner import plan, read_model_facts
 
     ctxs, slots = _int_list(args.ctx, "--ctx"), _int_list(args.slots, "--slots")
     if any(s == 0 or s < -1 for s in slots) or any(c <= 0 for c in ctxs):
@@ -520,7 +520,7 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     if args.memory_gib:
         available, where = int(args.memory_gib * 2**30), "given"
     elif args.gpu:
-        from workbench.engine.hardware import nvidia_gpus
+        from workbench.engine.measure.hardware import nvidia_gpus
 
         gpus = nvidia_gpus()
         if not gpus:
@@ -580,7 +580,14 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_slo(args: argparse.Namespace, console: Console) -> int:
-    from workbench.engine.slo import SHOWN, Slo, goodput, machines_needed, peak_users, recommend
+    from workbench.engine.analysis.slo import (
+        SHOWN,
+        Slo,
+        goodput,
+        machines_needed,
+        peak_users,
+        recommend,
+    )
 
     try:
         slo = Slo(args.ttft, args.ttft_p90, args.decode, args.e2e_p90)
@@ -631,7 +638,7 @@ def cmd_slo(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_roofline(args: argparse.Namespace, console: Console) -> int:
-    from workbench.engine.roofline import session_roofline
+    from workbench.engine.analysis.roofline import session_roofline
 
     report = session_roofline(args.session, args.bandwidth_gbs, refresh=args.remeasure)
     rows = report.rows
@@ -673,7 +680,7 @@ def cmd_roofline(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_verdicts(args: argparse.Namespace, console: Console) -> int:
-    from workbench.engine.verdicts import lab_verdicts
+    from workbench.engine.analysis.verdicts import lab_verdicts
 
     with open_session(args.session) as session:
         verdicts = lab_verdicts(session.summaries())

@@ -13,7 +13,6 @@ from rich.table import Table
 from rich.text import Text
 
 from workbench.cli.tables import results_table
-from workbench.engine.analysis import ConfigSummary
 from workbench.engine.events import (
     ConfigFinished,
     ConfigStarted,
@@ -24,7 +23,8 @@ from workbench.engine.events import (
     ServerStateChanged,
     TokenChunkArrived,
 )
-from workbench.engine.metrics import figure
+from workbench.engine.figures.metrics import figure
+from workbench.engine.figures.summaries import ConfigSummary
 
 RATE_WINDOW_S = 2.0
 

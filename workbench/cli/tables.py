@@ -7,9 +7,9 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from workbench.engine.analysis import ConfigSummary
-from workbench.engine.hardware import machine_name
-from workbench.engine.metrics import View, shown_in
+from workbench.engine.figures.metrics import View, shown_in
+from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.measure.hardware import machine_name
 
 
 def _num(value: Any, digits: int = 2) -> str:
@@ -55,7 +55,7 @@ def hardware_line(hw: dict[str, Any]) -> str:
 
 def requests_table(session: Any) -> Table:
     """Every request of a session, one row each."""
-    from workbench.engine.export import request_rows
+    from workbench.engine.analysis.export import request_rows
 
     table = Table(title="Requests", title_justify="left", header_style="bold")
     columns = (

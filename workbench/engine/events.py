@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.engine.analysis import ClientLoad, ConfigSummary
-from workbench.engine.records import RequestRecord
+from workbench.engine.base.records import RequestRecord
+from workbench.engine.figures.summaries import ClientLoad, ConfigSummary
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import qasync
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from workbench.engine.errors import WorkbenchError
+from workbench.engine.base.errors import WorkbenchError
 from workbench.ui.main_window import MainWindow
 from workbench.ui.options import window_size
 from workbench.ui.theme import app_icon, apply_theme

@@ -22,9 +22,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.discovery import resolve_model
-from workbench.engine.errors import WorkbenchError
-from workbench.engine.planner import ModelFacts, plan, read_model_facts
+from workbench.engine.analysis.planner import ModelFacts, plan, read_model_facts
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.server.discovery import resolve_model
 from workbench.ui.tables import read_only_table
 
 FIT_COLORS = {"fits": "#3fb27f", "tight": "#e8a33d", "does not fit": "#e5484d"}

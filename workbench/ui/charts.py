@@ -12,8 +12,8 @@ from PySide6.QtCore import QMarginsF, QSizeF
 from PySide6.QtGui import QColor, QPageSize, QPainter, QPdfWriter
 from PySide6.QtWidgets import QApplication, QWidget
 
-from workbench.engine.compare import ChartData, Series
-from workbench.engine.errors import OutputDirError
+from workbench.engine.analysis.compare import ChartData, Series
+from workbench.engine.base.errors import OutputDirError
 
 # Distinct, colour-blind-friendly series colours (Okabe-Ito), readable on white and dark.
 SERIES_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")

@@ -26,11 +26,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.compare import chart_data, compare_sessions
-from workbench.engine.errors import WorkbenchError
-from workbench.engine.metrics import View, shown_in
-from workbench.engine.replay import load_session_events
-from workbench.engine.session import open_session
+from workbench.engine.analysis.compare import chart_data, compare_sessions
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.figures.metrics import View, shown_in
+from workbench.engine.run.replay import load_session_events
+from workbench.engine.store.session import open_session
 from workbench.ui.charts import SERIES_COLORS, MetricChart
 from workbench.ui.gantt import GanttView
 from workbench.ui.report import write_report

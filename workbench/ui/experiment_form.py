@@ -27,8 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.errors import ExperimentError, WorkbenchError
-from workbench.engine.experiment import (
+from workbench.engine.base.errors import ExperimentError, WorkbenchError
+from workbench.engine.config.experiment import (
     ARRIVALS,
     KV_CACHE_TYPES,
     Experiment,

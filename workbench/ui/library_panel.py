@@ -20,13 +20,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.errors import WorkbenchError
-from workbench.engine.library import (
+from workbench.engine.analysis.library import (
     SessionInfo,
     SessionNotes,
     delete_session,
     save_notes,
 )
+from workbench.engine.base.errors import WorkbenchError
 from workbench.ui import plain_text
 from workbench.ui.tables import read_only_table
 

@@ -33,17 +33,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.discovery import find_server_binary, resolve_model
-from workbench.engine.errors import ExperimentError, WorkbenchError
+from workbench.engine.analysis.export import write_concurrency_csv, write_requests_csv
+from workbench.engine.analysis.library import data_folder, scan
+from workbench.engine.analysis.roofline import session_roofline
+from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.events import Subscription
-from workbench.engine.export import write_concurrency_csv, write_requests_csv
-from workbench.engine.library import data_folder, scan
-from workbench.engine.process_runner import ProcessRunner
-from workbench.engine.replay import Playback, load_session_events
-from workbench.engine.roofline import session_roofline
-from workbench.engine.runner import RunOptions, RunResult
-from workbench.engine.server import LlamaServer
-from workbench.engine.session import open_session
+from workbench.engine.run.process_runner import ProcessRunner
+from workbench.engine.run.replay import Playback, load_session_events
+from workbench.engine.run.runner import RunOptions, RunResult
+from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.server.llama_server import LlamaServer
+from workbench.engine.store.session import open_session
 from workbench.ui.capacity_panel import CapacityPanel
 from workbench.ui.compare_window import CompareWindow
 from workbench.ui.experiment_form import ExperimentForm

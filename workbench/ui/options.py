@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workbench.engine.errors import WorkbenchError
+from workbench.engine.base.errors import WorkbenchError
 
 THEMES = ("dark", "light")
 DEFAULT_EXPERIMENT = Path("experiments/slots-1-2-4.toml")

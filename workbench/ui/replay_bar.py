@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
 
-from workbench.engine.replay import Playback
+from workbench.engine.run.replay import Playback
 
 SPEEDS = (1, 2, 5, 10)
 SLIDER_STEPS = 1000

@@ -14,14 +14,14 @@ from typing import Any
 
 from PySide6.QtWidgets import QApplication
 
-from workbench.engine.compare import chart_data, compare_sessions, to_markdown
-from workbench.engine.errors import OutputDirError
-from workbench.engine.export import write_csv
-from workbench.engine.hardware import machine_name
-from workbench.engine.metrics import Figure, View, shown_in
-from workbench.engine.session import Session
-from workbench.engine.untrusted import markdown
-from workbench.engine.verdicts import lab_verdicts
+from workbench.engine.analysis.compare import chart_data, compare_sessions, to_markdown
+from workbench.engine.analysis.export import write_csv
+from workbench.engine.analysis.verdicts import lab_verdicts
+from workbench.engine.base.errors import OutputDirError
+from workbench.engine.base.untrusted import markdown
+from workbench.engine.figures.metrics import Figure, View, shown_in
+from workbench.engine.measure.hardware import machine_name
+from workbench.engine.store.session import Session
 from workbench.ui.charts import MetricChart, export_widget
 from workbench.ui.theme import apply_theme
 

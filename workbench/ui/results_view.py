@@ -12,9 +12,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.analysis import ConfigSummary
-from workbench.engine.compare import chart_data_from
-from workbench.engine.metrics import Figure, View, shown_in
+from workbench.engine.analysis.compare import chart_data_from
+from workbench.engine.figures.metrics import Figure, View, shown_in
+from workbench.engine.figures.summaries import ConfigSummary
 from workbench.ui import plain_text
 from workbench.ui.charts import MetricChart
 from workbench.ui.roofline_view import RooflineView

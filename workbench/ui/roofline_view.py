@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from workbench.engine.compare import ChartData, Series
-from workbench.engine.roofline import RooflineReport
+from workbench.engine.analysis.compare import ChartData, Series
+from workbench.engine.analysis.roofline import RooflineReport
 from workbench.ui.charts import MetricChart
 
 PLACEHOLDER = "The roofline appears when a run has finished (managed servers only)."

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.engine.analysis import ConfigSummary, request_metrics
 from workbench.engine.events import (
     ConfigFinished,
     ConfigStarted,
@@ -29,6 +28,7 @@ from workbench.engine.events import (
     SlotsSample,
     TokenChunkArrived,
 )
+from workbench.engine.figures.summaries import ConfigSummary, request_metrics
 
 NS = 1e9
 STATES = ("queued", "prefill", "decoding", "done", "failed")

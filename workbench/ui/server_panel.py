@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.server import read_tail
+from workbench.engine.server.llama_server import read_tail
 
 STATE_COLORS = {
     "starting": "#e8a33d",

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.metrics import figure
+from workbench.engine.figures.metrics import figure
 from workbench.ui import plain_text
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme import state_color

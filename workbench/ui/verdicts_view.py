@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from workbench.engine.analysis import ConfigSummary
-from workbench.engine.verdicts import lab_verdicts
+from workbench.engine.analysis.verdicts import lab_verdicts
+from workbench.engine.figures.summaries import ConfigSummary
 
 COLORS = {"supported": "#3fb27f", "not supported": "#e5484d", "inconclusive": "#e8a33d"}
 

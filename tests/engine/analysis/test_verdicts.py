@@ -1,0 +1,127 @@
+"""Each verdict on constructed data whose answer is known."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.engine.analysis.verdicts import (
+    INCONCLUSIVE,
+    NOT_SUPPORTED,
+    SUPPORTED,
+    context_per_slot,
+    decode_speed_falls,
+    linear_fit,
+    throughput_diminishing,
+    ttft_linear_in_load,
+)
+from workbench.engine.figures.summaries import ConfigSummary
+
+
+def summary(
+    slots: int,
+    agg: float,
+    ttft: float,
+    decode: float,
+    sd: float | None = None,
+    n_ctx_slot: int | None = None,
+    ctx: int = 8192,
+    concurrency: int = 8,
+):
+    mean = {"agg_tok_s": agg, "ttft_p50_s": ttft, "decode_tok_s": decode}
+    spread = {k: (sd * v if sd is not None else None) for k, v in mean.items()}
+    return ConfigSummary(
+        0,
+        f"np={slots}",
+        slots,
+        ctx,
+        n_ctx_slot,
+        slots,
+        False,
+        True,
+        concurrency,
+        64,
+        "ok",
+        [],
+        mean,
+        spread,
+    )
+
+
+LAB = [summary(1, 14.1, 11.5, 16.3), summary(2, 19.8, 8.0, 12.8), summary(4, 27.0, 5.1, 9.8)]
+
+
+def test_the_lab_table_supports_its_lessons():
+    # The reference lab (Apple M4, 9B model): 14.1 -> 19.8 -> 27.0 tok/s is +5.7 then +3.6
+    # per added slot: diminishing. TTFT against 8/N: 11.5, 8.0, 5.1 s is not linear in 8/N.
+    assert throughput_diminishing(LAB).verdict == SUPPORTED
+    assert decode_speed_falls(LAB).verdict == SUPPORTED
+    verdict = ttft_linear_in_load(LAB)
+    assert verdict.verdict in (SUPPORTED, INCONCLUSIVE, NOT_SUPPORTED)
+    assert any("R^2" in n for n in verdict.numbers)
+
+
+def test_throughput_verdicts():
+    growing = [summary(1, 10, 1, 1), summary(2, 12, 1, 1), summary(4, 30, 1, 1)]
+    assert throughput_diminishing(growing).verdict == NOT_SUPPORTED  # gains grow per slot
+    falling = [summary(1, 30, 1, 1), summary(2, 20, 1, 1), summary(4, 10, 1, 1)]
+    assert throughput_diminishing(falling).verdict == NOT_SUPPORTED
+    noisy = [
+        summary(1, 10, 1, 1, sd=0.2),
+        summary(2, 11, 1, 1, sd=0.2),
+        summary(4, 11.5, 1, 1, sd=0.2),
+    ]
+    assert throughput_diminishing(noisy).verdict == INCONCLUSIVE
+    assert throughput_diminishing(LAB[:2]).verdict == INCONCLUSIVE  # too few points
+
+
+def test_ttft_linearity():
+    linear = [summary(n, 1, 0.5 + 0.25 * 8 / n, 1) for n in (1, 2, 4, 8)]
+    verdict = ttft_linear_in_load(linear)
+    assert verdict.verdict == SUPPORTED and "R^2 = 1.000" in verdict.numbers[-1]
+    flat = [summary(1, 1, 3.0, 1), summary(2, 1, 1.0, 1), summary(4, 1, 3.1, 1)]
+    assert ttft_linear_in_load(flat).verdict == NOT_SUPPORTED
+    assert ttft_linear_in_load(LAB[:1]).verdict == INCONCLUSIVE
+    assert linear_fit([0, 1, 2], [1, 3, 5]) == pytest.approx((1.0, 2.0, 1.0))
+
+
+def test_context_per_slot():
+    good = [summary(n, 1, 1, 1, n_ctx_slot=8192 // n) for n in (1, 2, 4)]
+    assert context_per_slot(good).verdict == SUPPORTED
+    padded = [summary(3, 1, 1, 1, n_ctx_slot=2816)]  # 8192/3 padded up to 256 cells
+    assert context_per_slot(padded).verdict == SUPPORTED
+    wrong = [summary(2, 1, 1, 1, n_ctx_slot=8192)]
+    assert context_per_slot(wrong).verdict == NOT_SUPPORTED
+    assert context_per_slot([summary(2, 1, 1, 1)]).verdict == INCONCLUSIVE
+
+
+def test_decode_speed():
+    rising = [summary(1, 1, 1, 10), summary(2, 1, 1, 20)]
+    assert decode_speed_falls(rising).verdict == NOT_SUPPORTED
+    flat = [summary(1, 1, 1, 10, sd=0.1), summary(2, 1, 1, 10.1, sd=0.1)]
+    assert decode_speed_falls(flat).verdict == INCONCLUSIVE
+
+
+def test_a_small_uptick_inside_the_noise_does_not_reject_diminishing_returns():
+    points = [
+        summary(1, 14.1, 1, 1),
+        summary(2, 19.8, 1, 1),
+        summary(4, 27.0, 1, 1),
+        summary(8, 41.9, 1, 1),
+    ]  # +5.70, +3.60, +3.72 per added slot
+    assert throughput_diminishing(points).verdict != NOT_SUPPORTED
+
+
+def test_a_sweep_over_slots_and_ctx_is_judged_on_one_ctx():
+    two_d = [
+        summary(n, 10 * n**0.5, 8 / n, 20 / n, n_ctx_slot=c // n, ctx=c)
+        for c in (4096, 8192)
+        for n in (1, 2, 4)
+    ]
+    two_d.append(summary(4, 99, 1, 1, ctx=16384))  # another ctx with one slot count only
+    for verdict in (
+        throughput_diminishing(two_d),
+        decode_speed_falls(two_d),
+        ttft_linear_in_load(two_d),
+    ):
+        assert verdict.verdict == SUPPORTED, verdict
+    assert context_per_slot(two_d).verdict == SUPPORTED

@@ -1,0 +1,214 @@
+"""Experiment files: parsing, validation messages that name the field, sweep expansion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workbench.engine.base.errors import ExperimentError
+from workbench.engine.config.experiment import (
+    ServerSettings,
+    WorkloadSettings,
+    load_experiment,
+    parse_experiment,
+)
+
+EXPERIMENTS = sorted((Path(__file__).parents[3] / "experiments").glob("*.toml"))
+
+
+def test_shipped_experiments_exist() -> None:
+    assert len(EXPERIMENTS) >= 5
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
+def test_shipped_experiment_loads(path: Path) -> None:
+    experiment = load_experiment(path)
+    assert experiment.name
+    assert experiment.description
+    assert experiment.path == str(path)
+    assert experiment.source == path.read_text(encoding="utf-8")
+    configs = experiment.configs()
+    assert len(configs) >= 2  # every shipped experiment compares something
+    assert [c.index for c in configs] == list(range(len(configs)))
+    assert len({c.label for c in configs}) == len(configs)
+    # external mode: no server can be set, so the server axes collapse
+    assert [c.label for c in experiment.configs(external=True)] == ["external"]
+
+
+def test_reference_lab_expands_to_three_slot_counts() -> None:
+    experiment = load_experiment(Path(__file__).parents[3] / "experiments" / "slots-1-2-4.toml")
+    configs = experiment.configs()
+    assert [c.server.slots for c in configs] == [1, 2, 4]
+    assert [c.label for c in configs] == ["np=1", "np=2", "np=4"]
+    assert experiment.sweep_axes == ("server.slots",)
+    for c in configs:
+        assert c.server.ctx == 8192
+        assert c.workload.requests == 8 and c.workload.concurrency == 8
+        assert c.workload.max_tokens == 64 and c.workload.ignore_eos is True
+
+
+def test_defaults_fill_what_the_file_leaves_out() -> None:
+    (config,) = parse_experiment("[server]\nslots = 2\n").configs()
+    assert config.server == ServerSettings(slots=2)
+    assert config.workload == WorkloadSettings()
+    assert config.label == "np=2 c=8192"  # no axis: the label still says what ran
+    assert config.to_dict()["server"]["slots"] == 2
+
+
+def test_name_defaults_to_the_file_stem(tmp_path: Path) -> None:
+    path = tmp_path / "my-test.toml"
+    path.write_text("[workload]\nrequests = 2\n", encoding="utf-8")
+    experiment = load_experiment(path)
+    assert experiment.name == "my-test"
+    assert experiment.description == ""
+
+
+def test_sweep_is_the_product_with_server_axes_outermost() -> None:
+    text = """
+[server]
+slots = [1, 2]
+cont_batching = [true, false]
+[workload]
+concurrency = [1, 8]
+"""
+    experiment = parse_experiment(text)
+    assert experiment.sweep_axes == ("server.slots", "server.cont_batching", "workload.concurrency")
+    configs = experiment.configs()
+    got = [(c.server.slots, c.server.cont_batching, c.workload.concurrency) for c in configs]
+    assert got == [
+        (1, True, 1),
+        (1, True, 8),
+        (1, False, 1),
+        (1, False, 8),
+        (2, True, 1),
+        (2, True, 8),
+        (2, False, 1),
+        (2, False, 8),
+    ]
+    assert configs[0].label == "np=1 cb=on concurrency=1"
+    assert configs[7].label == "np=2 cb=off concurrency=8"
+    external = experiment.configs(external=True)
+    assert [c.workload.concurrency for c in external] == [1, 8]
+    assert [c.label for c in external] == ["concurrency=1", "concurrency=8"]
+    assert all(c.server.slots == 1 for c in external)  # back to the default
+
+
+def test_extra_args_list_is_one_value_not_a_sweep() -> None:
+    experiment = parse_experiment('[server]\nextra_args = ["--flash-attn", "on"]\n')
+    assert experiment.sweep_axes == ()
+    (config,) = experiment.configs()
+    assert config.server.extra_args == ("--flash-attn", "on")
+
+
+def test_extra_args_list_of_lists_is_a_sweep() -> None:
+    experiment = parse_experiment('[server]\nextra_args = [["--flash-attn", "on"], []]\n')
+    assert experiment.sweep_axes == ("server.extra_args",)
+    configs = experiment.configs()
+    assert [c.server.extra_args for c in configs] == [("--flash-attn", "on"), ()]
+    assert [c.label for c in configs] == ["extra_args=--flash-attn on", "extra_args=none"]
+
+
+def test_with_overrides_replaces_and_validates() -> None:
+    experiment = parse_experiment("[server]\nslots = [1, 2, 4]\n")
+    single = experiment.with_overrides({"slots": 2, "model": "/models/x.gguf"})
+    assert [c.server.slots for c in single.configs()] == [2]
+    assert single.configs()[0].server.model == "/models/x.gguf"
+    assert [c.server.slots for c in experiment.configs()] == [1, 2, 4]  # unchanged
+    with pytest.raises(ExperimentError, match=r"slots must be between 1 and 1024"):
+        experiment.with_overrides({"slots": 0})
+
+
+# -- errors: each names the file and the field ---------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # unknown fields, with a suggestion when one is close
+        ("[server]\nsolts = 2", r"\[server\] unknown field 'solts' \(did you mean 'slots'\?\)"),
+        ("[workload]\nmax_token = 9", r"unknown field 'max_token' \(did you mean 'max_tokens'\?\)"),
+        ("[workload]\nzzzz = 1", r"\[workload\] unknown field 'zzzz'$"),
+        ("nme = 'x'", r"unknown top-level field 'nme' \(did you mean 'name'\?\)"),
+        # wrong types; a bool is not a number even though Python says it is an int
+        ("[server]\nslots = true", r"\[server\] slots must be int, got True"),
+        ("[server]\nslots = [1, true]", r"\[server\] slots must be int, got True"),
+        ("[workload]\ntemperature = false", r"\[workload\] temperature must be .*, got False"),
+        ("[workload]\nrequests = 1.5", r"\[workload\] requests must be int, got 1.5"),
+        ("[workload]\nrate = '2'", r"\[workload\] rate must be .*, got '2'"),
+        ("[server]\ncont_batching = 1", r"\[server\] cont_batching must be bool, got 1"),
+        ("[server]\nslots = [[1, 2]]", r"\[server\] slots must be int"),
+        ("name = 3", r"'name' must be a string, got 3"),
+        ("server = 3", r"\[server\] must be a table"),
+        # out of range
+        (
+            "[server]\nslots = 0",
+            r"\[server\] slots must be between 1 and 1024 \(or -1 for auto\), got 0",
+        ),
+        ("[server]\nctx = -1", r"\[server\] ctx must be between 0 and 1e\+07"),
+        ("[server]\nport = 70000", r"\[server\] port must be between 1 and 65535 \(a TCP port\)"),
+        ("[server]\ncache_type_k = 'q3'", r"\[server\] cache_type_k must be one of .*got 'q3'"),
+        ("[workload]\nrequests = 0", r"\[workload\] requests must be between 1 and 100000, got 0"),
+        ("[workload]\nconcurrency = -2", r"\[workload\] concurrency must be between 0 and"),
+        ("[workload]\nmax_tokens = [64, 0]", r"\[workload\] max_tokens must be between 1 and"),
+        # upper bounds: a typo must not ask for 2**63 requests or an endless schedule
+        ("[workload]\nrequests = 9223372036854775807", r"requests must be between 1 and 100000"),
+        ("[workload]\nrate = 1e-300", r"rate must be between 0.001 and 100000"),
+        ("[workload]\nrepeats = 100000", r"repeats must be between 1 and 1000"),
+        ("[workload]\nwarmup = 5000", r"warmup must be between 0 and 1000"),
+        ("[workload]\nmax_tokens = 10000000", r"max_tokens must be between 1 and 1e\+06"),
+        ("[server]\nslots = 100000", r"slots must be between 1 and 1024"),
+        (
+            "[workload]\narrival = 'fixed'\nrate = 0.001\nrequests = 1000",
+            r"1000 requests at 0.001/s would take 278 hours to send",
+        ),
+        ("[workload]\narrival = 'uniform'", r"\[workload\] arrival must be one of burst, poisson"),
+        ("[workload]\nendpoint = 'embeddings'", r"\[workload\] endpoint must be one of chat"),
+        (
+            "[workload]\nrequest_timeout_s = 0",
+            r"\[workload\] request_timeout_s must be between 0.1",
+        ),
+        # empty sweep
+        ("[server]\nslots = []", r"\[server\] slots: a sweep list must not be empty"),
+        # arrivals that need a rate
+        ("[workload]\narrival = 'poisson'", r"arrival 'poisson' or 'fixed' needs rate > 0"),
+        ("[workload]\narrival = 'fixed'\nrate = 0", r"needs rate > 0"),
+        ("[workload]\narrival = ['burst', 'poisson']\nrate = [0, 2]", r"needs rate > 0"),
+        # extra_args: a list of strings, or a list of such lists
+        ("[server]\nextra_args = '-fa'", r"\[server\] extra_args must be a list of strings"),
+        ("[server]\nextra_args = [['-fa'], '-v']", r"extra_args must be a list of strings"),
+        ("[server]\nextra_args = [['-t', 4]]", r"extra_args must be a list of strings"),
+        # not TOML at all
+        ("[server\nslots = 1", r"not valid TOML"),
+        ("[server]\nslots = 1\nslots = 2", r"not valid TOML"),
+    ],
+)
+def test_invalid_experiment_names_the_field(text: str, message: str) -> None:
+    with pytest.raises(ExperimentError, match=message) as info:
+        parse_experiment(text, path="exp/bad.toml")
+    assert str(info.value).startswith("exp/bad.toml: ")
+
+
+def test_valid_rate_with_poisson_and_fixed() -> None:
+    experiment = parse_experiment("[workload]\narrival = ['poisson', 'fixed']\nrate = 2.5\n")
+    assert [c.workload.arrival for c in experiment.configs()] == ["poisson", "fixed"]
+    assert experiment.configs()[0].workload.rate == 2.5
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(ExperimentError, match="experiment file not found") as info:
+        load_experiment(missing)
+    assert str(missing) in str(info.value)
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b"name = '\xe9'\n")
+    with pytest.raises(ExperimentError, match="cannot read experiment file"):
+        load_experiment(path)
+
+
+def test_bad_toml_in_file_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text("[workload]\nrequests = = 3\n", encoding="utf-8")
+    with pytest.raises(ExperimentError, match=r"broken\.toml: not valid TOML"):
+        load_experiment(path)

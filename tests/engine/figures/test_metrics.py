@@ -1,0 +1,140 @@
+"""The catalogue of figures: its keys are real, its repeat rules are the ones the numbers follow,
+the README's metric table is generated from it, and the CSV keeps the lab's layout."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.made_sessions import TWO_REPEATS, write_session
+from workbench.engine.analysis.export import concurrency_columns, write_concurrency_csv
+from workbench.engine.analysis.slo import ConfigGoodput, Slo, goodput
+from workbench.engine.figures import metrics
+from workbench.engine.figures.metrics import Combine, Part, figure
+from workbench.engine.figures.summaries import (
+    SPREAD_FIELDS,
+    ConfigSummary,
+    RunSummary,
+    percentile,
+    request_metrics,
+)
+from workbench.engine.store.session import open_session
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def test_the_readme_metric_table_is_the_catalogues():
+    text = README.read_text(encoding="utf-8")
+    found = re.search(r"<!-- metric table:.*?-->\n(.*?)<!-- end of metric table -->", text, re.S)
+    assert found, "README.md lost its metric table markers"
+    assert found.group(1) == metrics.markdown_table(), (
+        "README's metric table differs from engine/figures/metrics.py: paste the output of "
+        "`python -m workbench.engine.figures.metrics` between the markers"
+    )
+
+
+def test_every_key_names_what_it_reads():
+    run_fields = {f.name for f in dataclasses.fields(RunSummary)}
+    config_fields = {f.name for f in dataclasses.fields(ConfigSummary)}
+    slo_fields = {f.name for f in dataclasses.fields(ConfigGoodput)}
+    for f in metrics.FIGURES:
+        if f.combine is Combine.SETTING:  # a field, or a property over the repeats
+            assert f.key in config_fields or hasattr(ConfigSummary, f.key), f.key
+        elif f.part is Part.RUN or f.combine is Combine.JOINED:
+            assert f.key in run_fields, f.key
+        elif f.part is Part.SLO:
+            assert f.key in slo_fields, f.key
+    keys = [f.key for f in metrics.FIGURES]
+    assert len(keys) == len(set(keys))
+    assert {f.key for f in metrics.FIGURES if f.spread} == set(SPREAD_FIELDS)
+    assert all(f.estimate == (f.part is Part.LIVE) for f in metrics.FIGURES)
+    assert all("estimate" in f.title for f in metrics.FIGURES if f.estimate)
+
+
+def test_the_rules_are_the_numbers(tmp_path):
+    with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
+        (summary,) = session.summaries()
+        records = session.records(0)
+    assert len(summary.runs) == 2
+    for f in metrics.in_part(Part.RUN):
+        if f.combine is Combine.SETTING:
+            assert f.of(summary) == getattr(summary, f.key)
+        elif f.spread:  # the same mean and sd as the analysis computes
+            assert f.of(summary) == pytest.approx(summary.mean[f.key])
+            assert f.sd_of(summary) == pytest.approx(summary.sd[f.key])
+        else:
+            assert f.of(summary) == pytest.approx(summary.value(f.key))
+    p50 = figure("ttft_p50_s")
+    assert p50.of(summary) == pytest.approx(1.1)  # mean of the per-repeat medians 0.2 and 2.0
+    pooled = percentile([request_metrics(r).ttft_s for r in records], 50)
+    assert pooled == pytest.approx(0.65)  # the rule it is not
+    assert p50.cell(summary, with_sd=True) == "1.100 ±1.273"
+    assert figure("failed").of(summary) == 0 and figure("requests").of(summary) == 6
+    assert figure("repeats").of(summary) == 2 and figure("token_source").of(summary) == "usage"
+
+
+def test_the_slo_evaluation_judges_the_tables_ttft_p50(tmp_path):
+    path = write_session(tmp_path / "made.session.sqlite")
+    with open_session(path) as session:
+        (summary,) = session.summaries()
+        # Between the pooled median (0.65 s) and the table's (1.1 s): the table's decides.
+        (result,) = goodput(session, Slo(ttft_s=1.0))
+    assert result.ttft_p50_s == pytest.approx(figure("ttft_p50_s").of(summary))
+    assert result.ttft_p90_s == pytest.approx(figure("ttft_p90_s").of(summary))
+    assert not result.acceptable and result.reasons == ["TTFT p50 1.100 s > 1 s"]
+    assert result.good == sum(t <= 1.0 for ts in TWO_REPEATS.values() for t in ts)
+
+
+def test_concurrency_csv_keeps_its_columns(tmp_path):
+    # The lab's columns first, exactly, then the rest in the order the README gives.
+    assert concurrency_columns() == [
+        "slots", "ctx", "n_ctx_slot", "concurrency", "max_tokens", "total_s", "agg_tok_s",
+        "ttft_p50_s", "ttft_max_s", "decode_tok_s", "label", "status", "repeats", "requests",
+        "failed", "cache_hits", "output_tokens", "ttft_p90_s", "ttft_p99_s", "tpot_p50_ms",
+        "tpot_p90_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "itl_max_ms",
+        "e2e_p50_s", "e2e_p90_s", "queue_wait_p50_s", "queue_wait_max_s", "dispatch_p50_ms",
+        "dispatch_p99_ms", "dispatch_max_ms", "connect_p50_ms", "ttft_from_intended_p50_s",
+        "ttft_from_intended_p99_s", "e2e_from_intended_p50_s", "loop_busy", "tokens_per_chunk",
+        "client_limited", "cross_check_failures", "total_s_sd",
+        "agg_tok_s_sd", "ttft_p50_s_sd", "ttft_max_s_sd", "decode_tok_s_sd", "n_slots",
+        "kv_unified", "cont_batching", "token_source",
+    ]  # fmt: skip
+    with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
+        summaries = session.summaries()
+    write_concurrency_csv(tmp_path / "c.csv", summaries)
+    with (tmp_path / "c.csv").open() as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert (row["ttft_p50_s"], row["ttft_p50_s_sd"], row["repeats"]) == ("1.1", "1.2728", "2")
+
+
+def test_display_formats():
+    assert figure("agg_tok_s").text(12.345) == "12.3"
+    assert figure("agg_tok_s").text(12.345, 0.25) == "12.3 ±0.2"
+    assert figure("failed").text(3) == "3" and figure("failed").text(None) == "-"
+    assert figure("cont_batching").text(False) == "off"
+    assert figure("live_chunk_rate").live_text(41.6) == "live ≈42 chunks/s"
+    assert figure("live_decode_rate").live_text(20.9) == "≈21 chunks/s"
+    assert figure("ttft_p50_s").heading == "TTFT p50 (s)"
+    with pytest.raises(KeyError):
+        figure("nonsense")
+
+
+def test_per_request_figures_come_from_the_catalogue(tmp_path, monkeypatch):
+    from workbench.engine.analysis import export
+    from workbench.engine.figures.metrics import REQUEST_FIGURES, RequestFigure
+
+    extra = RequestFigure("tpot_s", "tpot_us", "TPOT", "us", 1e6, 1, "TPOT in microseconds")
+    monkeypatch.setattr(export, "REQUEST_FIGURES", (*REQUEST_FIGURES, extra))
+    monkeypatch.setattr(export, "REQUEST_COLUMNS", [*export.REQUEST_COLUMNS, "tpot_us"])
+    with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
+        export.write_requests_csv(tmp_path / "r.csv", session)
+    with (tmp_path / "r.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 6
+    first = rows[0]
+    assert (first["ttft_s"], first["tpot_ms"], first["tpot_us"]) == ("0.1", "100.0", "100000.0")
+    assert first["dispatch_ms"] == ""  # made without an arrival schedule: not measured

@@ -1,0 +1,274 @@
+"""The engine recovers latencies it was not told, from a mock server with a known schedule.
+
+The mock (``workbench.mock_server``) runs in a process of its own and logs when it really
+wrote each chunk, so each test can tell the client's own error from the mock's lateness.
+Margins are loose enough for a busy 2-core machine and tight enough that a broken clock
+(a doubled TTFT, a submit time taken before connecting, chunks counted as tokens) fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from workbench.engine.base.records import RequestRecord
+from workbench.engine.config.experiment import WorkloadSettings, parse_experiment
+from workbench.engine.figures.cross_checks import token_checks
+from workbench.engine.figures.summaries import (
+    ClientLoad,
+    RunObservations,
+    client_limited_reason,
+    dispatch_delay_s,
+    percentile,
+    request_metrics,
+    summarize_run,
+)
+from workbench.engine.measure.prompts import PromptSource
+from workbench.engine.measure.workload import (
+    ClientLoadMeter,
+    make_client,
+    plan_records,
+    run_requests,
+)
+from workbench.engine.run.runner import ExperimentRunner, RunOptions
+from workbench.engine.store.session import open_session
+from workbench.mock_server import MockProcess as Mock
+
+TTFT_MS = 60.0
+ITL_MS = 10.0
+TOKENS = 24
+MS = 1e6
+
+
+@pytest.fixture
+def mock() -> Iterator[Mock]:
+    server = Mock("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--tokens", str(TOKENS))
+    yield server
+    server.stop()
+
+
+def workload(**overrides: object) -> WorkloadSettings:
+    return WorkloadSettings(
+        **{"requests": 1, "max_tokens": TOKENS, "request_timeout_s": 30.0, **overrides}
+    )
+
+
+async def measure(url: str, settings: WorkloadSettings, offsets: list[float] | None = None):
+    records = plan_records(0, 0, 0, settings.requests, PromptSource())
+    async with make_client(url, settings) as client:
+        await run_requests(
+            client, settings, records, offsets or [0.0] * len(records), lambda e: None
+        )
+    return records
+
+
+@pytest.mark.parametrize("streams", [1, 8])
+async def test_ttft_tpot_and_itl_are_recovered(mock: Mock, streams: int) -> None:
+    records = await measure(mock.url, workload(requests=streams))
+    assert all(r.ok for r in records), [r.error for r in records]
+    served = mock.served()
+    metrics = [request_metrics(r) for r in records]
+    assert all(m is not None for m in metrics)
+    ttft = [m.ttft_s * 1000 for m in metrics if m]
+    # The client's own share: measured TTFT minus what the mock really served.
+    own = [
+        (r.t_first_token_ns - r.t_submit_ns) / MS
+        - (served[r.prompt]["sent_ns"][0] - served[r.prompt]["t_received_ns"]) / MS
+        for r in records
+    ]
+    assert TTFT_MS <= percentile(ttft, 50) <= TTFT_MS + 10, ttft
+    assert -0.5 <= percentile(own, 50) <= 3.0, own
+    assert max(own) <= 10.0, own
+    tpot = [m.tpot_s * 1000 for m in metrics if m and m.tpot_s]
+    served_tpot = [
+        (served[r.prompt]["sent_ns"][-1] - served[r.prompt]["sent_ns"][0]) / MS / (TOKENS - 1)
+        for r in records
+    ]
+    # Against what the mock really sent (its timers slip on a busy machine), and loosely
+    # against the configured gap.
+    assert percentile(tpot, 50) == pytest.approx(percentile(served_tpot, 50), rel=0.01)
+    assert percentile(tpot, 50) == pytest.approx(ITL_MS, rel=0.05)
+    itl = [gap * 1000 for m in metrics if m for gap in m.itl_s]
+    assert percentile(itl, 50) == pytest.approx(ITL_MS, abs=1.0)
+    assert all(m.token_source == "usage" and m.output_tokens == TOKENS for m in metrics if m)
+
+
+async def test_connecting_is_timed_apart_from_ttft(mock: Mock) -> None:
+    records = await measure(mock.url, workload(requests=4))
+    for r in records:
+        assert r.connect_ns is not None and 0 < r.connect_ns < 1e9
+        # A burst's connections are opened before the clock starts, then used at once.
+        assert r.t_connected_ns is not None and r.t_ready_ns is not None
+        assert r.t_connected_ns <= r.t_ready_ns <= r.t_submit_ns
+        served = mock.served()[r.prompt]
+        # t_submit is taken after the connection was made, just before the request goes out.
+        assert 0 <= served["t_received_ns"] - r.t_submit_ns < 20 * MS
+    summary = summarize_run(records)
+    assert summary.connect_p50_ms is not None and summary.connect_p50_ms > 0
+    assert summary.dispatch_p99_ms is not None and summary.dispatch_p99_ms < 5.0
+
+
+async def test_several_tokens_per_chunk_use_the_server_count() -> None:
+    server = Mock(
+        "--ttft-ms", "20", "--itl-ms", str(ITL_MS), "--tokens", "24", "--tokens-per-chunk", "4"
+    )
+    try:
+        records = await measure(server.url, workload(requests=2))
+    finally:
+        server.stop()
+    for r in records:
+        assert len(r.chunks) == 6
+        m = request_metrics(r)
+        assert m is not None and m.output_tokens == 24 and m.token_source == "usage"
+        # 23 token gaps in (6 - 1) chunk gaps of 4 tokens: TPOT from the server's count.
+        assert m.tpot_s * 1000 == pytest.approx(4 * ITL_MS * 5 / 23, rel=0.05)
+        assert percentile(m.itl_s, 50) * 1000 == pytest.approx(4 * ITL_MS, abs=1.5)
+
+
+async def test_a_starved_client_is_flagged(mock: Mock) -> None:
+    """A loop kept busy by other work sends late: dispatch delay shows it, and the run is
+    marked client-limited; the same load on a free loop is not."""
+    settings = workload(requests=12, arrival="fixed", rate=60.0, max_tokens=4)
+    offsets = [i / 60.0 for i in range(12)]
+
+    reasons = []
+    for _ in range(3):  # another process can take this one's core for a moment: retry
+        meter = ClientLoadMeter()
+        calm = await measure(mock.url, settings, offsets)
+        calm_summary = summarize_run(calm, RunObservations(meter.read()))
+        if calm_summary.client_limited is None:
+            break
+        reasons.append(calm_summary.client_limited)
+    assert calm_summary.client_limited is None, reasons
+
+    async def hog() -> None:
+        while True:
+            end = time.perf_counter() + 0.015
+            while time.perf_counter() < end:
+                pass  # the loop is busy: nothing else runs
+            await asyncio.sleep(0)
+
+    for attempt in range(3):  # timing on a shared machine: give the starvation three tries
+        records = plan_records(0, 0, 100 + 12 * attempt, 12, PromptSource())
+        hogging = asyncio.create_task(hog())
+        meter = ClientLoadMeter()
+        try:
+            async with make_client(mock.url, settings) as client:
+                await run_requests(client, settings, records, offsets, lambda e: None)
+        finally:
+            hogging.cancel()
+        summary = summarize_run(records, RunObservations(meter.read()))
+        if summary.dispatch_p99_ms is not None and summary.dispatch_p99_ms > 5.0:
+            break
+    assert summary.dispatch_p99_ms is not None and summary.dispatch_p99_ms > 5.0
+    # The loop's CPU share rises; how far depends on what else this machine runs.
+    assert calm_summary.loop_busy is not None and summary.loop_busy is not None
+    assert summary.loop_busy > 3 * calm_summary.loop_busy
+    assert summary.client_limited is not None
+    assert "dispatch delay p99" in summary.client_limited
+
+
+def test_dispatch_delay_leaves_out_connecting_in_its_window() -> None:
+    def record(ready: int, connect: int, connected: int, submit: int) -> RequestRecord:
+        return RequestRecord(
+            0, 0, 0, "p", t_ready_ns=ready, connect_ns=connect, t_connected_ns=connected,
+            t_submit_ns=submit,
+        )  # fmt: skip
+
+    ms = 1_000_000
+    # Connected inside the window: its 3 ms are not dispatch delay.
+    assert dispatch_delay_s(record(0, 3 * ms, 4 * ms, 5 * ms)) == pytest.approx(0.002)
+    # Connected ahead of time: the whole window is dispatch delay.
+    assert dispatch_delay_s(record(10 * ms, 3 * ms, 4 * ms, 11 * ms)) == pytest.approx(0.001)
+    # Connecting began before the request was free to go: only the part after counts out.
+    assert dispatch_delay_s(record(2 * ms, 3 * ms, 4 * ms, 5 * ms)) == pytest.approx(0.001)
+
+
+def test_client_limited_reasons() -> None:
+    assert client_limited_reason(None, None) is None
+    assert client_limited_reason(4.9, ClientLoad(10.0, 8.0, 9.0)) is None
+    assert client_limited_reason(5.1, None) == "dispatch delay p99 5.1 ms > 5 ms"
+    busy = client_limited_reason(1.0, ClientLoad(10.0, 9.0, 9.5))
+    assert busy == "measuring loop busy 90% of the run"
+
+
+def test_a_run_records_dispatch_and_client_load(mock: Mock, tmp_path: Path) -> None:
+    experiment = parse_experiment(
+        'name = "fidelity"\n[workload]\nrequests = 4\nmax_tokens = 6\nwarmup = 1\nrepeats = 2\n'
+    )
+    result = ExperimentRunner(experiment, RunOptions(tmp_path, base_url=mock.url)).run()
+    assert result.status == "complete", result.error
+    live = result.summaries[0]
+    with open_session(result.session_path) as session:
+        records = session.records(0)
+        loads = session.client_load(0)
+        reopened = session.summaries()[0]
+    measured = [r for r in records if not r.warmup]
+    assert all(r.t_intended_ns and r.t_ready_ns and r.connect_ns for r in measured)
+    assert all(r.t_connected_ns for r in measured)
+    assert sorted(loads) == [0, 1]
+    assert all(0 < load.loop_cpu_s <= load.process_cpu_s for load in loads.values())
+    for run, again in zip(live.runs, reopened.runs, strict=True):
+        assert run.dispatch_p99_ms is not None
+        assert run.dispatch_p99_ms == pytest.approx(again.dispatch_p99_ms)
+        assert run.loop_busy == pytest.approx(again.loop_busy)
+        assert run.ttft_from_intended_p50_s is not None
+        assert run.ttft_from_intended_p50_s >= run.ttft_p50_s
+
+
+# -- cross-checks with the server's own books -----------------------------------------------
+def external_run(url: str, folder: Path, requests: int = 4, tokens: int = 12):
+    experiment = parse_experiment(
+        f'name = "checks"\n[workload]\nrequests = {requests}\nmax_tokens = {tokens}\nwarmup = 1\n'
+    )
+    result = ExperimentRunner(experiment, RunOptions(folder, base_url=url)).run()
+    assert result.status == "complete", result.error
+    return result
+
+
+def test_cross_checks_agree_with_an_honest_server(mock: Mock, tmp_path: Path) -> None:
+    result = external_run(mock.url, tmp_path)
+    run = result.summaries[0].runs[0]
+    assert [c.split(":")[0] for c in run.checks] == [
+        "decode time",
+        "output tokens",
+        "prompt tokens",
+    ]
+    assert run.checks_failed == []
+    assert run.tokens_per_chunk == pytest.approx(1.0)
+    with open_session(result.session_path) as session:
+        assert session.summaries()[0].runs[0].checks == run.checks  # stored, re-derived
+
+
+def test_several_tokens_per_chunk_fail_the_decode_check(tmp_path: Path) -> None:
+    server = Mock("--ttft-ms", "10", "--itl-ms", "5", "--tokens", "24", "--tokens-per-chunk", "4")
+    try:
+        result = external_run(server.url, tmp_path, requests=2, tokens=24)
+    finally:
+        server.stop()
+    run = result.summaries[0].runs[0]
+    assert run.tokens_per_chunk == pytest.approx(4.0)
+    assert len(run.checks_failed) == 1
+    assert run.checks_failed[0].startswith("decode time")
+    assert "several tokens" in run.checks_failed[0]
+    with open_session(result.session_path) as session:
+        notices = [text for _, level, text in session.notices() if level == "warning"]
+    assert any("cross-check: decode time" in text for text in notices)
+    with open_session(result.session_path) as session:
+        infos = [text for _, level, text in session.notices() if level == "info"]
+    assert any("chunks carried 4.0 tokens" in text for text in infos)
+
+
+def test_token_checks_name_another_client() -> None:
+    record = RequestRecord(0, 0, 0, "p", t_submit_ns=1, ok=True)
+    record.usage = {"completion_tokens": 10, "prompt_tokens": 5}
+    before = {"llamacpp:tokens_predicted_total": 100.0, "llamacpp:prompt_tokens_total": 50.0}
+    after = {"llamacpp:tokens_predicted_total": 130.0, "llamacpp:prompt_tokens_total": 55.0}
+    output, prompt = token_checks([record], before, after)
+    assert not output.agrees and "another client" in output.describe()
+    assert prompt.agrees
+    assert token_checks([record], None, after) == []

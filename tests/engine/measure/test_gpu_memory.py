@@ -1,0 +1,73 @@
+"""GPU memory through NVML: read with a stand-in for nvidia-ml-py (no GPU on this machine),
+recorded in the session, and absent without a driver. Version-1 sessions read without it."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import types
+
+import pytest
+
+from tests.conftest import older_session
+from workbench.engine.events import GpuSample
+from workbench.engine.measure.hardware import GpuProbe
+from workbench.engine.measure.sampler import ServerSampler
+from workbench.engine.run.replay import session_events
+from workbench.engine.server.llama_server import free_port
+from workbench.engine.store.session import open_session
+
+MIB = 2**20
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch):
+    module = types.ModuleType("pynvml")
+    processes = [
+        types.SimpleNamespace(pid=os.getpid(), usedGpuMemory=512 * MIB),
+        types.SimpleNamespace(pid=1, usedGpuMemory=7 * MIB),
+    ]
+    module.nvmlInit = lambda: None
+    module.nvmlShutdown = lambda: None
+    module.nvmlDeviceGetCount = lambda: 2
+    module.nvmlDeviceGetHandleByIndex = lambda i: i
+    module.nvmlDeviceGetComputeRunningProcesses = lambda handle: processes if handle == 0 else []
+    monkeypatch.setitem(sys.modules, "pynvml", module)
+    return module
+
+
+def test_gpu_probe_sums_what_the_server_processes_hold(fake_nvml):
+    probe = GpuProbe()
+    assert probe.available
+    assert probe.used_by({os.getpid()}) == 512 * MIB
+    assert probe.used_by({os.getpid(), 1}) == 519 * MIB
+    assert probe.used_by({12345}) is None  # not on the GPU (or a host PID in a container)
+    probe.close()
+    assert probe.used_by({os.getpid()}) is None
+
+
+def test_without_nvml_there_is_no_gpu_curve(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    assert GpuProbe().available is False
+
+
+def test_the_sampler_emits_gpu_samples(fake_nvml):
+    events = []
+    sampler = ServerSampler(
+        events.append, 0, f"http://127.0.0.1:{free_port()}", os.getpid(), process_hz=50, http_hz=1
+    )
+    sampler.start()
+    time.sleep(0.3)
+    sampler.stop()
+    gpu = [e for e in events if isinstance(e, GpuSample)]
+    assert len(gpu) >= 3 and all(e.gpu_bytes == 512 * MIB for e in gpu)
+
+
+@pytest.mark.server
+def test_a_version_1_session_reads_without_gpu_samples(recorded_session, tmp_path):
+    old = older_session(recorded_session, tmp_path, 1, "gpu_samples")
+    with open_session(old) as session:
+        assert session.schema_version == 1
+        assert session.samples("gpu_samples", 0) == []
+        assert len(session.summaries()) == 2 and session_events(session)

@@ -1,0 +1,49 @@
+"""The child-process runner: merged token chunks, errors that keep their class."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.engine.base.errors import ModelFileError
+from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.events import FirstToken, RequestFinished, TokenChunkArrived
+from workbench.engine.run.process_runner import ProcessRunner, coalesce
+from workbench.engine.run.runner import RunOptions
+
+
+def test_coalesce_merges_each_requests_chunks_and_keeps_everything_else_in_place():
+    first = FirstToken(0, 0, 1, 5)
+    done = RequestFinished(RequestRecord(0, 0, 2, "p"))
+    events = [
+        first,
+        TokenChunkArrived(0, 0, 1, 5, "He"),
+        TokenChunkArrived(0, 0, 2, 6, "Wo"),
+        TokenChunkArrived(0, 0, 1, 7, "llo"),
+        TokenChunkArrived(0, 0, 2, 8, "rld"),
+        done,
+    ]
+    assert coalesce(events) == [
+        first,
+        TokenChunkArrived(0, 0, 1, 7, "Hello", count=2),
+        TokenChunkArrived(0, 0, 2, 8, "World", count=2),
+        done,
+    ]
+    assert coalesce([]) == []
+
+
+def test_finished_requests_travel_without_chunks_when_the_server_counted_tokens():
+    chunks = [TokenChunk(i, "x") for i in range(300)]
+    counted = RequestRecord(0, 0, 1, "p", ok=True, usage={"completion_tokens": 300}, chunks=chunks)
+    uncounted = RequestRecord(0, 0, 2, "p", ok=True, chunks=chunks)
+    slim, kept = coalesce([RequestFinished(counted), RequestFinished(uncounted)])
+    assert slim.record.chunks == [] and slim.record.output_tokens == (300, "usage")
+    assert slim.record.t_submit_ns == counted.t_submit_ns and counted.chunks == chunks
+    assert kept.record.chunks == chunks  # its count is its chunks
+
+
+def test_an_error_while_preparing_comes_back_with_its_class(tmp_path):
+    experiment = parse_experiment(f'[server]\nmodel = "{tmp_path / "missing.gguf"}"\n')
+    runner = ProcessRunner(experiment, RunOptions(tmp_path / "out"))
+    with pytest.raises(ModelFileError, match="model file not found"):
+        runner.prepare()

@@ -1,0 +1,200 @@
+"""Bad input and failing components: each gives a clear, specific error and loses nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from workbench.engine.base.errors import (
+    ExternalServerError,
+    ModelFileError,
+    OutputDirError,
+    PortInUseError,
+    ServerBinaryNotFound,
+    SessionError,
+)
+from workbench.engine.events import EventBus, FirstToken, ServerReady
+from workbench.engine.run.runner import ExperimentRunner, RunOptions
+from workbench.engine.server.external import probe_external
+from workbench.engine.server.llama_server import free_port
+from workbench.engine.store.session import SCHEMA_VERSION, open_session
+
+SMALL = """
+name = "small"
+[server]
+slots = {slots}
+ctx = 2048
+{server_extra}
+[workload]
+requests = {requests}
+max_tokens = {max_tokens}
+warmup = 0
+"""
+
+
+def small(write_experiment, slots="1", requests=2, max_tokens=8, server_extra=""):
+    text = SMALL.format(
+        slots=slots, requests=requests, max_tokens=max_tokens, server_extra=server_extra
+    )
+    return write_experiment(text)[1]
+
+
+def fake_binary(tmp_path: Path, script: str) -> str:
+    path = tmp_path / "fake-llama-server"
+    path.write_text("#!/bin/sh\n" + script + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def test_missing_binary_says_how_to_get_one(write_experiment, tmp_path, monkeypatch):
+    runner = ExperimentRunner(
+        small(write_experiment), RunOptions(tmp_path, server_bin=str(tmp_path / "nope"))
+    )
+    with pytest.raises(ServerBinaryNotFound, match=r"does not exist.*make run"):
+        runner.prepare()
+    monkeypatch.setenv("LLAMA_SERVER", str(tmp_path / "also-missing"))
+    with pytest.raises(ServerBinaryNotFound, match="LLAMA_SERVER"):
+        ExperimentRunner(small(write_experiment), RunOptions(tmp_path)).prepare()
+
+
+def test_missing_and_non_gguf_model(write_experiment, tmp_path):
+    missing = small(write_experiment, server_extra=f'model = "{tmp_path / "no.gguf"}"')
+    with pytest.raises(ModelFileError, match="not found"):
+        ExperimentRunner(missing, RunOptions(tmp_path / "out")).prepare()
+    text_file = tmp_path / "notes.gguf"
+    text_file.write_text("this is not a model at all, just some text " * 4)
+    wrong = small(write_experiment, server_extra=f'model = "{text_file}"')
+    with pytest.raises(ModelFileError, match="not a GGUF model file"):
+        ExperimentRunner(wrong, RunOptions(tmp_path / "out")).prepare()
+
+
+def test_corrupt_gguf_fails_start_with_the_server_log(write_experiment, tmp_path, model_path):
+    corrupt = tmp_path / "corrupt.gguf"
+    corrupt.write_bytes(model_path.read_bytes()[:4096])  # a real header, then nothing
+    experiment = small(write_experiment, server_extra=f'model = "{corrupt}"')
+    runner = ExperimentRunner(experiment, RunOptions(tmp_path / "out"))
+    result = runner.run()
+    (summary,) = result.summaries
+    assert summary.status == "failed"
+    assert "while starting" in summary.error and "last log lines" in summary.error
+    assert "exited with status" in summary.error
+    with open_session(result.session_path) as session:
+        assert session.configs[0].status == "failed"
+        assert session.status == "complete"
+
+
+def test_sigill_at_start_is_explained(write_experiment, tmp_path):
+    binary = fake_binary(tmp_path, 'echo "loading model"; kill -ILL $$')
+    runner = ExperimentRunner(small(write_experiment), RunOptions(tmp_path, server_bin=binary))
+    (summary,) = runner.run().summaries
+    assert "SIGILL" in summary.error
+    assert "CPU instructions" in summary.error and "mno-amx" in summary.error
+    assert "loading model" in summary.error  # the log tail is shown
+
+
+def test_server_that_never_gets_healthy_hits_the_deadline(write_experiment, tmp_path):
+    pid_file = tmp_path / "pid"
+    binary = fake_binary(tmp_path, f"echo $$ > {pid_file}; exec sleep 60")
+    experiment = small(write_experiment, server_extra="startup_timeout_s = 1.0")
+    (summary,) = (
+        ExperimentRunner(experiment, RunOptions(tmp_path, server_bin=binary)).run().summaries
+    )
+    assert "did not become healthy within 1 s" in summary.error
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_port_already_taken(write_experiment, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        experiment = small(write_experiment, server_extra=f"port = {port}")
+        (summary,) = ExperimentRunner(experiment, RunOptions(tmp_path)).run().summaries
+    assert summary.status == "failed"
+    assert f"port {port}" in summary.error and "already in use" in summary.error
+    assert PortInUseError.__name__  # the error class the engine raises for this
+
+
+def test_a_fixed_port_serves_every_configuration_of_a_sweep(write_experiment, tmp_path):
+    """The previous server's TIME_WAIT sockets must not make the port look taken."""
+    experiment = small(write_experiment, slots="[1, 2]", server_extra=f"port = {free_port()}")
+    result = ExperimentRunner(experiment, RunOptions(tmp_path)).run()
+    assert [(s.status, s.error) for s in result.summaries] == [("ok", None), ("ok", None)]
+
+
+def test_server_killed_mid_run_fails_its_requests_and_the_next_config_runs(
+    write_experiment, tmp_path
+):
+    experiment = small(write_experiment, slots="[1, 2]", requests=4, max_tokens=48)
+    bus = EventBus()
+    ready = bus.subscribe(ServerReady, FirstToken)
+    runner = ExperimentRunner(experiment, RunOptions(tmp_path), bus)
+    killed = threading.Event()
+
+    def killer() -> None:
+        pid = None
+        while not killed.is_set():
+            event = ready.queue.get(timeout=60)
+            if isinstance(event, ServerReady):
+                pid = event.pid
+            elif event.config_index == 0 and pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                killed.set()
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    result = runner.run()
+    thread.join(5)
+    assert killed.is_set()
+    first, second = result.summaries
+    assert first.status == "failed" and "SIGKILL" in first.error and "mid-run" in first.error
+    assert first.value("failed") >= 3
+    assert second.status == "ok" and second.value("ok") == 4
+    with open_session(result.session_path) as session:
+        failed = [r for r in session.records(0) if not r.ok]
+        assert failed and all(r.error for r in failed)
+        states = [row[2] for row in session.samples("server_states", 0)]
+        assert "crashed" in states
+
+
+def test_external_url_that_does_not_answer():
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ExternalServerError, match="nothing answers"):
+        probe_external(url)
+
+
+def test_output_folder_not_writable(write_experiment, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    runner = ExperimentRunner(small(write_experiment), RunOptions(blocker / "results"))
+    with pytest.raises(OutputDirError, match="cannot write to the output folder"):
+        runner.prepare()
+
+
+def test_session_from_a_newer_version_is_refused_untouched(tmp_path):
+    path = tmp_path / "future.session.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE session (id INTEGER)")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    before = path.read_bytes()
+    with pytest.raises(SessionError, match="newer workbench"):
+        open_session(path)
+    assert path.read_bytes() == before
+
+
+def test_file_that_is_not_a_session(tmp_path):
+    path = tmp_path / "x.session.sqlite"
+    path.write_bytes(b"definitely not sqlite" * 100)
+    with pytest.raises(SessionError, match="not a workbench session"):
+        open_session(path)
+    with pytest.raises(SessionError, match="not found"):
+        open_session(tmp_path / "missing.sqlite")

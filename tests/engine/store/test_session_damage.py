@@ -1,0 +1,62 @@
+"""Valid SQLite with content no workbench wrote: one clear line, never a traceback, and the
+rest of the library still listed."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sqlite3
+
+import pytest
+
+from tests.made_sessions import write_session
+from workbench.cli.main import main
+from workbench.engine.analysis.library import scan
+
+DAMAGE = {
+    "bad-json-settings": "UPDATE configs SET server_json = '{bad'",
+    "text-as-time": "UPDATE requests SET t_submit_ns = 'soon'",
+    "missing-table": "DROP TABLE requests",
+    "hardware-a-list": "UPDATE session SET hardware_json = '[1, 2]'",
+    "usage-a-list": "UPDATE requests SET usage_json = '[]'",
+    "chunk-a-blob": "UPDATE chunks SET text = X'00ff'",
+    "command-an-object": "UPDATE configs SET command_json = '{\"a\": 1}'",
+    "name-a-blob": "UPDATE session SET name = X'41'",
+}
+
+
+@pytest.fixture
+def library(tmp_path):
+    good = write_session(tmp_path / "good.session.sqlite")
+    for name, statement in DAMAGE.items():
+        copy = tmp_path / f"{name}.session.sqlite"
+        shutil.copy(good, copy)
+        with contextlib.closing(sqlite3.connect(copy)) as conn, conn:
+            conn.execute(statement)
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGE))
+def test_show_says_what_is_wrong_in_one_line(library, name, capsys):
+    assert main(["show", str(library / f"{name}.session.sqlite")]) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    err = "".join(captured.err.split())  # one message, however the console wrapped it
+    assert err.startswith("error:") and err.count("error:") == 1
+    assert f"{name}.session.sqlite" in err
+
+
+def test_one_damaged_file_leaves_the_rest_of_the_library_listed(library, capsys):
+    infos = scan([library])
+    assert len(infos) == len(DAMAGE) + 1
+    unreadable = {i.path.name for i in infos if i.error}
+    assert "good.session.sqlite" not in unreadable
+    # The listing reads headers and configurations; damage there gets its own line (damage
+    # in the requests shows when they are read, as above).
+    assert unreadable == {
+        f"{name}.session.sqlite"
+        for name in ("bad-json-settings", "hardware-a-list", "command-an-object", "name-a-blob")
+    }
+    assert main(["sessions", str(library)]) == 0
+    out = capsys.readouterr().out
+    assert "made" in out and "unreadable" in out and "Traceback" not in out

@@ -1,0 +1,3 @@
+"""Questions asked of stored sessions: comparison, library, roofline, SLOs, exports, verdicts,
+capacity planning.
+"""

@@ -1,0 +1,252 @@
+"""Tables out of a session: the lab-compatible ``concurrency.csv``, a per-request CSV, JSON."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.engine.base.errors import OutputDirError
+from workbench.engine.base.untrusted import csv_cell
+from workbench.engine.figures.metrics import REQUEST_FIGURES, Figure, Part, in_part
+from workbench.engine.figures.summaries import NS, ConfigSummary, request_metrics
+from workbench.engine.store.session import Session
+
+
+def _sd_column(f: Figure) -> str:
+    return f"{f.column}_sd"
+
+
+def concurrency_columns() -> list[str]:
+    """``concurrency.csv``'s columns, from the catalogue: the lab's first, exactly; then
+    which configuration, every other measured figure, the spreads across repeats, and the
+    server's set-up."""
+    figures = in_part(Part.CONFIG, Part.RUN, Part.SERVER)
+
+    def part(p: Part) -> list[str]:
+        return [f.column for f in figures if f.part is p and not f.lab]
+
+    lab = [f.column for f in figures if f.lab]
+    spreads = [_sd_column(f) for f in figures if f.spread]
+    return lab + part(Part.CONFIG) + part(Part.RUN) + spreads + part(Part.SERVER)
+
+
+# The lab's columns, which every version of concurrency.csv begins with.
+LAB_COLUMNS = [f.column for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER) if f.lab]
+
+REQUEST_COLUMNS = [
+    "config",
+    "label",
+    "repeat",
+    "request",
+    "warmup",
+    "ok",
+    "error",
+    "http_status",
+    "slot",
+    "t_intended_s",
+    "t_ready_s",
+    "t_submit_s",
+    "t_first_token_s",
+    "t_last_token_s",
+    "t_done_s",
+    *(f.column for f in REQUEST_FIGURES),
+    "output_tokens",
+    "token_source",
+    "chunks",
+    "finish_reason",
+    "cache_hit",
+    "cache_n",
+    "prompt_n",
+    "prompt_ms",
+    "predicted_n",
+    "predicted_ms",
+    "prompt",
+]
+
+
+def _round(value: Any, digits: int = 4) -> Any:
+    return round(value, digits) if isinstance(value, float) else value
+
+
+def concurrency_row(s: ConfigSummary) -> dict[str, Any]:
+    """One configuration's row: each figure by its catalogue rule (4 decimals)."""
+    row: dict[str, Any] = {}
+    for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER):
+        row[f.column] = f.of(s)
+        if f.spread:
+            row[_sd_column(f)] = f.sd_of(s)
+    return {k: _round(v) for k, v in row.items()}
+
+
+def request_rows(session: Session) -> list[dict[str, Any]]:
+    origin = session.meta["clock_origin_ns"]
+
+    def rel(t: int | None) -> float | None:
+        return None if t is None else round((t - origin) / NS, 6)
+
+    rows = []
+    for config in session.configs:
+        for r in session.records(config.index):
+            m = request_metrics(r)
+            timings = r.timings or {}
+            tokens, source = r.output_tokens
+            rows.append(
+                {
+                    "config": config.index,
+                    "label": config.label,
+                    "repeat": r.repeat,
+                    "request": r.index,
+                    "warmup": r.warmup,
+                    "ok": r.ok,
+                    "error": r.error,
+                    "http_status": r.http_status,
+                    "slot": r.slot,
+                    "t_intended_s": rel(r.t_intended_ns),
+                    "t_ready_s": rel(r.t_ready_ns),
+                    "t_submit_s": rel(r.t_submit_ns),
+                    "t_first_token_s": rel(r.t_first_token_ns),
+                    "t_last_token_s": rel(r.t_last_token_ns),
+                    "t_done_s": rel(r.t_done_ns),
+                    **{f.column: f.value(m) for f in REQUEST_FIGURES},
+                    "output_tokens": tokens,
+                    "token_source": source,
+                    "chunks": len(r.chunks),
+                    "finish_reason": r.finish_reason,
+                    "cache_hit": m.cache_hit if m else None,
+                    "cache_n": timings.get("cache_n"),
+                    "prompt_n": timings.get("prompt_n"),
+                    "prompt_ms": timings.get("prompt_ms"),
+                    "predicted_n": timings.get("predicted_n"),
+                    "predicted_ms": timings.get("predicted_ms"),
+                    "prompt": r.prompt,
+                }
+            )
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+            writer.writeheader()
+            for row in rows:
+                writer.writerow(
+                    {k: "" if row.get(k) is None else csv_cell(row.get(k)) for k in columns}
+                )
+    except OSError as exc:
+        raise OutputDirError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def write_concurrency_csv(path: Path, summaries: list[ConfigSummary]) -> None:
+    write_csv(path, [concurrency_row(s) for s in summaries], concurrency_columns())
+
+
+def write_requests_csv(path: Path, session: Session) -> None:
+    write_csv(path, request_rows(session), REQUEST_COLUMNS)
+
+
+def figure_definitions() -> list[dict[str, str]]:
+    """What each of a configuration's ``figures`` means, from the catalogue, so that the JSON
+    document explains itself."""
+    return [
+        {
+            "key": f.column,
+            "title": f.title,
+            "unit": f.unit,
+            "over_repeats": f.combine.value,
+            "definition": f.definition,
+        }
+        for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER)
+    ]
+
+
+def session_document(session: Session) -> dict[str, Any]:
+    """Everything in a session as one JSON-ready document (times in seconds from its start),
+    with each configuration's figures as ``concurrency.csv`` has them and what they mean."""
+    origin = session.meta["clock_origin_ns"]
+    summaries = session.summaries()
+    configs = []
+    for config, summary in zip(session.configs, summaries, strict=True):
+        configs.append(
+            {
+                "index": config.index,
+                "label": config.label,
+                "status": config.status,
+                "error": config.error,
+                "server": config.server,
+                "workload": config.workload,
+                "command": config.command,
+                "log_path": config.log_path,
+                "facts": config.facts,
+                "slots": config.slots,
+                "summary": summary.to_dict(),
+                "figures": concurrency_row(summary),
+                "process_samples": [
+                    {"t_s": (t - origin) / NS, "rss_bytes": rss, "cpu_percent": cpu}
+                    for _, t, rss, cpu in session.samples("process_samples", config.index)
+                ],
+                "gpu_samples": [
+                    {"t_s": (t - origin) / NS, "gpu_bytes": gpu}
+                    for _, t, gpu in session.samples("gpu_samples", config.index)
+                ],
+                "metrics_samples": [
+                    {"t_s": (t - origin) / NS, **json.loads(values)}
+                    for _, t, values in session.samples("metrics_samples", config.index)
+                ],
+                "slots_samples": [
+                    {"t_s": (t - origin) / NS, "slots": json.loads(slots)}
+                    for _, t, slots in session.samples("slots_samples", config.index)
+                ],
+            }
+        )
+    meta = {k: v for k, v in session.meta.items() if k != "hardware_json"}
+    meta["status"] = session.status
+    return {
+        "schema_version": session.schema_version,
+        "session": meta,
+        "hardware": session.hardware,
+        "figures": figure_definitions(),
+        "configs": configs,
+        "requests": request_rows(session),
+    }
+
+
+def write_json(path: Path, session: Session) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(session_document(session), indent=1), encoding="utf-8")
+    except OSError as exc:
+        raise OutputDirError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+@dataclass(frozen=True)
+class MemoryCheck:
+    label: str
+    predicted_mib: float
+    peak_rss_mib: float | None
+
+    @property
+    def error(self) -> float | None:
+        """(measured - predicted) / measured: what the buffers leave out (runtime, code)."""
+        if not self.peak_rss_mib:
+            return None
+        return (self.peak_rss_mib - self.predicted_mib) / self.peak_rss_mib
+
+
+def memory_checks(session: Session) -> list[MemoryCheck]:
+    """The server's own buffer figures (model + KV + compute) against its measured RSS."""
+    checks = []
+    for config in session.configs:
+        facts = config.facts
+        parts = [facts.get(k) for k in ("model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib")]
+        if not all(isinstance(p, int | float) for p in parts):
+            continue
+        rss = [r for _, _, r, _ in session.samples("process_samples", config.index) if r]
+        checks.append(
+            MemoryCheck(config.label, float(sum(parts)), max(rss) / 2**20 if rss else None)
+        )
+    return checks

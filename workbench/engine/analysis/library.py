@@ -1,0 +1,121 @@
+"""The sessions on disk, one line each: what ran, where, on what, and how it ended."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workbench.engine.base.errors import OutputDirError, SessionError
+from workbench.engine.measure.hardware import machine_name
+from workbench.engine.server.discovery import DEFAULT_MODEL_FILE
+from workbench.engine.store.session import open_session
+
+SESSION_GLOB = "*.session.sqlite"
+
+
+def data_folder() -> Path:
+    """The app's own folder for sessions (platform convention), listed with ``results/``."""
+    from platformdirs import user_data_path
+
+    return user_data_path("concurrency-workbench", appauthor=False) / "sessions"
+
+
+@dataclass
+class SessionNotes:
+    """What the user says about a session: kept beside it (``X.session.sqlite.notes.json``),
+    because reading a session never writes to it."""
+
+    label: str = ""
+    tags: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+def notes_path(session: Path) -> Path:
+    return session.with_name(session.name + ".notes.json")
+
+
+def load_notes(session: Path) -> SessionNotes:
+    try:
+        data = json.loads(notes_path(session).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return SessionNotes()
+    return SessionNotes(
+        str(data.get("label", "")),
+        [str(t) for t in data.get("tags", [])],
+        str(data.get("note", "")),
+    )
+
+
+def save_notes(session: Path, notes: SessionNotes) -> None:
+    try:
+        notes_path(session).write_text(json.dumps(asdict(notes), indent=1), encoding="utf-8")
+    except OSError as exc:
+        raise OutputDirError(f"cannot save notes beside {session}: {exc.strerror or exc}") from None
+
+
+def delete_session(session: Path) -> None:
+    """The session file, its SQLite sidecars and its notes."""
+    for path in (
+        session,
+        session.with_name(session.name + "-wal"),
+        session.with_name(session.name + "-shm"),
+        notes_path(session),
+    ):
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise OutputDirError(f"cannot delete {path}: {exc.strerror or exc}") from None
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    path: Path
+    error: str | None = None
+    name: str = ""
+    created_at: str = ""
+    status: str = ""
+    mode: str = ""
+    hardware: str = ""
+    backend: str = ""
+    model: str = ""
+    configs: list[str] = field(default_factory=list)
+    notes: SessionNotes = field(default_factory=SessionNotes)
+
+
+def model_name(model: str) -> str:
+    return f"{Path(DEFAULT_MODEL_FILE).stem} (default)" if model == "default" else Path(model).name
+
+
+def describe(path: Path) -> SessionInfo:
+    """One session's line; an unreadable file gets a line with its error, never a crash."""
+    try:
+        with open_session(path) as session:
+            hw = session.hardware
+            gpus = ", ".join(g.get("name", "?") for g in hw.get("gpus") or [])
+            machine = machine_name(hw)
+            backends = sorted(
+                {c.facts.get("backend") for c in session.configs if c.facts.get("backend")}
+            )
+            models = sorted({model_name(c.server.get("model", "default")) for c in session.configs})
+            return SessionInfo(
+                path=path,
+                name=session.meta["name"],
+                created_at=session.meta["created_at"],
+                status=session.status,
+                mode=session.meta["mode"],
+                hardware=machine + (f" + {gpus}" if gpus else ""),
+                backend="/".join(backends),
+                model=", ".join(models),
+                configs=[c.label for c in session.configs],
+                notes=load_notes(path),
+            )
+    except SessionError as exc:
+        return SessionInfo(path=path, error=str(exc))
+
+
+def scan(folders: list[Path]) -> list[SessionInfo]:
+    """Every session file in the folders (and their subfolders), newest first."""
+    paths = sorted({p for folder in folders if folder.is_dir() for p in folder.rglob(SESSION_GLOB)})
+    infos = [describe(p) for p in paths]
+    return sorted(infos, key=lambda i: (i.created_at, str(i.path)), reverse=True)

@@ -1,0 +1,249 @@
+"""Memory direction of capacity: how much KV cache a slot layout takes, and which layouts
+fit in this machine's memory.
+
+KV bytes per token = sum over layers of KV heads x (K head size x bytes per K element +
+V head size x bytes per V element). llama-server gives each of N explicit slots
+``pad256(ctx / N)`` cells (so the total can exceed ``-c``); with a unified cache (``-kvu``, or
+``-np -1``) all slots share one pool of ``pad256(ctx)`` cells and a single request may use all
+of it. Checked against the server's own log line ``llama_kv_cache: size = ...`` in the tests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.engine.base.errors import ModelFileError
+from workbench.engine.server.discovery import check_gguf
+
+MIB = 2**20
+CELL_PAD = 256
+AUTO_SLOTS = 4  # what -np -1 gives
+# Bytes per element of each KV cache type (block size 32 for the quantised ones).
+BYTES_PER_ELEMENT = {
+    "f32": 4.0,
+    "f16": 2.0,
+    "bf16": 2.0,
+    "q8_0": 34 / 32,
+    "q4_0": 18 / 32,
+    "q4_1": 20 / 32,
+    "iq4_nl": 18 / 32,
+    "q5_0": 22 / 32,
+    "q5_1": 24 / 32,
+}
+FILE_TYPES = {
+    0: "F32",
+    1: "F16",
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    8: "Q5_0",
+    9: "Q5_1",
+    10: "Q2_K",
+    11: "Q3_K_S",
+    12: "Q3_K_M",
+    13: "Q3_K_L",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    16: "Q5_K_S",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    19: "IQ2_XXS",
+    20: "IQ2_XS",
+    24: "IQ1_S",
+    25: "IQ4_NL",
+    26: "IQ3_S",
+    28: "IQ4_XS",
+    32: "BF16",
+}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    path: str
+    architecture: str
+    name: str
+    file_bytes: int
+    tensor_bytes: int
+    layers: int
+    kv_heads: tuple[int, ...]  # per layer
+    head_k: int
+    head_v: int
+    train_ctx: int
+    quantization: str
+
+    def kv_bytes_per_token(self, type_k: str = "f16", type_v: str = "f16") -> float:
+        k, v = _bytes_per_element(type_k), _bytes_per_element(type_v)
+        return sum(heads * (self.head_k * k + self.head_v * v) for heads in self.kv_heads)
+
+
+def _bytes_per_element(kv_type: str) -> float:
+    try:
+        return BYTES_PER_ELEMENT[kv_type]
+    except KeyError:
+        raise ModelFileError(
+            f"unknown KV cache type {kv_type!r}: use one of {', '.join(BYTES_PER_ELEMENT)}"
+        ) from None
+
+
+def _field(reader: Any, key: str) -> Any:
+    field = reader.fields.get(key)
+    if field is None:
+        return None
+    value = field.contents()
+    return value
+
+
+def read_model_facts(path: str | Path) -> ModelFacts:
+    """What the KV estimate needs, from the GGUF header (no weights are loaded)."""
+    p = Path(path)
+    check_gguf(p)
+    from gguf import GGUFReader
+
+    try:
+        reader = GGUFReader(str(p))
+    except Exception as exc:
+        raise ModelFileError(f"{p} is not a readable GGUF file ({exc})") from None
+    arch = _field(reader, "general.architecture")
+    if not isinstance(arch, str):
+        raise ModelFileError(f"{p} has no general.architecture key: not a model GGUF")
+
+    def need(key: str) -> Any:
+        value = _field(reader, f"{arch}.{key}")
+        if value is None:
+            raise ModelFileError(
+                f"{p}: architecture '{arch}' lacks '{arch}.{key}', which the KV estimate "
+                "needs (not a transformer with a KV cache, or an unusual converter)"
+            )
+        return value
+
+    layers = int(need("block_count"))
+    heads_kv = need("attention.head_count_kv")
+    kv_heads = (
+        tuple(int(h) for h in heads_kv)
+        if isinstance(heads_kv, list)
+        else ((int(heads_kv),) * layers)
+    )
+    embedding = int(need("embedding_length"))
+    heads = need("attention.head_count")
+    first_heads = int(heads[0] if isinstance(heads, list) else heads)
+    head_k = _field(reader, f"{arch}.attention.key_length") or embedding // first_heads
+    head_v = _field(reader, f"{arch}.attention.value_length") or head_k
+    train_ctx = int(_field(reader, f"{arch}.context_length") or 0)
+    file_type = _field(reader, "general.file_type")
+    return ModelFacts(
+        path=str(p),
+        architecture=arch,
+        name=str(_field(reader, "general.name") or p.stem),
+        file_bytes=p.stat().st_size,
+        tensor_bytes=sum(int(t.n_bytes) for t in reader.tensors),
+        layers=layers,
+        kv_heads=kv_heads,
+        head_k=int(head_k),
+        head_v=int(head_v),
+        train_ctx=train_ctx,
+        quantization=FILE_TYPES.get(file_type, str(file_type)) if file_type is not None else "?",
+    )
+
+
+def pad_cells(n: int) -> int:
+    return max(CELL_PAD, math.ceil(n / CELL_PAD) * CELL_PAD)
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    slots: int
+    unified: bool
+    cells_per_slot: int  # context a single request can use
+    total_cells: int
+
+
+def kv_layout(ctx: int, slots: int, unified: bool = False) -> KvLayout:
+    """The cells llama-server allocates for ``-c ctx -np slots`` (``-np -1`` = 4, unified)."""
+    if slots == -1:
+        slots, unified = AUTO_SLOTS, True
+    if unified:
+        cells = pad_cells(ctx)
+        return KvLayout(slots, True, cells, cells)
+    per_slot = pad_cells(ctx // slots)
+    return KvLayout(slots, False, per_slot, per_slot * slots)
+
+
+def kv_mib(
+    model: ModelFacts,
+    ctx: int,
+    slots: int,
+    unified: bool = False,
+    type_k: str = "f16",
+    type_v: str = "f16",
+) -> float:
+    layout = kv_layout(ctx, slots, unified)
+    return layout.total_cells * model.kv_bytes_per_token(type_k, type_v) / MIB
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    ctx: int
+    slots: int
+    unified: bool
+    ctx_per_request: int
+    kv_mib: float
+    total_mib: float
+    fit: str  # fits / tight / does not fit
+    warning: str = ""
+
+
+TIGHT_FRACTION = 0.8  # above this share of available memory, other programs will feel it
+
+
+def plan(
+    model: ModelFacts,
+    ctxs: list[int],
+    slot_counts: list[int],
+    available_bytes: int,
+    unified: bool = False,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    overhead_mib: float = 128.0,
+    need_tokens: int = 0,
+) -> list[PlanRow]:
+    """Every (ctx, slots) pair: memory it takes and whether it fits; warns when a request
+    would get less context than it needs (prompt + max tokens)."""
+    available_mib = available_bytes / MIB
+    weights_mib = model.tensor_bytes / MIB
+    rows = []
+    for ctx in ctxs:
+        for slots in slot_counts:
+            layout = kv_layout(ctx, slots, unified)
+            kv = kv_mib(model, ctx, slots, unified, type_k, type_v)
+            total = weights_mib + kv + overhead_mib
+            fit = (
+                "does not fit"
+                if total > available_mib
+                else "tight"
+                if total > TIGHT_FRACTION * available_mib
+                else "fits"
+            )
+            warning = ""
+            if need_tokens and layout.cells_per_slot < need_tokens:
+                warning = (
+                    f"each request gets {layout.cells_per_slot} tokens of context, "
+                    f"less than the {need_tokens} it needs: requests will be truncated"
+                )
+            elif model.train_ctx and layout.cells_per_slot > model.train_ctx:
+                warning = f"beyond the model's training context ({model.train_ctx})"
+            rows.append(
+                PlanRow(
+                    ctx=ctx,
+                    slots=layout.slots,
+                    unified=layout.unified,
+                    ctx_per_request=layout.cells_per_slot,
+                    kv_mib=kv,
+                    total_mib=total,
+                    fit=fit,
+                    warning=warning,
+                )
+            )
+    return rows

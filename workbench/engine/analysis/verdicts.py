@@ -1,0 +1,191 @@
+"""The lab's hypotheses, judged on a session's numbers: supported, not supported, or
+inconclusive (too few configurations, or differences inside the noise).
+
+Noise is the spread across repeats when the session has repeats; otherwise a 5 % guess, and
+the verdict says so (run with ``repeats >= 3`` for a real noise floor).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from workbench.engine.figures.summaries import ConfigSummary
+
+SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
+NOISE_GUESS = 0.05
+R2_SUPPORTED, R2_REJECTED = 0.9, 0.6
+
+
+@dataclass
+class Verdict:
+    hypothesis: str
+    verdict: str
+    numbers: list[str] = field(default_factory=list)
+
+
+def _by_slots(summaries: list[ConfigSummary]) -> list[ConfigSummary]:
+    """A slots sweep: the largest group of configurations that differ only in slots (a
+    sweep over slots x ctx, say, is judged on one ctx), one per slot count, by slots."""
+    ok = [s for s in summaries if s.status == "ok" and s.slots > 0]
+    groups: dict[tuple[object, ...], dict[int, ConfigSummary]] = {}
+    for s in ok:
+        key = (s.ctx, s.cont_batching, s.kv_unified is True, s.concurrency, s.max_tokens)
+        groups.setdefault(key, {}).setdefault(s.slots, s)
+    if not groups:
+        return []
+    best = max(groups.values(), key=len)
+    return sorted(best.values(), key=lambda s: s.slots)
+
+
+def _noise(s: ConfigSummary, key: str) -> tuple[float, bool]:
+    """Two standard deviations across repeats, or the 5 % guess (second value: measured?)."""
+    value = s.mean.get(key) or 0.0
+    sd = s.sd.get(key)
+    if sd is not None:
+        return 2 * sd, True
+    return NOISE_GUESS * abs(value), False
+
+
+def _differs(a: ConfigSummary, b: ConfigSummary, key: str) -> tuple[float, bool, bool]:
+    """(b - a, larger than the noise?, noise measured?)"""
+    delta = (b.mean.get(key) or 0.0) - (a.mean.get(key) or 0.0)
+    na, measured_a = _noise(a, key)
+    nb, measured_b = _noise(b, key)
+    return delta, abs(delta) > max(na, nb), measured_a and measured_b
+
+
+def _noise_note(measured: bool) -> str:
+    return (
+        "noise: 2 sd across repeats"
+        if measured
+        else "noise: a 5 % guess (no repeats in this session)"
+    )
+
+
+def throughput_diminishing(summaries: list[ConfigSummary]) -> Verdict:
+    hypothesis = "aggregate throughput rises with slots, with diminishing returns"
+    points = _by_slots(summaries)
+    if len(points) < 3:
+        return Verdict(hypothesis, INCONCLUSIVE, [f"needs 3 slot counts, has {len(points)}"])
+    gains = []  # (gain per added slot, its noise, beyond the noise?)
+    numbers = []
+    measured_all = True
+    for a, b in itertools.pairwise(points):
+        delta, real, measured = _differs(a, b, "agg_tok_s")
+        measured_all &= measured
+        span = b.slots - a.slots
+        noise = math.hypot(_noise(a, "agg_tok_s")[0], _noise(b, "agg_tok_s")[0]) / span
+        gains.append((delta / span, noise, real))
+        numbers.append(
+            f"{a.slots}->{b.slots} slots: {a.mean['agg_tok_s']:.1f} -> "
+            f"{b.mean['agg_tok_s']:.1f} tok/s, {delta / span:+.2f} tok/s per added "
+            "slot" + ("" if real else " (within noise)")
+        )
+    numbers.append(_noise_note(measured_all))
+    total, real_total, _ = _differs(points[0], points[-1], "agg_tok_s")
+    if total <= 0 and real_total:
+        return Verdict(hypothesis, NOT_SUPPORTED, ["throughput falls as slots rise", *numbers])
+    if not real_total:
+        return Verdict(hypothesis, INCONCLUSIVE, ["no rise beyond the noise", *numbers])
+    # Returns diminish unless a later gain per slot beats an earlier one beyond their noise.
+    growing = [
+        later[0] - earlier[0] > math.hypot(earlier[1], later[1])
+        for earlier, later in itertools.pairwise(gains)
+    ]
+    if any(growing):
+        return Verdict(hypothesis, NOT_SUPPORTED, ["the gain per added slot grows", *numbers])
+    if all(later[0] <= earlier[0] for earlier, later in itertools.pairwise(gains)):
+        return Verdict(hypothesis, SUPPORTED, numbers)
+    return Verdict(
+        hypothesis, INCONCLUSIVE, ["gains per added slot level off within the noise", *numbers]
+    )
+
+
+def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
+    """Least squares y = a + b x; returns (a, b, R^2)."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return my, 0.0, 0.0
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    intercept = my - slope * mx
+    ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    return intercept, slope, 1.0 - ss_res / ss_tot if ss_tot else 1.0
+
+
+def ttft_linear_in_load(summaries: list[ConfigSummary]) -> Verdict:
+    hypothesis = "TTFT grows roughly linearly with concurrency / slots"
+    points = [s for s in _by_slots(summaries) if s.mean.get("ttft_p50_s") is not None]
+    ratios = {s.concurrency / s.slots for s in points}
+    if len(points) < 3 or len(ratios) < 3:
+        return Verdict(
+            hypothesis,
+            INCONCLUSIVE,
+            [f"needs 3 different concurrency/slots ratios, has {len(ratios)}"],
+        )
+    xs = [s.concurrency / s.slots for s in points]
+    ys = [s.mean["ttft_p50_s"] for s in points]
+    intercept, slope, r2 = linear_fit(xs, ys)
+    numbers = [f"concurrency/slots {x:g}: TTFT p50 {y:.3f} s" for x, y in zip(xs, ys, strict=True)]
+    numbers.append(f"fit: TTFT = {intercept:.3f} + {slope:.3f} x ratio, R^2 = {r2:.3f}")
+    if slope > 0 and r2 >= R2_SUPPORTED:
+        return Verdict(hypothesis, SUPPORTED, numbers)
+    if slope <= 0 or r2 < R2_REJECTED:
+        return Verdict(hypothesis, NOT_SUPPORTED, numbers)
+    return Verdict(hypothesis, INCONCLUSIVE, numbers)
+
+
+def context_per_slot(summaries: list[ConfigSummary]) -> Verdict:
+    from workbench.engine.analysis.planner import kv_layout
+
+    hypothesis = "each of N explicit slots gets ctx / N tokens of context"
+    checked = [
+        s
+        for s in summaries
+        if s.slots > 0 and s.n_ctx_slot is not None and s.ctx and s.kv_unified is False
+    ]
+    if not checked:
+        return Verdict(
+            hypothesis,
+            INCONCLUSIVE,
+            ["no configuration with explicit slots and parsed startup facts"],
+        )
+    numbers, wrong = [], []
+    for s in checked:
+        expected = s.ctx // s.slots
+        padded = kv_layout(s.ctx, s.slots).cells_per_slot
+        numbers.append(
+            f"-np {s.slots} -c {s.ctx}: n_ctx_slot {s.n_ctx_slot} "
+            f"(ctx/N = {expected}" + (f", padded to {padded})" if padded != expected else ")")
+        )
+        if s.n_ctx_slot not in (expected, padded):
+            wrong.append(s)
+    return Verdict(hypothesis, NOT_SUPPORTED if wrong else SUPPORTED, numbers)
+
+
+def decode_speed_falls(summaries: list[ConfigSummary]) -> Verdict:
+    hypothesis = "per-request decode speed falls as slots rise (shared memory bandwidth)"
+    points = [s for s in _by_slots(summaries) if s.mean.get("decode_tok_s") is not None]
+    if len(points) < 2:
+        return Verdict(hypothesis, INCONCLUSIVE, [f"needs 2 slot counts, has {len(points)}"])
+    numbers = [f"{s.slots} slots: {s.mean['decode_tok_s']:.1f} tok/s per request" for s in points]
+    steps = [_differs(a, b, "decode_tok_s") for a, b in itertools.pairwise(points)]
+    numbers.append(_noise_note(all(m for _, _, m in steps)))
+    if all(delta < 0 and real for delta, real, _ in steps):
+        return Verdict(hypothesis, SUPPORTED, numbers)
+    if any(delta > 0 and real for delta, real, _ in steps):
+        return Verdict(hypothesis, NOT_SUPPORTED, numbers)
+    return Verdict(hypothesis, INCONCLUSIVE, numbers)
+
+
+def lab_verdicts(summaries: list[ConfigSummary]) -> list[Verdict]:
+    return [
+        throughput_diminishing(summaries),
+        ttft_linear_in_load(summaries),
+        context_per_slot(summaries),
+        decode_speed_falls(summaries),
+    ]

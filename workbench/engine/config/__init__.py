@@ -1,0 +1,1 @@
+"""What to run: experiment files, their settings and validation."""

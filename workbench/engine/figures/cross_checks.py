@@ -1,0 +1,199 @@
+"""The client's account of a run checked against the server's own.
+
+A benchmark client can be wrong in ways its own numbers never show: it read the sockets late
+(saturated), a proxy buffered the stream, chunks carried several tokens, another client used
+the same server. The server keeps its own books: each response's ``timings`` (how long it
+spent generating) and the ``/metrics`` counters (tokens processed). Each check compares one
+figure from both sides over one repeat, and a disagreement over 5 % names its likely cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workbench.engine.base.records import RequestRecord
+
+TOLERANCE = 0.05
+# Counters summed from /metrics (llama.cpp names; vLLM and SGLang where they have one).
+OUTPUT_COUNTERS = ("llamacpp:tokens_predicted_total", "vllm:generation_tokens_total")
+PROMPT_COUNTERS = (
+    "llamacpp:prompt_tokens_total",
+    "vllm:prompt_tokens_total",
+)
+REQUEST_COUNTERS = ("vllm:request_success_total",)
+
+
+@dataclass(frozen=True)
+class CrossCheck:
+    name: str  # "decode time", "output tokens", "prompt tokens", "requests"
+    client: float
+    server: float
+    unit: str
+    cause: str  # what a disagreement most likely means
+
+    @property
+    def ratio(self) -> float | None:
+        return self.client / self.server if self.server else None
+
+    @property
+    def agrees(self) -> bool:
+        return self.ratio is not None and abs(self.ratio - 1.0) <= TOLERANCE
+
+    def describe(self) -> str:
+        ratio = self.ratio
+        share = f"{(ratio - 1) * 100:+.1f} %" if ratio is not None else "n/a"
+        text = (
+            f"{self.name}: client {self.client:g} {self.unit}, server {self.server:g} "
+            f"{self.unit} ({share})"
+        )
+        return text if self.agrees else f"{text}: {self.cause}"
+
+
+def _counter(values: dict[str, float], names: tuple[str, ...]) -> float | None:
+    """The sum of the first counter family present (labelled series included)."""
+    for name in names:
+        found = [v for k, v in values.items() if k == name or k.startswith(name + "{")]
+        if found:
+            return sum(found)
+    return None
+
+
+def _delta(
+    before: dict[str, float] | None, after: dict[str, float] | None, names: tuple[str, ...]
+) -> float | None:
+    if not before or not after:
+        return None
+    a, b = _counter(before, names), _counter(after, names)
+    return None if a is None or b is None else b - a
+
+
+def _usage(record: RequestRecord, key: str) -> int | None:
+    value = (record.usage or {}).get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def decode_check(records: list[RequestRecord]) -> CrossCheck | None:
+    """Client decode time (first to last token chunk) against the server's generation
+    time. The server times n decode steps, the client sees the n - 1 gaps between n tokens:
+    the server's side is scaled by (n - 1) / n."""
+    client_ms = server_ms = 0.0
+    for r in records:
+        timings = r.timings or {}
+        predicted_ms, predicted_n = timings.get("predicted_ms"), timings.get("predicted_n")
+        if (
+            not r.ok
+            or r.t_first_token_ns is None
+            or r.t_last_token_ns is None
+            or not isinstance(predicted_ms, int | float)
+            or not isinstance(predicted_n, int)
+            or predicted_n < 2
+        ):
+            continue
+        client_ms += (r.t_last_token_ns - r.t_first_token_ns) / 1e6
+        server_ms += predicted_ms * (predicted_n - 1) / predicted_n
+    if server_ms <= 0:
+        return None
+    cause = (
+        "the client saw tokens later than the server made them: a saturated client or a "
+        "proxy buffering the stream"
+        if client_ms > server_ms
+        else "the client saw the tokens over less time than the server made them: chunks "
+        "carrying several tokens (speculative decoding, a proxy), or a server timer that "
+        "leaves part of the generation out"
+    )
+    return CrossCheck("decode time", round(client_ms, 3), round(server_ms, 3), "ms", cause)
+
+
+def token_checks(
+    records: list[RequestRecord],
+    before: dict[str, float] | None,
+    after: dict[str, float] | None,
+) -> list[CrossCheck]:
+    """Output and prompt tokens the responses reported against the server's counters."""
+    out = []
+    sent = [r for r in records if r.t_submit_ns is not None]
+    for name, key, names in (
+        ("output tokens", "completion_tokens", OUTPUT_COUNTERS),
+        ("prompt tokens", "prompt_tokens", PROMPT_COUNTERS),
+    ):
+        server = _delta(before, after, names)
+        counts = [_usage(r, key) for r in sent]
+        if server is None or not sent or any(c is None for c in counts):
+            continue
+        client = float(sum(c for c in counts if c is not None))
+        cause = (
+            "the server counted more than the responses reported: another client used the "
+            "server during the run, or requests the client gave up on kept running"
+            if server > client
+            else "the server counted less than the responses reported: its counters missed "
+            "requests (a restart, a second server behind a proxy)"
+        )
+        out.append(CrossCheck(name, client, server, "tokens", cause))
+    return out
+
+
+def request_check(
+    records: list[RequestRecord],
+    before: dict[str, float] | None,
+    after: dict[str, float] | None,
+) -> CrossCheck | None:
+    """Requests sent against requests the server counted (servers with such a counter)."""
+    server = _delta(before, after, REQUEST_COUNTERS)
+    sent = sum(1 for r in records if r.t_submit_ns is not None)
+    if server is None or not sent:
+        return None
+    cause = (
+        "the server counted more requests than were sent: another client, or retries by a proxy"
+        if server > sent
+        else "the server counted fewer requests than were sent: some never reached it or "
+        "did not finish"
+    )
+    return CrossCheck("requests", float(sent), server, "requests", cause)
+
+
+def logged_request_check(records: list[RequestRecord]) -> CrossCheck | None:
+    """llama-server has no request counter; its log prints the timings of every task it
+    finishes, and each such task was matched to one response (its slot). Requests that
+    finished against those the log accounts for."""
+    finished = [r for r in records if r.ok and r.timings]
+    if not finished:
+        return None
+    logged = sum(1 for r in finished if r.slot is not None)
+    return CrossCheck(
+        "requests",
+        float(len(finished)),
+        float(logged),
+        "requests",
+        "the server's log accounts for fewer finished requests than the client saw: "
+        "responses whose timings match no logged task (another server, or a proxy)",
+    )
+
+
+def run_cross_checks(
+    records: list[RequestRecord],
+    before: dict[str, float] | None,
+    after: dict[str, float] | None,
+    logged: bool = False,
+) -> list[CrossCheck]:
+    """Every check one repeat's records and counters allow. ``logged``: the slots were
+    matched from the server's own log (managed llama-server)."""
+    measured = [r for r in records if not r.warmup]
+    checks: list[CrossCheck | None] = [decode_check(measured)]
+    checks += token_checks(measured, before, after)
+    checks.append(
+        request_check(measured, before, after)
+        or (logged_request_check(measured) if logged else None)
+    )
+    return [c for c in checks if c is not None]
+
+
+def tokens_per_chunk(records: list[RequestRecord]) -> float | None:
+    """Mean tokens per text chunk by the server's count; above 1, ITL is a gap between
+    chunks, and TPOT and decode speed rest on the server's token counts."""
+    tokens = chunks = 0
+    for r in records:
+        count, source = r.output_tokens
+        if r.ok and count and source != "chunks" and r.chunks:
+            tokens += count
+            chunks += len(r.chunks)
+    return tokens / chunks if chunks else None

@@ -1,0 +1,499 @@
+"""One catalogue of every figure the workbench shows, so that no two views disagree.
+
+Each figure is defined once here: its key (the ``ConfigSummary`` attribute or ``RunSummary``
+field it reads), title, short header, unit, display format, how a configuration's repeats
+combine into it, its one-line definition, and which views show it. The results table of the
+window, the terminal's tables, ``concurrency.csv`` and the JSON export, the comparison and its
+report, the SLO evaluation and the README's metric table all read it, so a figure added here
+(one entry) appears in each of them, and a rule changed here changes everywhere at once.
+Figures shown while a run goes and computed differently from the final ones are marked as
+estimates and named apart from the figures they approximate.
+
+No Qt here: the engine stays headless (import-linter contract), and ``analysis`` may one day
+read its repeat rules from this module, so it is imported only for type checking.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workbench.engine.figures.summaries import ConfigSummary
+
+
+class Combine(Enum):
+    """How one configuration's repeats make its figure. The value is the rule's name, as the
+    README, the report and the tooltips print it."""
+
+    SETTING = "one value per configuration"
+    MEAN_SD = "mean of per-repeat values (± sd)"
+    MEAN = "mean of per-repeat values"
+    SUM = "sum over repeats"
+    RUNS = "number of repeats"
+    JOINED = "each repeat's value, joined with +"
+    POOLED = "all repeats' requests pooled"
+    LIVE = "not combined: shown only while it runs"
+
+
+class Part(Enum):
+    """Where a figure comes from; ``concurrency.csv`` lays its columns out in this order."""
+
+    CONFIG = "which configuration: its settings, status and repeats"
+    RUN = "measured in each repeat (RunSummary), then combined over repeats"
+    SERVER = "how the server was set up and counted tokens"
+    SLO = "the SLO evaluation (per request, all repeats together)"
+    LIVE = "while a run goes"
+
+
+class View(Enum):
+    """The summary views that show a selection of the figures (the CSV and JSON exports show
+    every figure of the CONFIG, RUN and SERVER parts)."""
+
+    WINDOW = "the window's results table"
+    TERMINAL = "the terminal's results table (run, show)"
+    COMPARISON = "the comparison table (compare, the window's comparison, the report)"
+    CHART = "the charts against the swept setting (compare, export --charts, the report)"
+    LIVE_CHART = "the window's charts during a run"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure: what every view needs to name it, show it and explain it. Adding one
+    (dispatch delay p99, a client-limited flag) is one entry in ``FIGURES``."""
+
+    key: str
+    title: str
+    header: str  # short column header, on one line; the window splits it in two
+    unit: str
+    digits: int | None  # decimals shown; None shows the value as it is (counts, names)
+    combine: Combine
+    definition: str
+    part: Part = Part.RUN
+    views: frozenset[View] = frozenset()
+    lab: bool = False  # one of the lab's concurrency.csv columns, which come first
+    csv: str | None = None  # its concurrency.csv column when that is not the key
+    estimate: bool = False  # a live figure that approximates a final one
+
+    @property
+    def column(self) -> str:
+        """Its column in concurrency.csv."""
+        return self.csv or self.key
+
+    @property
+    def heading(self) -> str:
+        """Title and unit, as rows and axes name it: ``TTFT p50 (s)``."""
+        return f"{self.title} ({self.unit})" if self.unit else self.title
+
+    @property
+    def spread(self) -> bool:
+        """Whether views print its standard deviation across repeats beside it."""
+        return self.combine is Combine.MEAN_SD
+
+    @property
+    def relative(self) -> bool:
+        """Whether 'relative to 1 slot' divides it: counts are not ratios."""
+        return self.combine in (Combine.MEAN_SD, Combine.MEAN, Combine.POOLED)
+
+    def text(self, value: Any, sd: Any = None) -> str:
+        """The display format: ``-`` for no value, ``digits`` decimals, and ``±sd``."""
+        if value is None:
+            return "-"
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if self.digits is None or not isinstance(value, int | float):
+            return str(value)
+        text = f"{value:.{self.digits}f}"
+        if isinstance(sd, float):
+            text += f" ±{sd:.{self.digits}f}"
+        return text
+
+    def live_text(self, value: float) -> str:
+        """How a live figure reads where it is shown, its header marking the estimate:
+        ``≈21 chunks/s``."""
+        return f"{self.header}{self.text(value)} {self.unit}"
+
+    def of(self, summary: Any) -> Any:
+        """Its value for one configuration (a ``ConfigSummary``; for the SLO figures the
+        ``ConfigGoodput``), by its repeat rule."""
+        if self.combine is Combine.RUNS:
+            return len(summary.runs)
+        if self.combine in (Combine.SETTING, Combine.POOLED, Combine.LIVE):
+            return getattr(summary, self.key)
+        if self.combine in (Combine.MEAN_SD, Combine.MEAN) and self.key in summary.mean:
+            return summary.mean[self.key]  # the analysis's own mean, by the same rule
+        values = [getattr(run, self.key) for run in summary.runs]
+        if self.combine is Combine.JOINED:
+            return "+".join(sorted({str(v) for v in values if v is not None}))
+        numbers = _numbers(values)
+        if not numbers:
+            return None
+        if self.combine is Combine.SUM:
+            return sum(numbers)
+        return statistics.fmean(numbers)
+
+    def sd_of(self, summary: ConfigSummary) -> float | None:
+        """Its standard deviation across repeats: None with fewer than two, or for a figure
+        that is not a mean."""
+        if self.combine not in (Combine.MEAN_SD, Combine.MEAN):
+            return None
+        if self.key in summary.sd:
+            return summary.sd[self.key]
+        numbers = _numbers(getattr(run, self.key) for run in summary.runs)
+        return statistics.stdev(numbers) if len(numbers) > 1 else None
+
+    def cell(self, summary: ConfigSummary, with_sd: bool = False) -> str:
+        """Its value for one configuration in the display format (with ``±sd`` on request,
+        for the figures that report one)."""
+        sd = self.sd_of(summary) if with_sd and self.spread else None
+        return self.text(self.of(summary), sd)
+
+
+def _numbers(values: Iterable[Any]) -> list[float]:
+    return [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+_W, _T, _C, _CH, _LC = View.WINDOW, View.TERMINAL, View.COMPARISON, View.CHART, View.LIVE_CHART
+_ALL_TABLES = frozenset({_W, _T, _C})
+
+# The order here is the order of every view. The lab's figures lead each table.
+FIGURES: tuple[Figure, ...] = (
+    Figure(
+        "label", "Configuration", "config", "", None, Combine.SETTING,
+        "the configuration's name in the sweep, e.g. np=4",
+        Part.CONFIG, frozenset({_W, _T}),
+    ),
+    Figure(
+        "slots", "Slots", "np", "", None, Combine.SETTING,
+        "`-np`: parallel slots the server was started with (-1 = auto)",
+        Part.CONFIG, frozenset({_W, _T}), lab=True,
+    ),
+    Figure(
+        "ctx", "Context", "ctx", "tokens", None, Combine.SETTING,
+        "`-c`: the server's total context (as its log reports it, else as asked)",
+        Part.CONFIG, frozenset({_T}), lab=True,
+    ),
+    Figure(
+        "n_ctx_slot", "Context per slot", "ctx/slot", "tokens", None, Combine.SETTING,
+        "`n_ctx_slot`: the context each slot gets, from the server's startup log",
+        Part.CONFIG, frozenset({_W, _T}), lab=True,
+    ),
+    Figure(
+        "concurrency", "Concurrency", "conc", "requests", None, Combine.SETTING,
+        "requests in flight at most: the workload's concurrency, else all its requests",
+        Part.CONFIG, frozenset({_T}), lab=True,
+    ),
+    Figure(
+        "max_tokens", "Max tokens", "max tok", "tokens", None, Combine.SETTING,
+        "tokens to generate per request",
+        Part.CONFIG, lab=True,
+    ),
+    Figure(
+        "status", "Status", "status", "", None, Combine.SETTING,
+        "ok, failed or cancelled",
+        Part.CONFIG,
+    ),
+    Figure(
+        "repeats", "Repeats", "repeats", "", None, Combine.RUNS,
+        "measured repeats of the configuration",
+        Part.CONFIG,
+    ),
+    Figure(
+        "makespan_s", "Total time", "total s", "s", 2, Combine.MEAN_SD,
+        "makespan: first submit to last done",
+        views=_ALL_TABLES, lab=True, csv="total_s",
+    ),
+    Figure(
+        "agg_tok_s", "Aggregate throughput", "agg tok/s", "tok/s", 1, Combine.MEAN_SD,
+        "sum of output tokens / makespan",
+        views=_ALL_TABLES | {_CH, _LC}, lab=True,
+    ),
+    Figure(
+        "ttft_p50_s", "TTFT p50", "TTFT p50 s", "s", 3, Combine.MEAN_SD,
+        "median over requests of TTFT, `t_first_token - t_submit`",
+        views=_ALL_TABLES | {_CH, _LC}, lab=True,
+    ),
+    Figure(
+        "ttft_max_s", "TTFT max", "TTFT max s", "s", 3, Combine.MEAN_SD,
+        "the slowest request's TTFT",
+        views=_ALL_TABLES | {_CH}, lab=True,
+    ),
+    Figure(
+        "decode_tok_s", "Per-request decode speed", "decode tok/s", "tok/s", 1, Combine.MEAN_SD,
+        "per request `1 / TPOT`, the mean over requests",
+        views=_ALL_TABLES | {_CH, _LC}, lab=True,
+    ),
+    Figure(
+        "requests", "Requests", "requests", "requests", None, Combine.SUM,
+        "measured requests (warm-ups are recorded but not counted)",
+    ),
+    Figure(
+        "failed", "Failed", "failed", "requests", None, Combine.SUM,
+        "requests that failed (HTTP error, disconnect, malformed stream, timeout): "
+        "left out of the latency figures",
+        views=_ALL_TABLES,
+    ),
+    Figure(
+        "cache_hits", "Cache hits", "cache hits", "requests", None, Combine.SUM,
+        "requests whose `timings.cache_n > 0` (a warm prefix cache flatters TTFT)",
+        views=frozenset({_T}),
+    ),
+    Figure(
+        "output_tokens", "Output tokens", "out tok", "tokens", None, Combine.SUM,
+        "the server's count: `usage.completion_tokens`, else `timings.predicted_n`; chunks "
+        "are counted only as a last resort, and the token source says which",
+    ),
+    Figure(
+        "ttft_p90_s", "TTFT p90", "TTFT p90 s", "s", 3, Combine.MEAN,
+        "90th percentile over requests of TTFT",
+    ),
+    Figure(
+        "ttft_p99_s", "TTFT p99", "TTFT p99 s", "s", 3, Combine.MEAN,
+        "99th percentile over requests of TTFT",
+    ),
+    Figure(
+        "tpot_p50_ms", "TPOT p50", "TPOT p50 ms", "ms", 2, Combine.MEAN,
+        "median over requests of TPOT, `(t_last_token - t_first_token) / (output_tokens - 1)`",
+        views=frozenset({_T}),
+    ),
+    Figure(
+        "tpot_p90_ms", "TPOT p90", "TPOT p90 ms", "ms", 2, Combine.MEAN,
+        "90th percentile over requests of TPOT",
+    ),
+    Figure(
+        "tpot_p99_ms", "TPOT p99", "TPOT p99 ms", "ms", 2, Combine.MEAN,
+        "99th percentile over requests of TPOT",
+    ),
+    Figure(
+        "itl_p50_ms", "ITL p50", "ITL p50 ms", "ms", 2, Combine.MEAN,
+        "median of ITL, the gaps between consecutive token chunks, pooled over requests",
+    ),
+    Figure(
+        "itl_p90_ms", "ITL p90", "ITL p90 ms", "ms", 2, Combine.MEAN,
+        "90th percentile of ITL, pooled over requests",
+    ),
+    Figure(
+        "itl_p99_ms", "ITL p99", "ITL p99 ms", "ms", 2, Combine.MEAN,
+        "99th percentile of ITL, pooled over requests",
+        views=frozenset({_T}),
+    ),
+    Figure(
+        "itl_max_ms", "ITL max", "ITL max ms", "ms", 2, Combine.MEAN,
+        "the longest gap between consecutive token chunks",
+    ),
+    Figure(
+        "e2e_p50_s", "E2E latency p50", "E2E p50 s", "s", 3, Combine.MEAN,
+        "median over requests of E2E latency, `t_last_token - t_submit`",
+    ),
+    Figure(
+        "e2e_p90_s", "E2E latency p90", "E2E p90 s", "s", 3, Combine.MEAN,
+        "90th percentile over requests of E2E latency",
+    ),
+    Figure(
+        "queue_wait_p50_s", "Queue wait p50", "queue p50 s", "s", 3, Combine.MEAN,
+        "median over requests of the queue wait, `TTFT - timings.prompt_ms` floored at 0: "
+        "time spent waiting for a slot",
+        views=frozenset({_T, _C, _CH}),
+    ),
+    Figure(
+        "queue_wait_max_s", "Queue wait max", "queue max s", "s", 3, Combine.MEAN,
+        "the longest queue wait",
+        views=frozenset({_T}),
+    ),
+    Figure(
+        "dispatch_p50_ms", "Dispatch delay p50", "dispatch p50 ms", "ms", 2, Combine.MEAN,
+        "median over requests of the dispatch delay: actual send minus when the request was "
+        "free to go (its arrival time, or when a client-side concurrency place freed), less "
+        "the connection set-up",
+    ),
+    Figure(
+        "dispatch_p99_ms", "Dispatch delay p99", "dispatch p99 ms", "ms", 2, Combine.MEAN,
+        "99th percentile over requests of the dispatch delay; over 5 ms marks the run "
+        "client-limited",
+        views=frozenset({_T}),
+    ),
+    Figure(
+        "dispatch_max_ms", "Dispatch delay max", "dispatch max ms", "ms", 2, Combine.MEAN,
+        "the longest dispatch delay",
+    ),
+    Figure(
+        "connect_p50_ms", "Connect p50", "connect p50 ms", "ms", 2, Combine.MEAN,
+        "median over requests of opening the request's connection (timed apart, not in TTFT)",
+    ),
+    Figure(
+        "ttft_from_intended_p50_s", "TTFT from intended p50", "TTFT sched p50 s", "s", 3,
+        Combine.MEAN,
+        "median over requests of `t_first_token - t_intended` (the arrival schedule's time, "
+        "as GuideLLM's scheduled latency): client-side waits and dispatch delay included",
+    ),
+    Figure(
+        "ttft_from_intended_p99_s", "TTFT from intended p99", "TTFT sched p99 s", "s", 3,
+        Combine.MEAN,
+        "99th percentile over requests of TTFT from the intended time",
+    ),
+    Figure(
+        "e2e_from_intended_p50_s", "E2E from intended p50", "E2E sched p50 s", "s", 3,
+        Combine.MEAN,
+        "median over requests of `t_last_token - t_intended`",
+    ),
+    Figure(
+        "loop_busy", "Measuring loop busy", "loop busy", "share", 2, Combine.MEAN,
+        "CPU time of the thread that reads the sockets, over the run's wall time; over 0.85 "
+        "marks the run client-limited",
+    ),
+    Figure(
+        "tokens_per_chunk", "Tokens per chunk", "tok/chunk", "tokens", 2, Combine.MEAN,
+        "output tokens by the server's count over token chunks; above 1 (speculative "
+        "decoding, a proxy) ITL is a gap between chunks, and TPOT and decode speed rest on "
+        "the server's count",
+    ),
+    Figure(
+        "client_limited", "Client-limited", "client-limited", "", None, Combine.SETTING,
+        "why the client, not the server, shaped the numbers (dispatch delay p99 over 5 ms, "
+        "or the measuring loop busy over 85 % of a repeat); empty when it did not",
+    ),
+    Figure(
+        "cross_check_failures", "Cross-checks off", "cross-checks", "", None, Combine.SETTING,
+        "client figures that disagree by over 5 % with the server's own (decode time against "
+        "`timings.predicted_ms`, tokens against `/metrics` counters, requests against its "
+        "log or counter), each with its likely cause; empty when all agree",
+    ),
+    Figure(
+        "n_slots", "Slots reported", "n_slots", "", None, Combine.SETTING,
+        "`n_slots`: the slots the server's startup log reports",
+        Part.SERVER,
+    ),
+    Figure(
+        "kv_unified", "Unified KV", "kvu", "", None, Combine.SETTING,
+        "`kv_unified`: one KV pool for all slots, as the server's startup log reports",
+        Part.SERVER,
+    ),
+    Figure(
+        "cont_batching", "Continuous batching", "cb", "", None, Combine.SETTING,
+        "`-cb` / `-nocb`, as the experiment set it",
+        Part.SERVER,
+    ),
+    Figure(
+        "token_source", "Token source", "tokens from", "", None, Combine.JOINED,
+        "where output tokens were counted from: `usage`, `timings` or `chunks`",
+        Part.SERVER,
+    ),
+    Figure(
+        "goodput_rps", "Goodput", "goodput req/s", "req/s", 2, Combine.POOLED,
+        "requests that met every per-request SLO (TTFT, decode speed, E2E latency), "
+        "over the summed makespans",
+        Part.SLO,
+    ),
+    Figure(
+        "throughput_rps", "Request throughput", "req/s", "req/s", 2, Combine.POOLED,
+        "successful requests over the summed makespans",
+        Part.SLO,
+    ),
+    Figure(
+        "live_chunk_rate", "Live chunk rate (estimate)", "live ≈", "chunks/s", 0, Combine.LIVE,
+        "token chunks from all streams in the last 2 s, per second (the terminal's live "
+        "line): close to aggregate tok/s when each chunk carries one token",
+        Part.LIVE, estimate=True,
+    ),
+    Figure(
+        "live_decode_rate", "Live decode rate (estimate)", "≈", "chunks/s", 0, Combine.LIVE,
+        "a running request's chunks after its first, per second since its first token (its "
+        "stream pane): its decode tok/s (`1 / TPOT`, from the server's count) replaces it "
+        "when it ends",
+        Part.LIVE, estimate=True,
+    ),
+)  # fmt: skip
+
+
+def figure(key: str) -> Figure:
+    """The catalogue's entry for ``key``."""
+    for entry in FIGURES:
+        if entry.key == key:
+            return entry
+    raise KeyError(key)
+
+
+def shown_in(*views: View) -> tuple[Figure, ...]:
+    """The figures any of ``views`` shows, in catalogue order. Read at call time, so a figure
+    added to ``FIGURES`` reaches every view."""
+    return tuple(f for f in FIGURES if f.views & set(views))
+
+
+def in_part(*parts: Part) -> tuple[Figure, ...]:
+    """The figures of ``parts``, in catalogue order."""
+    return tuple(f for f in FIGURES if f.part in parts)
+
+
+@dataclass(frozen=True)
+class RequestFigure:
+    """One figure of a single request (``requests.csv``, the requests table): the
+    ``RequestMetrics`` attribute it reads, in seconds, and how it is written out."""
+
+    key: str
+    column: str  # its requests.csv column
+    title: str
+    unit: str
+    scale: float  # from seconds (or as is) to ``unit``
+    digits: int
+    definition: str
+
+    def value(self, metrics: Any) -> float | None:
+        """Its value for one request's ``RequestMetrics`` (None: failed, or not measured)."""
+        raw = None if metrics is None else getattr(metrics, self.key)
+        return None if raw is None else round(raw * self.scale, self.digits)
+
+
+REQUEST_FIGURES: tuple[RequestFigure, ...] = (
+    RequestFigure("ttft_s", "ttft_s", "TTFT", "s", 1, 6, "`t_first_token - t_submit`"),
+    RequestFigure("e2e_s", "e2e_s", "E2E latency", "s", 1, 6, "`t_last_token - t_submit`"),
+    RequestFigure(
+        "tpot_s", "tpot_ms", "TPOT", "ms", 1000, 4,
+        "`(t_last_token - t_first_token) / (output_tokens - 1)`, tokens by the server's count",
+    ),
+    RequestFigure("decode_tok_s", "decode_tok_s", "Decode speed", "tok/s", 1, 3, "`1 / TPOT`"),
+    RequestFigure(
+        "queue_wait_s", "queue_wait_s", "Queue wait", "s", 1, 6,
+        "`TTFT - timings.prompt_ms`, floored at 0: waiting for a slot",
+    ),
+    RequestFigure(
+        "prefill_s", "prefill_s", "Prefill", "s", 1, 6, "`TTFT - queue wait`",
+    ),
+    RequestFigure(
+        "dispatch_s", "dispatch_ms", "Dispatch delay", "ms", 1000, 3,
+        "`t_submit - t_ready`, less the part of it spent connecting",
+    ),
+    RequestFigure(
+        "connect_s", "connect_ms", "Connect", "ms", 1000, 3,
+        "opening the request's connection (before `t_ready` when opened ahead)",
+    ),
+    RequestFigure(
+        "ttft_from_intended_s", "ttft_from_intended_s", "TTFT from intended", "s", 1, 6,
+        "`t_first_token - t_intended`",
+    ),
+    RequestFigure(
+        "e2e_from_intended_s", "e2e_from_intended_s", "E2E from intended", "s", 1, 6,
+        "`t_last_token - t_intended`",
+    ),
+)  # fmt: skip
+
+
+def markdown_table() -> str:
+    """The README's metric tables: every measured, SLO and live figure with its repeat rule,
+    then the per-request figures. ``python -m workbench.engine.figures.metrics`` prints them; a test
+    keeps the README equal."""
+    lines = ["| figure | CSV column | unit | over repeats | definition |", "|---|---|---|---|---|"]
+    for f in in_part(Part.RUN, Part.SLO, Part.LIVE):
+        column = f"`{f.column}`" if f.part is Part.RUN else ""
+        lines.append(f"| {f.title} | {column} | {f.unit} | {f.combine.value} | {f.definition} |")
+    lines += ["", "Per request (`requests.csv`, `workbench show --requests`):", ""]
+    lines += ["| figure | CSV column | unit | definition |", "|---|---|---|---|"]
+    for r in REQUEST_FIGURES:
+        lines.append(f"| {r.title} | `{r.column}` | {r.unit} | {r.definition} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

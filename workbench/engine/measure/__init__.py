@@ -1,0 +1,3 @@
+"""Sending load and measuring it: the request client, workloads, prompts, the sampler and the
+hardware fingerprint.
+"""

@@ -1,0 +1,239 @@
+"""Streaming one request and recording exactly what arrived, and when.
+
+Timestamps are ``perf_counter_ns`` taken where the bytes come off the connection. Errors are
+stored on the record, never raised: one failed request must not end a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.engine.base import untrusted
+from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.events import FirstToken, RequestSubmitted, TokenChunkArrived
+from workbench.engine.net.http_stream import (
+    ConnectFailed,
+    HttpStreamError,
+    StreamClient,
+    StreamedResponse,
+)
+from workbench.engine.net.sse import SSEError, SSEParser
+
+Emit = Callable[[Any], None]
+ERROR_BODY_LIMIT = 2000
+MAX_STREAM_BYTES = 64 * 2**20
+
+
+def max_chunks(workload: WorkloadSettings) -> int:
+    """Token chunks one response may carry: generous (a chunk per token, several times over,
+    for tokenizers that split text oddly), but an endless stream stops here."""
+    return 4 * workload.max_tokens + 64
+
+
+def request_payload(
+    workload: WorkloadSettings, prompt: str, seed: int
+) -> tuple[str, dict[str, Any]]:
+    """The endpoint path and JSON body for one streaming request."""
+    body: dict[str, Any] = {
+        "model": workload.model_name,
+        "max_tokens": workload.max_tokens,
+        "temperature": workload.temperature,
+        "seed": seed,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "cache_prompt": workload.cache_prompt,
+    }
+    if workload.ignore_eos:
+        body["ignore_eos"] = True
+    if workload.endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+        return "/v1/chat/completions", body
+    body["prompt"] = prompt
+    return "/v1/completions", body
+
+
+def _chunk_text(choice: dict[str, Any]) -> str:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        parts = [delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning")]
+        return "".join(p for p in parts if isinstance(p, str))
+    text = choice.get("text")
+    return text if isinstance(text, str) else ""
+
+
+class StreamFailure(Exception):
+    """A stream that broke the protocol; its message becomes the record's error."""
+
+
+def _apply_payload(record: RequestRecord, payload: dict[str, Any], t_ns: int, emit: Emit) -> None:
+    if "error" in payload and not payload.get("choices"):
+        error = payload["error"]
+        message = error.get("message", error) if isinstance(error, dict) else error
+        raise StreamFailure(f"server error in stream: {message}")
+    if isinstance(payload.get("usage"), dict):
+        record.usage = untrusted.numbers(payload["usage"])
+    if isinstance(payload.get("timings"), dict):
+        record.timings = untrusted.numbers(payload["timings"])
+    for choice in payload.get("choices") or []:
+        if not isinstance(choice, dict):
+            raise StreamFailure(f"malformed stream: choice is not an object: {choice!r:.200}")
+        text = _chunk_text(choice)
+        if text:
+            if record.t_first_token_ns is None:
+                record.t_first_token_ns = t_ns
+                emit(FirstToken(record.config_index, record.repeat, record.index, t_ns))
+            record.t_last_token_ns = t_ns
+            record.chunks.append(TokenChunk(t_ns, text))
+            emit(TokenChunkArrived(record.config_index, record.repeat, record.index, t_ns, text))
+        if choice.get("finish_reason"):
+            record.finish_reason = untrusted.label(choice["finish_reason"])
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """A request encoded before its send time, and its connection when opened ahead."""
+
+    head: bytes
+    body: bytes
+    connection: StreamedResponse | None = None
+
+
+def prepare_request(
+    client: StreamClient, workload: WorkloadSettings, prompt: str, seed: int
+) -> PreparedRequest:
+    path, body = request_payload(workload, prompt, seed)
+    payload = json.dumps(body).encode()
+    return PreparedRequest(client.request_head("POST", path, len(payload), {}), payload)
+
+
+async def stream_request(
+    client: StreamClient,
+    record: RequestRecord,
+    workload: WorkloadSettings,
+    seed: int,
+    emit: Emit,
+    prepared: PreparedRequest | None = None,
+) -> RequestRecord:
+    """Send one streaming request and fill ``record``. Never raises except on cancellation.
+
+    The connection is opened first (or was, by the caller: ``prepared.connection``) and timed
+    apart (``record.connect_ns``); ``t_submit`` is taken just before the request is written,
+    so TTFT holds no connection set-up."""
+    prepared = prepared or prepare_request(client, workload, record.prompt, seed)
+    head, payload = prepared.head, prepared.body
+    parser = SSEParser()
+    done = False
+    response: StreamedResponse | None = None
+    try:
+        async with asyncio.timeout(workload.request_timeout_s):
+            response = prepared.connection or await client.connect()
+            record.connect_ns = response.connect_ns
+            record.t_connected_ns = response.t_connected_ns
+
+            def submitted(t_ns: int) -> None:
+                record.t_submit_ns = t_ns
+
+            await response.send(head, payload, submitted)
+            assert record.t_submit_ns is not None
+            emit(
+                RequestSubmitted(
+                    record.config_index,
+                    record.repeat,
+                    record.index,
+                    record.warmup,
+                    record.t_submit_ns,
+                )
+            )
+            status = (await response.read_head()).status
+            record.http_status = status
+            if status != 200:
+                raw = await response.read_bounded(ERROR_BODY_LIMIT)
+                text = raw.decode("utf-8", "replace")
+                raise StreamFailure(f"HTTP {status}: {text.strip() or '(no body)'}")
+            limit = max_chunks(workload)
+            received = 0
+            while reads := await response.body():
+                for t_ns, data in reads:
+                    received += len(data)
+                    if received > MAX_STREAM_BYTES:
+                        raise StreamFailure(
+                            f"the stream passed {MAX_STREAM_BYTES // 2**20} MiB: stopped reading"
+                        )
+                    for event in parser.feed(data):
+                        done = _handle_event(record, event.event, event.data, t_ns, emit) or done
+                        if len(record.chunks) > limit:
+                            raise StreamFailure(
+                                f"the server sent more than {limit} token chunks for "
+                                f"max_tokens = {workload.max_tokens}: stopped reading "
+                                "(an endless stream?)"
+                            )
+            for event in parser.close():
+                done = (
+                    _handle_event(record, event.event, event.data, time.perf_counter_ns(), emit)
+                    or done
+                )
+        record.t_done_ns = time.perf_counter_ns()
+        if not done and record.finish_reason is None:
+            raise StreamFailure(
+                f"stream ended without [DONE] after {len(record.chunks)} token chunks "
+                "(the server closed the connection early)"
+            )
+        record.ok = True
+    except StreamFailure as exc:
+        _fail(record, str(exc))
+    except SSEError as exc:
+        _fail(record, f"{exc} (after {len(record.chunks)} token chunks)")
+    except TimeoutError:
+        _fail(
+            record,
+            f"timed out after {workload.request_timeout_s:g} s "
+            f"({len(record.chunks)} token chunks received)",
+        )
+    except ConnectFailed as exc:
+        _fail(record, f"cannot connect to the server: {exc}")
+    except HttpStreamError as exc:
+        _fail(record, f"connection broken after {len(record.chunks)} token chunks: {exc}")
+    except asyncio.CancelledError:
+        _fail(record, f"cancelled after {len(record.chunks)} token chunks")
+        raise
+    except Exception as exc:  # a stream we did not foresee must fail one request, not the run
+        _fail(
+            record,
+            f"unexpected {type(exc).__name__} after {len(record.chunks)} token chunks: {exc}",
+        )
+    finally:
+        if response is not None:
+            client.release(response)
+    return record
+
+
+def _handle_event(
+    record: RequestRecord, name: str | None, data: str, t_ns: int, emit: Emit
+) -> bool:
+    if not data.strip():
+        return False  # a keep-alive or an event without data carries nothing
+    if data.strip() == "[DONE]":
+        return True
+    try:
+        payload = json.loads(data)
+    except json.JSONDecodeError:
+        raise StreamFailure(f"malformed stream: event data is not JSON: {data[:200]!r}") from None
+    if name == "error" and isinstance(payload, dict) and "error" not in payload:
+        payload = {"error": payload}
+    if not isinstance(payload, dict):
+        raise StreamFailure(f"malformed stream: event data is not a JSON object: {data[:200]!r}")
+    _apply_payload(record, payload, t_ns, emit)
+    return False
+
+
+def _fail(record: RequestRecord, error: str) -> None:
+    record.ok = False
+    record.error = untrusted.printable(error)  # it may quote what the server sent
+    if record.t_done_ns is None:
+        record.t_done_ns = time.perf_counter_ns()

@@ -1,0 +1,218 @@
+"""Firing a workload: arrivals, a client-side concurrency limit, one stream per request."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import random
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from workbench.engine.base.records import RequestRecord
+from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.events import BatchedEmit, RequestFinished
+from workbench.engine.figures.summaries import ClientLoad
+from workbench.engine.measure.client import PreparedRequest, prepare_request, stream_request
+from workbench.engine.measure.prompts import PromptSource
+from workbench.engine.net.http_stream import StreamClient, StreamedResponse
+
+Emit = Callable[[Any], None]
+
+
+def arrival_offsets(workload: WorkloadSettings, n: int, seed: int) -> list[float]:
+    """Seconds after t0 at which each request becomes due."""
+    if workload.arrival == "burst" or n == 0:
+        return [0.0] * n
+    if workload.arrival == "fixed":
+        return [i / workload.rate for i in range(n)]
+    rng = random.Random(seed)
+    offsets, t = [], 0.0
+    for _ in range(n):
+        offsets.append(t)
+        t += rng.expovariate(workload.rate)
+    return offsets
+
+
+def make_client(
+    base_url: str, workload: WorkloadSettings, headers: dict[str, str] | None = None
+) -> StreamClient:
+    """The client for measured streams: one fresh connection per request, its set-up timed
+    apart from TTFT.
+
+    llama-server drops some keep-alive connections that are reused right after a streamed
+    response ("disconnected without sending a response": 6 of 48 requests at concurrency 2 in
+    our measurement, 0 of 48 without reuse), so connections are not reused.
+    """
+    return StreamClient(
+        base_url, connect_timeout_s=min(10.0, workload.request_timeout_s), headers=headers
+    )
+
+
+class ClientLoadMeter:
+    """CPU spent by the calling thread (the measuring loop's) and the whole process from
+    its creation until ``read()``, beside the wall time: a loop busy nearly all the time
+    is one that made arrivals wait."""
+
+    def __init__(self) -> None:
+        self._start = self._clocks()
+
+    @staticmethod
+    def _clocks() -> tuple[int, int, int]:
+        return time.perf_counter_ns(), time.thread_time_ns(), time.process_time_ns()
+
+    def read(self) -> ClientLoad:
+        wall, thread, process = (
+            now - then for now, then in zip(self._clocks(), self._start, strict=True)
+        )
+        return ClientLoad(wall / 1e9, thread / 1e9, process / 1e9)
+
+
+class ReleaseGate:
+    """A client-side concurrency limit that says when a place became free.
+
+    A request held back by the limit is due when a place frees, not when its task next gets
+    to run on a busy loop: the gap between the two is the client's own delay, which is what
+    dispatch delay must show. So each place carries the time it was released.
+    """
+
+    def __init__(self, places: int, t0_ns: int) -> None:
+        self._free: collections.deque[int] = collections.deque([t0_ns] * places)
+        self._waiting: collections.deque[asyncio.Future[int]] = collections.deque()
+
+    async def acquire(self) -> int:
+        """Wait for a place, first come first served; returns the ``perf_counter_ns`` at
+        which it became free. A place freed while others wait goes to the longest waiter,
+        not to a request that arrives in between."""
+        if self._free and not self._waiting:
+            return self._free.popleft()
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._free.appendleft(waiter.result())  # handed over, then cancelled
+                self._hand_over()
+            else:
+                self._waiting.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        self._free.append(time.perf_counter_ns())
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        while self._free and self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(self._free.popleft())
+
+
+async def run_requests(
+    client: StreamClient,
+    workload: WorkloadSettings,
+    records: list[RequestRecord],
+    offsets: list[float],
+    emit: Emit,
+) -> list[RequestRecord]:
+    """Stream every record's request, each starting at its offset and within the limit.
+
+    Each record gets its intended time (``t0 + offset``), the time it was free to go (that, or
+    when a place under the concurrency limit freed, whichever is later: ``t_ready``), and
+    ``t_submit`` when it was actually sent, as vLLM's benchmark does with --max-concurrency.
+    Per-token events are published in batches (``BatchedEmit``).
+    """
+    batched = BatchedEmit(emit)
+    finished: set[int] = set()  # positions whose RequestFinished went out
+
+    def finish(i: int, record: RequestRecord) -> None:
+        if not record.ok and record.error is None:
+            sent = record.t_submit_ns is not None
+            record.error = "cancelled" if sent else "cancelled before it was sent"
+        finished.add(i)
+        batched(RequestFinished(record))
+
+    tasks: list[asyncio.Task[None]] = []
+    flusher: asyncio.Task[None] | None = None
+    try:
+        prepared = await _prepare(client, workload, records, offsets)
+        flusher = asyncio.create_task(batched.run())
+        t0_ns = time.perf_counter_ns()
+        gate = ReleaseGate(workload.effective_concurrency, t0_ns)
+
+        async def one(i: int, record: RequestRecord, offset: float) -> None:
+            record.t_intended_ns = t0_ns + round(offset * 1e9)
+            try:
+                delay = (record.t_intended_ns - time.perf_counter_ns()) / 1e9
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                record.t_scheduled_ns = time.perf_counter_ns()
+                freed = await gate.acquire()
+                try:
+                    record.t_ready_ns = max(record.t_intended_ns, freed)
+                    seed = workload.seed + record.index
+                    await stream_request(client, record, workload, seed, batched, prepared[i])
+                finally:
+                    gate.release()
+            finally:
+                finish(i, record)
+
+        tasks = [
+            asyncio.create_task(one(i, r, o))
+            for i, (r, o) in enumerate(zip(records, offsets, strict=True))
+        ]
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        # Cancelled before its task ran (or before the tasks existed): still recorded.
+        for i, record in enumerate(records):
+            if i not in finished:
+                finish(i, record)
+        batched.flush()
+        if flusher is not None:
+            flusher.cancel()
+            await asyncio.gather(flusher, return_exceptions=True)
+    return records
+
+
+async def _prepare(
+    client: StreamClient,
+    workload: WorkloadSettings,
+    records: list[RequestRecord],
+    offsets: list[float],
+) -> list[PreparedRequest]:
+    """Every request encoded, and the first wave's connections opened, before the clock
+    starts. Opening 64 connections after t0 spread a burst over 20 to 50 ms (one loop
+    connects them in turn), so the burst the experiment asked for never happened; encoded
+    and connected ahead, the wave goes out as fast as the loop can write."""
+    prepared = [
+        prepare_request(client, workload, r.prompt, workload.seed + r.index) for r in records
+    ]
+    wave = [i for i, offset in enumerate(offsets) if offset == 0.0]
+    wave = wave[: workload.effective_concurrency]
+    opened = await asyncio.gather(*(client.connect() for _ in wave), return_exceptions=True)
+    for i, connection in zip(wave, opened, strict=True):
+        if isinstance(connection, StreamedResponse):
+            prepared[i] = replace(prepared[i], connection=connection)
+        elif not isinstance(connection, Exception):
+            raise connection  # a cancellation: the client closes what was opened
+        # A failed connect is left to the request, which records why it failed.
+    return prepared
+
+
+def plan_records(
+    config_index: int,
+    repeat: int,
+    first_index: int,
+    count: int,
+    prompts: PromptSource,
+    warmup: bool = False,
+) -> list[RequestRecord]:
+    return [
+        RequestRecord(config_index, repeat, first_index + i, prompts.get(first_index + i), warmup)
+        for i in range(count)
+    ]

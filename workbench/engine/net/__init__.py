@@ -1,0 +1,1 @@
+"""The HTTP transport: a lean streaming client, bounded GETs and the SSE parser."""

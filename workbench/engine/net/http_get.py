@@ -1,0 +1,82 @@
+"""A GET that ends: at most so many bytes, within a total deadline.
+
+httpx's timeouts bound each read, not the whole answer: a server that sends an endless body,
+or its head one byte every few seconds, would keep a probe reading (and growing) for hours.
+Every probe and sample of a server goes through here, on the project's own HTTP client under
+one ``asyncio.timeout`` for connect, head and body together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from workbench.engine.net.http_stream import ConnectFailed, HttpStreamError, StreamClient
+
+MAX_BYTES = 4 * 2**20
+DEADLINE_S = 5.0
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+async def get(
+    base_url: str,
+    path: str,
+    headers: dict[str, str] | None = None,
+    max_bytes: int = MAX_BYTES,
+    deadline_s: float = DEADLINE_S,
+) -> Answer | None:
+    """The status and body of ``GET path``; None when the whole answer did not come within
+    ``deadline_s``, was over ``max_bytes``, or broke off. A refused connection raises
+    ``ConnectFailed``: the caller says what that means."""
+    try:
+        async with (
+            asyncio.timeout(deadline_s),
+            StreamClient(base_url, connect_timeout_s=deadline_s, headers=headers) as client,
+        ):
+            response = await client.connect()
+            head = client.request_head("GET", path, 0, {"Accept": "*/*"})
+            await response.send(head, b"", lambda t_ns: None)
+            status = (await response.read_head()).status
+            body = await response.read_bounded(max_bytes + 1)
+    except TimeoutError:
+        return None
+    except ConnectFailed:
+        raise
+    except HttpStreamError:
+        return None
+    return None if len(body) > max_bytes else Answer(status, body)
+
+
+def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine from blocking code: on this thread, or on a helper thread when this
+    one already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def bounded_get(
+    base_url: str,
+    path: str,
+    headers: dict[str, str] | None = None,
+    max_bytes: int = MAX_BYTES,
+    deadline_s: float = DEADLINE_S,
+) -> Answer | None:
+    """``get`` for blocking callers (the probe, the sampler's thread, the counters)."""
+    return run_blocking(get(base_url, path, headers, max_bytes, deadline_s))

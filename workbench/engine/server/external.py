@@ -1,0 +1,134 @@
+"""External mode: a server someone else started (llama-server, vLLM, SGLang, Ollama).
+
+We cannot start or stop it, but we check that it answers before a run and read what it
+tells about itself: slots and context per slot (llama.cpp's ``/props``), model names
+(``/v1/models``, which vLLM and SGLang need in every request).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from workbench.engine.base.errors import ExternalServerError
+from workbench.engine.net.http_get import MAX_BYTES, Answer, bounded_get
+from workbench.engine.net.http_stream import ConnectFailed
+
+PROBE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class ExternalServer:
+    base_url: str
+    slots: int | None = None
+    n_ctx_slot: int | None = None
+    models: list[str] = field(default_factory=list)
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        facts: dict[str, Any] = {"n_slots": self.slots, "n_ctx_slot": self.n_ctx_slot}
+        if self.slots and self.n_ctx_slot:
+            facts["n_ctx"] = self.slots * self.n_ctx_slot
+        return facts
+
+
+def split_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """``http://user:password@host`` as the URL without them, and the Basic authorization
+    header they stand for: credentials travel in a header, never into a session or a log."""
+    parts = urlsplit(url.strip())
+    if parts.username is None and parts.password is None:
+        return url, {}
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return clean, {"Authorization": f"Basic {token}"}
+
+
+def api_key_headers(env_name: str | None) -> dict[str, str]:
+    """A bearer token read from an environment variable now; it is never written anywhere."""
+    if not env_name:
+        return {}
+    key = os.environ.get(env_name, "").strip()
+    if not key:
+        raise ExternalServerError(
+            f"--api-key-env {env_name}: that environment variable is not set or empty"
+        )
+    if not (key.isascii() and key.isprintable()) or " " in key:
+        raise ExternalServerError(
+            f"the API key in ${env_name} must be printable ASCII without spaces"
+        )
+    return {"Authorization": f"Bearer {key}"}
+
+
+def normalise_base_url(url: str) -> str:
+    """``http://host:8000/v1`` (as vLLM and Ollama document it) and ``http://host:8000`` both
+    mean the server root: request paths start with /v1 themselves."""
+    url = url.strip().rstrip("/")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    if not url.startswith(("http://", "https://")):
+        raise ExternalServerError(f"base URL must start with http:// or https://, got {url!r}")
+    return url
+
+
+def _json(answer: Answer | None) -> Any:
+    if answer is None or answer.status != 200:
+        return None
+    with contextlib.suppress(ValueError):
+        return json.loads(answer.body)
+    return None
+
+
+def probe_external(base_url: str, headers: dict[str, str] | None = None) -> ExternalServer:
+    url = normalise_base_url(base_url)
+    try:
+        answers = {
+            path: bounded_get(url, path, headers, deadline_s=PROBE_TIMEOUT_S)
+            for path in ("/health", "/v1/models", "/props", "/slots")
+        }
+    except ConnectFailed as exc:
+        raise ExternalServerError(
+            f"nothing answers at {url} ({type(exc).__name__}: {exc}); "
+            "check the address and that the server is running"
+        ) from None
+    if all(a is None for a in answers.values()):
+        raise ExternalServerError(
+            f"nothing answers at {url} within {PROBE_TIMEOUT_S:g} s and "
+            f"{MAX_BYTES // 2**20} MiB per answer; check the address and that the server "
+            "is running"
+        )
+    codes = {
+        path: (a.status if a is not None else f"no whole answer in {PROBE_TIMEOUT_S:g} s")
+        for path, a in answers.items()
+        if path in ("/health", "/v1/models")
+    }
+    models_doc = _json(answers["/v1/models"])
+    props = _json(answers["/props"])
+    slots_doc = _json(answers["/slots"])
+    if 200 not in codes.values():
+        raise ExternalServerError(
+            f"{url} answers, but not like an OpenAI-compatible server: /health gave HTTP "
+            f"{codes['/health']} and /v1/models HTTP {codes['/v1/models']}"
+        )
+    models: list[str] = []
+    if isinstance(models_doc, dict) and isinstance(models_doc.get("data"), list):
+        models = [m["id"] for m in models_doc["data"] if isinstance(m, dict) and "id" in m]
+    slots = n_ctx_slot = None
+    if isinstance(props, dict):
+        if isinstance(props.get("total_slots"), int):
+            slots = props["total_slots"]
+        settings = props.get("default_generation_settings")
+        if isinstance(settings, dict) and isinstance(settings.get("n_ctx"), int):
+            n_ctx_slot = settings["n_ctx"]
+    if slots is None and isinstance(slots_doc, list):
+        slots = len(slots_doc)
+    return ExternalServer(url, slots, n_ctx_slot, models)
