@@ -44,7 +44,7 @@ def test_a_model_that_is_not_gguf_is_a_clear_error(window, loop, tmp_path):
     window.form.load_file("experiments/slots-1-2-4.toml")
     fake = tmp_path / "model.gguf"
     fake.write_text("not a model " * 20)
-    window.form.model.setText(str(fake))
+    window.form.fields[("server", "model")].setText(str(fake))
     window.start_run()
     run(loop, lambda: not window.running, 30)
     assert "is not a GGUF model file" in window.banner.text()
@@ -131,7 +131,7 @@ def test_the_capacity_panel_follows_the_form(window, loop):
     window.form.fields[("workload", "max_tokens")].setText("1000")
     run(loop, lambda: window.capacity.table.item(0, 0).text() == "2048", 30)
     assert "truncated" in window.capacity.warnings.text()
-    window.form.model.setText("/nonexistent.gguf")
+    window.form.fields[("server", "model")].setText("/nonexistent.gguf")
     run(loop, lambda: "not found" in window.capacity.summary.text(), 30)
 
 

@@ -24,6 +24,8 @@ from PySide6.QtWidgets import (
 
 from workbench.engine.analysis.planner import ModelFacts, plan, read_model_facts
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
+from workbench.engine.config.settings import field_named
 from workbench.engine.server.discovery import resolve_model
 from workbench.ui.tables import read_only_table
 
@@ -58,10 +60,10 @@ def stop_reader() -> None:
         _READER = None
 
 
-def _as_list(value: Any, default: list[int]) -> list[int]:
-    if value is None:
-        return default
-    return [int(v) for v in (value if isinstance(value, list) else [value])]
+def _values(table: dict[str, Any], cls: type, name: str) -> list[Any]:
+    """A field's values in a form's table: its sweep, its one value, or the schema's default."""
+    value = table.get(name, field_named(cls, name).default)
+    return value if isinstance(value, list) else [value]
 
 
 class CapacityPanel(QWidget):
@@ -107,7 +109,7 @@ class CapacityPanel(QWidget):
         stop_reader()
 
     async def _update(self, server: dict[str, Any], workload: dict[str, Any]) -> None:
-        model_field = str(server.get("model", "default"))
+        model_field = str(_values(server, ServerSettings, "model")[0])
         try:
             path: Path = await asyncio.to_thread(resolve_model, model_field)
             if str(path) not in _MODELS:
@@ -117,17 +119,15 @@ class CapacityPanel(QWidget):
             self.summary.setText(str(exc))
             self.table.setRowCount(0)
             return
-        kv_type = server.get("cache_type_k") or "f16"
-        if isinstance(kv_type, list):
-            kv_type = kv_type[0]
+        kv_type = _values(server, ServerSettings, "cache_type_k")[0] or "f16"  # llama.cpp's own
         unified = server.get("kv_unified") is True
-        need = 64 + int(max(_as_list(workload.get("max_tokens"), [64])))
+        need = 64 + int(max(_values(workload, WorkloadSettings, "max_tokens")))
         available = psutil.virtual_memory().available
         with contextlib.suppress(WorkbenchError):
             rows = plan(
                 facts,
-                _as_list(server.get("ctx"), [8192]),
-                _as_list(server.get("slots"), [1]),
+                [int(v) for v in _values(server, ServerSettings, "ctx")],
+                [int(v) for v in _values(server, ServerSettings, "slots")],
                 available,
                 unified=unified,
                 type_k=str(kv_type),

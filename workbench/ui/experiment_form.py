@@ -29,27 +29,17 @@ from PySide6.QtWidgets import (
 
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.config.experiment import (
-    ARRIVALS,
-    KV_CACHE_TYPES,
+    SETTINGS,
     Experiment,
     experiment_to_toml,
     load_experiment,
     parse_experiment,
 )
+from workbench.engine.config.settings import Field, fields_of
 
 ERROR_STYLE = "border: 2px solid #e5484d;"
-TRI_STATE = {"server default": None, "on": True, "off": False, "on and off": [True, False]}
-NUMBER_FIELDS = {
-    ("server", "slots"): int,
-    ("server", "ctx"): int,
-    ("server", "threads"): int,
-    ("workload", "requests"): int,
-    ("workload", "concurrency"): int,
-    ("workload", "rate"): float,
-    ("workload", "max_tokens"): int,
-    ("workload", "repeats"): int,
-    ("workload", "warmup"): int,
-}
+SERVER_DEFAULT = "server default"
+BOTH = "on and off"
 
 
 def parse_number_list(text: str, kind: type) -> Any:
@@ -75,8 +65,26 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
+def combo_items(f: Field) -> dict[str, Any]:
+    """A choice field's entries and the value each stands for: a boolean also offers both
+    (a sweep), an optional field offers leaving it to the server."""
+    items: dict[str, Any] = {SERVER_DEFAULT: None} if f.optional else {}
+    if f.kind is bool:
+        items.update({"on": True, "off": False, BOTH: [True, False]})
+    else:
+        items.update({choice: choice for choice in f.setting.choices})
+    return items
+
+
+def form_fields() -> list[Field]:
+    """The schema's fields that the form shows, server first."""
+    return [f for cls in SETTINGS for f in fields_of(cls) if f.setting.in_form]
+
+
 class ExperimentForm(QWidget):
-    """Emits ``changed`` whenever a field changes (the planner and the Run button listen)."""
+    """Emits ``changed`` whenever a field changes (the planner and the Run button listen).
+
+    Every field, its label, hint, tooltip and widget come from the settings schema."""
 
     changed = Signal()
 
@@ -106,62 +114,19 @@ class ExperimentForm(QWidget):
         self.api_key_env.setEnabled(False)
         self.external.toggled.connect(self.api_key_env.setEnabled)
 
+        self.schema = {(f.table, f.name): f for f in form_fields()}
         self.fields: dict[tuple[str, str], QWidget] = {}
-        self.model = self._line(("server", "model"), "default = SmolLM2-135M from the wheel")
-        model_pick = QPushButton("…")
-        model_pick.setMaximumWidth(32)
-        model_pick.clicked.connect(self._pick_model)
-        model_row = QHBoxLayout()
-        model_row.addWidget(self.model)
-        model_row.addWidget(model_pick)
-        self._line(("server", "slots"), "1, 2, 4 (a list sweeps; -1 = auto)")
-        self._line(("server", "ctx"), "8192")
-        self._combo(("server", "cont_batching"), ["on", "off", "on and off"])
-        self._combo(("server", "kv_unified"), list(TRI_STATE))
-        self._combo(("server", "cache_type_k"), ["server default", *KV_CACHE_TYPES])
-        cores = os.cpu_count() or 1
-        threads = self._line(("server", "threads"), f"server default (all {cores} cores)")
-        threads.setToolTip(
-            "llama-server -t. The window itself takes a little CPU while it draws a run; on a\n"
-            f"machine with few cores, {max(1, cores - 1)} thread(s) leave it a core, so the "
-            "numbers match a headless run\n(bench/gui_vs_headless.py measures the difference)."
-        )
-        self._line(("server", "extra_args"), "--flag value …")
-        self._line(("workload", "requests"), "8")
-        self._line(("workload", "concurrency"), "0 = all at once")
-        self._combo(("workload", "arrival"), list(ARRIVALS))
-        self._line(("workload", "rate"), "requests/s for poisson or fixed")
-        self._line(("workload", "max_tokens"), "64")
-        self.prompts = self._line(("workload", "prompts"), "builtin, or a .jsonl / .txt file")
-        self._line(("workload", "repeats"), "1")
-        self._line(("workload", "warmup"), "1")
-
-        server_box = QGroupBox("Server")
-        server_form = QFormLayout(server_box)
-        server_form.addRow("model", model_row)
-        for key, title in (
-            ("slots", "slots (-np)"),
-            ("ctx", "context (-c)"),
-            ("cont_batching", "cont. batching"),
-            ("kv_unified", "unified KV"),
-            ("cache_type_k", "KV cache type"),
-            ("threads", "threads"),
-            ("extra_args", "extra args"),
-        ):
-            server_form.addRow(title, self.fields[("server", key)])
-        workload_box = QGroupBox("Workload")
-        workload_form = QFormLayout(workload_box)
-        for key, title in (
-            ("requests", "requests"),
-            ("concurrency", "concurrency"),
-            ("arrival", "arrival"),
-            ("rate", "rate"),
-            ("max_tokens", "max tokens"),
-            ("prompts", "prompts"),
-            ("repeats", "repeats"),
-            ("warmup", "warm-up"),
-        ):
-            workload_form.addRow(title, self.fields[("workload", key)])
+        boxes: dict[str, QGroupBox] = {}
+        for key, f in self.schema.items():
+            widget = self._combo(f) if f.kind is bool or f.setting.choices else self._line(f)
+            widget.setToolTip(f.setting.help)
+            self.fields[key] = widget
+            if f.table not in boxes:
+                boxes[f.table] = QGroupBox(f.table.capitalize())
+                QFormLayout(boxes[f.table])
+            rows = boxes[f.table].layout()
+            assert isinstance(rows, QFormLayout)
+            rows.addRow(f.setting.label, self._with_picker(f, widget))
         self.error = QLabel()
         self.error.setWordWrap(True)
         self.error.setObjectName("formError")
@@ -180,25 +145,35 @@ class ExperimentForm(QWidget):
         external.addRow("address", self.base_url)
         external.addRow("API key var", self.api_key_env)
         layout.addLayout(external)
-        layout.addWidget(server_box)
-        layout.addWidget(workload_box)
+        for box in boxes.values():
+            layout.addWidget(box)
         layout.addWidget(self.error)
         layout.addStretch(1)
 
     # -- building ------------------------------------------------------------------------------
-    def _line(self, key: tuple[str, str], hint: str) -> QLineEdit:
+    def _line(self, f: Field) -> QLineEdit:
         edit = QLineEdit()
-        edit.setPlaceholderText(hint)
+        edit.setPlaceholderText(f.setting.hint.format(cores=os.cpu_count() or 1))
         edit.textChanged.connect(self.changed)
-        self.fields[key] = edit
         return edit
 
-    def _combo(self, key: tuple[str, str], items: list[str]) -> QComboBox:
+    def _combo(self, f: Field) -> QComboBox:
         combo = QComboBox()
-        combo.addItems(items)
+        combo.addItems(list(combo_items(f)))
         combo.currentIndexChanged.connect(self.changed)
-        self.fields[key] = combo
         return combo
+
+    def _with_picker(self, f: Field, widget: QWidget) -> QWidget | QHBoxLayout:
+        """A file field gets a '…' button that opens a file dialog with its filter."""
+        if not f.setting.file_filter:
+            return widget
+        pick = QPushButton("…")
+        pick.setMaximumWidth(32)
+        pick.clicked.connect(lambda: self._pick_file(f, widget))
+        row = QHBoxLayout()
+        row.addWidget(widget)
+        row.addWidget(pick)
+        return row
 
     # -- loading and saving --------------------------------------------------------------------
     def load(self, experiment: Experiment) -> None:
@@ -208,42 +183,36 @@ class ExperimentForm(QWidget):
             widget.setEnabled(True)
         self.path_label.setText(experiment.path or "(unsaved)")
         self.name.setText(experiment.name)
-        for (table, key), widget in self.fields.items():
-            values = experiment.server if table == "server" else experiment.workload
-            value = values.get(key)
-            if self._cannot_show(key, value):
+        for key, widget in self.fields.items():
+            f = self.schema[key]
+            values = experiment.server if f.table == "server" else experiment.workload
+            value = values.get(f.name)
+            if self._cannot_show(f, value):
                 # A sweep this widget cannot show (e.g. KV cache types): keep it as it is.
-                self._kept[(table, key)] = value
+                self._kept[key] = value
                 widget.setEnabled(False)
                 widget.setToolTip(f"swept in the file: {value}; edit the file to change it")
                 if isinstance(widget, QLineEdit):
                     widget.setText(" | ".join(shlex.join(v) for v in value))
             elif isinstance(widget, QComboBox):
-                widget.setCurrentText(self._combo_text(key, value))
-            elif key == "extra_args":
-                widget.setText(shlex.join(value) if value and isinstance(value[0], str) else "")
+                shown = f.default if value is None and not f.optional else value
+                widget.setCurrentText(
+                    next((text for text, v in combo_items(f).items() if v == shown), "")
+                )
+            elif f.is_args:
+                widget.setText(shlex.join(value) if value else "")
             else:
-                default = "default" if key == "model" else "builtin" if key == "prompts" else ""
-                widget.setText(format_value(value) if value is not None else default)
+                shown = value if value is not None else f.default if f.kind is str else None
+                widget.setText(format_value(shown))
         self._clear_errors()
 
-    def _cannot_show(self, key: str, value: Any) -> bool:
+    def _cannot_show(self, f: Field, value: Any) -> bool:
+        if f.is_args:
+            return f.is_axis(value)
         if not isinstance(value, list):
             return False
-        if key == "extra_args":
-            return bool(value) and isinstance(value[0], list)
-        widget = self.fields.get(("server", key)) or self.fields.get(("workload", key))
-        return isinstance(widget, QComboBox) and key not in ("cont_batching", "kv_unified")
-
-    @staticmethod
-    def _combo_text(key: str, value: Any) -> str:
-        if key == "cont_batching":
-            return "on and off" if isinstance(value, list) else "off" if value is False else "on"
-        if key == "kv_unified":
-            return next((k for k, v in TRI_STATE.items() if v == value), "server default")
-        if key == "cache_type_k":
-            return value if isinstance(value, str) else "server default"
-        return str(value) if value is not None else "burst"
+        widget = self.fields[(f.table, f.name)]
+        return isinstance(widget, QComboBox) and value not in combo_items(f).values()
 
     def load_file(self, path: str | Path) -> None:
         self.load(load_experiment(path))
@@ -277,10 +246,10 @@ class ExperimentForm(QWidget):
             return
         self.load(parse_experiment(experiment.source, path.stem, str(path)))
 
-    def _pick_model(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Model file", "", "GGUF models (*.gguf)")
-        if path:
-            self.model.setText(path)
+    def _pick_file(self, f: Field, widget: QWidget) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, f.setting.label, "", f.setting.file_filter)
+        if path and isinstance(widget, QLineEdit):
+            widget.setText(path)
 
     # -- validation ----------------------------------------------------------------------------
     def values(self) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -305,17 +274,15 @@ class ExperimentForm(QWidget):
         return server, workload
 
     def _widget_value(self, table: str, key: str, widget: QWidget) -> Any:
+        f = self.schema[(table, key)]
         if isinstance(widget, QComboBox):
-            text = widget.currentText()
-            if key in ("cont_batching", "kv_unified"):
-                return TRI_STATE[text]
-            return None if text == "server default" else text
+            return combo_items(f).get(widget.currentText())
         assert isinstance(widget, QLineEdit)
         text = widget.text().strip()
-        if key == "extra_args":
+        if f.is_args:
             return shlex.split(text) if text else None
-        if (table, key) in NUMBER_FIELDS:
-            return parse_number_list(text, NUMBER_FIELDS[(table, key)])
+        if f.kind in (int, float):
+            return parse_number_list(text, f.kind)
         return text or None
 
     def build(self) -> Experiment:
@@ -362,4 +329,4 @@ class ExperimentForm(QWidget):
         for key, widget in self.fields.items():
             widget.setStyleSheet("")
             if key not in self._kept:
-                widget.setToolTip("")
+                widget.setToolTip(self.schema[key].setting.help)

@@ -293,4 +293,4 @@ def test_summarize_config_without_runs_and_with_override() -> None:
     assert c.status == "failed" and c.error == "server crashed"
     assert c.value("makespan_s") is None
     assert c.value("ttft_p90_s") is None
-    assert c.ctx == 0
+    assert c.ctx == 8192  # a stored configuration without ctx: the schema's default

@@ -9,6 +9,8 @@ from typing import Any
 
 from workbench.engine.analysis.library import model_name
 from workbench.engine.base.untrusted import markdown
+from workbench.engine.config.experiment import short_name
+from workbench.engine.config.settings import show_value
 from workbench.engine.figures.metrics import Figure, View, figure, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.measure.hardware import machine_name
@@ -254,8 +256,7 @@ def chart_data_from(
                     points.append((x, value))
                 points.sort()
                 suffix = " · ".join(
-                    f"{_SHORT_NAMES.get(f, f)}={_show(v)}"
-                    for f, v in zip(others, group, strict=True)
+                    f"{short_name(f)}={show_value(v)}" for f, v in zip(others, group, strict=True)
                 )
                 series.append(
                     Series(
@@ -276,18 +277,3 @@ def chart_data_from(
             )
         )
     return charts
-
-
-_SHORT_NAMES = {
-    "slots": "np",
-    "ctx": "c",
-    "cont_batching": "cb",
-    "kv_unified": "kvu",
-    "concurrency": "conc",
-}
-
-
-def _show(value: object) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)

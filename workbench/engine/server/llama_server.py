@@ -29,6 +29,7 @@ import psutil
 from workbench.engine.base.errors import PortInUseError, ServerStartError
 from workbench.engine.base.untrusted import printable
 from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.settings import fields_of
 from workbench.engine.server.startup_log import StartupFacts, parse_startup_log
 
 LOG_VERBOSITY = 4  # the level at which KV, model and compute buffer sizes are logged
@@ -54,25 +55,11 @@ class StopResult:
 
 
 def server_arguments(settings: ServerSettings, model: Path, port: int) -> list[str]:
-    """The llama-server flags for one configuration (binary not included)."""
+    """The llama-server flags for one configuration (binary not included): the fixed ones,
+    each setting's own flags as its schema declares them, then ``extra_args`` last (they win)."""
     args = ["-m", str(model), "--host", HOST, "--port", str(port), "--metrics", "--slots"]
-    args += ["-np", str(settings.slots), "-c", str(settings.ctx)]
-    args.append("-cb" if settings.cont_batching else "-nocb")
-    if settings.kv_unified is not None:
-        args.append("--kv-unified" if settings.kv_unified else "--no-kv-unified")
-    optional = (
-        ("-ctk", settings.cache_type_k),
-        ("-ctv", settings.cache_type_v),
-        ("-t", settings.threads),
-        ("-b", settings.batch_size),
-        ("-ub", settings.ubatch_size),
-        ("-ngl", settings.gpu_layers),
-    )
-    for flag, value in optional:
-        if value is not None:
-            args += [flag, str(value)]
-    if settings.cache_ram_mib is not None:
-        args += ["--cache-ram", str(settings.cache_ram_mib)]
+    for f in fields_of(ServerSettings):
+        args += f.flags(getattr(settings, f.name))
     args += ["-lv", str(LOG_VERBOSITY)]
     args += list(settings.extra_args)
     return args

@@ -1,0 +1,93 @@
+"""The settings schema: each field declared once, and everything derived from it."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from workbench.engine.base.errors import ExperimentError
+from workbench.engine.config.experiment import (
+    SETTINGS,
+    ServerSettings,
+    WorkloadSettings,
+    experiment_to_toml,
+    parse_experiment,
+    short_name,
+)
+from workbench.engine.config.settings import field_named, fields_of, from_stored, markdown_tables
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def test_readme_shows_the_schema_tables() -> None:
+    text = README.read_text(encoding="utf-8")
+    found = re.search(r"checked by a test -->\n(.*?)<!-- end of field tables -->", text, re.S)
+    assert found, "README.md lost its field table markers"
+    assert found.group(1) == markdown_tables(*SETTINGS), (
+        "README's field tables differ from the schema: paste the output of "
+        "`python -m workbench.engine.config.settings` between the markers"
+    )
+
+
+def test_every_field_is_declared_with_its_kind() -> None:
+    kinds = {f.name: (f.kind, f.optional) for cls in SETTINGS for f in fields_of(cls)}
+    assert kinds["slots"] == (int, False)
+    assert kinds["kv_unified"] == (bool, True)
+    assert kinds["rate"] == (float, False)
+    assert kinds["extra_args"] == (tuple, False)
+    assert kinds["cache_type_k"] == (str, True)
+    assert all(f.setting.label and f.setting.help for cls in SETTINGS for f in fields_of(cls))
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "value", "message"),
+    [
+        ("server", "slots", "two", "[server] slots must be int, got 'two'"),
+        ("server", "slots", True, "[server] slots must be int, got True"),
+        ("server", "slots", 0, "[server] slots must be between 1 and 1024 (or -1 for auto), got 0"),
+        ("server", "cache_type_k", "q9", "[server] cache_type_k must be one of f32"),
+        ("server", "model", "", "[server] model must not be empty, got ''"),
+        ("server", "extra_args", ["-x", 1], "[server] extra_args must be a list of strings"),
+        ("workload", "rate", "fast", "[workload] rate must be int or number, got 'fast'"),
+        ("workload", "prompts", "", "[workload] prompts must be 'builtin' or a file path"),
+        ("workload", "requests", [], "[workload] requests: a sweep list must not be empty"),
+    ],
+)
+def test_values_are_checked_from_the_declaration(table, key, value, message) -> None:
+    cls = ServerSettings if table == "server" else WorkloadSettings
+    with pytest.raises(ExperimentError) as caught:
+        field_named(cls, key).check(value)
+    assert str(caught.value).startswith(message)
+
+
+def test_slots_minus_one_and_sweeps_are_allowed() -> None:
+    field_named(ServerSettings, "slots").check(-1)
+    field_named(ServerSettings, "slots").check([1, 2, 4])
+    field_named(ServerSettings, "extra_args").check([["-a"], ["-b", "1"]])
+
+
+def test_a_description_with_control_characters_is_written_so_it_reads_back() -> None:
+    description = 'pasted\r\nfrom a "web" page\twith \\ and \x07'
+    text = experiment_to_toml("n", description, {"slots": [1, 2], "extra_args": ("-x",)}, {})
+    experiment = parse_experiment(text)
+    assert experiment.description == description
+    assert experiment.server == {"slots": [1, 2], "extra_args": ["-x"]}
+    assert tomllib.loads(text)["server"]["slots"] == [1, 2]
+
+
+def test_a_stored_configuration_reads_back_with_defaults_and_without_bad_values() -> None:
+    stored = {"slots": 4, "ctx": "huge", "extra_args": ["-x"], "from_a_newer_version": 1}
+    settings = from_stored(ServerSettings, stored)
+    assert settings.slots == 4
+    assert settings.ctx == field_named(ServerSettings, "ctx").default  # "huge" is not an int
+    assert settings.extra_args == ("-x",)
+    assert from_stored(WorkloadSettings, {}) == WorkloadSettings()
+
+
+def test_labels_use_the_declared_short_names() -> None:
+    assert short_name("slots") == "np" and short_name("concurrency") == "concurrency"
+    experiment = parse_experiment("[server]\nslots = [1, 2]\nkv_unified = [true, false]\n")
+    assert [c.label for c in experiment.configs()][:2] == ["np=1 kvu=on", "np=1 kvu=off"]

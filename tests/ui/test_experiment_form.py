@@ -1,0 +1,61 @@
+"""The experiment form is built from the settings schema and writes what it shows."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QLineEdit
+
+from workbench.engine.config.experiment import parse_experiment
+from workbench.ui.experiment_form import ExperimentForm, form_fields
+
+
+def labels(form: ExperimentForm) -> dict[str, str]:
+    """Row label -> the field's widget type, read from the form's own layouts."""
+    out = {}
+    for box in form.findChildren(QGroupBox):
+        rows = box.layout()
+        assert isinstance(rows, QFormLayout)
+        for row in range(rows.rowCount()):
+            label = rows.itemAt(row, QFormLayout.ItemRole.LabelRole).widget()
+            assert isinstance(label, QLabel)
+            out[label.text()] = box.title()
+    return out
+
+
+def test_every_form_field_of_the_schema_has_its_row(qtbot) -> None:
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    shown = labels(form)
+    for f in form_fields():
+        assert shown[f.setting.label] == f.table.capitalize()
+        widget = form.fields[(f.table, f.name)]
+        expected = QComboBox if f.kind is bool or f.setting.choices else QLineEdit
+        assert isinstance(widget, expected), f.name
+        assert widget.toolTip() == f.setting.help
+
+
+def test_a_sweep_the_widget_cannot_show_is_kept_as_written(qtbot) -> None:
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    text = '[server]\nkv_unified = [false, true]\ncache_type_k = ["f16", "q8_0"]\nslots = [1, 2]\n'
+    form.load(parse_experiment(text))
+    assert not form.fields[("server", "kv_unified")].isEnabled()
+    assert not form.fields[("server", "cache_type_k")].isEnabled()
+    built = form.build()
+    assert built.server["kv_unified"] == [False, True]
+    assert built.server["cache_type_k"] == ["f16", "q8_0"]
+    assert [c.label for c in built.configs()][:2] == [
+        "np=1 kvu=off cache_type_k=f16",
+        "np=1 kvu=off cache_type_k=q8_0",
+    ]
+
+
+def test_defaults_show_as_the_schema_declares_them(qtbot) -> None:
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load(parse_experiment("name = 'x'\n"))
+    assert form.fields[("server", "model")].text() == "default"
+    assert form.fields[("server", "cont_batching")].currentText() == "on"
+    assert form.fields[("server", "kv_unified")].currentText() == "server default"
+    assert form.fields[("workload", "arrival")].currentText() == "burst"
+    assert form.fields[("server", "slots")].text() == ""  # the placeholder says 1
+    assert form.build().server == {"model": "default", "cont_batching": True}
