@@ -137,6 +137,15 @@ class ServerSettings:
         high=10_000,
         flag="-ngl",
     )
+    flash_attn: str | None = setting(
+        None,
+        label="flash attention",
+        help="Flash Attention; `auto` lets llama.cpp decide for the backend",
+        choices=("on", "off", "auto"),
+        flag="-fa",
+        short="fa",
+        in_form=True,
+    )
     port: int | None = setting(
         None,
         label="port",
