@@ -59,3 +59,19 @@ def test_defaults_show_as_the_schema_declares_them(qtbot) -> None:
     assert form.fields[("workload", "arrival")].currentText() == "burst"
     assert form.fields[("server", "slots")].text() == ""  # the placeholder says 1
     assert form.build().server == {"model": "default", "cont_batching": True}
+
+
+def test_flash_attention_is_in_the_form_because_the_schema_says_so(qtbot) -> None:
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load(parse_experiment("name = 'x'\n"))
+    combo = form.fields[("server", "flash_attn")]
+    assert isinstance(combo, QComboBox)
+    assert [combo.itemText(i) for i in range(combo.count())] == [
+        "server default",
+        "on",
+        "off",
+        "auto",
+    ]
+    combo.setCurrentText("auto")
+    assert form.build().server["flash_attn"] == "auto"

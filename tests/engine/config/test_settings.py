@@ -91,3 +91,16 @@ def test_labels_use_the_declared_short_names() -> None:
     assert short_name("slots") == "np" and short_name("concurrency") == "concurrency"
     experiment = parse_experiment("[server]\nslots = [1, 2]\nkv_unified = [true, false]\n")
     assert [c.label for c in experiment.configs()][:2] == ["np=1 kvu=on", "np=1 kvu=off"]
+
+
+def test_a_setting_added_to_the_schema_reaches_the_command_line_and_labels() -> None:
+    from workbench.engine.server.llama_server import server_arguments
+
+    experiment = parse_experiment('[server]\nflash_attn = ["on", "off"]\n')
+    on, off = experiment.configs()
+    assert [on.label, off.label] == ["fa=on", "fa=off"]
+    args = server_arguments(on.server, Path("/m.gguf"), 1)
+    assert args[args.index("-fa") + 1] == "on"
+    assert "-fa" not in server_arguments(ServerSettings(), Path("/m.gguf"), 1)
+    with pytest.raises(ExperimentError, match="flash_attn must be one of on, off, auto"):
+        parse_experiment('[server]\nflash_attn = "yes"\n')
