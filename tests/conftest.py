@@ -82,6 +82,15 @@ def recorded_session(tmp_path_factory) -> Path:
     return ExperimentRunner(experiment, RunOptions(out)).run().session_path
 
 
+@pytest.fixture(scope="session")
+def sweep_session(tmp_path_factory) -> Path:
+    """The made twin of ``recorded_session`` (the same experiment, known timings, no
+    server): see tests/made_sessions.py. Read it; copy it to change it."""
+    from tests.made_sessions import write_sweep
+
+    return write_sweep(tmp_path_factory.mktemp("made") / "sweep.session.sqlite")
+
+
 def older_session(path: Path, folder: Path, version: int, later_table: str) -> Path:
     """A copy of a session as an older workbench wrote it: schema ``version``, without a
     table that came later."""

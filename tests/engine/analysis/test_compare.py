@@ -4,54 +4,71 @@ what makes them unlike."""
 from __future__ import annotations
 
 import csv
-import math
 
 import pytest
 
+from tests.made_sessions import Config, build_session, burst, startup_facts
 from workbench.cli.main import main
 from workbench.engine.analysis.compare import compare_sessions, to_markdown
-from workbench.engine.config.experiment import parse_experiment
-from workbench.engine.run.runner import ExperimentRunner, RunOptions
 from workbench.engine.store.session import open_session
 
-pytestmark = pytest.mark.server
+OTHER = """name = "other"
+[server]
+slots = [1, 4]
+ctx = 4096
+[workload]
+requests = 3
+max_tokens = 8
+warmup = 0
+"""
 
 
 @pytest.fixture(scope="module")
 def other_session(tmp_path_factory):
-    experiment = parse_experiment(
-        'name = "other"\n[server]\nslots = [1, 4]\nctx = 4096\n'
-        "[workload]\nrequests = 3\nmax_tokens = 8\nwarmup = 0\n"
+    """Against the sweep: slots 1 and 4, twice the context, 8 tokens. np=1 serves its 3
+    requests one after another in 2.4 s; np=4 serves them together, a token every 0.15 s,
+    in 1.15 s."""
+    return build_session(
+        tmp_path_factory.mktemp("other") / "other.session.sqlite",
+        OTHER,
+        [
+            Config(burst(0, 3, slots=1, at_s=0.0, tokens=8), startup_facts(1, 4096)),
+            Config(burst(3, 3, slots=4, at_s=3.0, tokens=8, itl_s=0.15), startup_facts(4, 4096)),
+        ],
     )
-    out = tmp_path_factory.mktemp("other")
-    return ExperimentRunner(experiment, RunOptions(out)).run().session_path
 
 
-def test_sessions_align_by_configuration(recorded_session, other_session):
-    with open_session(recorded_session) as a, open_session(other_session) as b:
+def test_sessions_align_by_configuration(sweep_session, other_session):
+    with open_session(sweep_session) as a, open_session(other_session) as b:
         comparison = compare_sessions([a, b])
         relative = compare_sessions([a, b], relative=True)
-        summaries = a.summaries()
+        recorded = a.meta["created_at"][:16].replace("T", " ")
     assert comparison.labels == ["np=1", "np=2", "np=4"]
-    assert comparison.columns[0].startswith("recorded · ")
-    agg = comparison.cells[("np=2", "agg_tok_s")]
-    assert agg[0] == pytest.approx(summaries[1].mean["agg_tok_s"]) and agg[1] is None
-    assert comparison.cells[("np=4", "agg_tok_s")][0] is None
-    assert all(v == pytest.approx(1.0) for v in relative.cells[("np=1", "ttft_p50_s")])
-    expected = summaries[1].value("decode_tok_s") / summaries[0].value("decode_tok_s")
-    assert relative.cells[("np=2", "decode_tok_s")][0] == pytest.approx(expected)
-    text = " | ".join(comparison.warnings)
-    assert "different workload max_tokens: 12 vs 8" in text
-    assert "np=1: different context per slot: 2048 vs 4096" in text
+    assert comparison.columns[0] == f"sweep · Made CPU 8-Core · CPU · {recorded}"
+    cells = comparison.cells
+    assert cells[("np=1", "agg_tok_s")] == pytest.approx([36 / 3.6, 24 / 2.4])
+    assert cells[("np=2", "agg_tok_s")] == [pytest.approx(36 / 2.95), None]
+    assert cells[("np=4", "agg_tok_s")] == [None, pytest.approx(24 / 1.15)]
+    assert cells[("np=1", "ttft_p50_s")] == pytest.approx([1.3, 0.9])  # the middle one's wait
+    assert cells[("np=2", "decode_tok_s")] == [pytest.approx(8.0), None]  # 1 / 0.125 s
+    assert relative.cells[("np=1", "ttft_p50_s")] == pytest.approx([1.0, 1.0])
+    assert relative.cells[("np=2", "decode_tok_s")] == [pytest.approx(8.0 / 10.0), None]
+    assert relative.cells[("np=4", "agg_tok_s")] == [None, pytest.approx((24 / 1.15) / 10.0)]
+    assert relative.cells[("np=2", "failed")] == [0, None]  # a count is never divided
+    assert comparison.warnings == [
+        "different workload max_tokens: 12 vs 8",
+        "np=1: different context per slot: 2048 vs 4096",
+    ]
     markdown = to_markdown(comparison)
     assert markdown.count("\n| np=") == 21 and "Not a like-for-like comparison" in markdown
+    assert "| np=2 | Aggregate throughput (tok/s) | 12.2 | - |" in markdown
 
 
-def test_compare_command_writes_csv_and_markdown(recorded_session, other_session, tmp_path, capsys):
+def test_compare_command_writes_csv_and_markdown(sweep_session, other_session, tmp_path, capsys):
     out_csv, out_md = tmp_path / "c.csv", tmp_path / "c.md"
     args = [
         "compare",
-        str(recorded_session),
+        str(sweep_session),
         str(other_session),
         "--csv",
         str(out_csv),
@@ -64,6 +81,12 @@ def test_compare_command_writes_csv_and_markdown(recorded_session, other_session
     with out_csv.open() as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 21 and rows[0]["configuration"] == "np=1"
-    value = rows[1][next(k for k in rows[1] if k.startswith("recorded"))]
-    assert math.isfinite(float(value))
+    assert rows[1]["metric"] == "Aggregate throughput (tok/s)"
+    sweep, other = (next(k for k in rows[1] if k.startswith(name)) for name in ("sweep", "other"))
+    assert float(rows[1][sweep]) == pytest.approx(10.0)
+    assert [(r["configuration"], r[other]) for r in rows if r["metric"].startswith("Total")] == [
+        ("np=1", "2.4"),
+        ("np=2", ""),
+        ("np=4", "1.15"),
+    ]
     assert out_md.read_text().startswith("| configuration | metric |")

@@ -31,14 +31,33 @@ def test_kv_bytes_per_token_from_the_servers_own_figures():
     assert rl.kv_bytes_per_token({}) is None
 
 
-@pytest.mark.server
-def test_roofline_of_a_recorded_session(recorded_session, capsys):
-    with open_session(recorded_session) as session:
+def test_roofline_of_a_session(sweep_session, capsys):
+    with open_session(sweep_session) as session:
         rows = rl.roofline(session, bandwidth=20e9)
-    assert [r.slots for r in rows] == [1, 2]
-    one = rows[0]
-    expected = 20e9 / (one.weights_mib * 2**20 + one.batch * one.kv_in_use_mib * 2**20)
-    assert one.bound_tok_s == pytest.approx(expected)
-    assert 0 < one.share < 1.5 and rows[1].batch == 2
-    assert main(["roofline", str(recorded_session), "--bandwidth-gbs", "20"]) == 0
-    assert "20.0 GB/s (given)" in capsys.readouterr().out
+    # KV per token: 45 MiB over 2048 cells = 23040 B; in use per sequence: the 20-token
+    # prompt and half the 12 tokens out. A step reads the weights once, the KV per sequence.
+    kv_in_use = (20 + 12 / 2) * 23040
+    assert [(r.label, r.slots, r.batch, r.weights_mib) for r in rows] == [
+        ("np=1", 1, 1, 92.1),
+        ("np=2", 2, 2, 92.1),
+    ]
+    assert [r.kv_in_use_mib for r in rows] == pytest.approx([kv_in_use / 2**20] * 2)
+    bounds = [20e9 / (92.1 * 2**20 + batch * kv_in_use) for batch in (1, 2)]
+    assert [r.bound_tok_s for r in rows] == pytest.approx(bounds)
+    assert [r.share for r in rows] == pytest.approx([10.0 / bounds[0], 8.0 / bounds[1]])
+    assert main(["roofline", str(sweep_session), "--bandwidth-gbs", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "20.0 GB/s (given)" in out
+    assert "│ np=2   │     2 │     2 │          92 │              0.57 │         205 │" in out
+
+
+def test_a_session_from_another_machine_says_so(sweep_session, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(rl, "measure_bandwidth", lambda: 12.5e9)
+    report = rl.session_roofline(sweep_session)
+    assert (report.bandwidth, report.how, report.recorded_on) == (
+        12.5e9,
+        "measured now",
+        "made-host",
+    )
+    assert rl.session_roofline(sweep_session, bandwidth_gbs=20).recorded_on is None  # given

@@ -1,12 +1,13 @@
-"""Goodput against SLOs and the recommendation, on a recorded session; planning arithmetic."""
+"""Goodput against SLOs and the recommendation, on a session with known timings; planning
+arithmetic."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.made_sessions import Config, build_session, burst, failed, startup_facts
 from workbench.cli.main import main
 from workbench.engine.analysis.slo import Slo, goodput, machines_needed, peak_users, recommend
-from workbench.engine.figures.summaries import request_metrics
 from workbench.engine.store.session import open_session
 
 
@@ -19,32 +20,50 @@ def test_planning_arithmetic():
         Slo()
 
 
-@pytest.mark.server
-def test_goodput_and_recommendation_on_a_recorded_session(recorded_session, capsys):
-    with open_session(recorded_session) as session:
+def test_goodput_and_recommendation(sweep_session, capsys):
+    # np=1: TTFT 0.1, 1.3, 2.5 s in 3.6 s; np=2: TTFT 0.1, 0.1, 1.575 s in 2.95 s.
+    with open_session(sweep_session) as session:
         easy = goodput(session, Slo(ttft_s=60.0))
         impossible = goodput(session, Slo(ttft_s=1e-6))
-        records = [r for r in session.records(1) if not r.warmup]
-        makespan = session.summaries()[1].mean["makespan_s"]
-    assert [r.good for r in easy] == [3, 3] and all(r.acceptable for r in easy)
-    assert easy[1].goodput_rps == pytest.approx(3 / makespan)
-    assert recommend(easy).choice.label in ("np=1", "np=2")
+        between = goodput(session, Slo(ttft_s=1.0))
+        decode = goodput(session, Slo(decode_tok_s=9.0))
+    assert [(r.good, r.requests, r.acceptable) for r in easy] == [(3, 3, True), (3, 3, True)]
+    assert [r.goodput_rps for r in easy] == pytest.approx([3 / 3.6, 3 / 2.95])
+    assert [r.throughput_rps for r in impossible] == pytest.approx([3 / 3.6, 3 / 2.95])
+    assert [r.ttft_p50_s for r in easy] == pytest.approx([1.3, 0.1])
+    assert recommend(easy).choice.label == "np=2"  # the most good requests per second
+    assert recommend(easy).text == "np=2: 1.02 good requests/s with 3 concurrent requests"
     assert all(r.good == 0 and not r.acceptable for r in impossible)
-    assert "TTFT p50" in impossible[0].reasons[0]
+    assert impossible[0].reasons == ["TTFT p50 1.300 s > 1e-06 s"]
     assert recommend(impossible).choice is None
     assert "add a machine" in recommend(impossible).text
-    # A per-request threshold between the fastest and slowest request splits them.
-    ttfts = sorted(request_metrics(r).ttft_s for r in records)
-    middle = goodput_for(recorded_session, Slo(ttft_s=(ttfts[0] + ttfts[1]) / 2))[1]
-    assert middle.good == 1
+    # A per-request threshold between the fastest and slowest requests splits them.
+    assert [r.good for r in between] == [1, 2]
+    assert [r.goodput_rps for r in between] == pytest.approx([1 / 3.6, 2 / 2.95])
+    assert between[0].reasons == ["TTFT p50 1.300 s > 1 s"] and between[1].acceptable
+    # Two requests decoding together make a token every 0.125 s: 8 tok/s, too slow.
+    assert [r.good for r in decode] == [3, 0]
+    assert decode[1].reasons == ["3 of 3 requests decode slower than 9 tok/s"]
+    assert recommend(decode).choice.label == "np=1"
 
-    assert main(["slo", str(recorded_session), "--ttft", "60", "--registered", "100"]) == 0
+    assert main(["slo", str(sweep_session), "--ttft", "60", "--registered", "100"]) == 0
     out = capsys.readouterr().out
     assert "peak concurrent users = 100 registered x 0.05 online = 5" in out
-    assert "recommendation: np=" in out
-    assert main(["slo", str(recorded_session)]) == 1
+    assert "recommendation: np=2: 1.02 good requests/s" in out
+    assert main(["slo", str(sweep_session)]) == 1
 
 
-def goodput_for(path, slo):
+def test_failed_requests_make_a_configuration_unacceptable(tmp_path):
+    # Two requests served at once in 1.2 s; the third fails after 0.5 s.
+    requests = [*burst(0, 2, slots=2, at_s=0.0), failed(2, submit_s=0.0, done_s=0.5, error="x")]
+    path = build_session(
+        tmp_path / "f.session.sqlite",
+        "[server]\nslots = 2\n[workload]\nrequests = 3\n",
+        [Config(requests, startup_facts(2, 8192))],
+    )
     with open_session(path) as session:
-        return goodput(session, slo)
+        (result,) = goodput(session, Slo(ttft_s=60.0))
+    assert (result.requests, result.good, result.acceptable) == (3, 2, False)
+    assert result.reasons == ["1 requests failed"]
+    assert result.goodput_rps == pytest.approx(2 / 1.2)
+    assert recommend([result]).choice is None
