@@ -6,13 +6,12 @@ from __future__ import annotations
 import struct
 import xml.etree.ElementTree as ET
 
-import pytest
-
+from tests.made_sessions import Config, build_session, request, write_session
 from workbench.cli.main import main
 from workbench.engine.store.session import open_session
 from workbench.ui.report import ChartOptions, write_charts, write_report
 
-pytestmark = pytest.mark.server
+SMALL = ChartOptions(400, 250, 72)  # where the charts' size is not the point
 
 
 def png_size(path) -> tuple[int, int]:
@@ -21,10 +20,10 @@ def png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-def test_charts_in_every_format_at_the_requested_size(recorded_session, tmp_path, qapp):
-    with open_session(recorded_session) as session:
+def test_charts_in_every_format_at_the_requested_size(sweep_session, tmp_path, qapp):
+    with open_session(sweep_session) as session:
         written = write_charts(
-            [session], tmp_path, ChartOptions(900, 600, 120, ("png", "svg", "pdf"))
+            [session], tmp_path, ChartOptions(480, 320, 96, ("png", "svg", "pdf"))
         )
     assert [t for t, _ in written] == [
         "Aggregate throughput",
@@ -34,88 +33,102 @@ def test_charts_in_every_format_at_the_requested_size(recorded_session, tmp_path
         "Queue wait p50",
     ]
     for _, png in written:
-        assert png_size(png) == (900, 600)
+        assert png_size(png) == (480, 320)
         svg = ET.parse(png.with_suffix(".svg")).getroot()
         assert svg.tag.endswith("svg")
         pdf = png.with_suffix(".pdf").read_bytes()
         assert pdf.startswith(b"%PDF") and b"%%EOF" in pdf[-64:]
 
 
-def test_a_comparison_report_headless(recorded_session, tmp_path, capsys):
+def test_a_comparison_report_headless(sweep_session, tmp_path, capsys):
     out = tmp_path / "report"
     args = [
         "compare",
-        str(recorded_session),
-        str(recorded_session),
+        str(sweep_session),
+        str(sweep_session),
         "--out",
         str(out),
         "--relative",
         "--size",
-        "800x500",
+        "400x250",
     ]
     assert main(args) == 0
     report = (out / "report.md").read_text()
     assert "![Aggregate throughput](charts/agg_tok_s.png)" in report
-    assert "| machine |" in report and "| llama.cpp |" in report
+    assert "| machine | Made CPU 8-Core |" in report
+    assert "| llama.cpp | version: 6123 (abc1234); built with cc 12.2.0 |" in report
+    assert "| np=2 | Aggregate throughput (x of 1 slot) | 1.22 | 1.22 |" in report  # 12.2 / 10
     html = (out / "report.html").read_text()
     assert "<img src='charts/agg_tok_s.png'" in html
-    assert png_size(out / "charts" / "agg_tok_s.png") == (800, 500)
+    assert png_size(out / "charts" / "agg_tok_s.png") == (400, 250)
     assert (out / "comparison.csv").read_text().startswith("configuration,metric,")
-    assert "## Verdicts" in report and "each of N explicit slots" in report
+    verdicts = report[report.index("## Verdicts") : report.index("## Sessions")]
+    assert verdicts.count("- **supported**: each of N explicit slots") == 2
+    assert "  - -np 2 -c 2048: n_ctx_slot 1024 (ctx/N = 1024)" in verdicts
+    assert "  - 2 slots: 8.0 tok/s per request" in verdicts  # decode falls from 10.0
+    assert "- every configuration: dispatch delay p99 within 5 ms" in report
     import json
 
     document = json.loads((out / "comparison.json").read_text())
     assert document["relative"] is True and len(document["columns"]) == 2
-    with open_session(recorded_session) as session:
-        assert write_report([session], tmp_path / "single").name == "report.md"
+    assert document["rows"][1]["key"] == "agg_tok_s"
+    with open_session(sweep_session) as session:
+        assert write_report([session], tmp_path / "single", SMALL).name == "report.md"
 
 
-def test_export_charts_of_one_session_and_bad_formats(recorded_session, tmp_path, capsys):
+def test_export_charts_of_one_session_and_bad_formats(sweep_session, tmp_path, capsys):
+    export = ["export", str(sweep_session), "--charts", str(tmp_path / "charts")]
+    assert main([*export, "--format", "svg", "--size", "400x250", "--dpi", "72"]) == 0
     charts = tmp_path / "charts"
-    assert main(["export", str(recorded_session), "--charts", str(charts), "--format", "svg"]) == 0
     assert sorted(p.suffix for p in charts.iterdir()) == [".png"] * 5 + [".svg"] * 5
-    assert main(["export", str(recorded_session), "--charts", str(charts), "--format", "gif"]) == 1
+    assert png_size(charts / "agg_tok_s.png") == (400, 250)
+    assert main([*export, "--format", "gif"]) == 1
     assert "--format takes png, svg and/or pdf" in capsys.readouterr().err
 
 
-def test_export_png_svg_pdf_each_to_its_folder(recorded_session, tmp_path, capsys):
+def test_export_png_svg_pdf_each_to_its_folder(sweep_session, tmp_path, capsys):
     folders = {fmt: tmp_path / fmt for fmt in ("png", "svg", "pdf")}
     args = [arg for fmt, folder in folders.items() for arg in (f"--{fmt}", str(folder))]
-    assert main(["export", str(recorded_session), *args, "--size", "800x500"]) == 0
+    assert main(["export", str(sweep_session), *args, "--size", "400x250", "--dpi", "72"]) == 0
     for fmt, folder in folders.items():
         files = sorted(folder.iterdir())
         assert len(files) == 5 and {p.suffix for p in files} == {f".{fmt}"}
         assert all(p.stat().st_size > 1000 for p in files)
     out = capsys.readouterr().out
     assert "wrote 5 PNG charts" in out and "wrote 5 SVG charts" in out and "5 PDF charts" in out
-    assert main(["export", str(recorded_session)]) == 1
+    assert main(["export", str(sweep_session)]) == 1
     assert "--png/--svg/--pdf DIR" in capsys.readouterr().err
 
 
 def test_the_report_and_tables_say_which_numbers_to_doubt(tmp_path, qapp):
-    """Chunks of four tokens from the mock: the decode cross-check fails, and the report,
-    the terminal table and the CSV say so."""
+    """An external server sends four tokens per chunk, a token every 5 ms: the client sees
+    5 gaps of 20 ms per request where the server timed 23 of 5 ms. The decode cross-check
+    fails, and the report, the terminal table and the CSV say so."""
     from rich.console import Console
 
-    from tests.engine.measure.test_fidelity import Mock, external_run
     from workbench.cli.tables import results_table
     from workbench.engine.analysis.export import write_concurrency_csv
 
-    server = Mock("--ttft-ms", "10", "--itl-ms", "5", "--tokens", "24", "--tokens-per-chunk", "4")
-    try:
-        result = external_run(server.url, tmp_path / "out", requests=2, tokens=24)
-    finally:
-        server.stop()
-    with open_session(result.session_path) as session:
-        report = write_report([session], tmp_path / "report").read_text()
+    timing = {"tokens": 24, "ttft_s": 0.01, "itl_s": 0.005, "per_chunk": 4, "slot": None}
+    path = build_session(
+        tmp_path / "chunky.session.sqlite",
+        'name = "checks"\n[workload]\nrequests = 2\nmax_tokens = 24\n',
+        [Config([request(0, **timing), request(1, submit_s=0.2, **timing)], {})],
+        base_url="http://127.0.0.1:8000",
+    )
+    with open_session(path) as session:
+        report = write_report([session], tmp_path / "report", SMALL).read_text()
         summaries = session.summaries()
-    assert "## Can these numbers be trusted?" in report
-    assert "external: cross-check: decode time" in report and "several tokens" in report
+    check = (
+        "decode time: client 200 ms, server 230 ms (-13.0 %): the client saw the tokens over "
+        "less time than the server made them: chunks carrying several tokens"
+    )
+    assert f"- external: cross-check: {check}" in report
     console = Console(width=400, record=True)
     console.print(results_table(summaries))
     assert "[cross-check off]" in console.export_text()
     write_concurrency_csv(tmp_path / "c.csv", summaries)
-    assert "decode time: client" in (tmp_path / "c.csv").read_text()
+    assert check in (tmp_path / "c.csv").read_text()
 
 
 def test_session_strings_cannot_inject_html_markdown_or_formulas(tmp_path, qapp):
@@ -125,7 +138,6 @@ def test_session_strings_cannot_inject_html_markdown_or_formulas(tmp_path, qapp)
     import csv
     import sqlite3
 
-    from tests.made_sessions import write_session
     from workbench.engine.analysis.export import write_concurrency_csv
 
     path = write_session(tmp_path / "made.session.sqlite")
@@ -133,7 +145,7 @@ def test_session_strings_cannot_inject_html_markdown_or_formulas(tmp_path, qapp)
         conn.execute("UPDATE session SET name = '<script>alert(1)</script>'")
         conn.execute("UPDATE configs SET label = '=HYPERLINK(\"x\")|np=1'")
     with open_session(path) as session:
-        report = write_report([session], tmp_path / "report").read_text()
+        report = write_report([session], tmp_path / "report", SMALL).read_text()
         write_concurrency_csv(tmp_path / "c.csv", session.summaries())
     assert "<script>" not in report and "&lt;script&gt;alert(1)&lt;/script&gt;" in report
     assert "=HYPERLINK(&quot;x&quot;)\\|np=1" in report  # a table cell, not two
