@@ -93,7 +93,7 @@ def main() -> None:
 
     frames: list[float] = []
     durations: list[float] = []
-    drain = window.drain
+    drain = window.runs.drain
 
     def timed_drain() -> None:
         start = time.perf_counter()

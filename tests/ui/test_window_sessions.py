@@ -19,19 +19,19 @@ def final_view(window) -> tuple:
 
 
 def test_reopen_then_replay_at_10x_ends_in_the_same_view(window, loop, recorded_session):
-    loop.run_until_complete(window.open_session_file(recorded_session))
-    assert window.playback is not None and window.replay_bar.isVisible()
+    loop.run_until_complete(window.replay.open(recorded_session))
+    assert window.replay.playback is not None and window.replay_bar.isVisible()
     reopened = final_view(window)
     assert reopened[0] == 6 and reopened[1] == 2 and reopened[3] > 0
     assert all(state == "done" for _, state in reopened[2])
     assert all(p.body.text() for p in window.grid.panes.values())
 
-    window.seek_replay(0.0)
+    window.replay.seek(0.0)
     assert window.gantt.bar_count() == 0  # back to the start
     finished: list[str] = []
     window.replay_finished.connect(finished.append)
     window.replay_bar.set_speed(10)
-    window.start_replay()
+    window.replay.play()
     run(loop, lambda: finished, 60)
     assert finished == ["complete"]
     assert final_view(window) == reopened
@@ -40,9 +40,9 @@ def test_reopen_then_replay_at_10x_ends_in_the_same_view(window, loop, recorded_
 def test_a_file_that_is_not_a_session_is_a_clear_error(window, loop, tmp_path):
     bad = tmp_path / "x.session.sqlite"
     bad.write_bytes(b"nope" * 100)
-    loop.run_until_complete(window.open_session_file(bad))
+    loop.run_until_complete(window.replay.open(bad))
     assert "not a workbench session" in window.banner.text()
-    assert window.playback is None
+    assert window.replay.playback is None
 
 
 def test_the_sessions_tab_lists_labels_opens_and_deletes(window, loop, recorded_session, tmp_path):
@@ -65,7 +65,7 @@ def test_the_sessions_tab_lists_labels_opens_and_deletes(window, loop, recorded_
     assert load_notes(copy).note == "before the talk"
     panel.table.selectRow(0)
     panel.buttons["Open"].click()
-    run(loop, lambda: window.playback is not None, 30)
+    run(loop, lambda: window.replay.playback is not None, 30)
     assert window.results.table.rowCount() == 2
     panel.confirm_delete = lambda info: True
     panel.table.selectRow(0)
@@ -80,7 +80,7 @@ def test_compare_two_sessions_in_the_window_and_export(window, loop, recorded_se
     window.out_dir.mkdir(parents=True, exist_ok=True)
     for name in ("a", "b"):
         shutil.copy(recorded_session, window.out_dir / f"{name}.session.sqlite")
-    window.refresh_library()
+    window.sessions.refresh()
     run(loop, lambda: window.library.table.rowCount() == 2, 30)
     window.library.table.selectAll()
     window.library.buttons["Compare"].click()
@@ -101,7 +101,7 @@ def test_slos_on_an_opened_session(window, loop, recorded_session):
     panel = window.slo_panel
     loop.run_until_complete(window.evaluate_slo())
     assert "Run an experiment or open a session first" in panel.recommendation.text()
-    loop.run_until_complete(window.open_session_file(recorded_session))
+    loop.run_until_complete(window.replay.open(recorded_session))
     panel.ttft.setValue(60.0)
     loop.run_until_complete(window.evaluate_slo())
     assert panel.table.rowCount() == 2
@@ -128,7 +128,7 @@ def test_a_log_path_inside_a_session_is_never_opened(window, loop, recorded_sess
     shutil.copy(recorded_session, copy)
     with contextlib.closing(sqlite3.connect(copy)) as conn, conn:
         conn.execute("UPDATE configs SET log_path = ?, log_tail = 'kept tail'", (str(fifo),))
-    loop.run_until_complete(window.open_session_file(copy))  # returns: nothing blocked
-    assert window.playback is not None
+    loop.run_until_complete(window.replay.open(copy))  # returns: nothing blocked
+    assert window.replay.playback is not None
     assert window.server_panel.log.toPlainText() == "kept tail"
     assert window.server_panel._log_path is None

@@ -1,0 +1,45 @@
+"""The session library: the output folder and the data folder scanned off the GUI thread
+(every session file is opened to list it), and which session the window now shows."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+
+from workbench.engine.analysis.library import data_folder, scan
+from workbench.ui.controllers.tasks import Tasks
+
+
+class LibraryController(QObject):
+    scanned = Signal(list)  # the SessionInfo of every session found, newest scan only
+
+    def __init__(self, out_dir: Path, tasks: Tasks, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.out_dir = out_dir
+        self.tasks = tasks
+        self._scans = 0  # numbers the scans: one that a later scan overtook is dropped
+        self._opened: Path | None = None
+        self._recorded: Path | None = None
+
+    def refresh(self) -> None:
+        self._scans += 1
+        self.tasks.spawn(self._scan(self._scans))
+
+    async def _scan(self, number: int) -> None:
+        infos = await asyncio.to_thread(scan, [self.out_dir, data_folder()])
+        if number == self._scans:
+            self.scanned.emit(infos)
+
+    def set_opened(self, path: Path | None) -> None:
+        """The session opened from a file, or None once a run took the views."""
+        self._opened = path
+
+    def set_recorded(self, path: Path | None) -> None:
+        """The session the last run wrote (None: it did not stop in time)."""
+        self._recorded = path
+
+    def current_session_path(self) -> Path | None:
+        """The session the views show: the opened one, or the last run's."""
+        return self._opened or self._recorded

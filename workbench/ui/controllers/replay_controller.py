@@ -1,0 +1,113 @@
+"""A recorded session on the live views: open it (its final state), play it back at the
+replay bar's speed through the same painter as a live run, and seek anywhere in it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.run.replay import Playback, load_session_events
+from workbench.ui.controllers.render_controller import PUMP_INTERVAL_MS, RenderController
+from workbench.ui.run_model import RunModel
+
+
+class ReplayController(QObject):
+    opened = Signal(Path)  # a session's final state is on the views
+    closed = Signal()  # the open session let go of the views (a run took them)
+    loaded = Signal(object)  # the Playback of the session just opened
+    moved = Signal(object)  # the Playback, at its new position
+    playing = Signal(bool)
+    finished = Signal(str)  # a replay reached the end: the session's status
+    banner = Signal(str, str)  # text, kind (info, ok, error)
+    status = Signal(str)
+
+    def __init__(
+        self,
+        model: RunModel,
+        renderer: RenderController,
+        speed: Callable[[], float],
+        parent: QObject | None = None,
+    ) -> None:
+        """``speed``: how many seconds of the session one second of replay shows, asked at
+        every frame (the replay bar's choice, which may change while playing)."""
+        super().__init__(parent)
+        self.model = model
+        self.renderer = renderer
+        self.speed = speed
+        self.playback: Playback | None = None
+        self._held = False
+        self.timer = QTimer(self)
+        self.timer.setInterval(PUMP_INTERVAL_MS)
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.timeout.connect(self._tick)
+
+    def hold(self, busy: bool) -> None:
+        """While a run owns the views no session opens or plays; a starting run closes the
+        open one."""
+        self._held = busy
+        if busy:
+            self.pause()
+            self.playback = None
+            self.closed.emit()
+
+    async def open(self, path: Path) -> bool:
+        """Rebuild every view from the session file alone (its final state); False when it
+        could not be opened (the banner says why)."""
+        if self._held:
+            self.banner.emit("Stop the run before opening a session.", "error")
+            return False
+        try:
+            events = await asyncio.to_thread(load_session_events, path)
+        except WorkbenchError as exc:
+            self.banner.emit(str(exc), "error")
+            return False
+        self.pause()
+        self.playback = Playback(events)
+        self.model.reset()
+        self._render([e for _, e in events], self.playback.duration_s, force=True)
+        self.playback.seek_forward(self.playback.duration_s)
+        self.loaded.emit(self.playback)
+        status = self.model.status
+        kind = "ok" if status == "complete" else "info"
+        self.banner.emit(f"Session {path.name} ({status}): press Replay to watch it again.", kind)
+        self.status.emit(f"session {path.name}")
+        self.opened.emit(path)
+        return True
+
+    def play(self) -> None:
+        if self.playback is None or self._held:
+            return
+        if self.playback.finished:
+            self.seek(0.0)
+        self.timer.start()
+        self.playing.emit(True)
+
+    def pause(self) -> None:
+        self.timer.stop()
+        self.playing.emit(False)
+
+    def seek(self, position_s: float) -> None:
+        """Jump anywhere: the views are rebuilt from the start up to that moment."""
+        if self.playback is None:
+            return
+        self.model.reset()
+        self.playback.rewind()
+        self._render(self.playback.seek_forward(position_s), position_s, force=True)
+        self.moved.emit(self.playback)
+
+    def _tick(self) -> None:
+        assert self.playback is not None
+        step = PUMP_INTERVAL_MS / 1000 * self.speed()
+        self._render(self.playback.advance(step), self.playback.position_s)
+        self.moved.emit(self.playback)
+        if self.playback.finished:
+            self.pause()
+            self._render([], self.playback.position_s, force=True)
+            self.finished.emit(self.model.status)
+
+    def _render(self, events: list[object], now: float, force: bool = False) -> None:
+        self.renderer.render(events, now, force, verb="replaying")

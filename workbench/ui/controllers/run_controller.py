@@ -1,0 +1,157 @@
+"""One experiment at a time through ``ProcessRunner``: start it, pump its events into the run
+model on the 30 ms frame, stop it, and report how it ended.
+
+The engine measures in a child process; this controller only drains what that process sent
+and hands it to the painter. Every way out (Stop, closing the window, the end of the run)
+goes through the runner's own shutdown, and every way out ends the same: ``busy_changed``
+(False), then ``finished`` with the run's status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+
+from workbench.engine.analysis.export import write_concurrency_csv, write_requests_csv
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.config.experiment import Experiment
+from workbench.engine.events import Subscription
+from workbench.engine.run.process_runner import ProcessRunner
+from workbench.engine.run.runner import RunOptions, RunResult
+from workbench.engine.store.session import open_session
+from workbench.ui.controllers.render_controller import PUMP_INTERVAL_MS, RenderController
+from workbench.ui.controllers.tasks import Tasks
+from workbench.ui.run_model import RunModel
+
+WAIT_S = 60.0  # how long a finishing run may take to hand back its result
+
+
+def write_tables(result: RunResult, out_dir: Path) -> None:
+    """The same CSVs as ``workbench run`` writes, from the session file."""
+    with open_session(result.session_path) as session:
+        write_concurrency_csv(out_dir / "concurrency.csv", session.summaries())
+        write_requests_csv(out_dir / "requests.csv", session)
+
+
+class RunController(QObject):
+    busy_changed = Signal(bool)  # a run owns the views (True) or has let go of them (False)
+    started = Signal()  # the engine runs: what the views showed of an earlier run is void
+    recorded = Signal(object)  # the session a finished run wrote (Path), None if it hung
+    finished = Signal(str)  # complete, cancelled or failed: the last word on every run
+    banner = Signal(str, str)  # text, kind (info, ok, error)
+    status = Signal(str)
+
+    def __init__(
+        self,
+        model: RunModel,
+        renderer: RenderController,
+        tasks: Tasks,
+        out_dir: Path,
+        server_bin: str | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.model = model
+        self.renderer = renderer
+        self.tasks = tasks
+        self.out_dir = out_dir
+        self.server_bin = server_bin
+        self.runner: ProcessRunner | None = None
+        self.result: RunResult | None = None
+        self.subscription: Subscription | None = None
+        self.pump = QTimer(self)
+        self.pump.setInterval(PUMP_INTERVAL_MS)
+        self.pump.setTimerType(Qt.TimerType.PreciseTimer)
+        self.pump.timeout.connect(self.drain)
+
+    @property
+    def running(self) -> bool:
+        return self.runner is not None
+
+    def start(self, experiment: Experiment, base_url: str | None, api_key_env: str | None) -> None:
+        """Run ``experiment`` on a server of its own, or on ``base_url`` when given."""
+        if self.running:
+            return
+        options = RunOptions(
+            self.out_dir, base_url=base_url, server_bin=self.server_bin, api_key_env=api_key_env
+        )
+        self.runner = ProcessRunner(experiment, options)
+        self.busy_changed.emit(True)
+        self.tasks.spawn(self._run(self.runner))
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            self.status.emit("stopping…")
+            self.runner.cancel()
+
+    def drain(self) -> None:
+        """One frame: fold what arrived since the last into the model and redraw."""
+        events = self.subscription.drain() if self.subscription is not None else []
+        now = None
+        if self.model.t0_ns is not None and self.model.status == "running":
+            now = (time.perf_counter_ns() - self.model.t0_ns) / 1e9
+        self.renderer.render(events, now)
+
+    async def _run(self, runner: ProcessRunner) -> None:
+        """Prepare, run and finish one experiment; every way out ends the same."""
+        status = "failed"
+        try:
+            status = await self._run_steps(runner)
+        except WorkbenchError as exc:
+            self.banner.emit(str(exc), "error")
+        finally:
+            self.pump.stop()
+            if self.subscription is not None:
+                runner.bus.unsubscribe(self.subscription)
+                self.subscription = None
+            self.runner = None
+            self.busy_changed.emit(False)
+            self.finished.emit(status)
+
+    async def _run_steps(self, runner: ProcessRunner) -> str:
+        # In the status line, not the banner: a banner coming and going re-lays out every
+        # view just as the run starts.
+        self.banner.emit("", "info")
+        self.status.emit("preparing: finding the server and model, checking the output folder…")
+        await asyncio.to_thread(runner.prepare)
+        self.status.emit("running")
+        self.model.reset()
+        self.started.emit()
+        self.subscription = runner.bus.subscribe()
+        runner.start()
+        self.pump.start()
+        try:
+            while runner.running:
+                await asyncio.sleep(0.1)
+        finally:
+            if runner.running:  # the window is closing: this task was cancelled
+                runner.cancel()
+        result = await asyncio.to_thread(runner.wait, WAIT_S)
+        self.pump.stop()
+        self.drain()
+        self.result = result
+        if result is None:
+            self.recorded.emit(None)
+            self.banner.emit(f"The run did not stop within {WAIT_S:.0f} s.", "error")
+            return "failed"
+        try:
+            await asyncio.to_thread(write_tables, result, self.out_dir)
+        except WorkbenchError as exc:
+            self.banner.emit(str(exc), "error")
+        self._report(result)
+        self.recorded.emit(result.session_path)
+        return result.status
+
+    def _report(self, result: RunResult) -> None:
+        failed = [s for s in result.summaries if s.status != "ok"]
+        where = f"Session: {result.session_path}"
+        if result.status == "cancelled":
+            self.banner.emit(f"Stopped. What finished is kept. {where}", "info")
+        elif result.status == "failed" or failed:
+            errors = "\n".join(f"{s.label}: {s.error}" for s in failed) or result.error or ""
+            self.banner.emit(f"Finished with errors. {where}\n{errors}", "error")
+        else:
+            self.banner.emit(f"Finished. {where}", "ok")
