@@ -85,11 +85,13 @@ def test_compare_two_sessions_in_the_window_and_export(window, loop, recorded_se
     window.library.table.selectAll()
     window.library.buttons["Compare"].click()
     (compare,) = window.compare_windows
+    run(loop, lambda: not compare.loading.isVisible() and len(compare.gantts) == 2, 30)
     assert compare.table.columnCount() == 4 and compare.table.rowCount() == 14
     assert all(chart.point_count() == 4 for chart in compare.charts.values())
     assert [g.bar_count() for g in compare.gantts] == [6, 6]  # stacked, one per session
     assert len(compare.memory.getPlotItem().listDataItems()) == 2  # memory curves overlaid
     compare.relative.setChecked(True)
+    run(loop, lambda: not compare.loading.isVisible(), 30)
     assert compare.table.item(0, 2).text() == "1.00"  # np=1 relative to itself
     report = compare.export(tmp_path / "report")
     assert report is not None and (tmp_path / "report" / "charts" / "agg_tok_s.png").is_file()

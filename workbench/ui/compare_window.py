@@ -1,14 +1,21 @@
 """Sessions side by side in the window: the comparison table, the overlaid charts (the same
-code as the exported report), warnings where the comparison is unfair, and Export report."""
+code as the exported report), warnings where the comparison is unfair, and Export report.
+
+The session files are read in a worker thread (each is opened and summarised, which takes
+long enough to freeze a window); the window shows "loading" meanwhile and draws the result
+on the GUI thread.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QCloseEvent, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -26,15 +33,55 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.analysis.compare import chart_data, compare_sessions
+from workbench.engine.analysis.compare import ChartData, Comparison, chart_data, compare_sessions
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.figures.metrics import View, shown_in
 from workbench.engine.run.replay import load_session_events
 from workbench.engine.store.session import open_session
 from workbench.ui.charts import SERIES_COLORS, MetricChart
+from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.gantt import GanttView
 from workbench.ui.report import write_report
 from workbench.ui.run_model import RunModel
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What one refresh shows: the table and the charts."""
+
+    comparison: Comparison
+    charts: list[ChartData]
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One session as it happened (its run model rebuilt from the file), or why not."""
+
+    path: Path
+    model: RunModel | None
+    error: str = ""
+
+
+def load_comparison(paths: list[Path], relative: bool) -> Loaded:
+    """Open every session once and compare them (in a worker thread: it reads every record)."""
+    with contextlib.ExitStack() as stack:
+        sessions = [stack.enter_context(open_session(p)) for p in paths]
+        return Loaded(compare_sessions(sessions, relative), chart_data(sessions, relative))
+
+
+def load_timelines(paths: list[Path]) -> list[Timeline]:
+    """Each session's events folded into a run model (plain Python: fine in a worker thread)."""
+    timelines = []
+    for path in paths:
+        try:
+            events = load_session_events(path)
+        except WorkbenchError as exc:
+            timelines.append(Timeline(path, None, str(exc)))
+            continue
+        model = RunModel()
+        model.apply([event for _, event in events])
+        timelines.append(Timeline(path, model))
+    return timelines
 
 
 class CompareWindow(QWidget):
@@ -42,6 +89,10 @@ class CompareWindow(QWidget):
         super().__init__(parent, Qt.WindowType.Window)
         self.setWindowTitle("Compare sessions")
         self.paths = paths
+        self.tasks = Tasks()  # the loads under way, cancelled when the window closes
+        self._refreshes = 0  # numbers the refreshes: one that a later one overtook is dropped
+        self.loading = QLabel()
+        self.loading.setStyleSheet("color:#8b929c;")
         self.relative = QCheckBox("relative to 1 slot")
         self.relative.toggled.connect(self.refresh)
         export = QPushButton("Export report…")
@@ -73,6 +124,7 @@ class CompareWindow(QWidget):
         self.timeline_layout.setContentsMargins(0, 0, 0, 0)
         top = QHBoxLayout()
         top.addWidget(self.relative)
+        top.addWidget(self.loading)
         top.addStretch(1)
         top.addWidget(export)
         tabs = QTabWidget()
@@ -81,26 +133,42 @@ class CompareWindow(QWidget):
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(grid)
         split.addWidget(tabs)
+        # Fixed shares: the table and the Gantts arrive after the first layout, which would
+        # otherwise give the charts what the table needs.
+        split.setSizes([475, 525])
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.warnings)
         layout.addWidget(split, 1)
         self.resize(1500, 950)
         self.refresh()
-        self._build_timelines()
+        self.tasks.spawn(self._build_timelines())
 
     def refresh(self) -> None:
-        relative = self.relative.isChecked()
+        """Reload the table and the charts from the session files, in a worker thread."""
+        self._refreshes += 1
+        self.loading.setText(f"loading {len(self.paths)} sessions…")
+        self.loading.show()
+        self.tasks.spawn(self._refresh(self._refreshes, self.relative.isChecked()))
+
+    async def _refresh(self, number: int, relative: bool) -> None:
+        loaded: Loaded | str
         try:
-            with contextlib.ExitStack() as stack:
-                sessions = [stack.enter_context(open_session(p)) for p in self.paths]
-                comparison = compare_sessions(sessions, relative)
-                charts = chart_data(sessions, relative)
+            loaded = await asyncio.to_thread(load_comparison, self.paths, relative)
         except WorkbenchError as exc:
-            self.warnings.setText(str(exc))
-            return
+            loaded = str(exc)
+        if number != self._refreshes:
+            return  # the toggle changed meanwhile: the later refresh's result counts
+        self.loading.hide()
+        if isinstance(loaded, str):
+            self.warnings.setText(loaded)
+        else:
+            self._show(loaded)
+
+    def _show(self, loaded: Loaded) -> None:
+        comparison = loaded.comparison
         self.warnings.setText("\n".join(f"Not like for like: {w}" for w in comparison.warnings))
-        for data in charts:
+        for data in loaded.charts:
             self.charts[data.key].show_data(data)
         rows = comparison.rows()
         headers = ["configuration", "metric", *comparison.columns]
@@ -115,17 +183,15 @@ class CompareWindow(QWidget):
                 self.table.setItem(r, c, QTableWidgetItem(text))
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
 
-    def _build_timelines(self) -> None:
+    async def _build_timelines(self) -> None:
         """The sessions' Gantts stacked (x linked) and their memory curves overlaid, rebuilt
         from the session files through the same views as a live run."""
-        for number, path in enumerate(self.paths):
-            try:
-                events = load_session_events(path)
-            except WorkbenchError as exc:
-                self.warnings.setText(str(exc))
+        timelines = await asyncio.to_thread(load_timelines, self.paths)
+        for number, timeline in enumerate(timelines):
+            path, model = timeline.path, timeline.model
+            if model is None:
+                self.warnings.setText(timeline.error)
                 continue
-            model = RunModel()
-            model.apply([event for _, event in events])
             gantt = GanttView()
             gantt.getPlotItem().setTitle(f"{path.name}: {model.name}", size="10pt")
             gantt.setMinimumHeight(160)
@@ -138,6 +204,11 @@ class CompareWindow(QWidget):
             self.memory.getPlotItem().plot(
                 *model.rss, pen=pg.mkPen(color, width=2), name=f"{model.name} ({path.name})"
             )
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        """A load still under way would draw on a closed (deleted) window: cancel it."""
+        self.tasks.cancel_all()
+        super().closeEvent(event)
 
     def _export_dialog(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Report folder")

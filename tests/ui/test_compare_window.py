@@ -1,0 +1,89 @@
+"""The comparison window reads its sessions off the GUI thread, shows that it is loading,
+and draws only the result of the latest refresh."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from tests.ui.driving import run
+from workbench.engine.analysis.compare import Comparison
+from workbench.ui import compare_window
+from workbench.ui.compare_window import CompareWindow, Loaded
+
+PATHS = [Path("a.session.sqlite"), Path("b.session.sqlite")]
+
+
+def comparison(value: float, relative: bool) -> Loaded:
+    cells = {("np=1", "agg_tok_s"): [value, value]}
+    return Loaded(Comparison(["a", "b"], ["np=1"], cells, relative=relative), [])
+
+
+def test_refresh_loads_in_a_thread_and_shows_loading(qtbot, loop, monkeypatch):
+    threads: list[threading.Thread] = []
+    release = threading.Event()
+
+    def load(paths: list[Path], relative: bool) -> Loaded:
+        threads.append(threading.current_thread())
+        release.wait(10)
+        return comparison(100.0, relative)
+
+    monkeypatch.setattr(compare_window, "load_comparison", load)
+    monkeypatch.setattr(compare_window, "load_timelines", lambda paths: [])
+    window = CompareWindow(PATHS)
+    qtbot.addWidget(window)
+    window.show()
+    assert window.loading.isVisible() and "loading 2 sessions" in window.loading.text()
+    run(loop, lambda: threads, 10)
+    assert window.table.rowCount() == 0  # still loading: the GUI thread is not waiting
+    release.set()
+    run(loop, lambda: not window.loading.isVisible(), 10)
+    assert len(threads) == 1 and threads[0] is not threading.main_thread()
+    assert window.table.item(0, 2).text() == "100.0"
+    window.close()
+    run(loop, lambda: not window.tasks, 10)
+
+
+def test_a_refresh_overtaken_by_a_later_one_is_dropped(qtbot, loop, monkeypatch):
+    first_may_return = threading.Event()
+    returned: list[bool] = []
+
+    def load(paths: list[Path], relative: bool) -> Loaded:
+        if not relative:  # the first refresh, at construction: slower than the second
+            first_may_return.wait(10)
+        returned.append(relative)
+        return comparison(2.0 if relative else 100.0, relative)
+
+    monkeypatch.setattr(compare_window, "load_comparison", load)
+    monkeypatch.setattr(compare_window, "load_timelines", lambda paths: [])
+    window = CompareWindow(PATHS)
+    qtbot.addWidget(window)
+    window.show()
+    window.relative.setChecked(True)  # a second refresh while the first is loading
+    run(loop, lambda: returned == [True], 10)
+    run(loop, lambda: not window.loading.isVisible(), 10)
+    assert window.table.item(0, 2).text() == "2.00"
+    first_may_return.set()
+    run(loop, lambda: returned == [True, False] and not window.tasks, 10)
+    assert window.table.item(0, 2).text() == "2.00"  # the stale result was not drawn
+    window.close()
+
+
+def test_closing_while_loading_draws_nothing(qtbot, loop, monkeypatch):
+    release = threading.Event()
+
+    def load(paths: list[Path], relative: bool) -> Loaded:
+        release.wait(10)
+        return comparison(100.0, relative)
+
+    monkeypatch.setattr(compare_window, "load_comparison", load)
+    monkeypatch.setattr(compare_window, "load_timelines", lambda paths: [])
+    window = CompareWindow(PATHS)
+    qtbot.addWidget(window)
+    window.show()
+    window.close()
+    release.set()
+    until = time.monotonic() + 0.5
+    run(loop, lambda: time.monotonic() > until, 5)
+    assert window.table.rowCount() == 0 and not window.tasks
