@@ -4,8 +4,9 @@ An instant local SSE source (``workbench.mock_server`` with no TTFT and no gap, 
 other core) streams ``--tokens`` chunks to each of ``--streams`` requests. Each client runs in
 a process of its own pinned to core 0, alternately, ``--rounds`` times:
 
-- the engine: ``ExperimentRunner`` in external mode, everything a headless run does (session
-  writer, sampler, event bus with a subscriber draining it as the terminal does);
+- the engine: a headless run through ``RunLifecycle`` in external mode, everything
+  ``workbench run`` does (session writer, sampler, the event bus drained at the terminal's
+  pace, the tables);
 - the raw loop: one httpx client, a timestamp per read and a JSON decode per event.
 
 Events/s is token chunks received over the time from the first request sent to the last
@@ -24,8 +25,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +43,8 @@ def _pin(core: int) -> None:
 
 def engine_client(url: str, streams: int, tokens: int) -> dict:
     from workbench.engine.config.experiment import parse_experiment
-    from workbench.engine.run.runner import ExperimentRunner, RunOptions
+    from workbench.engine.run.lifecycle import run_experiment
+    from workbench.engine.run.runner import RunOptions
     from workbench.engine.store.session import open_session
 
     experiment = parse_experiment(
@@ -52,23 +52,8 @@ def engine_client(url: str, streams: int, tokens: int) -> dict:
         f"max_tokens = {tokens}\nwarmup = 1\n"
     )
     with tempfile.TemporaryDirectory() as folder:
-        runner = ExperimentRunner(experiment, RunOptions(Path(folder), base_url=url))
-        runner.prepare()
-        events = runner.bus.subscribe()  # drained like the terminal's display does
-        stop = threading.Event()
-
-        def drain() -> None:
-            while not stop.is_set():
-                events.drain()
-                time.sleep(0.1)
-
-        drainer = threading.Thread(target=drain, daemon=True)
-        drainer.start()
-        runner.start()
-        result = runner.wait()
-        stop.set()
-        drainer.join()
-        assert result is not None and result.status == "complete", result
+        result = run_experiment(experiment, RunOptions(Path(folder), base_url=url))
+        assert result.status == "complete", result
         with open_session(result.session_path) as session:
             records = [r for r in session.records(0) if not r.warmup]
     stamps = [[c.t_ns for c in r.chunks] for r in records]

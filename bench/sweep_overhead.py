@@ -8,7 +8,7 @@ needs to come up, so this compares, in the same run and alternating the order ea
 - **bare**: ``llama-server`` spawned with exactly the flags the workbench gives it
   (``server_arguments``) and ``GET /health`` polled every ``--poll-ms`` until it answers 200,
   timed from just before the spawn;
-- **workbench**: a real headless sweep through ``ExperimentRunner`` (slots 1/2/4, a couple
+- **workbench**: a real headless sweep through ``RunLifecycle`` (slots 1/2/4, a couple
   of short requests each), timed from the last request's ``t_done_ns`` of configuration k to
   configuration k+1's server state turning ``healthy``. Events carry no time of their own,
   so the bus stamps each one with ``time.perf_counter_ns()`` as it is published (the clock
@@ -55,7 +55,8 @@ from workbench.engine.events import (  # noqa: E402
     ServerReady,
     ServerStateChanged,
 )
-from workbench.engine.run.runner import ExperimentRunner, RunOptions  # noqa: E402
+from workbench.engine.run.lifecycle import run_experiment  # noqa: E402
+from workbench.engine.run.runner import RunOptions  # noqa: E402
 from workbench.engine.server.discovery import find_server_binary, resolve_model  # noqa: E402
 from workbench.engine.server.llama_server import free_port, server_arguments  # noqa: E402
 
@@ -160,8 +161,7 @@ def workbench_sweep(text: str, out: Path) -> list[Transition]:
     """Run the sweep headless and cut its event stream into transitions k -> k+1."""
     experiment = parse_experiment(text, name_hint="sweep-overhead")
     bus = StampedBus()
-    runner = ExperimentRunner(experiment, RunOptions(out_dir=out), bus)
-    result = runner.run()
+    result = run_experiment(experiment, RunOptions(out_dir=out), bus)
     if result.status != "complete":
         raise RuntimeError(f"workbench sweep ended {result.status}: {result.error}")
     marks: dict[int, dict[str, float]] = {}
@@ -183,7 +183,7 @@ def workbench_sweep(text: str, out: Path) -> list[Transition]:
             case ServerReady(config_index=k, log_path=log) if log is not None:
                 logs[k] = Path(log)
     transitions = []
-    for k in range(len(runner.configs) - 1):
+    for k in range(len(result.summaries) - 1):
         old, new = marks[k], marks[k + 1]
         transitions.append(
             Transition(

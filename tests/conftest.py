@@ -72,14 +72,15 @@ def write_experiment(tmp_path: Path):
 @pytest.fixture(scope="session")
 def recorded_session(tmp_path_factory) -> Path:
     """A small real run (2 configurations, 3 requests each, 12 tokens), recorded once."""
-    from workbench.engine.run.runner import ExperimentRunner, RunOptions
+    from workbench.engine.run.lifecycle import run_experiment
+    from workbench.engine.run.runner import RunOptions
 
     experiment = parse_experiment(
         'name = "recorded"\n[server]\nslots = [1, 2]\nctx = 2048\n'
         "[workload]\nrequests = 3\nmax_tokens = 12\nwarmup = 1\n"
     )
     out = tmp_path_factory.mktemp("recorded")
-    return ExperimentRunner(experiment, RunOptions(out)).run().session_path
+    return run_experiment(experiment, RunOptions(out)).session_path
 
 
 @pytest.fixture(scope="session")

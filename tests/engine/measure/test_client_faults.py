@@ -442,7 +442,8 @@ async def test_odd_values_from_a_server_are_kept_as_text_not_fatal(tmp_path) -> 
     """A count of 2**70 and a list as finish_reason once killed the session writer and lost
     the batch: now they are stored as text and the run completes."""
     from workbench.engine.config.experiment import parse_experiment
-    from workbench.engine.run.runner import ExperimentRunner, RunOptions
+    from workbench.engine.run.lifecycle import run_experiment
+    from workbench.engine.run.runner import RunOptions
     from workbench.engine.store.session import open_session
 
     behaviour = Behaviour(tokens=4, completion_tokens=2**70, finish_reason=["stop", 1])
@@ -450,8 +451,8 @@ async def test_odd_values_from_a_server_are_kept_as_text_not_fatal(tmp_path) -> 
         'name = "odd"\n[workload]\nrequests = 3\nmax_tokens = 4\nwarmup = 0\n'
     )
     async with FakeServer(behaviour) as server:
-        runner = ExperimentRunner(experiment, RunOptions(tmp_path, base_url=server.base_url))
-        result = await asyncio.to_thread(runner.run)
+        options = RunOptions(tmp_path, base_url=server.base_url)
+        result = await asyncio.to_thread(run_experiment, experiment, options)
     assert result.status == "complete", result.error
     with open_session(result.session_path) as session:
         records = session.records(0)

@@ -34,7 +34,8 @@ from workbench.engine.measure.workload import (
     plan_records,
     run_requests,
 )
-from workbench.engine.run.runner import ExperimentRunner, RunOptions
+from workbench.engine.run.lifecycle import run_experiment
+from workbench.engine.run.runner import RunOptions
 from workbench.engine.store.session import open_session
 from workbench.mock_server import MockProcess as Mock
 
@@ -200,7 +201,7 @@ def test_a_run_records_dispatch_and_client_load(mock: Mock, tmp_path: Path) -> N
     experiment = parse_experiment(
         'name = "fidelity"\n[workload]\nrequests = 4\nmax_tokens = 6\nwarmup = 1\nrepeats = 2\n'
     )
-    result = ExperimentRunner(experiment, RunOptions(tmp_path, base_url=mock.url)).run()
+    result = run_experiment(experiment, RunOptions(tmp_path, base_url=mock.url))
     assert result.status == "complete", result.error
     live = result.summaries[0]
     with open_session(result.session_path) as session:
@@ -225,7 +226,7 @@ def external_run(url: str, folder: Path, requests: int = 4, tokens: int = 12):
     experiment = parse_experiment(
         f'name = "checks"\n[workload]\nrequests = {requests}\nmax_tokens = {tokens}\nwarmup = 1\n'
     )
-    result = ExperimentRunner(experiment, RunOptions(folder, base_url=url)).run()
+    result = run_experiment(experiment, RunOptions(folder, base_url=url))
     assert result.status == "complete", result.error
     return result
 

@@ -13,7 +13,8 @@ from workbench.engine.events import EventBus, RequestFinished
 from workbench.engine.figures.summaries import request_metrics
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.workload import make_client, plan_records, run_requests
-from workbench.engine.run.runner import ExperimentRunner, RunOptions
+from workbench.engine.run.lifecycle import run_experiment
+from workbench.engine.run.runner import RunOptions
 from workbench.engine.server.llama_server import LlamaServer
 from workbench.engine.store.session import open_session
 
@@ -142,8 +143,7 @@ def test_runner_records_samples_and_requests(server_binary, write_experiment, tm
     )
     bus = EventBus()
     finished = bus.subscribe(RequestFinished)
-    runner = ExperimentRunner(experiment, RunOptions(tmp_path / "out"), bus)
-    result = runner.run()
+    result = run_experiment(experiment, RunOptions(tmp_path / "out"), bus)
     assert result.status == "complete"
     assert len(finished.drain()) == 5  # the warm-up request is recorded too
     with open_session(result.session_path) as session:
@@ -187,7 +187,7 @@ def test_completion_endpoint_poisson_arrivals_and_repeats(
         warmup = 0
         """
     )
-    result = ExperimentRunner(experiment, RunOptions(tmp_path / "out")).run()
+    result = run_experiment(experiment, RunOptions(tmp_path / "out"))
     (summary,) = result.summaries
     assert summary.status == "ok" and len(summary.runs) == 2
     assert all(run.ok == 3 and run.output_tokens == 36 for run in summary.runs)
@@ -209,7 +209,7 @@ def test_cross_checks_agree_on_a_real_server(server_binary, write_experiment, tm
         'name = "checks"\n[server]\nslots = 2\nctx = 2048\n'
         "[workload]\nrequests = 4\nmax_tokens = 48\nwarmup = 1\n"
     )
-    result = ExperimentRunner(experiment, RunOptions(tmp_path / "out")).run()
+    result = run_experiment(experiment, RunOptions(tmp_path / "out"))
     assert result.status == "complete", result.error
     run = result.summaries[0].runs[0]
     names = [text.split(":")[0] for text in run.checks]

@@ -131,7 +131,8 @@ def test_a_run_says_where_its_prompts_come_from(tmp_path):
 
     from tests.fakes.sse_server import Behaviour, FakeServer
     from workbench.engine.config.experiment import parse_experiment
-    from workbench.engine.run.runner import ExperimentRunner, RunOptions
+    from workbench.engine.run.lifecycle import run_experiment
+    from workbench.engine.run.runner import RunOptions
     from workbench.engine.store.session import open_session
 
     (tmp_path / "mine.txt").write_text("first prompt\nsecond prompt\n")
@@ -142,8 +143,8 @@ def test_a_run_says_where_its_prompts_come_from(tmp_path):
 
     async def run() -> Path:
         async with FakeServer(Behaviour(tokens=2)) as server:
-            runner = ExperimentRunner(experiment, RunOptions(tmp_path, base_url=server.base_url))
-            return (await asyncio.to_thread(runner.run)).session_path
+            options = RunOptions(tmp_path, base_url=server.base_url)
+            return (await asyncio.to_thread(run_experiment, experiment, options)).session_path
 
     with open_session(asyncio.run(run())) as session:
         texts = [text for _, level, text in session.notices() if level == "info"]

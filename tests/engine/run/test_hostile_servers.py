@@ -18,7 +18,8 @@ import pytest
 
 from tests.fakes.sse_server import Behaviour, FakeServer
 from workbench.engine.config.experiment import parse_experiment
-from workbench.engine.run.runner import ExperimentRunner, RunOptions
+from workbench.engine.run.lifecycle import run_experiment
+from workbench.engine.run.runner import RunOptions
 from workbench.engine.store.session import open_session
 
 DEADLINE_S = 30.0
@@ -64,10 +65,9 @@ def one_normal(faulty: Behaviour) -> Any:
 
 
 def run_against(server: FakeServer, folder: Path) -> Path:
-    runner = ExperimentRunner(
+    result = run_experiment(
         parse_experiment(EXPERIMENT), RunOptions(folder, base_url=server.base_url)
     )
-    result = runner.run()
     assert result.status == "complete", result.error
     return result.session_path
 

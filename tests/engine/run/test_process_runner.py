@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from workbench.engine.base.errors import ModelFileError
@@ -47,3 +49,39 @@ def test_an_error_while_preparing_comes_back_with_its_class(tmp_path):
     runner = ProcessRunner(experiment, RunOptions(tmp_path / "out"))
     with pytest.raises(ModelFileError, match="model file not found"):
         runner.prepare()
+
+
+def test_the_child_runs_the_lifecycle_and_writes_the_tables(tmp_path, monkeypatch):
+    """The window's surface (prepare, start, running, wait, bus, session_path, configs) over
+    a child that takes the run through ``RunLifecycle``: the tables come back written."""
+    from tests.fakes.sse_server import Behaviour, serve_in_thread
+    from workbench.engine.events import ExperimentFinished
+    from workbench.engine.run import lifecycle
+
+    experiment = parse_experiment(
+        'name = "child"\n[workload]\nrequests = 3\nmax_tokens = 4\nwarmup = 0\n'
+    )
+    with serve_in_thread(Behaviour(tokens=4)) as server:
+        runner = ProcessRunner(experiment, RunOptions(tmp_path, base_url=server.base_url))
+        runner.prepare()
+        assert runner.session_path is not None and runner.session_path.parent == tmp_path
+        assert [c.label for c in runner.configs] == [
+            c.label for c in experiment.configs(external=True)
+        ]
+        events = runner.bus.subscribe()
+        runner.start()
+        deadline = time.monotonic() + 60
+        while runner.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result = runner.wait(60.0)
+    assert result is not None and result.status == "complete"
+    assert result.tables is not None and result.tables.error is None
+    assert result.tables.concurrency == tmp_path / "concurrency.csv"
+    assert result.tables.concurrency.exists() and result.tables.requests.exists()
+    assert isinstance(events.drain()[-1], ExperimentFinished)
+
+    def never(session_path):
+        raise AssertionError("the parent wrote the tables again")
+
+    monkeypatch.setattr(lifecycle, "write_tables", never)  # the child's are kept as they are
+    assert lifecycle.RunLifecycle(runner).finish() == result

@@ -21,6 +21,7 @@ from workbench.engine.base.errors import (
     SessionError,
 )
 from workbench.engine.events import EventBus, FirstToken, ServerReady
+from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import ExperimentRunner, RunOptions
 from workbench.engine.server.external import probe_external
 from workbench.engine.server.llama_server import free_port
@@ -79,8 +80,7 @@ def test_corrupt_gguf_fails_start_with_the_server_log(write_experiment, tmp_path
     corrupt = tmp_path / "corrupt.gguf"
     corrupt.write_bytes(model_path.read_bytes()[:4096])  # a real header, then nothing
     experiment = small(write_experiment, server_extra=f'model = "{corrupt}"')
-    runner = ExperimentRunner(experiment, RunOptions(tmp_path / "out"))
-    result = runner.run()
+    result = run_experiment(experiment, RunOptions(tmp_path / "out"))
     (summary,) = result.summaries
     assert summary.status == "failed"
     assert "while starting" in summary.error and "last log lines" in summary.error
@@ -92,8 +92,8 @@ def test_corrupt_gguf_fails_start_with_the_server_log(write_experiment, tmp_path
 
 def test_sigill_at_start_is_explained(write_experiment, tmp_path):
     binary = fake_binary(tmp_path, 'echo "loading model"; kill -ILL $$')
-    runner = ExperimentRunner(small(write_experiment), RunOptions(tmp_path, server_bin=binary))
-    (summary,) = runner.run().summaries
+    options = RunOptions(tmp_path, server_bin=binary)
+    (summary,) = run_experiment(small(write_experiment), options).summaries
     assert "SIGILL" in summary.error
     assert "CPU instructions" in summary.error and "mno-amx" in summary.error
     assert "loading model" in summary.error  # the log tail is shown
@@ -103,9 +103,7 @@ def test_server_that_never_gets_healthy_hits_the_deadline(write_experiment, tmp_
     pid_file = tmp_path / "pid"
     binary = fake_binary(tmp_path, f"echo $$ > {pid_file}; exec sleep 60")
     experiment = small(write_experiment, server_extra="startup_timeout_s = 1.0")
-    (summary,) = (
-        ExperimentRunner(experiment, RunOptions(tmp_path, server_bin=binary)).run().summaries
-    )
+    (summary,) = run_experiment(experiment, RunOptions(tmp_path, server_bin=binary)).summaries
     assert "did not become healthy within 1 s" in summary.error
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
@@ -118,7 +116,7 @@ def test_port_already_taken(write_experiment, tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         experiment = small(write_experiment, server_extra=f"port = {port}")
-        (summary,) = ExperimentRunner(experiment, RunOptions(tmp_path)).run().summaries
+        (summary,) = run_experiment(experiment, RunOptions(tmp_path)).summaries
     assert summary.status == "failed"
     assert f"port {port}" in summary.error and "already in use" in summary.error
     assert PortInUseError.__name__  # the error class the engine raises for this
@@ -127,7 +125,7 @@ def test_port_already_taken(write_experiment, tmp_path):
 def test_a_fixed_port_serves_every_configuration_of_a_sweep(write_experiment, tmp_path):
     """The previous server's TIME_WAIT sockets must not make the port look taken."""
     experiment = small(write_experiment, slots="[1, 2]", server_extra=f"port = {free_port()}")
-    result = ExperimentRunner(experiment, RunOptions(tmp_path)).run()
+    result = run_experiment(experiment, RunOptions(tmp_path))
     assert [(s.status, s.error) for s in result.summaries] == [("ok", None), ("ok", None)]
 
 
@@ -137,7 +135,6 @@ def test_server_killed_mid_run_fails_its_requests_and_the_next_config_runs(
     experiment = small(write_experiment, slots="[1, 2]", requests=4, max_tokens=48)
     bus = EventBus()
     ready = bus.subscribe(ServerReady, FirstToken)
-    runner = ExperimentRunner(experiment, RunOptions(tmp_path), bus)
     killed = threading.Event()
 
     def killer() -> None:
@@ -152,7 +149,7 @@ def test_server_killed_mid_run_fails_its_requests_and_the_next_config_runs(
 
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
-    result = runner.run()
+    result = run_experiment(experiment, RunOptions(tmp_path), bus)
     thread.join(5)
     assert killed.is_set()
     first, second = result.summaries

@@ -129,7 +129,8 @@ def test_a_version_2_session_reads_without_slots(recorded_session, tmp_path):
 @pytest.mark.server
 def test_a_log_that_cannot_be_followed_costs_the_lanes_not_the_run(tmp_path, monkeypatch):
     from workbench.engine.config.experiment import parse_experiment
-    from workbench.engine.run.runner import ExperimentRunner, RunOptions
+    from workbench.engine.run.lifecycle import run_experiment
+    from workbench.engine.run.runner import RunOptions
 
     def unreadable(self, records):
         if any(r.ok for r in records):
@@ -140,7 +141,7 @@ def test_a_log_that_cannot_be_followed_costs_the_lanes_not_the_run(tmp_path, mon
     experiment = parse_experiment(
         "[server]\nslots = 1\nctx = 1024\n[workload]\nrequests = 2\nmax_tokens = 4\nwarmup = 0\n"
     )
-    result = ExperimentRunner(experiment, RunOptions(tmp_path)).run()
+    result = run_experiment(experiment, RunOptions(tmp_path))
     assert result.status == "complete"
     with open_session(result.session_path) as session:
         assert [r.ok for r in session.records(0)] == [True, True]

@@ -2,13 +2,15 @@
 
 In one process, a window's painting and the engine's stream parsing take turns on the same
 interpreter lock, so each slows the other: token timestamps drift and frames stall. Here the
-engine (``ExperimentRunner``, unchanged) runs in a child process with its own interpreter;
-its events come back in batches of about 20 ms, with the token chunks of each request merged
-within a batch (the views need the text, not one event per token; the session written by the
-child keeps every chunk with its own timestamp).
+child process takes the run through the same ``RunLifecycle`` as ``workbench run`` (the
+engine, ``ExperimentRunner``, unchanged; the tables written by the child once the run
+ended); its events come back in batches of about 20 ms, with the token chunks of each
+request merged within a batch (the views need the text, not one event per token; the
+session written by the child keeps every chunk with its own timestamp).
 
-``ProcessRunner`` has the ``ExperimentRunner`` surface the window uses: ``prepare``,
-``start``, ``cancel``, ``running``, ``wait``, ``bus`` and ``session_path``.
+``ProcessRunner`` is a ``lifecycle.Runner``, like ``ExperimentRunner``: ``prepare``,
+``start``, ``cancel``, ``running``, ``wait``, ``bus``, ``session_path`` and ``configs``. The
+result ``wait`` returns already carries the tables the child wrote.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base import errors
-from workbench.engine.config.experiment import Experiment
+from workbench.engine.config.experiment import Experiment, RunConfig
 from workbench.engine.events import EventBus, RequestFinished, TokenChunkArrived
+from workbench.engine.run.lifecycle import RunLifecycle
 from workbench.engine.run.runner import ExperimentRunner, RunOptions, RunResult
 
 BATCH_S = 0.02
@@ -69,41 +72,51 @@ def _child(
     """The child process: prepare, wait for start, forward events, report the result."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     runner = ExperimentRunner(experiment, options)
+    lifecycle = RunLifecycle(runner)
 
     def orphan_watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(0.25)
-        runner.cancel()  # the front end is gone: stop servers, close the session
+        lifecycle.cancel()  # the front end is gone: stop servers, close the session
         time.sleep(15.0)
         os._exit(1)
 
     threading.Thread(target=orphan_watch, name="orphan-watch", daemon=True).start()
     try:
-        runner.prepare()
+        lifecycle.prepare()
     except errors.WorkbenchError as exc:
-        to_parent.put(("error", type(exc).__name__, str(exc)))
+        to_parent.put(_error(exc))
         return
-    to_parent.put(("prepared", str(runner.session_path)))
+    to_parent.put(("prepared", str(runner.session_path), runner.configs))
     if from_parent.get() != "start":
-        runner.cancel()
-    events = runner.bus.subscribe()
-    runner.start()
+        lifecycle.cancel()
+    lifecycle.start()
 
     def commands() -> None:
         while True:
             if from_parent.get() == "cancel":
-                runner.cancel()
+                lifecycle.cancel()
+
+    def forward(events: list[Any]) -> None:
+        if events:
+            to_parent.put(("events", coalesce(events)))
 
     threading.Thread(target=commands, name="commands", daemon=True).start()
-    while True:
-        finished = not runner.running
-        batch = events.drain()
-        if batch:
-            to_parent.put(("events", coalesce(batch)))
-        if finished:
-            break
-        time.sleep(BATCH_S)
-    to_parent.put(("finished", runner.wait(60.0)))
+    lifecycle.follow(forward, BATCH_S)
+    try:
+        to_parent.put(("finished", lifecycle.finish()))
+    except errors.WorkbenchError as exc:
+        to_parent.put(_error(exc))
+
+
+def _error(exc: errors.WorkbenchError) -> tuple[str, str, str]:
+    """An error for the parent, which raises it again with its class (``_raise``)."""
+    return ("error", type(exc).__name__, str(exc))
+
+
+def _raise(message: tuple[str, str, str]) -> None:
+    error_class = getattr(errors, message[1], errors.WorkbenchError)
+    raise error_class(message[2])
 
 
 class ProcessRunner:
@@ -114,12 +127,15 @@ class ProcessRunner:
         self.options = options
         self.bus = bus or EventBus()
         self.session_path: Path | None = None
+        # What the child prepared replaces this (an external server names the model).
+        self.configs: list[RunConfig] = experiment.configs(external=options.base_url is not None)
         self._context = multiprocessing.get_context("spawn")
         self._to_parent: Any = self._context.Queue()
         self._from_parent: Any = self._context.Queue()
         self._process: Any = None
         self._reader: threading.Thread | None = None
         self._result: RunResult | None = None
+        self._error: tuple[str, str, str] | None = None
 
     def prepare(self) -> None:
         """Start the child and let it check everything; its error is raised here."""
@@ -146,9 +162,8 @@ class ProcessRunner:
                     raise errors.WorkbenchError("the engine process did not get ready") from None
         if message[0] == "error":
             self._process.join(10)
-            error_class = getattr(errors, message[1], errors.WorkbenchError)
-            raise error_class(message[2])
-        self.session_path = Path(message[1])
+            _raise(message)
+        self.session_path, self.configs = Path(message[1]), message[2]
 
     def start(self) -> None:
         self._from_parent.put("start")
@@ -169,6 +184,9 @@ class ProcessRunner:
             elif message[0] == "finished":
                 self._result = message[1]
                 return
+            elif message[0] == "error":
+                self._error = message
+                return
 
     def cancel(self) -> None:
         with contextlib.suppress(Exception):
@@ -184,6 +202,8 @@ class ProcessRunner:
         if self._reader.is_alive():
             return None
         self._process.join(10)
+        if self._error is not None:
+            _raise(self._error)
         if self._result is None:
             status = self._process.exitcode
             self._stop_child()

@@ -67,7 +67,7 @@ SWITCH_INTERVAL_S = 0.0005
 SLOT_LOG_INTERVAL_S = 0.25
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOptions:
     out_dir: Path
     base_url: str | None = None
@@ -75,12 +75,24 @@ class RunOptions:
     api_key_env: str | None = None  # the variable's name; its value is read, never kept
 
 
-@dataclass
+@dataclass(frozen=True)
+class RunTables:
+    """The CSV tables a finished run leaves next to its session, or why they are missing:
+    the run's measurements are in the session either way, so a table that cannot be
+    written is reported, not fatal to the result."""
+
+    concurrency: Path
+    requests: Path
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class RunResult:
     status: str
     session_path: Path
     summaries: list[ConfigSummary]
     error: str | None = None
+    tables: RunTables | None = None  # written by the run's lifecycle once the run ended
 
 
 def check_out_dir(out_dir: Path) -> None:
@@ -129,6 +141,7 @@ class ExperimentRunner:
         self._status = "complete"
         self._error: str | None = None
         self._cancel_requested = threading.Event()
+        self._main_task_cancelled = False
         self._headers: dict[str, str] = {}  # authorization for an external server
 
     # -- set-up -----------------------------------------------------------------------------
@@ -192,16 +205,23 @@ class ExperimentRunner:
         self._thread.start()
 
     def cancel(self) -> None:
-        """Thread-safe: stop at once, keeping what was measured. Only the first call acts:
-        a second cancel (Ctrl-C twice, Stop then closing the window) must not interrupt the
-        cleanup that the first started, or the configuration's end is lost."""
-        if self._cancel_requested.is_set():
-            return
+        """Thread-safe: stop at once, keeping what was measured. However often it is called,
+        the run is cancelled once: a second cancel (Ctrl-C twice, Stop then closing the
+        window) must not interrupt the cleanup that the first started, or the
+        configuration's end is lost. Every call asks the engine loop again, so a call cut
+        short (a signal raising in the middle of it) is made good by the next."""
         self._cancel_requested.set()
-        loop, task = self._loop, self._main_task
-        if loop is not None and task is not None:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(task.cancel)
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
+                loop.call_soon_threadsafe(self._cancel_main_task)
+
+    def _cancel_main_task(self) -> None:
+        """On the engine loop: cancel the run's task, the first time only."""
+        task = self._main_task
+        if task is not None and not self._main_task_cancelled:
+            self._main_task_cancelled = True
+            task.cancel()
 
     def wait(self, timeout: float | None = None) -> RunResult | None:
         """Block until the run and its session are finished; None on timeout."""
@@ -218,14 +238,6 @@ class ExperimentRunner:
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
-
-    def run(self) -> RunResult:
-        """prepare + start + wait, for headless callers that own nothing else."""
-        self.prepare()
-        self.start()
-        result = self.wait()
-        assert result is not None
-        return result
 
     def _thread_main(self) -> None:
         asyncio.run(self._main())
