@@ -148,6 +148,23 @@ def test_exit_status_says_whether_requests_failed(tmp_path, capsys, behaviour, e
         assert "request(s) failed" in capsys.readouterr().out
 
 
+def test_a_table_that_cannot_be_written_is_an_error_after_the_results(tmp_path, capsys):
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(EXIT_EXPERIMENT)
+    out = tmp_path / "out"
+    (out / "concurrency.csv").mkdir(parents=True)  # a folder where the table should go
+    with serve_in_thread(Behaviour(tokens=4)) as server:
+        code = main(["run", str(experiment), "--out", str(out), "--base-url", server.base_url])
+    printed = capsys.readouterr()
+    assert code == 1, printed
+    assert "cannot write" in printed.err and "Is a directory" in printed.err
+    assert "Results" not in printed.out and "exits" in printed.out  # the results came first
+    assert "session:" not in printed.out
+    (session,) = out.glob("*.session.sqlite")
+    with open_session(session) as opened:
+        assert opened.status == "complete"
+
+
 def test_exit_status_of_a_configuration_that_failed(tmp_path, model_path, capsys):
     corrupt = tmp_path / "corrupt.gguf"
     corrupt.write_bytes(model_path.read_bytes()[:4096])  # a real header, then nothing

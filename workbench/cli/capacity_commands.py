@@ -1,0 +1,167 @@
+"""The commands about capacity: how many slots fit in memory (``plan``), which slot count
+meets service-level objectives (``slo``), and how near decoding runs to the bound memory
+bandwidth sets (``roofline``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import psutil
+from rich.console import Console
+from rich.markup import escape
+
+from workbench.cli.tables import model_line, plan_table, roofline_table, slo_table
+from workbench.engine.analysis.planner import plan, read_model_facts
+from workbench.engine.analysis.roofline import session_roofline
+from workbench.engine.analysis.slo import Slo, goodput, peak_users, recommend
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.measure import hardware
+from workbench.engine.store.session import open_session
+
+
+# -- parsers ----------------------------------------------------------------------------------
+def add_plan(sub: Any) -> None:
+    parser = sub.add_parser("plan", help="how many slots fit in memory, for a model")
+    parser.add_argument("model", help="GGUF model file")
+    parser.add_argument("--ctx", default="4096,8192,16384", help="contexts, comma-separated")
+    parser.add_argument("--slots", default="1,2,4,8", help="slot counts, comma-separated")
+    parser.add_argument("--kv-type", default="f16", help="KV cache type for K and V (f16, q8_0...)")
+    parser.add_argument("--unified", action="store_true", help="one KV pool for all slots (-kvu)")
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="plan for the first NVIDIA GPU's memory (NVML or nvidia-smi) instead of RAM",
+    )
+    parser.add_argument(
+        "--memory-gib",
+        type=float,
+        help="memory to plan for (default: this machine's available RAM)",
+    )
+    parser.add_argument(
+        "--overhead-mib",
+        type=float,
+        default=128.0,
+        help="compute buffers and runtime beyond weights and KV (128)",
+    )
+    parser.add_argument(
+        "--need",
+        type=int,
+        default=0,
+        help="tokens a request needs (prompt + max tokens): warn below it",
+    )
+    parser.set_defaults(handler=cmd_plan)
+
+
+def add_slo(sub: Any) -> None:
+    slo = sub.add_parser("slo", help="goodput against SLOs, and the slot count to run")
+    slo.add_argument("session")
+    slo.add_argument("--ttft", type=float, help="TTFT limit in s (per request and p50)")
+    slo.add_argument("--ttft-p90", type=float, help="TTFT p90 limit in s")
+    slo.add_argument("--decode", type=float, help="minimum per-request decode tok/s")
+    slo.add_argument("--e2e-p90", type=float, help="end-to-end latency p90 limit in s")
+    slo.add_argument("--registered", type=int, help="registered users (planning arithmetic)")
+    slo.add_argument(
+        "--online", type=float, default=0.05, help="share of registered users online at peak (0.05)"
+    )
+    slo.set_defaults(handler=cmd_slo)
+
+
+def add_roofline(sub: Any) -> None:
+    roof = sub.add_parser("roofline", help="decode speed against the memory-bandwidth bound")
+    roof.add_argument("session")
+    roof.add_argument(
+        "--bandwidth-gbs",
+        type=float,
+        help="memory bandwidth in GB/s (default: measured once on this machine)",
+    )
+    roof.add_argument("--remeasure", action="store_true", help="measure the bandwidth again")
+    roof.set_defaults(handler=cmd_roofline)
+
+
+# -- commands ---------------------------------------------------------------------------------
+def cmd_plan(args: argparse.Namespace, console: Console) -> int:
+    ctxs, slots = _int_list(args.ctx, "--ctx"), _int_list(args.slots, "--slots")
+    if any(s == 0 or s < -1 for s in slots) or any(c <= 0 for c in ctxs):
+        raise WorkbenchError("--slots must be >= 1 (or -1 for auto) and --ctx > 0")
+    model = read_model_facts(args.model)
+    available, where = _memory_to_plan_for(args)
+    rows = plan(
+        model,
+        ctxs,
+        slots,
+        available,
+        unified=args.unified,
+        type_k=args.kv_type,
+        type_v=args.kv_type,
+        overhead_mib=args.overhead_mib,
+        need_tokens=args.need,
+    )
+    console.print(model_line(model, args.kv_type, available, where), markup=False, highlight=False)
+    console.print(plan_table(rows))
+    return 0
+
+
+def _memory_to_plan_for(args: argparse.Namespace) -> tuple[int, str]:
+    """Bytes to plan for and where they come from: given, a GPU's, or the free RAM."""
+    if args.memory_gib:
+        return int(args.memory_gib * 2**30), "given"
+    if args.gpu:
+        gpus = hardware.nvidia_gpus()
+        if not gpus:
+            raise WorkbenchError(
+                "--gpu: no NVIDIA GPU found (neither NVML nor nvidia-smi "
+                "answered); give the memory with --memory-gib"
+            )
+        return int(gpus[0]["memory_bytes"]), f"VRAM of {gpus[0]['name']}"
+    return psutil.virtual_memory().available, "free RAM"
+
+
+def _int_list(text: str, name: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise WorkbenchError(
+            f"{name} takes whole numbers separated by commas, got {text!r}"
+        ) from None
+    if not values:
+        raise WorkbenchError(f"{name} needs at least one value")
+    return values
+
+
+def cmd_slo(args: argparse.Namespace, console: Console) -> int:
+    try:
+        slo = Slo(args.ttft, args.ttft_p90, args.decode, args.e2e_p90)
+    except ValueError:
+        raise WorkbenchError(
+            "give at least one SLO: --ttft, --ttft-p90, --decode, --e2e-p90"
+        ) from None
+    with open_session(args.session) as session:
+        results = goodput(session, slo)
+    console.print(f"SLO: {slo.describe()}", markup=False)
+    peak = peak_users(args.registered, args.online) if args.registered else None
+    console.print(slo_table(results, peak))
+    if peak is not None:
+        console.print(
+            f"peak concurrent users = {args.registered} registered x {args.online:g} "
+            f"online = {peak}",
+            markup=False,
+        )
+    console.print(f"recommendation: {recommend(results).text}", markup=False)
+    return 0
+
+
+def cmd_roofline(args: argparse.Namespace, console: Console) -> int:
+    report = session_roofline(args.session, args.bandwidth_gbs, refresh=args.remeasure)
+    console.print(
+        f"memory bandwidth: {report.bandwidth / 1e9:.1f} GB/s ({report.how})", markup=False
+    )
+    if report.recorded_on:
+        console.print(
+            f"[yellow]the session was recorded on {escape(report.recorded_on)}: give its "
+            "bandwidth with --bandwidth-gbs for a fair bound[/yellow]"
+        )
+    console.print(roofline_table(report.rows))
+    if not report.rows:
+        console.print("no configuration logged its buffer sizes (external server?)")
+    return 0

@@ -1,0 +1,8 @@
+"""What ``workbench`` exits with, so that a script or CI can tell what happened."""
+
+from __future__ import annotations
+
+EXIT_ERROR = 1  # bad input, a failed run, or an error the message names
+EXIT_REQUESTS_FAILED = 3  # every configuration ran, but some requests failed
+EXIT_CONFIG_FAILED = 4  # a configuration failed (its server did not start, or died)
+EXIT_CANCELLED = 130  # Ctrl-C, SIGTERM or SIGHUP

@@ -1,0 +1,216 @@
+"""The commands that read recorded sessions: ``show``, ``export``, ``sessions``, ``compare``
+and ``verdicts``. Charts come from the window's chart code, drawn offscreen, so Qt is
+imported only when a chart is asked for."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from workbench.cli.tables import (
+    comparison_table,
+    hardware_line,
+    memory_table,
+    requests_table,
+    results_table,
+    session_line,
+    sessions_table,
+    verdict_line,
+)
+from workbench.engine.analysis.compare import compare_sessions, to_markdown
+from workbench.engine.analysis.export import (
+    memory_checks,
+    write_concurrency_csv,
+    write_csv,
+    write_json,
+    write_requests_csv,
+)
+from workbench.engine.analysis.library import data_folder, scan
+from workbench.engine.analysis.verdicts import lab_verdicts
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.store.session import open_session
+
+
+# -- parsers ----------------------------------------------------------------------------------
+def add_show(sub: Any) -> None:
+    show = sub.add_parser("show", help="print the tables of a saved session")
+    show.add_argument("session")
+    show.add_argument("--requests", action="store_true", help="also list every request")
+    show.set_defaults(handler=cmd_show)
+
+
+def add_export(sub: Any) -> None:
+    export = sub.add_parser("export", help="write a session's tables as CSV / JSON")
+    export.add_argument("session")
+    export.add_argument("--csv", help="per-configuration CSV (the lab's columns first)")
+    export.add_argument("--requests-csv", help="per-request CSV")
+    export.add_argument("--json", help="the whole session as JSON")
+    export.add_argument("--charts", help="a folder for the session's charts")
+    for fmt in ("png", "svg", "pdf"):
+        export.add_argument(
+            f"--{fmt}", metavar="DIR", help=f"a folder for the session's charts as {fmt.upper()}"
+        )
+    _add_chart_options(export)
+    export.set_defaults(handler=cmd_export)
+
+
+def add_sessions(sub: Any) -> None:
+    sessions = sub.add_parser("sessions", help="list the sessions in folders")
+    sessions.add_argument(
+        "folders",
+        nargs="*",
+        help="folders to look in, with their subfolders "
+        "(default: results/ and the app's data folder)",
+    )
+    sessions.set_defaults(handler=cmd_sessions)
+
+
+def add_compare(sub: Any) -> None:
+    compare = sub.add_parser("compare", help="sessions side by side (e.g. from two machines)")
+    compare.add_argument("sessions", nargs="+")
+    compare.add_argument(
+        "--relative",
+        action="store_true",
+        help="each session's figures relative to its 1-slot configuration",
+    )
+    compare.add_argument("--csv", help="write the table as CSV")
+    compare.add_argument("--markdown", help="write the table (and warnings) as Markdown")
+    compare.add_argument("--out", help="write a report folder: charts, tables, report.md/.html")
+    _add_chart_options(compare)
+    compare.set_defaults(handler=cmd_compare)
+
+
+def add_verdicts(sub: Any) -> None:
+    verdicts = sub.add_parser("verdicts", help="judge the lab's hypotheses on a session")
+    verdicts.add_argument("session")
+    verdicts.set_defaults(handler=cmd_verdicts)
+
+
+def _add_chart_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        default="png",
+        help="chart formats, comma-separated: png, svg, pdf (default: png)",
+    )
+    parser.add_argument("--size", default="1200x800", help="chart size in pixels (1200x800)")
+    parser.add_argument("--dpi", type=int, default=150, help="PNG/PDF resolution (150)")
+
+
+def _chart_options(args: argparse.Namespace) -> Any:
+    from workbench.ui.options import window_size
+    from workbench.ui.report import ChartOptions
+
+    formats = tuple(f.strip().lower() for f in args.format.split(",") if f.strip())
+    unknown = [f for f in formats if f not in ("png", "svg", "pdf")]
+    if unknown or not formats:
+        raise WorkbenchError(f"--format takes png, svg and/or pdf, got {args.format!r}")
+    width, height = window_size(args.size)
+    return ChartOptions(width, height, args.dpi, tuple(dict.fromkeys(("png", *formats))))
+
+
+# -- commands ---------------------------------------------------------------------------------
+def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    with open_session(args.session) as session:
+        console.print(session_line(session.meta, session.status), highlight=False)
+        console.print(hardware_line(session.hardware), highlight=False, markup=False)
+        console.print(results_table(session.summaries(), title="Results"))
+        for config in session.configs:
+            if config.error:
+                text = escape(f"{config.label}: {config.error}")
+                console.print(f"[red]{text}[/red]", highlight=False)
+        checks = memory_checks(session)
+        if checks:
+            console.print(memory_table(checks))
+        for _, level, text in session.notices():
+            if level == "warning":
+                console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False)
+        if args.requests:
+            console.print(requests_table(session))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, console: Console) -> int:
+    by_format = [(fmt, getattr(args, fmt)) for fmt in ("png", "svg", "pdf") if getattr(args, fmt)]
+    if not (args.csv or args.json or args.requests_csv or args.charts or by_format):
+        raise WorkbenchError(
+            "say what to write: --csv FILE, --requests-csv FILE, --json FILE, --charts DIR "
+            "and/or --png/--svg/--pdf DIR"
+        )
+    with open_session(args.session) as session:
+        if args.csv:
+            write_concurrency_csv(Path(args.csv), session.summaries())
+            console.print(f"wrote {args.csv}", markup=False)
+        if args.requests_csv:
+            write_requests_csv(Path(args.requests_csv), session)
+            console.print(f"wrote {args.requests_csv}", markup=False)
+        if args.json:
+            write_json(Path(args.json), session)
+            console.print(f"wrote {args.json}", markup=False)
+        targets = [(Path(args.charts), None)] if args.charts else []
+        targets += [(Path(folder), fmt) for fmt, folder in by_format]
+        if targets:
+            from workbench.ui.report import write_charts
+
+            for folder, fmt in targets:
+                options = _chart_options(args)
+                if fmt is not None:
+                    options = replace(options, formats=(fmt,))
+                written = write_charts([session], folder, options)
+                what = f"{fmt.upper()} charts" if fmt else "charts"
+                console.print(f"wrote {len(written)} {what} to {folder}", markup=False)
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
+    folders = [Path(f) for f in args.folders] or [Path("results"), data_folder()]
+    infos = scan(folders)
+    if not infos:
+        console.print(f"no sessions in {', '.join(map(str, folders))}", markup=False)
+        return 0
+    console.print(sessions_table(infos))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    with contextlib.ExitStack() as stack:
+        sessions = [stack.enter_context(open_session(p)) for p in args.sessions]
+        comparison = compare_sessions(sessions, relative=args.relative)
+    console.print(comparison_table(comparison, args.relative))
+    for warning in comparison.warnings:
+        console.print(f"[yellow]not like for like:[/yellow] {escape(warning)}", highlight=False)
+    if args.csv:
+        write_csv(
+            Path(args.csv), comparison.rows(), ["configuration", "metric", *comparison.columns]
+        )
+        console.print(f"wrote {args.csv}", markup=False)
+    if args.out:
+        from workbench.ui.report import write_report
+
+        with contextlib.ExitStack() as stack:
+            sessions = [stack.enter_context(open_session(p)) for p in args.sessions]
+            report = write_report(sessions, Path(args.out), _chart_options(args), args.relative)
+        console.print(f"wrote {report} (and report.html, charts/, comparison.csv)", markup=False)
+    if args.markdown:
+        try:
+            Path(args.markdown).write_text(to_markdown(comparison), encoding="utf-8")
+        except OSError as exc:
+            raise WorkbenchError(f"cannot write {args.markdown}: {exc.strerror or exc}") from None
+        console.print(f"wrote {args.markdown}", markup=False)
+    return 0
+
+
+def cmd_verdicts(args: argparse.Namespace, console: Console) -> int:
+    with open_session(args.session) as session:
+        verdicts = lab_verdicts(session.summaries())
+        console.print(f"{session.meta['name']} ({session.status})", markup=False)
+    for verdict in verdicts:
+        console.print(verdict_line(verdict))
+        for line in verdict.numbers:
+            console.print(f"    {line}", markup=False, highlight=False)
+    return 0
