@@ -58,15 +58,16 @@ HARDWARE: dict[str, Any] = {
 MODEL_MIB = 92.1
 KV_BYTES_PER_TOKEN = 30 * 3 * 64 * 2 * 2  # layers x KV heads x head size x (K, V) x f16
 COMPUTE_MIB = 62.9
+PROMPT_TOKENS = 20
 
 
-def startup_facts(slots: int, ctx: int, unified: bool = False) -> dict[str, Any]:
-    """The facts a CPU llama-server logs at start for the default model: with ``ctx`` 2048
-    its buffers are 92.1 + 45 + 62.9 = 200 MiB."""
+def startup_facts(slots: int, ctx: int) -> dict[str, Any]:
+    """The facts a CPU llama-server logs at start for the default model, each slot with its
+    share of ``ctx``: with ``ctx`` 2048 its buffers are 92.1 + 45 + 62.9 = 200 MiB."""
     return StartupFacts(
         n_slots=slots,
-        n_ctx_slot=ctx if unified else ctx // slots,
-        kv_unified=unified,
+        n_ctx_slot=ctx // slots,
+        kv_unified=False,
         n_ctx=ctx,
         kv_buffer_mib=ctx * KV_BYTES_PER_TOKEN / MIB,
         model_buffer_mib=MODEL_MIB,
@@ -85,15 +86,14 @@ def request(
     itl_s: float = 0.1,
     per_chunk: int = 1,
     prefill_s: float = 0.05,
-    prompt_n: int = 20,
     repeat: int = 0,
     warmup: bool = False,
     slot: int | None = 0,
 ) -> RequestRecord:
-    """A successful request: sent at ``submit_s``, first chunk ``ttft_s`` later, then the
-    server makes a token every ``itl_s`` and sends them ``per_chunk`` at a time. Its
-    ``timings`` say what the server measured: ``prefill_s`` for the prompt, ``itl_s`` per
-    token generated."""
+    """A successful request with a prompt of ``PROMPT_TOKENS``: sent at ``submit_s``, first
+    chunk ``ttft_s`` later, then the server makes a token every ``itl_s`` and sends them
+    ``per_chunk`` at a time. Its ``timings`` say what the server measured: ``prefill_s``
+    for the prompt, ``itl_s`` per token generated."""
     first = submit_s + ttft_s
     gap = itl_s * per_chunk
     chunks = [
@@ -113,9 +113,9 @@ def request(
         http_status=200,
         ok=True,
         finish_reason="length",
-        usage={"completion_tokens": tokens, "prompt_tokens": prompt_n},
+        usage={"completion_tokens": tokens, "prompt_tokens": PROMPT_TOKENS},
         timings={
-            "prompt_n": prompt_n,
+            "prompt_n": PROMPT_TOKENS,
             "prompt_ms": prefill_s * 1000,
             "predicted_n": tokens,
             "predicted_ms": tokens * itl_s * 1000,
@@ -126,13 +126,11 @@ def request(
     )
 
 
-def failed(
-    index: int, *, submit_s: float, done_s: float, error: str, repeat: int = 0
-) -> RequestRecord:
+def failed(index: int, *, submit_s: float, done_s: float, error: str) -> RequestRecord:
     """A request that got no token: the server answered ``error`` at ``done_s``."""
     return RequestRecord(
         0,
-        repeat,
+        0,
         index,
         f"prompt {index}",
         t_submit_ns=round(submit_s * NS),
@@ -172,11 +170,10 @@ def burst(
     ]
 
 
-def rss_samples(at_s: float, mib: Sequence[float], every_s: float = 1.0) -> list[ProcessSample]:
-    """The server's resident memory, one sample every ``every_s`` from ``at_s``."""
+def rss_samples(at_s: float, mib: Sequence[float]) -> list[ProcessSample]:
+    """The server's resident memory, one sample a second from ``at_s``."""
     return [
-        ProcessSample(0, round((at_s + k * every_s) * NS), round(m * MIB), 100.0)
-        for k, m in enumerate(mib)
+        ProcessSample(0, round((at_s + k) * NS), round(m * MIB), 100.0) for k, m in enumerate(mib)
     ]
 
 

@@ -3,6 +3,7 @@ them, headless."""
 
 from __future__ import annotations
 
+import csv
 import struct
 import xml.etree.ElementTree as ET
 
@@ -102,8 +103,9 @@ def test_export_png_svg_pdf_each_to_its_folder(sweep_session, tmp_path, capsys):
 
 def test_the_report_and_tables_say_which_numbers_to_doubt(tmp_path, qapp):
     """An external server sends four tokens per chunk, a token every 5 ms: the client sees
-    5 gaps of 20 ms per request where the server timed 23 of 5 ms. The decode cross-check
-    fails, and the report, the terminal table and the CSV say so."""
+    5 gaps of 20 ms per request where the server timed 23 of 5 ms, and the client's loop was
+    busy 90 % of the run. The decode cross-check fails, the client was the limit, and the
+    report, the terminal table and the CSV say so."""
     from rich.console import Console
 
     from workbench.cli.tables import results_table
@@ -113,7 +115,7 @@ def test_the_report_and_tables_say_which_numbers_to_doubt(tmp_path, qapp):
     path = build_session(
         tmp_path / "chunky.session.sqlite",
         'name = "checks"\n[workload]\nrequests = 2\nmax_tokens = 24\n',
-        [Config([request(0, **timing), request(1, submit_s=0.2, **timing)], {})],
+        [Config([request(0, **timing), request(1, submit_s=0.2, **timing)], {}, loop_busy=0.9)],
         base_url="http://127.0.0.1:8000",
     )
     with open_session(path) as session:
@@ -121,14 +123,22 @@ def test_the_report_and_tables_say_which_numbers_to_doubt(tmp_path, qapp):
         summaries = session.summaries()
     check = (
         "decode time: client 200 ms, server 230 ms (-13.0 %): the client saw the tokens over "
-        "less time than the server made them: chunks carrying several tokens"
+        "less time than the server made them: chunks carrying several tokens (speculative "
+        "decoding, a proxy), or a server timer that leaves part of the generation out"
     )
-    assert f"- external: cross-check: {check}" in report
+    trust = report[report.index("## Can these numbers be trusted?") : report.index("## Verdicts")]
+    assert trust.splitlines()[4:6] == [
+        "- external: client-limited: measuring loop busy 90% of the run",
+        f"- external: cross-check: {check}",
+    ]
     console = Console(width=400, record=True)
     console.print(results_table(summaries))
-    assert "[cross-check off]" in console.export_text()
+    assert "│ external [client-limited] [cross-check off] │" in console.export_text()
     write_concurrency_csv(tmp_path / "c.csv", summaries)
-    assert check in (tmp_path / "c.csv").read_text()
+    with (tmp_path / "c.csv").open() as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert row["cross_check_failures"] == check
+    assert row["client_limited"] == "measuring loop busy 90% of the run"
 
 
 def test_session_strings_cannot_inject_html_markdown_or_formulas(tmp_path, qapp):

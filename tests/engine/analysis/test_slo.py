@@ -53,17 +53,23 @@ def test_goodput_and_recommendation(sweep_session, capsys):
     assert main(["slo", str(sweep_session)]) == 1
 
 
-def test_failed_requests_make_a_configuration_unacceptable(tmp_path):
-    # Two requests served at once in 1.2 s; the third fails after 0.5 s.
+def test_failures_make_a_configuration_unacceptable(tmp_path):
+    # np=2: two requests served at once in 1.2 s, the third fails after 0.5 s. np=4: its
+    # server never got ready.
     requests = [*burst(0, 2, slots=2, at_s=0.0), failed(2, submit_s=0.0, done_s=0.5, error="x")]
     path = build_session(
         tmp_path / "f.session.sqlite",
-        "[server]\nslots = 2\n[workload]\nrequests = 3\n",
-        [Config(requests, startup_facts(2, 8192))],
+        "[server]\nslots = [2, 4]\n[workload]\nrequests = 3\n",
+        [
+            Config(requests, startup_facts(2, 8192)),
+            Config(status="failed", error="llama-server exited with status 1 while starting"),
+        ],
     )
     with open_session(path) as session:
-        (result,) = goodput(session, Slo(ttft_s=60.0))
-    assert (result.requests, result.good, result.acceptable) == (3, 2, False)
-    assert result.reasons == ["1 requests failed"]
-    assert result.goodput_rps == pytest.approx(2 / 1.2)
-    assert recommend([result]).choice is None
+        partly, never = goodput(session, Slo(ttft_s=60.0))
+    assert (partly.requests, partly.good, partly.acceptable) == (3, 2, False)
+    assert partly.reasons == ["1 requests failed"]
+    assert partly.goodput_rps == pytest.approx(2 / 1.2)
+    assert (never.requests, never.good, never.goodput_rps, never.acceptable) == (0, 0, 0.0, False)
+    assert never.reasons == ["no TTFT p50"]
+    assert recommend([partly, never]).choice is None
