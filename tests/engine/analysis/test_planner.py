@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import gguf
+import numpy as np
 import pytest
 
 from workbench.cli.main import main
@@ -19,6 +20,39 @@ MIB = 2**20
 @pytest.fixture(scope="module")
 def smollm(model_path) -> ModelFacts:
     return read_model_facts(model_path)
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    """A GGUF header with the default model's KV shape (30 layers, 3 KV heads of 64) and
+    one small tensor: what the plan command reads, without parsing a 49k-token vocabulary."""
+    path = tmp_path_factory.mktemp("model") / "small.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("Small")
+    writer.add_block_count(30)
+    writer.add_embedding_length(576)
+    writer.add_head_count(9)
+    writer.add_head_count_kv(3)
+    writer.add_context_length(8192)
+    writer.add_file_type(3)  # Q4_1
+    writer.add_tensor("token_embd.weight", np.zeros((64, 16), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_header_like_the_default_models(small_model, smollm):
+    small = read_model_facts(small_model)
+    assert (small.layers, small.kv_heads, small.head_k, small.head_v, small.train_ctx) == (
+        smollm.layers,
+        smollm.kv_heads,
+        smollm.head_k,
+        smollm.head_v,
+        smollm.train_ctx,
+    )
+    assert (small.name, small.quantization, small.tensor_bytes) == ("Small", "Q4_1", 64 * 16 * 4)
 
 
 def test_model_facts_from_the_gguf_header(smollm):
@@ -116,12 +150,12 @@ def test_an_architecture_without_the_needed_keys(tmp_path, capsys):
     assert "lacks" in capsys.readouterr().err
 
 
-def test_plan_command(model_path, capsys):
+def test_plan_command(small_model, capsys):
     assert (
         main(
             [
                 "plan",
-                str(model_path),
+                str(small_model),
                 "--ctx",
                 "8192",
                 "--slots",
@@ -135,18 +169,22 @@ def test_plan_command(model_path, capsys):
         == 0
     )
     out = capsys.readouterr().out
-    assert "22.5 KiB per token" in out and "unified" in out and "truncated" in out
-    assert main(["plan", str(model_path), "--slots", "two"]) == 1
+    assert out.startswith("Small (llama, Q4_1): 30 layers, 3 KV heads x 64, weights 0 MiB, KV ")
+    assert "22.5 KiB per token (f16); memory to plan for: 0.5 GiB (given)" in " ".join(out.split())
+    assert "│ 8192 │     4 │  unified │            8192 │  180.0 │" in out
+    assert "less than the 3000 it needs" in out
+    assert main(["plan", str(small_model), "--slots", "two"]) == 1
+    assert "--slots takes whole numbers separated by commas" in capsys.readouterr().err
 
 
-def test_planning_for_a_gpu_that_is_not_there(model_path, capsys, monkeypatch):
+def test_planning_for_a_gpu_that_is_not_there(small_model, capsys, monkeypatch):
     from workbench.engine.measure import hardware
 
     monkeypatch.setattr(hardware, "nvidia_gpus", lambda: [])
-    assert main(["plan", str(model_path), "--gpu"]) == 1
+    assert main(["plan", str(small_model), "--gpu"]) == 1
     assert "no NVIDIA GPU found" in capsys.readouterr().err
     monkeypatch.setattr(
         hardware, "nvidia_gpus", lambda: [{"name": "H200", "memory_bytes": 141 * 2**30}]
     )
-    assert main(["plan", str(model_path), "--gpu", "--ctx", "8192", "--slots", "4"]) == 0
+    assert main(["plan", str(small_model), "--gpu", "--ctx", "8192", "--slots", "4"]) == 0
     assert "141.0 GiB (VRAM of H200)" in " ".join(capsys.readouterr().out.split())
