@@ -149,7 +149,6 @@ def burst(
     tokens: int = 12,
     prefill_s: float = 0.1,
     itl_s: float = 0.1,
-    repeat: int = 0,
 ) -> list[RequestRecord]:
     """``count`` requests sent together at ``at_s`` to ``slots`` slots. Request i goes to
     slot i % slots and waits for the i // slots before it there; each takes ``prefill_s``
@@ -163,7 +162,6 @@ def burst(
             tokens=tokens,
             itl_s=itl_s,
             prefill_s=prefill_s,
-            repeat=repeat,
             slot=i % slots,
         )
         for i in range(count)
@@ -275,16 +273,14 @@ def _repeat_events(i: int, made: Config):
 TWO_REPEATS = {0: (0.1, 0.2, 0.3), 1: (1.0, 2.0, 3.0)}
 
 
-def write_session(path: Path, ttfts: dict[int, tuple[float, ...]] = TWO_REPEATS) -> Path:
-    """One configuration (one slot, 8192 context), one repeat per key of ``ttfts``, 10 s
-    apart: each request of repeat k sent at 10k s, with 11 tokens 0.1 s apart after its
-    TTFT."""
-    count = len(next(iter(ttfts.values())))
-    toml = f"[server]\nslots = 1\n[workload]\nrequests = {count}\nrepeats = {len(ttfts)}\n"
+def write_session(path: Path) -> Path:
+    """One configuration (one slot, 8192 context) with the ``TWO_REPEATS`` 10 s apart: each
+    request of repeat k sent at 10k s, with 11 tokens 0.1 s apart after its TTFT."""
+    toml = "[server]\nslots = 1\n[workload]\nrequests = 3\nrepeats = 2\n"
     requests = [
-        request(repeat * count + k, submit_s=10.0 * repeat, ttft_s=ttft, tokens=11, repeat=repeat)
-        for repeat, values in ttfts.items()
-        for k, ttft in enumerate(values)
+        request(3 * repeat + k, submit_s=10.0 * repeat, ttft_s=ttft, tokens=11, repeat=repeat)
+        for repeat, ttfts in TWO_REPEATS.items()
+        for k, ttft in enumerate(ttfts)
     ]
     return build_session(path, toml, [Config(requests, startup_facts(1, 8192))])
 
