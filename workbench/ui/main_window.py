@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
-from workbench.engine.run.process_runner import ProcessRunner
+from workbench.engine.run.lifecycle import Runner
 from workbench.engine.run.runner import RunResult
 from workbench.engine.server.llama_server import LlamaServer
 from workbench.ui.capacity_panel import CapacityPanel
@@ -253,7 +253,7 @@ class MainWindow(QMainWindow):
         return self.runs.running
 
     @property
-    def runner(self) -> ProcessRunner | None:
+    def runner(self) -> Runner | None:
         return self.runs.runner
 
     @property

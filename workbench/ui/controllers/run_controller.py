@@ -1,10 +1,10 @@
-"""One experiment at a time through ``ProcessRunner``: start it, pump its events into the run
-model on the 30 ms frame, stop it, and report how it ended.
+"""One experiment at a time: the engine's run lifecycle around a ``ProcessRunner``, its
+events pumped into the run model on the 30 ms frame, Stop, and how the run ended.
 
-The engine measures in a child process; this controller only drains what that process sent
-and hands it to the painter. Every way out (Stop, closing the window, the end of the run)
-goes through the runner's own shutdown, and every way out ends the same: ``busy_changed``
-(False), then ``finished`` with the run's status.
+The engine measures in a child process, which also writes the session and the tables; this
+controller only drains what that process sent and hands it to the painter. Every way out
+(Stop, closing the window, the end of the run) goes through the lifecycle's ``finish``, and
+every way out ends the same: ``busy_changed`` (False), then ``finished`` with the status.
 """
 
 from __future__ import annotations
@@ -15,25 +15,15 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
-from workbench.engine.analysis.export import write_concurrency_csv, write_requests_csv
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.experiment import Experiment
 from workbench.engine.events import Subscription
+from workbench.engine.run.lifecycle import RunLifecycle, Runner
 from workbench.engine.run.process_runner import ProcessRunner
 from workbench.engine.run.runner import RunOptions, RunResult
-from workbench.engine.store.session import open_session
 from workbench.ui.controllers.render_controller import PUMP_INTERVAL_MS, RenderController
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.run_model import RunModel
-
-WAIT_S = 60.0  # how long a finishing run may take to hand back its result
-
-
-def write_tables(result: RunResult, out_dir: Path) -> None:
-    """The same CSVs as ``workbench run`` writes, from the session file."""
-    with open_session(result.session_path) as session:
-        write_concurrency_csv(out_dir / "concurrency.csv", session.summaries())
-        write_requests_csv(out_dir / "requests.csv", session)
 
 
 class RunController(QObject):
@@ -59,7 +49,7 @@ class RunController(QObject):
         self.tasks = tasks
         self.out_dir = out_dir
         self.server_bin = server_bin
-        self.runner: ProcessRunner | None = None
+        self.lifecycle: RunLifecycle | None = None
         self.result: RunResult | None = None
         self.subscription: Subscription | None = None
         self.pump = QTimer(self)
@@ -68,8 +58,13 @@ class RunController(QObject):
         self.pump.timeout.connect(self.drain)
 
     @property
+    def runner(self) -> Runner | None:
+        """The engine process of the run in progress, if any."""
+        return self.lifecycle.runner if self.lifecycle is not None else None
+
+    @property
     def running(self) -> bool:
-        return self.runner is not None
+        return self.lifecycle is not None
 
     def start(self, experiment: Experiment, base_url: str | None, api_key_env: str | None) -> None:
         """Run ``experiment`` on a server of its own, or on ``base_url`` when given."""
@@ -78,14 +73,14 @@ class RunController(QObject):
         options = RunOptions(
             self.out_dir, base_url=base_url, server_bin=self.server_bin, api_key_env=api_key_env
         )
-        self.runner = ProcessRunner(experiment, options)
+        self.lifecycle = RunLifecycle(ProcessRunner(experiment, options))
         self.busy_changed.emit(True)
-        self.tasks.spawn(self._run(self.runner))
+        self.tasks.spawn(self._run(self.lifecycle))
 
     def stop(self) -> None:
-        if self.runner is not None:
+        if self.lifecycle is not None:
             self.status.emit("stopping…")
-            self.runner.cancel()
+            self.lifecycle.cancel()
 
     def drain(self) -> None:
         """One frame: fold what arrived since the last into the model and redraw."""
@@ -95,52 +90,48 @@ class RunController(QObject):
             now = (time.perf_counter_ns() - self.model.t0_ns) / 1e9
         self.renderer.render(events, now)
 
-    async def _run(self, runner: ProcessRunner) -> None:
+    async def _run(self, lifecycle: RunLifecycle) -> None:
         """Prepare, run and finish one experiment; every way out ends the same."""
         status = "failed"
         try:
-            status = await self._run_steps(runner)
+            status = await self._run_steps(lifecycle)
         except WorkbenchError as exc:
             self.banner.emit(str(exc), "error")
         finally:
             self.pump.stop()
             if self.subscription is not None:
-                runner.bus.unsubscribe(self.subscription)
+                lifecycle.runner.bus.unsubscribe(self.subscription)
                 self.subscription = None
-            self.runner = None
+            self.lifecycle = None
             self.busy_changed.emit(False)
             self.finished.emit(status)
 
-    async def _run_steps(self, runner: ProcessRunner) -> str:
+    async def _run_steps(self, lifecycle: RunLifecycle) -> str:
         # In the status line, not the banner: a banner coming and going re-lays out every
         # view just as the run starts.
         self.banner.emit("", "info")
         self.status.emit("preparing: finding the server and model, checking the output folder…")
-        await asyncio.to_thread(runner.prepare)
+        await asyncio.to_thread(lifecycle.prepare)
         self.status.emit("running")
         self.model.reset()
         self.started.emit()
-        self.subscription = runner.bus.subscribe()
-        runner.start()
+        self.subscription = lifecycle.start()
         self.pump.start()
         try:
-            while runner.running:
+            while lifecycle.running:
                 await asyncio.sleep(0.1)
         finally:
-            if runner.running:  # the window is closing: this task was cancelled
-                runner.cancel()
-        result = await asyncio.to_thread(runner.wait, WAIT_S)
-        self.pump.stop()
-        self.drain()
-        self.result = result
-        if result is None:
-            self.recorded.emit(None)
-            self.banner.emit(f"The run did not stop within {WAIT_S:.0f} s.", "error")
-            return "failed"
+            if lifecycle.running:  # the window is closing: this task was cancelled
+                lifecycle.cancel()
         try:
-            await asyncio.to_thread(write_tables, result, self.out_dir)
-        except WorkbenchError as exc:
-            self.banner.emit(str(exc), "error")
+            result = await asyncio.to_thread(lifecycle.finish)
+        except WorkbenchError:
+            self.recorded.emit(None)  # the run hung: no session to show
+            raise
+        finally:
+            self.pump.stop()
+            self.drain()
+        self.result = result
         self._report(result)
         self.recorded.emit(result.session_path)
         return result.status
@@ -155,3 +146,5 @@ class RunController(QObject):
             self.banner.emit(f"Finished with errors. {where}\n{errors}", "error")
         else:
             self.banner.emit(f"Finished. {where}", "ok")
+        if result.tables is not None and result.tables.error:
+            self.banner.emit(f"{result.tables.error}\n{where}", "error")
