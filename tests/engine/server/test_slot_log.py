@@ -9,7 +9,7 @@ from tests.conftest import older_session
 from workbench.engine.analysis.export import request_rows
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.run.replay import session_events
-from workbench.engine.server.slot_log import SlotLog, parse_slot_timings
+from workbench.engine.server.slot_log import SlotLog, SlotMatch, parse_slot_timings
 from workbench.engine.store.session import open_session
 from workbench.ui.run_model import RunModel
 
@@ -68,8 +68,8 @@ def test_records_match_their_logged_task_by_counts_and_times(tmp_path):
     stranger = record(2, 179.448, 31, 99.0, 4)  # same prompt, other generation time
     failed = RequestRecord(0, 0, 3, "p", ok=False)
     matched = SlotLog(log).assign([a, b, stranger, failed])
-    assert matched == [a, b]
-    assert (a.slot, b.slot, stranger.slot, failed.slot) == (1, 0, None, None)
+    assert matched == [SlotMatch(a, 1), SlotMatch(b, 0)]
+    assert all(r.slot is None for r in (a, b))  # published records are never changed
 
 
 def test_a_logged_task_explains_one_request_and_half_written_lines_wait(tmp_path):
@@ -81,8 +81,8 @@ def test_a_logged_task_explains_one_request_and_half_written_lines_wait(tmp_path
     other = record(1, 11.27, 1, 17.62, 3)
     assert slot_log.assign([first, other]) == []
     log.write_text("".join(lines))  # the eval line is complete now
-    assert slot_log.assign([first, other]) == [first, other]
-    assert (first.slot, other.slot) == (1, 0)
+    assert slot_log.assign([first, other]) == [SlotMatch(first, 1), SlotMatch(other, 0)]
+    assert slot_log.assign([first, other]) == []  # named once
     twin = record(2, 179.45, 31, 31.14, 4)
     assert slot_log.assign([twin]) == []  # its task already explained the first record
     assert SlotLog(tmp_path / "missing.log").assign([twin]) == []

@@ -413,9 +413,9 @@ class ExperimentRunner:
         except Exception as exc:
             self.emit(Notice("warning", f"slot lanes: cannot follow the server log ({exc})"))
             return False
-        for r in matched:
-            assert r.slot is not None
-            self.emit(SlotMatched(r.config_index, r.repeat, r.index, r.slot))
+        for m in matched:
+            r = m.record
+            self.emit(SlotMatched(r.config_index, r.repeat, r.index, m.slot))
         return True
 
     def _plan(self, idx: int, repeat: int, count: int, warmup: bool = False) -> list[RequestRecord]:

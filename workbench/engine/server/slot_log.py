@@ -83,13 +83,25 @@ def parse_slot_timings(text: str) -> list[SlotTiming]:
     return SlotTimingParser().feed(text)
 
 
+@dataclass(frozen=True)
+class SlotMatch:
+    """A finished request and the slot the server's log says served it."""
+
+    record: RequestRecord
+    slot: int
+
+
 class SlotLog:
-    """Follows one server's log file and names the slot of finished requests."""
+    """Follows one server's log file and names the slot of finished requests.
+
+    It never changes a record: a finished record has already been published (and written);
+    the slot travels as an event of its own."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._offset = 0
         self._unmatched: list[SlotTiming] = []
+        self._named: set[tuple[int, int, int]] = set()
         self._parser = SlotTimingParser()
 
     def _read_new(self) -> None:
@@ -104,11 +116,15 @@ class SlotLog:
         text = data[:complete].decode("utf-8", errors="replace")
         self._unmatched += self._parser.feed(text)
 
-    def assign(self, records: list[RequestRecord]) -> list[RequestRecord]:
-        """Set ``slot`` on finished records the log now explains; returns those records.
-        Each logged task explains one record at most, and a record that two logged tasks
-        fit equally (same token counts, times within 0.01 ms) keeps no slot."""
-        waiting = [r for r in records if r.slot is None and r.ok and r.timings]
+    def assign(self, records: list[RequestRecord]) -> list[SlotMatch]:
+        """The slots the log now explains, for finished records not named before. Each
+        logged task explains one record at most, and a record that two logged tasks fit
+        equally (same token counts, times within 0.01 ms) gets no slot."""
+        waiting = [
+            r
+            for r in records
+            if r.slot is None and r.ok and r.timings and _key(r) not in self._named
+        ]
         if not waiting:
             return []
         self._read_new()
@@ -117,7 +133,11 @@ class SlotLog:
             assert record.timings is not None
             fits = [t for t in self._unmatched if t.matches(record.timings)]
             if len(fits) == 1:
-                record.slot = fits[0].slot
+                self._named.add(_key(record))
                 self._unmatched.remove(fits[0])
-                matched.append(record)
+                matched.append(SlotMatch(record, fits[0].slot))
         return matched
+
+
+def _key(record: RequestRecord) -> tuple[int, int, int]:
+    return record.config_index, record.repeat, record.index
