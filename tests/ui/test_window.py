@@ -1,4 +1,5 @@
-"""The window without a server: validation, clear errors, and the scripted screenshot."""
+"""The window: validation and clear errors without a server, and the scripted screenshot of a
+real run."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import struct
 import subprocess
 import sys
 
+import pytest
 from PySide6.QtCore import Qt
 
 from tests.ui.driving import run
@@ -81,6 +83,7 @@ def png_size(data: bytes) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+@pytest.mark.server
 def test_scripted_run_saves_a_screenshot_and_exits(tmp_path):
     experiment = tmp_path / "tiny.toml"
     experiment.write_text(

@@ -24,7 +24,7 @@ from workbench.engine.events import EventBus, FirstToken, ServerReady
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import ExperimentRunner, RunOptions
 from workbench.engine.server.external import probe_external
-from workbench.engine.server.llama_server import free_port
+from workbench.engine.server.llama_server import check_port_free, free_port
 from workbench.engine.store.session import SCHEMA_VERSION, open_session
 
 SMALL = """
@@ -48,8 +48,11 @@ def small(write_experiment, slots="1", requests=2, max_tokens=8, server_extra=""
 
 
 def fake_binary(tmp_path: Path, script: str) -> str:
+    """A stand-in llama-server that answers the hardware fingerprint's ``--version`` at once
+    (as the real one does) and runs ``script`` when started as a server."""
     path = tmp_path / "fake-llama-server"
-    path.write_text("#!/bin/sh\n" + script + "\n")
+    version = 'if [ "$1" = --version ]; then echo "version: 1 (fake)"; exit 0; fi\n'
+    path.write_text("#!/bin/sh\n" + version + script + "\n")
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
     return str(path)
 
@@ -76,6 +79,7 @@ def test_missing_and_non_gguf_model(write_experiment, tmp_path):
         ExperimentRunner(wrong, RunOptions(tmp_path / "out")).prepare()
 
 
+@pytest.mark.server
 def test_corrupt_gguf_fails_start_with_the_server_log(write_experiment, tmp_path, model_path):
     corrupt = tmp_path / "corrupt.gguf"
     corrupt.write_bytes(model_path.read_bytes()[:4096])  # a real header, then nothing
@@ -111,17 +115,22 @@ def test_server_that_never_gets_healthy_hits_the_deadline(write_experiment, tmp_
 
 
 def test_port_already_taken(write_experiment, tmp_path):
+    """Refused before the server is started: the stand-in binary never runs as a server."""
+    binary = fake_binary(tmp_path, 'echo "started as a server"; exit 3')
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         experiment = small(write_experiment, server_extra=f"port = {port}")
-        (summary,) = run_experiment(experiment, RunOptions(tmp_path)).summaries
+        (summary,) = run_experiment(experiment, RunOptions(tmp_path, server_bin=binary)).summaries
+        with pytest.raises(PortInUseError) as refused:
+            check_port_free(port)
     assert summary.status == "failed"
+    assert summary.error == str(refused.value)
     assert f"port {port}" in summary.error and "already in use" in summary.error
-    assert PortInUseError.__name__  # the error class the engine raises for this
 
 
+@pytest.mark.server
 def test_a_fixed_port_serves_every_configuration_of_a_sweep(write_experiment, tmp_path):
     """The previous server's TIME_WAIT sockets must not make the port look taken."""
     experiment = small(write_experiment, slots="[1, 2]", server_extra=f"port = {free_port()}")
@@ -129,6 +138,7 @@ def test_a_fixed_port_serves_every_configuration_of_a_sweep(write_experiment, tm
     assert [(s.status, s.error) for s in result.summaries] == [("ok", None), ("ok", None)]
 
 
+@pytest.mark.server
 def test_server_killed_mid_run_fails_its_requests_and_the_next_config_runs(
     write_experiment, tmp_path
 ):
