@@ -13,10 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from workbench.engine.analysis.gguf_header import Value, read_gguf_header
 from workbench.engine.base.errors import ModelFileError
-from workbench.engine.server.discovery import check_gguf
 
 MIB = 2**20
 CELL_PAD = 256
@@ -88,30 +87,18 @@ def _bytes_per_element(kv_type: str) -> float:
         ) from None
 
 
-def _field(reader: Any, key: str) -> Any:
-    field = reader.fields.get(key)
-    if field is None:
-        return None
-    value = field.contents()
-    return value
-
-
 def read_model_facts(path: str | Path) -> ModelFacts:
-    """What the KV estimate needs, from the GGUF header (no weights are loaded)."""
+    """What the KV estimate needs, from the GGUF header (no weights or vocabulary are
+    loaded)."""
     p = Path(path)
-    check_gguf(p)
-    from gguf import GGUFReader
-
-    try:
-        reader = GGUFReader(str(p))
-    except Exception as exc:
-        raise ModelFileError(f"{p} is not a readable GGUF file ({exc})") from None
-    arch = _field(reader, "general.architecture")
+    header = read_gguf_header(p)
+    fields = header.fields
+    arch = fields.get("general.architecture")
     if not isinstance(arch, str):
         raise ModelFileError(f"{p} has no general.architecture key: not a model GGUF")
 
-    def need(key: str) -> Any:
-        value = _field(reader, f"{arch}.{key}")
+    def need(key: str) -> Value:
+        value = fields.get(f"{arch}.{key}")
         if value is None:
             raise ModelFileError(
                 f"{p}: architecture '{arch}' lacks '{arch}.{key}', which the KV estimate "
@@ -123,22 +110,22 @@ def read_model_facts(path: str | Path) -> ModelFacts:
     heads_kv = need("attention.head_count_kv")
     kv_heads = (
         tuple(int(h) for h in heads_kv)
-        if isinstance(heads_kv, list)
-        else ((int(heads_kv),) * layers)
+        if isinstance(heads_kv, tuple)
+        else (int(heads_kv),) * layers
     )
     embedding = int(need("embedding_length"))
     heads = need("attention.head_count")
-    first_heads = int(heads[0] if isinstance(heads, list) else heads)
-    head_k = _field(reader, f"{arch}.attention.key_length") or embedding // first_heads
-    head_v = _field(reader, f"{arch}.attention.value_length") or head_k
-    train_ctx = int(_field(reader, f"{arch}.context_length") or 0)
-    file_type = _field(reader, "general.file_type")
+    first_heads = int(heads[0] if isinstance(heads, tuple) else heads)
+    head_k = fields.get(f"{arch}.attention.key_length") or embedding // first_heads
+    head_v = fields.get(f"{arch}.attention.value_length") or head_k
+    train_ctx = int(fields.get(f"{arch}.context_length") or 0)
+    file_type = fields.get("general.file_type")
     return ModelFacts(
         path=str(p),
         architecture=arch,
-        name=str(_field(reader, "general.name") or p.stem),
+        name=str(fields.get("general.name") or p.stem),
         file_bytes=p.stat().st_size,
-        tensor_bytes=sum(int(t.n_bytes) for t in reader.tensors),
+        tensor_bytes=sum(t.n_bytes for t in header.tensors),
         layers=layers,
         kv_heads=kv_heads,
         head_k=int(head_k),
