@@ -180,7 +180,6 @@ def test_sigterm_while_preparing_says_so(tmp_path):
     import socket
     import subprocess
     import sys
-    import time
 
     experiment = tmp_path / "e.toml"
     experiment.write_text(EXIT_EXPERIMENT)
@@ -193,9 +192,11 @@ def test_sigterm_while_preparing_says_so(tmp_path):
             stderr=subprocess.STDOUT,
             text=True,
         )
-        time.sleep(2.0)  # imports done, the probe waiting for an answer
-        proc.terminate()
-        out, _ = proc.communicate(timeout=30)
+        silent.settimeout(30)
+        probe, _ = silent.accept()  # the probe has connected and waits for an answer
+        with probe:
+            proc.terminate()
+            out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130, out
     assert "interrupted" in out
 
