@@ -482,8 +482,13 @@ async def test_endless_probe_answers_end_at_their_deadline() -> None:
 
         samples: list[Any] = []
         sampler = ServerSampler(samples.append, 0, server.base_url, None)
+        asked_before = len(server.received)
         sampler.start()
-        await asyncio.sleep(1.5)
+        # It has given up on one endless answer (/metrics) and is inside the next (/slots).
+        deadline = time.monotonic() + 10
+        while {"/metrics", "/slots"} - {r.path for r in server.received[asked_before:]}:
+            assert time.monotonic() < deadline, "the sampler never asked for /metrics, /slots"
+            await asyncio.sleep(0.01)
         started = time.monotonic()
         await asyncio.to_thread(sampler.stop)
         assert time.monotonic() - started < 3

@@ -26,8 +26,10 @@ DEADLINE_S = 30.0
 MEMORY_CEILING_MB = 300  # growth of this process's RSS over one run
 EXPERIMENT = (
     'name = "hostile"\n[workload]\nrequests = 3\nconcurrency = 3\nmax_tokens = 8\n'
-    "warmup = 0\nrequest_timeout_s = 2\n"
+    "warmup = 0\nrequest_timeout_s = {timeout_s}\n"
 )
+TIMEOUT_S = 2.0  # the faulty requests end at their fault, long before this
+STALL_TIMEOUT_S = 0.5  # a stalled stream waits all of it; a normal answer takes milliseconds
 NORMAL = Behaviour(tokens=8)
 
 # mode: (the faulty answer, what the faulty requests' error says; None: they succeed)
@@ -40,7 +42,7 @@ MODES: dict[str, tuple[Behaviour, str | None]] = {
         Behaviour(status=500, error_body="E" * 65536, error_body_repeats=50_000),
         "HTTP 500: EEEE",
     ),
-    "slow-loris": (Behaviour(tokens=8, stall_after=2), "timed out after 2 s"),
+    "slow-loris": (Behaviour(tokens=8, stall_after=2), "timed out after 0.5 s"),
     "odd-json-values": (
         Behaviour(tokens=4, completion_tokens=2**70, finish_reason={"why": [1, 2]}),
         None,
@@ -64,10 +66,9 @@ def one_normal(faulty: Behaviour) -> Any:
     return lambda body: NORMAL if "Request 0." in str(body) else faulty
 
 
-def run_against(server: FakeServer, folder: Path) -> Path:
-    result = run_experiment(
-        parse_experiment(EXPERIMENT), RunOptions(folder, base_url=server.base_url)
-    )
+def run_against(server: FakeServer, folder: Path, timeout_s: float = TIMEOUT_S) -> Path:
+    experiment = parse_experiment(EXPERIMENT.format(timeout_s=timeout_s))
+    result = run_experiment(experiment, RunOptions(folder, base_url=server.base_url))
     assert result.status == "complete", result.error
     return result.session_path
 
@@ -75,12 +76,13 @@ def run_against(server: FakeServer, folder: Path) -> Path:
 @pytest.mark.parametrize("mode", sorted(MODES))
 async def test_a_hostile_server_costs_bounded_time_and_memory(mode: str, tmp_path: Path) -> None:
     faulty, error = MODES[mode]
+    timeout_s = TIMEOUT_S if faulty.stall_after is None else STALL_TIMEOUT_S
     process = psutil.Process()
     rss_before = process.memory_info().rss
     async with FakeServer(one_normal(faulty)) as server:
         started = time.monotonic()
         session_path = await asyncio.wait_for(
-            asyncio.to_thread(run_against, server, tmp_path), DEADLINE_S
+            asyncio.to_thread(run_against, server, tmp_path, timeout_s), DEADLINE_S
         )
         took = time.monotonic() - started
     grown_mb = (process.memory_info().rss - rss_before) / 2**20
