@@ -25,15 +25,18 @@ DAMAGE = {
 }
 
 
-@pytest.fixture
-def library(tmp_path):
-    good = write_session(tmp_path / "good.session.sqlite")
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    """Made once: the tests only read it (``show``, ``sessions`` and ``scan`` open sessions
+    immutable and write nothing beside them)."""
+    folder = tmp_path_factory.mktemp("library")
+    good = write_session(folder / "good.session.sqlite")
     for name, statement in DAMAGE.items():
-        copy = tmp_path / f"{name}.session.sqlite"
+        copy = folder / f"{name}.session.sqlite"
         shutil.copy(good, copy)
         with contextlib.closing(sqlite3.connect(copy)) as conn, conn:
             conn.execute(statement)
-    return tmp_path
+    return folder
 
 
 @pytest.mark.parametrize("name", sorted(DAMAGE))
