@@ -1,12 +1,12 @@
-"""Reopening and replaying a recorded session in the window."""
+"""Reopening, replaying and comparing a session in the window: the made twin of a small real
+sweep (tests/made_sessions.py ``write_sweep``), whose numbers are known in advance."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.ui.driving import run
 
-pytestmark = pytest.mark.server
+# The last configuration's (np=2) three measured requests, each of 12 tokens.
+LAST_PANES = [((1, 0, 5), "done"), ((1, 0, 6), "done"), ((1, 0, 7), "done")]
 
 
 def final_view(window) -> tuple:
@@ -18,13 +18,12 @@ def final_view(window) -> tuple:
     )
 
 
-def test_reopen_then_replay_at_10x_ends_in_the_same_view(window, loop, recorded_session):
-    loop.run_until_complete(window.replay.open(recorded_session))
+def test_reopen_then_replay_at_10x_ends_in_the_same_view(window, loop, sweep_session):
+    loop.run_until_complete(window.replay.open(sweep_session))
     assert window.replay.playback is not None and window.replay_bar.isVisible()
     reopened = final_view(window)
-    assert reopened[0] == 6 and reopened[1] == 2 and reopened[3] > 0
-    assert all(state == "done" for _, state in reopened[2])
-    assert all(p.body.text() for p in window.grid.panes.values())
+    assert reopened == (6, 2, LAST_PANES, 7)  # 6 requests, 2 configurations, 7 RSS samples
+    assert all(p.body.text() == " tok" * 12 for p in window.grid.panes.values())
 
     window.replay.seek(0.0)
     assert window.gantt.bar_count() == 0  # back to the start
@@ -45,14 +44,14 @@ def test_a_file_that_is_not_a_session_is_a_clear_error(window, loop, tmp_path):
     assert window.replay.playback is None
 
 
-def test_the_sessions_tab_lists_labels_opens_and_deletes(window, loop, recorded_session, tmp_path):
+def test_the_sessions_tab_lists_labels_opens_and_deletes(window, loop, sweep_session, tmp_path):
     import shutil
 
     from workbench.engine.analysis.library import load_notes
 
     window.out_dir.mkdir(parents=True, exist_ok=True)
-    copy = window.out_dir / recorded_session.name
-    shutil.copy(recorded_session, copy)
+    copy = window.out_dir / sweep_session.name
+    shutil.copy(sweep_session, copy)
     window.left.setCurrentWidget(window.library)
     run(loop, lambda: window.library.table.rowCount() == 1, 30)
     panel = window.library
@@ -74,12 +73,12 @@ def test_the_sessions_tab_lists_labels_opens_and_deletes(window, loop, recorded_
     assert not copy.exists() and not copy.with_name(copy.name + ".notes.json").exists()
 
 
-def test_compare_two_sessions_in_the_window_and_export(window, loop, recorded_session, tmp_path):
+def test_compare_two_sessions_in_the_window_and_export(window, loop, sweep_session, tmp_path):
     import shutil
 
     window.out_dir.mkdir(parents=True, exist_ok=True)
     for name in ("a", "b"):
-        shutil.copy(recorded_session, window.out_dir / f"{name}.session.sqlite")
+        shutil.copy(sweep_session, window.out_dir / f"{name}.session.sqlite")
     window.sessions.refresh()
     run(loop, lambda: window.library.table.rowCount() == 2, 30)
     window.library.table.selectAll()
@@ -87,6 +86,12 @@ def test_compare_two_sessions_in_the_window_and_export(window, loop, recorded_se
     (compare,) = window.compare_windows
     run(loop, lambda: not compare.loading.isVisible() and len(compare.gantts) == 2, 30)
     assert compare.table.columnCount() == 4 and compare.table.rowCount() == 14
+    values = [compare.table.item(row, 2).text() for row in range(14)]
+    assert values == [
+        *("3.60", "10.0", "1.300", "2.500", "10.0", "0", "1.200"),  # np=1
+        *("2.95", "12.2", "0.100", "1.575", "8.0", "0", "0.000"),  # np=2
+    ]
+    assert [compare.table.item(row, 3).text() for row in range(14)] == values
     assert all(chart.point_count() == 4 for chart in compare.charts.values())
     assert [g.bar_count() for g in compare.gantts] == [6, 6]  # stacked, one per session
     assert len(compare.memory.getPlotItem().listDataItems()) == 2  # memory curves overlaid
@@ -99,24 +104,32 @@ def test_compare_two_sessions_in_the_window_and_export(window, loop, recorded_se
     run(loop, lambda: not window.compare_windows, 10)
 
 
-def test_slos_on_an_opened_session(window, loop, recorded_session):
+def test_slos_on_an_opened_session(window, loop, sweep_session):
     panel = window.slo_panel
     loop.run_until_complete(window.evaluate_slo())
     assert "Run an experiment or open a session first" in panel.recommendation.text()
-    loop.run_until_complete(window.replay.open(recorded_session))
+    loop.run_until_complete(window.replay.open(sweep_session))
     panel.ttft.setValue(60.0)
     loop.run_until_complete(window.evaluate_slo())
-    assert panel.table.rowCount() == 2
-    headers = [panel.table.horizontalHeaderItem(c).text() for c in range(panel.table.columnCount())]
-    assert panel.table.item(0, headers.index("meets SLO")).text() == "yes"
-    assert "np=" in panel.recommendation.text() and panel.slo_line.isVisible()
+    cells = [
+        [panel.table.item(r, c).text() for c in range(panel.table.columnCount())]
+        for r in range(panel.table.rowCount())
+    ]
+    assert cells == [  # config, good/requests, goodput req/s, req/s, TTFT p50 s, meets, why not
+        ["np=1", "3/3", "0.83", "0.83", "1.300", "yes", ""],
+        ["np=2", "3/3", "1.02", "1.02", "0.100", "yes", ""],
+    ]
+    assert panel.recommendation.text() == (
+        "SLO: TTFT <= 60 s.  Run: np=2: 1.02 good requests/s with 3 concurrent requests"
+    )
+    assert panel.slo_line.isVisible()
     assert panel.slo_line.value() == 60.0 and panel.chart.point_count() == 2
     panel.ttft.setValue(0.01)  # 10 ms: no request here starts that fast
     loop.run_until_complete(window.evaluate_slo())
     assert "add a machine" in panel.recommendation.text()
 
 
-def test_a_log_path_inside_a_session_is_never_opened(window, loop, recorded_session, tmp_path):
+def test_a_log_path_inside_a_session_is_never_opened(window, loop, sweep_session, tmp_path):
     """A session from elsewhere named a FIFO as its server log: opening it froze the window
     for good. The window shows the log tail the session kept and opens no path from it."""
     import contextlib
@@ -127,7 +140,7 @@ def test_a_log_path_inside_a_session_is_never_opened(window, loop, recorded_sess
     fifo = tmp_path / "log.fifo"
     os.mkfifo(fifo)
     copy = tmp_path / "foreign.session.sqlite"
-    shutil.copy(recorded_session, copy)
+    shutil.copy(sweep_session, copy)
     with contextlib.closing(sqlite3.connect(copy)) as conn, conn:
         conn.execute("UPDATE configs SET log_path = ?, log_tail = 'kept tail'", (str(fifo),))
     loop.run_until_complete(window.replay.open(copy))  # returns: nothing blocked
