@@ -7,10 +7,12 @@ import os
 import sys
 import time
 import types
+from dataclasses import replace
 
 import pytest
 
 from tests.conftest import older_session
+from tests.made_sessions import NS, Config, build_session, burst, startup_facts
 from workbench.engine.events import GpuSample
 from workbench.engine.measure.hardware import GpuProbe
 from workbench.engine.measure.sampler import ServerSampler
@@ -64,10 +66,22 @@ def test_the_sampler_emits_gpu_samples(fake_nvml):
     assert len(gpu) >= 3 and all(e.gpu_bytes == 512 * MIB for e in gpu)
 
 
-@pytest.mark.server
-def test_a_version_1_session_reads_without_gpu_samples(recorded_session, tmp_path):
-    old = older_session(recorded_session, tmp_path, 1, "gpu_samples")
+def test_a_version_1_session_reads_without_gpu_samples(tmp_path):
+    gpu = [GpuSample(0, k * NS, (300 + k) * MIB) for k in range(3)]
+    made = build_session(
+        tmp_path / "gpu.session.sqlite",
+        "[server]\nslots = 1\n[workload]\nrequests = 3\n",
+        [Config(burst(0, 3, slots=1, at_s=0.0), startup_facts(1, 8192), gpu)],
+    )
+    with open_session(made) as session:
+        assert session.samples("gpu_samples", 0) == [(0, e.t_ns, e.gpu_bytes) for e in gpu]
+        assert [e for _, e in session_events(session) if isinstance(e, GpuSample)] == gpu
+        records = session.records(0)
+    old = older_session(made, tmp_path, 1, "gpu_samples")
     with open_session(old) as session:
         assert session.schema_version == 1
         assert session.samples("gpu_samples", 0) == []
-        assert len(session.summaries()) == 2 and session_events(session)
+        assert not [e for _, e in session_events(session) if isinstance(e, GpuSample)]
+        assert session.records(0) == [replace(r, slot=None) for r in records]  # nor slots
+        (summary,) = session.summaries()
+        assert (summary.status, summary.runs[0].ttft_p50_s) == ("ok", 1.3)

@@ -117,13 +117,18 @@ def test_every_request_of_a_real_run_knows_its_slot(recorded_session):
         assert sorted(v.slot for v in model.requests.values()) == sorted(r.slot for r in one + two)
 
 
-@pytest.mark.server
-def test_a_version_2_session_reads_without_slots(recorded_session, tmp_path):
-    old = older_session(recorded_session, tmp_path, 2, "request_slots")
+def test_a_version_2_session_reads_without_slots(sweep_session, tmp_path):
+    def slots(session) -> list[list[int | None]]:
+        return [[r.slot for r in session.records(c.index) if not r.warmup] for c in session.configs]
+
+    with open_session(sweep_session) as session:
+        assert slots(session) == [[0, 0, 0], [0, 1, 0]]
+    old = older_session(sweep_session, tmp_path, 2, "request_slots")
     with open_session(old) as session:
         assert session.schema_version == 2
-        assert all(r.slot is None for c in session.configs for r in session.records(c.index))
-        assert len(session.summaries()) == 2
+        assert slots(session) == [[None] * 3, [None] * 3]
+        figures = [(c.label, c.status, c.runs[0].ttft_p50_s) for c in session.summaries()]
+        assert figures == [("np=1", "ok", 1.3), ("np=2", "ok", 0.1)]
 
 
 @pytest.mark.server
