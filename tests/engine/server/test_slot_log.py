@@ -10,7 +10,7 @@ from workbench.engine.analysis.export import request_rows
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.run.replay import session_events
 from workbench.engine.server.slot_log import SlotLog, SlotMatch, parse_slot_timings
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 from workbench.ui.run_model import RunModel
 
 # Lines as llama-server (build 11434) writes them; other lines interleave.
@@ -67,9 +67,11 @@ def test_records_match_their_logged_task_by_counts_and_times(tmp_path):
     b = record(1, 11.2704, 1, 17.62, 3)
     stranger = record(2, 179.448, 31, 99.0, 4)  # same prompt, other generation time
     failed = RequestRecord(0, 0, 3, "p", ok=False)
-    matched = SlotLog(log).assign([a, b, stranger, failed])
+    slot_log = SlotLog(log)
+    matched = slot_log.assign([a, b, stranger, failed])
     assert matched == [SlotMatch(a, 1), SlotMatch(b, 0)]
     assert all(r.slot is None for r in (a, b))  # published records are never changed
+    assert [r.slot for r in slot_log.named([a, b, stranger])] == [1, 0, None]
 
 
 def test_a_logged_task_explains_one_request_and_half_written_lines_wait(tmp_path):

@@ -61,7 +61,7 @@ from workbench.engine.server.external import (
 )
 from workbench.engine.server.llama_server import LlamaServer, describe_exit
 from workbench.engine.server.slot_log import SlotLog
-from workbench.engine.store.session import SessionWriter, create_session
+from workbench.engine.store import SessionWriter, create_session
 
 SWITCH_INTERVAL_S = 0.0005
 SLOT_LOG_INTERVAL_S = 0.25
@@ -373,6 +373,7 @@ class ExperimentRunner:
                 await asyncio.gather(watch, return_exceptions=True)  # a Stop still propagates
             if slot_log is not None:  # the log is complete now: the last requests' slots
                 self._name_slots(slot_log, records)
+                records = slot_log.named(records)
             summary = self._summarize(config, records, observed, facts, slots, status, error)
             if summary.client_limited:
                 self.emit(

@@ -9,7 +9,7 @@ times equal to the log's 0.01 ms name the slot of every request, however short.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,7 @@ class SlotLog:
         self.path = path
         self._offset = 0
         self._unmatched: list[SlotTiming] = []
-        self._named: set[tuple[int, int, int]] = set()
+        self._named: dict[tuple[int, int, int], int] = {}
         self._parser = SlotTimingParser()
 
     def _read_new(self) -> None:
@@ -133,10 +133,17 @@ class SlotLog:
             assert record.timings is not None
             fits = [t for t in self._unmatched if t.matches(record.timings)]
             if len(fits) == 1:
-                self._named.add(_key(record))
+                self._named[_key(record)] = fits[0].slot
                 self._unmatched.remove(fits[0])
                 matched.append(SlotMatch(record, fits[0].slot))
         return matched
+
+    def named(self, records: list[RequestRecord]) -> list[RequestRecord]:
+        """``records`` with the slots named so far, as copies (for the summary's cross-check
+        against the log); the published records stay as they were."""
+        return [
+            replace(r, slot=self._named[_key(r)]) if _key(r) in self._named else r for r in records
+        ]
 
 
 def _key(record: RequestRecord) -> tuple[int, int, int]:
