@@ -45,7 +45,7 @@ def engine_client(url: str, streams: int, tokens: int) -> dict:
     from workbench.engine.config.experiment import parse_experiment
     from workbench.engine.run.lifecycle import run_experiment
     from workbench.engine.run.runner import RunOptions
-    from workbench.engine.store.session import open_session
+    from workbench.engine.store import open_session
 
     experiment = parse_experiment(
         f'name = "overhead"\n[workload]\nrequests = {streams}\nconcurrency = {streams}\n'

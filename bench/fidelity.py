@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import raw_client  # noqa: E402
 
 from workbench.engine.figures.summaries import percentile  # noqa: E402
-from workbench.engine.store.session import open_session  # noqa: E402
+from workbench.engine.store import open_session  # noqa: E402
 from workbench.mock_server import MockProcess  # noqa: E402
 
 GOALS_MS = {1: 1.0, 8: 1.0, 64: 2.0, 256: 5.0}  # TTFT p50 error; p99 within 3x

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from workbench.engine.config.experiment import experiment_to_toml, load_experiment  # noqa: E402
-from workbench.engine.store.session import open_session  # noqa: E402
+from workbench.engine.store import open_session  # noqa: E402
 
 METRICS = (("ttft_p50_s", "TTFT p50 s"), ("decode_tok_s", "decode tok/s"))
 

@@ -32,7 +32,7 @@ from workbench.engine.figures.summaries import ClientLoad
 from workbench.engine.server.discovery import DEFAULT_MODEL_FILE
 from workbench.engine.server.llama_server import server_arguments
 from workbench.engine.server.startup_log import StartupFacts
-from workbench.engine.store.session import SessionWriter, create_session
+from workbench.engine.store import SessionWriter, create_session
 
 NS = 1_000_000_000
 MIB = 2**20

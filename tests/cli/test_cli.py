@@ -14,7 +14,7 @@ from workbench.cli.main import main
 from workbench.engine.analysis.export import LAB_COLUMNS
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.server.llama_server import LlamaServer, free_port
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 SWEEP = """
 name = "cli-sweep"

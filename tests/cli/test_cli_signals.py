@@ -8,7 +8,7 @@ import psutil
 import pytest
 
 from tests.cli_process import start_run, stop, wait_for_finished_requests
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 pytestmark = pytest.mark.server
 

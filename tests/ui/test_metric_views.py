@@ -14,7 +14,7 @@ from workbench.engine.analysis.export import write_concurrency_csv, write_json
 from workbench.engine.analysis.slo import Slo, goodput
 from workbench.engine.figures import metrics
 from workbench.engine.figures.metrics import Combine, Figure, View, figure
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 from workbench.ui.report import ChartOptions, write_report
 from workbench.ui.results_view import ResultsView, two_lines
 from workbench.ui.slo_panel import SloPanel

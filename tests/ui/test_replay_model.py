@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.engine.run.replay import Playback, session_events
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 from workbench.ui.run_model import RunModel
 
 

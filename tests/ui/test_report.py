@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 from tests.made_sessions import Config, build_session, request, write_session
 from workbench.cli.main import main
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 from workbench.ui.report import ChartOptions, write_charts, write_report
 
 SMALL = ChartOptions(400, 250, 72)  # where the charts' size is not the point

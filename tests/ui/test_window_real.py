@@ -11,7 +11,7 @@ import pytest
 from tests.ui.driving import click, run
 from workbench.engine.analysis import roofline
 from workbench.engine.config.experiment import parse_experiment
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 pytestmark = pytest.mark.server
 

@@ -17,7 +17,7 @@ from workbench.engine.analysis.roofline import session_roofline
 from workbench.engine.analysis.slo import Slo, goodput, peak_users, recommend
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.measure import hardware
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 
 # -- parsers ----------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from workbench.engine.analysis.export import (
 from workbench.engine.analysis.library import data_folder, scan
 from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 
 # -- parsers ----------------------------------------------------------------------------------

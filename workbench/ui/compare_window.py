@@ -37,7 +37,7 @@ from workbench.engine.analysis.compare import ChartData, Comparison, chart_data,
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.figures.metrics import View, shown_in
 from workbench.engine.run.replay import load_session_events
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 from workbench.ui.charts import SERIES_COLORS, MetricChart
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.gantt import GanttView

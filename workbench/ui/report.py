@@ -21,7 +21,7 @@ from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.untrusted import markdown
 from workbench.engine.figures.metrics import Figure, View, shown_in
 from workbench.engine.measure.hardware import machine_name
-from workbench.engine.store.session import Session
+from workbench.engine.store import Session
 from workbench.ui.charts import MetricChart, export_widget
 from workbench.ui.theme import apply_theme
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 from workbench.engine.analysis.compare import chart_data_from
 from workbench.engine.analysis.slo import SHOWN, ConfigGoodput, Slo, goodput, recommend
 from workbench.engine.figures.metrics import figure
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 from workbench.ui.charts import MetricChart
 from workbench.ui.tables import read_only_table
 

@@ -10,7 +10,7 @@ import pytest
 from tests.made_sessions import Config, build_session, burst, startup_facts
 from workbench.cli.main import main
 from workbench.engine.analysis.compare import compare_sessions, to_markdown
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 OTHER = """name = "other"
 [server]

@@ -10,7 +10,7 @@ import pytest
 from tests.made_sessions import HARDWARE, Config, build_session, request
 from workbench.cli.main import main
 from workbench.engine.analysis.library import scan
-from workbench.engine.store.session import SCHEMA_VERSION
+from workbench.engine.store import SCHEMA_VERSION
 
 
 def test_sessions_are_listed_with_what_ran_where(sweep_session, tmp_path, capsys):
@@ -69,7 +69,7 @@ def test_the_data_folder_follows_the_platform(tmp_path, monkeypatch):
 
 def test_memory_check_of_a_session(sweep_session, capsys):
     from workbench.engine.analysis.export import memory_checks
-    from workbench.engine.store.session import open_session
+    from workbench.engine.store import open_session
 
     with open_session(sweep_session) as session:
         checks = memory_checks(session)

@@ -6,7 +6,7 @@ import pytest
 
 from workbench.cli.main import main
 from workbench.engine.analysis import roofline as rl
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 
 def test_bandwidth_is_measured_once_per_machine(tmp_path, monkeypatch):

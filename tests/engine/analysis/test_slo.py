@@ -8,7 +8,7 @@ import pytest
 from tests.made_sessions import Config, build_session, burst, failed, startup_facts
 from workbench.cli.main import main
 from workbench.engine.analysis.slo import Slo, goodput, machines_needed, peak_users, recommend
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 
 def test_planning_arithmetic():

@@ -22,7 +22,7 @@ from workbench.engine.figures.summaries import (
     percentile,
     request_metrics,
 )
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 

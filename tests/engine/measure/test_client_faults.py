@@ -444,7 +444,7 @@ async def test_odd_values_from_a_server_are_kept_as_text_not_fatal(tmp_path) -> 
     from workbench.engine.config.experiment import parse_experiment
     from workbench.engine.run.lifecycle import run_experiment
     from workbench.engine.run.runner import RunOptions
-    from workbench.engine.store.session import open_session
+    from workbench.engine.store import open_session
 
     behaviour = Behaviour(tokens=4, completion_tokens=2**70, finish_reason=["stop", 1])
     experiment = parse_experiment(

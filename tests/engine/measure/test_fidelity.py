@@ -36,7 +36,7 @@ from workbench.engine.measure.workload import (
 )
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import RunOptions
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 from workbench.mock_server import MockProcess as Mock
 
 TTFT_MS = 60.0

@@ -18,7 +18,7 @@ from workbench.engine.measure.hardware import GpuProbe
 from workbench.engine.measure.sampler import ServerSampler
 from workbench.engine.run.replay import session_events
 from workbench.engine.server.llama_server import free_port
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 MIB = 2**20
 

@@ -16,7 +16,7 @@ from workbench.engine.measure.workload import make_client, plan_records, run_req
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import RunOptions
 from workbench.engine.server.llama_server import LlamaServer
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 pytestmark = pytest.mark.server
 

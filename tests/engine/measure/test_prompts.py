@@ -133,7 +133,7 @@ def test_a_run_says_where_its_prompts_come_from(tmp_path):
     from workbench.engine.config.experiment import parse_experiment
     from workbench.engine.run.lifecycle import run_experiment
     from workbench.engine.run.runner import RunOptions
-    from workbench.engine.store.session import open_session
+    from workbench.engine.store import open_session
 
     (tmp_path / "mine.txt").write_text("first prompt\nsecond prompt\n")
     experiment = parse_experiment(

@@ -20,7 +20,7 @@ from tests.fakes.sse_server import Behaviour, FakeServer
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import RunOptions
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 DEADLINE_S = 30.0
 MEMORY_CEILING_MB = 300  # growth of this process's RSS over one run

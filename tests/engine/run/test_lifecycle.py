@@ -20,7 +20,7 @@ from workbench.engine.run import lifecycle as lifecycle_module
 from workbench.engine.run.lifecycle import RunLifecycle, Runner, run_experiment
 from workbench.engine.run.process_runner import ProcessRunner
 from workbench.engine.run.runner import ExperimentRunner, RunOptions, RunResult, RunTables
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 EXPERIMENT = 'name = "cycle"\n[workload]\nrequests = 3\nmax_tokens = 4\nwarmup = 0\n'
 SLOW = 'name = "slow"\n[workload]\nrequests = 4\nmax_tokens = 400\nwarmup = 0\n'

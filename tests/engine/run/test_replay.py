@@ -15,7 +15,7 @@ from workbench.engine.events import (
     TokenChunkArrived,
 )
 from workbench.engine.run.replay import session_events
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 
 def test_events_rebuild_the_run_in_time_order(sweep_session):

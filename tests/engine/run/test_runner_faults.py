@@ -25,7 +25,7 @@ from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import ExperimentRunner, RunOptions
 from workbench.engine.server.external import probe_external
 from workbench.engine.server.llama_server import check_port_free, free_port
-from workbench.engine.store.session import SCHEMA_VERSION, open_session
+from workbench.engine.store import SCHEMA_VERSION, open_session
 
 SMALL = """
 name = "small"

@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from tests.cli_process import start_run, stop, wait_for_finished_requests
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 pytestmark = pytest.mark.server
 
@@ -59,7 +59,7 @@ def test_a_row_sqlite_refuses_costs_only_itself(tmp_path):
     lose the other requests of its batch: it becomes a notice."""
     from workbench.engine.base.records import RequestRecord
     from workbench.engine.events import EventBus, ExperimentFinished, RequestFinished
-    from workbench.engine.store.session import SessionWriter, create_session
+    from workbench.engine.store import SessionWriter, create_session
 
     path = tmp_path / "s.session.sqlite"
     create_session(path, "odd", "", None, "external", None, {}, 0)

@@ -14,7 +14,7 @@ from workbench.engine.config.settings import show_value
 from workbench.engine.figures.metrics import Figure, View, figure, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.measure.hardware import machine_name
-from workbench.engine.store.session import Session
+from workbench.engine.store import Session
 
 RELATIVE_UNIT = "x of 1 slot"
 WORKLOAD_FAIRNESS = ("max_tokens", "prompts", "ignore_eos", "endpoint", "requests", "concurrency")

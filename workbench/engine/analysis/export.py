@@ -12,7 +12,7 @@ from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.untrusted import csv_cell
 from workbench.engine.figures.metrics import REQUEST_FIGURES, Figure, Part, in_part
 from workbench.engine.figures.summaries import NS, ConfigSummary, request_metrics
-from workbench.engine.store.session import Session
+from workbench.engine.store import Session
 
 
 def _sd_column(f: Figure) -> str:

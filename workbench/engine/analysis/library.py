@@ -9,7 +9,7 @@ from pathlib import Path
 from workbench.engine.base.errors import OutputDirError, SessionError
 from workbench.engine.measure.hardware import machine_name
 from workbench.engine.server.discovery import DEFAULT_MODEL_FILE
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 SESSION_GLOB = "*.session.sqlite"
 

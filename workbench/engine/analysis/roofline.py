@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.engine.measure.hardware import cpu_model
-from workbench.engine.store.session import Session, open_session, summarize_config_records
+from workbench.engine.store import Session, open_session, summarize_config_records
 
 MIB = 2**20
 COPY_MIB = 256

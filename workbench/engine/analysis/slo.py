@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from workbench.engine.figures.metrics import figure
 from workbench.engine.figures.summaries import request_metrics
-from workbench.engine.store.session import Session, summarize_config_records
+from workbench.engine.store import Session, summarize_config_records
 
 # What the SLO views (the window's SLO tab, ``workbench slo``) show per configuration.
 SHOWN = ("goodput_rps", "throughput_rps", "ttft_p50_s")

@@ -31,7 +31,7 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.experiment import Experiment, RunConfig
 from workbench.engine.events import EventBus, Subscription
 from workbench.engine.run.runner import ExperimentRunner, RunOptions, RunResult, RunTables
-from workbench.engine.store.session import open_session
+from workbench.engine.store import open_session
 
 STOP_WAIT_S = 60.0  # how long a run may take to stop once it was asked to
 FOLLOW_INTERVAL_S = 0.1  # the terminal's pace: events drained ten times a second

@@ -31,7 +31,7 @@ from workbench.engine.events import (
     SlotsSample,
     TokenChunkArrived,
 )
-from workbench.engine.store.session import (
+from workbench.engine.store import (
     ConfigRow,
     Session,
     open_session,

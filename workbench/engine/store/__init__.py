@@ -1,1 +1,24 @@
-"""Sessions on disk: the SQLite schema, the writer that records a run as it goes, and the reader."""
+"""Sessions on disk: one self-describing SQLite file per experiment run, written as it goes.
+
+- ``schema``: the tables and the schema version; what an older or a newer file means.
+- ``table``: a table declared once, by a dataclass of its columns; its statements from that.
+- ``rows``: the row of every table, and how records and configurations become rows and back.
+- ``checks``: what a value read from a file (which can come from anyone) must be to be used.
+- ``writer``: ``create_session`` and ``SessionWriter``, the thread that records a run.
+- ``reader``: ``open_session`` and ``Session``, a file opened for reading.
+"""
+
+from workbench.engine.store.reader import Session, open_session, summarize_config_records
+from workbench.engine.store.rows import ConfigRow
+from workbench.engine.store.schema import SCHEMA_VERSION
+from workbench.engine.store.writer import SessionWriter, create_session
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ConfigRow",
+    "Session",
+    "SessionWriter",
+    "create_session",
+    "open_session",
+    "summarize_config_records",
+]

@@ -1,0 +1,191 @@
+"""The file on disk is the one sessions always had: what is written now is what was written
+before the store was split into modules, and files written then (or by older versions) open
+with every value in its place.
+
+``known_run_before_split.sql`` is a session written by the session module as it stood before
+the split (commit 7cbae2e) from ``known_run.EVENTS``, dumped with ``steady_dump``: the
+tables as created, every row as SQL."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from dataclasses import fields, replace
+from pathlib import Path
+
+import pytest
+
+from tests.engine.store.known_run import (
+    COMMAND,
+    COUNTERS,
+    FACTS,
+    FULL,
+    LOAD,
+    RECORDS,
+    SLOT,
+    load_dump,
+    steady_dump,
+    write_known_run,
+)
+from workbench.engine.figures.summaries import RunObservations
+from workbench.engine.store import SCHEMA_VERSION, ConfigRow, open_session
+from workbench.engine.store.rows import TABLES
+from workbench.engine.store.schema import SCHEMA
+
+BEFORE = Path(__file__).with_name("known_run_before_split.sql")
+
+
+def written_before(folder: Path) -> Path:
+    return load_dump(BEFORE.read_text(), folder / "before.session.sqlite")
+
+
+def written_now(folder: Path) -> Path:
+    return write_known_run(folder / "now.session.sqlite")
+
+
+def test_a_run_is_written_as_before_the_split(tmp_path):
+    """Same tables, same columns, same version, the same value in every column."""
+    assert steady_dump(written_now(tmp_path)) == BEFORE.read_text()
+
+
+def test_every_row_declares_exactly_the_columns_of_its_table(tmp_path):
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.sqlite")) as conn:
+        conn.executescript(SCHEMA)
+        created = {
+            name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        assert created == {t.name for t in TABLES}
+        for table in TABLES:
+            info = conn.execute(f"PRAGMA table_info({table.name})").fetchall()
+            assert tuple(name for _, name, *_ in info) == table.columns, table.name
+
+
+def assert_same_fields(read, written) -> None:
+    for f in fields(written):
+        assert getattr(read, f.name) == getattr(written, f.name), f.name
+    assert read == written
+
+
+@pytest.mark.parametrize("write", [written_before, written_now])
+def test_every_value_reads_back_in_its_place(write, tmp_path):
+    with open_session(write(tmp_path)) as session:
+        assert session.schema_version == SCHEMA_VERSION == 4
+        assert session.status == "complete"
+        meta = dict(session.meta)
+        assert meta.pop("created_at") and meta.pop("finished_at") and meta.pop("app_version")
+        assert meta.pop("wall_origin") > 0
+        assert meta == {
+            "id": 1,
+            "name": "known",
+            "experiment_path": "exp.toml",
+            "experiment_toml": "[server]\n",
+            "mode": "managed",
+            "base_url": None,
+            "hardware_json": (
+                '{"os": "Linux", "cpu": "test CPU", "gpus": [{"name": "test GPU"}, "not a GPU"]}'
+            ),
+            "status": "complete",
+            "error": None,
+            "clock_origin_ns": 10,
+        }
+        assert session.hardware == {
+            "os": "Linux",
+            "cpu": "test CPU",
+            "gpus": [{"name": "test GPU"}],
+        }
+
+        first, second = session.configs
+        assert_same_fields(
+            first,
+            ConfigRow(
+                index=0,
+                label="np=2",
+                server={"slots": 2, "ctx": 2048},
+                workload={"requests": 3, "max_tokens": 4},
+                status="ok",
+                error=None,
+                base_url="http://127.0.0.1:8080/v1",
+                pid=4242,
+                command=COMMAND,
+                log_path="/tmp/server.log",
+                log_tail="last lines of the log",
+                facts=FACTS,
+                slots=2,
+            ),
+        )
+        assert (second.status, second.error, second.log_tail) == (
+            "failed",
+            "the server crashed",
+            "its tail",
+        )
+        assert (second.base_url, second.pid, second.command, second.facts) == (None, None, None, {})
+
+        expected = [replace(r, slot=SLOT.slot if r is FULL else None) for r in RECORDS]
+        for read, written in zip(session.records(0), expected, strict=True):
+            assert_same_fields(read, written)
+        assert session.records(1) == []
+
+        assert session.client_load(0) == {0: LOAD.load}
+        assert session.observations(0) == {
+            0: RunObservations(LOAD.load, COUNTERS.before, COUNTERS.after, slots_from_log=True)
+        }
+        assert session.samples("process_samples", 0) == [(0, 1000, 123_456_789, 12.5)]
+        assert session.samples("gpu_samples", 0) == [(0, 1000, 5_000_000)]
+        assert session.samples("metrics_samples", 0) == [
+            (0, 1000, '{"llamacpp:requests_processing": 2.0}')
+        ]
+        assert session.samples("slots_samples", 0) == [
+            (0, 1000, '[{"id": 0, "is_processing": true}]')
+        ]
+        states = session.samples("server_states", 0) + session.samples("server_states", 1)
+        assert [(c, state, detail) for c, _, state, detail in states] == [
+            (0, "starting", ""),
+            (0, "healthy", "200 OK"),
+            (1, "crashed", "exit code 1"),
+        ]
+        assert session.notices() == [
+            (0, "warning", "the first notice"),
+            (None, "info", "a notice of no configuration"),
+        ]
+        (summary, _) = session.summaries()
+        assert summary.value("ok") == 1
+
+
+def older(dump: Path, folder: Path, version: int, *statements: str) -> Path:
+    path = load_dump(dump.read_text(), folder / f"v{version}.session.sqlite")
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version}")
+    return path
+
+
+def test_a_version_3_file_has_no_later_columns_nor_tables(tmp_path):
+    """Schema 3 had neither the four later times of a request nor the client's load and
+    the server's counters: such a file reads them as not recorded."""
+    path = older(
+        BEFORE,
+        tmp_path,
+        3,
+        *(
+            f"ALTER TABLE requests DROP COLUMN {c}"
+            for c in ("t_intended_ns", "t_ready_ns", "connect_ns", "t_connected_ns")
+        ),
+        "DROP TABLE client_load",
+        "DROP TABLE server_counters",
+    )
+    with open_session(path) as session:
+        read = session.records(0)
+        assert [r.slot for r in read] == [None, 1, None]  # request_slots came with schema 3
+        later = replace(FULL, t_intended_ns=None, t_ready_ns=None, connect_ns=None)
+        assert_same_fields(read[1], replace(later, t_connected_ns=None, slot=1))
+        assert session.client_load(0) == {} and session.observations(0) == {}
+        assert len(session.summaries()) == 2
+
+
+def test_a_version_1_file_has_no_gpu_samples_nor_slots(tmp_path):
+    path = older(BEFORE, tmp_path, 1, "DROP TABLE gpu_samples", "DROP TABLE request_slots")
+    with open_session(path) as session:
+        assert session.samples("gpu_samples", 0) == []
+        assert [r.slot for r in session.records(0)] == [None, None, None]
+        assert session.samples("process_samples", 0) == [(0, 1000, 123_456_789, 12.5)]

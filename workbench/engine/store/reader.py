@@ -1,0 +1,246 @@
+"""Reading a session: ``open_session`` checks the header and the configurations at once;
+the requests, samples and notices of a configuration are read when asked for.
+
+Reading never writes to the file, and a file from elsewhere may be valid SQLite with
+damaged content: whatever is wrong becomes one ``SessionError`` naming the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.engine.base.errors import SessionError
+from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.figures.summaries import (
+    ClientLoad,
+    ConfigSummary,
+    RunObservations,
+    summarize_config,
+    summarize_run,
+)
+from workbench.engine.store.rows import (
+    CHUNKS,
+    CLIENT_LOAD,
+    CONFIGS,
+    NOTICES,
+    REQUEST_SLOTS,
+    REQUESTS,
+    SAMPLES,
+    SERVER_COUNTERS,
+    SESSION,
+    ConfigRow,
+    StoredNotice,
+)
+from workbench.engine.store.schema import SCHEMA_VERSION
+
+# What a valid SQLite file with content no workbench wrote raises on reading.
+_DAMAGE = (sqlite3.DatabaseError, ValueError, TypeError, KeyError, AttributeError)
+
+
+def _reads_content(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A session from elsewhere may be valid SQLite with damaged content (bad JSON, wrong
+    types, a missing table): reading it raises one SessionError naming the file, never a
+    traceback, so a view can say so in one line and go on."""
+
+    @functools.wraps(method)
+    def reading(self: Session, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except _DAMAGE as exc:
+            raise SessionError(
+                f"{self.path} has damaged content ({type(exc).__name__}: {exc})"
+            ) from None
+
+    return reading
+
+
+@dataclass
+class Session:
+    """A session file opened for reading."""
+
+    path: Path
+    schema_version: int
+    meta: dict[str, Any]  # the header by column name
+    hardware: dict[str, Any]
+    configs: list[ConfigRow]
+    _conn: sqlite3.Connection = field(repr=False)
+    _copy_dir: Path | None = field(default=None, repr=False)
+
+    @property
+    def status(self) -> str:
+        """'running' in the file means the writer never reached the end: incomplete."""
+        status = self.meta["status"]
+        return "incomplete" if status == "running" else status
+
+    @_reads_content
+    def records(self, config_index: int) -> list[RequestRecord]:
+        version, where = self.schema_version, {"config_idx": config_index}
+        chunks: dict[int, list[TokenChunk]] = {}
+        for chunk in CHUNKS.select(self._conn, version, where, ("request_idx", "seq")):
+            chunks.setdefault(chunk.request_idx, []).append(chunk.read())
+        slots = {s.idx: s.slot for s in REQUEST_SLOTS.select(self._conn, version, where)}
+        return [
+            request.read(chunks.get(request.idx, []), slots.get(request.idx))
+            for request in REQUESTS.select(self._conn, version, where, ("idx",))
+        ]
+
+    @_reads_content
+    def observations(self, config_index: int) -> dict[int, RunObservations]:
+        """Per repeat, what was measured besides the requests (none before schema 4)."""
+        loads = self.client_load(config_index)
+        counters = {
+            c.repeat: c
+            for c in SERVER_COUNTERS.select(
+                self._conn, self.schema_version, {"config_idx": config_index}
+            )
+        }
+        # Each request's slot was matched from the server's log (a managed server, recorded
+        # by a version that kept slots).
+        from_log = self.meta.get("mode") == "managed" and self.schema_version >= REQUEST_SLOTS.since
+        observed = {}
+        for repeat in set(loads) | set(counters):
+            measured = counters.get(repeat)
+            observed[repeat] = RunObservations(
+                load=loads.get(repeat),
+                counters_before=measured.before() if measured else None,
+                counters_after=measured.after() if measured else None,
+                slots_from_log=from_log,
+            )
+        return observed
+
+    @_reads_content
+    def client_load(self, config_index: int) -> dict[int, ClientLoad]:
+        """Per repeat, how busy the measuring client was (none before schema 4)."""
+        return {
+            load.repeat: load.read()
+            for load in CLIENT_LOAD.select(
+                self._conn, self.schema_version, {"config_idx": config_index}
+            )
+        }
+
+    @_reads_content
+    def sample_rows(self, table: str, config_index: int) -> list[Any]:
+        """The rows of one of the sample tables (``rows.SAMPLES``), oldest first."""
+        if table not in SAMPLES:
+            raise ValueError(table)
+        return SAMPLES[table].select(
+            self._conn, self.schema_version, {"config_idx": config_index}, ("t_ns",)
+        )
+
+    def samples(self, table: str, config_index: int) -> list[tuple[Any, ...]]:
+        """``sample_rows`` as plain tuples, their values in the table's column order."""
+        rows = self.sample_rows(table, config_index)
+        columns = SAMPLES[table].columns
+        return [tuple(getattr(row, name) for name in columns) for row in rows]
+
+    @_reads_content
+    def notice_rows(self) -> list[StoredNotice]:
+        """The run's notices, oldest first."""
+        return NOTICES.select(self._conn, self.schema_version, order_by=("t_ns",))
+
+    def notices(self) -> list[tuple[int | None, str | None, str | None]]:
+        """(configuration index, level, text) of each notice, oldest first."""
+        return [(n.config_idx, n.level, n.text) for n in self.notice_rows()]
+
+    @_reads_content
+    def summaries(self) -> list[ConfigSummary]:
+        return [
+            summarize_config_records(c, self.records(c.index), self.observations(c.index))
+            for c in self.configs
+        ]
+
+    def close(self) -> None:
+        self._conn.close()
+        _remove(self._copy_dir)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def summarize_config_records(
+    config: ConfigRow,
+    records: list[RequestRecord],
+    observed: dict[int, RunObservations] | None = None,
+) -> ConfigSummary:
+    """Analysis of one configuration's records, one run per repeat."""
+    repeats = sorted({r.repeat for r in records if not r.warmup})
+    observed = observed or {}
+    runs = [
+        summarize_run([r for r in records if r.repeat == k and not r.warmup], observed.get(k))
+        for k in repeats
+    ]
+    return summarize_config(
+        config.index,
+        config.label,
+        config.server,
+        config.workload,
+        config.facts,
+        runs,
+        config.status,
+        config.error,
+        slots_override=config.slots,
+    )
+
+
+def _connect_for_reading(p: Path) -> tuple[sqlite3.Connection, Path | None]:
+    """Reading a session never writes to it. A crashed run can leave finished requests in
+    the ``-wal`` beside the file; SQLite would fold them into the file on open, so such a
+    session is read from a private copy instead."""
+    wal = p.with_name(p.name + "-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        tmp = Path(tempfile.mkdtemp(prefix="workbench-session-"))
+        copy = tmp / p.name
+        shutil.copyfile(p, copy)
+        shutil.copyfile(wal, tmp / wal.name)
+        return sqlite3.connect(copy, timeout=10.0), tmp
+    return sqlite3.connect(p.resolve().as_uri() + "?immutable=1", uri=True), None
+
+
+def _remove(folder: Path | None) -> None:
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def open_session(path: str | Path) -> Session:
+    p = Path(path)
+    if not p.is_file():
+        raise SessionError(f"session file not found: {p}")
+    tmp: Path | None = None
+    try:
+        conn, tmp = _connect_for_reading(p)
+        conn.row_factory = sqlite3.Row
+        version = conn.execute("PRAGMA user_version").fetchone()["user_version"]
+    except sqlite3.DatabaseError as exc:
+        raise SessionError(f"{p} is not a workbench session (SQLite says: {exc})") from None
+    if version > SCHEMA_VERSION:
+        conn.close()
+        _remove(tmp)
+        raise SessionError(
+            f"{p} was written by a newer workbench (session schema {version}; this version "
+            f"reads up to {SCHEMA_VERSION}). Upgrade the workbench to open it; "
+            "the file is untouched."
+        )
+    try:
+        header = next(iter(SESSION.select(conn, version, {"id": 1})), None)
+        if version < 1 or header is None:
+            raise sqlite3.DatabaseError("no session header")
+        meta = header.meta()
+        hardware = header.hardware()
+        configs = [c.read() for c in CONFIGS.select(conn, version, order_by=("idx",))]
+    except _DAMAGE as exc:
+        conn.close()
+        _remove(tmp)
+        raise SessionError(
+            f"{p} is not a readable workbench session ({type(exc).__name__}: {exc})"
+        ) from None
+    return Session(p, version, meta, hardware, configs, conn, tmp)

@@ -1,0 +1,295 @@
+"""Writing a session: the file and its header (``create_session``), then every event of the
+run as it comes (``SessionWriter``).
+
+The writer runs on its own thread, fed by the event bus, and commits after every batch of
+events, so a crash or a SIGKILL mid-run keeps every finished request. A session whose run
+never reached its end is reported as incomplete when opened.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from workbench import __version__
+from workbench.engine.events import (
+    ClientLoadMeasured,
+    ConfigFinished,
+    ConfigStarted,
+    EventBus,
+    ExperimentFinished,
+    GpuSample,
+    MetricsSample,
+    Notice,
+    ProcessSample,
+    RequestFinished,
+    ServerCounters,
+    ServerReady,
+    ServerStateChanged,
+    SlotMatched,
+    SlotsSample,
+)
+from workbench.engine.store.rows import (
+    CHUNKS,
+    CLIENT_LOAD,
+    CONFIGS,
+    GPU_SAMPLES,
+    METRICS_SAMPLES,
+    NOTICES,
+    PROCESS_SAMPLES,
+    REQUEST_SLOTS,
+    REQUESTS,
+    SERVER_COUNTERS,
+    SERVER_STATES,
+    SESSION,
+    SLOTS_SAMPLES,
+    StoredChunk,
+    StoredClientLoad,
+    StoredConfig,
+    StoredCounters,
+    StoredGpuSample,
+    StoredMetricsSample,
+    StoredNotice,
+    StoredProcessSample,
+    StoredRequest,
+    StoredRequestSlot,
+    StoredServerState,
+    StoredSession,
+    StoredSlotsSample,
+)
+from workbench.engine.store.schema import create_tables
+
+# Events the writer records; per-token events are not needed (a finished request carries them).
+RECORDED_EVENTS = (
+    ConfigStarted,
+    ServerStateChanged,
+    ServerReady,
+    RequestFinished,
+    ProcessSample,
+    GpuSample,
+    MetricsSample,
+    SlotsSample,
+    SlotMatched,
+    ClientLoadMeasured,
+    ServerCounters,
+    ConfigFinished,
+    Notice,
+    ExperimentFinished,
+)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=10.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    # FULL: a commit survives a power cut, not only a crash. The writer has its own thread,
+    # so the fsync never delays a measurement.
+    conn.execute("PRAGMA synchronous=FULL")
+    return conn
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def create_session(
+    path: Path,
+    name: str,
+    experiment_toml: str,
+    experiment_path: str | None,
+    mode: str,
+    base_url: str | None,
+    hardware: dict[str, Any],
+    clock_origin_ns: int,
+) -> None:
+    """Create the file and its header row; raises at once if the folder is not writable."""
+    header = StoredSession(
+        id=1,
+        app_version=__version__,
+        name=name,
+        experiment_path=experiment_path,
+        experiment_toml=experiment_toml,
+        mode=mode,
+        base_url=base_url,
+        hardware_json=json.dumps(hardware),
+        created_at=_now(),
+        finished_at=None,
+        status="running",
+        error=None,
+        clock_origin_ns=clock_origin_ns,
+        wall_origin=time.time(),
+    )
+    conn = _connect(path)
+    try:
+        with conn:
+            create_tables(conn)
+            SESSION.insert(conn, [header])
+    finally:
+        conn.close()
+
+
+class SessionWriter:
+    """Drains its subscription on a thread and writes each event to the session file."""
+
+    def __init__(
+        self, path: Path, bus: EventBus, on_failure: Callable[[], None] | None = None
+    ) -> None:
+        self.path = path
+        self._sub = bus.subscribe(*RECORDED_EVENTS)
+        self._bus = bus
+        self._on_failure = on_failure
+        self._thread = threading.Thread(target=self._run, name="session-writer", daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        conn = _connect(self.path)
+        try:
+            finished = False
+            while not finished:
+                try:
+                    batch = [self._sub.queue.get(timeout=0.5)]
+                except queue.Empty:
+                    continue
+                batch += self._sub.drain()
+                with conn:
+                    # One transaction per batch (one fsync); each event a savepoint in it.
+                    conn.execute("BEGIN")
+                    for event in batch:
+                        self._write_one(conn, event)
+                        finished = finished or isinstance(event, ExperimentFinished)
+                if any(isinstance(e, ConfigFinished | ExperimentFinished) for e in batch):
+                    # Fold the WAL back into the file, so that copying the .session.sqlite
+                    # alone carries every finished configuration.
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except Exception as exc:
+            # Nothing more can be recorded: say so now and stop the run, keeping the file.
+            self.error = exc
+            self._bus.publish(
+                Notice("error", f"the session file cannot be written ({exc}); stopping the run")
+            )
+            if self._on_failure is not None:
+                self._on_failure()
+        finally:
+            self._bus.unsubscribe(self._sub)
+            conn.close()
+
+    def _write_one(self, conn: sqlite3.Connection, event: Any) -> None:
+        """Write one event; if it cannot be stored (a value SQLite refuses), undo just that
+        event, keep a notice saying what was lost, and go on: one bad row must never cost
+        the others. A file that cannot be written at all still stops the run."""
+        conn.execute("SAVEPOINT event")
+        try:
+            self._write(conn, event)
+        except (
+            sqlite3.InterfaceError,
+            sqlite3.ProgrammingError,
+            sqlite3.IntegrityError,
+            sqlite3.DataError,
+            OverflowError,
+            TypeError,
+        ) as exc:
+            conn.execute("ROLLBACK TO event")
+            lost = StoredNotice(
+                t_ns=time.perf_counter_ns(),
+                config_idx=getattr(event, "config_index", None),
+                level="error",
+                text=f"could not store a {type(event).__name__}: {exc}",
+            )
+            NOTICES.insert(conn, [lost])
+        conn.execute("RELEASE event")
+
+    def _write(self, conn: sqlite3.Connection, event: Any) -> None:
+        t_ns = time.perf_counter_ns()
+        match event:
+            case RequestFinished(record=r):
+                REQUESTS.insert(conn, [StoredRequest.of(r)], replace=True)
+                CHUNKS.insert(conn, StoredChunk.of(r), replace=True)
+            case ClientLoadMeasured(load=load):
+                row = StoredClientLoad.of(event.config_index, event.repeat, load)
+                CLIENT_LOAD.insert(conn, [row], replace=True)
+            case ServerCounters():
+                row = StoredCounters.of(event.config_index, event.repeat, event.before, event.after)
+                SERVER_COUNTERS.insert(conn, [row], replace=True)
+            case ProcessSample():
+                sample = StoredProcessSample(
+                    config_idx=event.config_index,
+                    t_ns=event.t_ns,
+                    rss_bytes=event.rss_bytes,
+                    cpu_percent=event.cpu_percent,
+                )
+                PROCESS_SAMPLES.insert(conn, [sample])
+            case GpuSample():
+                gpu = StoredGpuSample(
+                    config_idx=event.config_index, t_ns=event.t_ns, gpu_bytes=event.gpu_bytes
+                )
+                GPU_SAMPLES.insert(conn, [gpu])
+            case MetricsSample():
+                metrics = StoredMetricsSample(
+                    config_idx=event.config_index,
+                    t_ns=event.t_ns,
+                    values_json=json.dumps(event.values),
+                )
+                METRICS_SAMPLES.insert(conn, [metrics])
+            case SlotMatched():
+                slot = StoredRequestSlot(
+                    config_idx=event.config_index, idx=event.index, slot=event.slot
+                )
+                REQUEST_SLOTS.insert(conn, [slot], replace=True)
+            case SlotsSample():
+                slots = StoredSlotsSample(
+                    config_idx=event.config_index,
+                    t_ns=event.t_ns,
+                    slots_json=json.dumps(event.slots),
+                )
+                SLOTS_SAMPLES.insert(conn, [slots])
+            case ConfigStarted(config=config):
+                d = config.to_dict()
+                started = StoredConfig.started(
+                    config.index, config.label, d["server"], d["workload"]
+                )
+                CONFIGS.insert(conn, [started], replace=True)
+            case ServerStateChanged():
+                state = StoredServerState(
+                    config_idx=event.config_index, t_ns=t_ns, state=event.state, detail=event.detail
+                )
+                SERVER_STATES.insert(conn, [state])
+            case ServerReady():
+                CONFIGS.update(
+                    conn,
+                    {"idx": event.config_index},
+                    base_url=event.base_url,
+                    pid=event.pid,
+                    command_json=json.dumps(event.command),
+                    log_path=event.log_path,
+                    facts_json=json.dumps(event.facts),
+                    slots=event.slots,
+                )
+            case ConfigFinished():
+                CONFIGS.update(
+                    conn,
+                    {"idx": event.config_index},
+                    status=event.status,
+                    error=event.error,
+                    log_tail=event.log_tail,
+                )
+            case Notice():
+                notice = StoredNotice(
+                    t_ns=t_ns, config_idx=event.config_index, level=event.level, text=event.text
+                )
+                NOTICES.insert(conn, [notice])
+            case ExperimentFinished():
+                SESSION.update(
+                    conn, {"id": 1}, status=event.status, error=event.error, finished_at=_now()
+                )
