@@ -127,9 +127,11 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
         checks = memory_checks(session)
         if checks:
             console.print(memory_table(checks))
-        for _, level, text in session.notices():
-            if level == "warning":
-                console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False)
+        for notice in session.notices():
+            if notice.level == "warning":
+                console.print(
+                    f"[yellow]warning:[/yellow] {escape(notice.text or '')}", highlight=False
+                )
         if args.requests:
             console.print(requests_table(session))
     return 0

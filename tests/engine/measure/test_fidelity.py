@@ -257,10 +257,10 @@ def test_several_tokens_per_chunk_fail_the_decode_check(tmp_path: Path) -> None:
     assert run.checks_failed[0].startswith("decode time")
     assert "several tokens" in run.checks_failed[0]
     with open_session(result.session_path) as session:
-        notices = [text for _, level, text in session.notices() if level == "warning"]
+        notices = [n.text for n in session.notices() if n.level == "warning"]
     assert any("cross-check: decode time" in text for text in notices)
     with open_session(result.session_path) as session:
-        infos = [text for _, level, text in session.notices() if level == "info"]
+        infos = [n.text for n in session.notices() if n.level == "info"]
     assert any("chunks carried 4.0 tokens" in text for text in infos)
 
 

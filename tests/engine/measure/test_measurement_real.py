@@ -155,10 +155,10 @@ def test_runner_records_samples_and_requests(server_binary, write_experiment, tm
         processes = session.samples("process_samples", 0)
         metrics = session.samples("metrics_samples", 0)
         slots = session.samples("slots_samples", 0)
-        assert len(processes) >= 3 and all(rss > 50_000_000 for _, _, rss, _ in processes)
-        assert metrics and "llamacpp:requests_processing" in json.loads(metrics[0][2])
-        assert max(json.loads(m[2])["llamacpp:requests_processing"] for m in metrics) >= 1
-        assert slots and {s["id"] for s in json.loads(slots[0][2])} == {0, 1}
+        assert len(processes) >= 3 and all(p.rss_bytes > 50_000_000 for p in processes)
+        assert metrics and "llamacpp:requests_processing" in json.loads(metrics[0].values_json)
+        assert max(json.loads(m.values_json)["llamacpp:requests_processing"] for m in metrics) >= 1
+        assert slots and {s["id"] for s in json.loads(slots[0].slots_json)} == {0, 1}
         busy = [s for _, _, js in slots for s in json.loads(js) if s["is_processing"]]
         assert busy, "no sample caught a busy slot"
         records = session.records(0)

@@ -147,5 +147,5 @@ def test_a_run_says_where_its_prompts_come_from(tmp_path):
             return (await asyncio.to_thread(run_experiment, experiment, options)).session_path
 
     with open_session(asyncio.run(run())) as session:
-        texts = [text for _, level, text in session.notices() if level == "info"]
+        texts = [n.text for n in session.notices() if n.level == "info"]
     assert f"prompts: 2 from {tmp_path / 'mine.txt'} (not the built-in set)" in texts

@@ -169,7 +169,7 @@ def test_server_killed_mid_run_fails_its_requests_and_the_next_config_runs(
     with open_session(result.session_path) as session:
         failed = [r for r in session.records(0) if not r.ok]
         assert failed and all(r.error for r in failed)
-        states = [row[2] for row in session.samples("server_states", 0)]
+        states = [row.state for row in session.samples("server_states", 0)]
         assert "crashed" in states
 
 

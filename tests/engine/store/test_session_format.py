@@ -29,10 +29,17 @@ from tests.engine.store.known_run import (
 )
 from workbench.engine.figures.summaries import RunObservations
 from workbench.engine.store import SCHEMA_VERSION, ConfigRow, open_session
-from workbench.engine.store.rows import TABLES
+from workbench.engine.store.rows import (
+    TABLES,
+    StoredGpuSample,
+    StoredMetricsSample,
+    StoredProcessSample,
+    StoredSlotsSample,
+)
 from workbench.engine.store.schema import SCHEMA
 
 BEFORE = Path(__file__).with_name("known_run_before_split.sql")
+PROCESS_ROW = StoredProcessSample(config_idx=0, t_ns=1000, rss_bytes=123_456_789, cpu_percent=12.5)
 
 
 def written_before(folder: Path) -> Path:
@@ -129,21 +136,27 @@ def test_every_value_reads_back_in_its_place(write, tmp_path):
         assert session.observations(0) == {
             0: RunObservations(LOAD.load, COUNTERS.before, COUNTERS.after, slots_from_log=True)
         }
-        assert session.samples("process_samples", 0) == [(0, 1000, 123_456_789, 12.5)]
-        assert session.samples("gpu_samples", 0) == [(0, 1000, 5_000_000)]
+        assert session.samples("process_samples", 0) == [PROCESS_ROW]
+        assert session.samples("gpu_samples", 0) == [
+            StoredGpuSample(config_idx=0, t_ns=1000, gpu_bytes=5_000_000)
+        ]
         assert session.samples("metrics_samples", 0) == [
-            (0, 1000, '{"llamacpp:requests_processing": 2.0}')
+            StoredMetricsSample(
+                config_idx=0, t_ns=1000, values_json='{"llamacpp:requests_processing": 2.0}'
+            )
         ]
         assert session.samples("slots_samples", 0) == [
-            (0, 1000, '[{"id": 0, "is_processing": true}]')
+            StoredSlotsSample(
+                config_idx=0, t_ns=1000, slots_json='[{"id": 0, "is_processing": true}]'
+            )
         ]
         states = session.samples("server_states", 0) + session.samples("server_states", 1)
-        assert [(c, state, detail) for c, _, state, detail in states] == [
+        assert [(s.config_idx, s.state, s.detail) for s in states] == [
             (0, "starting", ""),
             (0, "healthy", "200 OK"),
             (1, "crashed", "exit code 1"),
         ]
-        assert session.notices() == [
+        assert [(n.config_idx, n.level, n.text) for n in session.notices()] == [
             (0, "warning", "the first notice"),
             (None, "info", "a notice of no configuration"),
         ]
@@ -188,4 +201,4 @@ def test_a_version_1_file_has_no_gpu_samples_nor_slots(tmp_path):
     with open_session(path) as session:
         assert session.samples("gpu_samples", 0) == []
         assert [r.slot for r in session.records(0)] == [None, None, None]
-        assert session.samples("process_samples", 0) == [(0, 1000, 123_456_789, 12.5)]
+        assert session.samples("process_samples", 0) == [PROCESS_ROW]

@@ -186,20 +186,24 @@ def session_document(session: Session) -> dict[str, Any]:
                 "summary": summary.to_dict(),
                 "figures": concurrency_row(summary),
                 "process_samples": [
-                    {"t_s": (t - origin) / NS, "rss_bytes": rss, "cpu_percent": cpu}
-                    for _, t, rss, cpu in session.samples("process_samples", config.index)
+                    {
+                        "t_s": (p.t_ns - origin) / NS,
+                        "rss_bytes": p.rss_bytes,
+                        "cpu_percent": p.cpu_percent,
+                    }
+                    for p in session.samples("process_samples", config.index)
                 ],
                 "gpu_samples": [
-                    {"t_s": (t - origin) / NS, "gpu_bytes": gpu}
-                    for _, t, gpu in session.samples("gpu_samples", config.index)
+                    {"t_s": (g.t_ns - origin) / NS, "gpu_bytes": g.gpu_bytes}
+                    for g in session.samples("gpu_samples", config.index)
                 ],
                 "metrics_samples": [
-                    {"t_s": (t - origin) / NS, **json.loads(values)}
-                    for _, t, values in session.samples("metrics_samples", config.index)
+                    {"t_s": (m.t_ns - origin) / NS, **json.loads(m.values_json)}
+                    for m in session.samples("metrics_samples", config.index)
                 ],
                 "slots_samples": [
-                    {"t_s": (t - origin) / NS, "slots": json.loads(slots)}
-                    for _, t, slots in session.samples("slots_samples", config.index)
+                    {"t_s": (s.t_ns - origin) / NS, "slots": json.loads(s.slots_json)}
+                    for s in session.samples("slots_samples", config.index)
                 ],
             }
         )
@@ -245,7 +249,7 @@ def memory_checks(session: Session) -> list[MemoryCheck]:
         parts = [facts.get(k) for k in ("model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib")]
         if not all(isinstance(p, int | float) for p in parts):
             continue
-        rss = [r for _, _, r, _ in session.samples("process_samples", config.index) if r]
+        rss = [p.rss_bytes for p in session.samples("process_samples", config.index) if p.rss_bytes]
         checks.append(
             MemoryCheck(config.label, float(sum(parts)), max(rss) / 2**20 if rss else None)
         )

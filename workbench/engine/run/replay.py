@@ -72,17 +72,17 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
         config = run_config(row)
         records = session.records(row.index)
         states = session.samples("server_states", row.index)
-        times = [t for _, t, _, _ in states] + [
+        times = [s.t_ns for s in states] + [
             t for r in records for t in (r.t_submit_ns, r.t_done_ns) if t is not None
         ]
         start = min(times, default=last)
         end = max(times, default=start)
         measured = sum(1 for r in records if not r.warmup)
         add(start, ConfigStarted(config, measured))
-        for _, t_ns, state, detail in states:
-            add(t_ns, ServerStateChanged(row.index, state, detail or ""))
+        for s in states:
+            add(s.t_ns, ServerStateChanged(row.index, s.state, s.detail or ""))
         if row.base_url:  # the server got ready (managed) or was probed (external)
-            ready = next((t for _, t, state, _ in states if state == "healthy"), start)
+            ready = next((s.t_ns for s in states if s.state == "healthy"), start)
             add(
                 ready,
                 ServerReady(
@@ -111,19 +111,19 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
                     TokenChunkArrived(row.index, r.repeat, r.index, chunk.t_ns, chunk.text),
                 )
             add(r.t_done_ns or end, RequestFinished(r))
-        for _, t_ns, rss, cpu in session.samples("process_samples", row.index):
-            add(t_ns, ProcessSample(row.index, t_ns, rss, cpu))
-        for _, t_ns, gpu in session.samples("gpu_samples", row.index):
-            add(t_ns, GpuSample(row.index, t_ns, gpu))
-        for _, t_ns, values in session.samples("metrics_samples", row.index):
-            add(t_ns, MetricsSample(row.index, t_ns, json.loads(values)))
-        for _, t_ns, slots in session.samples("slots_samples", row.index):
-            add(t_ns, SlotsSample(row.index, t_ns, json.loads(slots)))
+        for p in session.samples("process_samples", row.index):
+            add(p.t_ns, ProcessSample(row.index, p.t_ns, p.rss_bytes, p.cpu_percent))
+        for g in session.samples("gpu_samples", row.index):
+            add(g.t_ns, GpuSample(row.index, g.t_ns, g.gpu_bytes))
+        for m in session.samples("metrics_samples", row.index):
+            add(m.t_ns, MetricsSample(row.index, m.t_ns, json.loads(m.values_json)))
+        for s in session.samples("slots_samples", row.index):
+            add(s.t_ns, SlotsSample(row.index, s.t_ns, json.loads(s.slots_json)))
         summary = summarize_config_records(row, records, session.observations(row.index))
         add(end, ConfigFinished(row.index, row.status, row.error, row.log_tail or "", summary))
         last = end
-    for config_index, level, text in session.notices():
-        add(last, Notice(level, text, config_index))
+    for n in session.notices():
+        add(last, Notice(n.level, n.text, n.config_idx))
     add(last, ExperimentFinished(session.status, session.meta.get("error")))
     timed.sort(key=lambda item: (item[0], item[1]))
     return [(t, event) for t, _, event in timed]

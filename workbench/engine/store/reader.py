@@ -72,6 +72,7 @@ class Session:
     configs: list[ConfigRow]
     _conn: sqlite3.Connection = field(repr=False)
     _copy_dir: Path | None = field(default=None, repr=False)
+    _summaries: list[ConfigSummary] | None = field(default=None, repr=False)
 
     @property
     def status(self) -> str:
@@ -126,7 +127,7 @@ class Session:
         }
 
     @_reads_content
-    def sample_rows(self, table: str, config_index: int) -> list[Any]:
+    def samples(self, table: str, config_index: int) -> list[Any]:
         """The rows of one of the sample tables (``rows.SAMPLES``), oldest first."""
         if table not in SAMPLES:
             raise ValueError(table)
@@ -134,27 +135,21 @@ class Session:
             self._conn, self.schema_version, {"config_idx": config_index}, ("t_ns",)
         )
 
-    def samples(self, table: str, config_index: int) -> list[tuple[Any, ...]]:
-        """``sample_rows`` as plain tuples, their values in the table's column order."""
-        rows = self.sample_rows(table, config_index)
-        columns = SAMPLES[table].columns
-        return [tuple(getattr(row, name) for name in columns) for row in rows]
-
     @_reads_content
-    def notice_rows(self) -> list[StoredNotice]:
+    def notices(self) -> list[StoredNotice]:
         """The run's notices, oldest first."""
         return NOTICES.select(self._conn, self.schema_version, order_by=("t_ns",))
 
-    def notices(self) -> list[tuple[int | None, str | None, str | None]]:
-        """(configuration index, level, text) of each notice, oldest first."""
-        return [(n.config_idx, n.level, n.text) for n in self.notice_rows()]
-
     @_reads_content
     def summaries(self) -> list[ConfigSummary]:
-        return [
-            summarize_config_records(c, self.records(c.index), self.observations(c.index))
-            for c in self.configs
-        ]
+        """Each configuration's figures, computed once per opened file: it is read-only, and
+        the comparison's table and charts both need them (each reads every record)."""
+        if self._summaries is None:
+            self._summaries = [
+                summarize_config_records(c, self.records(c.index), self.observations(c.index))
+                for c in self.configs
+            ]
+        return list(self._summaries)
 
     def close(self) -> None:
         self._conn.close()
