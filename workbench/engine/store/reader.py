@@ -36,6 +36,7 @@ from workbench.engine.store.rows import (
     SERVER_COUNTERS,
     SESSION,
     ConfigRow,
+    StoredChunk,
     StoredNotice,
 )
 from workbench.engine.store.schema import SCHEMA_VERSION
@@ -84,8 +85,8 @@ class Session:
     def records(self, config_index: int) -> list[RequestRecord]:
         version, where = self.schema_version, {"config_idx": config_index}
         chunks: dict[int, list[TokenChunk]] = {}
-        for chunk in CHUNKS.select(self._conn, version, where, ("request_idx", "seq")):
-            chunks.setdefault(chunk.request_idx, []).append(chunk.read())
+        for found in CHUNKS.found(self._conn, version, where, ("request_idx", "seq")):
+            chunks.setdefault(found["request_idx"], []).append(StoredChunk.read(found))
         slots = {s.idx: s.slot for s in REQUEST_SLOTS.select(self._conn, version, where)}
         return [
             request.read(chunks.get(request.idx, []), slots.get(request.idx))

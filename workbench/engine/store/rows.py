@@ -11,6 +11,7 @@ anyone. Rows are built by keyword only: no value is ever placed by position.
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -258,9 +259,12 @@ class StoredChunk:
             for i, c in enumerate(r.chunks)
         ]
 
-    def read(self) -> TokenChunk:
+    @staticmethod
+    def read(found: sqlite3.Row) -> TokenChunk:
+        """The chunk in a row of this table (read by name, see ``Table.found``)."""
         return TokenChunk(
-            t_ns=typed(self.t_ns, int, "a chunk's time"), text=typed(self.text, str, "a chunk")
+            t_ns=typed(found["t_ns"], int, "a chunk's time"),
+            text=typed(found["text"], str, "a chunk"),
         )
 
 
