@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.base.records import Hardware, RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.config.experiment import RunConfig, parse_experiment
 from workbench.engine.events import (
     ClientLoadMeasured,
@@ -31,28 +31,25 @@ from workbench.engine.events import (
 from workbench.engine.figures.summaries import ClientLoad
 from workbench.engine.server.discovery import DEFAULT_MODEL_FILE
 from workbench.engine.server.llama_server import server_arguments
-from workbench.engine.server.startup_log import StartupFacts
 from workbench.engine.store import SessionWriter, create_session
 
 NS = 1_000_000_000
 MIB = 2**20
 
 # A machine as measure.hardware.fingerprint describes one.
-HARDWARE: dict[str, Any] = {
-    "hostname": "made-host",
-    "os": "Linux 6.1.0",
-    "os_version": "#1 SMP",
-    "machine": "x86_64",
-    "cpu_model": "Made CPU 8-Core",
-    "cpu_physical_cores": 4,
-    "cpu_logical_cores": 8,
-    "ram_bytes": 16 * 2**30,
-    "python": "3.11.9",
-    "gpus": [],
-    "apple_chip": None,
-    "llama_server": "/opt/llama.cpp/llama-server",
-    "llama_server_build": "version: 6123 (abc1234); built with cc 12.2.0",
-}
+HARDWARE = Hardware(
+    hostname="made-host",
+    os="Linux 6.1.0",
+    os_version="#1 SMP",
+    machine="x86_64",
+    cpu_model="Made CPU 8-Core",
+    cpu_physical_cores=4,
+    cpu_logical_cores=8,
+    ram_bytes=16 * 2**30,
+    python="3.11.9",
+    llama_server="/opt/llama.cpp/llama-server",
+    llama_server_build="version: 6123 (abc1234); built with cc 12.2.0",
+)
 
 # What llama-server logs for the default model (SmolLM2-135M, Q4_1) on a CPU.
 MODEL_MIB = 92.1
@@ -61,7 +58,7 @@ COMPUTE_MIB = 62.9
 PROMPT_TOKENS = 20
 
 
-def startup_facts(slots: int, ctx: int) -> dict[str, Any]:
+def startup_facts(slots: int, ctx: int) -> StartupFacts:
     """The facts a CPU llama-server logs at start for the default model, each slot with its
     share of ``ctx``: with ``ctx`` 2048 its buffers are 92.1 + 45 + 62.9 = 200 MiB."""
     return StartupFacts(
@@ -74,7 +71,7 @@ def startup_facts(slots: int, ctx: int) -> dict[str, Any]:
         compute_buffer_mib=COMPUTE_MIB,
         backend="CPU",
         build="6123 (abc1234)",
-    ).to_dict()
+    )
 
 
 def request(
@@ -185,7 +182,7 @@ class Config:
     requests' own counts."""
 
     requests: Sequence[RequestRecord] = ()
-    facts: dict[str, Any] | None = None
+    facts: StartupFacts | None = None
     samples: Sequence[Any] = ()
     status: str = "ok"
     error: str | None = None
@@ -197,7 +194,7 @@ def build_session(
     toml: str,
     configs: Sequence[Config],
     *,
-    hardware: dict[str, Any] = HARDWARE,
+    hardware: Hardware = HARDWARE,
     base_url: str | None = None,
 ) -> Path:
     """Write a complete session of the experiment ``toml``, one ``Config`` per configuration
@@ -224,7 +221,7 @@ def _config_events(run: RunConfig, made: Config, folder: Path, base_url: str | N
     i = run.index
     yield ConfigStarted(run, run.workload.requests * run.workload.repeats)
     if made.facts is not None:
-        slots = made.facts.get("n_slots") or run.server.slots
+        slots = made.facts.n_slots or run.server.slots
         if base_url is not None:
             yield ServerReady(i, base_url, None, [], None, made.facts, slots)
         else:

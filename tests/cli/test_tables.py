@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from workbench.cli.tables import results_table
-from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.figures.summaries import summarize_config, summarize_run
 
 
@@ -31,7 +31,7 @@ def record(index: int, submit_s: float, first_s: float, last_s: float) -> Reques
 def test_every_value_has_its_column():
     run = summarize_run([record(0, 0.0, 0.5, 1.5), record(1, 0.0, 1.5, 2.5)])
     summary = summarize_config(
-        0, "np=1", {"slots": 1, "ctx": 8192}, {"requests": 2}, {"n_ctx_slot": 8192}, [run]
+        0, "np=1", {"slots": 1, "ctx": 8192}, {"requests": 2}, StartupFacts(n_ctx_slot=8192), [run]
     )
     table = results_table([summary])
     assert {len(column._cells) for column in table.columns} == {1}

@@ -12,6 +12,7 @@ from tests.made_sessions import write_session
 from workbench.cli.tables import results_table
 from workbench.engine.analysis.export import write_concurrency_csv, write_json
 from workbench.engine.analysis.slo import Slo, goodput
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.figures import metrics
 from workbench.engine.figures.metrics import Combine, Figure, View, figure
 from workbench.engine.store import open_session
@@ -105,7 +106,7 @@ def test_a_client_limited_configuration_is_marked_in_the_results_table(qtbot):
     busy = summarize_run([], RunObservations(ClientLoad(1.0, 0.9, 0.95)))
     calm = summarize_run([], RunObservations(ClientLoad(1.0, 0.1, 0.2)))
     summaries = [
-        summarize_config(i, f"np={i + 1}", {"slots": i + 1}, {}, {}, [run])
+        summarize_config(i, f"np={i + 1}", {"slots": i + 1}, {}, StartupFacts(), [run])
         for i, run in enumerate((busy, calm))
     ]
     view = ResultsView()
@@ -122,7 +123,14 @@ def test_server_text_in_a_tooltip_is_shown_not_rendered(qtbot):
     from workbench.engine.figures.summaries import summarize_config
 
     failed = summarize_config(
-        0, "np=1", {"slots": 1}, {}, {}, [], status="failed", error="HTTP 500: <img src=x><b>"
+        0,
+        "np=1",
+        {"slots": 1},
+        {},
+        StartupFacts(),
+        [],
+        status="failed",
+        error="HTTP 500: <img src=x><b>",
     )
     view = ResultsView()
     qtbot.addWidget(view)

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 
 from tests.made_sessions import Config, build_session, request, write_session
 from workbench.cli.main import main
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.store import open_session
 from workbench.ui.report import ChartOptions, write_charts, write_report
 
@@ -115,7 +116,13 @@ def test_the_report_and_tables_say_which_numbers_to_doubt(tmp_path, qapp):
     path = build_session(
         tmp_path / "chunky.session.sqlite",
         'name = "checks"\n[workload]\nrequests = 2\nmax_tokens = 24\n',
-        [Config([request(0, **timing), request(1, submit_s=0.2, **timing)], {}, loop_busy=0.9)],
+        [
+            Config(
+                [request(0, **timing), request(1, submit_s=0.2, **timing)],
+                StartupFacts(),
+                loop_busy=0.9,
+            )
+        ],
         base_url="http://127.0.0.1:8000",
     )
     with open_session(path) as session:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.events import (
     ConfigStarted,
@@ -105,7 +105,7 @@ def test_gantt_segments_split_waiting_into_queue_and_prefill_once_known():
 def test_samples_and_predicted_footprint():
     model = RunModel()
     started(model, 1)
-    facts = {"model_buffer_mib": 92.1, "kv_buffer_mib": 180.0, "compute_buffer_mib": 18.6}
+    facts = StartupFacts(model_buffer_mib=92.1, kv_buffer_mib=180.0, compute_buffer_mib=18.6)
     model.apply(
         [
             ServerReady(0, "http://x", 1, [], None, facts, 1),
@@ -118,7 +118,7 @@ def test_samples_and_predicted_footprint():
     assert model.rss == ([1.0], [300.0])
     assert model.processing[1] == [1.0] and model.deferred[1] == [2.0]
     assert model.predicted_mib == predicted_footprint_mib(facts) == pytest.approx(290.7)
-    assert predicted_footprint_mib({"model_buffer_mib": 1.0}) is None
+    assert predicted_footprint_mib(StartupFacts(model_buffer_mib=1.0)) is None
 
 
 def test_grid_shapes_stay_readable_from_1_to_64_panes():

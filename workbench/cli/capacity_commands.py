@@ -113,7 +113,7 @@ def _memory_to_plan_for(args: argparse.Namespace) -> tuple[int, str]:
                 "--gpu: no NVIDIA GPU found (neither NVML nor nvidia-smi "
                 "answered); give the memory with --memory-gib"
             )
-        return int(gpus[0]["memory_bytes"]), f"VRAM of {gpus[0]['name']}"
+        return gpus[0].memory_bytes or 0, f"VRAM of {gpus[0].name}"
     return psutil.virtual_memory().available, "free RAM"
 
 

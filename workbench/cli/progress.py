@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from workbench.cli.tables import results_table
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.events import (
     ConfigFinished,
     ConfigStarted,
@@ -38,7 +39,7 @@ class ProgressState:
     config_label: str = ""
     config_index: int = -1
     server_state: str = ""
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: StartupFacts = field(default_factory=StartupFacts)
     done: int = 0
     failed: int = 0
     total: int = 0
@@ -54,7 +55,7 @@ class ProgressState:
                 self.config_label, self.config_index = config.label, config.index
                 self.done = self.failed = 0
                 self.total = event.total_requests
-                self.facts = {}
+                self.facts = StartupFacts()
             case ServerStateChanged():
                 self.server_state = event.state
             case ServerReady():
@@ -79,9 +80,8 @@ class ProgressState:
         status = Table.grid(padding=(0, 2))
         facts = self.facts
         slot_text = (
-            f"n_slots={facts.get('n_slots')} n_ctx_slot={facts.get('n_ctx_slot')} "
-            f"kv_unified={facts.get('kv_unified')}"
-            if facts.get("n_slots") is not None
+            f"n_slots={facts.n_slots} n_ctx_slot={facts.n_ctx_slot} kv_unified={facts.kv_unified}"
+            if facts.n_slots is not None
             else ""
         )
         status.add_row(

@@ -19,10 +19,10 @@ from workbench.engine.analysis.planner import ModelFacts, PlanRow
 from workbench.engine.analysis.roofline import RooflineRow
 from workbench.engine.analysis.slo import SHOWN, ConfigGoodput, machines_needed
 from workbench.engine.analysis.verdicts import Verdict
+from workbench.engine.base.records import Hardware
 from workbench.engine.events import ConfigFinished, ConfigStarted, Notice, ServerReady
 from workbench.engine.figures.metrics import View, figure, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
-from workbench.engine.measure.hardware import machine_name
 
 
 def _num(value: Any, digits: int = 2) -> str:
@@ -52,16 +52,16 @@ def results_table(summaries: list[ConfigSummary], title: str = "Results") -> Tab
     return table
 
 
-def hardware_line(hw: dict[str, Any]) -> str:
-    ram = hw.get("ram_bytes")
-    gpus = ", ".join(g.get("name", "?") for g in hw.get("gpus") or [])
+def hardware_line(hw: Hardware) -> str:
+    ram = hw.ram_bytes
+    gpus = ", ".join(g.name or "?" for g in hw.gpus)
     parts = [
-        machine_name(hw),
-        f"{hw.get('cpu_physical_cores')}C/{hw.get('cpu_logical_cores')}T",
+        hw.machine_name,
+        f"{hw.cpu_physical_cores}C/{hw.cpu_logical_cores}T",
         f"{ram / 2**30:.0f} GiB RAM" if ram else "",
-        hw.get("os", ""),
+        hw.os or "",
         f"GPU: {gpus}" if gpus else "",
-        hw.get("llama_server_build", ""),
+        hw.llama_server_build or "",
     ]
     return " | ".join(p for p in parts if p)
 
@@ -112,10 +112,10 @@ def event_line(event: object) -> str | None:
     match event:
         case ConfigStarted(config=config):
             return f"config {config.index + 1}: {escape(config.label)}"
-        case ServerReady(facts=facts) if facts:
+        case ServerReady(facts=facts):
             return (
-                f"  server ready: n_slots={facts.get('n_slots')} "
-                f"n_ctx_slot={facts.get('n_ctx_slot')} kv_unified={facts.get('kv_unified')}"
+                f"  server ready: n_slots={facts.n_slots} "
+                f"n_ctx_slot={facts.n_ctx_slot} kv_unified={facts.kv_unified}"
             )
         case ConfigFinished(summary=summary) if summary is not None:
             agg = figure("agg_tok_s")

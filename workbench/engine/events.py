@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.figures.summaries import ClientLoad, ConfigSummary
 
 
@@ -47,7 +47,7 @@ class ServerReady:
     pid: int | None
     command: list[str]
     log_path: str | None
-    facts: dict[str, Any]
+    facts: StartupFacts
     slots: int | None
 
 

@@ -20,7 +20,6 @@ from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.untrusted import markdown
 from workbench.engine.figures.metrics import Figure, View, shown_in
-from workbench.engine.measure.hardware import machine_name
 from workbench.engine.store import Session
 from workbench.ui.charts import MetricChart, export_widget
 from workbench.ui.theme import apply_theme
@@ -67,25 +66,18 @@ def write_charts(
 
 def _fingerprint(session: Session) -> list[tuple[str, str]]:
     hw = session.hardware
-    ram = hw.get("ram_bytes")
+    ram = hw.ram_bytes
     gpus = (
-        ", ".join(
-            f"{g.get('name')} ({g.get('memory_bytes', 0) / 2**30:.0f} GiB)"
-            for g in hw.get("gpus") or []
-        )
-        or "none"
+        ", ".join(f"{g.name} ({(g.memory_bytes or 0) / 2**30:.0f} GiB)" for g in hw.gpus) or "none"
     )
-    backends = sorted({c.facts.get("backend") for c in session.configs if c.facts.get("backend")})
+    backends = sorted({c.facts.backend for c in session.configs if c.facts and c.facts.backend})
     return [
-        ("machine", machine_name(hw)),
-        (
-            "cores",
-            f"{hw.get('cpu_physical_cores')} physical, {hw.get('cpu_logical_cores')} logical",
-        ),
+        ("machine", hw.machine_name),
+        ("cores", f"{hw.cpu_physical_cores} physical, {hw.cpu_logical_cores} logical"),
         ("memory", f"{ram / 2**30:.1f} GiB" if ram else "?"),
-        ("OS", str(hw.get("os", "?"))),
+        ("OS", hw.os or "?"),
         ("GPUs", gpus),
-        ("llama.cpp", str(hw.get("llama_server_build") or "?")),
+        ("llama.cpp", hw.llama_server_build or "?"),
         ("backend", "/".join(backends) or "?"),
         ("recorded", str(session.meta.get("created_at"))),
         ("status", session.status),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.events import (
     ConfigFinished,
     ConfigStarted,
@@ -100,7 +101,7 @@ class ServerView:
     label: str = ""
     state: str = "idle"
     detail: str = ""
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: StartupFacts = field(default_factory=StartupFacts)
     command: list[str] = field(default_factory=list)
     log_path: str | None = None
     log_tail: str = ""  # as the session kept it, when the log file is not ours to read
@@ -367,13 +368,9 @@ class RunModel:
         return [v for v in self.ordered() if v.config_index == current and v.repeat == repeat]
 
 
-def predicted_footprint_mib(facts: dict[str, Any]) -> float | None:
+def predicted_footprint_mib(facts: StartupFacts) -> float | None:
     """Model + KV + compute buffers, as the server logged them at start-up."""
-    parts = [
-        facts.get("model_buffer_mib"),
-        facts.get("kv_buffer_mib"),
-        facts.get("compute_buffer_mib"),
-    ]
+    parts = [facts.model_buffer_mib, facts.kv_buffer_mib, facts.compute_buffer_mib]
     if any(p is None for p in parts[:2]):
         return None
     return float(sum(p for p in parts if p is not None))

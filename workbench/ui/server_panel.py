@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.server.llama_server import read_tail
 
 STATE_COLORS = {
@@ -107,14 +108,14 @@ class ServerPanel(QWidget):
         self.detail.setText(detail if state == "crashed" else "")
 
     def show_server(
-        self, base_url: str, facts: dict[str, Any], log_path: str | None, log_tail: str = ""
+        self, base_url: str, facts: StartupFacts, log_path: str | None, log_tail: str = ""
     ) -> None:
         """``log_path``: a live server's log, which this app wrote and reads on a timer.
         A reopened session gives no path, only the tail it kept: a path found in a session
         file (a FIFO, /dev/zero, someone's file) is never opened."""
         self.url.setText(base_url or "-")
         for key, label in self.facts.items():
-            label.setText(fact_text(key, facts.get(key)))
+            label.setText(fact_text(key, getattr(facts, key)))
         self._log_path = Path(log_path) if log_path else None
         if self._log_path is None:
             self._show_log(log_tail)

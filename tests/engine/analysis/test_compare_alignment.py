@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from workbench.engine.analysis.compare import chart_data_from, compare_sessions
+from workbench.engine.base.records import Hardware, StartupFacts
 from workbench.engine.figures.summaries import ConfigSummary
 
 
@@ -42,7 +43,7 @@ class FakeConfig:
     label: str
     server: dict = field(default_factory=lambda: {"model": "default"})
     workload: dict = field(default_factory=lambda: {"max_tokens": 64})
-    facts: dict = field(default_factory=lambda: {"backend": "CPU"})
+    facts: StartupFacts = field(default_factory=lambda: StartupFacts(backend="CPU"))
 
 
 @dataclass
@@ -56,7 +57,7 @@ class FakeSession:
 
     @property
     def hardware(self):
-        return {"cpu_model": "cpu"}
+        return Hardware(cpu_model="cpu")
 
     @property
     def configs(self):

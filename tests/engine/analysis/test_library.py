@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
 from tests.made_sessions import HARDWARE, Config, build_session, request
 from workbench.cli.main import main
 from workbench.engine.analysis.library import scan
+from workbench.engine.base.records import Gpu, StartupFacts
 from workbench.engine.store import SCHEMA_VERSION
 
 
@@ -17,11 +19,11 @@ def test_sessions_are_listed_with_what_ran_where(sweep_session, tmp_path, capsys
     folder = tmp_path / "lib"
     (folder / "other-machine").mkdir(parents=True)
     shutil.copy(sweep_session, folder / "a.session.sqlite")
-    gpu = {**HARDWARE, "apple_chip": "Apple M4", "gpus": [{"name": "H200", "memory_bytes": 1}]}
+    gpu = replace(HARDWARE, apple_chip="Apple M4", gpus=(Gpu(name="H200", memory_bytes=1),))
     build_session(
         folder / "other-machine" / "g.session.sqlite",
         '[server]\nmodel = "/models/qwen.gguf"\n[workload]\nrequests = 1\n',
-        [Config([request(0)], {"backend": "Metal"})],
+        [Config([request(0)], StartupFacts(backend="Metal"))],
         hardware=gpu,
     )
     crashed = folder / "other-machine" / "b.session.sqlite"

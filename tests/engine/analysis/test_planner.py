@@ -17,6 +17,7 @@ from workbench.engine.analysis import gguf_header
 from workbench.engine.analysis.gguf_header import GgufHeader, read_gguf_header
 from workbench.engine.analysis.planner import ModelFacts, kv_layout, kv_mib, plan, read_model_facts
 from workbench.engine.base.errors import ModelFileError
+from workbench.engine.base.records import Gpu
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.server.llama_server import LlamaServer
 
@@ -191,7 +192,7 @@ def test_planning_for_a_gpu_that_is_not_there(small_model, capsys, monkeypatch):
     assert main(["plan", str(small_model), "--gpu"]) == 1
     assert "no NVIDIA GPU found" in capsys.readouterr().err
     monkeypatch.setattr(
-        hardware, "nvidia_gpus", lambda: [{"name": "H200", "memory_bytes": 141 * 2**30}]
+        hardware, "nvidia_gpus", lambda: [Gpu(name="H200", memory_bytes=141 * 2**30)]
     )
     assert main(["plan", str(small_model), "--gpu", "--ctx", "8192", "--slots", "4"]) == 0
     assert "141.0 GiB (VRAM of H200)" in " ".join(capsys.readouterr().out.split())

@@ -6,6 +6,7 @@ import pytest
 
 from workbench.cli.main import main
 from workbench.engine.analysis import roofline as rl
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.store import open_session
 
 
@@ -24,11 +25,11 @@ def test_a_real_copy_gives_a_plausible_bandwidth():
 
 
 def test_kv_bytes_per_token_from_the_servers_own_figures():
-    facts = {"kv_buffer_mib": 180.0, "n_ctx_slot": 2048, "n_slots": 4, "kv_unified": False}
+    facts = StartupFacts(kv_buffer_mib=180.0, n_ctx_slot=2048, n_slots=4, kv_unified=False)
     assert rl.kv_bytes_per_token(facts) == 23040  # SmolLM2-135M: 30 x 3 x 64 x 2 x 2
-    unified = {"kv_buffer_mib": 180.0, "n_ctx_slot": 8192, "n_slots": 4, "kv_unified": True}
+    unified = StartupFacts(kv_buffer_mib=180.0, n_ctx_slot=8192, n_slots=4, kv_unified=True)
     assert rl.kv_bytes_per_token(unified) == 23040
-    assert rl.kv_bytes_per_token({}) is None
+    assert rl.kv_bytes_per_token(StartupFacts()) is None
 
 
 def test_roofline_of_a_session(sweep_session, capsys):

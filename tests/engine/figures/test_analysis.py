@@ -7,7 +7,7 @@ import statistics
 import numpy as np
 import pytest
 
-from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.figures.summaries import (
     SPREAD_FIELDS,
     percentile,
@@ -248,7 +248,7 @@ def test_summarize_config_mean_and_sd_across_repeats() -> None:
     runs = [_run([(0.0, 1000.0)]), _run([(0.0, 2000.0)]), _run([(0.0, 3000.0)])]
     server = {"slots": 2, "ctx": 4096, "cont_batching": False}
     workload = {"requests": 8, "concurrency": 0, "max_tokens": 64}
-    facts = {"n_ctx_slot": 2048, "n_slots": 2, "kv_unified": False}
+    facts = StartupFacts(n_ctx_slot=2048, n_slots=2, kv_unified=False)
     c = summarize_config(3, "np=2", server, workload, facts, runs)
     assert c.mean["makespan_s"] == pytest.approx(2.0)
     assert c.sd["makespan_s"] == pytest.approx(1.0)  # sample standard deviation
@@ -270,7 +270,8 @@ def test_summarize_config_mean_and_sd_across_repeats() -> None:
 
 
 def test_summarize_config_single_repeat_has_no_sd() -> None:
-    c = summarize_config(0, "x", {"slots": 1}, {"concurrency": 2}, {}, [_run([(0.0, 500.0)])])
+    facts = StartupFacts()
+    c = summarize_config(0, "x", {"slots": 1}, {"concurrency": 2}, facts, [_run([(0.0, 500.0)])])
     assert c.mean["makespan_s"] == pytest.approx(0.5)
     assert c.sd["makespan_s"] is None
     assert c.concurrency == 2
@@ -282,7 +283,7 @@ def test_summarize_config_without_runs_and_with_override() -> None:
         "np=-1",
         {"slots": -1},
         {},
-        {"n_slots": 4},
+        StartupFacts(n_slots=4),
         [],
         status="failed",
         error="server crashed",

@@ -148,9 +148,9 @@ def test_runner_records_samples_and_requests(server_binary, write_experiment, tm
     assert len(finished.drain()) == 5  # the warm-up request is recorded too
     with open_session(result.session_path) as session:
         assert session.status == "complete"
-        assert session.hardware["cpu_logical_cores"] >= 1
+        assert (session.hardware.cpu_logical_cores or 0) >= 1
         (config,) = session.configs
-        assert config.facts["n_ctx_slot"] == 2048
+        assert config.facts is not None and config.facts.n_ctx_slot == 2048
         assert config.status == "ok", config.error
         processes = session.samples("process_samples", 0)
         metrics = session.samples("metrics_samples", 0)

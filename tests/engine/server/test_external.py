@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.engine.base.errors import ExternalServerError
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.server.external import ExternalServer, normalise_base_url
 
 
@@ -28,9 +29,7 @@ def test_base_url_without_scheme_is_refused():
 
 
 def test_facts_from_what_the_server_tells():
-    assert ExternalServer("http://x", 4, 2048).facts == {
-        "n_slots": 4,
-        "n_ctx_slot": 2048,
-        "n_ctx": 8192,
-    }
-    assert ExternalServer("http://x").facts == {"n_slots": None, "n_ctx_slot": None}
+    assert ExternalServer("http://x", 4, 2048).facts == StartupFacts(
+        n_slots=4, n_ctx_slot=2048, n_ctx=8192
+    )
+    assert ExternalServer("http://x").facts == StartupFacts()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.engine.server.startup_log import StartupFacts, parse_startup_log
+from workbench.engine.base.records import StartupFacts
+from workbench.engine.server.startup_log import parse_startup_log
 
 CPU_LOG = """\
 build: 6000 (abc1234) with cc (GCC) 13.2.0 for x86_64-linux-gnu

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.base.records import Gpu, Hardware, RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.events import (
     ClientLoadMeasured,
     ConfigFinished,
@@ -49,9 +49,34 @@ CONFIGS = (
     Config(0, "np=2", {"slots": 2, "ctx": 2048}, {"requests": 3, "max_tokens": 4}),
     Config(1, "np=4", {"slots": 4, "ctx": 2048}, {"requests": 3, "max_tokens": 4}),
 )
-HARDWARE = {"os": "Linux", "cpu": "test CPU", "gpus": [{"name": "test GPU"}, "not a GPU"]}
+HARDWARE = Hardware(
+    hostname="known-host",
+    os="Linux 6.1.0",
+    os_version="#1 SMP",
+    machine="x86_64",
+    cpu_model="test CPU",
+    cpu_physical_cores=4,
+    cpu_logical_cores=8,
+    ram_bytes=16 * 2**30,
+    python="3.11.9",
+    gpus=(Gpu(name="test GPU", memory_bytes=8 * 2**30, driver="550.54"),),
+    apple_chip="test chip",
+    llama_server="/opt/llama.cpp/llama-server",
+    llama_server_build="version: 6123 (abc1234)",
+)
 COMMAND = ["llama-server", "-np", "2", "-c", "2048"]
-FACTS = {"n_ctx_slot": 1024, "model_buffer_mib": 92.5}
+FACTS = StartupFacts(
+    n_slots=2,
+    n_ctx_slot=1024,
+    kv_unified=False,
+    n_ctx=2048,
+    kv_buffer_mib=45.0,
+    model_buffer_mib=92.5,
+    compute_buffer_mib=62.9,
+    backend="CPU",
+    build="6123 (abc1234)",
+    devices=("CPU",),
+)
 
 WARMUP = RequestRecord(
     0, 0, 0, "warm", warmup=True, t_submit_ns=5, t_done_ns=50, http_status=200, ok=True

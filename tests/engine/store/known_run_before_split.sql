@@ -32,7 +32,7 @@ CREATE TABLE configs (
     facts_json TEXT,
     slots INTEGER
 );
-INSERT INTO "configs" VALUES(0,'np=2','{"slots": 2, "ctx": 2048}','{"requests": 3, "max_tokens": 4}','ok',NULL,'http://127.0.0.1:8080/v1',4242,'["llama-server", "-np", "2", "-c", "2048"]','/tmp/server.log','last lines of the log','{"n_ctx_slot": 1024, "model_buffer_mib": 92.5}',2);
+INSERT INTO "configs" VALUES(0,'np=2','{"slots": 2, "ctx": 2048}','{"requests": 3, "max_tokens": 4}','ok',NULL,'http://127.0.0.1:8080/v1',4242,'["llama-server", "-np", "2", "-c", "2048"]','/tmp/server.log','last lines of the log','{"n_slots": 2, "n_ctx_slot": 1024, "kv_unified": false, "n_ctx": 2048, "kv_buffer_mib": 45.0, "model_buffer_mib": 92.5, "compute_buffer_mib": 62.9, "backend": "CPU", "build": "6123 (abc1234)", "devices": ["CPU"]}',2);
 INSERT INTO "configs" VALUES(1,'np=4','{"slots": 4, "ctx": 2048}','{"requests": 3, "max_tokens": 4}','failed','the server crashed',NULL,NULL,NULL,NULL,'its tail',NULL,NULL);
 CREATE TABLE gpu_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, gpu_bytes INTEGER);
 INSERT INTO "gpu_samples" VALUES(0,1000,5000000);
@@ -107,7 +107,7 @@ CREATE TABLE session (
     wall_origin REAL NOT NULL
 );
 INSERT INTO "session" VALUES(1,'any','known','exp.toml','[server]
-','managed',NULL,'{"os": "Linux", "cpu": "test CPU", "gpus": [{"name": "test GPU"}, "not a GPU"]}','then','later','complete',NULL,10,1.5);
+','managed',NULL,'{"hostname": "known-host", "os": "Linux 6.1.0", "os_version": "#1 SMP", "machine": "x86_64", "cpu_model": "test CPU", "cpu_physical_cores": 4, "cpu_logical_cores": 8, "ram_bytes": 17179869184, "python": "3.11.9", "gpus": [{"name": "test GPU", "memory_bytes": 8589934592, "driver": "550.54"}], "apple_chip": "test chip", "llama_server": "/opt/llama.cpp/llama-server", "llama_server_build": "version: 6123 (abc1234)"}','then','later','complete',NULL,10,1.5);
 CREATE TABLE slots_samples (config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, slots_json TEXT);
 INSERT INTO "slots_samples" VALUES(0,1000,'[{"id": 0, "is_processing": true}]');
 COMMIT;

@@ -57,12 +57,12 @@ def test_sigkill_mid_run_keeps_finished_requests_and_kills_the_server(tmp_path):
 def test_a_row_sqlite_refuses_costs_only_itself(tmp_path):
     """An unforeseen value (here a time past SQLite's integers) must not stop the writer or
     lose the other requests of its batch: it becomes a notice."""
-    from workbench.engine.base.records import RequestRecord
+    from workbench.engine.base.records import Hardware, RequestRecord
     from workbench.engine.events import EventBus, ExperimentFinished, RequestFinished
     from workbench.engine.store import SessionWriter, create_session
 
     path = tmp_path / "s.session.sqlite"
-    create_session(path, "odd", "", None, "external", None, {}, 0)
+    create_session(path, "odd", "", None, "external", None, Hardware(), 0)
     bus = EventBus()
     writer = SessionWriter(path, bus)
     good = RequestRecord(0, 0, 0, "p", t_submit_ns=1, ok=True)

@@ -3,12 +3,14 @@ before the store was split into modules, and files written then (or by older ver
 with every value in its place.
 
 ``known_run_before_split.sql`` is a session written by the session module as it stood before
-the split (commit 7cbae2e) from ``known_run.EVENTS``, dumped with ``steady_dump``: the
-tables as created, every row as SQL."""
+the split (commit 7cbae2e) from ``known_run.EVENTS`` (the startup facts and the hardware
+fingerprint given as the dicts that code took, ``to_dict()`` of the records), dumped with
+``steady_dump``: the tables as created, every row as SQL."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from dataclasses import fields, replace
 from pathlib import Path
@@ -20,6 +22,7 @@ from tests.engine.store.known_run import (
     COUNTERS,
     FACTS,
     FULL,
+    HARDWARE,
     LOAD,
     RECORDS,
     SLOT,
@@ -88,18 +91,12 @@ def test_every_value_reads_back_in_its_place(write, tmp_path):
             "experiment_toml": "[server]\n",
             "mode": "managed",
             "base_url": None,
-            "hardware_json": (
-                '{"os": "Linux", "cpu": "test CPU", "gpus": [{"name": "test GPU"}, "not a GPU"]}'
-            ),
+            "hardware_json": json.dumps(HARDWARE.to_dict()),
             "status": "complete",
             "error": None,
             "clock_origin_ns": 10,
         }
-        assert session.hardware == {
-            "os": "Linux",
-            "cpu": "test CPU",
-            "gpus": [{"name": "test GPU"}],
-        }
+        assert_same_fields(session.hardware, HARDWARE)
 
         first, second = session.configs
         assert_same_fields(
@@ -125,7 +122,12 @@ def test_every_value_reads_back_in_its_place(write, tmp_path):
             "the server crashed",
             "its tail",
         )
-        assert (second.base_url, second.pid, second.command, second.facts) == (None, None, None, {})
+        assert (second.base_url, second.pid, second.command, second.facts) == (
+            None,
+            None,
+            None,
+            None,
+        )
 
         expected = [replace(r, slot=SLOT.slot if r is FULL else None) for r in RECORDS]
         for read, written in zip(session.records(0), expected, strict=True):

@@ -13,7 +13,6 @@ from workbench.engine.config.experiment import short_name
 from workbench.engine.config.settings import show_value
 from workbench.engine.figures.metrics import Figure, View, figure, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
-from workbench.engine.measure.hardware import machine_name
 from workbench.engine.store import Session
 
 RELATIVE_UNIT = "x of 1 slot"
@@ -57,9 +56,9 @@ class Comparison:
 
 def session_column(session: Session) -> str:
     hw = session.hardware
-    gpus = [g.get("name", "?") for g in hw.get("gpus") or []]
-    machine = gpus[0] if gpus else machine_name(hw)
-    backends = sorted({c.facts.get("backend") for c in session.configs if c.facts.get("backend")})
+    gpus = [g.name or "?" for g in hw.gpus]
+    machine = gpus[0] if gpus else hw.machine_name
+    backends = sorted({c.facts.backend for c in session.configs if c.facts and c.facts.backend})
     when = (session.meta.get("created_at") or "")[:16].replace("T", " ")
     return f"{session.meta['name']} · {machine} · {'/'.join(backends) or '?'} · {when}"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.errors import OutputDirError
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.base.untrusted import csv_cell
 from workbench.engine.figures.metrics import REQUEST_FIGURES, Figure, Part, in_part
 from workbench.engine.figures.summaries import NS, ConfigSummary, request_metrics
@@ -181,7 +182,7 @@ def session_document(session: Session) -> dict[str, Any]:
                 "workload": config.workload,
                 "command": config.command,
                 "log_path": config.log_path,
-                "facts": config.facts,
+                "facts": config.facts.to_dict() if config.facts else {},
                 "slots": config.slots,
                 "summary": summary.to_dict(),
                 "figures": concurrency_row(summary),
@@ -212,7 +213,7 @@ def session_document(session: Session) -> dict[str, Any]:
     return {
         "schema_version": session.schema_version,
         "session": meta,
-        "hardware": session.hardware,
+        "hardware": session.hardware.to_dict(),
         "figures": figure_definitions(),
         "configs": configs,
         "requests": request_rows(session),
@@ -245,9 +246,9 @@ def memory_checks(session: Session) -> list[MemoryCheck]:
     """The server's own buffer figures (model + KV + compute) against its measured RSS."""
     checks = []
     for config in session.configs:
-        facts = config.facts
-        parts = [facts.get(k) for k in ("model_buffer_mib", "kv_buffer_mib", "compute_buffer_mib")]
-        if not all(isinstance(p, int | float) for p in parts):
+        facts = config.facts or StartupFacts()
+        parts = [facts.model_buffer_mib, facts.kv_buffer_mib, facts.compute_buffer_mib]
+        if any(p is None for p in parts):
             continue
         rss = [p.rss_bytes for p in session.samples("process_samples", config.index) if p.rss_bytes]
         checks.append(

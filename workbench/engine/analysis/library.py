@@ -7,7 +7,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workbench.engine.base.errors import OutputDirError, SessionError
-from workbench.engine.measure.hardware import machine_name
 from workbench.engine.server.discovery import DEFAULT_MODEL_FILE
 from workbench.engine.store import open_session
 
@@ -92,10 +91,10 @@ def describe(path: Path) -> SessionInfo:
     try:
         with open_session(path) as session:
             hw = session.hardware
-            gpus = ", ".join(g.get("name", "?") for g in hw.get("gpus") or [])
-            machine = machine_name(hw)
+            gpus = ", ".join(g.name or "?" for g in hw.gpus)
+            machine = hw.machine_name
             backends = sorted(
-                {c.facts.get("backend") for c in session.configs if c.facts.get("backend")}
+                {c.facts.backend for c in session.configs if c.facts and c.facts.backend}
             )
             models = sorted({model_name(c.server.get("model", "default")) for c in session.configs})
             return SessionInfo(

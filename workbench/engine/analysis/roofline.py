@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.measure.hardware import cpu_model
 from workbench.engine.store import Session, open_session, summarize_config_records
 
@@ -81,28 +82,22 @@ class RooflineRow:
         return None if self.decode_tok_s is None else self.decode_tok_s / self.bound_tok_s
 
 
-def kv_bytes_per_token(facts: dict[str, object]) -> float | None:
+def kv_bytes_per_token(facts: StartupFacts) -> float | None:
     """From what the server logged: its KV buffer over the cells it holds."""
-    kv, per_slot, slots = (
-        facts.get("kv_buffer_mib"),
-        facts.get("n_ctx_slot"),
-        facts.get("n_slots"),
-    )
-    if not isinstance(kv, int | float) or not isinstance(per_slot, int):
+    kv, per_slot = facts.kv_buffer_mib, facts.n_ctx_slot
+    if kv is None or per_slot is None:
         return None
-    cells = (
-        per_slot if facts.get("kv_unified") else per_slot * (slots if isinstance(slots, int) else 1)
-    )
+    slots = facts.n_slots if facts.n_slots is not None else 1
+    cells = per_slot if facts.kv_unified else per_slot * slots
     return kv * MIB / cells if cells else None
 
 
 def roofline(session: Session, bandwidth: float) -> list[RooflineRow]:
     rows = []
     for config in session.configs:
-        facts = config.facts
-        weights = facts.get("model_buffer_mib")
-        per_token = kv_bytes_per_token(facts)
-        if not isinstance(weights, int | float) or per_token is None:
+        facts = config.facts or StartupFacts()
+        weights, per_token = facts.model_buffer_mib, kv_bytes_per_token(facts)
+        if weights is None or per_token is None:
             continue  # external servers and failed starts log no buffers
         records = [r for r in session.records(config.index) if r.ok and not r.warmup]
         summary = summarize_config_records(config, records)
@@ -150,6 +145,6 @@ def session_roofline(
             bandwidth, fresh = machine_bandwidth(refresh=refresh)
             how = "measured now" if fresh else "measured earlier on this machine"
         rows = roofline(session, bandwidth)
-        host = session.hardware.get("hostname")
+        host = session.hardware.hostname
     elsewhere = host if host and host != platform.node() and not bandwidth_gbs else None
     return RooflineReport(rows, bandwidth, how, elsewhere)

@@ -1,7 +1,11 @@
-"""The raw record of one request: every timestamp, every chunk, what the server said.
+"""The records every layer carries: the raw record of one request (every timestamp, every
+chunk, what the server said), what a server states about itself at start, and the machine a
+session was recorded on.
 
 Derived numbers (TTFT, TPOT, ...) are computed from these records by ``analysis``; records keep
-only what was observed, so a session can be re-analysed later with better rules.
+only what was observed, so a session can be re-analysed later with better rules. They live at
+the bottom of the engine because the events, the store, the figures and both front ends all
+pass them on.
 """
 
 from __future__ import annotations
@@ -63,3 +67,72 @@ class RequestRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class StartupFacts:
+    """What llama-server states about itself in its startup log (``server.startup_log``), or
+    an external server in ``/props``; None where it said nothing.
+
+    The slot layout (``n_slots``, ``n_ctx_slot``, ``kv_unified``) decides how much context
+    each request really gets, and the buffer sizes are the measured side of the memory
+    estimate."""
+
+    n_slots: int | None = None
+    n_ctx_slot: int | None = None
+    kv_unified: bool | None = None
+    n_ctx: int | None = None
+    kv_buffer_mib: float | None = None
+    model_buffer_mib: float | None = None
+    compute_buffer_mib: float | None = None
+    backend: str | None = None
+    build: str | None = None
+    devices: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a session stores it and the JSON export shows it: every field by name."""
+        return {**asdict(self), "devices": list(self.devices)}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU of the machine, as NVML or nvidia-smi names it."""
+
+    name: str | None = None
+    memory_bytes: int | None = None
+    driver: str | None = None
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The machine a session was recorded on (``measure.hardware.fingerprint``), so sessions
+    from different machines can be told apart and compared; None where it is not known."""
+
+    hostname: str | None = None
+    os: str | None = None
+    os_version: str | None = None
+    machine: str | None = None
+    cpu_model: str | None = None
+    cpu_physical_cores: int | None = None
+    cpu_logical_cores: int | None = None
+    ram_bytes: int | None = None
+    python: str | None = None
+    gpus: tuple[Gpu, ...] = ()
+    apple_chip: str | None = None
+    llama_server: str | None = None  # the binary, when the workbench started the server
+    llama_server_build: str | None = None
+
+    @property
+    def machine_name(self) -> str:
+        """The machine as every view names it: the Apple chip, else the CPU model."""
+        return self.apple_chip or self.cpu_model or "?"
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a session stores it and the JSON export shows it. The server's binary and
+        build are known only where the workbench started the server: an external session's
+        fingerprint has no such keys."""
+        stored = {**asdict(self), "gpus": [asdict(g) for g in self.gpus]}
+        for key in ("llama_server", "llama_server_build"):
+            if stored[key] is None:
+                del stored[key]
+        return stored

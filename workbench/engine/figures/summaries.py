@@ -13,7 +13,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import from_stored
 from workbench.engine.figures.cross_checks import run_cross_checks, tokens_per_chunk
@@ -361,7 +361,7 @@ def summarize_config(
     label: str,
     server: dict[str, Any],
     workload: dict[str, Any],
-    facts: dict[str, Any],
+    facts: StartupFacts,
     runs: list[RunSummary],
     status: str = "ok",
     error: str | None = None,
@@ -381,10 +381,10 @@ def summarize_config(
         index=index,
         label=label,
         slots=slots_override if slots_override is not None else settings.slots,
-        ctx=facts.get("n_ctx") or settings.ctx,
-        n_ctx_slot=facts.get("n_ctx_slot"),
-        n_slots=facts.get("n_slots"),
-        kv_unified=facts.get("kv_unified"),
+        ctx=facts.n_ctx or settings.ctx,
+        n_ctx_slot=facts.n_ctx_slot,
+        n_slots=facts.n_slots,
+        kv_unified=facts.kv_unified,
         cont_batching=settings.cont_batching,
         concurrency=load.effective_concurrency,
         max_tokens=load.max_tokens,

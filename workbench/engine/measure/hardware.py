@@ -11,6 +11,8 @@ from typing import Any
 
 import psutil
 
+from workbench.engine.base.records import Gpu, Hardware
+
 
 def _run(cmd: list[str], timeout: float = 5.0) -> str:
     try:
@@ -30,7 +32,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def nvidia_gpus() -> list[dict[str, Any]]:
+def nvidia_gpus() -> list[Gpu]:
     """GPUs through NVML when nvidia-ml-py is installed; nvidia-smi otherwise."""
     try:
         import pynvml  # type: ignore[import-not-found]
@@ -46,11 +48,11 @@ def nvidia_gpus() -> list[dict[str, Any]]:
                     name = pynvml.nvmlDeviceGetName(handle)
                     mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
                     gpus.append(
-                        {
-                            "name": name.decode() if isinstance(name, bytes) else name,
-                            "memory_bytes": int(mem.total),
-                            "driver": _decode(pynvml.nvmlSystemGetDriverVersion()),
-                        }
+                        Gpu(
+                            name=_decode(name),
+                            memory_bytes=int(mem.total),
+                            driver=_decode(pynvml.nvmlSystemGetDriverVersion()),
+                        )
                     )
                 return gpus
             finally:
@@ -69,7 +71,7 @@ def nvidia_gpus() -> list[dict[str, Any]]:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 3 and parts[1].isdigit():
             gpus.append(
-                {"name": parts[0], "memory_bytes": int(parts[1]) * 1024 * 1024, "driver": parts[2]}
+                Gpu(name=parts[0], memory_bytes=int(parts[1]) * 1024 * 1024, driver=parts[2])
             )
     return gpus
 
@@ -91,25 +93,23 @@ def server_build(binary: str) -> str:
     return "; ".join(lines) or text.strip()[-300:]
 
 
-def fingerprint(server_binary: str | None = None) -> dict[str, Any]:
-    memory = psutil.virtual_memory()
-    info: dict[str, Any] = {
-        "hostname": platform.node(),
-        "os": f"{platform.system()} {platform.release()}",
-        "os_version": platform.version(),
-        "machine": platform.machine(),
-        "cpu_model": cpu_model(),
-        "cpu_physical_cores": psutil.cpu_count(logical=False),
-        "cpu_logical_cores": psutil.cpu_count(logical=True),
-        "ram_bytes": memory.total,
-        "python": platform.python_version(),
-        "gpus": nvidia_gpus(),
-        "apple_chip": apple_chip(),
-    }
-    if server_binary:
-        info["llama_server"] = server_binary
-        info["llama_server_build"] = server_build(server_binary)
-    return info
+def fingerprint(server_binary: str | None = None) -> Hardware:
+    """This machine; with the server binary the workbench starts, that binary and its build."""
+    return Hardware(
+        hostname=platform.node(),
+        os=f"{platform.system()} {platform.release()}",
+        os_version=platform.version(),
+        machine=platform.machine(),
+        cpu_model=cpu_model(),
+        cpu_physical_cores=psutil.cpu_count(logical=False),
+        cpu_logical_cores=psutil.cpu_count(logical=True),
+        ram_bytes=psutil.virtual_memory().total,
+        python=platform.python_version(),
+        gpus=tuple(nvidia_gpus()),
+        apple_chip=apple_chip(),
+        llama_server=server_binary or None,
+        llama_server_build=server_build(server_binary) if server_binary else None,
+    )
 
 
 class GpuProbe:
@@ -154,8 +154,3 @@ class GpuProbe:
             with contextlib.suppress(Exception):
                 self._nvml.nvmlShutdown()
             self.available = False
-
-
-def machine_name(hw: dict[str, Any]) -> str:
-    """A fingerprint's machine as every view names it: the Apple chip, else the CPU model."""
-    return str(hw.get("apple_chip") or hw.get("cpu_model") or "?")

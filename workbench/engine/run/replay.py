@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.config.experiment import RunConfig, ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import from_stored
 from workbench.engine.events import (
@@ -91,7 +92,7 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
                     row.pid,
                     row.command or [],
                     None,  # a path from a session is never read: its log tail is kept inside
-                    row.facts,
+                    row.facts or StartupFacts(),
                     row.slots,
                 ),
             )

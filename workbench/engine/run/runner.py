@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.errors import OutputDirError, WorkbenchError
-from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.config.experiment import Experiment, RunConfig
 from workbench.engine.events import (
     ClientLoadMeasured,
@@ -307,7 +307,7 @@ class ExperimentRunner:
             )
         records: list[RequestRecord] = []
         observed: dict[int, RunObservations] = {}
-        status, error, log_tail, facts, slots = "ok", None, "", {}, None
+        status, error, log_tail, facts, slots = "ok", None, "", StartupFacts(), None
         slot_log: SlotLog | None = None
         watch: asyncio.Task[None] | None = None
         try:
@@ -319,8 +319,8 @@ class ExperimentRunner:
             else:
                 server = await self._start_server(config)
                 base_url, pid = server.base_url, server.pid
-                facts = server.facts.to_dict()
-                slots = server.facts.n_slots or config.server.slots
+                facts = server.facts
+                slots = facts.n_slots or config.server.slots
                 self.emit(
                     ServerReady(
                         idx, base_url, pid, server.command, str(server.log_path), facts, slots
@@ -475,7 +475,7 @@ class ExperimentRunner:
         config: RunConfig,
         records: list[RequestRecord],
         observed: dict[int, RunObservations],
-        facts: dict[str, Any],
+        facts: StartupFacts,
         slots: int | None,
         status: str,
         error: str | None,

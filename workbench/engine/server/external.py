@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from workbench.engine.base.errors import ExternalServerError
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.net.http_get import MAX_BYTES, Answer, bounded_get
 from workbench.engine.net.http_stream import ConnectFailed
 
@@ -30,11 +31,10 @@ class ExternalServer:
     models: list[str] = field(default_factory=list)
 
     @property
-    def facts(self) -> dict[str, Any]:
-        facts: dict[str, Any] = {"n_slots": self.slots, "n_ctx_slot": self.n_ctx_slot}
-        if self.slots and self.n_ctx_slot:
-            facts["n_ctx"] = self.slots * self.n_ctx_slot
-        return facts
+    def facts(self) -> StartupFacts:
+        """The slot layout it told; its total context is the slots' contexts together."""
+        n_ctx = self.slots * self.n_ctx_slot if self.slots and self.n_ctx_slot else None
+        return StartupFacts(n_slots=self.slots, n_ctx_slot=self.n_ctx_slot, n_ctx=n_ctx)
 
 
 def split_credentials(url: str) -> tuple[str, dict[str, str]]:

@@ -27,10 +27,11 @@ import httpx
 import psutil
 
 from workbench.engine.base.errors import PortInUseError, ServerStartError
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.base.untrusted import printable
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.config.settings import fields_of
-from workbench.engine.server.startup_log import StartupFacts, parse_startup_log
+from workbench.engine.server.startup_log import parse_startup_log
 
 LOG_VERBOSITY = 4  # the level at which KV, model and compute buffer sizes are logged
 HOST = "127.0.0.1"

@@ -8,26 +8,8 @@ they are parsed from the log rather than assumed from the flags we passed.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
-
-@dataclass
-class StartupFacts:
-    n_slots: int | None = None
-    n_ctx_slot: int | None = None
-    kv_unified: bool | None = None
-    n_ctx: int | None = None
-    kv_buffer_mib: float | None = None
-    model_buffer_mib: float | None = None
-    compute_buffer_mib: float | None = None
-    backend: str | None = None
-    build: str | None = None
-    devices: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
+from workbench.engine.base.records import StartupFacts
 
 _SLOTS = re.compile(
     r"n_slots\s*=\s*(\d+),\s*n_ctx_slot\s*=\s*(\d+)(?:,\s*kv_unified\s*=\s*'?(\w+)'?)?"
@@ -50,7 +32,13 @@ _DEVICE = re.compile(r"using device (\S+)")
 
 def parse_startup_log(text: str) -> StartupFacts:
     """Parse the log text written so far; fields not (yet) logged stay None."""
-    facts = StartupFacts()
+    n_slots: int | None = None
+    n_ctx_slot: int | None = None
+    kv_unified: bool | None = None
+    n_ctx: int | None = None
+    build: str | None = None
+    backend: str | None = None
+    devices: list[str] = []
     model_mib: dict[str, float] = {}
     compute_mib: dict[str, float] = {}
     kv_buffers: list[float] = []
@@ -58,13 +46,13 @@ def parse_startup_log(text: str) -> StartupFacts:
     # A plain substring test before each regex: the buffer patterns backtrack at every
     # position of every line, and this runs between /health and "healthy" on each start.
     for line in text.splitlines():
-        if "n_slots" in line and (m := _SLOTS.search(line)) and facts.n_slots is None:
-            facts.n_slots = int(m.group(1))
-            facts.n_ctx_slot = int(m.group(2))
+        if "n_slots" in line and (m := _SLOTS.search(line)) and n_slots is None:
+            n_slots = int(m.group(1))
+            n_ctx_slot = int(m.group(2))
             if m.group(3) is not None:
-                facts.kv_unified = m.group(3).lower() in ("true", "1")
-        if "llama_context" in line and (m := _N_CTX.search(line)) and facts.n_ctx is None:
-            facts.n_ctx = int(m.group(1))
+                kv_unified = m.group(3).lower() in ("true", "1")
+        if "llama_context" in line and (m := _N_CTX.search(line)) and n_ctx is None:
+            n_ctx = int(m.group(1))
         if "llama_kv_cache" in line:
             if m := _KV_SIZE.search(line):  # one line per cache (two for sliding-window models)
                 kv_sizes.append(float(m.group(1)))
@@ -74,25 +62,26 @@ def parse_startup_log(text: str) -> StartupFacts:
             model_mib[m.group(1)] = float(m.group(2))
         if "compute buffer size" in line and (m := _COMPUTE_BUFFER.search(line)):
             compute_mib[m.group(1)] = float(m.group(2))
-        if "build" in line and (m := _BUILD.search(line)) and facts.build is None:
-            facts.build = m.group(1)
-        if (
-            "using device" in line
-            and (m := _DEVICE.search(line))
-            and m.group(1) not in facts.devices
-        ):
-            facts.devices.append(m.group(1))
-        if facts.backend is None and any(word in line.lower() for word in _BACKEND_WORDS):
+        if "build" in line and (m := _BUILD.search(line)) and build is None:
+            build = m.group(1)
+        if "using device" in line and (m := _DEVICE.search(line)) and m.group(1) not in devices:
+            devices.append(m.group(1))
+        if backend is None and any(word in line.lower() for word in _BACKEND_WORDS):
             for pattern, name in _BACKENDS:
                 if pattern.search(line):
-                    facts.backend = name
+                    backend = name
                     break
-    if kv_sizes or kv_buffers:
-        facts.kv_buffer_mib = round(sum(kv_sizes or kv_buffers), 2)
-    if model_mib:
-        facts.model_buffer_mib = round(sum(model_mib.values()), 2)
-    if compute_mib:
-        facts.compute_buffer_mib = round(sum(compute_mib.values()), 2)
-    if facts.backend is None and (model_mib or facts.n_slots is not None):
-        facts.backend = "CPU"
-    return facts
+    if backend is None and (model_mib or n_slots is not None):
+        backend = "CPU"
+    return StartupFacts(
+        n_slots=n_slots,
+        n_ctx_slot=n_ctx_slot,
+        kv_unified=kv_unified,
+        n_ctx=n_ctx,
+        kv_buffer_mib=round(sum(kv_sizes or kv_buffers), 2) if kv_sizes or kv_buffers else None,
+        model_buffer_mib=round(sum(model_mib.values()), 2) if model_mib else None,
+        compute_buffer_mib=round(sum(compute_mib.values()), 2) if compute_mib else None,
+        backend=backend,
+        build=build,
+        devices=tuple(devices),
+    )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.errors import SessionError
-from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.base.records import Hardware, RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.figures.summaries import (
     ClientLoad,
     ConfigSummary,
@@ -69,7 +69,7 @@ class Session:
     path: Path
     schema_version: int
     meta: dict[str, Any]  # the header by column name
-    hardware: dict[str, Any]
+    hardware: Hardware
     configs: list[ConfigRow]
     _conn: sqlite3.Connection = field(repr=False)
     _copy_dir: Path | None = field(default=None, repr=False)
@@ -180,7 +180,7 @@ def summarize_config_records(
         config.label,
         config.server,
         config.workload,
-        config.facts,
+        config.facts or StartupFacts(),
         runs,
         config.status,
         config.error,

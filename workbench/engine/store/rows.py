@@ -15,7 +15,7 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.base.records import Hardware, RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.figures.summaries import ClientLoad
 from workbench.engine.store.checks import (
     INT_OR_NONE,
@@ -24,6 +24,7 @@ from workbench.engine.store.checks import (
     fingerprint,
     json_dict,
     json_strings,
+    startup_facts,
     typed,
 )
 from workbench.engine.store.table import Table, added_in
@@ -58,8 +59,8 @@ class StoredSession:
             typed(getattr(self, key), str, key)
         return asdict(self)
 
-    def hardware(self) -> dict[str, Any]:
-        return fingerprint(json_dict(self.hardware_json, "hardware", optional=False))
+    def hardware(self) -> Hardware:
+        return fingerprint(json_dict(self.hardware_json, "hardware", optional=False) or {})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,7 +79,7 @@ class ConfigRow:
     command: list[str] | None
     log_path: str | None
     log_tail: str | None
-    facts: dict[str, Any]
+    facts: StartupFacts | None  # None: its server never got ready
     slots: int | None
 
 
@@ -122,6 +123,11 @@ class StoredConfig:
             slots=None,
         )
 
+    def facts(self) -> StartupFacts | None:
+        """None where nothing was stored: its server never got ready."""
+        stored = json_dict(self.facts_json or None, "startup facts")
+        return None if stored is None else startup_facts(stored)
+
     def read(self) -> ConfigRow:
         return ConfigRow(
             index=typed(self.idx, int, "a configuration index"),
@@ -135,7 +141,7 @@ class StoredConfig:
             command=json_strings(self.command_json, "a configuration's command"),
             log_path=typed(self.log_path, TEXT_OR_NONE, "a log path"),
             log_tail=typed(self.log_tail, TEXT_OR_NONE, "a log tail"),
-            facts=json_dict(self.facts_json or None, "startup facts") or {},
+            facts=self.facts(),
             slots=typed(self.slots, INT_OR_NONE, "slots"),
         )
 

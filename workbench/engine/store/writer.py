@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import __version__
+from workbench.engine.base.records import Hardware
 from workbench.engine.events import (
     ClientLoadMeasured,
     ConfigFinished,
@@ -105,7 +106,7 @@ def create_session(
     experiment_path: str | None,
     mode: str,
     base_url: str | None,
-    hardware: dict[str, Any],
+    hardware: Hardware,
     clock_origin_ns: int,
 ) -> None:
     """Create the file and its header row; raises at once if the folder is not writable."""
@@ -117,7 +118,7 @@ def create_session(
         experiment_toml=experiment_toml,
         mode=mode,
         base_url=base_url,
-        hardware_json=json.dumps(hardware),
+        hardware_json=json.dumps(hardware.to_dict()),
         created_at=_now(),
         finished_at=None,
         status="running",
@@ -273,7 +274,7 @@ class SessionWriter:
                     pid=event.pid,
                     command_json=json.dumps(event.command),
                     log_path=event.log_path,
-                    facts_json=json.dumps(event.facts),
+                    facts_json=json.dumps(event.facts.to_dict()),
                     slots=event.slots,
                 )
             case ConfigFinished():

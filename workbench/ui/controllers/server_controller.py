@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -22,7 +21,7 @@ class ServerController(QObject):
     # The server's state and detail. Emitted from whichever thread the server reports on
     # (stopping runs in a worker): Qt queues it to the receiver's thread.
     state = Signal(str, str)
-    ready = Signal(str, dict, str)  # base URL, start-up facts, log path
+    ready = Signal(str, object, str)  # base URL, start-up facts (StartupFacts), log path
     banner = Signal(str, str)  # text, kind (info, ok, error)
 
     def __init__(
@@ -74,8 +73,7 @@ class ServerController(QObject):
             self.changed.emit(False)
             self.banner.emit(str(exc), "error")
             return
-        facts: dict[str, Any] = server.facts.to_dict()
-        self.ready.emit(server.base_url, facts, str(server.log_path))
+        self.ready.emit(server.base_url, server.facts, str(server.log_path))
         self.banner.emit(f"Server running at {server.base_url} (started by hand).", "ok")
 
     async def _stop(self) -> None:
