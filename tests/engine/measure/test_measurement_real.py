@@ -159,7 +159,7 @@ def test_runner_records_samples_and_requests(server_binary, write_experiment, tm
         assert metrics and "llamacpp:requests_processing" in json.loads(metrics[0].values_json)
         assert max(json.loads(m.values_json)["llamacpp:requests_processing"] for m in metrics) >= 1
         assert slots and {s["id"] for s in json.loads(slots[0].slots_json)} == {0, 1}
-        busy = [s for _, _, js in slots for s in json.loads(js) if s["is_processing"]]
+        busy = [s for row in slots for s in json.loads(row.slots_json) if s["is_processing"]]
         assert busy, "no sample caught a busy slot"
         records = session.records(0)
         assert len(records) == 5 and sum(r.warmup for r in records) == 1
