@@ -267,11 +267,13 @@ class StoredChunk:
 
     @staticmethod
     def read(found: sqlite3.Row) -> TokenChunk:
-        """The chunk in a row of this table (read by name, see ``Table.found``)."""
-        return TokenChunk(
-            t_ns=typed(found["t_ns"], int, "a chunk's time"),
-            text=typed(found["text"], str, "a chunk"),
-        )
+        """The chunk in a row of this table (read by name, see ``Table.found``). A row per
+        token: the usual case is checked by exact type first (a bool is no int either way),
+        and only a wrong value goes the long way, to its error."""
+        t_ns, text = found["t_ns"], found["text"]
+        if type(t_ns) is int and type(text) is str:
+            return TokenChunk(t_ns=t_ns, text=text)
+        return TokenChunk(t_ns=typed(t_ns, int, "a chunk's time"), text=typed(text, str, "a chunk"))
 
 
 @dataclass(frozen=True, kw_only=True)
