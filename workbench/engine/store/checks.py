@@ -8,11 +8,15 @@ from, a wrong value reads as unknown instead, so one odd entry costs only itself
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from typing import Any
+import typing
+from typing import Any, TypeVar
 
-from workbench.engine.base.records import Gpu, Hardware, StartupFacts
+from workbench.engine.base.records import Hardware, StartupFacts
+
+R = TypeVar("R")
 
 INT_OR_NONE = (int, type(None))
 TEXT_OR_NONE = (str, type(None))
@@ -62,66 +66,48 @@ def counters(text: Any) -> dict[str, float] | None:
     }
 
 
-def _kind(value: Any, kind: type) -> Any:
-    """``value`` if it is a ``kind``, else None (a bool is no int here)."""
-    if isinstance(value, bool) and kind is not bool:
-        return None
-    return value if isinstance(value, kind) else None
-
-
-def _mib(value: Any) -> float | None:
-    """A buffer size: a finite number, else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return value
-
-
 def startup_facts(stored: dict[str, Any]) -> StartupFacts:
     """Stored startup facts: a value of the wrong type reads as not stated (None), an
     unknown key is dropped."""
-    devices = stored.get("devices")
-    return StartupFacts(
-        n_slots=_kind(stored.get("n_slots"), int),
-        n_ctx_slot=_kind(stored.get("n_ctx_slot"), int),
-        kv_unified=_kind(stored.get("kv_unified"), bool),
-        n_ctx=_kind(stored.get("n_ctx"), int),
-        kv_buffer_mib=_mib(stored.get("kv_buffer_mib")),
-        model_buffer_mib=_mib(stored.get("model_buffer_mib")),
-        compute_buffer_mib=_mib(stored.get("compute_buffer_mib")),
-        backend=_kind(stored.get("backend"), str),
-        build=_kind(stored.get("build"), str),
-        devices=tuple(d for d in devices if isinstance(d, str))
-        if isinstance(devices, list)
-        else (),
-    )
+    return stored_record(StartupFacts, stored)
 
 
 def fingerprint(stored: dict[str, Any]) -> Hardware:
     """A stored fingerprint: a value of the wrong type reads as not known (None), a GPU
     entry that is not an object is dropped, and so is an unknown key."""
-    gpus = stored.get("gpus")
-    return Hardware(
-        hostname=_kind(stored.get("hostname"), str),
-        os=_kind(stored.get("os"), str),
-        os_version=_kind(stored.get("os_version"), str),
-        machine=_kind(stored.get("machine"), str),
-        cpu_model=_kind(stored.get("cpu_model"), str),
-        cpu_physical_cores=_kind(stored.get("cpu_physical_cores"), int),
-        cpu_logical_cores=_kind(stored.get("cpu_logical_cores"), int),
-        ram_bytes=_kind(stored.get("ram_bytes"), int),
-        python=_kind(stored.get("python"), str),
-        gpus=tuple(
-            Gpu(
-                name=_kind(g.get("name"), str),
-                memory_bytes=_kind(g.get("memory_bytes"), int),
-                driver=_kind(g.get("driver"), str),
-            )
-            for g in gpus
-            if isinstance(g, dict)
-        )
-        if isinstance(gpus, list)
-        else (),
-        apple_chip=_kind(stored.get("apple_chip"), str),
-        llama_server=_kind(stored.get("llama_server"), str),
-        llama_server_build=_kind(stored.get("llama_server_build"), str),
-    )
+    return stored_record(Hardware, stored)
+
+
+def stored_record(cls: type[R], stored: dict[str, Any]) -> R:
+    """A record of optional fields read back from its JSON, each field checked against the
+    record's own annotation (so a field added to the record is checked with no change
+    here): ``X | None`` keeps a value of kind X (a bool is no int, a float must be finite)
+    else None; ``tuple[X, ...]`` keeps the entries of a list that are X, or, for a record
+    X, the entries that are objects, each read the same way."""
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        hint, value = hints[f.name], stored.get(f.name)
+        if typing.get_origin(hint) is tuple:
+            (kind, _) = typing.get_args(hint)
+            entries = value if isinstance(value, list) else []
+            if dataclasses.is_dataclass(kind):
+                values[f.name] = tuple(
+                    stored_record(kind, e) for e in entries if isinstance(e, dict)
+                )
+            else:
+                values[f.name] = tuple(e for e in entries if _is(e, kind))
+        else:
+            (kind,) = [a for a in typing.get_args(hint) if a is not type(None)]
+            values[f.name] = value if _is(value, kind) else None
+    return cls(**values)
+
+
+def _is(value: Any, kind: type) -> bool:
+    """Whether ``value`` is a ``kind``: a bool is no number, a number no bool, and a float
+    (which also takes an int) must be finite."""
+    if isinstance(value, bool) != (kind is bool):
+        return False
+    if kind is float:
+        return isinstance(value, int | float) and math.isfinite(value)
+    return isinstance(value, kind)
