@@ -32,19 +32,66 @@ def _servers() -> dict[int, psutil.Process]:
     return found
 
 
+def _stop(leaked: dict[int, psutil.Process]) -> list[int]:
+    """Give leaked servers a moment to exit, kill the rest; return the pids that had to be
+    killed."""
+    _, alive = psutil.wait_procs(list(leaked.values()), timeout=3.0)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    return [p.pid for p in alive]
+
+
 @pytest.fixture(autouse=True)
-def no_leaked_servers():
-    """Fail any test that leaves a llama-server running (and kill what it left)."""
+def no_leaked_servers(request):
+    """Fail any test that leaves a llama-server running (and kill what it left).
+
+    Only tests marked ``server`` have the real binary and model to start one, so only they
+    pay for a process scan each (about 25 ms); the rest are covered by the scan at the end
+    of the session below."""
+    if request.node.get_closest_marker("server") is None:
+        yield
+        return
     before = set(_servers())
     yield
-    leaked = {pid: p for pid, p in _servers().items() if pid not in before}
-    if leaked:
-        _, alive = psutil.wait_procs(list(leaked.values()), timeout=3.0)
-        for proc in alive:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-        if alive:
-            pytest.fail(f"test left llama-server running: pids {[p.pid for p in alive]}")
+    if killed := _stop({pid: p for pid, p in _servers().items() if pid not in before}):
+        pytest.fail(f"test left llama-server running: pids {killed}")
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (pyproject's addopts) spreads the tests over the cores only when the mark
+    expression leaves out every ``server`` test, as ``pytest -m "not server"`` does: those
+    time a real server and need the machine to themselves. Anything else runs serially."""
+    from _pytest.mark.expression import Expression
+
+    expression = config.option.markexpr
+    if not expression or Expression.compile(expression).evaluate(lambda m, **_: m == "server"):
+        return 0
+    return None  # xdist's own count: one worker per core
+
+
+_RUNNING_AT_START: set[int] = set()
+_KILLED_BY_WORKERS: list[int] = []
+
+
+def pytest_sessionstart(session):
+    _RUNNING_AT_START.update(_servers())
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist's controller hears what each worker found left running."""
+    _KILLED_BY_WORKERS.extend(node.workeroutput.get("leaked_servers", []))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A server left by a test not marked ``server`` still fails the run."""
+    leaked = {pid: p for pid, p in _servers().items() if pid not in _RUNNING_AT_START}
+    if killed := _stop(leaked) + _KILLED_BY_WORKERS:
+        if hasattr(session.config, "workeroutput"):  # an xdist worker: tell the controller
+            session.config.workeroutput["leaked_servers"] = killed
+        print(f"\nthe tests left llama-server running: pids {killed}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

@@ -221,6 +221,7 @@ def agrees_with_gguf(path: Path) -> tuple[GgufHeader, set[str]]:
     return ours, {k for k in theirs.fields if not k.startswith("GGUF.")} - set(ours.fields)
 
 
+@pytest.mark.server  # gguf reads the 49,152-token vocabulary one item at a time: 4 s
 def test_the_header_reader_agrees_with_gguf_on_the_default_model(model_path):
     header, stepped_over = agrees_with_gguf(model_path)
     assert (header.version, len(header.fields), len(header.tensors)) == (3, 29, 272)

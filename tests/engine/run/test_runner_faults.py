@@ -106,9 +106,9 @@ def test_sigill_at_start_is_explained(write_experiment, tmp_path):
 def test_server_that_never_gets_healthy_hits_the_deadline(write_experiment, tmp_path):
     pid_file = tmp_path / "pid"
     binary = fake_binary(tmp_path, f"echo $$ > {pid_file}; exec sleep 60")
-    experiment = small(write_experiment, server_extra="startup_timeout_s = 1.0")
+    experiment = small(write_experiment, server_extra="startup_timeout_s = 0.3")
     (summary,) = run_experiment(experiment, RunOptions(tmp_path, server_bin=binary)).summaries
-    assert "did not become healthy within 1 s" in summary.error
+    assert "did not become healthy within 0.3 s" in summary.error
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
