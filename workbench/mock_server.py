@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.net.http_get import bounded_get
+from workbench.engine.net.bounded_http import bounded_get
 from workbench.engine.net.http_stream import (
     HttpStreamError,
     KernelStampedSocket,
@@ -335,10 +335,12 @@ class MockServer:
                 sent += n
             self.counters.tokens_predicted += tokens
             first, last = served.sent_ns[0], served.sent_ns[-1]
+            # "length" means max_tokens was reached; fewer tokens end as a model's own stop.
+            finish = "length" if tokens == max_tokens else "stop"
             final_choice = (
-                {"index": 0, "delta": {}, "finish_reason": "length"}
+                {"index": 0, "delta": {}, "finish_reason": finish}
                 if chat
-                else {"index": 0, "text": "", "finish_reason": "length"}
+                else {"index": 0, "text": "", "finish_reason": finish}
             )
             final = {
                 "choices": [final_choice],

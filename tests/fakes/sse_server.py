@@ -48,7 +48,7 @@ class Behaviour:
     stall_after: int | None = None  # stop sending, keep the connection open
     disconnect_after: int | None = None  # close the socket without [DONE]
     split_utf8: bool = False  # write each event in two parts, cut inside a multibyte char
-    finish_reason: str | None = "length"
+    finish_reason: str | None = "stop"
     usage: bool = True
     completion_tokens: int | None = None  # usage count; defaults to ``tokens``
     timings: bool = True

@@ -58,7 +58,7 @@ async def test_normal_stream_records_every_chunk_and_the_server_count() -> None:
 
     assert record.ok and record.error is None
     assert record.http_status == 200
-    assert record.finish_reason == "length"
+    assert record.finish_reason == "stop"
     assert [c.text for c in record.chunks] == [f"tok{i} " for i in range(6)]
     assert record.output_tokens == (6, "usage")
     assert record.timings is not None and record.timings["prompt_ms"] == 4.0
@@ -225,6 +225,49 @@ async def test_error_event_fails_with_the_server_message(style: str) -> None:
     assert not record.ok
     assert record.error == "server error in stream: context shift disabled"
     assert len(record.chunks) == 2
+
+
+async def test_a_prompt_longer_than_the_slot_is_refused_as_not_fitting() -> None:
+    """llama-server's answer to a prompt over the slot's context, as the real server sends
+    it (measured: -np 4 -c 8192, a 6,031-token prompt)."""
+    body = (
+        '{"error":{"code":400,"message":"request (6031 tokens) exceeds the available context '
+        'size (2048 tokens), try increasing it","type":"exceed_context_size_error",'
+        '"n_prompt_tokens":6031,"n_ctx":2048}}'
+    )
+    async with FakeServer(Behaviour(status=400, error_body=body)) as server:
+        record, _ = await stream_one(server.base_url)
+    assert not record.ok and record.context_full
+    assert record.error == (
+        "did not fit the slot's context: request (6031 tokens) exceeds the available context "
+        "size (2048 tokens), try increasing it (HTTP 400)"
+    )
+
+
+async def test_another_refusal_is_not_taken_for_a_full_context() -> None:
+    body = '{"error":{"code":400,"message":"bad temperature","type":"invalid_request_error"}}'
+    async with FakeServer(Behaviour(status=400, error_body=body)) as server:
+        record, _ = await stream_one(server.base_url)
+    assert not record.ok and not record.context_full
+    assert record.error == f"HTTP 400: {body}"
+
+
+@pytest.mark.parametrize("finish", ["length", "stop"])
+async def test_a_response_cut_short_by_the_context_is_not_the_task(finish: str) -> None:
+    """A slot whose context fills stops generating with finish_reason "length" short of
+    max_tokens (measured: 97 of 200 tokens after a 1,951-token prompt in 2,048), and answers
+    200: counted as done, it would flatter every figure. A model's own stop is not that."""
+    behaviour = Behaviour(tokens=3, finish_reason=finish, prompt_n=1951)
+    async with FakeServer(behaviour) as server:
+        record, _ = await stream_one(server.base_url, settings(max_tokens=8))
+    if finish == "stop":
+        assert record.ok and not record.context_full
+        return
+    assert not record.ok and record.context_full
+    assert record.error == (
+        "did not fit the slot's context: the server stopped at 3 of 8 tokens after a prompt "
+        "of 1951 tokens (finish_reason length: the context filled up)"
+    )
 
 
 async def test_finish_reason_without_done_is_still_complete() -> None:
@@ -576,7 +619,7 @@ async def test_requests_cancelled_before_they_start_are_still_recorded() -> None
 async def test_a_probe_answer_dripped_byte_by_byte_ends_at_its_total_deadline() -> None:
     """httpx bounds each read, not the answer: a head sent one byte at a time (each within
     the read timeout) kept a probe reading for hours. The deadline now covers it all."""
-    from workbench.engine.net.http_get import bounded_get
+    from workbench.engine.net.bounded_http import bounded_get
 
     handlers: list[asyncio.Task[None]] = []
 

@@ -86,6 +86,7 @@ FULL = RequestRecord(
     0,
     1,
     "Tell me a story",
+    prompt_tokens=7,
     t_intended_ns=90,
     t_scheduled_ns=95,
     t_ready_ns=97,

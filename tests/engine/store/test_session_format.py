@@ -54,8 +54,19 @@ def written_now(folder: Path) -> Path:
 
 
 def test_a_run_is_written_as_before_the_split(tmp_path):
-    """Same tables, same columns, same version, the same value in every column."""
-    assert steady_dump(written_now(tmp_path)) == BEFORE.read_text()
+    """Same tables, same columns, the same value in every column, once what came after the
+    split (schema 5: a request's ``prompt_tokens``) is taken out."""
+    now = written_now(tmp_path)
+    with contextlib.closing(sqlite3.connect(now)) as conn, conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (5,)
+        assert conn.execute("SELECT idx, prompt_tokens FROM requests").fetchall() == [
+            (0, None),
+            (1, 7),
+            (2, None),
+        ]
+        conn.execute("ALTER TABLE requests DROP COLUMN prompt_tokens")
+        conn.execute("PRAGMA user_version = 4")
+    assert steady_dump(now) == BEFORE.read_text()
 
 
 def test_every_row_declares_exactly_the_columns_of_its_table(tmp_path):
@@ -79,7 +90,8 @@ def assert_same_fields(read, written) -> None:
 @pytest.mark.parametrize("write", [written_before, written_now])
 def test_every_value_reads_back_in_its_place(write, tmp_path):
     with open_session(write(tmp_path)) as session:
-        assert session.schema_version == SCHEMA_VERSION == 4
+        assert session.schema_version == (4 if write is written_before else SCHEMA_VERSION)
+        assert SCHEMA_VERSION == 5
         assert session.status == "complete"
         meta = dict(session.meta)
         assert meta.pop("created_at") and meta.pop("finished_at") and meta.pop("app_version")
@@ -130,6 +142,8 @@ def test_every_value_reads_back_in_its_place(write, tmp_path):
         )
 
         expected = [replace(r, slot=SLOT.slot if r is FULL else None) for r in RECORDS]
+        if write is written_before:  # schema 4 did not know a prompt's token count
+            expected = [replace(r, prompt_tokens=None) for r in expected]
         for read, written in zip(session.records(0), expected, strict=True):
             assert_same_fields(read, written)
         assert session.records(1) == []
@@ -192,7 +206,9 @@ def test_a_version_3_file_has_no_later_columns_nor_tables(tmp_path):
     with open_session(path) as session:
         read = session.records(0)
         assert [r.slot for r in read] == [None, 1, None]  # request_slots came with schema 3
-        later = replace(FULL, t_intended_ns=None, t_ready_ns=None, connect_ns=None)
+        later = replace(
+            FULL, t_intended_ns=None, t_ready_ns=None, connect_ns=None, prompt_tokens=None
+        )
         assert_same_fields(read[1], replace(later, t_connected_ns=None, slot=1))
         assert session.client_load(0) == {} and session.observations(0) == {}
         assert len(session.summaries()) == 2

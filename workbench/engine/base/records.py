@@ -14,6 +14,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
+CONTEXT_FULL = "did not fit the slot's context"
+"""How a request's error starts when the server could not hold it: refused for a prompt longer
+than a slot's context, or stopped short of ``max_tokens`` when the context filled up."""
+
+
 @dataclass(frozen=True)
 class TokenChunk:
     """One SSE chunk that carried generated text, and when its bytes arrived."""
@@ -29,6 +34,7 @@ class RequestRecord:
     index: int
     prompt: str
     warmup: bool = False
+    prompt_tokens: int | None = None  # the prompt as built, by the server's tokenizer
     t_intended_ns: int | None = None  # due by the arrival schedule
     t_scheduled_ns: int | None = None  # woke up for its arrival (before any client-side limit)
     t_ready_ns: int | None = None  # free to go: due, and a client-side concurrency slot free
@@ -50,6 +56,12 @@ class RequestRecord:
     @property
     def text(self) -> str:
         return "".join(c.text for c in self.chunks)
+
+    @property
+    def context_full(self) -> bool:
+        """Whether the server could not hold this request in a slot's context: it did not do
+        the task the experiment asked for."""
+        return self.error is not None and self.error.startswith(CONTEXT_FULL)
 
     @property
     def output_tokens(self) -> tuple[int | None, str]:

@@ -248,6 +248,21 @@ class WorkloadSettings:
         in_form=True,
         hint="builtin, or a .jsonl / .txt file",
     )
+    input_tokens: int = setting(
+        0,
+        label="input tokens",
+        help=(
+            "each prompt's length in tokens as the server counts it, chat template included: "
+            "the prompt is padded with synthetic text (or cut) to exactly this, using the "
+            "server's own `/tokenize`; `0` sends the prompts as written"
+        ),
+        low=0,
+        high=10_000_000,
+        note="0 = prompts as written",
+        short="in",
+        in_form=True,
+        hint="0 = prompts as written",
+    )
     endpoint: str = setting(
         "chat",
         label="endpoint",

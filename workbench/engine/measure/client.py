@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.engine.base import untrusted
-from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.base.records import CONTEXT_FULL, RequestRecord, TokenChunk
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.events import FirstToken, RequestSubmitted, TokenChunkArrived
 from workbench.engine.net.http_stream import (
@@ -154,8 +154,7 @@ async def stream_request(
             record.http_status = status
             if status != 200:
                 raw = await response.read_bounded(ERROR_BODY_LIMIT)
-                text = raw.decode("utf-8", "replace")
-                raise StreamFailure(f"HTTP {status}: {text.strip() or '(no body)'}")
+                raise StreamFailure(http_error(status, raw.decode("utf-8", "replace")))
             limit = max_chunks(workload)
             received = 0
             while reads := await response.body():
@@ -184,6 +183,8 @@ async def stream_request(
                 f"stream ended without [DONE] after {len(record.chunks)} token chunks "
                 "(the server closed the connection early)"
             )
+        if short := _stopped_short(record, workload):
+            raise StreamFailure(short)
         record.ok = True
     except StreamFailure as exc:
         _fail(record, str(exc))
@@ -211,6 +212,36 @@ async def stream_request(
         if response is not None:
             client.release(response)
     return record
+
+
+def http_error(status: int, body: str) -> str:
+    """A refused request's error: the status and what the server said. llama-server refuses a
+    prompt longer than a slot's context with ``exceed_context_size_error``; such a request
+    did not fail by chance but could not be served at all, so its error says so first."""
+    text = body.strip() or "(no body)"
+    try:
+        payload = json.loads(body)
+    except json.JSONDecodeError:
+        payload = None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if isinstance(error, dict) and error.get("type") == "exceed_context_size_error":
+        return f"{CONTEXT_FULL}: {error.get('message', text)} (HTTP {status})"
+    return f"HTTP {status}: {text}"
+
+
+def _stopped_short(record: RequestRecord, workload: WorkloadSettings) -> str | None:
+    """Why a response that ended with ``finish_reason = length`` short of ``max_tokens`` did
+    not do the task: the slot's context filled up (llama-server stops there and logs
+    ``truncated = 1``), so it generated less than asked, and its speed is not comparable."""
+    tokens, _ = record.output_tokens
+    if record.finish_reason != "length" or tokens is None or tokens >= workload.max_tokens:
+        return None
+    prompt = (record.usage or {}).get("prompt_tokens") or record.prompt_tokens
+    of_prompt = f" after a prompt of {prompt} tokens" if prompt else ""
+    return (
+        f"{CONTEXT_FULL}: the server stopped at {tokens} of {workload.max_tokens} tokens"
+        f"{of_prompt} (finish_reason length: the context filled up)"
+    )
 
 
 def _handle_event(

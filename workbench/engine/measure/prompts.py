@@ -62,6 +62,11 @@ class PromptSource:
             return builtin_prompt(index)
         return self._prompts[index % len(self._prompts)]
 
+    def tokens(self, index: int) -> int | None:
+        """The prompt's length by the server's count: not known for prompts as written
+        (``sized_prompts.SizedPrompts`` knows it for the ones it built)."""
+        return None
+
     @property
     def size(self) -> int | None:
         return None if self._prompts is None else len(self._prompts)

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from workbench.engine.events import GpuSample, MetricsSample, ProcessSample, SlotsSample
 from workbench.engine.measure.hardware import GpuProbe
-from workbench.engine.net.http_get import Answer, bounded_get
+from workbench.engine.net.bounded_http import Answer, bounded_get
 from workbench.engine.net.http_stream import ConnectFailed
 
 Emit = Callable[[Any], None]

@@ -16,6 +16,7 @@ from workbench.engine.events import BatchedEmit, RequestFinished
 from workbench.engine.figures.summaries import ClientLoad
 from workbench.engine.measure.client import PreparedRequest, prepare_request, stream_request
 from workbench.engine.measure.prompts import PromptSource
+from workbench.engine.measure.sized_prompts import SizedPrompts
 from workbench.engine.net.http_stream import StreamClient, StreamedResponse
 
 Emit = Callable[[Any], None]
@@ -209,10 +210,17 @@ def plan_records(
     repeat: int,
     first_index: int,
     count: int,
-    prompts: PromptSource,
+    prompts: PromptSource | SizedPrompts,
     warmup: bool = False,
 ) -> list[RequestRecord]:
     return [
-        RequestRecord(config_index, repeat, first_index + i, prompts.get(first_index + i), warmup)
-        for i in range(count)
+        RequestRecord(
+            config_index,
+            repeat,
+            i,
+            prompts.get(i),
+            warmup,
+            prompt_tokens=prompts.tokens(i),
+        )
+        for i in range(first_index, first_index + count)
     ]

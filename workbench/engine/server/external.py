@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from workbench.engine.base.errors import ExternalServerError
 from workbench.engine.base.records import StartupFacts
-from workbench.engine.net.http_get import MAX_BYTES, Answer, bounded_get
+from workbench.engine.net.bounded_http import MAX_BYTES, Answer, bounded_get
 from workbench.engine.net.http_stream import ConnectFailed
 
 PROBE_TIMEOUT_S = 5.0

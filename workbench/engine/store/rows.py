@@ -175,6 +175,7 @@ class StoredRequest:
     t_ready_ns: int | None = added_in(4)
     connect_ns: int | None = added_in(4)
     t_connected_ns: int | None = added_in(4)
+    prompt_tokens: int | None = added_in(5)
 
     TIMES = (
         "t_intended_ns",
@@ -197,6 +198,7 @@ class StoredRequest:
             repeat=r.repeat,
             warmup=int(r.warmup),
             prompt=r.prompt,
+            prompt_tokens=r.prompt_tokens,
             t_intended_ns=r.t_intended_ns,
             t_scheduled_ns=r.t_scheduled_ns,
             t_ready_ns=r.t_ready_ns,
@@ -227,6 +229,7 @@ class StoredRequest:
             index=typed(self.idx, int, "a request index"),
             prompt=typed(self.prompt, str, "a prompt"),
             warmup=bool(self.warmup),
+            prompt_tokens=typed(self.prompt_tokens, INT_OR_NONE, "a prompt's token count"),
             t_intended_ns=self.t_intended_ns,
             t_scheduled_ns=self.t_scheduled_ns,
             t_ready_ns=self.t_ready_ns,

@@ -20,7 +20,8 @@ import sqlite3
 # 3: request_slots (older files read as requests with no slot known)
 # 4: requests' intended/ready times and connect time, client_load, server_counters
 #    (older: not recorded)
-SCHEMA_VERSION = 4
+# 5: requests' prompt_tokens, the length of a prompt built to a size (older: not known)
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE session (
@@ -78,6 +79,7 @@ CREATE TABLE requests (
     t_ready_ns INTEGER,
     connect_ns INTEGER,
     t_connected_ns INTEGER,
+    prompt_tokens INTEGER,
     PRIMARY KEY (config_idx, idx)
 );
 CREATE TABLE chunks (

@@ -1,15 +1,17 @@
-"""A GET that ends: at most so many bytes, within a total deadline.
+"""A request that ends: at most so many bytes, within a total deadline.
 
 httpx's timeouts bound each read, not the whole answer: a server that sends an endless body,
 or its head one byte every few seconds, would keep a probe reading (and growing) for hours.
-Every probe and sample of a server goes through here, on the project's own HTTP client under
-one ``asyncio.timeout`` for connect, head and body together.
+Every probe and sample of a server, and every call to its tokenizer, goes through here, on
+the project's own HTTP client under one ``asyncio.timeout`` for connect, head and body
+together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -41,23 +43,48 @@ async def get(
     """The status and body of ``GET path``; None when the whole answer did not come within
     ``deadline_s``, was over ``max_bytes``, or broke off. A refused connection raises
     ``ConnectFailed``: the caller says what that means."""
+    return await _request(base_url, "GET", path, b"", headers, max_bytes, deadline_s)
+
+
+async def post_json(
+    base_url: str,
+    path: str,
+    payload: Any,
+    headers: dict[str, str] | None = None,
+    max_bytes: int = MAX_BYTES,
+    deadline_s: float = DEADLINE_S,
+) -> Answer | None:
+    """``POST path`` with a JSON body, bounded as ``get`` is."""
+    body = json.dumps(payload).encode()
+    return await _request(base_url, "POST", path, body, headers, max_bytes, deadline_s)
+
+
+async def _request(
+    base_url: str,
+    method: str,
+    path: str,
+    body: bytes,
+    headers: dict[str, str] | None,
+    max_bytes: int,
+    deadline_s: float,
+) -> Answer | None:
     try:
         async with (
             asyncio.timeout(deadline_s),
             StreamClient(base_url, connect_timeout_s=deadline_s, headers=headers) as client,
         ):
             response = await client.connect()
-            head = client.request_head("GET", path, 0, {"Accept": "*/*"})
-            await response.send(head, b"", lambda t_ns: None)
+            head = client.request_head(method, path, len(body), {"Accept": "*/*"})
+            await response.send(head, body, lambda t_ns: None)
             status = (await response.read_head()).status
-            body = await response.read_bounded(max_bytes + 1)
+            answer = await response.read_bounded(max_bytes + 1)
     except TimeoutError:
         return None
     except ConnectFailed:
         raise
     except HttpStreamError:
         return None
-    return None if len(body) > max_bytes else Answer(status, body)
+    return None if len(answer) > max_bytes else Answer(status, answer)
 
 
 def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -1,0 +1,178 @@
+"""Prompts of an exact length in tokens, as the served model's own tokenizer counts them.
+
+A prompt's length decides its prefill time and whether a request fits a slot's context, so
+``input_tokens`` is hit exactly for the model being served rather than estimated from words:
+the server's ``/tokenize`` counts, ``/apply-template`` shows what the chat template wraps
+around the text (its tokens take context like any other, so they are part of the count),
+and ``/detokenize`` cuts the padding at a token boundary. Each prompt keeps its own opening
+(a built-in prompt starts with its request's number) and is padded with synthetic text of
+its own, so no two prompts share a prefix beyond the template and the prompt cache cannot
+serve one from another.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.measure.prompts import PromptSource
+from workbench.engine.net.bounded_http import post_json
+
+# Plain words for the padding: common, mostly one token each, no markup the template or the
+# tokenizer could treat specially.
+_WORDS = (
+    "the of and to in is was that for on with as by at from this are be it an or which "
+    "river stone light house market garden winter summer morning evening window letter "
+    "road bridge field forest mountain valley harbour island village city tower street "
+    "teacher farmer sailor doctor painter miller baker keeper traveller neighbour friend "
+    "walked carried opened closed watched listened remembered followed answered waited "
+    "quiet bright narrow heavy early late warm cold old new small large distant careful "
+    "slowly quickly often never always again together before after under over between "
+    "bread water salt iron paper clock bell lamp rope boat cart wheel door key map coin"
+).split()
+TOKENIZE_DEADLINE_S = 30.0
+MAX_ANSWER_BYTES = 16 * 2**20
+MAX_TRIES = 8
+
+
+class TokenizerUnavailable(WorkbenchError):
+    """The server has no usable ``/tokenize`` (an external server of another kind)."""
+
+
+def padding(seed: int, words: int) -> str:
+    """``words`` words of synthetic sentences, the same for the same seed."""
+    rng = random.Random(seed)
+    sentences, left = [], words
+    while left > 0:
+        n = min(left, rng.randint(6, 14))
+        chosen = [rng.choice(_WORDS) for _ in range(n)]
+        sentences.append(" ".join(chosen).capitalize() + ".")
+        left -= n
+    return " ".join(sentences)
+
+
+class ServerTokenizer:
+    """The served model's tokenizer, through the server's own endpoints."""
+
+    def __init__(self, base_url: str, endpoint: str, headers: dict[str, str] | None = None):
+        self.base_url = base_url
+        self.chat = endpoint == "chat"
+        self.headers = headers
+
+    async def _call(self, path: str, payload: dict[str, Any]) -> Any:
+        answer = await post_json(
+            self.base_url, path, payload, self.headers, MAX_ANSWER_BYTES, TOKENIZE_DEADLINE_S
+        )
+        if answer is None:
+            raise TokenizerUnavailable(f"{path} did not answer within {TOKENIZE_DEADLINE_S:g} s")
+        if answer.status != 200:
+            raise TokenizerUnavailable(f"{path} answered HTTP {answer.status}")
+        try:
+            return json.loads(answer.body)
+        except json.JSONDecodeError:
+            raise TokenizerUnavailable(f"{path} answered something that is not JSON") from None
+
+    async def tokens(self, text: str) -> list[int]:
+        """The ids of ``text`` alone (no special tokens added or parsed)."""
+        found = await self._call(
+            "/tokenize", {"content": text, "add_special": False, "parse_special": False}
+        )
+        ids = found.get("tokens") if isinstance(found, dict) else None
+        if not isinstance(ids, list) or not all(type(i) is int for i in ids):
+            raise TokenizerUnavailable("/tokenize answered without a list of token ids")
+        return ids
+
+    async def text(self, ids: list[int]) -> str:
+        found = await self._call("/detokenize", {"tokens": ids})
+        content = found.get("content") if isinstance(found, dict) else None
+        if not isinstance(content, str):
+            raise TokenizerUnavailable("/detokenize answered without text")
+        return content
+
+    async def count(self, prompt: str) -> int:
+        """Tokens the server will process for ``prompt`` sent to this endpoint: for chat,
+        the chat template's text included, special tokens as the server adds them."""
+        text = prompt
+        if self.chat:
+            found = await self._call(
+                "/apply-template", {"messages": [{"role": "user", "content": prompt}]}
+            )
+            text = found.get("prompt") if isinstance(found, dict) else None
+            if not isinstance(text, str):
+                raise TokenizerUnavailable("/apply-template answered without a prompt")
+        found = await self._call(
+            "/tokenize", {"content": text, "add_special": True, "parse_special": True}
+        )
+        ids = found.get("tokens") if isinstance(found, dict) else None
+        if not isinstance(ids, list):
+            raise TokenizerUnavailable("/tokenize answered without a list of token ids")
+        return len(ids)
+
+
+@dataclass(frozen=True)
+class SizedPrompt:
+    text: str
+    tokens: int  # as the server counts the whole prompt; the target unless it could not be hit
+
+
+async def sized_prompt(
+    tokenizer: ServerTokenizer, opening: str, target: int, seed: int
+) -> SizedPrompt:
+    """``opening`` padded (or cut) so that the whole prompt counts ``target`` tokens.
+
+    Cutting the token ids of opening plus padding and counting the result converges in one
+    or two steps (the template adds a fixed number); a cut whose text re-tokenizes
+    differently can miss by a token, and then the nearest is kept with its true count."""
+    body_ids = await tokenizer.tokens(f"{opening}\n\n{padding(seed, target)}")
+    keep = min(len(body_ids), target)
+    best: SizedPrompt | None = None
+    tried: set[int] = set()
+    for _ in range(MAX_TRIES):
+        tried.add(keep)
+        text = await tokenizer.text(body_ids[:keep])
+        counted = await tokenizer.count(text)
+        if best is None or abs(counted - target) < abs(best.tokens - target):
+            best = SizedPrompt(text, counted)
+        if counted == target:
+            break
+        keep = max(1, min(len(body_ids), keep + target - counted))
+        if keep in tried:
+            break
+    assert best is not None
+    return best
+
+
+async def template_overhead(tokenizer: ServerTokenizer) -> int:
+    """Tokens the endpoint adds around a prompt (the chat template, special tokens): the
+    part of ``input_tokens`` that is not the text."""
+    sample = "Request 0."
+    return await tokenizer.count(sample) - len(await tokenizer.tokens(sample))
+
+
+class SizedPrompts:
+    """The prompts of one configuration's requests, each sized; a ``PromptSource`` for
+    ``plan_records``."""
+
+    def __init__(self, base: PromptSource, built: dict[int, SizedPrompt]) -> None:
+        self.base = base
+        self.built = built
+
+    def get(self, index: int) -> str:
+        found = self.built.get(index)
+        return self.base.get(index) if found is None else found.text
+
+    def tokens(self, index: int) -> int | None:
+        found = self.built.get(index)
+        return None if found is None else found.tokens
+
+
+async def size_prompts(
+    tokenizer: ServerTokenizer, base: PromptSource, indices: range, target: int, seed: int
+) -> SizedPrompts:
+    """Request ``i``'s prompt (``base.get(i)`` as its opening) sized to ``target`` tokens,
+    for every ``i`` in ``indices``; its padding seeded by ``seed + i``."""
+    built = {i: await sized_prompt(tokenizer, base.get(i), target, seed + i) for i in indices}
+    return SizedPrompts(base, built)
