@@ -23,7 +23,7 @@ def record(index: int, submit_s: float, first_s: float, last_s: float) -> Reques
         t_done_ns=int(last_s * ns),
         ok=True,
         usage={"completion_tokens": 11},
-        timings={"prompt_ms": 100.0, "cache_n": 0},
+        timings={"prompt_ms": 100.0, "prompt_n": 50, "cache_n": 0},
         chunks=chunks,
     )
 
@@ -68,6 +68,8 @@ def test_every_value_has_its_column():
         "1.500",
         "10.0",
         "0",
+        "0",  # none did not fit the context
+        "500.0",  # prefill: 50 prompt tokens in 100 ms
         "0",
         "100.00",
         "1000.00",

@@ -133,7 +133,7 @@ def test_the_capacity_panel_follows_the_form(window, loop):
     window.form.fields[("server", "ctx")].setText("2048")
     window.form.fields[("workload", "max_tokens")].setText("1000")
     run(loop, lambda: window.capacity.table.item(0, 0).text() == "2048", 30)
-    assert "truncated" in window.capacity.warnings.text()
+    assert "refused or cut short" in window.capacity.warnings.text()
     window.form.fields[("server", "model")].setText("/nonexistent.gguf")
     run(loop, lambda: "not found" in window.capacity.summary.text(), 30)
 

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.analysis.planner import ModelFacts, plan, read_model_facts
+from workbench.engine.analysis.planner import ModelFacts, plan, read_model_facts, request_tokens
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import field_named
@@ -121,7 +121,10 @@ class CapacityPanel(QWidget):
             return
         kv_type = _values(server, ServerSettings, "cache_type_k")[0] or "f16"  # llama.cpp's own
         unified = server.get("kv_unified") is True
-        need = 64 + int(max(_values(workload, WorkloadSettings, "max_tokens")))
+        need = request_tokens(
+            int(max(_values(workload, WorkloadSettings, "input_tokens"))),
+            int(max(_values(workload, WorkloadSettings, "max_tokens"))),
+        )
         available = psutil.virtual_memory().available
         with contextlib.suppress(WorkbenchError):
             rows = plan(

@@ -126,7 +126,7 @@ def test_plan_table_for_known_inputs():
         (65536, 1, 65536, 8192.0, "does not fit"),
         (65536, 4, 16384, 8192.0, "does not fit"),
     ]
-    assert "truncated" in rows[1].warning and rows[0].warning == ""
+    assert "refused or cut short" in rows[1].warning and rows[0].warning == ""
     assert "training context" in rows[2].warning
     tight = plan(model, [16384], [2], available_bytes=int(3.4 * 2**30), overhead_mib=0)
     assert tight[0].fit == "tight"  # 3000 MiB of 3482

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from workbench.engine.analysis.verdicts import (
@@ -14,7 +16,8 @@ from workbench.engine.analysis.verdicts import (
     throughput_diminishing,
     ttft_linear_in_load,
 )
-from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.base.records import CONTEXT_FULL, RequestRecord
+from workbench.engine.figures.summaries import ConfigSummary, summarize_run
 
 
 def summary(
@@ -92,6 +95,22 @@ def test_context_per_slot():
     wrong = [summary(2, 1, 1, 1, n_ctx_slot=8192)]
     assert context_per_slot(wrong).verdict == NOT_SUPPORTED
     assert context_per_slot([summary(2, 1, 1, 1)]).verdict == INCONCLUSIVE
+
+
+def test_context_per_slot_cites_the_requests_that_did_not_fit():
+    """At 4 slots of 2,048 tokens, 3,000-token prompts are refused: the verdict says so, and
+    the configuration is marked as not doing the same task."""
+    refused = f"{CONTEXT_FULL}: request (3000 tokens) exceeds the available context size"
+    records = [RequestRecord(0, 0, i, "p", t_submit_ns=1, error=refused) for i in range(3)]
+    records.append(RequestRecord(0, 0, 3, "p", t_submit_ns=1, error="HTTP 503: busy"))
+    four = replace(summary(4, 1, 1, 1, n_ctx_slot=2048), runs=[summarize_run(records)])
+    one = summary(1, 1, 1, 1, n_ctx_slot=8192)
+    verdict = context_per_slot([one, four])
+    assert verdict.verdict == SUPPORTED
+    expected = "3 of 4 requests did not fit the context (2048 tokens per slot)"
+    assert verdict.numbers[-1] == f"-np 4: {expected}"
+    assert four.not_same_task == expected and "not the same task" in four.flags
+    assert one.not_same_task is None and one.flags == []
 
 
 def test_decode_speed():

@@ -170,6 +170,28 @@ def kv_mib(
     return layout.total_cells * model.kv_bytes_per_token(type_k, type_v) / MIB
 
 
+BUILTIN_PROMPT_TOKENS = 80
+"""About what a built-in prompt takes with a chat template (SmolLM2: 45 + 30 tokens)."""
+
+
+def request_tokens(input_tokens: int, max_tokens: int) -> int:
+    """The context one request takes: its prompt as the server counts it (``input_tokens``,
+    else about a built-in prompt's) and the tokens it generates."""
+    return (input_tokens or BUILTIN_PROMPT_TOKENS) + max_tokens
+
+
+def context_shortfall(per_slot: int, need: int) -> str | None:
+    """Why requests needing ``need`` tokens will not be served whole by a slot of
+    ``per_slot``: llama-server refuses a prompt longer than the slot and stops generating
+    when the slot fills up. None when they fit."""
+    if need <= per_slot:
+        return None
+    return (
+        f"each request gets {per_slot} tokens of context, less than the {need} it needs: "
+        "requests will be refused or cut short"
+    )
+
+
 @dataclass(frozen=True)
 class PlanRow:
     ctx: int
@@ -213,13 +235,8 @@ def plan(
                 if total > TIGHT_FRACTION * available_mib
                 else "fits"
             )
-            warning = ""
-            if need_tokens and layout.cells_per_slot < need_tokens:
-                warning = (
-                    f"each request gets {layout.cells_per_slot} tokens of context, "
-                    f"less than the {need_tokens} it needs: requests will be truncated"
-                )
-            elif model.train_ctx and layout.cells_per_slot > model.train_ctx:
+            warning = context_shortfall(layout.cells_per_slot, need_tokens) or ""
+            if not warning and model.train_ctx and layout.cells_per_slot > model.train_ctx:
                 warning = f"beyond the model's training context ({model.train_ctx})"
             rows.append(
                 PlanRow(

@@ -164,6 +164,8 @@ def context_per_slot(summaries: list[ConfigSummary]) -> Verdict:
         )
         if s.n_ctx_slot not in (expected, padded):
             wrong.append(s)
+    # What the smaller slots cost: the requests they could not hold.
+    numbers += [f"-np {s.slots}: {s.not_same_task}" for s in checked if s.not_same_task]
     return Verdict(hypothesis, NOT_SUPPORTED if wrong else SUPPORTED, numbers)
 
 

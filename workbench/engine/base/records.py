@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-
 CONTEXT_FULL = "did not fit the slot's context"
 """How a request's error starts when the server could not hold it: refused for a prompt longer
 than a slot's context, or stopped short of ``max_tokens`` when the context filled up."""

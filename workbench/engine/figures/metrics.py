@@ -192,6 +192,12 @@ FIGURES: tuple[Figure, ...] = (
         Part.CONFIG, lab=True,
     ),
     Figure(
+        "input_tokens", "Input tokens", "in tok", "tokens", None, Combine.SETTING,
+        "the prompt length asked for, chat template included (`input_tokens`; 0 = the "
+        "prompts as written)",
+        Part.CONFIG,
+    ),
+    Figure(
         "status", "Status", "status", "", None, Combine.SETTING,
         "ok, failed or cancelled",
         Part.CONFIG,
@@ -235,6 +241,30 @@ FIGURES: tuple[Figure, ...] = (
         "requests that failed (HTTP error, disconnect, malformed stream, timeout): "
         "left out of the latency figures",
         views=_ALL_TABLES,
+    ),
+    Figure(
+        "context_failed", "Did not fit", "no fit", "requests", None, Combine.SUM,
+        "requests a slot's context could not hold: refused (the prompt is longer than the "
+        "slot) or stopped short of `max_tokens` when the context filled up; counted in "
+        "failed too",
+        views=frozenset({_W, _T}),
+    ),
+    Figure(
+        "not_same_task", "Not the same task", "not the same task", "", None, Combine.SETTING,
+        "why the configuration did not do the task the others did (requests that did not "
+        "fit a slot's context), so its figures are not comparable; empty when it did",
+    ),
+    Figure(
+        "prompt_tokens_p50", "Prompt tokens p50", "prompt tok", "tokens", 0, Combine.MEAN,
+        "median over requests of the prompt's length by the server's count "
+        "(`usage.prompt_tokens`, else `timings.prompt_n + cache_n`)",
+        views=frozenset({_C}),
+    ),
+    Figure(
+        "prefill_tok_s", "Prefill speed", "prefill tok/s", "tok/s", 1, Combine.MEAN,
+        "per request `timings.prompt_n / timings.prompt_ms`: prompt tokens processed per "
+        "second of prefill (cached tokens were not processed), the mean over requests",
+        views=_ALL_TABLES | {_CH},
     ),
     Figure(
         "cache_hits", "Cache hits", "cache hits", "requests", None, Combine.SUM,
@@ -468,6 +498,14 @@ REQUEST_FIGURES: tuple[RequestFigure, ...] = (
     RequestFigure(
         "connect_s", "connect_ms", "Connect", "ms", 1000, 3,
         "opening the request's connection (before `t_ready` when opened ahead)",
+    ),
+    RequestFigure(
+        "prompt_tokens", "prompt_tokens", "Prompt tokens", "tokens", 1, 0,
+        "`usage.prompt_tokens`, else `timings.prompt_n + cache_n`: the server's count",
+    ),
+    RequestFigure(
+        "prefill_tok_s", "prefill_tok_s", "Prefill speed", "tok/s", 1, 1,
+        "`timings.prompt_n / timings.prompt_ms`",
     ),
     RequestFigure(
         "ttft_from_intended_s", "ttft_from_intended_s", "TTFT from intended", "s", 1, 6,

@@ -93,6 +93,33 @@ class RequestMetrics:
     connect_s: float | None = None
     ttft_from_intended_s: float | None = None
     e2e_from_intended_s: float | None = None
+    prompt_tokens: int | None = None
+    prefill_tok_s: float | None = None
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def prompt_tokens(record: RequestRecord) -> int | None:
+    """The prompt's length by the server's count: ``usage.prompt_tokens``, else the tokens
+    it processed and found cached (``timings.prompt_n + cache_n``)."""
+    counted = _count((record.usage or {}).get("prompt_tokens"))
+    if counted is not None:
+        return counted
+    timings = record.timings or {}
+    processed = _count(timings.get("prompt_n"))
+    return None if processed is None else processed + (_count(timings.get("cache_n")) or 0)
+
+
+def prefill_speed(record: RequestRecord) -> float | None:
+    """Prompt tokens processed per second of prefill (``timings.prompt_n / prompt_ms``):
+    cached tokens were not processed, so they do not count."""
+    timings = record.timings or {}
+    processed, ms = _count(timings.get("prompt_n")), timings.get("prompt_ms")
+    if not processed or not isinstance(ms, int | float) or isinstance(ms, bool) or ms <= 0:
+        return None
+    return processed / (ms / 1000.0)
 
 
 def request_metrics(record: RequestRecord) -> RequestMetrics | None:
@@ -138,6 +165,8 @@ def request_metrics(record: RequestRecord) -> RequestMetrics | None:
         if intended is None
         else (record.t_first_token_ns - intended) / NS,
         e2e_from_intended_s=None if intended is None else (record.t_last_token_ns - intended) / NS,
+        prompt_tokens=prompt_tokens(record),
+        prefill_tok_s=prefill_speed(record),
     )
 
 
@@ -185,6 +214,9 @@ class RunSummary:
     tokens_per_chunk: float | None = None  # by the server's count; > 1: ITL is per chunk
     checks: list[str] = field(default_factory=list)  # each cross-check with the server
     checks_failed: list[str] = field(default_factory=list)  # those off by over 5 %
+    prompt_tokens_p50: float | None = None  # by the server's count
+    prefill_tok_s: float | None = None
+    context_failed: int = 0  # requests a slot's context could not hold
 
 
 def _ms(value: float | None) -> float | None:
@@ -228,6 +260,8 @@ def summarize_run(
     from_intended = [m.ttft_from_intended_s for m in metrics if m.ttft_from_intended_s is not None]
     e2e_intended = [m.e2e_from_intended_s for m in metrics if m.e2e_from_intended_s is not None]
     dispatch_p99 = _ms(percentile(dispatch, 99))
+    prompts = [m.prompt_tokens for m in metrics if m.prompt_tokens is not None]
+    prefill = [m.prefill_tok_s for m in metrics if m.prefill_tok_s is not None]
     return RunSummary(
         requests=len(measured),
         ok=sum(r.ok for r in measured),
@@ -269,6 +303,9 @@ def summarize_run(
         tokens_per_chunk=tokens_per_chunk(measured),
         checks=[c.describe() for c in checks],
         checks_failed=[c.describe() for c in checks if not c.agrees],
+        prompt_tokens_p50=percentile([float(n) for n in prompts], 50),
+        prefill_tok_s=statistics.fmean(prefill) if prefill else None,
+        context_failed=sum(r.context_full for r in measured),
     )
 
 
@@ -295,6 +332,7 @@ class ConfigSummary:
     mean: dict[str, float | None] = field(default_factory=dict)
     sd: dict[str, float | None] = field(default_factory=dict)
     error: str | None = None
+    input_tokens: int = 0
 
     def value(self, name: str) -> Any:
         """A run figure averaged over repeats (or summed, for counts)."""
@@ -304,7 +342,7 @@ class ConfigSummary:
         numbers = [v for v in values if isinstance(v, int | float)]
         if not numbers:
             return None
-        if name in ("requests", "ok", "failed", "cache_hits", "output_tokens"):
+        if name in ("requests", "ok", "failed", "cache_hits", "output_tokens", "context_failed"):
             return sum(numbers)
         return statistics.fmean(numbers)
 
@@ -330,10 +368,23 @@ class ConfigSummary:
         return notes + [f"cross-check: {text}" for text in self.checks_failed]
 
     @property
+    def not_same_task(self) -> str | None:
+        """Why this configuration did not do the task the others did: requests its slots'
+        context could not hold were refused or cut short, so its speed is not comparable.
+        None when every request was served whole (or failed for another reason)."""
+        failed = self.value("context_failed")
+        if not failed:
+            return None
+        per_slot = f" ({self.n_ctx_slot} tokens per slot)" if self.n_ctx_slot else ""
+        return f"{failed} of {self.value('requests')} requests did not fit the context{per_slot}"
+
+    @property
     def flags(self) -> list[str]:
-        """Short marks for a table's label cell: a status other than ok, client-limited,
-        a failed cross-check."""
+        """Short marks for a table's label cell: a status other than ok, not the same task,
+        client-limited, a failed cross-check."""
         marks = [] if self.status == "ok" else [self.status]
+        if self.not_same_task:
+            marks.append("not the same task")
         if self.client_limited:
             marks.append("client-limited")
         if self.checks_failed:
@@ -388,6 +439,7 @@ def summarize_config(
         cont_batching=settings.cont_batching,
         concurrency=load.effective_concurrency,
         max_tokens=load.max_tokens,
+        input_tokens=load.input_tokens,
         status=status,
         runs=runs,
         mean=mean,

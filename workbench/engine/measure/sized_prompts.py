@@ -23,7 +23,7 @@ from workbench.engine.net.bounded_http import post_json
 
 # Plain words for the padding: common, mostly one token each, no markup the template or the
 # tokenizer could treat specially.
-_WORDS = (
+_WORD_LIST = (
     "the of and to in is was that for on with as by at from this are be it an or which "
     "river stone light house market garden winter summer morning evening window letter "
     "road bridge field forest mountain valley harbour island village city tower street "
@@ -32,7 +32,8 @@ _WORDS = (
     "quiet bright narrow heavy early late warm cold old new small large distant careful "
     "slowly quickly often never always again together before after under over between "
     "bread water salt iron paper clock bell lamp rope boat cart wheel door key map coin"
-).split()
+)
+_WORDS = _WORD_LIST.split()
 TOKENIZE_DEADLINE_S = 30.0
 MAX_ANSWER_BYTES = 16 * 2**20
 MAX_TRIES = 8

@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.analysis.planner import context_shortfall, kv_layout, request_tokens
 from workbench.engine.base.errors import OutputDirError, WorkbenchError
 from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.config.experiment import Experiment, RunConfig
@@ -45,6 +46,13 @@ from workbench.engine.figures.summaries import (
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.prompts import PromptSource, load_prompts
 from workbench.engine.measure.sampler import ServerSampler, fetch_counters
+from workbench.engine.measure.sized_prompts import (
+    ServerTokenizer,
+    SizedPrompts,
+    TokenizerUnavailable,
+    size_prompts,
+    template_overhead,
+)
 from workbench.engine.measure.workload import (
     ClientLoadMeter,
     arrival_offsets,
@@ -310,6 +318,13 @@ class ExperimentRunner:
         status, error, log_tail, facts, slots = "ok", None, "", StartupFacts(), None
         slot_log: SlotLog | None = None
         watch: asyncio.Task[None] | None = None
+        planned_per_slot = None
+        if not self.external and config.server.slots > 0 and config.server.ctx > 0:
+            layout = kv_layout(
+                config.server.ctx, config.server.slots, bool(config.server.kv_unified)
+            )
+            planned_per_slot = layout.cells_per_slot
+            self._warn_about_context(config, planned_per_slot)
         try:
             if self.external:
                 assert self.external_server is not None
@@ -326,19 +341,21 @@ class ExperimentRunner:
                         idx, base_url, pid, server.command, str(server.log_path), facts, slots
                     )
                 )
-                self._warn_about_context(config, server)
+                if facts.n_ctx_slot is not None and facts.n_ctx_slot != planned_per_slot:
+                    self._warn_about_context(config, facts.n_ctx_slot)
                 slot_log = SlotLog(server.log_path)
                 watch = asyncio.create_task(self._watch_slots(slot_log, records))
+            prompts = await self._size_prompts(config, base_url)
             async with contextlib.AsyncExitStack() as stack:
                 headers = self._headers
                 client = await stack.enter_async_context(make_client(base_url, workload, headers))
                 if workload.warmup:
-                    warm = self._plan(idx, -1, workload.warmup, warmup=True)
+                    warm = self._plan(idx, -1, workload.warmup, prompts, warmup=True)
                     sequential = replace(workload, concurrency=1, arrival="burst")
                     await run_requests(client, sequential, warm, [0.0] * len(warm), self.emit)
                     await self._check_server_alive(idx, warm)
                 for repeat in range(workload.repeats):
-                    planned = self._plan(idx, repeat, per_repeat)
+                    planned = self._plan(idx, repeat, per_repeat, prompts)
                     offsets = arrival_offsets(workload, per_repeat, workload.seed + repeat)
                     sampler = ServerSampler(self.emit, idx, base_url, pid, headers=headers)
                     sampler.start()
@@ -419,11 +436,49 @@ class ExperimentRunner:
             self.emit(SlotMatched(r.config_index, r.repeat, r.index, m.slot))
         return True
 
-    def _plan(self, idx: int, repeat: int, count: int, warmup: bool = False) -> list[RequestRecord]:
-        assert self.prompts is not None
-        planned = plan_records(idx, repeat, self._next_index, count, self.prompts, warmup)
+    def _plan(
+        self,
+        idx: int,
+        repeat: int,
+        count: int,
+        prompts: PromptSource | SizedPrompts,
+        warmup: bool = False,
+    ) -> list[RequestRecord]:
+        planned = plan_records(idx, repeat, self._next_index, count, prompts, warmup)
         self._next_index += count
         return planned
+
+    async def _size_prompts(self, config: RunConfig, base_url: str) -> PromptSource | SizedPrompts:
+        """This configuration's prompts, each ``input_tokens`` long by the served model's
+        own tokenizer, built before its clock starts; the prompts as written when it is 0."""
+        assert self.prompts is not None
+        workload, target = config.workload, config.workload.input_tokens
+        if not target:
+            return self.prompts
+        count = workload.warmup + workload.requests * workload.repeats
+        tokenizer = ServerTokenizer(base_url, workload.endpoint, self._headers)
+        started = time.monotonic()
+        try:
+            overhead = await template_overhead(tokenizer)
+            indices = range(self._next_index, self._next_index + count)
+            sized = await size_prompts(tokenizer, self.prompts, indices, target, workload.seed)
+        except TokenizerUnavailable as exc:
+            raise WorkbenchError(
+                f"input_tokens = {target} needs the server's tokenizer, and {exc}; "
+                "set input_tokens = 0 to send the prompts as written"
+            ) from None
+        missed = sorted({p.tokens for p in sized.built.values() if p.tokens != target})
+        self.emit(
+            Notice(
+                "info",
+                f"[{config.label}] {count} prompts of {target} tokens built with the server's "
+                f"tokenizer in {time.monotonic() - started:.1f} s (the chat template and "
+                f"special tokens take {overhead} of them)"
+                + (f"; some came to {', '.join(map(str, missed))} tokens" if missed else ""),
+                config.index,
+            )
+        )
+        return sized
 
     async def _start_server(self, config: RunConfig) -> LlamaServer:
         assert self.binary is not None
@@ -457,18 +512,13 @@ class ExperimentRunner:
                 + "\n".join("    " + line for line in server.log_tail(15).splitlines())
             )
 
-    def _warn_about_context(self, config: RunConfig, server: LlamaServer) -> None:
-        per_slot = server.facts.n_ctx_slot
-        need = config.workload.max_tokens + 64
-        if per_slot is not None and per_slot < need:
-            self.emit(
-                Notice(
-                    "warning",
-                    f"[{config.label}] each slot has only {per_slot} tokens of context, less than "
-                    f"prompt + max_tokens (~{need}); requests may be truncated",
-                    config.index,
-                )
-            )
+    def _warn_about_context(self, config: RunConfig, per_slot: int) -> None:
+        """Say before the requests go (in the terminal, the window and the session) that
+        they will not fit a slot: planned from the settings, then from the server's log
+        when that differs."""
+        need = request_tokens(config.workload.input_tokens, config.workload.max_tokens)
+        if why := context_shortfall(per_slot, need):
+            self.emit(Notice("warning", f"[{config.label}] {why}", config.index))
 
     def _summarize(
         self,
