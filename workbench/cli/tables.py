@@ -120,10 +120,13 @@ def event_line(event: object) -> str | None:
         case ConfigFinished(summary=summary) if summary is not None:
             agg = figure("agg_tok_s")
             rate = agg.of(summary)
-            return (
+            line = (
                 f"  {summary.status}: {summary.value('ok') or 0}/{summary.value('requests') or 0}"
                 f" requests ok" + (f", {agg.text(rate)} {agg.unit} aggregate" if rate else "")
             )
+            if why := summary.not_same_task:
+                line += f"\n  [red]not the same task:[/red] {escape(why)}"
+            return line
         case Notice(level=level, text=text):
             style = "red" if level == "error" else "yellow"
             return f"[{style}]{level}:[/{style}] {escape(text)}"

@@ -111,6 +111,10 @@ def test_context_per_slot_cites_the_requests_that_did_not_fit():
     assert verdict.numbers[-1] == f"-np 4: {expected}"
     assert four.not_same_task == expected and "not the same task" in four.flags
     assert one.not_same_task is None and one.flags == []
+    # Its zero throughput is not a lesson about slots: the speed verdicts leave it out.
+    two = summary(2, 2, 1, 1, n_ctx_slot=4096)
+    verdict = throughput_diminishing([one, two, four])
+    assert (verdict.verdict, verdict.numbers) == (INCONCLUSIVE, ["needs 3 slot counts, has 2"])
 
 
 def test_decode_speed():

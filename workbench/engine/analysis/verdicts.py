@@ -28,11 +28,14 @@ class Verdict:
 
 def _by_slots(summaries: list[ConfigSummary]) -> list[ConfigSummary]:
     """A slots sweep: the largest group of configurations that differ only in slots (a
-    sweep over slots x ctx, say, is judged on one ctx), one per slot count, by slots."""
-    ok = [s for s in summaries if s.status == "ok" and s.slots > 0]
+    sweep over slots x ctx, say, is judged on one ctx), one per slot count, by slots. A
+    configuration whose requests did not fit its slots did not do the same task, so its
+    speed says nothing about the others'."""
+    ok = [s for s in summaries if s.status == "ok" and s.slots > 0 and not s.not_same_task]
     groups: dict[tuple[object, ...], dict[int, ConfigSummary]] = {}
     for s in ok:
         key = (s.ctx, s.cont_batching, s.kv_unified is True, s.concurrency, s.max_tokens)
+        key += (s.input_tokens,)
         groups.setdefault(key, {}).setdefault(s.slots, s)
     if not groups:
         return []
