@@ -8,7 +8,8 @@ from PySide6.QtGui import QColor, QImage, QPalette
 from PySide6.QtWidgets import QLabel, QSplitter
 
 from tests.ui.test_run_model import S, started
-from workbench.engine.events import FirstToken, TokenChunkArrived
+from workbench.engine.base.records import CONTEXT_FULL, RequestRecord
+from workbench.engine.events import FirstToken, RequestFinished, TokenChunkArrived
 from workbench.ui.run_model import RunModel
 from workbench.ui.stream_grid import MAX_PANES, StreamGrid, TailText, fit_parts
 
@@ -141,3 +142,28 @@ def test_a_narrow_pane_drops_its_last_numbers_whole(qtbot):
     assert fit_parts(parts, metrics.horizontalAdvance(full) - 5, metrics) == two
     assert fit_parts(parts, 10, metrics) == ""  # no half numbers
     assert fit_parts([], 100, metrics) == ""
+
+
+def test_a_request_that_did_not_fit_says_why_in_its_pane(qtbot):
+    """Refused before its first token, a request has no text of its own: its pane shows the
+    server's reason, and its state says it did not fit, for an audience to read."""
+    grid = StreamGrid()
+    qtbot.addWidget(grid)
+    grid.resize(900, 500)
+    grid.show()
+    model = RunModel()
+    started(model, 2)
+    refused = (
+        f"{CONTEXT_FULL}: request (3000 tokens) exceeds the available context size "
+        "(2048 tokens), try increasing it (HTTP 400)"
+    )
+    records = [
+        RequestRecord(0, 0, 0, "p", t_submit_ns=S, t_done_ns=2 * S, error=refused),
+        RequestRecord(0, 0, 1, "p", t_submit_ns=S, t_done_ns=2 * S, error="HTTP 503: busy"),
+    ]
+    model.apply([RequestFinished(r) for r in records])
+    grid.sync(model, {(0, 0, 0), (0, 0, 1)}, True, 2.0)
+    refused_pane, busy_pane = grid.panes.values()
+    assert refused_pane.state.text() == "did not fit" and busy_pane.state.text() == "failed"
+    assert refused_pane.body.text().strip() == f"✖ {refused}"
+    assert busy_pane.body.text().strip() == "✖ HTTP 503: busy"

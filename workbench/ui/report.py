@@ -111,7 +111,8 @@ def definitions() -> list[tuple[Figure, str]]:
 
 def trust_lines(session: Session) -> list[str]:
     """Per configuration, why its numbers may be the client's as much as the server's
-    (client-limited, a cross-check off by over 5 %), or one line saying none is."""
+    (client-limited, a cross-check off by over 5 %) or not the task the others did (requests
+    that did not fit a slot), or one line saying none is."""
     lines = [
         f"{summary.label}: {note}"
         for summary in session.summaries()

@@ -84,13 +84,16 @@ class ResultsView(QWidget):
             for c, figure in enumerate(self.columns):
                 item = QTableWidgetItem(figure.cell(summary))
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if summary.status != "ok":
-                    item.setToolTip(plain_text.tooltip(summary.error or summary.status))
+                if summary.status != "ok" or summary.not_same_task:
+                    why = summary.error or summary.not_same_task or summary.status
+                    item.setToolTip(plain_text.tooltip(why))
                     item.setForeground(pg.mkColor("#e5484d"))
                 elif summary.trust_notes:  # measured, but not by the server's numbers alone
                     item.setToolTip(plain_text.tooltip("\n".join(summary.trust_notes)))
                     item.setForeground(pg.mkColor("#e8a317"))
-                if figure.key == "label" and summary.trust_notes:
+                if figure.key == "label" and summary.not_same_task:
+                    item.setText(f"{item.text()} ✖ not the same task")
+                elif figure.key == "label" and summary.trust_notes:
                     item.setText(f"{item.text()} {TRUST_MARK}")
                 self.table.setItem(r, c, item)
         self._shown = len(summaries)

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.engine.base.records import CONTEXT_FULL
 from workbench.engine.figures.metrics import figure
 from workbench.ui import plain_text
 from workbench.ui.run_model import RequestView, RunModel
@@ -170,8 +171,12 @@ class StreamPane(QFrame):
             palette.setColor(QPalette.ColorRole.Window, self._color)
             palette.setColor(QPalette.ColorRole.WindowText, QColor("#101114"))
             self.state.setPalette(palette)
-            self.state.setText(view.state)
+            no_fit = view.state == "failed" and (view.error or "").startswith(CONTEXT_FULL)
+            self.state.setText("did not fit" if no_fit else view.state)
             self.setToolTip(plain_text.tooltip(view.error or ""))
+            if view.state == "failed" and view.error:
+                # Why, where the audience looks: a refused request has no text of its own.
+                self.append(f"\n\n✖ {view.error}")
             self.update()
         if not stats:
             return

@@ -110,6 +110,7 @@ def test_context_per_slot_cites_the_requests_that_did_not_fit():
     expected = "3 of 4 requests did not fit the context (2048 tokens per slot)"
     assert verdict.numbers[-1] == f"-np 4: {expected}"
     assert four.not_same_task == expected and "not the same task" in four.flags
+    assert four.trust_notes == [f"not the same task: {expected}"]  # the report says it too
     assert one.not_same_task is None and one.flags == []
     # Its zero throughput is not a lesson about slots: the speed verdicts leave it out.
     two = summary(2, 2, 1, 1, n_ctx_slot=4096)

@@ -363,8 +363,11 @@ class ConfigSummary:
 
     @property
     def trust_notes(self) -> list[str]:
-        """Why this configuration's numbers may not be the server's alone."""
-        notes = [f"client-limited: {self.client_limited}"] if self.client_limited else []
+        """Why this configuration's numbers may not be the server's alone, or not the
+        task the others did."""
+        notes = [f"not the same task: {self.not_same_task}"] if self.not_same_task else []
+        if self.client_limited:
+            notes.append(f"client-limited: {self.client_limited}")
         return notes + [f"cross-check: {text}" for text in self.checks_failed]
 
     @property
