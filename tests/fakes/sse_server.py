@@ -163,12 +163,42 @@ class FakeServer:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            end_body = await self._stream(writer, behaviour, chat=path == "/v1/chat/completions")
+            chat = path == "/v1/chat/completions"
+            if (body or {}).get("stream") is False:
+                await self._whole(writer, behaviour, chat)
+                end_body = False
+            else:
+                end_body = await self._stream(writer, behaviour, chat)
         finally:
             self.in_flight -= 1  # before the client can see the end of the body
         if end_body and behaviour.chunked:
             writer.write(b"0\r\n\r\n")
             await writer.drain()
+
+    async def _whole(self, writer: asyncio.StreamWriter, b: Behaviour, chat: bool) -> None:
+        """A request with ``"stream": false``: the whole answer as one JSON body, once every
+        token is made (``html`` answers a page instead, as a broken proxy would)."""
+        await asyncio.sleep(b.first_delay_s + max(0, b.tokens - 1) * b.delay_s)
+        if b.html is not None:
+            await _reply(writer, 200, b.html, ("Content-Type: text/html",))
+            return
+        text = "".join(b.text(i) for i in range(b.tokens))
+        choice: dict[str, Any] = {"index": 0, "finish_reason": b.finish_reason}
+        choice.update(
+            {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+        )
+        n = b.completion_tokens if b.completion_tokens is not None else b.tokens
+        answer = {
+            "choices": [choice],
+            "usage": {"prompt_tokens": b.prompt_n, "completion_tokens": n},
+            "timings": {
+                "prompt_n": b.prompt_n,
+                "prompt_ms": b.prompt_ms,
+                "predicted_n": b.tokens,
+                "predicted_ms": b.tokens * 2.5,
+            },
+        }
+        await _reply(writer, 200, json.dumps(answer))
 
     async def _stream(self, writer: asyncio.StreamWriter, b: Behaviour, chat: bool) -> bool:
         """Write the response; False when the body must be cut off (no proper end)."""

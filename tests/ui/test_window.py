@@ -180,3 +180,22 @@ def test_gpu_memory_gets_its_curve_only_when_a_gpu_reports(qtbot):
     model.apply([GpuSample(0, 2 * 10**9, 800 * 2**20)])
     plots.sync(model)
     assert plots.gpu_curve is not None and list(plots.gpu_curve.getData()[1]) == [800.0]
+
+
+def test_the_slots_strip_names_each_slot_by_its_number(qtbot):
+    """One slot once read "-200 0 200 (x0.001)": the axis labelled fractions of a slot."""
+    from workbench.engine.events import ExperimentStarted, SlotsSample
+    from workbench.ui.run_model import RunModel
+    from workbench.ui.server_plots import ServerPlots
+
+    plots = ServerPlots()
+    qtbot.addWidget(plots)
+    model = RunModel()
+    model.apply([ExperimentStarted("e", "s", 1, "managed", 0)])
+    for slots in (1, 4):
+        busy = [{"id": i, "is_processing": True} for i in range(slots)]
+        model.apply([SlotsSample(0, slots * 10**9, busy)])
+        plots.sync(model)
+        axis = plots.slots.getPlotItem().getAxis("left")
+        assert axis._tickLevels == [[(i, str(i)) for i in range(slots)]]
+        assert not axis.autoSIPrefix

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
@@ -59,6 +61,7 @@ class ServerPlots(QWidget):
         self.slots = _time_plot("slotsStrip", "Slots busy (from /slots)", "9pt")
         strip = self.slots.getPlotItem()
         strip.setLabel("left", "slot")
+        strip.getAxis("left").enableAutoSIPrefix(False)  # slot ids, never "x0.001"
         strip.setLabel("bottom", "time since start", units="s")
         # One time scale for the three: its numbers once, under the bottom plot.
         for upper in (mem, q):
@@ -121,7 +124,11 @@ class ServerPlots(QWidget):
         count = max(model.slot_spans, default=-1) + 1
         if count != self._slot_rows:
             self._slot_rows = count
-            self.slots.getPlotItem().setYRange(-0.5, max(count, 1) - 0.5, padding=0)
+            strip = self.slots.getPlotItem()
+            strip.setYRange(-0.5, max(count, 1) - 0.5, padding=0)
+            # One tick per slot (a few at most when there are many), whole numbers only.
+            step = max(1, math.ceil(count / 8))
+            strip.getAxis("left").setTicks([[(i, str(i)) for i in range(0, max(count, 1), step)]])
 
     def _fit_y(self, key: str, widget: pg.PlotWidget, values: list[float]) -> None:
         """Change the y range only when the data leaves it (or shrinks a lot, on a reset)."""

@@ -20,6 +20,7 @@ from tests.fakes.sse_server import Behaviour, FakeServer
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.events import FirstToken, RequestFinished, RequestSubmitted, TokenChunkArrived
+from workbench.engine.figures.summaries import request_metrics
 from workbench.engine.measure.client import stream_request
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.workload import (
@@ -268,6 +269,36 @@ async def test_a_response_cut_short_by_the_context_is_not_the_task(finish: str) 
         "did not fit the slot's context: the server stopped at 3 of 8 tokens after a prompt "
         "of 1951 tokens (finish_reason length: the context filled up)"
     )
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "completion"])
+async def test_a_whole_answer_is_visible_only_when_it_has_all_come(endpoint: str) -> None:
+    """``stream = false``: one JSON body; its text shows at once when the last byte comes,
+    so TTFT (the first visible text) is the whole response, and the client sees no token
+    times (no TPOT, ITL or decode speed). Waiting is what prefill and decode leave over."""
+    behaviour = Behaviour(tokens=6, first_delay_s=0.05, delay_s=0.01, prompt_ms=20.0)
+    async with FakeServer(behaviour) as server:
+        workload = settings(stream=False, endpoint=endpoint)
+        record, events = await stream_one(server.base_url, workload)
+        (sent,) = server.received
+    assert sent.body["stream"] is False and "stream_options" not in sent.body
+    assert record.ok, record.error
+    assert not record.streamed and record.text == "".join(f"tok{i} " for i in range(6))
+    assert record.t_first_token_ns == record.t_last_token_ns == record.chunks[0].t_ns
+    assert [type(e) for e in events] == [RequestSubmitted, FirstToken, TokenChunkArrived]
+    metrics = request_metrics(record)
+    assert metrics is not None and metrics.ttft_s == metrics.e2e_s >= 0.1
+    assert (metrics.tpot_s, metrics.decode_tok_s, metrics.itl_s) == (None, None, [])
+    # 20 ms of prefill and 15 ms of decoding by the server's timings: the rest waited.
+    assert metrics.queue_wait_s == pytest.approx(metrics.e2e_s - 0.035)
+    assert metrics.prefill_s == pytest.approx(0.02)
+
+
+async def test_a_whole_answer_that_is_not_json_fails_clearly() -> None:
+    async with FakeServer(Behaviour(html="<html>proxy error</html>")) as server:
+        record, _ = await stream_one(server.base_url, settings(stream=False))
+    assert not record.ok
+    assert record.error == "malformed response: not JSON: b'<html>proxy error</html>'"
 
 
 async def test_finish_reason_without_done_is_still_complete() -> None:

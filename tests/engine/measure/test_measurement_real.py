@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
+from workbench.engine.config.experiment import ServerSettings, WorkloadSettings, parse_experiment
 from workbench.engine.events import EventBus, RequestFinished
 from workbench.engine.figures.summaries import request_metrics
 from workbench.engine.measure.prompts import PromptSource
@@ -216,3 +216,26 @@ def test_cross_checks_agree_on_a_real_server(server_binary, write_experiment, tm
     assert names == ["decode time", "output tokens", "prompt tokens", "requests"], run.checks
     assert run.checks_failed == [], run.checks
     assert run.dispatch_p99_ms is not None and run.connect_p50_ms is not None
+
+
+def test_whole_answers_are_timed_as_the_whole_response(tmp_path):
+    """``stream = false`` on the real server: each answer arrives as one body, its first
+    visible text is the whole response, and on one slot the second request's wait is the
+    first one's whole time."""
+    experiment = parse_experiment(
+        "name = 'whole'\n[server]\nslots = 1\nctx = 2048\n"
+        "[workload]\nrequests = 2\nmax_tokens = 32\nwarmup = 0\nstream = false\n"
+    )
+    result = run_experiment(experiment, RunOptions(tmp_path))
+    with open_session(result.session_path) as session:
+        records = sorted(session.records(0), key=lambda r: r.t_done_ns)
+    for record in records:
+        assert record.ok, record.error
+        assert not record.streamed and len(record.chunks) == 1 and record.text
+        assert record.output_tokens == (32, "usage")
+    first, second = (request_metrics(r) for r in records)
+    assert first.ttft_s == first.e2e_s and second.ttft_s == second.e2e_s
+    assert first.tpot_s is None and first.decode_tok_s is None and first.itl_s == []
+    assert second.queue_wait_s > 0.5 * first.e2e_s
+    (summary,) = result.summaries
+    assert summary.value("ttft_p50_s") == summary.value("e2e_p50_s")

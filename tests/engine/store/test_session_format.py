@@ -55,16 +55,17 @@ def written_now(folder: Path) -> Path:
 
 def test_a_run_is_written_as_before_the_split(tmp_path):
     """Same tables, same columns, the same value in every column, once what came after the
-    split (schema 5: a request's ``prompt_tokens``) is taken out."""
+    split (schema 5: a request's ``prompt_tokens`` and ``streamed``) is taken out."""
     now = written_now(tmp_path)
     with contextlib.closing(sqlite3.connect(now)) as conn, conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (5,)
-        assert conn.execute("SELECT idx, prompt_tokens FROM requests").fetchall() == [
-            (0, None),
-            (1, 7),
-            (2, None),
+        assert conn.execute("SELECT idx, prompt_tokens, streamed FROM requests").fetchall() == [
+            (0, None, 1),
+            (1, 7, 1),
+            (2, None, 1),
         ]
         conn.execute("ALTER TABLE requests DROP COLUMN prompt_tokens")
+        conn.execute("ALTER TABLE requests DROP COLUMN streamed")
         conn.execute("PRAGMA user_version = 4")
     assert steady_dump(now) == BEFORE.read_text()
 

@@ -34,6 +34,7 @@ class RequestRecord:
     prompt: str
     warmup: bool = False
     prompt_tokens: int | None = None  # the prompt as built, by the server's tokenizer
+    streamed: bool = True  # False: the answer came whole, its text visible only at the end
     t_intended_ns: int | None = None  # due by the arrival schedule
     t_scheduled_ns: int | None = None  # woke up for its arrival (before any client-side limit)
     t_ready_ns: int | None = None  # free to go: due, and a client-side concurrency slot free

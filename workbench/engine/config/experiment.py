@@ -27,7 +27,7 @@ from workbench.engine.config.settings import (
     show_value,
 )
 
-ARRIVALS = ("burst", "poisson", "fixed")
+ARRIVALS = ("burst", "poisson", "gamma", "fixed")
 ENDPOINTS = ("chat", "completion")
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
@@ -202,7 +202,10 @@ class WorkloadSettings:
     arrival: str = setting(
         "burst",
         label="arrival",
-        help="`burst` (all at t0), `poisson` or `fixed` at `rate`",
+        help=(
+            "`burst` (all at t0), or at `rate`: `poisson`, `gamma` (gaps as bursty as "
+            "`burstiness` says) or `fixed`"
+        ),
         choices=ARRIVALS,
         in_form=True,
     )
@@ -216,6 +219,18 @@ class WorkloadSettings:
         note="requests/s, 0 for burst",
         in_form=True,
         hint="requests/s for poisson or fixed",
+    )
+    burstiness: float = setting(
+        1.0,
+        label="burstiness",
+        help=(
+            "for `gamma` arrivals, the gamma distribution's shape (as `vllm bench serve "
+            "--burstiness`): 1 is Poisson, below 1 burstier, above 1 steadier; the mean rate "
+            "stays `rate`"
+        ),
+        low=0.01,
+        high=1000,
+        note="gamma shape",
     )
     max_tokens: int = setting(
         64,
@@ -268,6 +283,16 @@ class WorkloadSettings:
         label="endpoint",
         help="`chat` (`/v1/chat/completions`) or `completion` (`/v1/completions`)",
         choices=ENDPOINTS,
+    )
+    stream: bool = setting(
+        True,
+        label="stream",
+        help=(
+            "stream each answer token by token; `false` asks for the whole answer at once, "
+            "so its first visible text is the whole response (TTFT equals E2E latency)"
+        ),
+        short="stream",
+        in_form=True,
     )
     cache_prompt: bool = setting(
         False, label="prompt cache", help="llama.cpp's prompt cache for the request"
@@ -475,7 +500,9 @@ def _validate_workload_consistency(workload: dict[str, Any]) -> None:
     arrival_list = arrivals if isinstance(arrivals, list) else [arrivals]
     rate_list = rates if isinstance(rates, list) else [rates]
     if any(a != "burst" for a in arrival_list) and any(r <= 0 for r in rate_list):
-        raise ExperimentError("[workload] arrival 'poisson' or 'fixed' needs rate > 0 (requests/s)")
+        raise ExperimentError(
+            "[workload] arrival 'poisson', 'gamma' or 'fixed' needs rate > 0 (requests/s)"
+        )
     requests = workload.get("requests", 8)
     most = max(requests) if isinstance(requests, list) else requests
     slowest = min((r for r in rate_list if r > 0), default=0)

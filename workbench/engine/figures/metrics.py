@@ -219,7 +219,10 @@ FIGURES: tuple[Figure, ...] = (
     ),
     Figure(
         "ttft_p50_s", "TTFT p50", "TTFT p50 s", "s", 3, Combine.MEAN_SD,
-        "median over requests of TTFT, `t_first_token - t_submit`",
+        "median over requests of TTFT, `t_first_token - t_submit`: the first visible text. "
+        "A request not streamed (`stream = false`) shows its text only when the whole "
+        "answer has come, so its TTFT is its E2E latency (and TPOT, ITL and decode speed "
+        "are not seen)",
         views=_ALL_TABLES | {_CH, _LC}, lab=True,
     ),
     Figure(
@@ -477,7 +480,10 @@ class RequestFigure:
 
 
 REQUEST_FIGURES: tuple[RequestFigure, ...] = (
-    RequestFigure("ttft_s", "ttft_s", "TTFT", "s", 1, 6, "`t_first_token - t_submit`"),
+    RequestFigure(
+        "ttft_s", "ttft_s", "TTFT", "s", 1, 6,
+        "`t_first_token - t_submit` (not streamed: when the whole answer came)",
+    ),
     RequestFigure("e2e_s", "e2e_s", "E2E latency", "s", 1, 6, "`t_last_token - t_submit`"),
     RequestFigure(
         "tpot_s", "tpot_ms", "TPOT", "ms", 1000, 4,

@@ -136,7 +136,9 @@ def request_metrics(record: RequestRecord) -> RequestMetrics | None:
     tokens, source = record.output_tokens
     tokens = tokens or 0
     tpot = None
-    if tokens > 1:
+    # A whole answer shows no token times: TTFT is its first visible text, the whole
+    # response, and TPOT, ITL and decode speed cannot be seen by the client.
+    if tokens > 1 and record.streamed:
         tpot = (record.t_last_token_ns - record.t_first_token_ns) / NS / (tokens - 1)
     times = [c.t_ns for c in record.chunks]
     itl = [(b - a) / NS for a, b in itertools.pairwise(times)]
@@ -144,8 +146,14 @@ def request_metrics(record: RequestRecord) -> RequestMetrics | None:
     prompt_ms = timings.get("prompt_ms")
     queue_wait = prefill = None
     if isinstance(prompt_ms, int | float):
-        queue_wait = max(0.0, ttft - prompt_ms / 1000.0)
-        prefill = ttft - queue_wait
+        # Waiting is what the server's own work does not explain: before the first token,
+        # or, for a whole answer, before it all.
+        work_ms = prompt_ms
+        if not record.streamed:
+            predicted_ms = timings.get("predicted_ms")
+            work_ms += predicted_ms if isinstance(predicted_ms, int | float) else 0.0
+        queue_wait = max(0.0, ttft - work_ms / 1000.0)
+        prefill = min(ttft, prompt_ms / 1000.0) if not record.streamed else ttft - queue_wait
     cache_n = timings.get("cache_n")
     intended = record.t_intended_ns
     return RequestMetrics(

@@ -39,16 +39,18 @@ def max_chunks(workload: WorkloadSettings) -> int:
 def request_payload(
     workload: WorkloadSettings, prompt: str, seed: int
 ) -> tuple[str, dict[str, Any]]:
-    """The endpoint path and JSON body for one streaming request."""
+    """The endpoint path and JSON body for one request, streamed unless the workload says
+    otherwise."""
     body: dict[str, Any] = {
         "model": workload.model_name,
         "max_tokens": workload.max_tokens,
         "temperature": workload.temperature,
         "seed": seed,
-        "stream": True,
-        "stream_options": {"include_usage": True},
+        "stream": workload.stream,
         "cache_prompt": workload.cache_prompt,
     }
+    if workload.stream:
+        body["stream_options"] = {"include_usage": True}
     if workload.ignore_eos:
         body["ignore_eos"] = True
     if workload.endpoint == "chat":
@@ -59,7 +61,9 @@ def request_payload(
 
 
 def _chunk_text(choice: dict[str, Any]) -> str:
-    delta = choice.get("delta")
+    """A choice's text: a streamed chunk's ``delta``, a whole answer's ``message``, or a
+    completion's ``text``."""
+    delta = choice.get("delta", choice.get("message"))
     if isinstance(delta, dict):
         parts = [delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning")]
         return "".join(p for p in parts if isinstance(p, str))
@@ -155,9 +159,12 @@ async def stream_request(
             if status != 200:
                 raw = await response.read_bounded(ERROR_BODY_LIMIT)
                 raise StreamFailure(http_error(status, raw.decode("utf-8", "replace")))
+            if not workload.stream:
+                await _read_whole(record, response, emit)
+                done = True
             limit = max_chunks(workload)
             received = 0
-            while reads := await response.body():
+            while workload.stream and (reads := await response.body()):
                 for t_ns, data in reads:
                     received += len(data)
                     if received > MAX_STREAM_BYTES:
@@ -212,6 +219,28 @@ async def stream_request(
         if response is not None:
             client.release(response)
     return record
+
+
+async def _read_whole(record: RequestRecord, response: StreamedResponse, emit: Emit) -> None:
+    """A response that was not streamed: one JSON body, its text visible when its last
+    byte arrived (that read's time is the first and the last token's)."""
+    record.streamed = False
+    body, t_last = bytearray(), 0
+    while reads := await response.body():
+        for t_ns, data in reads:
+            body += data
+            t_last = t_ns
+            if len(body) > MAX_STREAM_BYTES:
+                raise StreamFailure(
+                    f"the response passed {MAX_STREAM_BYTES // 2**20} MiB: stopped reading"
+                )
+    try:
+        payload = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise StreamFailure(f"malformed response: not JSON: {bytes(body[:200])!r}") from None
+    if not isinstance(payload, dict):
+        raise StreamFailure(f"malformed response: not a JSON object: {bytes(body[:200])!r}")
+    _apply_payload(record, payload, t_last or time.perf_counter_ns(), emit)
 
 
 def http_error(status: int, body: str) -> str:

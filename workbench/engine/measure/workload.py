@@ -29,10 +29,13 @@ def arrival_offsets(workload: WorkloadSettings, n: int, seed: int) -> list[float
     if workload.arrival == "fixed":
         return [i / workload.rate for i in range(n)]
     rng = random.Random(seed)
+    shape = workload.burstiness if workload.arrival == "gamma" else 1.0
     offsets, t = [], 0.0
     for _ in range(n):
         offsets.append(t)
-        t += rng.expovariate(workload.rate)
+        # Gamma gaps of shape k and mean 1 / rate (k = 1 is the exponential of Poisson):
+        # as vLLM's benchmark draws them, so a burstiness means the same in both.
+        t += rng.gammavariate(shape, 1.0 / (workload.rate * shape))
     return offsets
 
 

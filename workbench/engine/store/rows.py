@@ -176,6 +176,7 @@ class StoredRequest:
     connect_ns: int | None = added_in(4)
     t_connected_ns: int | None = added_in(4)
     prompt_tokens: int | None = added_in(5)
+    streamed: int | None = added_in(5)
 
     TIMES = (
         "t_intended_ns",
@@ -199,6 +200,7 @@ class StoredRequest:
             warmup=int(r.warmup),
             prompt=r.prompt,
             prompt_tokens=r.prompt_tokens,
+            streamed=int(r.streamed),
             t_intended_ns=r.t_intended_ns,
             t_scheduled_ns=r.t_scheduled_ns,
             t_ready_ns=r.t_ready_ns,
@@ -230,6 +232,8 @@ class StoredRequest:
             prompt=typed(self.prompt, str, "a prompt"),
             warmup=bool(self.warmup),
             prompt_tokens=typed(self.prompt_tokens, INT_OR_NONE, "a prompt's token count"),
+            # NULL: written before a request could come whole
+            streamed=typed(self.streamed, INT_OR_NONE, "a request's streamed flag") != 0,
             t_intended_ns=self.t_intended_ns,
             t_scheduled_ns=self.t_scheduled_ns,
             t_ready_ns=self.t_ready_ns,

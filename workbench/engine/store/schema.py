@@ -20,7 +20,8 @@ import sqlite3
 # 3: request_slots (older files read as requests with no slot known)
 # 4: requests' intended/ready times and connect time, client_load, server_counters
 #    (older: not recorded)
-# 5: requests' prompt_tokens, the length of a prompt built to a size (older: not known)
+# 5: requests' prompt_tokens, the length of a prompt built to a size (older: not known), and
+#    streamed (older: every request was streamed)
 SCHEMA_VERSION = 5
 
 SCHEMA = """
@@ -80,6 +81,7 @@ CREATE TABLE requests (
     connect_ns INTEGER,
     t_connected_ns INTEGER,
     prompt_tokens INTEGER,
+    streamed INTEGER,
     PRIMARY KEY (config_idx, idx)
 );
 CREATE TABLE chunks (
