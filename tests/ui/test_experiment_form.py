@@ -75,3 +75,14 @@ def test_flash_attention_is_in_the_form_because_the_schema_says_so(qtbot) -> Non
     ]
     combo.setCurrentText("auto")
     assert form.build().server["flash_attn"] == "auto"
+
+
+def test_concurrency_following_the_slots_is_shown_and_kept(qtbot) -> None:
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load(parse_experiment('[server]\nslots = [1, 2]\n[workload]\nconcurrency = "slots"\n'))
+    field = form.fields[("workload", "concurrency")]
+    assert isinstance(field, QLineEdit) and field.text() == "slots"
+    built = form.build()
+    assert built.workload["concurrency"] == "slots"
+    assert [c.workload.concurrency for c in built.configs()] == [1, 2]

@@ -282,6 +282,8 @@ class ExperimentForm(QWidget):
         if f.is_args:
             return shlex.split(text) if text else None
         if f.kind in (int, float):
+            if f.setting.follows is not None and text == f.setting.follows:
+                return text
             return parse_number_list(text, f.kind)
         return text or None
 

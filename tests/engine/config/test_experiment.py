@@ -219,3 +219,23 @@ def test_bad_toml_in_file_names_the_file(tmp_path: Path) -> None:
     path.write_text("[workload]\nrequests = = 3\n", encoding="utf-8")
     with pytest.raises(ExperimentError, match=r"broken\.toml: not valid TOML"):
         load_experiment(path)
+
+
+def test_concurrency_can_follow_the_slots_of_each_configuration() -> None:
+    """A linked axis: as many requests in flight as the configuration has slots, instead of
+    every (slots, concurrency) pair."""
+    experiment = parse_experiment(
+        '[server]\nslots = [1, 2, 4, -1]\n[workload]\nrequests = 8\nconcurrency = "slots"\n'
+    )
+    configs = experiment.configs()
+    assert [(c.label, c.workload.concurrency) for c in configs] == [
+        ("np=1", 1),
+        ("np=2", 2),
+        ("np=4", 4),
+        ("np=-1", 0),  # auto slots: no fixed count, so no client-side limit
+    ]
+    assert [c.workload.effective_concurrency for c in configs] == [1, 2, 4, 8]
+    assert [c.workload.concurrency for c in experiment.configs(external=True)] == [0]
+    assert parse_experiment(experiment.to_toml()).workload["concurrency"] == "slots"
+    with pytest.raises(ExperimentError, match=r"concurrency must be int, got 'slot'"):
+        parse_experiment('[workload]\nconcurrency = "slot"\n')

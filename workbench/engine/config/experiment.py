@@ -192,12 +192,17 @@ class WorkloadSettings:
     concurrency: int = setting(
         0,
         label="concurrency",
-        help="client-side limit on requests in flight; `0` = all at once",
+        help=(
+            'client-side limit on requests in flight; `0` = all at once; `"slots"` = as many '
+            "as the configuration's slots (a sweep over slots keeps the two equal; with "
+            "`-np -1` there is no fixed count, so no limit)"
+        ),
         low=0,
         high=10_000,
-        note="0 = all at once",
+        note='0 = all at once, or "slots"',
         in_form=True,
-        hint="0 = all at once",
+        hint='0 = all at once, or "slots"',
+        follows="slots",
     )
     arrival: str = setting(
         "burst",
@@ -401,7 +406,8 @@ class Experiment:
             s = {k: chosen.get(("server", k), v) for k, v in server.items()}
             w = {k: chosen.get(("workload", k), v) for k, v in self.workload.items()}
             server_settings = from_stored(ServerSettings, s)
-            workload_settings = from_stored(WorkloadSettings, w)
+            followed = _follow(w, None if external else server_settings)
+            workload_settings = from_stored(WorkloadSettings, followed)
             label = " ".join(
                 f"{f.short}={show_value(v)}" for (_, f, _), v in zip(axes, combo, strict=True)
             )
@@ -424,6 +430,18 @@ class Experiment:
     def to_toml(self) -> str:
         """This experiment as a file; ``parse_experiment`` reads it back unchanged."""
         return experiment_to_toml(self.name, self.description, self.server, self.workload)
+
+
+def _follow(workload: dict[str, Any], server: ServerSettings | None) -> dict[str, Any]:
+    """Workload fields that follow a server field take its value in this configuration
+    (``concurrency = "slots"``: as many in flight as slots), or their default where there is
+    no such value (``-np -1``; an external server, whose settings the file does not set)."""
+    out = dict(workload)
+    for f in fields_of(WorkloadSettings):
+        if f.setting.follows is not None and out.get(f.name) == f.setting.follows:
+            value = None if server is None else getattr(server, f.setting.follows)
+            out[f.name] = value if isinstance(value, int) and value > 0 else f.default
+    return out
 
 
 def _default_label(server: ServerSettings, external: bool) -> str:

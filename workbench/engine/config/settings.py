@@ -53,6 +53,9 @@ class Setting:
     """The form's placeholder; ``{cores}`` becomes this machine's core count."""
     file_filter: str = ""
     """A file-picking field: the dialog's filter."""
+    follows: str | None = None
+    """A server field whose value this one may take in each configuration of a sweep: the
+    file gives that field's name (``concurrency = "slots"``) instead of a number."""
 
 
 def setting(default: Any, **declared: Any) -> Any:
@@ -92,6 +95,8 @@ class Field:
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` (one value, not a sweep) is not allowed, or None."""
+        if self.setting.follows is not None and value == self.setting.follows:
+            return None
         types_ = self.accepted_types()
         # bool is an int in Python; a number field must not silently accept true/false.
         if (bool not in types_ and isinstance(value, bool)) or not isinstance(value, types_):
