@@ -26,17 +26,32 @@ from workbench.cli.exit_codes import (
 )
 from workbench.cli.progress import ProgressState
 from workbench.cli.tables import event_line, results_table, run_line
-from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.config.experiment import load_experiment
+from workbench.engine.base.errors import ExperimentError, WorkbenchError
+from workbench.engine.config.experiment import (
+    SETTINGS,
+    Experiment,
+    load_experiment,
+    parse_experiment,
+)
+from workbench.engine.config.settings import Field, fields_of
 from workbench.engine.events import Notice
 from workbench.engine.run.lifecycle import STOP_SIGNALS, RunLifecycle
 from workbench.engine.run.runner import ExperimentRunner, RunOptions, RunResult
 from workbench.ui.options import add_gui_arguments
 
+QUICK_NAME = "quick"
+
 
 def add_run(sub: Any) -> None:
-    run = sub.add_parser("run", help="run an experiment file and save a session")
-    run.add_argument("experiment", help="experiment TOML file (see experiments/)")
+    run = sub.add_parser(
+        "run",
+        help="run an experiment file (or one made of flags) and save a session",
+        description="Run an experiment file, or without one an experiment made of the "
+        "setting flags below (e.g. `workbench run --slots 1,2,4 --requests 8`).",
+    )
+    run.add_argument(
+        "experiment", nargs="?", help="experiment TOML file (see experiments/); optional"
+    )
     run.add_argument("--out", default="results", help="output folder (default: results/)")
     run.add_argument("--base-url", help="measure a server started elsewhere (external mode)")
     run.add_argument(
@@ -48,7 +63,75 @@ def add_run(sub: Any) -> None:
     run.add_argument("--server-bin", help="llama-server binary to use")
     run.add_argument("--model", help="GGUF model file (overrides [server] model)")
     run.add_argument("--quiet", action="store_true", help="no live progress, only the results")
+    add_setting_flags(run)
     run.set_defaults(handler=cmd_run)
+
+
+def _flag_fields() -> list[Field]:
+    """The settings that get a flag: every one of the schema, less the model (``--model``
+    above) and argument lists (not a comma list)."""
+    return [f for cls in SETTINGS for f in fields_of(cls) if f.name != "model" and not f.is_args]
+
+
+def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "settings", "each replaces the experiment file's value; a comma list is a sweep axis"
+    )
+    for f in _flag_fields():
+        group.add_argument(
+            f"--{f.name.replace('_', '-')}",
+            dest=f"setting_{f.name}",
+            metavar="V[,V...]",
+            help=f"[{f.table}] {f.setting.label}",
+        )
+
+
+def flag_value(f: Field, text: str) -> Any:
+    """A flag's text as the file would hold it: one value, or a list (a sweep)."""
+    flag = f"--{f.name.replace('_', '-')}"
+    values = []
+    for part in (p.strip() for p in text.split(",")):
+        if f.setting.follows is not None and part == f.setting.follows:
+            values.append(part)
+        elif f.kind is bool:
+            if part.lower() not in BOOL_WORDS:
+                raise ExperimentError(f"{flag}: '{part}' is not on or off")
+            values.append(BOOL_WORDS[part.lower()])
+        elif f.kind in (int, float):
+            try:
+                values.append(f.kind(part))
+            except ValueError:
+                noun = "a whole number" if f.kind is int else "a number"
+                raise ExperimentError(f"{flag}: '{part}' is not {noun}") from None
+        else:
+            values.append(part)
+    return values[0] if len(values) == 1 else values
+
+
+BOOL_WORDS = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
+
+
+def experiment_of(args: argparse.Namespace) -> Experiment:
+    """The experiment file with the flags' values, or without a file, one made of them."""
+    chosen: dict[str, dict[str, Any]] = {"server": {}, "workload": {}}
+    for f in _flag_fields():
+        text = getattr(args, f"setting_{f.name}", None)
+        if text is not None:
+            chosen[f.table][f.name] = flag_value(f, text)
+    if args.model:
+        chosen["server"]["model"] = args.model
+    if args.experiment:
+        experiment = load_experiment(args.experiment)
+    elif not any(chosen.values()):
+        raise WorkbenchError(
+            "give an experiment file, or settings as flags "
+            "(e.g. workbench run --slots 1,2,4 --requests 8 --max-tokens 64)"
+        )
+    else:
+        experiment = parse_experiment("", name_hint=QUICK_NAME)
+    if not any(chosen.values()):
+        return experiment
+    return experiment.with_overrides(chosen["server"], chosen["workload"])
 
 
 def add_gui(sub: Any) -> None:
@@ -78,9 +161,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
-    experiment = load_experiment(args.experiment)
-    if args.model:
-        experiment = experiment.with_overrides(server={"model": args.model})
+    experiment = experiment_of(args)
     if args.api_key_env and not args.base_url:
         raise WorkbenchError("--api-key-env is for an external server: give --base-url too")
     options = RunOptions(

@@ -421,11 +421,22 @@ class Experiment:
             )
         return configs
 
-    def with_overrides(self, server: dict[str, Any] | None = None) -> Experiment:
-        """The same experiment with some server fields replaced (CLI flags such as --model)."""
+    def with_overrides(
+        self, server: dict[str, Any] | None = None, workload: dict[str, Any] | None = None
+    ) -> Experiment:
+        """The same experiment with some fields replaced (CLI flags such as --model or
+        --slots), checked as a file's would be. The session keeps what ran: its source
+        becomes this experiment written out, with the replaced values."""
         merged = {**self.server, **(server or {})}
-        _validate_table(ServerSettings, merged)
-        return replace(self, server=merged)
+        loads = {**self.workload, **(workload or {})}
+        try:
+            _validate_table(ServerSettings, merged)
+            _validate_table(WorkloadSettings, loads)
+            _validate_workload_consistency(loads)
+        except ExperimentError as exc:
+            raise ExperimentError(f"{self.path or '<flags>'}: {exc}") from None
+        changed = replace(self, server=merged, workload=loads, sweep_axes=_axes(merged, loads))
+        return replace(changed, source=changed.to_toml())
 
     def to_toml(self) -> str:
         """This experiment as a file; ``parse_experiment`` reads it back unchanged."""
@@ -490,13 +501,18 @@ def parse_experiment(
         _validate_workload_consistency(workload)
     except ExperimentError as exc:
         raise ExperimentError(f"{where}: {exc}") from None
-    axes = tuple(
+    axes = _axes(server, workload)
+    return Experiment(name, description, dict(server), dict(workload), text, path, axes)
+
+
+def _axes(server: dict[str, Any], workload: dict[str, Any]) -> tuple[str, ...]:
+    """The sweep axes, as ``table.field``."""
+    return tuple(
         f"{cls.TABLE}.{k}"
         for cls, values in ((ServerSettings, server), (WorkloadSettings, workload))
         for k, v in values.items()
         if field_named(cls, k).is_axis(v)
     )
-    return Experiment(name, description, dict(server), dict(workload), text, path, axes)
 
 
 def _suggest(key: str, options: set[str] | list[str]) -> str:
