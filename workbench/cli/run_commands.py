@@ -37,6 +37,7 @@ from workbench.engine.config.settings import Field, fields_of
 from workbench.engine.events import Notice
 from workbench.engine.run.lifecycle import STOP_SIGNALS, RunLifecycle
 from workbench.engine.run.runner import ExperimentRunner, RunOptions, RunResult
+from workbench.engine.store import open_session
 from workbench.ui.options import add_gui_arguments
 
 QUICK_NAME = "quick"
@@ -63,6 +64,12 @@ def add_run(sub: Any) -> None:
     run.add_argument("--server-bin", help="llama-server binary to use")
     run.add_argument("--model", help="GGUF model file (overrides [server] model)")
     run.add_argument("--quiet", action="store_true", help="no live progress, only the results")
+    run.add_argument(
+        "--resume",
+        metavar="SESSION",
+        help="go on with a session whose run did not finish, in the same file: its finished "
+        "configurations are kept, the others run again",
+    )
     add_setting_flags(run)
     run.set_defaults(handler=cmd_run)
 
@@ -118,6 +125,12 @@ def experiment_of(args: argparse.Namespace) -> Experiment:
         text = getattr(args, f"setting_{f.name}", None)
         if text is not None:
             chosen[f.table][f.name] = flag_value(f, text)
+    if args.resume:
+        if args.experiment or any(chosen.values()):
+            raise WorkbenchError(
+                "--resume runs the session's own experiment: give no file or settings"
+            )
+        return resumed_experiment(Path(args.resume), args.model)
     if args.model:
         chosen["server"]["model"] = args.model
     if args.experiment:
@@ -160,15 +173,38 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             signal.signal(sig, handler)
 
 
+def resumed_experiment(path: Path, model: str | None) -> Experiment:
+    """The experiment a session ran, from the text it stored. A path in a session is never
+    acted on: prompts from a file cannot be resumed, and a model given by path must be given
+    again with --model."""
+    with open_session(path) as session:
+        text, name = session.meta["experiment_toml"], session.meta["name"]
+    experiment = parse_experiment(text, name_hint=name, path=f"{path} (stored experiment)")
+    if any(c.workload.prompts != "builtin" for c in experiment.configs()):
+        raise WorkbenchError(
+            f"{path} sent prompts from a file named in the session; a path in a session is "
+            "never opened: run the experiment file again instead"
+        )
+    models = {c.server.model for c in experiment.configs()} - {"default"}
+    if models and model is None:
+        raise WorkbenchError(
+            f"{path} ran the model {sorted(models)[0]}: a path in a session is never opened, "
+            "so give the model again with --model"
+        )
+    return experiment.with_overrides({"model": model}) if model else experiment
+
+
 def _run(args: argparse.Namespace, console: Console) -> int:
     experiment = experiment_of(args)
     if args.api_key_env and not args.base_url:
         raise WorkbenchError("--api-key-env is for an external server: give --base-url too")
+    resume = Path(args.resume) if args.resume else None
     options = RunOptions(
-        Path(args.out),
+        resume.parent if resume else Path(args.out),
         base_url=args.base_url,
         server_bin=args.server_bin,
         api_key_env=args.api_key_env,
+        resume=resume,
     )
     runner = ExperimentRunner(experiment, options)
     lifecycle = RunLifecycle(

@@ -22,7 +22,7 @@ from typing import Any
 
 from workbench.engine.analysis.planner import context_shortfall, kv_layout, request_tokens
 from workbench.engine.base.errors import OutputDirError, WorkbenchError
-from workbench.engine.base.records import RequestRecord, StartupFacts
+from workbench.engine.base.records import Hardware, RequestRecord, StartupFacts
 from workbench.engine.config.experiment import Experiment, RunConfig
 from workbench.engine.events import (
     ClientLoadMeasured,
@@ -69,7 +69,7 @@ from workbench.engine.server.external import (
 )
 from workbench.engine.server.llama_server import LlamaServer, describe_exit
 from workbench.engine.server.slot_log import SlotLog
-from workbench.engine.store import SessionWriter, create_session
+from workbench.engine.store import SessionWriter, create_session, open_session, reopen_session
 
 SWITCH_INTERVAL_S = 0.0005
 SLOT_LOG_INTERVAL_S = 0.25
@@ -81,6 +81,7 @@ class RunOptions:
     base_url: str | None = None
     server_bin: str | None = None
     api_key_env: str | None = None  # the variable's name; its value is read, never kept
+    resume: Path | None = None  # a session whose run did not finish: go on in it
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,9 @@ class ExperimentRunner:
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         base = f"{_slug(experiment.name)}-{stamp}"
         self.session_path = options.out_dir / f"{base}.session.sqlite"
+        if options.resume is not None:
+            self.session_path = options.resume
+            base = options.resume.name.removesuffix(".session.sqlite")
         self.log_dir = options.out_dir / "logs" / base
         self.binary: str | None = None
         self.models: dict[str, Path] = {}
@@ -146,6 +150,7 @@ class ExperimentRunner:
         self._server: LlamaServer | None = None
         self._writer: SessionWriter | None = None
         self._next_index = 0
+        self._resume_notices: list[str] = []
         self._status = "complete"
         self._error: str | None = None
         self._cancel_requested = threading.Event()
@@ -173,6 +178,9 @@ class ExperimentRunner:
                 if config.server.model not in self.models:
                     self.models[config.server.model] = resolve_model(config.server.model, base_dir)
         hardware = fingerprint(self.binary)
+        if self.options.resume is not None:
+            self._resume(hardware)
+            return
         if self._session_exists():
             raise OutputDirError(f"session file already exists: {self.session_path}")
         try:
@@ -190,6 +198,42 @@ class ExperimentRunner:
             raise OutputDirError(
                 f"cannot create the session file {self.session_path}: {exc}"
             ) from None
+
+    def _resume(self, hardware: Hardware) -> None:
+        """Go on with a session whose run was interrupted: the configurations it finished
+        (status ok) are kept and counted in the result; the others run again from their
+        start in the same file."""
+        with open_session(self.session_path) as session:
+            if session.status == "complete":
+                raise WorkbenchError(
+                    f"{self.session_path} is complete: every configuration finished"
+                )
+            if (session.meta["mode"] == "external") != self.external:
+                raise WorkbenchError(
+                    f"{self.session_path} measured "
+                    + (
+                        "an external server: give --base-url"
+                        if not self.external
+                        else "a server it started: leave out --base-url"
+                    )
+                )
+            done = {c.index for c in session.configs if c.status == "ok"}
+            kept = [s for s in session.summaries() if s.index in done]
+            known = session.hardware.hostname
+        if known and hardware.hostname and known != hardware.hostname:
+            self._resume_notices.append(
+                f"resumed on {hardware.hostname}, the session began on {known}: "
+                "its configurations were measured on two machines"
+            )
+        self.configs = [c for c in self.configs if c.index not in done]
+        if not self.configs:
+            raise WorkbenchError(f"{self.session_path}: every configuration finished already")
+        self.summaries = kept
+        self._next_index = reopen_session(self.session_path, [c.index for c in self.configs])
+        self._resume_notices.append(
+            f"resumed: {len(done)} finished configuration(s) kept, "
+            f"{len(self.configs)} to run ({', '.join(c.label for c in self.configs)})"
+        )
 
     def _external_model(self, config: RunConfig) -> RunConfig:
         """vLLM and SGLang need a model name the server knows; llama.cpp takes any."""
@@ -241,7 +285,8 @@ class ExperimentRunner:
         if self._writer.error is not None:
             self._status = "failed"
             self._error = f"writing the session failed: {self._writer.error}"
-        return RunResult(self._status, self.session_path, self.summaries, self._error)
+        summaries = sorted(self.summaries, key=lambda s: s.index)  # a resumed run's too
+        return RunResult(self._status, self.session_path, summaries, self._error)
 
     @property
     def running(self) -> bool:
@@ -267,6 +312,8 @@ class ExperimentRunner:
                 time.perf_counter_ns(),
             )
         )
+        for text in self._resume_notices:
+            self.emit(Notice("info", text))
         if self.prompts is not None and self.prompts.origin != "builtin":
             # Say where the prompts come from: a path in someone else's experiment file
             # could point at any file, and its lines would be sent to the server.

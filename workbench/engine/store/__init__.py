@@ -4,14 +4,15 @@
 - ``table``: a table declared once, by a dataclass of its columns; its statements from that.
 - ``rows``: the row of every table, and how records and configurations become rows and back.
 - ``checks``: what a value read from a file (which can come from anyone) must be to be used.
-- ``writer``: ``create_session`` and ``SessionWriter``, the thread that records a run.
+- ``writer``: ``create_session`` and ``SessionWriter``, the thread that records a run, and
+  ``reopen_session`` for a run that goes on in the same file.
 - ``reader``: ``open_session`` and ``Session``, a file opened for reading.
 """
 
 from workbench.engine.store.reader import Session, open_session, summarize_config_records
 from workbench.engine.store.rows import ConfigRow
 from workbench.engine.store.schema import SCHEMA_VERSION
-from workbench.engine.store.writer import SessionWriter, create_session
+from workbench.engine.store.writer import SessionWriter, create_session, reopen_session
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -20,5 +21,6 @@ __all__ = [
     "SessionWriter",
     "create_session",
     "open_session",
+    "reopen_session",
     "summarize_config_records",
 ]

@@ -82,6 +82,12 @@ class Table(Generic[R]):
         conditions = " AND ".join(f"{name} = :{name}" for name in where)
         return f"UPDATE {self.name} SET {sets}" + (f" WHERE {conditions}" if where else "")
 
+    def delete_sql(self, where: Iterable[str]) -> str:
+        conditions = " AND ".join(f"{name} = :{name}" for name in self._known(where))
+        if not conditions:
+            raise ValueError(f"a delete from {self.name} must say which rows")
+        return f"DELETE FROM {self.name} WHERE {conditions}"
+
     # The statements, run.
 
     def values(self, row: R) -> dict[str, Any]:
@@ -92,6 +98,10 @@ class Table(Generic[R]):
 
     def insert(self, conn: sqlite3.Connection, rows: Iterable[R], *, replace: bool = False) -> None:
         conn.executemany(self.insert_sql(replace=replace), [self.values(r) for r in rows])
+
+    def delete(self, conn: sqlite3.Connection, where: Mapping[str, Any]) -> None:
+        """Delete the rows whose columns equal ``where``."""
+        conn.execute(self.delete_sql(where), dict(where))
 
     def update(self, conn: sqlite3.Connection, where: Mapping[str, Any], **values: Any) -> None:
         """Set the named ``values`` in the rows whose columns equal ``where``."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import __version__
+from workbench.engine.base.errors import SessionError
 from workbench.engine.base.records import Hardware
 from workbench.engine.events import (
     ClientLoadMeasured,
@@ -51,6 +52,7 @@ from workbench.engine.store.rows import (
     SERVER_STATES,
     SESSION,
     SLOTS_SAMPLES,
+    TABLES,
     StoredChunk,
     StoredClientLoad,
     StoredConfig,
@@ -65,7 +67,7 @@ from workbench.engine.store.rows import (
     StoredSession,
     StoredSlotsSample,
 )
-from workbench.engine.store.schema import create_tables
+from workbench.engine.store.schema import SCHEMA_VERSION, create_tables
 
 # Events the writer records; per-token events are not needed (a finished request carries them).
 RECORDED_EVENTS = (
@@ -131,6 +133,32 @@ def create_session(
         with conn:
             create_tables(conn)
             SESSION.insert(conn, [header])
+    finally:
+        conn.close()
+
+
+def reopen_session(path: Path, rerun: list[int]) -> int:
+    """Make a session whose run did not finish ready to go on in the same file: every row of
+    the configurations to run again is deleted (a configuration is measured whole or not at
+    all, so a half-run one starts over), and the session is running again. Returns the next
+    request index. Only a file of this schema version can take this version's rows."""
+    conn = _connect(path)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            raise SessionError(
+                f"{path} was written with session schema {version}, this workbench writes "
+                f"{SCHEMA_VERSION}: resume it with the version that wrote it, or run anew"
+            )
+        with conn:
+            for index in rerun:
+                for table in TABLES:
+                    key = "idx" if table is CONFIGS else "config_idx"
+                    if key in table.columns:
+                        table.delete(conn, {key: index})
+            SESSION.update(conn, {"id": 1}, status="running", error=None, finished_at=None)
+        (highest,) = conn.execute("SELECT MAX(idx) FROM requests").fetchone()
+        return 0 if highest is None else int(highest) + 1
     finally:
         conn.close()
 
