@@ -56,27 +56,86 @@ def fetch_counters(base_url: str, headers: dict[str, str] | None = None) -> dict
         return None
 
 
+MAX_SLOTS = 1024  # the most slots the workbench starts a server with (-np)
+MAX_COUNT = 2**31 - 1  # llama.cpp counts slots and tokens in int32
+SLOT_COUNTS = ("n_ctx", "n_prompt_tokens", "n_prompt_tokens_processed", "n_prompt_tokens_cache")
+
+
+def _count(value: Any) -> int | None:
+    """A slot id or token count from the server: a whole number in llama.cpp's range, or
+    None (the answer is untrusted: a string, a float, a negative or a boolean is no count)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        return None
+    return value
+
+
 def normalise_slots(data: Any) -> list[dict[str, Any]]:
-    """Keep what the views need from ``/slots``: which slot is busy with which task, and how
-    many tokens it has decoded (what lets the window tell which request a slot serves)."""
+    """Keep what the views need from ``/slots``: which slot is busy with which task, how many
+    tokens it has decoded (what lets the window tell which request a slot serves), and the
+    counts that say how much of its context the task holds (``slot_context_share``).
+
+    Every kept value is checked, as the answer may come from any server: ids and counts are
+    whole numbers in llama.cpp's range or None, and at most ``MAX_SLOTS`` slots are kept."""
     if not isinstance(data, list):
         return []
     out = []
-    for s in data:
+    for s in data[:MAX_SLOTS]:
         if not isinstance(s, dict):
             continue
         next_token = s.get("next_token")
         first = next_token[0] if isinstance(next_token, list) and next_token else next_token
-        decoded = first.get("n_decoded") if isinstance(first, dict) else None
+        slot_id = _count(s.get("id"))
         out.append(
             {
-                "id": s.get("id"),
-                "is_processing": bool(s.get("is_processing")),
-                "id_task": s.get("id_task"),
-                "n_decoded": decoded if isinstance(decoded, int) else None,
+                "id": slot_id if slot_id is not None and slot_id < MAX_SLOTS else None,
+                "is_processing": s.get("is_processing") is True,
+                "id_task": _count(s.get("id_task")),
+                "n_decoded": _count(first.get("n_decoded")) if isinstance(first, dict) else None,
+                **{name: _count(s.get(name)) for name in SLOT_COUNTS},
             }
         )
     return out
+
+
+def slot_context_share(slot: dict[str, Any]) -> float | None:
+    """How much of a slot's context (0 to 1) its current task holds, from one ``/slots``
+    entry; None when the server does not say (no ``n_ctx``, or no prompt counts: builds
+    before llama.cpp added them, and sessions recorded before the workbench kept them).
+
+    Tokens held = the larger of ``n_prompt_tokens`` and cached + processed prompt tokens +
+    decoded tokens, over the slot's ``n_ctx`` (at most 1). What the real server reports
+    (SmolLM2-135M, -np 2 -c 4096, a 1,450-token prompt, 200 tokens out, sampled at 4 Hz):
+
+    - Decoding: exact. ``n_prompt_tokens`` is the slot's whole sequence, prompt and tokens
+      out so far (1,451 with 1 decoded, 1,648 with 198), and it equals cached + processed +
+      decoded (0 + 1,450 + 1; 649 + 1 + 1 for a prompt found in the cache): the tokens
+      whose K and V the slot's cells hold, give or take the one token in flight.
+    - Prefill: an upper bound. From the first sample the slot holds the task,
+      ``n_prompt_tokens`` is the whole prompt (1,450) while ``n_prompt_tokens_processed``
+      stays 0 until the prefill ends (all 28 s of it on a busy two-core machine), so the
+      share is the whole prompt's from the start, though the cells fill batch by batch:
+      ``/slots`` does not say how far a prefill is.
+    - Idle: 0. A finished slot keeps its last sequence as a prompt cache (1,649 tokens,
+      ``is_processing`` false) that the next task reuses or overwrites; no request holds it.
+
+    With ``--kv-unified`` every slot's ``n_ctx`` is the whole pool the slots share (4,096 for
+    -np 2 -c 4096, measured): each share is then of that pool, and they add up to at most 1."""
+    n_ctx = _count(slot.get("n_ctx"))
+    if not n_ctx:
+        return None
+    if slot.get("is_processing") is not True:
+        return 0.0
+    sequence = _count(slot.get("n_prompt_tokens"))
+    processed = _count(slot.get("n_prompt_tokens_processed"))
+    if sequence is None and processed is None:
+        return None
+    parts = (
+        processed,
+        _count(slot.get("n_prompt_tokens_cache")),
+        _count(slot.get("n_decoded")),
+    )
+    held = max(sequence or 0, sum(p for p in parts if p is not None))
+    return min(held, n_ctx) / n_ctx
 
 
 class ProcessProbe:
