@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
@@ -196,3 +198,47 @@ def test_slots_are_matched_to_requests_by_tokens_decoded():
     assert changes.gantt
     assert (first.slot, second.slot, waiting.slot) == (0, 0, 1)
     assert lane_rows(model)[1] == ["np=1 c=8192 · slot 0", "np=1 c=8192 · slot 1"]
+
+
+def test_each_slots_context_share_follows_the_slots_endpoint():
+    from workbench.engine.events import ConfigFinished, ExperimentFinished
+    from workbench.engine.measure.sampler import normalise_slots
+
+    model = RunModel()
+    started(model, 1)
+
+    def slots(t: float, *held: int | None) -> SlotsSample:
+        """/slots as the real server answers it, normalised and stored as a session keeps
+        it: a slot holding ``n`` tokens of its 1,000, or idle (None)."""
+        answer = [
+            {"id": i, "n_ctx": 1000, "is_processing": n is not None}
+            | ({} if n is None else {"n_prompt_tokens": n, "n_prompt_tokens_processed": 0})
+            for i, n in enumerate(held)
+        ]
+        return SlotsSample(0, int(t * S), json.loads(json.dumps(normalise_slots(answer))))
+
+    changes = model.apply(
+        [slots(1.0, None, None), slots(1.25, 500, None), slots(1.5, 510, 800)]
+        + [slots(1.75 + i / 4, None, 800) for i in range(8)]
+    )
+    assert changes.samples
+    # Slot 0 rose with its prompt and fell when done; nine equal shares of slot 1 (and
+    # eight idle samples of slot 0) are two points, the second moved to the last sample.
+    assert model.slot_context == {
+        0: ([1.0, 1.25, 1.5, 1.75, 3.5], [0.0, 0.5, 0.51, 0.0, 0.0]),
+        1: ([1.0, 1.25, 1.5, 3.5], [0.0, 0.0, 0.8, 0.8]),
+    }
+    # The server stops with its configuration: what its slots held goes with it.
+    model.apply([RequestFinished(RequestRecord(0, 0, 0, "p", t_done_ns=4 * S))])
+    model.apply([ConfigFinished(0, "ok"), ExperimentFinished("complete", None)])
+    assert model.slot_context[1] == ([1.0, 1.25, 1.5, 3.5, 4.0], [0.0, 0.0, 0.8, 0.8, 0.0])
+    assert model.slot_context[0][1][-1] == 0.0 and len(model.slot_context[0][0]) == 5
+
+
+def test_no_context_share_where_the_slots_do_not_say_it():
+    """A session recorded before the counts were kept, or a build without them."""
+    model = RunModel()
+    started(model, 1)
+    model.apply([SlotsSample(0, S, [{"id": 0, "is_processing": True, "n_decoded": 3}])])
+    model.apply([SlotsSample(0, S, [{"id": "0", "is_processing": True, "n_ctx": 10}])])
+    assert model.slot_context == {} and model.slot_spans == {0: [[1.0, None]]}

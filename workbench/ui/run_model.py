@@ -30,6 +30,7 @@ from workbench.engine.events import (
     TokenChunkArrived,
 )
 from workbench.engine.figures.summaries import ConfigSummary, request_metrics
+from workbench.engine.measure.sampler import slot_context_share
 
 NS = 1e9
 STATES = ("queued", "prefill", "decoding", "done", "failed")
@@ -133,6 +134,9 @@ class RunModel:
         self.busy_slots: tuple[list[float], list[float]] = ([], [])
         # Per slot id, [start, end] spans while the slot was busy (end None: busy now).
         self.slot_spans: dict[int, list[list[float | None]]] = {}
+        # Per slot id, (t, share of the slot's context its task holds) where /slots says
+        # (``slot_context_share``); a run of equal shares keeps only its two ends.
+        self.slot_context: dict[int, tuple[list[float], list[float]]] = {}
         self.predicted_mib: float | None = None
         self.summaries: list[ConfigSummary] = []
         self.notices: list[Notice] = []
@@ -161,6 +165,7 @@ class RunModel:
                 ch.layout = ch.gantt = ch.samples = ch.server = ch.results = True
             case ConfigStarted(config=config):
                 self._close_slot_spans(self.last_t)
+                self._close_slot_context(self.last_t)
                 self.server = ServerView(config.index, config.label)
                 self.config_marks.append((self.last_t, config.label))
                 self.predicted_mib = None
@@ -228,6 +233,7 @@ class RunModel:
                 self._busy_now = sum(1 for s in slots if s.get("is_processing"))
                 self._append(self.busy_slots, event.t_ns, self._busy_now)
                 self._track_slots(slots, self.seconds(event.t_ns))
+                self._track_context(slots, self.seconds(event.t_ns))
                 if self._assign_slots(slots):
                     ch.gantt = True
                 ch.samples = True
@@ -244,6 +250,7 @@ class RunModel:
                 ch.server = True
             case ExperimentFinished():
                 self._close_slot_spans(self.last_t)
+                self._close_slot_context(self.last_t)
                 self.status, self.error = event.status, event.error
                 ch.finished = ch.server = ch.gantt = True
 
@@ -264,6 +271,19 @@ class RunModel:
                 spans.append([t, None])
             elif not busy and open_span:
                 spans[-1][1] = t
+
+    def _track_context(self, slots: list[dict[str, Any]], t: float) -> None:
+        for slot in slots:
+            slot_id, share = slot.get("id"), slot_context_share(slot)
+            if isinstance(slot_id, int) and share is not None:
+                _extend(self.slot_context.setdefault(slot_id, ([], [])), t, share)
+
+    def _close_slot_context(self, t: float) -> None:
+        """The configuration's server is stopped: no task holds its slots' context any more
+        (the last sample may have been taken while they were still busy)."""
+        for series in self.slot_context.values():
+            if series[1] and series[1][-1] > 0:
+                _extend(series, t, 0.0)
 
     def _assign_slots(self, slots: list[dict[str, Any]]) -> bool:
         """Which request each busy slot serves: llama-server does not say, but /slots tells
@@ -366,6 +386,17 @@ class RunModel:
         current = max(v.config_index for v in self.requests.values())
         repeat = max(v.repeat for v in self.requests.values() if v.config_index == current)
         return [v for v in self.ordered() if v.config_index == current and v.repeat == repeat]
+
+
+def _extend(series: tuple[list[float], list[float]], t: float, value: float) -> None:
+    """Append a point; a third equal value moves the second's time instead, so an idle slot
+    sampled at 4 Hz for an hour is two points, and the line drawn is the same."""
+    times, values = series
+    if len(values) >= 2 and values[-1] == value == values[-2]:
+        times[-1] = t
+    else:
+        times.append(t)
+        values.append(value)
 
 
 def predicted_footprint_mib(facts: StartupFacts) -> float | None:
