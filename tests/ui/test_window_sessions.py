@@ -85,13 +85,14 @@ def test_compare_two_sessions_in_the_window_and_export(window, loop, sweep_sessi
     window.library.buttons["Compare"].click()
     (compare,) = window.compare_windows
     run(loop, lambda: not compare.loading.isVisible() and len(compare.gantts) == 2, 30)
-    assert compare.table.columnCount() == 4 and compare.table.rowCount() == 18
-    values = [compare.table.item(row, 2).text() for row in range(18)]
-    assert values == [  # ... failed, prompt tokens, prefill tok/s (20 tokens in 0.1 s), queue
-        *("3.60", "10.0", "1.300", "2.500", "10.0", "0", "20", "200.0", "1.200"),  # np=1
-        *("2.95", "12.2", "0.100", "1.575", "8.0", "0", "20", "200.0", "0.000"),  # np=2
+    assert compare.table.columnCount() == 4 and compare.table.rowCount() == 22
+    values = [compare.table.item(row, 2).text() for row in range(22)]
+    assert values == [  # ... failed, prompt tokens, prefill tok/s (20 tokens in 0.1 s),
+        # the prompt cache (off, nothing reused), queue wait
+        *("3.60", "10.0", "1.300", "2.500", "10.0", "0", "20", "200.0", "off", "0.00", "1.200"),
+        *("2.95", "12.2", "0.100", "1.575", "8.0", "0", "20", "200.0", "off", "0.00", "0.000"),
     ]
-    assert [compare.table.item(row, 3).text() for row in range(18)] == values
+    assert [compare.table.item(row, 3).text() for row in range(22)] == values
     assert all(chart.point_count() == 4 for chart in compare.charts.values())
     assert [g.bar_count() for g in compare.gantts] == [6, 6]  # stacked, one per session
     assert len(compare.memory.getPlotItem().listDataItems()) == 2  # memory curves overlaid

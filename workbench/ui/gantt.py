@@ -20,6 +20,7 @@ from workbench.ui.theme import series_color, state_color
 SEGMENTS = ("queued", "prefill", "decoding", "failed")
 BAR_HEIGHT = 0.72
 MIN_SPAN_S = 10.0
+FAILED_MIN_SHARE = 0.012  # of the time shown: a refused request lasts milliseconds
 
 
 def segments(view: RequestView, now: float) -> list[tuple[str, float, float]]:
@@ -100,6 +101,8 @@ class GanttView(pg.PlotWidget):
             name: ([], [], []) for name in SEGMENTS
         }
         self._row_of = {}
+        starts = [v.t_submit for v in self._views if v.t_submit is not None]
+        shown = max(now - min(starts, default=now), MIN_SPAN_S)
         for view in self._views:
             row = rows[0][(view.config_index, view.slot)] if rows else view.row
             self._row_of[id(view)] = row
@@ -108,7 +111,8 @@ class GanttView(pg.PlotWidget):
                     continue  # a slot's lane shows what the slot did
                 x0s, widths, ys = spans[name]
                 x0s.append(x0)
-                widths.append(max(x1 - x0, 0.0))
+                least = FAILED_MIN_SHARE * shown if name == "failed" else 0.0
+                widths.append(max(x1 - x0, least))
                 ys.append(row)
         for name, (x0s, widths, ys) in spans.items():
             self.bars[name].setOpts(

@@ -60,7 +60,7 @@ def test_sessions_align_by_configuration(sweep_session, other_session):
         "np=1: different context per slot: 2048 vs 4096",
     ]
     markdown = to_markdown(comparison)
-    assert markdown.count("\n| np=") == 27 and "Not a like-for-like comparison" in markdown
+    assert markdown.count("\n| np=") == 33 and "Not a like-for-like comparison" in markdown
     assert "| np=2 | Aggregate throughput (tok/s) | 12.2 | - |" in markdown
 
 
@@ -80,7 +80,7 @@ def test_compare_command_writes_csv_and_markdown(sweep_session, other_session, t
     assert "np=4" in printed and "not like for like" in printed
     with out_csv.open() as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 27 and rows[0]["configuration"] == "np=1"
+    assert len(rows) == 33 and rows[0]["configuration"] == "np=1"
     assert rows[1]["metric"] == "Aggregate throughput (tok/s)"
     sweep, other = (next(k for k in rows[1] if k.startswith(name)) for name in ("sweep", "other"))
     assert float(rows[1][sweep]) == pytest.approx(10.0)

@@ -94,9 +94,9 @@ def test_concurrency_csv_keeps_its_columns(tmp_path):
     assert concurrency_columns() == [
         "slots", "ctx", "n_ctx_slot", "concurrency", "max_tokens", "total_s", "agg_tok_s",
         "ttft_p50_s", "ttft_max_s", "decode_tok_s", "label", "input_tokens", "status",
-        "repeats", "requests", "failed", "context_failed", "not_same_task",
-        "prompt_tokens_p50", "prefill_tok_s", "cache_hits", "output_tokens", "ttft_p90_s",
-        "ttft_p99_s", "tpot_p50_ms",
+        "repeats", "cache_state", "requests", "failed", "context_failed", "not_same_task",
+        "prompt_tokens_p50", "prefill_tok_s", "cache_hits", "cache_hit_rate", "ttft_hit_p50_s",
+        "ttft_miss_p50_s", "output_tokens", "ttft_p90_s", "ttft_p99_s", "tpot_p50_ms",
         "tpot_p90_ms", "tpot_p99_ms", "itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "itl_max_ms",
         "e2e_p50_s", "e2e_p90_s", "queue_wait_p50_s", "queue_wait_max_s", "dispatch_p50_ms",
         "dispatch_p99_ms", "dispatch_max_ms", "connect_p50_ms", "ttft_from_intended_p50_s",

@@ -120,3 +120,24 @@ def test_a_request_whose_context_fills_up_is_stopped_short_and_says_so(tmp_path)
         "prompt of 400 tokens (finish_reason length: the context filled up)"
     )
     assert result.summaries[0].not_same_task is not None
+
+
+def test_a_shared_prefix_is_served_from_the_cache_and_unique_prompts_are_not(tmp_path):
+    """One slot, requests one after another, the prompt cache on: with a 400-token shared
+    opening each later request reuses at least those 400 tokens; with unique prompts only
+    the chat template's own opening (30 tokens) and a word or two can be reused."""
+    result, records, notices = sized_run(
+        tmp_path,
+        "requests = 3\nconcurrency = 1\nmax_tokens = 4\nwarmup = 0\ncache_prompt = true\n"
+        "shared_prefix_tokens = [400, 0]",
+        server="slots = 1\nctx = 2048",
+    )
+    shared, unique = ([r for r in records if r.config_index == i] for i in (0, 1))
+    assert [r.timings["cache_n"] for r in shared][1:] >= [400, 400]
+    assert all(r.timings["cache_n"] <= 40 for r in unique)
+    assert any("all open with the same 400 tokens" in n for n in notices)
+    with_prefix, without = result.summaries
+    # Cold, the first of three found nothing: about 2/3 of the shared run's prompt tokens
+    # were reused. Short unique prompts are mostly template: a third of theirs.
+    assert with_prefix.value("cache_hit_rate") > 0.6 > 0.45 > without.value("cache_hit_rate")
+    assert with_prefix.cache_state == "cold" and with_prefix.unasked_cache_hits is None

@@ -289,6 +289,21 @@ class WorkloadSettings:
         help="`chat` (`/v1/chat/completions`) or `completion` (`/v1/completions`)",
         choices=ENDPOINTS,
     )
+    shared_prefix_tokens: int = setting(
+        0,
+        label="shared prefix",
+        help=(
+            "every prompt of a configuration starts with the same text of this many tokens "
+            "(a long system prompt; by the server's tokenizer), then its own question: with "
+            "`cache_prompt = true` the server can reuse the shared part; `0` = none"
+        ),
+        low=0,
+        high=10_000_000,
+        note="tokens",
+        short="prefix",
+        in_form=True,
+        hint="0 = none",
+    )
     stream: bool = setting(
         True,
         label="stream",
@@ -300,7 +315,14 @@ class WorkloadSettings:
         in_form=True,
     )
     cache_prompt: bool = setting(
-        False, label="prompt cache", help="llama.cpp's prompt cache for the request"
+        False,
+        label="prompt cache",
+        help=(
+            "let the server reuse a prompt's prefix already in the slot's cache "
+            "(`timings.cache_n` says how many tokens it reused)"
+        ),
+        short="cache",
+        in_form=True,
     )
     ignore_eos: bool = setting(
         True, label="ignore EOS", help="generate exactly `max_tokens` (stable comparisons)"

@@ -275,6 +275,26 @@ FIGURES: tuple[Figure, ...] = (
         views=frozenset({_T}),
     ),
     Figure(
+        "cache_state", "Prompt cache", "cache", "", None, Combine.SETTING,
+        "off (`cache_prompt = false`), cold (on, nothing sent before the measured requests) "
+        "or warm (on, after the warm-up requests)",
+        Part.CONFIG, frozenset({_C}),
+    ),
+    Figure(
+        "cache_hit_rate", "Cache hit rate", "cache hit", "share", 2, Combine.MEAN,
+        "prompt tokens the server reused from its cache (`timings.cache_n`) over all prompt "
+        "tokens (the chat template's shared opening counts too)",
+        views=frozenset({_C}),
+    ),
+    Figure(
+        "ttft_hit_p50_s", "TTFT p50, cache hits", "TTFT hit s", "s", 3, Combine.MEAN,
+        "median TTFT of the requests that reused some of their prompt (`timings.cache_n > 0`)",
+    ),
+    Figure(
+        "ttft_miss_p50_s", "TTFT p50, no cache hit", "TTFT miss s", "s", 3, Combine.MEAN,
+        "median TTFT of the requests that reused none of their prompt",
+    ),
+    Figure(
         "output_tokens", "Output tokens", "out tok", "tokens", None, Combine.SUM,
         "the server's count: `usage.completion_tokens`, else `timings.predicted_n`; chunks "
         "are counted only as a last resort, and the token source says which",

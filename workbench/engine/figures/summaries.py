@@ -95,6 +95,7 @@ class RequestMetrics:
     e2e_from_intended_s: float | None = None
     prompt_tokens: int | None = None
     prefill_tok_s: float | None = None
+    cached_tokens: int | None = None  # of the prompt, reused from the server's cache
 
 
 def _count(value: Any) -> int | None:
@@ -175,6 +176,7 @@ def request_metrics(record: RequestRecord) -> RequestMetrics | None:
         e2e_from_intended_s=None if intended is None else (record.t_last_token_ns - intended) / NS,
         prompt_tokens=prompt_tokens(record),
         prefill_tok_s=prefill_speed(record),
+        cached_tokens=_count(cache_n),
     )
 
 
@@ -225,6 +227,9 @@ class RunSummary:
     prompt_tokens_p50: float | None = None  # by the server's count
     prefill_tok_s: float | None = None
     context_failed: int = 0  # requests a slot's context could not hold
+    cache_hit_rate: float | None = None  # prompt tokens reused from the cache, of all
+    ttft_hit_p50_s: float | None = None  # requests that reused some of their prompt
+    ttft_miss_p50_s: float | None = None  # and those that reused none
 
 
 def _ms(value: float | None) -> float | None:
@@ -270,6 +275,8 @@ def summarize_run(
     dispatch_p99 = _ms(percentile(dispatch, 99))
     prompts = [m.prompt_tokens for m in metrics if m.prompt_tokens is not None]
     prefill = [m.prefill_tok_s for m in metrics if m.prefill_tok_s is not None]
+    counted = [m for m in metrics if m.prompt_tokens and m.cached_tokens is not None]
+    cached = sum(m.cached_tokens or 0 for m in counted)
     return RunSummary(
         requests=len(measured),
         ok=sum(r.ok for r in measured),
@@ -314,6 +321,9 @@ def summarize_run(
         prompt_tokens_p50=percentile([float(n) for n in prompts], 50),
         prefill_tok_s=statistics.fmean(prefill) if prefill else None,
         context_failed=sum(r.context_full for r in measured),
+        cache_hit_rate=cached / sum(m.prompt_tokens or 0 for m in counted) if counted else None,
+        ttft_hit_p50_s=percentile([m.ttft_s for m in metrics if m.cache_hit], 50),
+        ttft_miss_p50_s=percentile([m.ttft_s for m in metrics if not m.cache_hit], 50),
     )
 
 
@@ -341,6 +351,26 @@ class ConfigSummary:
     sd: dict[str, float | None] = field(default_factory=dict)
     error: str | None = None
     input_tokens: int = 0
+    cache_prompt: bool = False
+    warmup: int = 0
+
+    @property
+    def cache_state(self) -> str:
+        """How the prompt cache stood for the measured requests: off, cold (on, nothing sent
+        before them) or warm (on, after the warm-up requests)."""
+        if not self.cache_prompt:
+            return "off"
+        return "warm" if self.warmup else "cold"
+
+    @property
+    def unasked_cache_hits(self) -> str | None:
+        """Requests that reused cached prompt tokens though the experiment turned the cache
+        off (a server that caches anyway, or a prompt file that repeats): their TTFT is
+        flattered. None when there were none, or when the cache was asked for."""
+        hits = self.value("cache_hits")
+        if self.cache_prompt or not hits:
+            return None
+        return f"{hits} request(s) reused cached prompt tokens though cache_prompt is off"
 
     def value(self, name: str) -> Any:
         """A run figure averaged over repeats (or summed, for counts)."""
@@ -374,6 +404,8 @@ class ConfigSummary:
         """Why this configuration's numbers may not be the server's alone, or not the
         task the others did."""
         notes = [f"not the same task: {self.not_same_task}"] if self.not_same_task else []
+        if self.unasked_cache_hits:
+            notes.append(f"prompt cache: {self.unasked_cache_hits} (TTFT flattered)")
         if self.client_limited:
             notes.append(f"client-limited: {self.client_limited}")
         return notes + [f"cross-check: {text}" for text in self.checks_failed]
@@ -451,6 +483,8 @@ def summarize_config(
         concurrency=load.effective_concurrency,
         max_tokens=load.max_tokens,
         input_tokens=load.input_tokens,
+        cache_prompt=load.cache_prompt,
+        warmup=load.warmup,
         status=status,
         runs=runs,
         mean=mean,

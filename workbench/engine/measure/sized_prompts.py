@@ -170,10 +170,29 @@ class SizedPrompts:
         return None if found is None else found.tokens
 
 
+async def shared_prefix(tokenizer: ServerTokenizer, tokens: int, seed: int) -> str:
+    """Text of exactly ``tokens`` tokens (alone, as the tokenizer reads it), the same for every
+    request of a configuration: the part a prompt cache can reuse."""
+    ids = await tokenizer.tokens("System instructions. " + padding(seed, tokens))
+    return await tokenizer.text(ids[:tokens])
+
+
 async def size_prompts(
-    tokenizer: ServerTokenizer, base: PromptSource, indices: range, target: int, seed: int
+    tokenizer: ServerTokenizer,
+    base: PromptSource,
+    indices: range,
+    target: int,
+    seed: int,
+    prefix: str = "",
 ) -> SizedPrompts:
-    """Request ``i``'s prompt (``base.get(i)`` as its opening) sized to ``target`` tokens,
-    for every ``i`` in ``indices``; its padding seeded by ``seed + i``."""
-    built = {i: await sized_prompt(tokenizer, base.get(i), target, seed + i) for i in indices}
+    """Request ``i``'s prompt for every ``i`` in ``indices``: ``prefix`` (shared by all),
+    then ``base.get(i)``, sized to ``target`` tokens with padding seeded by ``seed + i``
+    (or as it is, counted, when ``target`` is 0)."""
+    built = {}
+    for i in indices:
+        opening = f"{prefix}\n\n{base.get(i)}" if prefix else base.get(i)
+        if target:
+            built[i] = await sized_prompt(tokenizer, opening, target, seed + i)
+        else:
+            built[i] = SizedPrompt(opening, await tokenizer.count(opening))
     return SizedPrompts(base, built)

@@ -50,6 +50,7 @@ from workbench.engine.measure.sized_prompts import (
     ServerTokenizer,
     SizedPrompts,
     TokenizerUnavailable,
+    shared_prefix,
     size_prompts,
     template_overhead,
 )
@@ -496,31 +497,50 @@ class ExperimentRunner:
         return planned
 
     async def _size_prompts(self, config: RunConfig, base_url: str) -> PromptSource | SizedPrompts:
-        """This configuration's prompts, each ``input_tokens`` long by the served model's
-        own tokenizer, built before its clock starts; the prompts as written when it is 0."""
+        """This configuration's prompts built with the served model's own tokenizer before
+        its clock starts: each ``input_tokens`` long, and all opening with the same
+        ``shared_prefix_tokens``; the prompts as written when both are 0."""
         assert self.prompts is not None
-        workload, target = config.workload, config.workload.input_tokens
-        if not target:
+        workload = config.workload
+        target, shared = workload.input_tokens, workload.shared_prefix_tokens
+        if not target and not shared:
             return self.prompts
+        if target and shared >= target:
+            raise WorkbenchError(
+                f"shared_prefix_tokens = {shared} leaves no room for a question in "
+                f"input_tokens = {target}"
+            )
         count = workload.warmup + workload.requests * workload.repeats
         tokenizer = ServerTokenizer(base_url, workload.endpoint, self._headers)
         started = time.monotonic()
         try:
             overhead = await template_overhead(tokenizer)
+            prefix = await shared_prefix(tokenizer, shared, workload.seed) if shared else ""
             indices = range(self._next_index, self._next_index + count)
-            sized = await size_prompts(tokenizer, self.prompts, indices, target, workload.seed)
+            sized = await size_prompts(
+                tokenizer, self.prompts, indices, target, workload.seed, prefix
+            )
         except TokenizerUnavailable as exc:
+            asked = " and ".join(
+                f"{name} = {value}"
+                for name, value in (("input_tokens", target), ("shared_prefix_tokens", shared))
+                if value
+            )
             raise WorkbenchError(
-                f"input_tokens = {target} needs the server's tokenizer, and {exc}; "
-                "set input_tokens = 0 to send the prompts as written"
+                f"{asked} needs the server's tokenizer, and {exc}; set it to 0 to send the "
+                "prompts as written"
             ) from None
-        missed = sorted({p.tokens for p in sized.built.values() if p.tokens != target})
+        lengths = sorted({p.tokens for p in sized.built.values()})
+        what = f"of {target} tokens" if target else f"of {lengths[0]} to {lengths[-1]} tokens"
+        missed = [n for n in lengths if target and n != target]
         self.emit(
             Notice(
                 "info",
-                f"[{config.label}] {count} prompts of {target} tokens built with the server's "
-                f"tokenizer in {time.monotonic() - started:.1f} s (the chat template and "
-                f"special tokens take {overhead} of them)"
+                f"[{config.label}] {count} prompts {what} built with the server's tokenizer "
+                f"in {time.monotonic() - started:.1f} s (the chat template and special tokens "
+                f"take {overhead} of them"
+                + (f"; all open with the same {shared} tokens" if shared else "")
+                + ")"
                 + (f"; some came to {', '.join(map(str, missed))} tokens" if missed else ""),
                 config.index,
             )

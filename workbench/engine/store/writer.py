@@ -143,8 +143,9 @@ def reopen_session(path: Path, rerun: list[int]) -> int:
     all, so a half-run one starts over), and the session is running again. Returns the next
     request index. Only a file of this schema version can take this version's rows."""
     conn = _connect(path)
+    conn.row_factory = sqlite3.Row
     try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()["user_version"]
         if version != SCHEMA_VERSION:
             raise SessionError(
                 f"{path} was written with session schema {version}, this workbench writes "
@@ -157,7 +158,7 @@ def reopen_session(path: Path, rerun: list[int]) -> int:
                     if key in table.columns:
                         table.delete(conn, {key: index})
             SESSION.update(conn, {"id": 1}, status="running", error=None, finished_at=None)
-        (highest,) = conn.execute("SELECT MAX(idx) FROM requests").fetchone()
+        highest = conn.execute("SELECT MAX(idx) AS highest FROM requests").fetchone()["highest"]
         return 0 if highest is None else int(highest) + 1
     finally:
         conn.close()
