@@ -141,3 +141,15 @@ def test_a_shared_prefix_is_served_from_the_cache_and_unique_prompts_are_not(tmp
     # were reused. Short unique prompts are mostly template: a third of theirs.
     assert with_prefix.value("cache_hit_rate") > 0.6 > 0.45 > without.value("cache_hit_rate")
     assert with_prefix.cache_state == "cold" and with_prefix.unasked_cache_hits is None
+
+
+def test_drawn_lengths_each_arrive_as_drawn(tmp_path):
+    _, records, notices = sized_run(
+        tmp_path,
+        "requests = 3\nmax_tokens = 2\nwarmup = 0\ninput_tokens = 200\n"
+        "input_spread = 'uniform'\ninput_spread_tokens = 100",
+    )
+    drawn = [r.prompt_tokens for r in records]
+    assert all(100 <= n <= 300 for n in drawn) and len(set(drawn)) == 3
+    assert [r.timings["prompt_n"] for r in records] == drawn
+    assert f"prompts of {min(drawn)} to {max(drawn)} tokens" in notices[0]

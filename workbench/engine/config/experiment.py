@@ -29,6 +29,7 @@ from workbench.engine.config.settings import (
 
 ARRIVALS = ("burst", "poisson", "gamma", "fixed")
 ENDPOINTS = ("chat", "completion")
+SPREADS = ("fixed", "uniform", "normal")
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
@@ -288,6 +289,24 @@ class WorkloadSettings:
         label="endpoint",
         help="`chat` (`/v1/chat/completions`) or `completion` (`/v1/completions`)",
         choices=ENDPOINTS,
+    )
+    input_spread: str = setting(
+        "fixed",
+        label="input spread",
+        help=(
+            "how `input_tokens` varies between requests: `fixed`, `uniform` (within "
+            "`input_tokens` ± `input_spread_tokens`) or `normal` (mean `input_tokens`, standard "
+            "deviation `input_spread_tokens`); each request's length is drawn from `seed`"
+        ),
+        choices=SPREADS,
+    )
+    input_spread_tokens: int = setting(
+        0,
+        label="input spread (tokens)",
+        help="the half-width (`uniform`) or standard deviation (`normal`) of the prompt lengths",
+        low=0,
+        high=10_000_000,
+        note="tokens",
     )
     shared_prefix_tokens: int = setting(
         0,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.net.bounded_http import post_json
 
@@ -177,19 +178,42 @@ async def shared_prefix(tokenizer: ServerTokenizer, tokens: int, seed: int) -> s
     return await tokenizer.text(ids[:tokens])
 
 
+MIN_DRAWN_TOKENS = 64
+"""The shortest prompt a spread may draw: room for the chat template and a question."""
+
+
+def input_lengths(workload: WorkloadSettings, count: int) -> list[int]:
+    """The prompt length of each of a configuration's ``count`` requests, in order:
+    ``input_tokens``, or drawn around it as ``input_spread`` says. Request ``k`` of every
+    configuration draws from ``seed + k``, so a sweep gives each configuration the same
+    lengths; none is shorter than ``MIN_DRAWN_TOKENS`` (or the shared prefix and a question)."""
+    mean, spread = workload.input_tokens, workload.input_spread_tokens
+    if not mean or workload.input_spread == "fixed" or not spread:
+        return [mean] * count
+    least = max(MIN_DRAWN_TOKENS, workload.shared_prefix_tokens + MIN_DRAWN_TOKENS)
+    lengths = []
+    for k in range(count):
+        rng = random.Random(workload.seed + k)
+        if workload.input_spread == "uniform":
+            drawn = rng.uniform(mean - spread, mean + spread)
+        else:
+            drawn = rng.gauss(mean, spread)
+        lengths.append(max(least, round(drawn)))
+    return lengths
+
+
 async def size_prompts(
     tokenizer: ServerTokenizer,
     base: PromptSource,
-    indices: range,
-    target: int,
+    targets: dict[int, int],
     seed: int,
     prefix: str = "",
 ) -> SizedPrompts:
-    """Request ``i``'s prompt for every ``i`` in ``indices``: ``prefix`` (shared by all),
-    then ``base.get(i)``, sized to ``target`` tokens with padding seeded by ``seed + i``
-    (or as it is, counted, when ``target`` is 0)."""
+    """Request ``i``'s prompt for every ``i`` of ``targets``: ``prefix`` (shared by all),
+    then ``base.get(i)``, sized to ``targets[i]`` tokens with padding seeded by ``seed + i``
+    (or as it is, counted, when that is 0)."""
     built = {}
-    for i in indices:
+    for i, target in targets.items():
         opening = f"{prefix}\n\n{base.get(i)}" if prefix else base.get(i)
         if target:
             built[i] = await sized_prompt(tokenizer, opening, target, seed + i)

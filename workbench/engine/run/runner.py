@@ -50,6 +50,7 @@ from workbench.engine.measure.sized_prompts import (
     ServerTokenizer,
     SizedPrompts,
     TokenizerUnavailable,
+    input_lengths,
     shared_prefix,
     size_prompts,
     template_overhead,
@@ -516,10 +517,9 @@ class ExperimentRunner:
         try:
             overhead = await template_overhead(tokenizer)
             prefix = await shared_prefix(tokenizer, shared, workload.seed) if shared else ""
-            indices = range(self._next_index, self._next_index + count)
-            sized = await size_prompts(
-                tokenizer, self.prompts, indices, target, workload.seed, prefix
-            )
+            first = self._next_index
+            targets = {first + k: n for k, n in enumerate(input_lengths(workload, count))}
+            sized = await size_prompts(tokenizer, self.prompts, targets, workload.seed, prefix)
         except TokenizerUnavailable as exc:
             asked = " and ".join(
                 f"{name} = {value}"
@@ -530,9 +530,10 @@ class ExperimentRunner:
                 f"{asked} needs the server's tokenizer, and {exc}; set it to 0 to send the "
                 "prompts as written"
             ) from None
-        lengths = sorted({p.tokens for p in sized.built.values()})
-        what = f"of {target} tokens" if target else f"of {lengths[0]} to {lengths[-1]} tokens"
-        missed = [n for n in lengths if target and n != target]
+        made = sorted(p.tokens for p in sized.built.values())
+        exact = len(set(made)) == 1
+        what = f"of {made[0]} tokens" if exact else f"of {made[0]} to {made[-1]} tokens"
+        missed = sum(sized.built[i].tokens != n for i, n in targets.items() if n)
         self.emit(
             Notice(
                 "info",
@@ -541,7 +542,7 @@ class ExperimentRunner:
                 f"take {overhead} of them"
                 + (f"; all open with the same {shared} tokens" if shared else "")
                 + ")"
-                + (f"; some came to {', '.join(map(str, missed))} tokens" if missed else ""),
+                + (f"; {missed} missed their length by a token or more" if missed else ""),
                 config.index,
             )
         )
