@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.sse_server import Behaviour, serve_in_thread
 from workbench.engine.base.errors import (
     ExternalServerError,
     ModelFileError,
@@ -20,6 +21,7 @@ from workbench.engine.base.errors import (
     ServerBinaryNotFound,
     SessionError,
 )
+from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.events import EventBus, FirstToken, ServerReady
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import ExperimentRunner, RunOptions
@@ -205,3 +207,22 @@ def test_file_that_is_not_a_session(tmp_path):
         open_session(path)
     with pytest.raises(SessionError, match="not found"):
         open_session(tmp_path / "missing.sqlite")
+
+
+def test_a_server_without_a_tokenizer_gets_prompts_of_about_the_length(tmp_path):
+    """An external server that is not llama-server has no /tokenize: prompts are padded a
+    word per token, their length left to the server's own count, and the run says so."""
+    experiment = parse_experiment(
+        "[workload]\nrequests = 2\nmax_tokens = 4\nwarmup = 0\ninput_tokens = 300\n"
+    )
+    with serve_in_thread(Behaviour(tokens=4)) as server:
+        result = run_experiment(experiment, RunOptions(tmp_path, base_url=server.base_url))
+        sent = [r.body for r in server.received if r.path == "/v1/chat/completions"]
+    assert result.status == "complete" and result.summaries[0].value("ok") == 2
+    with open_session(result.session_path) as session:
+        records = session.records(0)
+        notices = [n.text for n in session.notices()]
+    assert all(r.prompt_tokens is None for r in records)
+    words = [len(body["messages"][0]["content"].split()) for body in sent]
+    assert all(280 <= n <= 310 for n in words), words
+    assert any("has no tokenizer to count with" in n and "about 300 tokens" in n for n in notices)

@@ -117,7 +117,7 @@ class ServerTokenizer:
 @dataclass(frozen=True)
 class SizedPrompt:
     text: str
-    tokens: int  # as the server counts the whole prompt; the target unless it could not be hit
+    tokens: int | None  # as the server counts the whole prompt; None: estimated, not counted
 
 
 async def sized_prompt(
@@ -176,6 +176,19 @@ async def shared_prefix(tokenizer: ServerTokenizer, tokens: int, seed: int) -> s
     request of a configuration: the part a prompt cache can reuse."""
     ids = await tokenizer.tokens("System instructions. " + padding(seed, tokens))
     return await tokenizer.text(ids[:tokens])
+
+
+def approximate_prompts(base: PromptSource, targets: dict[int, int], seed: int) -> SizedPrompts:
+    """Prompts of about ``targets[i]`` tokens for a server without a tokenizer endpoint:
+    padded with a word per token wanted (the padding's words are common, mostly one token
+    each; the chat template is not counted). Their length is not known (``tokens`` None):
+    the server's own count comes back in each answer's usage."""
+    built = {}
+    for i, target in targets.items():
+        opening = base.get(i)
+        words = max(0, target - len(opening.split()))
+        built[i] = SizedPrompt(f"{opening}\n\n{padding(seed + i, words)}", None)
+    return SizedPrompts(base, built)
 
 
 MIN_DRAWN_TOKENS = 64

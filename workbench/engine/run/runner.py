@@ -50,6 +50,7 @@ from workbench.engine.measure.sized_prompts import (
     ServerTokenizer,
     SizedPrompts,
     TokenizerUnavailable,
+    approximate_prompts,
     input_lengths,
     shared_prefix,
     size_prompts,
@@ -513,14 +514,25 @@ class ExperimentRunner:
             )
         count = workload.warmup + workload.requests * workload.repeats
         tokenizer = ServerTokenizer(base_url, workload.endpoint, self._headers)
+        first = self._next_index
+        targets = {first + k: n for k, n in enumerate(input_lengths(workload, count))}
         started = time.monotonic()
         try:
             overhead = await template_overhead(tokenizer)
             prefix = await shared_prefix(tokenizer, shared, workload.seed) if shared else ""
-            first = self._next_index
-            targets = {first + k: n for k, n in enumerate(input_lengths(workload, count))}
             sized = await size_prompts(tokenizer, self.prompts, targets, workload.seed, prefix)
         except TokenizerUnavailable as exc:
+            if self.external and not shared:
+                self.emit(
+                    Notice(
+                        "warning",
+                        f"[{config.label}] the server has no tokenizer to count with ({exc}): "
+                        f"prompts of about {target} tokens, padded a word per token; their "
+                        "true length is the server's own count (prompt tokens in the results)",
+                        config.index,
+                    )
+                )
+                return approximate_prompts(self.prompts, targets, workload.seed)
             asked = " and ".join(
                 f"{name} = {value}"
                 for name, value in (("input_tokens", target), ("shared_prefix_tokens", shared))
@@ -530,7 +542,7 @@ class ExperimentRunner:
                 f"{asked} needs the server's tokenizer, and {exc}; set it to 0 to send the "
                 "prompts as written"
             ) from None
-        made = sorted(p.tokens for p in sized.built.values())
+        made = sorted(p.tokens or 0 for p in sized.built.values())
         exact = len(set(made)) == 1
         what = f"of {made[0]} tokens" if exact else f"of {made[0]} to {made[-1]} tokens"
         missed = sum(sized.built[i].tokens != n for i, n in targets.items() if n)
