@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.events import (
+    ConfigFinished,
     ConfigStarted,
+    ExperimentFinished,
     ExperimentStarted,
     FirstToken,
     MetricsSample,
@@ -21,6 +21,7 @@ from workbench.engine.events import (
     SlotsSample,
     TokenChunkArrived,
 )
+from workbench.engine.measure.sampler import normalise_slots
 from workbench.ui.gantt import segments
 from workbench.ui.run_model import RunModel, predicted_footprint_mib
 from workbench.ui.stream_grid import grid_shape, pane_stats
@@ -200,26 +201,24 @@ def test_slots_are_matched_to_requests_by_tokens_decoded():
     assert lane_rows(model)[1] == ["np=1 c=8192 · slot 0", "np=1 c=8192 · slot 1"]
 
 
-def test_each_slots_context_share_follows_the_slots_endpoint():
-    from workbench.engine.events import ConfigFinished, ExperimentFinished
-    from workbench.engine.measure.sampler import normalise_slots
+def slots_sample(t: float, *held: int | None, n_ctx: int = 1000) -> SlotsSample:
+    """/slots as the real server answers it, as the sampler keeps it: each slot holding
+    ``n`` tokens of its ``n_ctx`` (in prefill: none processed yet), or idle (None)."""
+    answer = []
+    for i, n in enumerate(held):
+        slot = {"id": i, "n_ctx": n_ctx, "is_processing": n is not None}
+        if n is not None:
+            slot |= {"n_prompt_tokens": n, "n_prompt_tokens_processed": 0}
+        answer.append(slot)
+    return SlotsSample(0, int(t * S), normalise_slots(answer))
 
+
+def test_each_slots_context_share_follows_the_slots_endpoint():
     model = RunModel()
     started(model, 1)
-
-    def slots(t: float, *held: int | None) -> SlotsSample:
-        """/slots as the real server answers it, normalised and stored as a session keeps
-        it: a slot holding ``n`` tokens of its 1,000, or idle (None)."""
-        answer = [
-            {"id": i, "n_ctx": 1000, "is_processing": n is not None}
-            | ({} if n is None else {"n_prompt_tokens": n, "n_prompt_tokens_processed": 0})
-            for i, n in enumerate(held)
-        ]
-        return SlotsSample(0, int(t * S), json.loads(json.dumps(normalise_slots(answer))))
-
     changes = model.apply(
-        [slots(1.0, None, None), slots(1.25, 500, None), slots(1.5, 510, 800)]
-        + [slots(1.75 + i / 4, None, 800) for i in range(8)]
+        [slots_sample(1.0, None, None), slots_sample(1.25, 500, None), slots_sample(1.5, 510, 800)]
+        + [slots_sample(1.75 + i / 4, None, 800) for i in range(8)]
     )
     assert changes.samples
     # Slot 0 rose with its prompt and fell when done; nine equal shares of slot 1 (and
@@ -242,3 +241,26 @@ def test_no_context_share_where_the_slots_do_not_say_it():
     model.apply([SlotsSample(0, S, [{"id": 0, "is_processing": True, "n_decoded": 3}])])
     model.apply([SlotsSample(0, S, [{"id": "0", "is_processing": True, "n_ctx": 10}])])
     assert model.slot_context == {} and model.slot_spans == {0: [[1.0, None]]}
+
+
+def test_a_reopened_session_shows_the_context_shares_it_recorded(tmp_path):
+    from tests.made_sessions import Config, build_session, startup_facts
+    from workbench.engine.run.replay import session_events
+    from workbench.engine.store import open_session
+
+    held = {1.0: None, 1.25: 1024, 1.5: 1536, 1.75: None}
+    samples = [slots_sample(t, n, n_ctx=2048) for t, n in held.items()]
+    live = RunModel()
+    started(live, 0)
+    live.apply(samples)
+    path = build_session(
+        tmp_path / "s.sqlite",
+        "[server]\nslots = 1\nctx = 2048\n",
+        [Config(facts=startup_facts(1, 2048), samples=samples)],
+    )
+    with open_session(path) as session:
+        events = session_events(session)
+    reopened = RunModel()
+    reopened.apply([e for _, e in events])
+    assert live.slot_context == {0: ([1.0, 1.25, 1.5, 1.75], [0.0, 0.5, 0.75, 0.0])}
+    assert reopened.slot_context == live.slot_context

@@ -1,4 +1,5 @@
-"""Live server plots: memory against the predicted footprint, queue depth and busy slots."""
+"""Live server plots: memory against the predicted footprint, queue depth, and busy slots
+with how much of its context each slot's request holds."""
 
 from __future__ import annotations
 
@@ -7,11 +8,23 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from workbench.ui.live_plot import add_legend, cache_axes
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme import series_color
+
+BAR_HEIGHT = 0.7  # of a slot's row: its busy bar, and the scale of its context fill
+TITLE_BUSY = "Slots busy (from /slots)"
+TITLE_CONTEXT = "Slots busy, context used (fill)"  # fits the narrow column at 1366x768
+CONTEXT_TIP = (
+    "Each row is a server slot. Pale bar: the slot is busy with a request.\n"
+    "Fill: how much of the slot's context the request holds; a full bar is the slot's\n"
+    "n_ctx. From /slots: prompt tokens and tokens generated so far. Exact while it\n"
+    "decodes; during prefill the whole prompt shows from the start, as the server does\n"
+    "not say how far a prefill is."
+)
 
 
 def _pen(name: str, dashed: bool = False) -> pg.QtGui.QPen:
@@ -35,7 +48,8 @@ def _time_plot(name: str, title: str, title_size: str = "11pt") -> pg.PlotWidget
 
 class ServerPlots(QWidget):
     """Three stacked plots on the run's time axis: RSS (MiB) against the predicted
-    footprint, /metrics queue counts, and which slots were busy (/slots)."""
+    footprint, /metrics queue counts, and which slots were busy and how much of its context
+    each one's request held (/slots)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -58,7 +72,7 @@ class ServerPlots(QWidget):
         self.deferred = q.plot([], [], pen=_pen("deferred"), name="deferred (queued)")
         self.busy = q.plot([], [], pen=_pen("busy_slots"), name="busy slots")
 
-        self.slots = _time_plot("slotsStrip", "Slots busy (from /slots)", "9pt")
+        self.slots = _time_plot("slotsStrip", TITLE_BUSY, "9pt")
         strip = self.slots.getPlotItem()
         strip.setLabel("left", "slot")
         strip.getAxis("left").enableAutoSIPrefix(False)  # slot ids, never "x0.001"
@@ -69,10 +83,18 @@ class ServerPlots(QWidget):
         strip.invertY(True)
         strip.setMouseEnabled(x=True, y=False)
         self.slot_bars = pg.BarGraphItem(
-            x0=[], width=[], y=[], height=0.7, brush=series_color("busy_slots"), pen=pg.mkPen(None)
+            x0=[],
+            width=[],
+            y=[],
+            height=BAR_HEIGHT,
+            brush=series_color("busy_slots"),
+            pen=pg.mkPen(None),
         )
         strip.addItem(self.slot_bars)
         self._slot_rows = 0
+        # Per slot, its context curve, and the series (and its length and end) last drawn.
+        self.context_curves: dict[int, pg.PlotDataItem] = {}
+        self._context_drawn: dict[int, tuple[list[float], int, float]] = {}
         self.queue.setXLink(self.memory)
         self.slots.setXLink(self.memory)
         self._y_max = {"memory": 0.0, "queue": 0.0}
@@ -120,7 +142,10 @@ class ServerPlots(QWidget):
                 x0.append(start)
                 width.append((end if end is not None else model.last_t) - start)
                 rows.append(slot_id)
-        self.slot_bars.setOpts(x0=np.array(x0), width=np.array(width), y=np.array(rows), height=0.7)
+        self.slot_bars.setOpts(
+            x0=np.array(x0), width=np.array(width), y=np.array(rows), height=BAR_HEIGHT
+        )
+        self._sync_context(model)
         count = max(model.slot_spans, default=-1) + 1
         if count != self._slot_rows:
             self._slot_rows = count
@@ -129,6 +154,36 @@ class ServerPlots(QWidget):
             # One tick per slot (a few at most when there are many), whole numbers only.
             step = max(1, math.ceil(count / 8))
             strip.getAxis("left").setTicks([[(i, str(i)) for i in range(0, max(count, 1), step)]])
+
+    def _sync_context(self, model: RunModel) -> None:
+        """Each slot's context share as a filled curve in its row, from the bottom edge of
+        its bar (nothing held) to the top (the slot's whole n_ctx). A slot whose series has
+        not moved since the last frame is not redrawn."""
+        strip = self.slots.getPlotItem()
+        for slot_id in [s for s in self.context_curves if s not in model.slot_context]:
+            strip.removeItem(self.context_curves.pop(slot_id))
+            del self._context_drawn[slot_id]
+        color = series_color("busy_slots")
+        for slot_id, (times, shares) in model.slot_context.items():
+            drawn = self._context_drawn.get(slot_id)
+            if drawn is not None and drawn[0] is times and drawn[1:] == (len(times), times[-1]):
+                continue
+            self._context_drawn[slot_id] = (times, len(times), times[-1])
+            bottom = slot_id + BAR_HEIGHT / 2  # the y axis points down: slot 0 on top
+            curve = self.context_curves.get(slot_id)
+            if curve is None:
+                curve = strip.plot([], [], pen=pg.mkPen(color, width=1), fillLevel=bottom)
+                curve.setBrush(color)
+                self.context_curves[slot_id] = curve
+            curve.setData(np.asarray(times), bottom - BAR_HEIGHT * np.asarray(shares))
+        showing = bool(self.context_curves)
+        title = TITLE_CONTEXT if showing else TITLE_BUSY
+        if strip.titleLabel.text != title:
+            strip.setTitle(title, size="9pt")
+            self.slots.setToolTip(CONTEXT_TIP if showing else "")
+            pale = QColor(color)
+            pale.setAlpha(90)
+            self.slot_bars.setOpts(brush=pale if showing else color)
 
     def _fit_y(self, key: str, widget: pg.PlotWidget, values: list[float]) -> None:
         """Change the y range only when the data leaves it (or shrinks a lot, on a reset)."""
