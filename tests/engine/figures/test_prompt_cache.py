@@ -47,3 +47,19 @@ def test_hits_the_experiment_did_not_ask_for_are_flagged():
     assert any(n.startswith("prompt cache: 1 request(s)") for n in summary.trust_notes)
     clean = config({"cache_prompt": False}, [record(0, 0.9, 0)])
     assert clean.unasked_cache_hits is None and clean.trust_notes == []
+
+
+def test_prompt_tokens_reused_from_the_cache_are_not_counted_against_the_server():
+    """llama.cpp's prompt_tokens_total counts only the prompt it processed: a warm cache's
+    4,194 reported tokens were 82 processed ones (measured, prefix-cache.toml)."""
+    from workbench.engine.figures.cross_checks import token_checks
+
+    records = [record(0, 0.3, 980, prompt=1000), record(1, 0.3, 990, prompt=1000)]
+    counters = "llamacpp:prompt_tokens_total"
+    (prompt,) = token_checks(records, {counters: 100.0}, {counters: 130.0})  # no output counter
+    assert (prompt.name, prompt.client, prompt.server, prompt.agrees) == (
+        "prompt tokens",
+        30.0,
+        30.0,
+        True,
+    )

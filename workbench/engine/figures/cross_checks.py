@@ -72,6 +72,16 @@ def _usage(record: RequestRecord, key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _processed_prompt(record: RequestRecord) -> int | None:
+    """Prompt tokens the server processed: llama.cpp's counter leaves out the ones it
+    reused from its cache (``timings.cache_n``), while ``usage`` reports the whole prompt."""
+    whole = _usage(record, "prompt_tokens")
+    cached = (record.timings or {}).get("cache_n")
+    if whole is None or not isinstance(cached, int) or isinstance(cached, bool):
+        return whole
+    return whole - cached
+
+
 def decode_check(records: list[RequestRecord]) -> CrossCheck | None:
     """Client decode time (first to last token chunk) against the server's generation
     time. The server times n decode steps, the client sees the n - 1 gaps between n tokens:
@@ -109,15 +119,16 @@ def token_checks(
     before: dict[str, float] | None,
     after: dict[str, float] | None,
 ) -> list[CrossCheck]:
-    """Output and prompt tokens the responses reported against the server's counters."""
+    """Output tokens the responses reported, and prompt tokens the server processed (not
+    reused from its cache), against the server's counters."""
     out = []
     sent = [r for r in records if r.t_submit_ns is not None]
-    for name, key, names in (
-        ("output tokens", "completion_tokens", OUTPUT_COUNTERS),
-        ("prompt tokens", "prompt_tokens", PROMPT_COUNTERS),
+    for name, count, names in (
+        ("output tokens", lambda r: _usage(r, "completion_tokens"), OUTPUT_COUNTERS),
+        ("prompt tokens", _processed_prompt, PROMPT_COUNTERS),
     ):
         server = _delta(before, after, names)
-        counts = [_usage(r, key) for r in sent]
+        counts = [count(r) for r in sent]
         if server is None or not sent or any(c is None for c in counts):
             continue
         client = float(sum(c for c in counts if c is not None))
