@@ -85,13 +85,15 @@ def _processed_prompt(record: RequestRecord) -> int | None:
 def decode_check(records: list[RequestRecord]) -> CrossCheck | None:
     """Client decode time (first to last token chunk) against the server's generation
     time. The server times n decode steps, the client sees the n - 1 gaps between n tokens:
-    the server's side is scaled by (n - 1) / n."""
+    the server's side is scaled by (n - 1) / n. A whole answer (not streamed) shows the
+    client no decoding, so it has nothing to compare."""
     client_ms = server_ms = 0.0
     for r in records:
         timings = r.timings or {}
         predicted_ms, predicted_n = timings.get("predicted_ms"), timings.get("predicted_n")
         if (
             not r.ok
+            or not r.streamed
             or r.t_first_token_ns is None
             or r.t_last_token_ns is None
             or not isinstance(predicted_ms, int | float)
