@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QLineEdit
 
+from workbench.engine.base.errors import ExperimentError
 from workbench.engine.config.experiment import parse_experiment
 from workbench.ui.experiment_form import ExperimentForm, form_fields
 
@@ -86,3 +88,18 @@ def test_concurrency_following_the_slots_is_shown_and_kept(qtbot) -> None:
     built = form.build()
     assert built.workload["concurrency"] == "slots"
     assert [c.workload.concurrency for c in built.configs()] == [1, 2]
+
+
+def test_zipped_axes_survive_the_form_and_are_checked(qtbot) -> None:
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load(
+        parse_experiment(
+            'zip = ["server.slots", "workload.concurrency"]\n'
+            "[server]\nslots = [1, 2]\n[workload]\nconcurrency = [1, 2]\n"
+        )
+    )
+    assert form.build().zipped == ("server.slots", "workload.concurrency")
+    form.fields[("server", "slots")].setText("1, 2, 4")
+    with pytest.raises(ExperimentError, match="as many values each"):
+        form.build()

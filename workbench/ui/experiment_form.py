@@ -298,6 +298,7 @@ class ExperimentForm(QWidget):
                 base.description if base else "",
                 server,
                 workload,
+                base.zipped if base else (),
             )
             path = base.path if base else None
             experiment = parse_experiment(text, path=path)

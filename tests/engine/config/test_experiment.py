@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,52 @@ def test_concurrency_can_follow_the_slots_of_each_configuration() -> None:
     assert parse_experiment(experiment.to_toml()).workload["concurrency"] == "slots"
     with pytest.raises(ExperimentError, match=r"concurrency must be int, got 'slot'"):
         parse_experiment('[workload]\nconcurrency = "slot"\n')
+
+
+def test_zipped_axes_step_together() -> None:
+    experiment = parse_experiment(
+        'zip = ["server.slots", "workload.concurrency"]\n'
+        "[server]\nslots = [1, 2, 4]\nctx = [4096, 8192]\n"
+        "[workload]\nrequests = 8\nconcurrency = [1, 2, 4]\n"
+    )
+    configs = experiment.configs()
+    assert [(c.server.ctx, c.server.slots, c.workload.concurrency) for c in configs] == [
+        (ctx, n, n) for n in (1, 2, 4) for ctx in (4096, 8192)
+    ]  # 6, not 18; slots stays the outer axis, as the file orders them
+    assert configs[0].label == "np=1 c=4096 concurrency=1"
+    assert experiment.zipped == ("server.slots", "workload.concurrency")
+    again = parse_experiment(experiment.to_toml())
+    assert [c.label for c in again.configs()] == [c.label for c in configs]
+    # External mode: the server axis collapses, the workload one sweeps alone.
+    assert [c.workload.concurrency for c in experiment.configs(external=True)] == [1, 2, 4]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('zip = ["server.slots"]\n[server]\nslots = [1, 2]\n', "two or more different axes"),
+        ('zip = "server.slots"\n', "'zip' must be a list of axis names"),
+        (
+            'zip = ["server.slots", "workload.requests"]\n[server]\nslots = [1, 2]\n',
+            "'workload.requests' is not a sweep axis of this experiment (its axes: server.slots)",
+        ),
+        (
+            'zip = ["server.slots", "workload.requests"]\n'
+            "[server]\nslots = [1, 2]\n[workload]\nrequests = [4, 8, 16]\n",
+            "as many values each (server.slots has 2, workload.requests has 3)",
+        ),
+    ],
+)
+def test_a_bad_zip_is_a_clear_error(text: str, message: str) -> None:
+    with pytest.raises(ExperimentError, match=re.escape(message)):
+        parse_experiment(text)
+
+
+def test_overrides_keep_the_zip_and_check_it() -> None:
+    experiment = parse_experiment(
+        'zip = ["server.slots", "workload.concurrency"]\n'
+        "[server]\nslots = [1, 2]\n[workload]\nconcurrency = [1, 2]\n"
+    )
+    assert len(experiment.with_overrides({"slots": [2, 4]}).configs()) == 2
+    with pytest.raises(ExperimentError, match="as many values each"):
+        experiment.with_overrides({"slots": [1, 2, 4]})

@@ -20,6 +20,7 @@ import tomli_w
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.config.settings import (
     DAY_S,
+    Field,
     field_named,
     fields_of,
     from_stored,
@@ -424,9 +425,13 @@ class Experiment:
     source: str = ""
     path: str | None = None
     sweep_axes: tuple[str, ...] = field(default=())
+    zipped: tuple[str, ...] = field(default=())
+    """Axes (``table.field``) that step together instead of multiplying: the file's
+    top-level ``zip``."""
 
     def configs(self, external: bool = False) -> list[RunConfig]:
-        """Expand the sweep. In external mode server axes cannot be set, so they collapse."""
+        """Expand the sweep: the Cartesian product of its axes, the zipped ones stepping
+        together as one. In external mode server axes cannot be set, so they collapse."""
         server = {
             k: v
             for k, v in self.server.items()
@@ -441,17 +446,32 @@ class Experiment:
             for f in fields_of(cls)
             if f.name in values and f.is_axis(values[f.name])
         ]
+        together = [a for a in axes if f"{a[0]}.{a[1].name}" in self.zipped]
+        if len(together) < 2:
+            together = []
+        # Each step of the product: one value of every free axis, one row of the zipped ones.
+        steps: list[list[tuple[tuple[str, Field, Any], ...]]] = [
+            [((a[0], a[1], v),) for v in a[2]] for a in axes if a not in together
+        ]
+        if together:
+            rows = zip(*(a[2] for a in together), strict=True)
+            steps.insert(
+                axes.index(together[0]),
+                [
+                    tuple((a[0], a[1], v) for a, v in zip(together, row, strict=True))
+                    for row in rows
+                ],
+            )
         configs = []
-        for index, combo in enumerate(itertools.product(*[values for _, _, values in axes])):
-            chosen = {(table, f.name): v for (table, f, _), v in zip(axes, combo, strict=True)}
+        for index, parts in enumerate(itertools.product(*steps)):
+            picked = sorted((p for part in parts for p in part), key=lambda p: _axis_order(axes, p))
+            chosen = {(table, f.name): v for table, f, v in picked}
             s = {k: chosen.get(("server", k), v) for k, v in server.items()}
             w = {k: chosen.get(("workload", k), v) for k, v in self.workload.items()}
             server_settings = from_stored(ServerSettings, s)
             followed = _follow(w, None if external else server_settings)
             workload_settings = from_stored(WorkloadSettings, followed)
-            label = " ".join(
-                f"{f.short}={show_value(v)}" for (_, f, _), v in zip(axes, combo, strict=True)
-            )
+            label = " ".join(f"{f.short}={show_value(v)}" for _, f, v in picked)
             configs.append(
                 RunConfig(
                     index,
@@ -474,6 +494,7 @@ class Experiment:
             _validate_table(ServerSettings, merged)
             _validate_table(WorkloadSettings, loads)
             _validate_workload_consistency(loads)
+            _validate_zip(self.zipped, merged, loads)
         except ExperimentError as exc:
             raise ExperimentError(f"{self.path or '<flags>'}: {exc}") from None
         changed = replace(self, server=merged, workload=loads, sweep_axes=_axes(merged, loads))
@@ -481,7 +502,14 @@ class Experiment:
 
     def to_toml(self) -> str:
         """This experiment as a file; ``parse_experiment`` reads it back unchanged."""
-        return experiment_to_toml(self.name, self.description, self.server, self.workload)
+        return experiment_to_toml(
+            self.name, self.description, self.server, self.workload, self.zipped
+        )
+
+
+def _axis_order(axes: list[tuple[str, Field, Any]], picked: tuple[str, Field, Any]) -> int:
+    """Where an axis stands in the file's order (labels read the same however they step)."""
+    return next(i for i, a in enumerate(axes) if a[0] == picked[0] and a[1] is picked[1])
 
 
 def _follow(workload: dict[str, Any], server: ServerSettings | None) -> dict[str, Any]:
@@ -520,7 +548,7 @@ def parse_experiment(
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError(f"{where}: not valid TOML: {exc}") from None
-    allowed_top = {"name", "description", *(cls.TABLE for cls in SETTINGS)}
+    allowed_top = {"name", "description", "zip", *(cls.TABLE for cls in SETTINGS)}
     for key in data:
         if key not in allowed_top:
             raise ExperimentError(
@@ -540,10 +568,40 @@ def parse_experiment(
         _validate_table(ServerSettings, server)
         _validate_table(WorkloadSettings, workload)
         _validate_workload_consistency(workload)
+        zipped = data.get("zip", [])
+        if not isinstance(zipped, list) or not all(isinstance(z, str) for z in zipped):
+            raise ExperimentError(f"'zip' must be a list of axis names, got {zipped!r}")
+        _validate_zip(tuple(zipped), server, workload)
     except ExperimentError as exc:
         raise ExperimentError(f"{where}: {exc}") from None
     axes = _axes(server, workload)
-    return Experiment(name, description, dict(server), dict(workload), text, path, axes)
+    return Experiment(
+        name, description, dict(server), dict(workload), text, path, axes, tuple(zipped)
+    )
+
+
+def _validate_zip(
+    zipped: tuple[str, ...], server: dict[str, Any], workload: dict[str, Any]
+) -> None:
+    """``zip = ["server.slots", "workload.concurrency"]``: two or more sweep axes of the same
+    length, which step together (slots 1, 2, 4 with concurrency 1, 2, 4: three
+    configurations, not nine)."""
+    if not zipped:
+        return
+    axes = _axes(server, workload)
+    if len(zipped) < 2 or len(set(zipped)) != len(zipped):
+        raise ExperimentError(f"zip names two or more different axes, got {list(zipped)}")
+    for name in zipped:
+        if name not in axes:
+            known = ", ".join(axes) or "none"
+            raise ExperimentError(
+                f"zip: {name!r} is not a sweep axis of this experiment (its axes: {known})"
+            )
+    tables = {"server": server, "workload": workload}
+    lengths = {name: len(tables[name.split(".")[0]][name.split(".")[1]]) for name in zipped}
+    if len(set(lengths.values())) > 1:
+        shown = ", ".join(f"{name} has {n}" for name, n in lengths.items())
+        raise ExperimentError(f"zip: the zipped axes must have as many values each ({shown})")
 
 
 def _axes(server: dict[str, Any], workload: dict[str, Any]) -> tuple[str, ...]:
@@ -589,13 +647,19 @@ def _validate_workload_consistency(workload: dict[str, Any]) -> None:
 
 
 def experiment_to_toml(
-    name: str, description: str, server: dict[str, Any], workload: dict[str, Any]
+    name: str,
+    description: str,
+    server: dict[str, Any],
+    workload: dict[str, Any],
+    zipped: tuple[str, ...] = (),
 ) -> str:
     """An experiment file for these fields; ``parse_experiment`` reads it back unchanged
     (tomli-w escapes every string, so a pasted description with control characters is kept)."""
     document: dict[str, Any] = {"name": name}
     if description:
         document["description"] = description
+    if zipped:
+        document["zip"] = list(zipped)
     for table, values in (("server", server), ("workload", workload)):
         document[table] = {
             key: list(value) if isinstance(value, tuple) else value
