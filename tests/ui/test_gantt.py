@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.ui.test_run_model import S, started
 from workbench.engine.base.records import RequestRecord
-from workbench.engine.events import RequestFinished
+from workbench.engine.events import FirstToken, RequestFinished
 from workbench.ui.gantt import FAILED_MIN_SHARE, GanttView
 from workbench.ui.run_model import RunModel
 
@@ -22,3 +22,25 @@ def test_a_request_refused_at_once_still_shows_as_a_red_bar(qtbot):
     assert list(options["x0"]) == [0.0]
     assert list(options["width"]) == [FAILED_MIN_SHARE * 100.0]
     assert list(gantt.bars["queued"].opts["width"]) == []
+
+
+def test_a_whole_answer_is_split_by_the_servers_timings():
+    """Not streamed, an answer arrives at its end: its bar shows the queue, the prefill and
+    the decoding the client could not watch, from the server's prompt_ms and predicted_ms."""
+    from workbench.engine.base.records import TokenChunk
+    from workbench.ui.gantt import segments
+
+    model = RunModel()
+    started(model, 1)
+    whole = RequestRecord(
+        0, 0, 0, "p", streamed=False, t_submit_ns=0, t_first_token_ns=10 * S,
+        t_last_token_ns=10 * S, t_done_ns=10 * S, ok=True, usage={"completion_tokens": 64},
+        timings={"prompt_ms": 2000.0, "predicted_ms": 5000.0}, chunks=[TokenChunk(10 * S, "x")],
+    )  # fmt: skip
+    model.apply([FirstToken(0, 0, 0, 10 * S), RequestFinished(whole)])
+    (view,) = model.ordered()
+    assert segments(view, 10.0) == [
+        ("queued", 0.0, 3.0),
+        ("prefill", 3.0, 5.0),
+        ("decoding", 5.0, 10.0),
+    ]

@@ -33,11 +33,17 @@ def segments(view: RequestView, now: float) -> list[tuple[str, float, float]]:
     if view.state == "done" and view.t_first is None:  # ended without generating a token
         return [("queued", start, view.t_done or start)]
     if view.state == "done" and view.t_first is not None:
-        spans = []
-        split = start + (view.queue_s or 0.0) if view.queue_s is not None else view.t_first
-        spans.append(("queued", start, split))
-        spans.append(("prefill", split, view.t_first))
-        spans.append(("decoding", view.t_first, view.t_last or view.t_first))
+        # Queue, then prefill for as long as the server's timings say, then decoding. A
+        # whole answer (not streamed) arrives at its end: the server's timings split the
+        # wait into queue, prefill and the decoding the client could not watch.
+        split = start + view.queue_s if view.queue_s is not None else view.t_first
+        decode_from = split + view.prefill_s if view.prefill_s is not None else view.t_first
+        decode_from = min(decode_from, view.t_first)
+        spans = [
+            ("queued", start, split),
+            ("prefill", split, decode_from),
+            ("decoding", decode_from, view.t_last or view.t_first),
+        ]
         return [s for s in spans if s[2] > s[1]]
     # Live: queued until a slot was seen prefilling it (when it was), then decoding.
     first = view.t_first if view.t_first is not None else now
