@@ -172,7 +172,7 @@ class ServerPlots(QWidget):
             bottom = slot_id + BAR_HEIGHT / 2  # the y axis points down: slot 0 on top
             curve = self.context_curves.get(slot_id)
             if curve is None:
-                curve = strip.plot([], [], pen=pg.mkPen(color, width=1), fillLevel=bottom)
+                curve = strip.plot([], [], pen=None, fillLevel=bottom)  # idle: nothing drawn
                 curve.setBrush(color)
                 self.context_curves[slot_id] = curve
             curve.setData(np.asarray(times), bottom - BAR_HEIGHT * np.asarray(shares))
