@@ -226,3 +226,22 @@ def test_a_server_without_a_tokenizer_gets_prompts_of_about_the_length(tmp_path)
     words = [len(body["messages"][0]["content"].split()) for body in sent]
     assert all(280 <= n <= 310 for n in words), words
     assert any("has no tokenizer to count with" in n and "about 300 tokens" in n for n in notices)
+
+
+def test_without_a_tokenizer_the_model_files_vocabulary_counts(tmp_path, model_path):
+    """Given the model file (--model), prompts are sized by its own vocabulary."""
+    from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
+
+    experiment = parse_experiment(
+        f"[server]\nmodel = '{model_path}'\n"
+        "[workload]\nrequests = 2\nmax_tokens = 4\nwarmup = 0\ninput_tokens = 300\n"
+    )
+    with serve_in_thread(Behaviour(tokens=4)) as server:
+        result = run_experiment(experiment, RunOptions(tmp_path, base_url=server.base_url))
+        sent = [r.body for r in server.received if r.path == "/v1/chat/completions"]
+    with open_session(result.session_path) as session:
+        notices = [n.text for n in session.notices()]
+    estimator = BpeEstimator.from_model(model_path)
+    counts = [estimator.count(body["messages"][0]["content"]) for body in sent]
+    assert all(299 <= n <= 301 for n in counts), counts
+    assert any(f"counted with {model_path.name}'s vocabulary" in n for n in notices)

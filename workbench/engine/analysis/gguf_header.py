@@ -37,6 +37,7 @@ MAX_KEPT_STRING_BYTES = 64 * 1024  # longer values (chat templates, licences) ar
 MAX_KEPT_ARRAY_ITEMS = 4096  # per-layer numbers are kept; vocabulary-sized arrays are not
 MAX_WALKED_ITEMS = 1 << 22  # strings and inner arrays stepped over one by one, in all
 MAX_KEPT_BYTES = 4 << 20  # names and kept values, in all (a real model's take ~100 KiB)
+MAX_VOCAB_BYTES = 64 << 20  # string arrays kept on request (a 256k vocabulary takes ~4 MiB)
 
 STRING, ARRAY = 8, 9
 SCALARS = {  # GGUF value type: struct format
@@ -97,7 +98,7 @@ GGML_BLOCKS = {
 U32 = struct.Struct("<I")
 U64 = struct.Struct("<Q")
 
-Value = int | float | bool | str | tuple[int | float | bool, ...]
+Value = int | float | bool | str | tuple[int | float | bool, ...] | tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -125,23 +126,29 @@ class GgufHeader:
     data_offset: int  # where the tensor data starts in the file
 
 
-def read_gguf_header(path: Path) -> GgufHeader:
-    """The header of a GGUF file, read in bounded steps (see the module's docstring)."""
+def read_gguf_header(path: Path, string_arrays: frozenset[str] = frozenset()) -> GgufHeader:
+    """The header of a GGUF file, read in bounded steps (see the module's docstring). The
+    string arrays named in ``string_arrays`` (a vocabulary) are kept too, within
+    ``MAX_VOCAB_BYTES`` together."""
     check_gguf(path)
     try:
         size = path.stat().st_size
         with path.open("rb", buffering=1 << 16) as fh:
-            return _Parser(fh, size, path).header()
+            return _Parser(fh, size, path, string_arrays).header()
     except OSError as exc:
         raise ModelFileError(f"cannot read model file {path}: {exc}") from None
 
 
 class _Parser:
-    def __init__(self, fh: BinaryIO, size: int, path: Path) -> None:
+    def __init__(
+        self, fh: BinaryIO, size: int, path: Path, string_arrays: frozenset[str] = frozenset()
+    ) -> None:
         self.fh, self.size, self.path = fh, size, path
+        self.string_arrays = string_arrays
         self.pos = 0
         self.walked = 0
         self.kept = 0
+        self.vocab = 0
 
     def error(self, what: str) -> ModelFileError:
         return ModelFileError(f"{self.path} is not a readable GGUF file: {what}")
@@ -252,6 +259,8 @@ class _Parser:
         self.walked += n
         if self.walked > MAX_WALKED_ITEMS:
             raise self.error(f"more than {MAX_WALKED_ITEMS} strings or inner arrays in all")
+        if item_type == STRING and key in self.string_arrays and depth == 0:
+            return tuple(self.vocab_string(what) for _ in range(n))
         if item_type == STRING:
             for _ in range(n):
                 self.skip(self.u64(what), what)
@@ -259,6 +268,13 @@ class _Parser:
             for _ in range(n):
                 self.value(ARRAY, key, depth + 1)
         return None
+
+    def vocab_string(self, what: str) -> str:
+        n = self.u64(what)
+        self.vocab += n
+        if self.vocab > MAX_VOCAB_BYTES:
+            raise self.error(f"its vocabulary takes more than {MAX_VOCAB_BYTES} bytes")
+        return self.take(n, what).decode("utf-8", "replace")
 
     def tensor_info(self) -> TensorInfo:
         name = self.name("a tensor name")

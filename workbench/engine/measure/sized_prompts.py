@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,16 +179,29 @@ async def shared_prefix(tokenizer: ServerTokenizer, tokens: int, seed: int) -> s
     return await tokenizer.text(ids[:tokens])
 
 
-def approximate_prompts(base: PromptSource, targets: dict[int, int], seed: int) -> SizedPrompts:
-    """Prompts of about ``targets[i]`` tokens for a server without a tokenizer endpoint:
-    padded with a word per token wanted (the padding's words are common, mostly one token
-    each; the chat template is not counted). Their length is not known (``tokens`` None):
-    the server's own count comes back in each answer's usage."""
+def approximate_prompts(
+    base: PromptSource,
+    targets: dict[int, int],
+    seed: int,
+    count: Callable[[str], int] | None = None,
+) -> SizedPrompts:
+    """Prompts of about ``targets[i]`` tokens for a server without a tokenizer endpoint,
+    padded to length by ``count`` (an estimate from the model file's vocabulary) or, without
+    one, a word per token wanted (the padding's words are common, mostly one token each).
+    The chat template is not counted, and their length is not known (``tokens`` None): the
+    server's own count comes back in each answer's usage."""
     built = {}
     for i, target in targets.items():
         opening = base.get(i)
         words = max(0, target - len(opening.split()))
-        built[i] = SizedPrompt(f"{opening}\n\n{padding(seed + i, words)}", None)
+        text = f"{opening}\n\n{padding(seed + i, words)}"
+        for _ in range(MAX_TRIES if count is not None else 0):
+            missing = target - count(text)
+            if missing == 0 or words + missing < 0:
+                break
+            words += missing
+            text = f"{opening}\n\n{padding(seed + i, words)}"
+        built[i] = SizedPrompt(text, None)
     return SizedPrompts(base, built)
 
 

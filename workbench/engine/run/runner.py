@@ -15,11 +15,13 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
 from workbench.engine.analysis.planner import context_shortfall, kv_layout, request_tokens
 from workbench.engine.base.errors import OutputDirError, WorkbenchError
 from workbench.engine.base.records import Hardware, RequestRecord, StartupFacts
@@ -523,16 +525,18 @@ class ExperimentRunner:
             sized = await size_prompts(tokenizer, self.prompts, targets, workload.seed, prefix)
         except TokenizerUnavailable as exc:
             if self.external and not shared:
+                estimate, how = self._model_estimate(config)
                 self.emit(
                     Notice(
                         "warning",
                         f"[{config.label}] the server has no tokenizer to count with ({exc}): "
-                        f"prompts of about {target} tokens, padded a word per token; their "
-                        "true length is the server's own count (prompt tokens in the results)",
+                        f"prompts of about {target} tokens, {how}, the chat template not "
+                        "counted; their true length is the server's own count (prompt tokens "
+                        "in the results)",
                         config.index,
                     )
                 )
-                return approximate_prompts(self.prompts, targets, workload.seed)
+                return approximate_prompts(self.prompts, targets, workload.seed, estimate)
             asked = " and ".join(
                 f"{name} = {value}"
                 for name, value in (("input_tokens", target), ("shared_prefix_tokens", shared))
@@ -559,6 +563,19 @@ class ExperimentRunner:
             )
         )
         return sized
+
+    def _model_estimate(self, config: RunConfig) -> tuple[Callable[[str], int] | None, str]:
+        """For an external server that cannot count: the model file's own vocabulary, when
+        the experiment names the file (``--model``), else nothing; and how prompts were
+        sized, said in the run's notice."""
+        if config.server.model == "default":
+            return None, "padded a word per token (give --model FILE.gguf to count better)"
+        base_dir = Path(self.experiment.path).parent if self.experiment.path else None
+        try:
+            model = resolve_model(config.server.model, base_dir)
+            return BpeEstimator.from_model(model).count, f"counted with {model.name}'s vocabulary"
+        except WorkbenchError as exc:
+            return None, f"padded a word per token ({exc})"
 
     async def _start_server(self, config: RunConfig) -> LlamaServer:
         assert self.binary is not None
