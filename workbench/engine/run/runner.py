@@ -15,13 +15,11 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
 from workbench.engine.analysis.planner import context_shortfall, kv_layout, request_tokens
 from workbench.engine.base.errors import OutputDirError, WorkbenchError
 from workbench.engine.base.records import Hardware, RequestRecord, StartupFacts
@@ -48,16 +46,7 @@ from workbench.engine.figures.summaries import (
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.prompts import PromptSource, load_prompts
 from workbench.engine.measure.sampler import ServerSampler, fetch_counters
-from workbench.engine.measure.sized_prompts import (
-    ServerTokenizer,
-    SizedPrompts,
-    TokenizerUnavailable,
-    approximate_prompts,
-    input_lengths,
-    shared_prefix,
-    size_prompts,
-    template_overhead,
-)
+from workbench.engine.measure.sized_prompts import SizedPrompts
 from workbench.engine.measure.workload import (
     ClientLoadMeter,
     arrival_offsets,
@@ -65,6 +54,7 @@ from workbench.engine.measure.workload import (
     plan_records,
     run_requests,
 )
+from workbench.engine.run.prompt_building import build_prompts
 from workbench.engine.server.discovery import find_server_binary, resolve_model
 from workbench.engine.server.external import (
     ExternalServer,
@@ -501,81 +491,16 @@ class ExperimentRunner:
         return planned
 
     async def _size_prompts(self, config: RunConfig, base_url: str) -> PromptSource | SizedPrompts:
-        """This configuration's prompts built with the served model's own tokenizer before
-        its clock starts: each ``input_tokens`` long, and all opening with the same
-        ``shared_prefix_tokens``; the prompts as written when both are 0."""
+        """This configuration's prompts, built before its clock starts (``prompt_building``),
+        and what the run says about how."""
         assert self.prompts is not None
-        workload = config.workload
-        target, shared = workload.input_tokens, workload.shared_prefix_tokens
-        if not target and not shared:
-            return self.prompts
-        if target and shared >= target:
-            raise WorkbenchError(
-                f"shared_prefix_tokens = {shared} leaves no room for a question in "
-                f"input_tokens = {target}"
-            )
-        count = workload.warmup + workload.requests * workload.repeats
-        tokenizer = ServerTokenizer(base_url, workload.endpoint, self._headers)
-        first = self._next_index
-        targets = {first + k: n for k, n in enumerate(input_lengths(workload, count))}
-        started = time.monotonic()
-        try:
-            overhead = await template_overhead(tokenizer)
-            prefix = await shared_prefix(tokenizer, shared, workload.seed) if shared else ""
-            sized = await size_prompts(tokenizer, self.prompts, targets, workload.seed, prefix)
-        except TokenizerUnavailable as exc:
-            if self.external and not shared:
-                estimate, how = self._model_estimate(config)
-                self.emit(
-                    Notice(
-                        "warning",
-                        f"[{config.label}] the server has no tokenizer to count with ({exc}): "
-                        f"prompts of about {target} tokens, {how}, the chat template not "
-                        "counted; their true length is the server's own count (prompt tokens "
-                        "in the results)",
-                        config.index,
-                    )
-                )
-                return approximate_prompts(self.prompts, targets, workload.seed, estimate)
-            asked = " and ".join(
-                f"{name} = {value}"
-                for name, value in (("input_tokens", target), ("shared_prefix_tokens", shared))
-                if value
-            )
-            raise WorkbenchError(
-                f"{asked} needs the server's tokenizer, and {exc}; set it to 0 to send the "
-                "prompts as written"
-            ) from None
-        made = sorted(p.tokens or 0 for p in sized.built.values())
-        exact = len(set(made)) == 1
-        what = f"of {made[0]} tokens" if exact else f"of {made[0]} to {made[-1]} tokens"
-        missed = sum(sized.built[i].tokens != n for i, n in targets.items() if n)
-        self.emit(
-            Notice(
-                "info",
-                f"[{config.label}] {count} prompts {what} built with the server's tokenizer "
-                f"in {time.monotonic() - started:.1f} s (the chat template and special tokens "
-                f"take {overhead} of them"
-                + (f"; all open with the same {shared} tokens" if shared else "")
-                + ")"
-                + (f"; {missed} missed their length by a token or more" if missed else ""),
-                config.index,
-            )
-        )
-        return sized
-
-    def _model_estimate(self, config: RunConfig) -> tuple[Callable[[str], int] | None, str]:
-        """For an external server that cannot count: the model file's own vocabulary, when
-        the experiment names the file (``--model``), else nothing; and how prompts were
-        sized, said in the run's notice."""
-        if config.server.model == "default":
-            return None, "padded a word per token (give --model FILE.gguf to count better)"
         base_dir = Path(self.experiment.path).parent if self.experiment.path else None
-        try:
-            model = resolve_model(config.server.model, base_dir)
-            return BpeEstimator.from_model(model).count, f"counted with {model.name}'s vocabulary"
-        except WorkbenchError as exc:
-            return None, f"padded a word per token ({exc})"
+        built = await build_prompts(
+            config, self.prompts, self._next_index, base_url, self._headers, self.external, base_dir
+        )
+        if built.notice is not None:
+            self.emit(Notice(*built.notice, config.index))
+        return built.source
 
     async def _start_server(self, config: RunConfig) -> LlamaServer:
         assert self.binary is not None

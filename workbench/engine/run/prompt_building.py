@@ -1,0 +1,118 @@
+"""A configuration's prompts, built before its clock starts: the prompts as written, or sized
+by the served model's own tokenizer (``input_tokens``, a spread of lengths, a shared prefix),
+or, for an external server that cannot count, sized by an estimate.
+
+The runner emits what this returns; the rules live here, so that the runner only sequences
+a configuration.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.config.experiment import RunConfig
+from workbench.engine.measure.prompts import PromptSource
+from workbench.engine.measure.sized_prompts import (
+    ServerTokenizer,
+    SizedPrompts,
+    TokenizerUnavailable,
+    approximate_prompts,
+    input_lengths,
+    shared_prefix,
+    size_prompts,
+    template_overhead,
+)
+from workbench.engine.server.discovery import resolve_model
+
+
+@dataclass(frozen=True)
+class BuiltPrompts:
+    source: PromptSource | SizedPrompts
+    notice: tuple[str, str] | None = None  # (level, text) for the run to say
+
+
+async def build_prompts(
+    config: RunConfig,
+    prompts: PromptSource,
+    first_index: int,
+    base_url: str,
+    headers: dict[str, str],
+    external: bool,
+    base_dir: Path | None,
+) -> BuiltPrompts:
+    """The prompts of ``config``'s requests (indices from ``first_index``): each
+    ``input_tokens`` long (or drawn around it), all opening with the same
+    ``shared_prefix_tokens``; the prompts as written when both are 0."""
+    workload = config.workload
+    target, shared = workload.input_tokens, workload.shared_prefix_tokens
+    if not target and not shared:
+        return BuiltPrompts(prompts)
+    if target and shared >= target:
+        raise WorkbenchError(
+            f"shared_prefix_tokens = {shared} leaves no room for a question in "
+            f"input_tokens = {target}"
+        )
+    count = workload.warmup + workload.requests * workload.repeats
+    tokenizer = ServerTokenizer(base_url, workload.endpoint, headers)
+    targets = {first_index + k: n for k, n in enumerate(input_lengths(workload, count))}
+    started = time.monotonic()
+    try:
+        overhead = await template_overhead(tokenizer)
+        prefix = await shared_prefix(tokenizer, shared, workload.seed) if shared else ""
+        sized = await size_prompts(tokenizer, prompts, targets, workload.seed, prefix)
+    except TokenizerUnavailable as exc:
+        if external and not shared:
+            estimate, how = model_estimate(config, base_dir)
+            return BuiltPrompts(
+                approximate_prompts(prompts, targets, workload.seed, estimate),
+                (
+                    "warning",
+                    f"[{config.label}] the server has no tokenizer to count with ({exc}): "
+                    f"prompts of about {target} tokens, {how}, the chat template not counted; "
+                    "their true length is the server's own count (prompt tokens in the "
+                    "results)",
+                ),
+            )
+        asked = " and ".join(
+            f"{name} = {value}"
+            for name, value in (("input_tokens", target), ("shared_prefix_tokens", shared))
+            if value
+        )
+        raise WorkbenchError(
+            f"{asked} needs the server's tokenizer, and {exc}; set it to 0 to send the "
+            "prompts as written"
+        ) from None
+    made = sorted(p.tokens or 0 for p in sized.built.values())
+    what = f"of {made[0]} tokens" if len(set(made)) == 1 else f"of {made[0]} to {made[-1]} tokens"
+    missed = sum(sized.built[i].tokens != n for i, n in targets.items() if n)
+    return BuiltPrompts(
+        sized,
+        (
+            "info",
+            f"[{config.label}] {count} prompts {what} built with the server's tokenizer in "
+            f"{time.monotonic() - started:.1f} s (the chat template and special tokens take "
+            f"{overhead} of them"
+            + (f"; all open with the same {shared} tokens" if shared else "")
+            + ")"
+            + (f"; {missed} missed their length by a token or more" if missed else ""),
+        ),
+    )
+
+
+def model_estimate(
+    config: RunConfig, base_dir: Path | None
+) -> tuple[Callable[[str], int] | None, str]:
+    """For an external server that cannot count: the model file's own vocabulary, when the
+    experiment names the file (``--model``), else nothing; and how prompts were sized."""
+    if config.server.model == "default":
+        return None, "padded a word per token (give --model FILE.gguf to count better)"
+    try:
+        model = resolve_model(config.server.model, base_dir)
+        return BpeEstimator.from_model(model).count, f"counted with {model.name}'s vocabulary"
+    except WorkbenchError as exc:
+        return None, f"padded a word per token ({exc})"
