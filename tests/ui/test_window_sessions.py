@@ -3,7 +3,7 @@ sweep (tests/made_sessions.py ``write_sweep``), whose numbers are known in advan
 
 from __future__ import annotations
 
-from tests.ui.driving import run
+from tests.ui.driving import click, run
 
 # The last configuration's (np=2) three measured requests, each of 12 tokens.
 LAST_PANES = [((1, 0, 5), "done"), ((1, 0, 6), "done"), ((1, 0, 7), "done")]
@@ -148,3 +148,21 @@ def test_a_log_path_inside_a_session_is_never_opened(window, loop, sweep_session
     assert window.replay.playback is not None
     assert window.server_panel.log.toPlainText() == "kept tail"
     assert window.server_panel._log_path is None
+
+
+def test_an_opened_session_shows_its_own_experiment_read_only(window, loop, sweep_session):
+    """The form showed the default experiment beside a session that ran another one."""
+    window.form.load_file("experiments/slots-1-2-4.toml")
+    loop.run_until_complete(window.replay.open(sweep_session))
+    form = window.form
+    assert form.read_only and form.session_note.isVisible() and form.edit_button.isVisible()
+    assert form.name.text() == "sweep" and not form.name.isEnabled()
+    assert form.fields[("server", "slots")].text() == "1, 2"
+    assert not any(widget.isEnabled() for widget in form.fields.values())
+    assert sweep_session.name in form.path_label.text()
+    built = form.build()  # Run runs it again, as it ran
+    assert [c.label for c in built.configs()] == ["np=1", "np=2"] and built.path is None
+    click(loop, form.edit_button)
+    assert not form.read_only and not form.edit_button.isVisible()
+    assert form.fields[("server", "slots")].isEnabled() and form.name.isEnabled()
+    assert "unsaved copy" in form.path_label.text()

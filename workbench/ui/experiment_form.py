@@ -94,6 +94,15 @@ class ExperimentForm(QWidget):
         self._kept: dict[tuple[str, str], Any] = {}
         self.path_label = QLabel("(no file)")
         self.path_label.setWordWrap(True)
+        # A reopened session's experiment is shown as it ran, not as editable fields.
+        self.session_note = QLabel()
+        self.session_note.setWordWrap(True)
+        self.session_note.hide()
+        self.edit_button = QPushButton("Edit a copy")
+        self.edit_button.setToolTip("change the session's experiment and run it as a new one")
+        self.edit_button.clicked.connect(self.edit_copy)
+        self.edit_button.hide()
+        self._session_name: str | None = None
         open_button = QPushButton("Open…")
         save_button = QPushButton("Save as…")
         open_button.clicked.connect(self._open_dialog)
@@ -136,6 +145,8 @@ class ExperimentForm(QWidget):
         files.addWidget(save_button)
         layout = QVBoxLayout(self)
         layout.addWidget(self.path_label)
+        layout.addWidget(self.session_note)
+        layout.addWidget(self.edit_button)
         layout.addLayout(files)
         top = QFormLayout()
         top.addRow("name", self.name)
@@ -176,7 +187,36 @@ class ExperimentForm(QWidget):
         return row
 
     # -- loading and saving --------------------------------------------------------------------
+    def show_session(self, experiment: Experiment, session_name: str) -> None:
+        """The experiment a reopened session ran, read-only: Run runs it again as it was;
+        "Edit a copy" makes the fields editable."""
+        self.load(experiment)
+        self._session_name = session_name
+        self.path_label.setText(f"the experiment of {session_name}")
+        self.session_note.setText("As the session ran it (read-only). Run runs it again.")
+        self.session_note.show()
+        self.edit_button.show()
+        self.name.setEnabled(False)
+        for widget in self.fields.values():
+            widget.setEnabled(False)
+
+    def edit_copy(self) -> None:
+        """The shown session's experiment, editable, as a new unsaved experiment."""
+        if self._session_name is None or self.experiment is None:
+            return
+        name = self._session_name
+        self.load(self.experiment)
+        self.path_label.setText(f"(unsaved copy of the experiment of {name})")
+
+    @property
+    def read_only(self) -> bool:
+        return self._session_name is not None
+
     def load(self, experiment: Experiment) -> None:
+        self._session_name = None
+        self.session_note.hide()
+        self.edit_button.hide()
+        self.name.setEnabled(True)
         self.experiment = experiment
         self._kept = {}
         for widget in self.fields.values():

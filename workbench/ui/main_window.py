@@ -219,6 +219,7 @@ class MainWindow(QMainWindow):
         self.replay.closed.connect(lambda: self.sessions.set_opened(None))
         self.replay.opened.connect(self.sessions.set_opened)
         self.replay.opened.connect(self.analysis.show_roofline)
+        self.replay.experiment.connect(self.form.show_session)
         self.replay.finished.connect(self.replay_finished)
         self.replay.banner.connect(self.show_banner)
         self.replay.status.connect(self.status.setText)
@@ -312,6 +313,7 @@ class MainWindow(QMainWindow):
             self.show_banner("Stop the hand-started server first (Server tab).", "error")
             self.run_finished.emit("failed")
             return
+        self.form.edit_copy()  # a session's experiment, run again, is a new run's from now on
         self.runs.start(experiment, self.form.external_url(), self.form.external_api_key_env())
 
     def stop_run(self) -> None:

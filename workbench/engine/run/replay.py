@@ -12,8 +12,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.base.errors import ExperimentError
 from workbench.engine.base.records import StartupFacts
-from workbench.engine.config.experiment import RunConfig, ServerSettings, WorkloadSettings
+from workbench.engine.config.experiment import (
+    Experiment,
+    RunConfig,
+    ServerSettings,
+    WorkloadSettings,
+    parse_experiment,
+)
 from workbench.engine.config.settings import from_stored
 from workbench.engine.events import (
     ConfigFinished,
@@ -132,8 +139,21 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
 
 def load_session_events(path: str | Path) -> list[tuple[int, Any]]:
     """The events of a session file (opened, read, closed)."""
+    return load_session(path)[0]
+
+
+def load_session(path: str | Path) -> tuple[list[tuple[int, Any]], Experiment | None]:
+    """The events of a session file and the experiment it ran, read from the text it stored
+    (None when that text no longer parses: a session from another version). The experiment
+    has no path: nothing it names is opened."""
     with open_session(path) as session:
-        return session_events(session)
+        events = session_events(session)
+        text, name = session.meta["experiment_toml"], session.meta["name"]
+    try:
+        experiment = parse_experiment(text, name_hint=str(name)) if isinstance(text, str) else None
+    except ExperimentError:
+        experiment = None
+    return events, experiment
 
 
 class Playback:

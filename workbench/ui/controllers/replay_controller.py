@@ -10,7 +10,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.run.replay import Playback, load_session_events
+from workbench.engine.run.replay import Playback, load_session
 from workbench.ui.controllers.render_controller import PUMP_INTERVAL_MS, RenderController
 from workbench.ui.run_model import RunModel
 
@@ -19,6 +19,7 @@ class ReplayController(QObject):
     opened = Signal(Path)  # a session's final state is on the views
     closed = Signal()  # the open session let go of the views (a run took them)
     loaded = Signal(object)  # the Playback of the session just opened
+    experiment = Signal(object, str)  # the experiment it ran (when it parses), its file name
     moved = Signal(object)  # the Playback, at its new position
     playing = Signal(bool)
     finished = Signal(str)  # a replay reached the end: the session's status
@@ -61,7 +62,7 @@ class ReplayController(QObject):
             self.banner.emit("Stop the run before opening a session.", "error")
             return False
         try:
-            events = await asyncio.to_thread(load_session_events, path)
+            events, experiment = await asyncio.to_thread(load_session, path)
         except WorkbenchError as exc:
             self.banner.emit(str(exc), "error")
             return False
@@ -76,6 +77,8 @@ class ReplayController(QObject):
         self.banner.emit(f"Session {path.name} ({status}): press Replay to watch it again.", kind)
         self.status.emit(f"session {path.name}")
         self.opened.emit(path)
+        if experiment is not None:
+            self.experiment.emit(experiment, path.name)
         return True
 
     def play(self) -> None:
