@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.ui.test_run_model import S, started
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.events import FirstToken, RequestFinished
@@ -44,3 +46,18 @@ def test_a_whole_answer_is_split_by_the_servers_timings():
         ("prefill", 3.0, 5.0),
         ("decoding", 5.0, 10.0),
     ]
+
+
+def test_the_time_axis_grows_in_steps_then_fits_the_data_at_the_end(qtbot):
+    from workbench.engine.events import ExperimentFinished
+
+    gantt = GanttView()
+    qtbot.addWidget(gantt)
+    model = RunModel()
+    started(model, 1)
+    gantt.sync(model, 100.0)
+    live = gantt.getPlotItem().viewRange()[0]
+    assert live == [0.0, 150.0]  # room to grow: re-laying out the axis costs
+    model.apply([ExperimentFinished("complete", None)])
+    gantt.sync(model, 100.0)
+    assert gantt.getPlotItem().viewRange()[0] == [0.0, pytest.approx(103.0)]

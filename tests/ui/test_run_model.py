@@ -264,3 +264,17 @@ def test_a_reopened_session_shows_the_context_shares_it_recorded(tmp_path):
     reopened.apply([e for _, e in events])
     assert live.slot_context == {0: ([1.0, 1.25, 1.5, 1.75], [0.0, 0.5, 0.75, 0.0])}
     assert reopened.slot_context == live.slot_context
+
+
+def test_every_configuration_keeps_its_predicted_footprint_over_its_own_span():
+    """The dashed 'predicted' line was drawn for the last configuration only: a sweep's
+    first ones lost theirs when the next began (live and in replay)."""
+    model = RunModel()
+    model.apply([ExperimentStarted("e", "s", 2, "managed", 0)])
+    configs = parse_experiment("[server]\nslots = [1, 2]\n").configs()
+    for config, kv, t in zip(configs, (45.0, 90.0), (1, 5), strict=True):
+        facts = StartupFacts(kv_buffer_mib=kv, model_buffer_mib=100.0, compute_buffer_mib=10.0)
+        model.apply([ProcessSample(0, t * S, 2**28, 1.0), ConfigStarted(config, 1)])
+        model.apply([ServerReady(config.index, "u", 1, [], None, facts, 1)])
+    model.apply([ProcessSample(1, 9 * S, 2**28, 1.0), ExperimentFinished("complete", None)])
+    assert model.predicted == [[1.0, 5.0, 155.0], [5.0, 9.0, 200.0]]

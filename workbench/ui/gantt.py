@@ -128,17 +128,23 @@ class GanttView(pg.PlotWidget):
         if rows and self._row_count != self._rows_shown:
             self.getPlotItem().getAxis("left").setTicks([list(enumerate(rows[1]))])
         self._sync_marks(model)
-        self._sync_ranges(now)
+        self._sync_ranges(now, final=model.status not in ("idle", "running"))
 
-    def _sync_ranges(self, now: float) -> None:
-        """Grow the axes in steps, not every tick: re-laying out axis text is what costs."""
+    def _sync_ranges(self, now: float, final: bool = False) -> None:
+        """Grow the axes in steps, not every tick: re-laying out axis text is what costs.
+        Once the run (or the session shown) has ended, the time axis fits the data."""
         plot = self.getPlotItem()
         if self._row_count != self._rows_shown:
             self._rows_shown = self._row_count
             rows = max(self._rows_shown, 1)
             band = max(0.9, rows * 0.09)  # room above the first row for the markers' labels
             plot.setYRange(-0.5 - band, rows - 0.4, padding=0)
-        if now > 0.92 * self._x_max or now < 0.3 * self._x_max - MIN_SPAN_S:
+        if final:  # nothing more will come: the axis ends with the data
+            fitted = max(MIN_SPAN_S, now * 1.03)
+            if fitted != self._x_max:
+                self._x_max = fitted
+                plot.setXRange(0, self._x_max, padding=0)
+        elif now > 0.92 * self._x_max or now < 0.3 * self._x_max - MIN_SPAN_S:
             self._x_max = max(MIN_SPAN_S, now * 1.5)
             plot.setXRange(0, self._x_max, padding=0)
 

@@ -137,7 +137,10 @@ class RunModel:
         # Per slot id, (t, share of the slot's context its task holds) where /slots says
         # (``slot_context_share``); a run of equal shares keeps only its two ends.
         self.slot_context: dict[int, tuple[list[float], list[float]]] = {}
-        self.predicted_mib: float | None = None
+        self.predicted_mib: float | None = None  # the current configuration's
+        # Per configuration whose server reported its buffers: [start, end, MiB] of its
+        # predicted footprint (end None: its server still runs).
+        self.predicted: list[list[float | None]] = []
         self.summaries: list[ConfigSummary] = []
         self.notices: list[Notice] = []
         self._busy_now = 0
@@ -168,6 +171,7 @@ class RunModel:
                 self._close_slot_context(self.last_t)
                 self.server = ServerView(config.index, config.label)
                 self.config_marks.append((self.last_t, config.label))
+                self._close_predicted(self.last_t)
                 self.predicted_mib = None
                 ch.server = ch.gantt = ch.samples = True
             case ServerStateChanged():
@@ -181,6 +185,9 @@ class RunModel:
                 self.server.base_url = event.base_url
                 self.server.slots = event.slots
                 self.predicted_mib = predicted_footprint_mib(event.facts)
+                if self.predicted_mib is not None:
+                    self._close_predicted(self.last_t)
+                    self.predicted.append([self.last_t, None, self.predicted_mib])
                 ch.server = ch.samples = True
             case RequestSubmitted(warmup=False):
                 key = (event.config_index, event.repeat, event.index)
@@ -249,6 +256,7 @@ class RunModel:
                 self.notices.append(event)
                 ch.server = True
             case ExperimentFinished():
+                self._close_predicted(self.last_t)
                 self._close_slot_spans(self.last_t)
                 self._close_slot_context(self.last_t)
                 self.status, self.error = event.status, event.error
@@ -315,6 +323,10 @@ class RunModel:
                 taken.add(slot_id)
                 assigned = True
         return assigned
+
+    def _close_predicted(self, t: float) -> None:
+        if self.predicted and self.predicted[-1][1] is None:
+            self.predicted[-1][1] = t
 
     def _close_slot_spans(self, t: float) -> None:
         for spans in self.slot_spans.values():

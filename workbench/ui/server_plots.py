@@ -120,15 +120,17 @@ class ServerPlots(QWidget):
             (self.busy, model.busy_slots),
         ):
             curve.setData(*map(np.asarray, series), stepMode=None)
-        if model.predicted_mib is not None and model.rss[0]:
-            start = model.config_marks[-1][0] if model.config_marks else 0.0
-            self.predicted.setData([start, max(model.last_t, start)], [model.predicted_mib] * 2)
-        elif not model.rss[0]:
-            self.predicted.setData([], [])
+        # Each configuration's predicted footprint over its own span (a segment per server).
+        spans = model.predicted if model.rss[0] else []
+        xs = [t for start, end, _ in spans for t in (start, model.last_t if end is None else end)]
+        ys = [mib for *_, mib in spans for _ in range(2)]
+        self.predicted.setData(np.asarray(xs, float), np.asarray(ys, float), connect="pairs")
 
         self._sync_slots(model)
         self._fit_y(
-            "memory", self.memory, [*model.rss[1], *model.gpu[1], model.predicted_mib or 0.0]
+            "memory",
+            self.memory,
+            [*model.rss[1], *model.gpu[1], *(p[2] or 0.0 for p in model.predicted)],
         )
         self._fit_y(
             "queue", self.queue, [*model.processing[1], *model.deferred[1], *model.busy_slots[1]]
