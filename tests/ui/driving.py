@@ -19,7 +19,7 @@ def run(loop: asyncio.AbstractEventLoop, condition: Callable[[], bool], timeout_
         while not condition():
             if time.monotonic() > deadline:
                 raise AssertionError(f"condition not met within {timeout_s} s")
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.01)
 
     loop.run_until_complete(wait())
 
