@@ -61,3 +61,28 @@ def test_the_time_axis_grows_in_steps_then_fits_the_data_at_the_end(qtbot):
     model.apply([ExperimentFinished("complete", None)])
     gantt.sync(model, 100.0)
     assert gantt.getPlotItem().viewRange()[0] == [0.0, pytest.approx(103.0)]
+
+
+def test_an_empty_plot_says_what_will_appear_there(qtbot):
+    """Before a run the plots had only 0-1 axes: each now says what it will show, until it
+    does (and its legend waits too)."""
+    from workbench.engine.events import ProcessSample
+    from workbench.ui.server_plots import ServerPlots
+
+    gantt, plots = GanttView(), ServerPlots()
+    for widget in (gantt, plots):
+        qtbot.addWidget(widget)
+        widget.show()
+    model = RunModel()
+    gantt.sync(model, 0.0)
+    plots.sync(model)
+    notes = [gantt.note, *plots.notes.values()]
+    assert all(note.isVisible() for note in notes)
+    assert not plots.memory.getPlotItem().legend.isVisible()
+    started(model, 1)
+    model.apply([ProcessSample(0, S, 2**28, 1.0)])
+    gantt.sync(model, 1.0)
+    plots.sync(model)
+    assert not gantt.note.isVisible() and not plots.notes["memory"].isVisible()
+    assert plots.memory.getPlotItem().legend.isVisible()
+    assert plots.notes["slots"].isVisible()  # no slot seen busy yet

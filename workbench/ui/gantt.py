@@ -13,7 +13,7 @@ from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QToolTip, QWidget
 
 from workbench.ui import plain_text
-from workbench.ui.live_plot import cache_axes
+from workbench.ui.live_plot import EmptyNote, cache_axes
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme import series_color, state_color
 
@@ -85,6 +85,7 @@ class GanttView(pg.PlotWidget):
             self.bars[name] = item
         self._marks: list[pg.InfiniteLine] = []
         self._views: list[RequestView] = []
+        self.note = EmptyNote(self, "each request as it is sent: waiting, prefill, decoding")
         self.scene().sigMouseMoved.connect(self._hover)
 
     def set_lanes(self, on: bool) -> None:
@@ -102,6 +103,7 @@ class GanttView(pg.PlotWidget):
 
     def sync(self, model: RunModel, now: float) -> None:
         self._views = model.ordered()
+        self.note.show_empty(not self._views)
         rows = lane_rows(model) if self.lanes else None
         spans: dict[str, tuple[list[float], list[float], list[float]]] = {
             name: ([], [], []) for name in SEGMENTS

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from workbench.ui.live_plot import add_legend, cache_axes
+from workbench.ui.live_plot import EmptyNote, add_legend, cache_axes
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme import series_color
 
@@ -97,6 +97,11 @@ class ServerPlots(QWidget):
         self._context_drawn: dict[int, tuple[list[float], int, float]] = {}
         self.queue.setXLink(self.memory)
         self.slots.setXLink(self.memory)
+        self.notes = {
+            "memory": EmptyNote(self.memory, "the server's memory, once it runs"),
+            "queue": EmptyNote(self.queue, "processing and queued, from /metrics"),
+            "slots": EmptyNote(self.slots, "which slot serves, and how full it is"),
+        }
         self._y_max = {"memory": 0.0, "queue": 0.0}
 
         layout = QVBoxLayout(self)
@@ -107,6 +112,12 @@ class ServerPlots(QWidget):
         layout.addWidget(self.slots, 1)
 
     def sync(self, model: RunModel) -> None:
+        for key, empty in (
+            ("memory", not model.rss[0]),
+            ("queue", not (model.processing[0] or model.busy_slots[0])),
+            ("slots", not model.slot_spans),
+        ):
+            self.notes[key].show_empty(empty)
         self.rss_curve.setData(*map(np.asarray, model.rss))
         if model.gpu[0] and self.gpu_curve is None:
             self.gpu_curve = self.memory.getPlotItem().plot(
