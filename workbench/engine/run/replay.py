@@ -138,8 +138,10 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
 
 
 def load_session_events(path: str | Path) -> list[tuple[int, Any]]:
-    """The events of a session file (opened, read, closed)."""
-    return load_session(path)[0]
+    """The events of a session file (opened, read, closed), for callers that do not need
+    the experiment it ran (the comparison's timelines)."""
+    with open_session(path) as session:
+        return session_events(session)
 
 
 def load_session(path: str | Path) -> tuple[list[tuple[int, Any]], Experiment | None]:
