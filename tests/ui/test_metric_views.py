@@ -137,3 +137,20 @@ def test_server_text_in_a_tooltip_is_shown_not_rendered(qtbot):
     view.sync([failed])
     tip = view.table.item(0, 0).toolTip()
     assert "&lt;img src=x&gt;&lt;b&gt;" in tip and "<img" not in tip
+
+
+def test_the_result_charts_are_made_when_first_needed(qtbot, tmp_path):
+    """Most windows open on the table and never draw a chart: building them waits for
+    results, or for their tab."""
+    view = ResultsView()
+    qtbot.addWidget(view)
+    view.sync([])
+    assert view.charts == {}
+    view.tabs.setCurrentIndex(1)  # the Charts tab, before any results: empty charts
+    assert set(view.charts) == {f.key for f in view.live_charts}
+    with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
+        summaries = session.summaries()
+    fresh = ResultsView()
+    qtbot.addWidget(fresh)
+    fresh.sync(summaries)
+    assert all(chart.point_count() == 1 for chart in fresh.charts.values())

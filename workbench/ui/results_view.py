@@ -49,17 +49,19 @@ class ResultsView(QWidget):
         self.table.setObjectName("resultsTable")
         for column, figure in enumerate(self.columns):
             self.table.horizontalHeaderItem(column).setToolTip(tooltip(figure))
+        # The charts are made when first needed (results to draw, or their tab opened): a
+        # plot costs ~30 ms to build, and most windows open on the table.
         self.charts: dict[str, MetricChart] = {}
         charts = QWidget()
-        row = QHBoxLayout(charts)
-        row.setContentsMargins(0, 0, 0, 0)
+        self._chart_row = QHBoxLayout(charts)
+        self._chart_row.setContentsMargins(0, 0, 0, 0)
         self.live_charts = shown_in(View.LIVE_CHART)
-        for figure in self.live_charts:
-            self.charts[figure.key] = MetricChart(legend=False)
-            row.addWidget(self.charts[figure.key])
         self.tabs = QTabWidget()
         self.tabs.addTab(self.table, "Results")
         self.tabs.addTab(charts, "Charts")
+        self.tabs.currentChanged.connect(
+            lambda i: self._draw_charts() if self.tabs.widget(i) is charts else None
+        )
         self.verdicts = VerdictsView()
         self.tabs.addTab(self.verdicts, "Verdicts")
         self.roofline = RooflineView()
@@ -97,6 +99,15 @@ class ResultsView(QWidget):
                     item.setText(f"{item.text()} {TRUST_MARK}")
                 self.table.setItem(r, c, item)
         self._shown = len(summaries)
-        for data in chart_data_from([("this run", summaries)], metrics=self.live_charts):
-            self.charts[data.key].show_data(data)
+        if summaries or self.charts:
+            self._draw_charts()
         self.verdicts.sync(summaries)
+
+    def _draw_charts(self) -> None:
+        if not self.charts:
+            for figure in self.live_charts:
+                self.charts[figure.key] = MetricChart(legend=False)
+                self._chart_row.addWidget(self.charts[figure.key])
+        shown = [("this run", self._summaries)]
+        for data in chart_data_from(shown, metrics=self.live_charts):
+            self.charts[data.key].show_data(data)
