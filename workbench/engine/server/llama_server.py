@@ -32,6 +32,7 @@ from workbench.engine.base.untrusted import printable
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.config.settings import fields_of
 from workbench.engine.server.startup_log import parse_startup_log
+from workbench.engine.server.watchdog import group_members
 
 LOG_VERBOSITY = 4  # the level at which KV, model and compute buffer sizes are logged
 HOST = "127.0.0.1"
@@ -274,7 +275,7 @@ class LlamaServer:
         # The server runs in a session (and process group) of its own: signal the group, so
         # that a wrapper script's llama-server stops with it, and wait for all of it.
         group = proc.pid
-        if proc.poll() is None or _group_members(group):
+        if proc.poll() is None or group_members(group):
             self._set_state("stopping")
             for sig, wait_s in (
                 (signal.SIGINT, sigint_s),
@@ -284,7 +285,7 @@ class LlamaServer:
                 _signal_group(proc, sig)
                 how = sig.name
                 if wait_for_exit(proc, wait_s) is not None:
-                    _, left = psutil.wait_procs(_group_members(group), timeout=wait_s)
+                    _, left = psutil.wait_procs(group_members(group), timeout=wait_s)
                     if not left:
                         break
         _live.discard(self)
@@ -315,16 +316,6 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
     except PermissionError:  # not our group after all: the process alone
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(sig)
-
-
-def _group_members(group: int) -> list[psutil.Process]:
-    """The live (not zombie) processes of a process group: what is left of a server."""
-    members = []
-    for candidate in psutil.process_iter():
-        with contextlib.suppress(psutil.Error, ProcessLookupError):
-            if os.getpgid(candidate.pid) == group and candidate.status() != psutil.STATUS_ZOMBIE:
-                members.append(candidate)
-    return members
 
 
 def wait_for_exit(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
