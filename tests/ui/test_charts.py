@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from workbench.engine.analysis.compare import Series
+from workbench.engine.analysis.compare import ChartData, ChartKind, Series
 from workbench.engine.analysis.roofline import RooflineReport, RooflineRow
-from workbench.ui.charts import legend_spot
+from workbench.ui.charts import MetricChart, legend_spot
 from workbench.ui.roofline_view import RooflineView, roofline_chart, roofline_summary
 
 
@@ -49,3 +49,55 @@ def test_the_view_shows_a_report_or_says_when_it_will(qtbot):
     assert view.report is not None and view.chart.point_count() == 2
     view.show_report(RooflineReport([], 25e9, "given", None))  # an external server's session
     assert view.report is None and view.chart.point_count() == 0
+
+
+def chart_of(data: ChartData, qtbot) -> MetricChart:
+    chart = MetricChart()
+    qtbot.addWidget(chart)
+    chart.resize(480, 320)
+    chart.show_data(data)
+    return chart
+
+
+def test_repeats_draw_error_bars_and_the_y_axis_starts_at_zero(qtbot):
+    series = Series("a", [1, 2, 4], [40, 50, 60], [2.0, None, 5.0])
+    chart = chart_of(ChartData("agg", "Aggregate throughput", "tok/s", "slots", [series]), qtbot)
+    assert chart.error_bar_count() == 2  # no bar where one repeat gives no spread
+    low, high = chart.getPlotItem().vb.viewRange()[1]
+    assert low <= 0 < 65 <= high  # from zero to the top of the highest bar
+
+
+def test_each_session_keeps_its_colour_and_its_lines_their_dashes(qtbot):
+    lines = [
+        Series("A · c=4096", [1, 2], [1, 2], session=0, variant=0),
+        Series("A · c=8192", [1, 2], [2, 3], session=0, variant=1),
+        Series("B", [1, 2], [3, 4], session=1),
+    ]
+    chart = chart_of(ChartData("x", "X", "tok/s", "slots", lines), qtbot)
+    pens = [curve.opts["pen"] for curve in chart._curves]
+    assert pens[0].color() == pens[1].color() != pens[2].color()
+    assert pens[0].style() != pens[1].style()
+
+
+def test_the_trade_off_names_its_points_and_distributions_are_steps(qtbot):
+    trade = Series("A", [1300.0, 100.0], [10.0, 12.2], labels=["np=1", "np=2"])
+    data = ChartData("t", "Throughput vs TTFT", "tok/s", "TTFT p50 (ms)", [trade])
+    data.kind = ChartKind.TRADE_OFF
+    chart = chart_of(data, qtbot)
+    assert [label.toPlainText() for label in chart._labels] == ["np=1", "np=2"]
+    cdf = ChartData("c", "TTFT distribution", "share of requests", "TTFT (s)", [])
+    cdf.kind = ChartKind.CDF
+    cdf.series = [Series("np=1", [0.1, 1.3, 2.5], [1 / 3, 2 / 3, 1.0])]
+    chart.show_data(cdf)
+    assert chart._labels == []  # the trade-off's names went with it
+    x, y = chart._curves[0].getData()
+    assert list(x) == [0.1, 0.1, 1.3, 1.3, 2.5, 2.5]
+    assert list(y) == [0.0, 1 / 3, 1 / 3, 2 / 3, 2 / 3, 1.0]
+    assert chart.getPlotItem().vb.viewRange()[1][0] <= 0
+
+
+def test_a_title_from_a_session_is_text_not_markup(qtbot):
+    data = ChartData("x", "<b>X</b>", "tok/s", "slots", [], subtitle="<img src=x>")
+    chart = chart_of(data, qtbot)
+    assert "&lt;b&gt;" in chart.getPlotItem().titleLabel.text
+    assert "<img" not in chart.getPlotItem().titleLabel.text

@@ -34,6 +34,8 @@ def test_charts_in_every_format_at_the_requested_size(sweep_session, tmp_path, q
         "Per-request decode speed",
         "Prefill speed",
         "Queue wait p50",
+        "Aggregate throughput vs TTFT p50",
+        "TTFT distribution",
     ]
     for _, png in written:
         assert png_size(png) == (480, 320)
@@ -83,7 +85,7 @@ def test_export_charts_of_one_session_and_bad_formats(sweep_session, tmp_path, c
     export = ["export", str(sweep_session), "--charts", str(tmp_path / "charts")]
     assert main([*export, "--format", "svg", "--size", "400x250", "--dpi", "72"]) == 0
     charts = tmp_path / "charts"
-    assert sorted(p.suffix for p in charts.iterdir()) == [".png"] * 6 + [".svg"] * 6
+    assert sorted(p.suffix for p in charts.iterdir()) == [".png"] * 8 + [".svg"] * 8
     assert png_size(charts / "agg_tok_s.png") == (400, 250)
     assert main([*export, "--format", "gif"]) == 1
     assert "--format takes png, svg and/or pdf" in capsys.readouterr().err
@@ -95,10 +97,10 @@ def test_export_png_svg_pdf_each_to_its_folder(sweep_session, tmp_path, capsys):
     assert main(["export", str(sweep_session), *args, "--size", "400x250", "--dpi", "72"]) == 0
     for fmt, folder in folders.items():
         files = sorted(folder.iterdir())
-        assert len(files) == 6 and {p.suffix for p in files} == {f".{fmt}"}
+        assert len(files) == 8 and {p.suffix for p in files} == {f".{fmt}"}
         assert all(p.stat().st_size > 1000 for p in files)
     out = capsys.readouterr().out
-    assert "wrote 6 PNG charts" in out and "wrote 6 SVG charts" in out and "6 PDF charts" in out
+    assert "wrote 8 PNG charts" in out and "wrote 8 SVG charts" in out and "8 PDF charts" in out
     assert main(["export", str(sweep_session)]) == 1
     assert "--png/--svg/--pdf DIR" in capsys.readouterr().err
 

@@ -4,6 +4,7 @@ sweep (tests/made_sessions.py ``write_sweep``), whose numbers are known in advan
 from __future__ import annotations
 
 from tests.ui.driving import click, run
+from workbench.engine.figures.metrics import View, shown_in
 
 # The last configuration's (np=2) three measured requests, each of 12 tokens.
 LAST_PANES = [((1, 0, 5), "done"), ((1, 0, 6), "done"), ((1, 0, 7), "done")]
@@ -93,7 +94,12 @@ def test_compare_two_sessions_in_the_window_and_export(window, loop, sweep_sessi
         *("2.95", "12.2", "0.100", "1.575", "8.0", "0", "20", "200.0", "off", "0.00", "0.000"),
     ]
     assert [compare.table.item(row, 3).text() for row in range(22)] == values
-    assert all(chart.point_count() == 4 for chart in compare.charts.values())
+    metrics = {f.key for f in shown_in(View.CHART)}
+    assert all(compare.charts[key].point_count() == 4 for key in metrics)
+    # The trade-off (a point per configuration and session) and a TTFT distribution per
+    # configuration, a line of 3 requests (drawn as steps) per session.
+    assert compare.charts["throughput_vs_ttft"].point_count() == 4
+    assert [compare.charts[f"ttft_cdf_{n}"].point_count() for n in (1, 2)] == [12, 12]
     assert [g.bar_count() for g in compare.gantts] == [6, 6]  # stacked, one per session
     assert len(compare.memory.getPlotItem().listDataItems()) == 2  # memory curves overlaid
     compare.relative.setChecked(True)

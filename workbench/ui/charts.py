@@ -3,16 +3,18 @@ exported chart is the chart the user saw."""
 
 from __future__ import annotations
 
+import html
 import itertools
 from pathlib import Path
 
+import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.exporters import SVGExporter
-from PySide6.QtCore import QMarginsF, QSizeF
+from PySide6.QtCore import QMarginsF, QSizeF, Qt
 from PySide6.QtGui import QColor, QPageSize, QPainter, QPdfWriter
 from PySide6.QtWidgets import QApplication, QWidget
 
-from workbench.engine.analysis.compare import ChartData, Series
+from workbench.engine.analysis.compare import ChartData, ChartKind, Series
 from workbench.engine.base.errors import OutputDirError
 
 # Distinct, colour-blind-friendly series colours (Okabe-Ito), readable on white and dark.
@@ -20,9 +22,25 @@ SERIES_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00
 EXPORT_FORMATS = ("png", "svg", "pdf")
 
 
+# A session's lines apart from each other (its other swept settings), in its colour.
+DASHES = (
+    Qt.PenStyle.SolidLine,
+    Qt.PenStyle.DashLine,
+    Qt.PenStyle.DotLine,
+    Qt.PenStyle.DashDotLine,
+)
+
+
+def series_color(series: Series) -> QColor:
+    return QColor(SERIES_COLORS[series.session % len(SERIES_COLORS)])
+
+
 class MetricChart(pg.PlotWidget):
-    """A metric against the swept setting: one line with markers per series, a legend that
-    names each series (the hardware, in a comparison), titles and units on the axes."""
+    """A chart of ``ChartData``: lines with markers against the swept setting, with error
+    bars where repeats give a spread; a trade-off with each point named; or distributions as
+    steps. Each series in its session's colour; a legend that names each series (the
+    hardware, in a comparison), titles with the workload, and units on the axes. The y axis
+    starts at zero, so a bar's height reads as the value."""
 
     def __init__(self, parent: QWidget | None = None, legend: bool = True) -> None:
         super().__init__(parent)
@@ -31,30 +49,31 @@ class MetricChart(pg.PlotWidget):
         plot.showGrid(x=True, y=True, alpha=0.25)
         self.legend = plot.addLegend(offset=(10, 10), labelTextSize="9pt") if legend else None
         self._curves: list[pg.PlotDataItem] = []
+        self._error_bars: list[pg.ErrorBarItem] = []
+        self._labels: list[pg.TextItem] = []
         self.data: ChartData | None = None
 
     def show_data(self, data: ChartData) -> None:
         self.data = data
         plot = self.getPlotItem()
-        plot.setTitle(data.title, size="11pt")
+        title = html.escape(data.title)
+        if data.subtitle:
+            title += f"<br><span style='font-size:9pt'>{html.escape(data.subtitle)}</span>"
+        plot.setTitle(title, size="11pt")
         plot.setLabel("left", data.unit)
         plot.setLabel("bottom", data.x_label)
         while len(self._curves) < len(data.series):
-            color = QColor(SERIES_COLORS[len(self._curves) % len(SERIES_COLORS)])
-            curve = plot.plot(
-                [],
-                [],
-                pen=pg.mkPen(color, width=2),
-                symbol="o",
-                symbolBrush=color,
-                symbolPen=pg.mkPen(color),
-                symbolSize=8,
-                name=" ",
-            )
+            curve = plot.plot([], [], name=" ")
+            bars = pg.ErrorBarItem(x=np.zeros(0), y=np.zeros(0), height=np.zeros(0))
+            plot.addItem(bars)
             self._curves.append(curve)
+            self._error_bars.append(bars)
+        for label in self._labels:
+            plot.removeItem(label)
+        self._labels = []
         for i, curve in enumerate(self._curves):
             series = data.series[i] if i < len(data.series) else None
-            curve.setData(series.x if series else [], series.y if series else [])
+            self._draw(curve, self._error_bars[i], series, data.kind)
             if self.legend is not None:
                 label = self.legend.getLabel(curve)
                 if label is not None:
@@ -66,12 +85,84 @@ class MetricChart(pg.PlotWidget):
         x_values = sorted({x for s in data.series for x in s.x})
         if data.x_ticks is not None:
             plot.getAxis("bottom").setTicks([data.x_ticks])
-        elif x_values:
+        elif data.kind is ChartKind.SWEEP and x_values:
             plot.getAxis("bottom").setTicks([[(x, f"{x:g}") for x in x_values]])
-        plot.enableAutoRange()
+        else:
+            plot.getAxis("bottom").setTicks(None)
+        self.fit()
+
+    def _draw(
+        self, curve: pg.PlotDataItem, bars: pg.ErrorBarItem, series: Series | None, kind: str
+    ) -> None:
+        if series is None:
+            curve.setData([], [])
+            bars.setData(x=np.zeros(0), y=np.zeros(0), height=np.zeros(0))
+            return
+        color = series_color(series)
+        pen = pg.mkPen(color, width=2, style=DASHES[series.variant % len(DASHES)])
+        if kind == ChartKind.CDF:  # steps: the share stays until the next request's TTFT
+            xs = [x for x in series.x for _ in (0, 1)]
+            ys = [0.0, *[y for y in series.y for _ in (0, 1)]][:-1]
+            curve.setData(xs, ys, pen=pen, symbol=None)
+        else:
+            curve.setData(
+                series.x,
+                series.y,
+                pen=pen,
+                symbol="o",
+                symbolBrush=color,
+                symbolPen=pg.mkPen(color),
+                symbolSize=8,
+            )
+        spread = [(x, y, e) for x, y, e in zip(series.x, series.y, series.err, strict=False) if e]
+        bars.setData(
+            x=np.array([p[0] for p in spread]),
+            y=np.array([p[1] for p in spread]),
+            height=np.array([2 * p[2] for p in spread]),
+            beam=_beam(series.x),
+            pen=pg.mkPen(color, width=1.5),
+        )
+        for n, (x, y, text) in enumerate(zip(series.x, series.y, series.labels, strict=False)):
+            # Above and below by turns: neighbouring configurations often sit close.
+            label = pg.TextItem(text, color=color, anchor=(-0.1, 1.1 if n % 2 == 0 else -0.1))
+            label.setPos(x, y)
+            self.getPlotItem().addItem(label)
+            self._labels.append(label)
+
+    def fit(self) -> None:
+        """The x axis fits the data; the y axis runs from zero (to one, for distributions)
+        to the highest point or error bar."""
+        plot = self.getPlotItem()
+        plot.enableAutoRange(axis="x")
+        data = self.data
+        if data is None:
+            return
+        tops = [
+            y + (e or 0.0)
+            for s in data.series
+            for y, e in itertools.zip_longest(s.y, s.err[: len(s.y)])
+            if y is not None
+        ]
+        if data.kind == ChartKind.CDF:
+            plot.setYRange(0, 1, padding=0.02)
+        elif tops and min(tops) >= 0:
+            plot.setYRange(0, 1.06 * max(tops) or 1.0, padding=0)
+        else:
+            plot.enableAutoRange(axis="y")
 
     def point_count(self) -> int:
         return sum(len(x) for x, _ in (c.getData() for c in self._curves) if x is not None)
+
+    def error_bar_count(self) -> int:
+        """Points drawn with an error bar (for tests)."""
+        return sum(len(b.opts["x"]) for b in self._error_bars if b.opts.get("x") is not None)
+
+
+def _beam(xs: list[float]) -> float:
+    """Error-bar caps a fifth of the closest spacing of the points, so they never touch."""
+    ordered = sorted(set(xs))
+    gaps = [b - a for a, b in itertools.pairwise(ordered)]
+    return 0.2 * min(gaps) if gaps else 0.1
 
 
 LEGEND_SPOTS = ((1, 0), (0, 0), (1, 1), (0, 1), (1, 0.5), (0, 0.5))  # corners first
@@ -108,7 +199,8 @@ def export_widget(
     widget: QWidget, path: Path, width: int = 1200, height: int = 800, dpi: int = 150
 ) -> Path:
     """Write a chart (or any widget) at the requested size: PNG and PDF render the widget,
-    SVG is vector output of the plot."""
+    SVG is vector output of the plot. A widget with a ``fit`` method sets its own ranges;
+    other plots fit their data."""
     suffix = path.suffix.lower().lstrip(".")
     if suffix not in EXPORT_FORMATS:
         raise OutputDirError(f"cannot export to .{suffix}: use one of {', '.join(EXPORT_FORMATS)}")
@@ -117,9 +209,16 @@ def export_widget(
     except OSError as exc:
         raise OutputDirError(f"cannot write {path}: {exc.strerror or exc}") from None
     widget.resize(width, height)
-    if isinstance(widget, pg.PlotWidget):
+    fit = getattr(widget, "fit", None)  # a chart that sets its own ranges (MetricChart, Gantt)
+    if fit is not None:
+        fit()
+    elif isinstance(widget, pg.PlotWidget):
         widget.getPlotItem().enableAutoRange()
     QApplication.processEvents()  # lay the chart out at its new size before drawing it
+    # An axis widens to fit its tick labels while it paints (the Gantt's lane names): draw
+    # once, let it lay out again, and only then take the picture.
+    widget.grab()
+    QApplication.processEvents()
     if suffix == "png":
         image = widget.grab().toImage()
         image.setDotsPerMeterX(round(dpi / 0.0254))

@@ -127,8 +127,12 @@ class CompareWindow(QWidget):
         top.addWidget(self.loading)
         top.addStretch(1)
         top.addWidget(export)
+        # The trade-off and the TTFT distributions: as many charts as configurations.
+        trade_offs = QWidget()
+        self.trade_off_layout = QGridLayout(trade_offs)
         tabs = QTabWidget()
         tabs.addTab(self.table, "Table")
+        tabs.addTab(trade_offs, "Throughput vs TTFT, TTFT distributions")
         tabs.addTab(timelines, "Gantts")
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(grid)
@@ -169,6 +173,10 @@ class CompareWindow(QWidget):
         comparison = loaded.comparison
         self.warnings.setText("\n".join(f"Not like for like: {w}" for w in comparison.warnings))
         for data in loaded.charts:
+            if data.key not in self.charts:
+                cell = len(self.charts) - len(shown_in(View.CHART))
+                self.charts[data.key] = MetricChart()
+                self.trade_off_layout.addWidget(self.charts[data.key], cell // 3, cell % 3)
             self.charts[data.key].show_data(data)
         rows = comparison.rows()
         headers = ["configuration", "metric", *comparison.columns]

@@ -95,7 +95,7 @@ class SloPanel(QWidget):
         (data,) = chart_data_from([("run", summaries)], metrics=(figure("ttft_p50_s"),))
         self.chart.show_data(data)
         if slo.ttft_s is not None:
-            self.slo_line.setPos(slo.ttft_s)
+            self.slo_line.setPos(slo.ttft_s * data.y_scale)  # in the chart's unit
             self.slo_line.show()
         else:
             self.slo_line.hide()

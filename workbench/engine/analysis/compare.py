@@ -5,6 +5,7 @@ per slot, load)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from workbench.engine.analysis.library import model_name
@@ -12,7 +13,7 @@ from workbench.engine.base.untrusted import markdown
 from workbench.engine.config.experiment import short_name
 from workbench.engine.config.settings import show_value
 from workbench.engine.figures.metrics import Figure, View, figure, shown_in
-from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.figures.summaries import ConfigSummary, request_metrics
 from workbench.engine.store import Session
 
 RELATIVE_UNIT = "x of 1 slot"
@@ -184,11 +185,27 @@ AXES = (
 )
 
 
+class ChartKind(StrEnum):
+    """How a chart draws its series: lines against a swept setting, a trade-off with one
+    labelled point per configuration, or cumulative distributions."""
+
+    SWEEP = "sweep"
+    TRADE_OFF = "trade_off"
+    CDF = "cdf"
+
+
 @dataclass
 class Series:
     name: str
     x: list[float]
     y: list[float]
+    # Per point: the standard deviation across repeats (None with a single repeat).
+    err: list[float | None] = field(default_factory=list)
+    # Which session the series belongs to: its colour, the same in every chart of a
+    # comparison. ``variant`` tells a session's lines apart (its other swept settings).
+    session: int = 0
+    variant: int = 0
+    labels: list[str] = field(default_factory=list)  # per point, where points are named
 
 
 @dataclass
@@ -199,6 +216,60 @@ class ChartData:
     x_label: str
     series: list[Series]
     x_ticks: list[tuple[float, str]] | None = None  # names for a categorical axis
+    subtitle: str = ""  # the workload the chart measured
+    kind: ChartKind = ChartKind.SWEEP
+    y_scale: float = 1.0  # what the figure's values were multiplied by to read in ``unit``
+
+
+CDF_POINTS = 400  # a distribution's line keeps at most this many points (its quantiles)
+TRADE_OFF = ("ttft_p50_s", "agg_tok_s")  # x and y of the throughput-vs-TTFT chart
+
+
+def suited_unit(unit: str, values: list[float]) -> tuple[str, float]:
+    """The unit to show ``values`` in, and the factor to get there: seconds read as
+    milliseconds when every value is below one second."""
+    if unit == "s" and values and max(abs(v) for v in values) < 1.0:
+        return "ms", 1000.0
+    return unit, 1.0
+
+
+def _scaled(series: list[Series], factor: float, axis: str = "y") -> None:
+    for s in series:
+        if axis == "x":
+            s.x = [v * factor for v in s.x]
+        else:
+            s.y = [v * factor for v in s.y]
+            s.err = [e * factor if e is not None else None for e in s.err]
+
+
+def workload_caption(all_summaries: list[list[ConfigSummary]]) -> str:
+    """What every configuration of every session was asked to do, for a chart's subtitle:
+    the settings they share (a setting that varies is on the axis or in the legend)."""
+    configs = [s for per_session in all_summaries for s in per_session if s.runs]
+
+    def shared(value: Any) -> Any:
+        values = {value(s) for s in configs}
+        return values.pop() if len(values) == 1 else None
+
+    parts = []
+    requests = shared(lambda s: s.runs[0].requests)
+    if requests:
+        parts.append(f"{requests} requests")
+    concurrency = shared(lambda s: s.concurrency)
+    if concurrency:
+        parts.append(f"concurrency {concurrency}")
+    input_tokens = shared(lambda s: s.input_tokens)
+    if input_tokens:
+        parts.append(f"{input_tokens} tokens in")
+    max_tokens = shared(lambda s: s.max_tokens)
+    if max_tokens:
+        parts.append(f"{max_tokens} tokens out")
+    repeats = shared(lambda s: len(s.runs))
+    if repeats and repeats > 1:
+        parts.append(f"{repeats} repeats, bars ±1 sd")
+    elif any(len(s.runs) > 1 for s in configs):
+        parts.append("bars ±1 sd across repeats")
+    return " · ".join(parts)
 
 
 def sweep_axis(summaries: list[list[ConfigSummary]]) -> tuple[str, str] | None:
@@ -211,8 +282,15 @@ def sweep_axis(summaries: list[list[ConfigSummary]]) -> tuple[str, str] | None:
 
 
 def chart_data(sessions: list[Session], relative: bool = False) -> list[ChartData]:
-    """One chart per metric against the swept setting, one series per session."""
-    return chart_data_from([(session_column(s), s.summaries()) for s in sessions], relative)
+    """Every chart of a comparison (or of one session): one per metric against the swept
+    setting with one series per session, the throughput-vs-TTFT trade-off, and the TTFT
+    distributions."""
+    named = [(session_column(s), s.summaries()) for s in sessions]
+    charts = chart_data_from(named, relative)
+    if not relative:  # the trade-off and the distributions are in their own units
+        charts += [c for c in (trade_off_chart(named),) if c is not None]
+        charts += ttft_cdf_charts(sessions, named)
+    return charts
 
 
 def chart_data_from(
@@ -220,9 +298,10 @@ def chart_data_from(
     relative: bool = False,
     metrics: tuple[Figure, ...] | None = None,
 ) -> list[ChartData]:
-    """The same from summaries (a live run's, before any session is reopened), for
+    """The metric charts from summaries (a live run's, before any session is reopened), for
     ``metrics`` (the catalogue's chart figures by default). A sweep over more than one
-    setting gets one series per value of the others (e.g. one line per ctx)."""
+    setting gets one series per value of the others (e.g. one line per ctx), in its
+    session's colour. Each point carries its spread across repeats."""
     all_summaries = [summaries for _, summaries in named]
     axis = sweep_axis(all_summaries)
     others = [f for f in KEY_FIELDS if axis is None or f != axis[0]]
@@ -233,27 +312,29 @@ def chart_data_from(
             for s in summaries:
                 names.setdefault(s.label, float(len(names) + 1))
     key_fields = _varying(all_summaries, KEY_FIELDS)
+    caption = workload_caption(all_summaries)
     charts = []
     for metric in shown_in(View.CHART) if metrics is None else metrics:
         series = []
-        for name, summaries in named:
+        for session, (name, summaries) in enumerate(named):
             ok = [s for s in summaries if s.status == "ok" and metric.of(s) is not None]
             groups: dict[tuple[object, ...], list[ConfigSummary]] = {}
             for s in ok:
                 groups.setdefault(tuple(getattr(s, f) for f in others), []).append(s)
-            for group, members in groups.items():
+            for variant, (group, members) in enumerate(groups.items()):
                 points = []
                 for s in members:
-                    value = metric.of(s)
+                    value, sd = metric.of(s), metric.sd_of(s)
                     if relative:
                         base = _baseline(s, summaries, key_fields)
                         base_value = metric.of(base) if base is not None else None
                         if not base_value:
                             continue
                         value = value / base_value
+                        sd = sd / base_value if sd is not None else None
                     x = float(getattr(s, axis[0])) if axis else names[s.label]
-                    points.append((x, value))
-                points.sort()
+                    points.append((x, value, sd))
+                points.sort(key=lambda p: p[0])
                 suffix = " · ".join(
                     f"{short_name(f)}={show_value(v)}" for f, v in zip(others, group, strict=True)
                 )
@@ -262,17 +343,125 @@ def chart_data_from(
                         f"{name} · {suffix}" if suffix else name,
                         [p[0] for p in points],
                         [p[1] for p in points],
+                        [p[2] for p in points],
+                        session,
+                        variant,
                     )
                 )
+        unit, scale = (
+            (RELATIVE_UNIT, 1.0)
+            if relative
+            else suited_unit(metric.unit, [y for s in series for y in s.y])
+        )
+        _scaled(series, scale)
         ticks = [(x, label) for label, x in names.items()] if axis is None else None
         charts.append(
             ChartData(
                 metric.key,
                 metric.title,
-                RELATIVE_UNIT if relative else metric.unit,
+                unit,
                 axis[1] if axis else "configuration",
                 series,
                 ticks,
+                caption,
+                y_scale=scale,
             )
         )
     return charts
+
+
+def trade_off_chart(named: list[tuple[str, list[ConfigSummary]]]) -> ChartData | None:
+    """Aggregate throughput against TTFT p50, one point per configuration joined in the
+    order they ran: what more slots buy in throughput and cost in waiting, in one picture.
+    None when no configuration has both."""
+    x_figure, y_figure = (figure(key) for key in TRADE_OFF)
+    series = []
+    for session, (name, summaries) in enumerate(named):
+        ok = [
+            s
+            for s in summaries
+            if s.status == "ok" and x_figure.of(s) is not None and y_figure.of(s) is not None
+        ]
+        if ok:
+            series.append(
+                Series(
+                    name,
+                    [x_figure.of(s) for s in ok],
+                    [y_figure.of(s) for s in ok],
+                    [y_figure.sd_of(s) for s in ok],
+                    session,
+                    labels=[s.label for s in ok],
+                )
+            )
+    if not series:
+        return None
+    x_unit, x_scale = suited_unit(x_figure.unit, [x for s in series for x in s.x])
+    _scaled(series, x_scale, "x")
+    return ChartData(
+        "throughput_vs_ttft",
+        f"{y_figure.title} vs {x_figure.title}",
+        y_figure.unit,
+        f"{x_figure.title} ({x_unit})",
+        series,
+        subtitle=workload_caption([summaries for _, summaries in named]),
+        kind=ChartKind.TRADE_OFF,
+    )
+
+
+def ttft_cdf_charts(
+    sessions: list[Session], named: list[tuple[str, list[ConfigSummary]]]
+) -> list[ChartData]:
+    """TTFT distributions of the measured requests (all repeats). One session: one chart, a
+    line per configuration. Several: a chart per configuration (aligned as the table aligns
+    them), a line per session in its colour."""
+    all_summaries = [summaries for _, summaries in named]
+    fields = _varying(all_summaries, KEY_FIELDS)
+    caption = workload_caption(all_summaries)
+    keyed: dict[tuple[object, ...], list[tuple[int, str, list[float]]]] = {}
+    labels: dict[tuple[object, ...], str] = {}
+    for i, (session, summaries) in enumerate(zip(sessions, all_summaries, strict=True)):
+        for s in summaries:
+            measured = [r for r in session.records(s.index) if not r.warmup]
+            ttfts = sorted(m.ttft_s for m in map(request_metrics, measured) if m is not None)
+            if ttfts:
+                key = config_key(s, fields)
+                labels.setdefault(key, s.label)
+                keyed.setdefault(key, []).append((i, s.label, ttfts))
+    unit, scale = suited_unit("s", [t[-1] for lines in keyed.values() for *_, t in lines])
+    charts = []
+    if len(sessions) == 1:
+        every = [line for lines in keyed.values() for line in lines]
+        series = [_cdf_series(label, ttfts, scale, n) for n, (_, label, ttfts) in enumerate(every)]
+        if series:
+            charts.append(_cdf_chart("ttft_cdf", "TTFT distribution", unit, series, caption))
+        return charts
+    for n, (key, lines) in enumerate(keyed.items()):
+        series = [_cdf_series(named[i][0], ttfts, scale, i) for i, _, ttfts in lines]
+        title = f"TTFT distribution · {labels[key]}"
+        charts.append(_cdf_chart(f"ttft_cdf_{n + 1}", title, unit, series, caption))
+    return charts
+
+
+def _cdf_series(name: str, ttfts: list[float], scale: float, color: int) -> Series:
+    """The share of requests whose TTFT was at most x, at most ``CDF_POINTS`` points (the
+    quantiles, when there are more requests)."""
+    n = len(ttfts)
+    ranks = (
+        range(n)
+        if n <= CDF_POINTS
+        else (round(k * (n - 1) / (CDF_POINTS - 1)) for k in range(CDF_POINTS))
+    )
+    points = [(ttfts[r] * scale, (r + 1) / n) for r in ranks]
+    return Series(name, [p[0] for p in points], [p[1] for p in points], session=color)
+
+
+def _cdf_chart(key: str, title: str, unit: str, series: list[Series], caption: str) -> ChartData:
+    return ChartData(
+        key,
+        title,
+        "share of requests",
+        f"TTFT ({unit})",
+        series,
+        subtitle=caption,
+        kind=ChartKind.CDF,
+    )
