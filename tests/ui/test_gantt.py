@@ -30,7 +30,7 @@ def test_a_whole_answer_is_split_by_the_servers_timings():
     """Not streamed, an answer arrives at its end: its bar shows the queue, the prefill and
     the decoding the client could not watch, from the server's prompt_ms and predicted_ms."""
     from workbench.engine.base.records import TokenChunk
-    from workbench.ui.gantt import segments
+    from workbench.ui.gantt_rows import segments
 
     model = RunModel()
     started(model, 1)

@@ -46,12 +46,20 @@ def add_show(sub: Any) -> None:
 
 
 def add_export(sub: Any) -> None:
-    export = sub.add_parser("export", help="write a session's tables as CSV / JSON")
+    export = sub.add_parser(
+        "export", help="write a session's tables (CSV, JSON), charts and queue Gantt"
+    )
     export.add_argument("session")
     export.add_argument("--csv", help="per-configuration CSV (the lab's columns first)")
     export.add_argument("--requests-csv", help="per-request CSV")
     export.add_argument("--json", help="the whole session as JSON")
     export.add_argument("--charts", help="a folder for the session's charts")
+    export.add_argument(
+        "--gantt",
+        metavar="DIR",
+        help="a folder for the queue Gantt: rows per request and lanes per slot as PNG and SVG, "
+        "and gantt.html (interactive, self-contained)",
+    )
     for fmt in ("png", "svg", "pdf"):
         export.add_argument(
             f"--{fmt}", metavar="DIR", help=f"a folder for the session's charts as {fmt.upper()}"
@@ -139,10 +147,10 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
     by_format = [(fmt, getattr(args, fmt)) for fmt in ("png", "svg", "pdf") if getattr(args, fmt)]
-    if not (args.csv or args.json or args.requests_csv or args.charts or by_format):
+    if not (args.csv or args.json or args.requests_csv or args.charts or args.gantt or by_format):
         raise WorkbenchError(
-            "say what to write: --csv FILE, --requests-csv FILE, --json FILE, --charts DIR "
-            "and/or --png/--svg/--pdf DIR"
+            "say what to write: --csv FILE, --requests-csv FILE, --json FILE, --charts DIR, "
+            "--gantt DIR and/or --png/--svg/--pdf DIR"
         )
     with open_session(args.session) as session:
         if args.csv:
@@ -166,6 +174,14 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
                 written = write_charts([session], folder, options)
                 what = f"{fmt.upper()} charts" if fmt else "charts"
                 console.print(f"wrote {len(written)} {what} to {folder}", markup=False)
+        if args.gantt:
+            from workbench.ui.gantt_export import write_gantt
+
+            options = _chart_options(args)
+            options = replace(options, formats=tuple(dict.fromkeys((*options.formats, "svg"))))
+            files = write_gantt(session, Path(args.gantt), options)
+            names = ", ".join(p.name for p in files)
+            console.print(f"wrote the Gantt to {args.gantt}: {names}", markup=False)
     return 0
 
 

@@ -13,47 +13,18 @@ from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QToolTip, QWidget
 
 from workbench.ui import plain_text
+from workbench.ui.gantt_rows import SEGMENTS, lane_rows, request_tooltip, segments
 from workbench.ui.live_plot import EmptyNote, cache_axes
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme import series_color, state_color
 
-SEGMENTS = ("queued", "prefill", "decoding", "failed")
 BAR_HEIGHT = 0.72
 MIN_SPAN_S = 10.0
 FAILED_MIN_SHARE = 0.012  # of the time shown: a refused request lasts milliseconds
-
-
-def segments(view: RequestView, now: float) -> list[tuple[str, float, float]]:
-    """(colour, start, end) spans of one request's bar at time ``now``."""
-    if view.t_submit is None:
-        return []
-    start = view.t_submit
-    if view.state == "failed":
-        return [("failed", start, view.t_done or now)]
-    if view.state == "done" and view.t_first is None:  # ended without generating a token
-        return [("queued", start, view.t_done or start)]
-    if view.state == "done" and view.t_first is not None:
-        # Queue, then prefill for as long as the server's timings say, then decoding. A
-        # whole answer (not streamed) arrives at its end: the server's timings split the
-        # wait into queue, prefill and the decoding the client could not watch.
-        split = start + view.queue_s if view.queue_s is not None else view.t_first
-        decode_from = split + view.prefill_s if view.prefill_s is not None else view.t_first
-        decode_from = min(decode_from, view.t_first)
-        spans = [
-            ("queued", start, split),
-            ("prefill", split, decode_from),
-            ("decoding", decode_from, view.t_last or view.t_first),
-        ]
-        return [s for s in spans if s[2] > s[1]]
-    # Live: queued until a slot was seen prefilling it (when it was), then decoding.
-    first = view.t_first if view.t_first is not None else now
-    prefill_from = view.t_prefill if view.t_prefill is not None else first
-    spans = [
-        ("queued", start, prefill_from),
-        ("prefill", prefill_from, first),
-        ("decoding", first, now),
-    ]
-    return [s for s in spans if s[2] > s[1] or s[0] == "queued"]  # a bar from its submit on
+TITLES = {  # by lanes: rows per request, or lanes per server slot
+    False: "Queue Gantt: waiting, prefill, decode per request",
+    True: "Slots: prefill and decode per server slot",
+}
 
 
 class GanttView(pg.PlotWidget):
@@ -61,7 +32,7 @@ class GanttView(pg.PlotWidget):
         super().__init__(parent)
         self.setObjectName("gantt")
         plot = self.getPlotItem()
-        plot.setTitle("Queue Gantt: waiting, prefill, decode per request")
+        plot.setTitle(TITLES[False])
         plot.setLabel("bottom", "time since start", units="s")
         plot.setLabel("left", "request")
         plot.invertY(True)
@@ -71,6 +42,7 @@ class GanttView(pg.PlotWidget):
         plot.setXRange(0, MIN_SPAN_S, padding=0)
         cache_axes(plot)
         self._x_max = MIN_SPAN_S
+        self._now = 0.0
         self._rows_shown = 0
         self._row_count = 0
         self._row_of: dict[int, int] = {}
@@ -95,13 +67,10 @@ class GanttView(pg.PlotWidget):
         self._rows_shown = -1  # re-fit the y axis
         self.getPlotItem().getAxis("left").setTicks(None)
         self.getPlotItem().setLabel("left", "slot" if on else "request")
-        self.getPlotItem().setTitle(
-            "Slots: prefill and decode per server slot"
-            if on
-            else "Queue Gantt: waiting, prefill, decode per request"
-        )
+        self.getPlotItem().setTitle(TITLES[on])
 
     def sync(self, model: RunModel, now: float) -> None:
+        self._now = now
         self._views = model.ordered()
         self.note.show_empty(not self._views)
         rows = lane_rows(model) if self.lanes else None
@@ -149,6 +118,10 @@ class GanttView(pg.PlotWidget):
         elif now > 0.92 * self._x_max or now < 0.3 * self._x_max - MIN_SPAN_S:
             self._x_max = max(MIN_SPAN_S, now * 1.5)
             plot.setXRange(0, self._x_max, padding=0)
+
+    def fit(self) -> None:
+        """The whole run on the time axis: for a picture of a finished run (an export)."""
+        self._sync_ranges(self._now, final=True)
 
     def bar_count(self) -> int:
         """Requests with a bar (for tests): each has exactly one span that starts at submit."""
@@ -202,38 +175,3 @@ class GanttView(pg.PlotWidget):
                 plain_text.tooltip(request_tooltip(here[0])),
                 self,
             )
-
-
-def lane_rows(model: RunModel) -> tuple[dict[tuple[int, int | None], int], list[str]]:
-    """Row of each (configuration, slot) lane, and the lanes' names, in run order; requests
-    no /slots sample caught get an "unmatched" lane of their configuration."""
-    labels = dict(enumerate(label for _, label in model.config_marks))
-    slots: dict[int, set[int | None]] = {}
-    for view in model.requests.values():
-        slots.setdefault(view.config_index, set()).add(view.slot)
-    rows: dict[tuple[int, int | None], int] = {}
-    names: list[str] = []
-    for config in sorted(slots):
-        ids = sorted(s for s in slots[config] if s is not None)
-        for slot in [*ids, *([None] if None in slots[config] else [])]:
-            rows[(config, slot)] = len(names)
-            label = labels.get(config, f"config {config + 1}")
-            names.append(f"{label} · slot {slot}" if slot is not None else f"{label} · unmatched")
-    return rows, names
-
-
-def request_tooltip(view: RequestView) -> str:
-    def fmt(value: float | None, unit: str, digits: int = 3) -> str:
-        return "-" if value is None else f"{value:.{digits}f} {unit}"
-
-    lines = [
-        f"request #{view.index} (config {view.config_index + 1}, repeat {view.repeat + 1})",
-        f"state: {view.state}" + (f"   slot: {view.slot}" if view.slot is not None else ""),
-        f"TTFT: {fmt(view.ttft_s, 's')}",
-        f"queue wait: {fmt(view.queue_s, 's')}   prefill: {fmt(view.prefill_s, 's')}",
-        f"tokens: {view.output_tokens if view.output_tokens is not None else view.chunks}",
-        f"decode: {fmt(view.decode_tok_s, 'tok/s', 1)}",
-    ]
-    if view.error:
-        lines.append(f"error: {view.error}")
-    return "\n".join(lines)

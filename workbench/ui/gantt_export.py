@@ -1,0 +1,62 @@
+"""A session's queue Gantt written to files, headless: PNG and SVG of the rows per request and
+of the lanes per server slot (the same ``GanttView`` as the window), and one interactive HTML
+page with both."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from workbench.engine.analysis.compare import session_column, workload_caption
+from workbench.engine.base.errors import OutputDirError
+from workbench.engine.run.replay import session_events
+from workbench.engine.store import Session
+from workbench.ui.charts import export_widget
+from workbench.ui.gantt import TITLES, GanttView
+from workbench.ui.gantt_html import gantt_html
+from workbench.ui.gantt_rows import SEGMENT_NAMES, SEGMENTS
+from workbench.ui.report import ChartOptions, headless_app
+from workbench.ui.run_model import RunModel
+
+VIEWS = (("gantt", False), ("gantt-slots", True))  # file stem, lanes by slot
+
+
+def session_model(session: Session) -> RunModel:
+    """The session folded into the window's run model, as it stood when the run ended."""
+    model = RunModel()
+    model.apply([event for _, event in session_events(session)])
+    return model
+
+
+def write_gantt(session: Session, out_dir: Path, options: ChartOptions) -> list[Path]:
+    """gantt.* and gantt-slots.* in each of ``options.formats`` (PDF too), and gantt.html."""
+    headless_app()
+    model = session_model(session)
+    title = session_column(session)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputDirError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
+    written = []
+    view = GanttView()
+    legend = view.getPlotItem().addLegend(offset=(-10, 10), labelTextSize="9pt")
+    for stem, lanes in VIEWS:
+        view.set_lanes(lanes)
+        view.sync(model, model.last_t)
+        legend.clear()
+        for name in SEGMENTS[1:] if lanes else SEGMENTS:  # a slot's lane never waits
+            legend.addItem(view.bars[name], SEGMENT_NAMES[name])
+        view.getPlotItem().setTitle(
+            f"{TITLES[lanes]}<br><span style='font-size:9pt'>{html.escape(title)}</span>"
+        )
+        for fmt in options.formats:
+            path = out_dir / f"{stem}.{fmt}"
+            written.append(export_widget(view, path, options.width, options.height, options.dpi))
+    view.deleteLater()
+    page = out_dir / "gantt.html"
+    caption = workload_caption([session.summaries()])
+    try:
+        page.write_text(gantt_html(model, title, caption), encoding="utf-8")
+    except OSError as exc:
+        raise OutputDirError(f"cannot write {page}: {exc.strerror or exc}") from None
+    return [*written, page]

@@ -1,0 +1,69 @@
+"""The queue Gantt as one self-contained, interactive HTML page: the same bars as the window
+(``gantt_rows``), drawn as SVG by a few lines of inline script, so it opens in any browser with
+no network and no server. Hover a bar for the request's figures, drag or use the wheel to pan
+and zoom time, double-click to see it all, and switch between rows per request and lanes per
+server slot.
+
+Everything from the session (names, labels, errors) reaches the page as JSON inside a script
+element and is set as text, never as markup.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from importlib import resources
+from typing import Any
+
+from workbench.ui.gantt_rows import (
+    SEGMENT_NAMES,
+    SEGMENTS,
+    lane_rows,
+    request_tooltip,
+    segments,
+)
+from workbench.ui.run_model import RunModel
+
+
+def _resource(name: str) -> str:
+    return resources.files("workbench.resources").joinpath(name).read_text(encoding="utf-8")
+
+
+def state_colors() -> dict[str, str]:
+    """The request states' colours, from the theme file the window reads."""
+    theme = json.loads(_resource("theme.json"))
+    return {state: theme["states"][state] for state in SEGMENTS}
+
+
+def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str, Any]:
+    """What the page draws: each request's spans (seconds from the run's start), its row
+    and its slot lane, its tooltip, and the configurations' start marks."""
+    now = model.last_t
+    lanes, lane_names = lane_rows(model)
+    requests = [
+        {
+            "row": view.row,
+            "lane": lanes[(view.config_index, view.slot)],
+            "spans": [[name, round(x0, 4), round(x1, 4)] for name, x0, x1 in segments(view, now)],
+            "tip": request_tooltip(view),
+        }
+        for view in model.ordered()
+    ]
+    return {
+        "title": title,
+        "subtitle": subtitle,
+        "end": round(now, 4),
+        "rows": len(requests),
+        "lanes": lane_names,
+        "marks": [[round(t, 4), label] for t, label in model.config_marks],
+        "requests": requests,
+        "colors": state_colors(),
+        "labels": SEGMENT_NAMES,
+    }
+
+
+def gantt_html(model: RunModel, title: str, subtitle: str = "") -> str:
+    data = json.dumps(gantt_document(model, title, subtitle), separators=(",", ":"))
+    data = data.replace("<", "\\u003c")  # nothing in the data can close the script element
+    head, tail = _resource("gantt.html").split("{{data}}")  # each filled once, in its place
+    return head.replace("{{title}}", html.escape(title)) + data + tail

@@ -1,0 +1,83 @@
+"""What the queue Gantt draws, in plain Python (no Qt): each request's spans, the slot lanes
+and the tooltip text. The window's Gantt and the exported interactive HTML both read them, so
+the two show the same bars."""
+
+from __future__ import annotations
+
+from workbench.ui.run_model import RequestView, RunModel
+
+SEGMENTS = ("queued", "prefill", "decoding", "failed")
+SEGMENT_NAMES = {
+    "queued": "waiting",
+    "prefill": "prefill",
+    "decoding": "decoding",
+    "failed": "failed",
+}
+
+
+def segments(view: RequestView, now: float) -> list[tuple[str, float, float]]:
+    """(colour, start, end) spans of one request's bar at time ``now``."""
+    if view.t_submit is None:
+        return []
+    start = view.t_submit
+    if view.state == "failed":
+        return [("failed", start, view.t_done or now)]
+    if view.state == "done" and view.t_first is None:  # ended without generating a token
+        return [("queued", start, view.t_done or start)]
+    if view.state == "done" and view.t_first is not None:
+        # Queue, then prefill for as long as the server's timings say, then decoding. A
+        # whole answer (not streamed) arrives at its end: the server's timings split the
+        # wait into queue, prefill and the decoding the client could not watch.
+        split = start + view.queue_s if view.queue_s is not None else view.t_first
+        decode_from = split + view.prefill_s if view.prefill_s is not None else view.t_first
+        decode_from = min(decode_from, view.t_first)
+        spans = [
+            ("queued", start, split),
+            ("prefill", split, decode_from),
+            ("decoding", decode_from, view.t_last or view.t_first),
+        ]
+        return [s for s in spans if s[2] > s[1]]
+    # Live: queued until a slot was seen prefilling it (when it was), then decoding.
+    first = view.t_first if view.t_first is not None else now
+    prefill_from = view.t_prefill if view.t_prefill is not None else first
+    spans = [
+        ("queued", start, prefill_from),
+        ("prefill", prefill_from, first),
+        ("decoding", first, now),
+    ]
+    return [s for s in spans if s[2] > s[1] or s[0] == "queued"]  # a bar from its submit on
+
+
+def lane_rows(model: RunModel) -> tuple[dict[tuple[int, int | None], int], list[str]]:
+    """Row of each (configuration, slot) lane, and the lanes' names, in run order; requests
+    no /slots sample caught get an "unmatched" lane of their configuration."""
+    labels = dict(enumerate(label for _, label in model.config_marks))
+    slots: dict[int, set[int | None]] = {}
+    for view in model.requests.values():
+        slots.setdefault(view.config_index, set()).add(view.slot)
+    rows: dict[tuple[int, int | None], int] = {}
+    names: list[str] = []
+    for config in sorted(slots):
+        ids = sorted(s for s in slots[config] if s is not None)
+        for slot in [*ids, *([None] if None in slots[config] else [])]:
+            rows[(config, slot)] = len(names)
+            label = labels.get(config, f"config {config + 1}")
+            names.append(f"{label} · slot {slot}" if slot is not None else f"{label} · unmatched")
+    return rows, names
+
+
+def request_tooltip(view: RequestView) -> str:
+    def fmt(value: float | None, unit: str, digits: int = 3) -> str:
+        return "-" if value is None else f"{value:.{digits}f} {unit}"
+
+    lines = [
+        f"request #{view.index} (config {view.config_index + 1}, repeat {view.repeat + 1})",
+        f"state: {view.state}" + (f"   slot: {view.slot}" if view.slot is not None else ""),
+        f"TTFT: {fmt(view.ttft_s, 's')}",
+        f"queue wait: {fmt(view.queue_s, 's')}   prefill: {fmt(view.prefill_s, 's')}",
+        f"tokens: {view.output_tokens if view.output_tokens is not None else view.chunks}",
+        f"decode: {fmt(view.decode_tok_s, 'tok/s', 1)}",
+    ]
+    if view.error:
+        lines.append(f"error: {view.error}")
+    return "\n".join(lines)
