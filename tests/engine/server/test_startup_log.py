@@ -63,3 +63,76 @@ llama_context:  CUDA_Host compute buffer size =     6.51 MiB
     assert facts.kv_buffer_mib == pytest.approx(180.00)
     assert facts.compute_buffer_mib == pytest.approx(66.51)
     assert facts.backend == "CUDA"
+
+
+# The lines below are llama.cpp's own format strings rendered by hand (no Mac or GPU here):
+# ggml/src/ggml-metal/ggml-metal-device.m, ggml_metal_device_init:
+#   "%s: recommendedMaxWorkingSetSize  = %8.2f MB\n" (the size / 1e6)
+# src/llama-model.cpp, load_tensors:
+#   "%s: offloaded %d/%d layers to GPU\n" and "%s: %12s model buffer size = %8.2f MiB\n"
+# with the timestamp and level prefix current llama-server logs carry.
+METAL_LOG = """\
+0.00.021.608 I cmn  common_param: common_params_print_info: verbosity = 3
+0.00.040.770 I ggml_metal_device_init: GPU name:   MTL0
+0.00.040.771 I ggml_metal_device_init: GPU family: MTLGPUFamilyApple9  (1009)
+0.00.040.771 I ggml_metal_device_init: has unified memory    = true
+0.00.040.772 I ggml_metal_device_init: recommendedMaxWorkingSetSize  = 11453.25 MB
+0.00.109.723 I llama_prepare_model_devices: using device MTL0 (Apple M3 Pro) - 10922 MiB free
+0.00.325.669 I load_tensors: offloaded 31/31 layers to GPU
+0.00.341.820 I load_tensors:   CPU_Mapped model buffer size =    20.25 MiB
+0.00.341.821 I load_tensors:  MTL0_Mapped model buffer size =    71.85 MiB
+0.00.344.565 I llama_kv_cache:       MTL0 KV buffer size =   180.00 MiB
+0.00.551.157 I srv    load_model: initializing, n_slots = 4, n_ctx_slot = 2048, kv_unified = 'false'
+"""
+
+
+def test_metal_log_states_the_working_set_and_the_offload() -> None:
+    facts = parse_startup_log(METAL_LOG)
+    assert facts.backend == "Metal" and facts.devices == ("MTL0",)
+    assert facts.metal_working_set_bytes == 11_453_250_000  # MB as ggml-metal counts them
+    assert (facts.layers_offloaded, facts.layers_total) == (31, 31)
+    assert facts.model_buffer_mib == pytest.approx(92.10)
+    assert facts.to_dict()["metal_working_set_bytes"] == 11_453_250_000
+
+
+def test_working_set_in_every_spelling_llama_cpp_used() -> None:
+    """ggml-metal.m's ggml_metal_init printed the same line before the device code moved
+    out (older builds with one space before "=", and the size in MiB under "MB": read as MB,
+    on the low side); %8.2f pads a small size with spaces (an 8 GB Mac)."""
+    for line, expected in (
+        ("ggml_metal_init: recommendedMaxWorkingSetSize  = 11453.25 MB", 11_453_250_000),
+        ("ggml_metal_init: recommendedMaxWorkingSetSize = 10922.67 MB", 10_922_670_000),
+        ("ggml_metal_device_init: recommendedMaxWorkingSetSize  =  5726.63 MB", 5_726_630_000),
+    ):
+        facts = parse_startup_log(line + "\n")
+        assert facts.metal_working_set_bytes == expected, line
+        assert facts.backend == "Metal"
+
+
+def test_no_working_set_where_the_log_has_none_or_garbage() -> None:
+    assert parse_startup_log(CPU_LOG).metal_working_set_bytes is None
+    for odd in (
+        "ggml_metal_device_init: recommendedMaxWorkingSetSize  = lots MB",
+        "ggml_metal_device_init: recommendedMaxWorkingSetSize  = 1.2.3 MB",
+        "ggml_metal_device_init: recommendedMaxWorkingSetSize  = " + "9" * 5000 + " MB",
+        "load_tensors: offloaded " + "9" * 5000 + "/31 layers to GPU",
+    ):
+        facts = parse_startup_log(odd + "\n")
+        assert facts.metal_working_set_bytes is None and facts.layers_offloaded is None, odd
+
+
+def test_a_cpu_server_stores_its_facts_as_before() -> None:
+    """Facts a CPU build never states are left out of what a session stores, so its file
+    is what it was before they existed."""
+    stored = parse_startup_log(CPU_LOG).to_dict()
+    assert not {"layers_offloaded", "layers_total", "metal_working_set_bytes"} & set(stored)
+
+
+def test_partial_offload_on_cuda() -> None:
+    facts = parse_startup_log(
+        "ggml_cuda_init: found 1 CUDA devices:\n"
+        "load_tensors: offloaded 12/31 layers to GPU\n"
+        "load_tensors:        CUDA0 model buffer size =    35.00 MiB\n"
+    )
+    assert (facts.backend, facts.layers_offloaded, facts.layers_total) == ("CUDA", 12, 31)
+    assert facts.metal_working_set_bytes is None

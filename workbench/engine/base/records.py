@@ -100,10 +100,23 @@ class StartupFacts:
     backend: str | None = None
     build: str | None = None
     devices: tuple[str, ...] = ()
+    layers_offloaded: int | None = None  # "offloaded 31/31 layers to GPU": 31
+    layers_total: int | None = None  # and 31 (the model's layers and its output layer)
+    metal_working_set_bytes: int | None = None  # what Metal lets the GPU hold (Apple)
 
     def to_dict(self) -> dict[str, Any]:
-        """As a session stores it and the JSON export shows it: every field by name."""
-        return {**asdict(self), "devices": list(self.devices)}
+        """As a session stores it and the JSON export shows it: every field by name, but a
+        field added after the session format settled only where the log stated it, so a
+        server that states none of them is stored byte for byte as before."""
+        stored = {**asdict(self), "devices": list(self.devices)}
+        for key in STATED_ONLY:
+            if stored[key] is None:
+                del stored[key]
+        return stored
+
+
+STATED_ONLY = ("layers_offloaded", "layers_total", "metal_working_set_bytes")
+"""Startup facts a session stores only when the server stated them."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +126,7 @@ class Gpu:
     name: str | None = None
     memory_bytes: int | None = None
     driver: str | None = None
+    memory_bandwidth_gbs: float | None = None  # NVML: max memory clock x bus width x 2
 
 
 @dataclass(frozen=True)
@@ -143,8 +157,17 @@ class Hardware:
         """As a session stores it and the JSON export shows it. The server's binary and
         build are known only where the workbench started the server: an external session's
         fingerprint has no such keys."""
-        stored = {**asdict(self), "gpus": [asdict(g) for g in self.gpus]}
+        stored = {**asdict(self), "gpus": [_gpu_dict(g) for g in self.gpus]}
         for key in ("llama_server", "llama_server_build"):
             if stored[key] is None:
                 del stored[key]
         return stored
+
+
+def _gpu_dict(gpu: Gpu) -> dict[str, Any]:
+    """A GPU as stored: its bandwidth only where NVML gave one (nvidia-smi gives none), so a
+    GPU without it is stored as before the field existed."""
+    stored = asdict(gpu)
+    if stored["memory_bandwidth_gbs"] is None:
+        del stored["memory_bandwidth_gbs"]
+    return stored

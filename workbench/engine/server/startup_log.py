@@ -22,12 +22,17 @@ _COMPUTE_BUFFER = re.compile(r"(\S+)\s+compute buffer size\s*=\s*([\d.]+)\s*MiB"
 _BUILD = re.compile(r"\bbuild[:\s]+(\d+\s*\([^)]*\)(?:\s+with\s+.*)?)$")
 _BACKENDS = (
     (re.compile(r"ggml_cuda_init|CUDA\d*\s+model buffer|using device CUDA", re.I), "CUDA"),
-    (re.compile(r"ggml_metal_init|using device MTL\d*|\bMTL\d*\s+model buffer"), "Metal"),
+    (re.compile(r"ggml_metal_\w*init|using device MTL\d*|\bMTL\d*\s+model buffer"), "Metal"),
     (re.compile(r"ggml_vulkan|Vulkan\d*\s+model buffer", re.I), "Vulkan"),
     (re.compile(r"ROCm|HIP\d*\s+model buffer", re.I), "ROCm"),
 )
 _BACKEND_WORDS = ("cuda", "metal", "mtl", "vulkan", "rocm", "hip")
 _DEVICE = re.compile(r"using device (\S+)")
+_OFFLOADED = re.compile(r"offloaded\s+(\d{1,9})/(\d{1,9})\s+layers to GPU")
+# ggml-metal: "%s: recommendedMaxWorkingSetSize  = %8.2f MB" with the size over 1e6. Older
+# builds divided by 1024 x 1024 under the same "MB": read as MB, their limit comes out 4.6 %
+# low, on the safe side of what fits.
+_WORKING_SET = re.compile(r"recommendedMaxWorkingSetSize\s*=\s*(\d{1,12}(?:\.\d{1,6})?)\s*MB\b")
 
 
 def parse_startup_log(text: str) -> StartupFacts:
@@ -43,6 +48,8 @@ def parse_startup_log(text: str) -> StartupFacts:
     compute_mib: dict[str, float] = {}
     kv_buffers: list[float] = []
     kv_sizes: list[float] = []
+    offloaded: tuple[int, int] | None = None
+    working_set: int | None = None
     # A plain substring test before each regex: the buffer patterns backtrack at every
     # position of every line, and this runs between /health and "healthy" on each start.
     for line in text.splitlines():
@@ -66,6 +73,10 @@ def parse_startup_log(text: str) -> StartupFacts:
             build = m.group(1)
         if "using device" in line and (m := _DEVICE.search(line)) and m.group(1) not in devices:
             devices.append(m.group(1))
+        if "offloaded" in line and (m := _OFFLOADED.search(line)) and offloaded is None:
+            offloaded = int(m.group(1)), int(m.group(2))
+        if "WorkingSet" in line and (m := _WORKING_SET.search(line)) and working_set is None:
+            working_set = round(float(m.group(1)) * 1e6)
         if backend is None and any(word in line.lower() for word in _BACKEND_WORDS):
             for pattern, name in _BACKENDS:
                 if pattern.search(line):
@@ -84,4 +95,7 @@ def parse_startup_log(text: str) -> StartupFacts:
         backend=backend,
         build=build,
         devices=tuple(devices),
+        layers_offloaded=offloaded[0] if offloaded else None,
+        layers_total=offloaded[1] if offloaded else None,
+        metal_working_set_bytes=working_set,
     )
