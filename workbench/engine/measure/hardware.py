@@ -7,11 +7,11 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from workbench.engine.base.records import Gpu, Hardware
+from workbench.engine.measure.gpu_memory import MAX_DEVICES, nvml
 
 
 def _run(cmd: list[str], timeout: float = 5.0) -> str:
@@ -33,32 +33,11 @@ def cpu_model() -> str:
 
 
 def nvidia_gpus() -> list[Gpu]:
-    """GPUs through NVML when nvidia-ml-py is installed; nvidia-smi otherwise."""
-    try:
-        import pynvml  # type: ignore[import-not-found]
-    except ImportError:
-        pynvml = None
-    if pynvml is not None:
-        try:
-            pynvml.nvmlInit()
-            try:
-                gpus = []
-                for i in range(pynvml.nvmlDeviceGetCount()):
-                    handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-                    name = pynvml.nvmlDeviceGetName(handle)
-                    mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
-                    gpus.append(
-                        Gpu(
-                            name=_decode(name),
-                            memory_bytes=int(mem.total),
-                            driver=_decode(pynvml.nvmlSystemGetDriverVersion()),
-                        )
-                    )
-                return gpus
-            finally:
-                pynvml.nvmlShutdown()
-        except Exception:
-            pass
+    """GPUs through NVML when nvidia-ml-py is installed (with each one's memory bandwidth);
+    through nvidia-smi otherwise."""
+    session = nvml()
+    if session.module is not None:
+        return session.gpus()
     out = _run(
         [
             "nvidia-smi",
@@ -67,17 +46,13 @@ def nvidia_gpus() -> list[Gpu]:
         ]
     )
     gpus = []
-    for line in out.splitlines():
+    for line in out.splitlines()[:MAX_DEVICES]:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 3 and parts[1].isdigit():
             gpus.append(
                 Gpu(name=parts[0], memory_bytes=int(parts[1]) * 1024 * 1024, driver=parts[2])
             )
     return gpus
-
-
-def _decode(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def apple_chip() -> str | None:
@@ -110,47 +85,3 @@ def fingerprint(server_binary: str | None = None) -> Hardware:
         llama_server=server_binary or None,
         llama_server_build=server_build(server_binary) if server_binary else None,
     )
-
-
-class GpuProbe:
-    """GPU memory used by given processes, through NVML (nvidia-ml-py) when present.
-
-    ``available`` is False on machines without an NVIDIA driver or without nvidia-ml-py;
-    then there is simply no GPU curve."""
-
-    def __init__(self) -> None:
-        self.available = False
-        try:
-            import pynvml  # type: ignore[import-not-found]
-
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            self._handles = [
-                pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())
-            ]
-            self.available = bool(self._handles)
-        except Exception:
-            self._handles = []
-
-    def used_by(self, pids: set[int]) -> int | None:
-        """Bytes of GPU memory held by these processes on all GPUs; None if NVML lists none
-        of them (a server on the CPU, or a container, where NVML gives host PIDs): no
-        curve rather than a flat zero."""
-        if not self.available:
-            return None
-        found, total = False, 0
-        try:
-            for handle in self._handles:
-                for proc in self._nvml.nvmlDeviceGetComputeRunningProcesses(handle):
-                    used = getattr(proc, "usedGpuMemory", None)
-                    if proc.pid in pids and isinstance(used, int):
-                        found, total = True, total + used
-        except Exception:
-            return None
-        return total if found else None
-
-    def close(self) -> None:
-        if self.available:
-            with contextlib.suppress(Exception):
-                self._nvml.nvmlShutdown()
-            self.available = False

@@ -16,8 +16,9 @@ from typing import Any
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from workbench.engine.events import GpuSample, MetricsSample, ProcessSample, SlotsSample
-from workbench.engine.measure.hardware import GpuProbe
+from workbench.engine.events import GpuSample, MetricsSample, Notice, ProcessSample, SlotsSample
+from workbench.engine.measure.gpu_memory import GpuProbe
+from workbench.engine.measure.process_memory import process_measure
 from workbench.engine.net.bounded_http import Answer, bounded_get
 from workbench.engine.net.http_stream import ConnectFailed
 
@@ -139,7 +140,9 @@ def slot_context_share(slot: dict[str, Any]) -> float | None:
 
 
 class ProcessProbe:
-    """RSS (including children) and CPU of a process tree.
+    """Memory (including children) and CPU of a process tree. The memory is what the
+    platform's own monitor shows (``process_memory``): the physical footprint on macOS, the
+    RSS elsewhere.
 
     Listing children scans every process on the machine, so it is done once a second, not
     at every sample."""
@@ -149,6 +152,7 @@ class ProcessProbe:
     def __init__(self, pid: int) -> None:
         self.process = psutil.Process(pid)
         self.process.cpu_percent(None)
+        self.memory = process_measure()
         self._children: list[psutil.Process] = []
         self._children_at = 0.0
 
@@ -164,13 +168,27 @@ class ProcessProbe:
                 self._children = [
                     known.get(c.pid, c) for c in self.process.children(recursive=True)
                 ]
-        rss = self.process.memory_info().rss  # raises if the server is gone
+        memory = self.memory.read(self.process)  # raises if the server is gone
         cpu = self.process.cpu_percent(None)
         for child in self._children:
             with contextlib.suppress(psutil.Error):
-                rss += child.memory_info().rss
+                memory += self.memory.read(child)
                 cpu += child.cpu_percent(None)
-        return rss, cpu
+        return memory, cpu
+
+
+_told: set[str] = set()
+_told_lock = threading.Lock()
+
+
+def tell_once(emit: Emit, level: str, text: str, config_index: int | None) -> None:
+    """A notice about the machine (how memory is counted, why GPU memory is missing) is the
+    same for every repeat and configuration: it is emitted once per process."""
+    with _told_lock:
+        if text in _told:
+            return
+        _told.add(text)
+    emit(Notice(level, text, config_index))
 
 
 class _Ticker(threading.Thread):
@@ -197,10 +215,12 @@ class _Ticker(threading.Thread):
 
 
 class ServerSampler:
-    """Samples a server at ``process_hz`` (psutil) and ``http_hz`` (/metrics, /slots), on
-    two threads, so a slow HTTP answer never leaves a gap in the memory curve."""
+    """Samples a server at ``process_hz`` (psutil), ``gpu_hz`` (NVML) and ``http_hz``
+    (/metrics, /slots), each on its own thread, so a slow HTTP answer or a slow NVML query
+    never leaves a gap in the memory curve."""
 
     HTTP_DEADLINE_S = 1.0  # a whole answer, however the server drips it
+    GPU_JOIN_S = 1.5  # an NVML call cannot be interrupted: stop waits this long for it
 
     def __init__(
         self,
@@ -211,6 +231,7 @@ class ServerSampler:
         process_hz: float = 10.0,
         http_hz: float = 4.0,
         headers: dict[str, str] | None = None,
+        gpu_hz: float = 4.0,
     ) -> None:
         self.emit = emit
         self.config_index = config_index
@@ -223,12 +244,19 @@ class ServerSampler:
             with contextlib.suppress(psutil.Error):
                 self._probe = ProcessProbe(pid)
         self._headers = headers
-        self._gpu = GpuProbe() if self._probe is not None else None
+        self._gpu: GpuProbe | None = None
+        self._gpu_thread: _Ticker | None = None
         self._threads = [_Ticker("sampler-http", 1.0 / http_hz, self._sample_http, self._stop)]
         if self._probe is not None:
             self._threads.append(
                 _Ticker("sampler-process", 1.0 / process_hz, self._sample_process, self._stop)
             )
+            self._gpu = GpuProbe()  # NVML starts on the GPU thread, never on the caller's
+            self._gpu_thread = _Ticker("sampler-gpu", 1.0 / gpu_hz, self._sample_gpu, self._stop)
+            self._threads.append(self._gpu_thread)
+            if (notice := self._probe.memory.notice) is not None:
+                level = "warning" if self._probe.memory.fallback_reason else "info"
+                tell_once(emit, level, notice, None)
 
     def start(self) -> None:
         for thread in self._threads:
@@ -238,22 +266,27 @@ class ServerSampler:
         self._stop.set()
         for thread in self._threads:
             if thread.is_alive():
-                thread.join(timeout=5.0)
+                thread.join(timeout=self.GPU_JOIN_S if thread is self._gpu_thread else 5.0)
         if self._gpu is not None:
-            self._gpu.close()
+            self._gpu.finish()
+            for level, text in self._gpu.notices:
+                tell_once(self.emit, level, text, self.config_index)
 
     def _sample_process(self) -> None:
         assert self._probe is not None
         try:
-            rss, cpu = self._probe.sample()
+            memory, cpu = self._probe.sample()
         except psutil.Error:
             return
-        t_ns = time.perf_counter_ns()
-        self.emit(ProcessSample(self.config_index, t_ns, rss, cpu))
-        if self._gpu is not None and self._gpu.available:
-            gpu = self._gpu.used_by(self._probe.pids())
-            if gpu is not None:
-                self.emit(GpuSample(self.config_index, t_ns, gpu))
+        self.emit(ProcessSample(self.config_index, time.perf_counter_ns(), memory, cpu))
+
+    def _sample_gpu(self) -> None:
+        assert self._probe is not None and self._gpu is not None
+        if self._gpu.stopped:
+            return
+        used = self._gpu.sample(self._probe.pids())
+        if used is not None:
+            self.emit(GpuSample(self.config_index, time.perf_counter_ns(), used))
 
     def _get(self, path: str) -> Answer | None:
         try:
