@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import gguf
@@ -15,9 +16,17 @@ import pytest
 from workbench.cli.main import main
 from workbench.engine.analysis import gguf_header
 from workbench.engine.analysis.gguf_header import GgufHeader, read_gguf_header
-from workbench.engine.analysis.planner import ModelFacts, kv_layout, kv_mib, plan, read_model_facts
+from workbench.engine.analysis.planner import (
+    METAL_WORKING_SET,
+    ModelFacts,
+    kv_layout,
+    kv_mib,
+    plan,
+    read_model_facts,
+    usable_memory,
+)
 from workbench.engine.base.errors import ModelFileError
-from workbench.engine.base.records import Gpu
+from workbench.engine.base.records import Gpu, StartupFacts
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.server.llama_server import LlamaServer
 
@@ -101,20 +110,23 @@ def test_estimate_matches_the_servers_kv_buffer(
     assert server.facts.model_buffer_mib == pytest.approx(smollm.tensor_bytes / MIB, rel=0.01)
 
 
+LLAMA_8B_SHAPE = ModelFacts(
+    "m.gguf",
+    "llama",
+    "m",
+    1000 * MIB,
+    1000 * MIB,
+    layers=32,
+    kv_heads=(8,) * 32,
+    head_k=128,
+    head_v=128,
+    train_ctx=32768,
+    quantization="Q4_K_M",
+)
+
+
 def test_plan_table_for_known_inputs():
-    model = ModelFacts(
-        "m.gguf",
-        "llama",
-        "m",
-        1000 * MIB,
-        1000 * MIB,
-        layers=32,
-        kv_heads=(8,) * 32,
-        head_k=128,
-        head_v=128,
-        train_ctx=32768,
-        quantization="Q4_K_M",
-    )
+    model = LLAMA_8B_SHAPE
     assert model.kv_bytes_per_token() == 131072  # 128 KiB per token: a Llama-3-8B shape
     rows = plan(
         model, [8192, 65536], [1, 4], available_bytes=6 * 2**30, overhead_mib=0, need_tokens=3000
@@ -132,6 +144,40 @@ def test_plan_table_for_known_inputs():
     assert tight[0].fit == "tight"  # 3000 MiB of 3482
     q8 = plan(model, [8192], [1], 6 * 2**30, type_k="q8_0", type_v="q8_0")[0]
     assert q8.kv_mib == pytest.approx(1024 * 34 / 64)
+
+
+# What a 16 GB Mac's server logs (recommendedMaxWorkingSetSize = 11453.25 MB, all layers on
+# the GPU), and the same server with none offloaded.
+ON_METAL = StartupFacts(
+    backend="Metal", layers_offloaded=33, layers_total=33, metal_working_set_bytes=11_453_250_000
+)
+GIB = 2**30
+
+
+def test_on_metal_the_gpu_working_set_is_what_a_configuration_may_take():
+    assert usable_memory(14 * GIB, "free RAM", ON_METAL) == (11_453_250_000, METAL_WORKING_SET)
+    assert usable_memory(8 * GIB, "free RAM", ON_METAL) == (8 * GIB, "free RAM")  # less free
+    on_cpu = replace(ON_METAL, layers_offloaded=0)
+    assert usable_memory(14 * GIB, "free RAM", on_cpu) == (14 * GIB, "free RAM")
+    unstated = replace(ON_METAL, layers_offloaded=None)  # Metal offloads all by default
+    assert usable_memory(14 * GIB, "free RAM", unstated)[1] == METAL_WORKING_SET
+    for facts in (None, StartupFacts(backend="CUDA"), replace(ON_METAL, metal_working_set_bytes=0)):
+        assert usable_memory(14 * GIB, "free RAM", facts) == (14 * GIB, "free RAM")
+
+
+def test_a_plan_on_metal_is_held_to_the_working_set():
+    """64k of context for one slot: 8 GiB of KV and 1000 MiB of weights, 9192 MiB. In 14 GiB
+    of free RAM that fits; in the 10923 MiB Metal lets the GPU hold it is tight, and with
+    twice the context it does not fit at all."""
+    ram = plan(LLAMA_8B_SHAPE, [65536, 131072], [1], 14 * GIB, overhead_mib=0)
+    metal = plan(LLAMA_8B_SHAPE, [65536, 131072], [1], 14 * GIB, overhead_mib=0, facts=ON_METAL)
+    assert [r.total_mib for r in ram] == [r.total_mib for r in metal] == [9192.0, 17384.0]
+    assert [r.fit for r in ram] == ["fits", "does not fit"]
+    assert [r.fit for r in metal] == ["tight", "does not fit"]
+    on_cpu = replace(ON_METAL, layers_offloaded=0)
+    assert [
+        r.fit for r in plan(LLAMA_8B_SHAPE, [65536], [1], 14 * GIB, overhead_mib=0, facts=on_cpu)
+    ] == ["fits"]
 
 
 def test_a_file_that_is_not_gguf(tmp_path):

@@ -6,6 +6,10 @@ V head size x bytes per V element). llama-server gives each of N explicit slots
 ``pad256(ctx / N)`` cells (so the total can exceed ``-c``); with a unified cache (``-kvu``, or
 ``-np -1``) all slots share one pool of ``pad256(ctx)`` cells and a single request may use all
 of it. Checked against the server's own log line ``llama_kv_cache: size = ...`` in the tests.
+
+On a Mac whose server offloads to Metal, what a configuration may take is not the free RAM:
+the GPU holds at most Metal's recommended working set (``recommendedMaxWorkingSetSize``,
+which llama-server logs at start), about two thirds to three quarters of the RAM.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 
 from workbench.engine.analysis.gguf_header import Value, read_gguf_header
 from workbench.engine.base.errors import ModelFileError
+from workbench.engine.base.records import StartupFacts
 
 MIB = 2**20
 CELL_PAD = 256
@@ -205,6 +210,21 @@ class PlanRow:
 
 
 TIGHT_FRACTION = 0.8  # above this share of available memory, other programs will feel it
+METAL_WORKING_SET = "Metal's working set"
+
+
+def usable_memory(available_bytes: int, where: str, facts: StartupFacts | None) -> tuple[int, str]:
+    """The memory a configuration may take and what it is: ``available_bytes`` (``where``
+    says what they are), or less where a server's startup facts say its GPU holds less: a
+    server that offloaded layers to Metal gets at most Metal's working set. A server that
+    offloaded some layers only still holds the rest in the same RAM, so the smaller figure
+    is the one to plan for either way."""
+    if facts is None or facts.layers_offloaded == 0:  # nothing on the GPU: the RAM is the limit
+        return available_bytes, where
+    limit = facts.metal_working_set_bytes
+    if limit is None or not 0 < limit < available_bytes:
+        return available_bytes, where
+    return limit, METAL_WORKING_SET
 
 
 def plan(
@@ -217,10 +237,13 @@ def plan(
     type_v: str = "f16",
     overhead_mib: float = 128.0,
     need_tokens: int = 0,
+    facts: StartupFacts | None = None,
 ) -> list[PlanRow]:
-    """Every (ctx, slots) pair: memory it takes and whether it fits; warns when a request
-    would get less context than it needs (prompt + max tokens)."""
-    available_mib = available_bytes / MIB
+    """Every (ctx, slots) pair: memory it takes and whether it fits in ``available_bytes``,
+    or in less where ``facts`` (a server's startup facts on this machine) say its GPU holds
+    less (``usable_memory``); warns when a request would get less context than it needs
+    (prompt + max tokens)."""
+    available_mib = usable_memory(available_bytes, "", facts)[0] / MIB
     weights_mib = model.tensor_bytes / MIB
     rows = []
     for ctx in ctxs:
