@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from workbench import __version__
-from workbench.cli import capacity_commands, run_commands, session_commands
+from workbench.cli import capacity_commands, preferences_commands, run_commands, session_commands
 from workbench.cli.exit_codes import EXIT_CANCELLED, EXIT_ERROR
 from workbench.engine.base.errors import WorkbenchError
 
@@ -30,6 +30,7 @@ COMMANDS = (
     capacity_commands.add_roofline,
     session_commands.add_verdicts,
     run_commands.add_gui,
+    preferences_commands.add_preferences,
 )
 
 

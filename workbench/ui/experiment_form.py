@@ -36,6 +36,7 @@ from workbench.engine.config.experiment import (
     parse_experiment,
 )
 from workbench.engine.config.settings import Field, fields_of
+from workbench.ui.pickers import ChoiceDialog, model_picker
 
 ERROR_STYLE = "border: 2px solid #e5484d;"
 SERVER_DEFAULT = "server default"
@@ -103,6 +104,7 @@ class ExperimentForm(QWidget):
         self.edit_button.clicked.connect(self.edit_copy)
         self.edit_button.hide()
         self._session_name: str | None = None
+        self.picker: ChoiceDialog | None = None  # the model picker, while it is open
         open_button = QPushButton("Open…")
         save_button = QPushButton("Save as…")
         open_button.clicked.connect(self._open_dialog)
@@ -287,8 +289,16 @@ class ExperimentForm(QWidget):
         self.load(parse_experiment(experiment.source, path.stem, str(path)))
 
     def _pick_file(self, f: Field, widget: QWidget) -> None:
+        """The model from the models found on the machine; other files from a file dialog."""
+        if not isinstance(widget, QLineEdit):
+            return
+        if f.name == "model":
+            self.picker = model_picker(self)
+            self.picker.chosen.connect(lambda path, _: widget.setText(path))
+            self.picker.open()
+            return
         path, _ = QFileDialog.getOpenFileName(self, f.setting.label, "", f.setting.file_filter)
-        if path and isinstance(widget, QLineEdit):
+        if path:
             widget.setText(path)
 
     # -- validation ----------------------------------------------------------------------------

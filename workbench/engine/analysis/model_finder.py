@@ -92,11 +92,10 @@ class FoundModel:
 
     @property
     def size_text(self) -> str:
-        return (
-            f"{self.size_bytes / 2**30:.2f} GiB"
-            if self.size_bytes >= 2**30
-            else (f"{self.size_bytes / 2**20:.0f} MiB")
-        )
+        for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+            if self.size_bytes >= scale:
+                return f"{self.size_bytes / scale:.{2 if unit == 'GiB' else 0}f} {unit}"
+        return f"{self.size_bytes / 1024:.0f} KiB"
 
 
 def places(home: Path | None = None, env: dict[str, str] | None = None) -> list[Place]:

@@ -1,0 +1,74 @@
+"""Choosing a model and a llama-server without a terminal: the dialogs list what is on the
+machine, refuse what cannot be used, and remember the choice."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.engine.analysis.test_model_finder import write_gguf
+from tests.engine.server.test_binary_choices import script
+from tests.ui.driving import run
+from workbench.engine.config.preferences import load_preferences
+from workbench.engine.server.binary_choices import PINNED
+from workbench.ui.experiment_form import ExperimentForm
+from workbench.ui.pickers import binary_dialog
+
+
+@pytest.fixture
+def machine(tmp_path, monkeypatch):
+    """A home folder with one model in llama.cpp's cache and a broken one in LM Studio's."""
+    home = tmp_path / "home"
+    write_gguf(home / ".cache" / "llama.cpp" / "tiny-q8.gguf", "qwen2", 7, 4096)
+    broken = home / ".lmstudio" / "models" / "x" / "broken.gguf"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"not a model" * 20)
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("HF_HUB_CACHE", "HF_HOME", "LLAMA_CACHE", "OLLAMA_MODELS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
+    return home
+
+
+def test_the_model_picker_fills_the_form_and_remembers(machine, qtbot, loop):
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    field = form.schema[("server", "model")]
+    form._pick_file(field, form.fields[("server", "model")])
+    picker = form.picker
+    run(loop, lambda: picker.rows, 30)
+    names = [row.cells[0] for row in picker.rows]
+    assert names[0] == "default" and "tiny-q8.gguf" in names and "x/broken.gguf" in names
+    tiny = picker.rows[names.index("tiny-q8.gguf")]
+    assert tiny.cells[1:] == ("llama.cpp", tiny.cells[2], "qwen2", "Q8_0", "4,096")
+    assert "found 2 usable of 3" in picker.status.text()
+    assert picker.take(names.index("x/broken.gguf")) is False  # says why, cannot be taken
+    assert picker.take(names.index("tiny-q8.gguf")) is True
+    assert form.fields[("server", "model")].text() == tiny.value
+    assert load_preferences()[0].model == tiny.value
+
+
+def test_the_binary_dialog_offers_what_is_found_and_remembers_it(
+    machine, tmp_path, qtbot, loop, monkeypatch
+):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script(bin_dir / "llama-server", "echo 'version: 7000 (feedbee)'")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    dialog = binary_dialog()
+    qtbot.addWidget(dialog)
+    run(loop, lambda: dialog.rows, 30)
+    assert dialog.rows[0].how == "PATH"
+    assert dialog.rows[0].cells[1] == "version: 7000 (feedbee)"
+    plain = tmp_path / "not-a-program"
+    plain.write_text("x")
+    assert dialog.take_file(str(plain)) is False
+    assert "is not an executable file" in dialog.status.text()
+    pinned = [row.how for row in dialog.rows].index(PINNED)
+    assert dialog.take(pinned) is True
+    remembered = load_preferences()[0]
+    assert (remembered.server_bin, remembered.server_bin_found_by) == (
+        dialog.rows[pinned].value,
+        PINNED,
+    )
