@@ -1,12 +1,24 @@
-"""The bandwidth bound: a cached machine measurement and each configuration's share of it."""
+"""The bandwidth bound: a cached machine measurement, a GPU's bandwidth for the layers a
+server offloaded, and each configuration's share of its bound."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from tests.made_sessions import (
+    HARDWARE,
+    SWEEP,
+    Config,
+    build_session,
+    burst,
+    request,
+    startup_facts,
+)
 from workbench.cli.main import main
 from workbench.engine.analysis import roofline as rl
-from workbench.engine.base.records import StartupFacts
+from workbench.engine.base.records import Gpu, StartupFacts
 from workbench.engine.store import open_session
 
 
@@ -62,3 +74,134 @@ def test_a_session_from_another_machine_says_so(sweep_session, tmp_path, monkeyp
         "made-host",
     )
     assert rl.session_roofline(sweep_session, bandwidth_gbs=20).recorded_on is None  # given
+
+
+# -- the GPU's bandwidth for runs on a GPU -------------------------------------------------
+H200 = Gpu("NVIDIA H200", 141 * 2**30, "580.159.03", 4916.7)
+
+
+def gpu_sweep(path, hardware, *offloads):
+    """The made sweep (np=1 and np=2, the same requests and buffers), each configuration's
+    server with a backend and "offloaded k/n layers"."""
+    warm = {"repeat": -1, "warmup": True, "slot": None}
+    requests = (
+        [request(0, submit_s=0.0, **warm), *burst(1, 3, slots=1, at_s=2.0)],
+        [request(4, submit_s=6.0, **warm), *burst(5, 3, slots=2, at_s=8.0, itl_s=0.125)],
+    )
+    configs = [
+        Config(
+            made, replace(startup_facts(slots, 2048), backend=b, layers_offloaded=k, layers_total=n)
+        )
+        for slots, made, (b, k, n) in zip((1, 2), requests, offloads, strict=True)
+    ]
+    return build_session(path, SWEEP, configs, hardware=hardware)
+
+
+@pytest.fixture
+def no_cpu_measure(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(rl, "measure_bandwidth", lambda: calls.append(1) or 12.5e9)
+    return calls
+
+
+def test_apple_chips_by_name_and_cores():
+    assert rl.apple_bandwidth("Apple M1", 8) == rl.Bandwidth(
+        68.25e9, "Apple M1: Apple's stated unified memory bandwidth"
+    )
+    gbs = {
+        (chip, cores): (b.bytes_per_s / 1e9 if (b := rl.apple_bandwidth(chip, cores)) else None)
+        for chip, cores in [
+            ("Apple M1 Pro (Virtual)", 10),
+            ("Apple M2 Ultra", 24),
+            ("Apple M3 Pro", 11),
+            ("Apple M3 Max", 14),
+            ("Apple M3 Max", 16),
+            ("Apple M3 Max", None),  # which M3 Max is not known: no guess
+            ("Apple M4", 10),
+            ("Apple M4 Max", 14),
+            ("Apple M4 Max", 16),
+            ("Apple M9", 8),
+            ("Intel(R) Core(TM) i7-9750H", 6),
+            (None, None),
+        ]
+    }
+    assert list(gbs.values()) == [200, 800, 150, 300, 400, None, 120, 410, 546, None, None, None]
+    assert "14 CPU cores" in rl.apple_bandwidth("Apple M4 Max", 14).source
+
+
+def test_nvidia_bandwidth_from_the_fingerprint():
+    assert rl.nvidia_bandwidth(replace(HARDWARE, gpus=(Gpu("L4", 1),))) is None  # nvidia-smi
+    one = rl.nvidia_bandwidth(replace(HARDWARE, gpus=(H200, H200)))
+    assert one == rl.Bandwidth(
+        4916.7e9, "NVIDIA H200: peak from NVML, memory clock x bus width x 2"
+    )
+    mixed = rl.nvidia_bandwidth(replace(HARDWARE, gpus=(H200, Gpu("NVIDIA L4", 1, None, 300.0))))
+    assert mixed.bytes_per_s == 300e9 and "(the slowest GPU)" in mixed.source
+
+
+def test_a_step_split_between_gpu_and_cpu_reads_each_share_at_its_speed():
+    assert rl.step_bandwidth(1.0, 10e9, 90e9) == 90e9
+    assert rl.step_bandwidth(0.0, 10e9, 90e9) == 10e9
+    assert rl.step_bandwidth(0.5, 10e9, 90e9) == pytest.approx(1 / (0.5 / 10e9 + 0.5 / 90e9))
+    assert rl.step_bandwidth(0.5, 10e9, None) == 10e9
+    assert rl.gpu_share(StartupFacts(backend="CUDA", layers_offloaded=12, layers_total=31)) == (
+        pytest.approx(12 / 31)
+    )
+    for facts in (
+        StartupFacts(backend="CPU", layers_offloaded=31, layers_total=31),  # no GPU backend
+        StartupFacts(backend="CUDA"),  # offload not logged
+        StartupFacts(backend="Vulkan", layers_offloaded=31, layers_total=31),  # no figure yet
+    ):
+        assert rl.gpu_share(facts) == 0.0
+
+
+def test_a_session_on_an_nvidia_gpu_is_bound_by_the_gpus_bandwidth(tmp_path, no_cpu_measure):
+    hardware = replace(HARDWARE, gpus=(H200,))
+    path = gpu_sweep(tmp_path / "s.session.sqlite", hardware, ("CUDA", 31, 31), ("CUDA", 31, 31))
+    report = rl.session_roofline(path)
+    assert no_cpu_measure == []  # nothing ran on the CPU: its bandwidth is not needed
+    assert (report.bandwidth, report.on_gpu, report.recorded_on) == (4916.7e9, True, None)
+    assert report.how == "NVIDIA H200: peak from NVML, memory clock x bus width x 2"
+    kv_in_use = (20 + 12 / 2) * 23040
+    assert [r.bound_tok_s for r in report.rows] == pytest.approx(
+        [4916.7e9 / (92.1 * 2**20 + batch * kv_in_use) for batch in (1, 2)]
+    )
+    assert [(r.bandwidth, r.gpu_share) for r in report.rows] == [(4916.7e9, 1.0)] * 2
+
+
+def test_a_session_on_metal_is_bound_by_the_chips_bandwidth(tmp_path, no_cpu_measure):
+    hardware = replace(HARDWARE, apple_chip="Apple M2 Max", cpu_physical_cores=12)
+    path = gpu_sweep(tmp_path / "s.session.sqlite", hardware, ("Metal", 31, 31), ("Metal", 31, 31))
+    report = rl.session_roofline(path)
+    assert (report.bandwidth, report.how) == (
+        400e9,
+        "Apple M2 Max: Apple's stated unified memory bandwidth",
+    )
+
+
+def test_gpu_and_cpu_configurations_each_get_their_own_bound(tmp_path, no_cpu_measure):
+    """-ngl 0 against -ngl 99 on one machine, and a partial offload."""
+    hardware = replace(HARDWARE, gpus=(H200,))
+    path = gpu_sweep(tmp_path / "s.session.sqlite", hardware, ("CUDA", 0, 31), ("CUDA", 12, 31))
+    report = rl.session_roofline(path)
+    assert no_cpu_measure == [1] and report.on_gpu
+    assert report.how == (
+        "NVIDIA H200: peak from NVML, memory clock x bus width x 2; CPU 12.5 GB/s, measured now"
+    )
+    cpu_row, partial = report.rows
+    assert (cpu_row.bandwidth, cpu_row.gpu_share) == (12.5e9, 0.0)
+    assert partial.gpu_share == pytest.approx(12 / 31)
+    assert partial.bandwidth == pytest.approx(1 / (12 / 31 / 4916.7e9 + 19 / 31 / 12.5e9))
+    assert report.recorded_on == "made-host"  # the CPU's figure is this machine's
+
+
+def test_a_gpu_session_that_lacks_the_gpus_bandwidth_says_so(tmp_path, no_cpu_measure):
+    hardware = replace(HARDWARE, gpus=(Gpu("NVIDIA H200", 1),))  # nvidia-smi knew no more
+    path = gpu_sweep(tmp_path / "s.session.sqlite", hardware, ("CUDA", 31, 31), ("CUDA", 31, 31))
+    report = rl.session_roofline(path)
+    assert report.bandwidth == 12.5e9 and not report.on_gpu
+    assert report.how.startswith("measured now; the session does not say its CUDA GPU's")
+    assert [r.gpu_share for r in report.rows] == [0.0, 0.0]
+    given = rl.session_roofline(path, bandwidth_gbs=4800)
+    assert (given.bandwidth, given.how, given.recorded_on) == (4800e9, "given", None)
