@@ -72,3 +72,28 @@ def test_the_binary_dialog_offers_what_is_found_and_remembers_it(
         dialog.rows[pinned].value,
         PINNED,
     )
+
+
+def test_a_run_without_a_binary_offers_the_choice(window, loop, qtbot, tmp_path):
+    window.runs.server_bin = str(tmp_path / "no-llama-server")
+    window.form.load_file("experiments/slots-1-2-4.toml")
+    missing: list[bool] = []
+    window.runs.binary_missing.connect(lambda: missing.append(True))
+    window.start_run()
+    run(loop, lambda: missing and not window.running, 30)
+    assert "does not exist" in window.banner.text()
+
+
+def test_the_server_panel_says_which_binary_and_how_it_was_found(qtbot):
+    from workbench.engine.events import ExperimentStarted
+    from workbench.ui.run_model import RunModel
+    from workbench.ui.server_panel import ServerPanel
+
+    model = RunModel()
+    model.apply(
+        [ExperimentStarted("e", "s", 1, "managed", 0, "/usr/bin/llama-server (found by: PATH)")]
+    )
+    panel = ServerPanel()
+    qtbot.addWidget(panel)
+    panel.show_server("http://127.0.0.1:8080", model.server.facts, None, "", model.server_binary)
+    assert panel.binary.text() == "/usr/bin/llama-server (found by: PATH)"

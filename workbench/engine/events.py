@@ -25,6 +25,7 @@ class ExperimentStarted:
     n_configs: int
     mode: str  # "managed" or "external"
     t0_ns: int
+    server_binary: str = ""  # managed: the llama-server that runs, and how it was found
 
 
 @dataclass(frozen=True)

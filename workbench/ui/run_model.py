@@ -119,6 +119,7 @@ class RunModel:
     def reset(self) -> None:
         self.name = ""
         self.session_path = ""
+        self.server_binary = ""  # the llama-server a managed run uses, and how it was found
         self.status = "idle"  # idle / running / complete / cancelled / failed
         self.error: str | None = None
         self.t0_ns: int | None = None
@@ -164,6 +165,7 @@ class RunModel:
             case ExperimentStarted():
                 self.reset()
                 self.name, self.session_path = event.name, event.session_path
+                self.server_binary = event.server_binary
                 self.n_configs, self.t0_ns, self.status = event.n_configs, event.t0_ns, "running"
                 ch.layout = ch.gantt = ch.samples = ch.server = ch.results = True
             case ConfigStarted(config=config):

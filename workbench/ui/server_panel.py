@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QFormLayout,
@@ -62,6 +62,10 @@ class ServerPanel(QWidget):
         self.detail = QLabel()
         self.detail.setWordWrap(True)
         self.url = QLabel("-")
+        self.binary = QLabel("-")
+        self.binary.setWordWrap(True)
+        self.binary.setTextFormat(Qt.TextFormat.PlainText)
+        self.binary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.facts: dict[str, QLabel] = {}
         facts_box = QGroupBox("Startup facts (from the server's log)")
         form = QFormLayout(facts_box)
@@ -90,6 +94,7 @@ class ServerPanel(QWidget):
         top = QFormLayout()
         top.addRow("state", self.state)
         top.addRow("address", self.url)
+        top.addRow("binary", self.binary)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.detail)
@@ -108,12 +113,19 @@ class ServerPanel(QWidget):
         self.detail.setText(detail if state == "crashed" else "")
 
     def show_server(
-        self, base_url: str, facts: StartupFacts, log_path: str | None, log_tail: str = ""
+        self,
+        base_url: str,
+        facts: StartupFacts,
+        log_path: str | None,
+        log_tail: str = "",
+        binary: str = "",
     ) -> None:
         """``log_path``: a live server's log, which this app wrote and reads on a timer.
         A reopened session gives no path, only the tail it kept: a path found in a session
-        file (a FIFO, /dev/zero, someone's file) is never opened."""
+        file (a FIFO, /dev/zero, someone's file) is never opened. ``binary``: the
+        llama-server a run uses and how it was found."""
         self.url.setText(base_url or "-")
+        self.binary.setText(binary or "-")
         for key, label in self.facts.items():
             label.setText(fact_text(key, getattr(facts, key)))
         self._log_path = Path(log_path) if log_path else None

@@ -135,6 +135,7 @@ class ExperimentRunner:
             base = options.resume.name.removesuffix(".session.sqlite")
         self.log_dir = options.out_dir / "logs" / base
         self.binary: str | None = None
+        self.binary_text = ""  # the binary and how it was found, as the window shows it
         self.models: dict[str, Path] = {}
         self.prompts: PromptSource | None = None
         self.external_server: ExternalServer | None = None
@@ -145,7 +146,9 @@ class ExperimentRunner:
         self._server: LlamaServer | None = None
         self._writer: SessionWriter | None = None
         self._next_index = 0
-        self._resume_notices: list[str] = []
+        # Said when the experiment starts: which binary runs and how it was found, and what
+        # a resumed session keeps.
+        self._start_notices: list[str] = []
         self._status = "complete"
         self._error: str | None = None
         self._cancel_requested = threading.Event()
@@ -168,7 +171,10 @@ class ExperimentRunner:
             self.external_server = probe_external(clean, self._headers)
             self.configs = [self._external_model(c) for c in self.configs]
         else:
-            self.binary = find_server_binary(self.options.server_bin).path
+            binary = find_server_binary(self.options.server_bin)
+            self.binary = binary.path
+            self.binary_text = f"{binary.path} (found by: {binary.found_by})"
+            self._start_notices.append(f"llama-server: {self.binary_text}")
             for config in self.configs:
                 if config.server.model not in self.models:
                     self.models[config.server.model] = resolve_model(config.server.model, base_dir)
@@ -216,7 +222,7 @@ class ExperimentRunner:
             kept = [s for s in session.summaries() if s.index in done]
             known = session.hardware.hostname
         if known and hardware.hostname and known != hardware.hostname:
-            self._resume_notices.append(
+            self._start_notices.append(
                 f"resumed on {hardware.hostname}, the session began on {known}: "
                 "its configurations were measured on two machines"
             )
@@ -225,7 +231,7 @@ class ExperimentRunner:
             raise WorkbenchError(f"{self.session_path}: every configuration finished already")
         self.summaries = kept
         self._next_index = reopen_session(self.session_path, [c.index for c in self.configs])
-        self._resume_notices.append(
+        self._start_notices.append(
             f"resumed: {len(done)} finished configuration(s) kept, "
             f"{len(self.configs)} to run ({', '.join(c.label for c in self.configs)})"
         )
@@ -305,9 +311,10 @@ class ExperimentRunner:
                 len(self.configs),
                 mode,
                 time.perf_counter_ns(),
+                self.binary_text,
             )
         )
-        for text in self._resume_notices:
+        for text in self._start_notices:
             self.emit(Notice("info", text))
         if self.prompts is not None and self.prompts.origin != "builtin":
             # Say where the prompts come from: a path in someone else's experiment file

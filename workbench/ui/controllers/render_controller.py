@@ -95,7 +95,11 @@ class RenderController(QObject):
         server = self.model.server
         self.server_panel.show_state(server.state, server.detail)
         self.server_panel.show_server(
-            server.base_url, server.facts, server.log_path, server.log_tail
+            server.base_url,
+            server.facts,
+            server.log_path,
+            server.log_tail,
+            self.model.server_binary,
         )
         for notice in self.model.notices[-1:]:
             if notice.level == "warning":

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
-from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.errors import ServerBinaryNotFound, WorkbenchError
 from workbench.engine.config.experiment import Experiment
 from workbench.engine.events import Subscription
 from workbench.engine.run.lifecycle import RunLifecycle, Runner
@@ -32,6 +32,7 @@ class RunController(QObject):
     recorded = Signal(object)  # the session a finished run wrote (Path), None if it hung
     finished = Signal(str)  # complete, cancelled or failed: the last word on every run
     banner = Signal(str, str)  # text, kind (info, ok, error)
+    binary_missing = Signal()  # no llama-server found: the user can choose one
     status = Signal(str)
 
     def __init__(
@@ -97,6 +98,8 @@ class RunController(QObject):
             status = await self._run_steps(lifecycle)
         except WorkbenchError as exc:
             self.banner.emit(str(exc), "error")
+            if isinstance(exc, ServerBinaryNotFound):
+                self.binary_missing.emit()
         finally:
             self.pump.stop()
             if self.subscription is not None:
