@@ -47,6 +47,12 @@ def test_the_model_picker_fills_the_form_and_remembers(machine, qtbot, loop):
     assert picker.take(names.index("tiny-q8.gguf")) is True
     assert form.fields[("server", "model")].text() == tiny.value
     assert load_preferences()[0].model == tiny.value
+    form._pick_file(field, form.fields[("server", "model")])  # opened again: it is selected
+    again = form.picker
+    run(loop, lambda: again.rows, 30)
+    assert again.table.currentRow() == names.index("tiny-q8.gguf")
+    assert again.use_button.isEnabled()
+    again.reject()
 
 
 def test_the_binary_dialog_offers_what_is_found_and_remembers_it(

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.analysis.model_finder import FoundModel, describe, find_models, places
-from workbench.engine.config.preferences import remember
+from workbench.engine.config.preferences import load_preferences, remember
 from workbench.engine.server.binary_choices import BinaryChoice, choice, server_candidates
 from workbench.ui.controllers.tasks import Tasks
 
@@ -58,6 +58,7 @@ class ChoiceDialog(QDialog):
         browse: Callable[[str], Row | None],
         file_filter: str,
         stretch: int = 0,
+        remembered: str | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -65,6 +66,7 @@ class ChoiceDialog(QDialog):
         self.resize(900, 420)
         self.tasks = Tasks()
         self._browse, self._filter = browse, file_filter
+        self._remembered = remembered  # the last choice, selected when it is found again
         self.rows: list[Row] = []
         text = QLabel(explanation)
         text.setWordWrap(True)
@@ -115,6 +117,9 @@ class ChoiceDialog(QDialog):
                     item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsSelectable)
                     item.setForeground(self.palette().placeholderText())
                 self.table.setItem(r, c, item)
+        values = [row.value for row in rows]
+        if self._remembered in values:
+            self.table.selectRow(values.index(self._remembered))
         usable = sum(row.problem is None for row in rows)
         self.status.setText(
             f"found {usable} usable of {len(rows)}" if rows else "none found: use Other file…"
@@ -172,7 +177,8 @@ def model_row(model: FoundModel) -> Row:
 
 
 def model_picker(parent: QWidget | None = None) -> ChoiceDialog:
-    """Models found where people keep them; a choice is remembered as the last model."""
+    """Models found where people keep them; the choice is remembered, and selected the next
+    time the picker opens."""
     folders = ", ".join(sorted({p.source for p in places()}))
     dialog = ChoiceDialog(
         "Choose a model",
@@ -183,6 +189,7 @@ def model_picker(parent: QWidget | None = None) -> ChoiceDialog:
         lambda path: model_row(describe(Path(path), "chosen file", Path(path).name)),
         "GGUF models (*.gguf)",
         0,
+        load_preferences()[0].model,
         parent,
     )
     dialog.chosen.connect(lambda path, _: remember(model=path))
@@ -212,6 +219,7 @@ def binary_dialog(parent: QWidget | None = None) -> ChoiceDialog:
         lambda path: binary_row(choice(path, "chosen file")),
         "",
         len(BINARY_COLUMNS) - 1,
+        load_preferences()[0].server_bin,
         parent,
     )
     dialog.chosen.connect(lambda path, how: remember(server_bin=path, server_bin_found_by=how))
