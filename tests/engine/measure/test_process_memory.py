@@ -14,8 +14,9 @@ import time
 import psutil
 import pytest
 
+from tests.made_sessions import Config, build_session, request, startup_facts
 from workbench.engine.events import Notice, ProcessSample
-from workbench.engine.measure import sampler
+from workbench.engine.measure import hardware, sampler
 from workbench.engine.measure.process_memory import (
     RUSAGE_INFO_V2,
     RusageInfoV2,
@@ -24,6 +25,7 @@ from workbench.engine.measure.process_memory import (
 )
 from workbench.engine.measure.sampler import ProcessProbe, ServerSampler
 from workbench.engine.server.llama_server import free_port
+from workbench.engine.store import open_session
 
 FOOTPRINT = 3 * 2**30 + 12345
 
@@ -150,3 +152,20 @@ def test_errno_of_a_refusal_is_kept():
     with pytest.raises(OSError) as caught:
         phys_footprint(1, refuses)
     assert caught.value.errno == errno.EPERM
+
+
+def test_the_fingerprint_names_a_figure_that_is_not_the_rss(monkeypatch, tmp_path):
+    here = hardware.fingerprint()
+    assert here.process_memory is None and "process_memory" not in here.to_dict()
+    call = fake_libproc({os.getpid(): 100})
+    monkeypatch.setattr(hardware, "process_measure", lambda: choose_measure("darwin", lambda: call))
+    on_a_mac = hardware.fingerprint()
+    assert on_a_mac.process_memory == "physical footprint"
+    made = build_session(
+        tmp_path / "mac.session.sqlite",
+        "[server]\nslots = 1\n[workload]\nrequests = 1\n",
+        [Config([request(0)], startup_facts(1, 2048))],
+        hardware=on_a_mac,
+    )
+    with open_session(made) as session:
+        assert session.hardware.process_memory == "physical footprint"

@@ -147,6 +147,7 @@ class Hardware:
     apple_chip: str | None = None
     llama_server: str | None = None  # the binary, when the workbench started the server
     llama_server_build: str | None = None
+    process_memory: str | None = None  # the memory curve's figure where it is not the RSS
 
     @property
     def machine_name(self) -> str:
@@ -156,9 +157,10 @@ class Hardware:
     def to_dict(self) -> dict[str, Any]:
         """As a session stores it and the JSON export shows it. The server's binary and
         build are known only where the workbench started the server: an external session's
-        fingerprint has no such keys."""
+        fingerprint has no such keys; nor has one whose memory curve is the RSS a
+        ``process_memory`` key."""
         stored = {**asdict(self), "gpus": [_gpu_dict(g) for g in self.gpus]}
-        for key in ("llama_server", "llama_server_build"):
+        for key in ("llama_server", "llama_server_build", "process_memory"):
             if stored[key] is None:
                 del stored[key]
         return stored

@@ -12,6 +12,7 @@ import psutil
 
 from workbench.engine.base.records import Gpu, Hardware
 from workbench.engine.measure.gpu_memory import MAX_DEVICES, nvml
+from workbench.engine.measure.process_memory import RSS, process_measure
 
 
 def _run(cmd: list[str], timeout: float = 5.0) -> str:
@@ -69,7 +70,9 @@ def server_build(binary: str) -> str:
 
 
 def fingerprint(server_binary: str | None = None) -> Hardware:
-    """This machine; with the server binary the workbench starts, that binary and its build."""
+    """This machine; with the server binary the workbench starts, that binary and its build;
+    and how the server's memory is counted here, where that is not the RSS (macOS)."""
+    memory = process_measure()
     return Hardware(
         hostname=platform.node(),
         os=f"{platform.system()} {platform.release()}",
@@ -84,4 +87,5 @@ def fingerprint(server_binary: str | None = None) -> Hardware:
         apple_chip=apple_chip(),
         llama_server=server_binary or None,
         llama_server_build=server_build(server_binary) if server_binary else None,
+        process_memory=None if memory.name == RSS.name else memory.name,
     )
