@@ -243,6 +243,15 @@ def test_why_a_probe_that_ran_took_no_sample(server_on_gpu):
     assert level == "info" and "NVML_VALUE_NOT_AVAILABLE" in words
 
 
+def test_a_probe_that_never_sampled_starts_no_nvml_when_it_finishes(server_on_gpu):
+    """finish runs on the thread that stops the sampler (the measuring loop's): it must not
+    be the one that starts NVML."""
+    module, _ = server_on_gpu
+    probe = GpuProbe()
+    probe.finish()
+    assert (module.calls, probe.notices) == ([], [])
+
+
 def test_a_hung_nvml_call_holds_up_neither_the_memory_curve_nor_stop(server_on_gpu):
     module, _ = server_on_gpu
     release = threading.Event()

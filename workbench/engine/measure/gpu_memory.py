@@ -169,6 +169,7 @@ class GpuProbe:
         self.notices: list[tuple[str, str]] = []  # (level, text)
         self.stopped = False
         self.samples = 0
+        self._asked = False  # NVML was there to ask (never started by ``finish``)
         self._skipped = 0
         self._listed_without_figure = False
 
@@ -183,6 +184,7 @@ class GpuProbe:
             elif session.unavailable and "not installed" not in session.unavailable:
                 self._notice("info", f"GPU memory is not sampled: {session.unavailable}")
             return None
+        self._asked = True
         if not self._in_flight.acquire(blocking=False):
             self._skipped += 1  # the last query has not returned: never queue behind it
             return None
@@ -209,8 +211,8 @@ class GpuProbe:
         return usage.bytes
 
     def finish(self) -> None:
-        """Say why a probe that ran took no sample (called once its sampler stops)."""
-        if self.stopped or self.samples or nvml().module is None:
+        """Say why a probe that asked NVML took no sample (called once its sampler stops)."""
+        if self.stopped or self.samples or not self._asked:
             return
         if self._skipped:
             self._notice(
