@@ -170,6 +170,7 @@ class GpuProbe:
         self.stopped = False
         self.samples = 0
         self._asked = False  # NVML was there to ask (never started by ``finish``)
+        self._querying = False  # a query of this probe's has not returned
         self._skipped = 0
         self._listed_without_figure = False
 
@@ -189,6 +190,7 @@ class GpuProbe:
             self._skipped += 1  # the last query has not returned: never queue behind it
             return None
         start = time.monotonic()
+        self._querying = True
         try:
             usage = session.used_by(pids)
         except Exception as exc:
@@ -196,6 +198,7 @@ class GpuProbe:
             self._notice("warning", f"GPU memory sampling stopped: NVML failed ({describe(exc)})")
             return None
         finally:
+            self._querying = False
             self._in_flight.release()
         took = time.monotonic() - start
         if took > self.SLOW_S:
@@ -214,11 +217,8 @@ class GpuProbe:
         """Say why a probe that asked NVML took no sample (called once its sampler stops)."""
         if self.stopped or self.samples or not self._asked:
             return
-        if self._skipped:
-            self._notice(
-                "warning",
-                "no GPU memory curve: an earlier NVML query has not returned, so none was sent",
-            )
+        if self._querying or self._skipped:
+            self._notice("warning", "no GPU memory curve: an NVML query has not returned")
         elif self._listed_without_figure:
             self._notice(
                 "info",
