@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QFont, QIcon, QPalette, QPixmap
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
+
+THEME_PROPERTY = "workbenchTheme"  # the name apply_theme last applied, kept on the app
 
 
 @cache
@@ -46,9 +49,11 @@ def app_icon() -> QIcon:
     return QIcon(pixmap)
 
 
-def apply_theme(app: QApplication, name: str = "dark", font_pt: int = 11) -> Theme:
-    """Fusion style with our palette, a readable base font, and matching plot colours."""
+def apply_theme(app: QApplication, name: str = "dark", font_pt: float = 11) -> Theme:
+    """Fusion style with our palette, a readable base font, and matching plot colours for
+    the plots made from now on (``restyle_plots`` brings existing ones along)."""
     t = theme(name)
+    app.setProperty(THEME_PROPERTY, name)
     app.setStyle("Fusion")
     palette = QPalette()
     roles = {
@@ -69,11 +74,60 @@ def apply_theme(app: QApplication, name: str = "dark", font_pt: int = 11) -> The
     palette.setColor(QPalette.ColorRole.HighlightedText, QColor("#ffffff"))
     app.setPalette(palette)
     font = QFont(app.font())
-    font.setPointSize(font_pt)
+    font.setPointSizeF(font_pt)
     app.setFont(font)
+    for widget in app.allWidgets():
+        if widget.styleSheet():  # its style sheet fixed its font when applied: apply again
+            widget.setStyleSheet(widget.styleSheet())
     pg.setConfigOptions(
         background=t.colors["plot_background"],
         foreground=t.colors["plot_foreground"],
         antialias=False,
     )
     return t
+
+
+def theme_name(app: QApplication) -> str:
+    """The theme ``apply_theme`` last gave the application."""
+    return str(app.property(THEME_PROPERTY) or "dark")
+
+
+def restyle_plots(root: QWidget, t: Theme, text_scale: float = 1.0) -> None:
+    """Give the plots under ``root`` the theme's colours, and titles and legends set in a
+    size of their own ``text_scale`` times that size: pyqtgraph reads its colours when an
+    item is made, so plots made before a theme change keep the old ones. Tick labels follow
+    the application font by themselves."""
+    foreground = t.color("plot_foreground")
+    # An axis label keeps the font it was made in; it reads like the ticks beside it.
+    label_style = {"color": foreground.name(), "font-size": f"{QApplication.font().pointSizeF()}pt"}
+    for widget in root.findChildren(pg.PlotWidget):
+        widget.setBackground(t.color("plot_background"))
+        plot = widget.getPlotItem()
+        for name in ("left", "bottom", "right", "top"):
+            axis = plot.getAxis(name)
+            axis.setPen(foreground)
+            axis.setTextPen(foreground)
+            axis.setTickFont(None)  # re-measured in the application's font
+            if axis.labelText or axis.labelUnits:
+                axis.setLabel(axis.labelText, axis.labelUnits, axis.labelUnitPrefix, **label_style)
+        _restyle_label(plot.titleLabel, foreground, text_scale)
+        if plot.legend is not None:
+            background = t.color("plot_background")
+            background.setAlpha(200)
+            plot.legend.setBrush(pg.mkBrush(background))
+            plot.legend.setLabelTextColor(foreground)
+            for _, label in plot.legend.items:
+                _restyle_label(label, foreground, text_scale)
+
+
+# Each label's own size ("9pt") before any scaling, so scaling back gives it exactly again.
+_BASE_SIZES: WeakKeyDictionary[pg.LabelItem, str] = WeakKeyDictionary()
+
+
+def _restyle_label(label: pg.LabelItem, color: QColor, factor: float) -> None:
+    """The label in ``color``, its own size times ``factor`` (a label in the default font
+    follows the application's)."""
+    size = _BASE_SIZES.setdefault(label, label.opts.get("size") or "")
+    if size and factor != 1.0:
+        size = f"{float(size.removesuffix('pt')) * factor:.1f}pt"
+    label.setText(label.text, color=color, **({"size": size} if size else {}))
