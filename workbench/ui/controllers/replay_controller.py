@@ -10,9 +10,29 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.events import ConfigStarted, RequestSubmitted
 from workbench.engine.run.replay import Playback, load_session
 from workbench.ui.controllers.render_controller import PUMP_INTERVAL_MS, RenderController
 from workbench.ui.run_model import RunModel
+
+# A step back within this much (session time) of a configuration's start goes to the one
+# before, as a media player's "previous chapter" does.
+BACK_TO_PREVIOUS_S = 1.0
+# A start is shown just past its first request, so that request's pane is there.
+PAST_START_S = 0.001
+
+
+def config_starts(playback: Playback) -> list[float]:
+    """Where each configuration begins, in session seconds: when its first measured request
+    is sent (its server's start-up is skipped), or when it started if it sent none."""
+    started: dict[int, int] = {}
+    sent: dict[int, int] = {}
+    for t_ns, event in playback.events:
+        if isinstance(event, ConfigStarted):
+            started.setdefault(event.config.index, t_ns)
+        elif isinstance(event, RequestSubmitted) and not event.warmup:
+            sent.setdefault(event.config_index, t_ns)
+    return [(sent.get(i, t) - playback.start_ns) / 1e9 for i, t in sorted(started.items())]
 
 
 class ReplayController(QObject):
@@ -40,6 +60,7 @@ class ReplayController(QObject):
         self.renderer = renderer
         self.speed = speed
         self.playback: Playback | None = None
+        self.starts: list[float] = []  # config_starts of the open session
         self._held = False
         self.timer = QTimer(self)
         self.timer.setInterval(PUMP_INTERVAL_MS)
@@ -68,6 +89,7 @@ class ReplayController(QObject):
             return False
         self.pause()
         self.playback = Playback(events)
+        self.starts = config_starts(self.playback)
         self.model.reset()
         self._render([e for _, e in events], self.playback.duration_s, force=True)
         self.playback.seek_forward(self.playback.duration_s)
@@ -98,9 +120,34 @@ class ReplayController(QObject):
         if self.playback is None:
             return
         self.model.reset()
+        # The panes may show the same requests before and after (a seek within the last
+        # configuration, a step back to its start): let them go, so they are bound anew
+        # with what the new position has, not the text and numbers they showed.
+        self.renderer.grid.sync(self.model, set(), relayout=True, now=0.0)
         self.playback.rewind()
         self._render(self.playback.seek_forward(position_s), position_s, force=True)
         self.moved.emit(self.playback)
+
+    def step_config(self, direction: int) -> None:
+        """Show the next configuration (``direction`` 1) from its first request, or the end
+        after the last; -1: back to the start of the one shown, or of the one before when
+        it has just begun. Playing goes on playing from there."""
+        if self.playback is None or self._held or not self.starts:
+            return
+        here = self.playback.position_s
+        if direction > 0:
+            ahead = [s + PAST_START_S for s in self.starts if s + PAST_START_S > here]
+            self.seek(min(ahead, default=self.playback.duration_s))
+        else:
+            behind = [s for s in self.starts if s + PAST_START_S < here - BACK_TO_PREVIOUS_S]
+            self.seek(max(behind, default=self.starts[0]) + PAST_START_S)
+
+    def toggle(self) -> None:
+        """Play, or pause a replay that plays."""
+        if self.timer.isActive():
+            self.pause()
+        else:
+            self.play()
 
     def _tick(self) -> None:
         assert self.playback is not None
