@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QFontMetricsF
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from workbench.ui.live_plot import EmptyNote, add_legend, cache_axes
@@ -74,6 +74,7 @@ class ServerPlots(QWidget):
 
         self.slots = _time_plot("slotsStrip", TITLE_BUSY, "9pt")
         strip = self.slots.getPlotItem()
+        strip.showGrid(x=True, y=False, alpha=0.2)  # rows are slots: their bars are the grid
         strip.setLabel("left", "slot")
         strip.getAxis("left").enableAutoSIPrefix(False)  # slot ids, never "x0.001"
         strip.setLabel("bottom", "time since start", units="s")
@@ -92,6 +93,8 @@ class ServerPlots(QWidget):
         )
         strip.addItem(self.slot_bars)
         self._slot_rows = 0
+        self._slot_ticks: list[tuple[int, str]] = []
+        strip.getViewBox().sigResized.connect(self._fit_slot_ticks)
         # Per slot, its context curve, and the series (and its length and end) last drawn.
         self.context_curves: dict[int, pg.PlotDataItem] = {}
         self._context_drawn: dict[int, tuple[list[float], int, float]] = {}
@@ -162,11 +165,25 @@ class ServerPlots(QWidget):
         count = max(model.slot_spans, default=-1) + 1
         if count != self._slot_rows:
             self._slot_rows = count
-            strip = self.slots.getPlotItem()
-            strip.setYRange(-0.5, max(count, 1) - 0.5, padding=0)
-            # One tick per slot (a few at most when there are many), whole numbers only.
-            step = max(1, math.ceil(count / 8))
-            strip.getAxis("left").setTicks([[(i, str(i)) for i in range(0, max(count, 1), step)]])
+            self.slots.getPlotItem().setYRange(-0.5, max(count, 1) - 0.5, padding=0)
+            self._fit_slot_ticks()
+
+    def _fit_slot_ticks(self) -> None:
+        """A whole-number tick every slot, or every second, third... slot when their labels
+        would overlap (at 1366x768 the strip is ~80 px tall, and four labels did)."""
+        strip = self.slots.getPlotItem()
+        axis = strip.getAxis("left")
+        rows = max(self._slot_rows, 1)
+        line = QFontMetricsF(axis.font()).height()
+        row_px = strip.getViewBox().height() / rows
+        step = max(1, math.ceil(line / row_px)) if row_px > 0 else 1
+        # A label centred on the first or last row may reach past the strip by half a line:
+        # drawn, not dropped (there is no y grid whose bounds would clip it).
+        axis.setStyle(hideOverlappingLabels=math.ceil(line / 2))
+        ticks = [(row, str(row)) for row in range(0, rows, step)]
+        if ticks != self._slot_ticks:
+            self._slot_ticks = ticks
+            axis.setTicks([ticks])
 
     def _sync_context(self, model: RunModel) -> None:
         """Each slot's context share as a filled curve in its row, from the bottom edge of
