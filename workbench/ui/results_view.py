@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
     QHBoxLayout,
+    QHeaderView,
+    QTableView,
+    QTableWidget,
     QTableWidgetItem,
     QTabWidget,
     QVBoxLayout,
@@ -40,6 +45,47 @@ def tooltip(figure: Figure) -> str:
     return f"{figure.heading}: {figure.definition}. Over repeats: {figure.combine.value}"
 
 
+class PinnedFirstColumn(QTableView):
+    """The table's first column (which configuration a row is), drawn over the table so it
+    stays in view while the others scroll sideways: at 1366 px they do not all fit. It
+    shows the table's own model, so its cells, colours and tooltips are the table's."""
+
+    def __init__(self, table: QTableWidget) -> None:
+        super().__init__(table)
+        self.table = table
+        self.setModel(table.model())
+        self.setSelectionModel(table.selectionModel())
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.verticalHeader().hide()
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        for column in range(1, table.columnCount()):
+            self.setColumnHidden(column, True)
+        table.viewport().stackUnder(self)
+        table.horizontalHeader().sectionResized.connect(self._place)
+        table.horizontalHeader().geometriesChanged.connect(self._place)
+        table.verticalScrollBar().valueChanged.connect(self.verticalScrollBar().setValue)
+        self.verticalScrollBar().valueChanged.connect(table.verticalScrollBar().setValue)
+        table.installEventFilter(self)
+        self._place()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Resize:
+            self._place()
+        return False
+
+    def _place(self) -> None:
+        """Over the table's first column, header included, as wide and tall as it."""
+        table, frame = self.table, self.table.frameWidth()
+        header = table.horizontalHeader().height()
+        self.horizontalHeader().setFixedHeight(header)
+        self.setColumnWidth(0, table.columnWidth(0))
+        self.setGeometry(frame, frame, table.columnWidth(0), table.viewport().height() + header)
+
+
 class ResultsView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -47,6 +93,11 @@ class ResultsView(QWidget):
         self.columns = shown_in(View.WINDOW)
         self.table = read_only_table([two_lines(f.header) for f in self.columns])
         self.table.setObjectName("resultsTable")
+        self.table.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        # A stretched last column keeps the width it was stretched to when the others grow
+        # with the rows, and then scrolls out of sight: each column is as wide as it needs.
+        self.table.horizontalHeader().setStretchLastSection(False)
+        self.pinned = PinnedFirstColumn(self.table)
         for column, figure in enumerate(self.columns):
             self.table.horizontalHeaderItem(column).setToolTip(tooltip(figure))
         # The charts are made when first needed (results to draw, or their tab opened): a
@@ -102,6 +153,15 @@ class ResultsView(QWidget):
         if summaries or self.charts:
             self._draw_charts()
         self.verdicts.sync(summaries)
+
+    def natural_width(self) -> int:
+        """How wide the table is with every column whole (no sideways scrolling)."""
+        table, header = self.table, self.table.horizontalHeader()
+        columns = sum(
+            max(header.sectionSizeHint(c), table.sizeHintForColumn(c))
+            for c in range(table.columnCount())
+        )
+        return columns + 2 * table.frameWidth() + table.verticalScrollBar().sizeHint().width()
 
     def _draw_charts(self) -> None:
         if not self.charts:
