@@ -3,12 +3,13 @@ real run."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 import subprocess
 import sys
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 
 from tests.ui.driving import run
 from workbench.engine.config.experiment import load_experiment
@@ -183,19 +184,75 @@ def test_gpu_memory_gets_its_curve_only_when_a_gpu_reports(qtbot):
 
 
 def test_the_slots_strip_names_each_slot_by_its_number(qtbot):
-    """One slot once read "-200 0 200 (x0.001)": the axis labelled fractions of a slot."""
+    """One slot once read "-200 0 200 (x0.001)": the axis labelled fractions of a slot; and
+    at 1366x768 (a strip ~80 px tall) four slot numbers overlapped."""
+    from PySide6.QtGui import QFontMetricsF
+
     from workbench.engine.events import ExperimentStarted, SlotsSample
     from workbench.ui.run_model import RunModel
     from workbench.ui.server_plots import ServerPlots
 
     plots = ServerPlots()
     qtbot.addWidget(plots)
+    plots.resize(400, 900)
+    plots.show()
     model = RunModel()
     model.apply([ExperimentStarted("e", "s", 1, "managed", 0)])
+    strip = plots.slots.getPlotItem()
+    axis = strip.getAxis("left")
     for slots in (1, 4):
         busy = [{"id": i, "is_processing": True} for i in range(slots)]
         model.apply([SlotsSample(0, slots * 10**9, busy)])
         plots.sync(model)
-        axis = plots.slots.getPlotItem().getAxis("left")
-        assert axis._tickLevels == [[(i, str(i)) for i in range(slots)]]
+        assert axis._tickLevels == [[(i, str(i)) for i in range(slots)]]  # room for each
         assert not axis.autoSIPrefix
+    model.apply([SlotsSample(0, 9 * 10**9, [{"id": i, "is_processing": True} for i in range(16)])])
+    plots.sync(model)
+    plots.resize(400, 420)  # the strip's least height
+    qtbot.waitUntil(lambda: axis._tickLevels[0] != [(i, str(i)) for i in range(16)])
+    rows = [row for row, _ in axis._tickLevels[0]]
+    row_px = strip.getViewBox().height() / 16
+    apart = min(b - a for a, b in itertools.pairwise(rows)) * row_px
+    assert rows[0] == 0 and len(rows) > 1
+    assert apart >= QFontMetricsF(axis.font()).height()  # labels never overlap
+
+
+def test_every_results_column_shows_at_1600_and_scrolls_behind_the_config_at_1366(window, loop):
+    from tests.ui.test_demo_session import DEMO
+
+    assert loop.run_until_complete(window.replay.open(DEMO))
+    table = window.results.table
+    window.resize(1600, 950)
+    run(loop, lambda: table.horizontalScrollBar().maximum() == 0, 10)
+    assert table.horizontalHeader().length() <= table.viewport().width()
+
+    window.resize(1366, 768)
+    run(loop, lambda: table.horizontalScrollBar().maximum() > 0, 10)
+    table.horizontalScrollBar().setValue(table.horizontalScrollBar().maximum())
+    pinned = window.results.pinned
+    assert pinned.isVisible() and pinned.x() == table.frameWidth()
+    assert pinned.width() == table.columnWidth(0)
+    first = pinned.indexAt(QPoint(2, 2))  # its top-left cell: the first label, in sight
+    assert (first.row(), first.column()) == (0, 0) and first.data() == "np=1"
+    assert pinned.horizontalHeader().height() == table.horizontalHeader().height()
+
+
+def test_column_widths_give_the_table_room_only_where_the_centre_keeps_its_share():
+    from workbench.ui.main_window import column_widths
+
+    def shares(width: int) -> tuple[int, int, int]:  # 23 %, 48 %, 29 %
+        left, right = int(width * 0.23), int(width * 0.29)
+        return left, width - left - right, right
+
+    assert column_widths(1920, 540) == shares(1920)  # 29 % is room enough already
+    left, centre, right = column_widths(1578, 540)  # a 1600-pixel window
+    assert right == 540 and centre >= int(0.45 * 1578) and left >= 300
+    assert column_widths(1344, 540) == shares(1344)  # 1366: no room, the table scrolls
+
+
+def test_the_experiment_panel_button_says_what_it_shows_and_hides(window):
+    assert window.panel_toggle.text() == "Experiment panel"
+    window.panel_toggle.click()
+    assert not window.left.isVisible()
+    window.panel_toggle.click()
+    assert window.left.isVisible()

@@ -7,6 +7,7 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import qasync
@@ -14,6 +15,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.run.replay import Playback
 from workbench.ui.main_window import MainWindow
 from workbench.ui.options import window_size
 from workbench.ui.theme import app_icon, apply_theme
@@ -34,6 +36,32 @@ def build_window(args: argparse.Namespace) -> tuple[MainWindow, bool]:
         window.form.base_url.setText(args.base_url)
         window.form.api_key_env.setText(args.api_key_env or "")
     return window, loaded
+
+
+def stop_at(
+    window: MainWindow, position_s: float, played: bool, then: Callable[[str], None]
+) -> None:
+    """End a scripted look at a session at ``position_s`` of it: a replay pauses there
+    (``played``), else the opened session is shown as it stood then; ``then`` ends the
+    script (its screenshot), given "complete" unless the session failed to open."""
+    ended = False
+
+    def end(status: str) -> None:
+        nonlocal ended
+        if not ended:
+            ended = True
+            window.replay.pause()
+            then("failed" if status == "failed" else "complete")
+
+    def moved(playback: Playback) -> None:
+        if playback.position_s >= position_s and window.replay.timer.isActive():
+            end("complete")
+
+    window.replay_finished.connect(end)
+    if played:
+        window.replay.moved.connect(moved)
+    else:
+        window.replay.opened.connect(lambda _path: window.replay.seek(position_s))
 
 
 def check_display() -> None:
@@ -84,8 +112,13 @@ def run_gui(args: argparse.Namespace) -> int:
     wake.start(200)  # lets Python notice signals while Qt's loop runs
     window.show()
     window.confirm_close = not args.quit_when_done
+    if args.present:
+        window.presentation.set_on(True)
     if args.session:
-        window.replay_finished.connect(finished)
+        if args.screenshot_at is not None:
+            stop_at(window, args.screenshot_at, played=bool(args.replay), then=finished)
+        else:
+            window.replay_finished.connect(finished)
         QTimer.singleShot(0, lambda: window.open_session_later(Path(args.session), args.replay))
     elif args.autorun and not loaded:
         QTimer.singleShot(0, lambda: window.run_finished.emit("failed"))  # run nothing else

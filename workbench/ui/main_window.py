@@ -13,9 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QApplication,
     QCheckBox,
     QFileDialog,
     QHBoxLayout,
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
     QScrollArea,
     QSplitter,
     QTabWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -47,6 +49,7 @@ from workbench.ui.experiment_form import ExperimentForm
 from workbench.ui.gantt import GanttView
 from workbench.ui.legend import StateLegend
 from workbench.ui.library_panel import LibraryPanel
+from workbench.ui.presentation import Presentation, Stage
 from workbench.ui.replay_bar import ReplayBar
 from workbench.ui.results_view import ResultsView
 from workbench.ui.run_model import RunModel
@@ -63,6 +66,21 @@ BANNER_STYLES = {
 }
 
 
+MARGIN = 6  # around the window's contents
+
+
+def column_widths(width: int, table_width: int) -> tuple[int, int, int]:
+    """Left, centre and right columns sharing ``width`` pixels: 23 %, 48 %, 29 %, the left
+    at least 300 px; the right widens to the results table's full width when the centre
+    keeps 45 % and the left 300 px (a 1600-pixel window), else the table scrolls."""
+    left, right = max(300, int(width * 0.23)), int(width * 0.29)
+    least_centre = int(width * 0.45)
+    if right < table_width <= width - 300 - least_centre:
+        right = table_width
+        left = max(300, min(left, width - right - least_centre))
+    return left, width - left - right, right
+
+
 class MainWindow(QMainWindow):
     run_finished = Signal(str)
     replay_finished = Signal(str)
@@ -77,6 +95,8 @@ class MainWindow(QMainWindow):
         self._close_when_stopped = False
         self.confirm_close = True  # ask before stopping a run; off for scripted runs
         self._sized_for = 0
+        self._columns_by_hand = False
+        self._banner_kind = "info"
 
         self.form = ExperimentForm()
         self.server_panel = ServerPanel()
@@ -122,24 +142,37 @@ class MainWindow(QMainWindow):
         self.plots.memory.setXLink(self.gantt)
         self.results = ResultsView()
 
-        self.settings_toggle = QPushButton("Settings")
-        self.settings_toggle.setCheckable(True)
-        self.settings_toggle.setChecked(True)
-        self.settings_toggle.setToolTip(
-            "Show or hide the experiment and server panel "
+        self.panel_toggle = QPushButton("Experiment panel")
+        self.panel_toggle.setCheckable(True)
+        self.panel_toggle.setChecked(True)
+        self.panel_toggle.setToolTip(
+            "Show or hide the experiment, server and sessions panel "
             "(more room for the live views on a small screen)"
         )
+        self._make_actions()
+        present = QToolButton()
+        present.setDefaultAction(self.present_action)
+        self.captions_button = QToolButton()
+        self.captions_button.setDefaultAction(self.captions_action)
+        self.captions_button.hide()  # a speaker's switch: shown while presenting
         bar = QHBoxLayout()
-        bar.addWidget(self.settings_toggle)
+        bar.addWidget(self.panel_toggle)
         bar.addWidget(self.run_button)
         bar.addWidget(self.stop_button)
         bar.addWidget(self.open_button)
         bar.addWidget(self.replay_bar)
         bar.addWidget(self.status, 1)
-        center_split = QSplitter(Qt.Orientation.Vertical)
-        center_split.addWidget(self.grid)
-        center_split.addWidget(self.gantt)
-        center_split.setSizes([500, 400])
+        bar.addWidget(self.captions_button)
+        bar.addWidget(present)
+        self.caption = QLabel()
+        self.caption.setObjectName("caption")
+        self.caption.setTextFormat(Qt.TextFormat.PlainText)
+        self.caption.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.caption.setWordWrap(True)  # a long one takes two lines, not a wider window
+        self.views = QSplitter(Qt.Orientation.Vertical)
+        self.views.addWidget(self.grid)
+        self.views.addWidget(self.gantt)
+        self.views.setSizes([500, 400])
         center = QWidget()
         center_layout = QVBoxLayout(center)
         center_layout.setContentsMargins(0, 0, 0, 0)
@@ -152,23 +185,24 @@ class MainWindow(QMainWindow):
         legend_row.addWidget(StateLegend(), 1)
         legend_row.addWidget(self.lanes_box)
         center_layout.addLayout(legend_row)
-        center_layout.addWidget(center_split, 1)
-        right = QSplitter(Qt.Orientation.Vertical)
-        right.addWidget(self.plots)
-        right.addWidget(self.results)
-        right.setSizes([500, 400])
+        center_layout.addWidget(self.views, 1)
+        self.side = QSplitter(Qt.Orientation.Vertical)
+        self.side.addWidget(self.plots)
+        self.side.addWidget(self.results)
+        self.side.setSizes([500, 400])
         main = QSplitter(Qt.Orientation.Horizontal)
         main.addWidget(self.left)
         main.addWidget(center)
-        main.addWidget(right)
+        main.addWidget(self.side)
         self.splitter = main
         main.setStretchFactor(1, 5)
         main.setStretchFactor(2, 3)
         root = QWidget()
         layout = QVBoxLayout(root)
-        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setContentsMargins(MARGIN, MARGIN, MARGIN, MARGIN)
         layout.addLayout(bar)
         layout.addWidget(self.banner)
+        layout.addWidget(self.caption)
         layout.addWidget(main, 1)
         self.setCentralWidget(root)
 
@@ -180,14 +214,74 @@ class MainWindow(QMainWindow):
         self.hand_server = ServerController(self.tasks, out_dir, server_bin, self)
         self.sessions = LibraryController(out_dir, self.tasks, self)
         self.analysis = AnalysisController(self.tasks, self)
+        chrome = (self.panel_toggle, self.open_button, self.status, self.left, self.side)
+        self.presentation = Presentation(
+            Stage(self, self.splitter, self.views, chrome, self.caption), self.model, self
+        )
         self.log_timer = QTimer(self)
         self.log_timer.setInterval(1000)
         self._wire()
         self.log_timer.start()
 
+    def _make_actions(self) -> None:
+        """The presentation switch and the speaker's keys. Those keys act only while
+        presenting (elsewhere Space or an arrow belongs to the field being edited); F11
+        and F5 act always."""
+
+        def action(text: str, *keys: str, checkable: bool = False) -> QAction:
+            made = QAction(text, self)
+            made.setShortcuts([QKeySequence(k) for k in keys])
+            made.setCheckable(checkable)
+            self.addAction(made)
+            return made
+
+        self.present_action = action("Present", "F5", checkable=True)
+        self.present_action.setToolTip(
+            "Presentation mode (F5): full screen, large type, captions; Space plays, "
+            "arrows step through configurations, Esc stops, Ctrl+= / Ctrl+- zoom, C captions"
+        )
+        self.full_screen_action = action("Full screen", "F11")
+        self.captions_action = action("Captions", "C", checkable=True)
+        self.captions_action.setChecked(True)
+        self.captions_action.setToolTip("Show or hide the caption over the views (C)")
+        self.play_action = action("Run, or play / pause the replay", "Space")
+        self.stop_action = action("Stop the run or the replay", "Esc")
+        self.next_action = action("Next configuration", "Right")
+        self.previous_action = action("Previous configuration", "Left")
+        self.zoom_in_action = action("Larger type", "Ctrl+=", "Ctrl++")
+        self.zoom_out_action = action("Smaller type", "Ctrl+-")
+        self.speaker_actions = (
+            self.captions_action,
+            self.play_action,
+            self.stop_action,
+            self.next_action,
+            self.previous_action,
+            self.zoom_in_action,
+            self.zoom_out_action,
+        )
+        for speaker in self.speaker_actions:
+            speaker.setEnabled(False)
+
     def _wire(self) -> None:
         """Views to controllers and controllers to views: every connection in one place."""
-        self.settings_toggle.toggled.connect(self.left.setVisible)
+        self.panel_toggle.toggled.connect(self.left.setVisible)
+        self.splitter.splitterMoved.connect(self._columns_dragged)
+        self.results.table.model().rowsInserted.connect(
+            lambda *_: QTimer.singleShot(0, self._fit_columns)  # once the row is filled in
+        )
+        self.present_action.toggled.connect(self.presentation.set_on)
+        self.presentation.toggled.connect(self._presenting)
+        self.captions_action.toggled.connect(self.presentation.show_captions)
+        for tick in (self.runs.pump.timeout, self.runs.finished, self.replay.moved):
+            tick.connect(self.presentation.refresh_caption)
+        self.replay.opened.connect(self.presentation.refresh_caption)
+        self.full_screen_action.triggered.connect(self.presentation.toggle_full_screen)
+        self.play_action.triggered.connect(self.play_or_pause)
+        self.stop_action.triggered.connect(self.stop)
+        self.next_action.triggered.connect(lambda: self.replay.step_config(1))
+        self.previous_action.triggered.connect(lambda: self.replay.step_config(-1))
+        self.zoom_in_action.triggered.connect(lambda: self.presentation.zoom(1))
+        self.zoom_out_action.triggered.connect(lambda: self.presentation.zoom(-1))
         self.form.changed.connect(self._form_changed)
         self.lanes_box.toggled.connect(self._toggle_lanes)
         self.log_timer.timeout.connect(self.server_panel.refresh_log)
@@ -271,19 +365,61 @@ class MainWindow(QMainWindow):
 
     # -- layout ----------------------------------------------------------------------------------
     def resizeEvent(self, event: Any) -> None:
-        """Keep the three columns in proportion (left 23 %, centre 48 %, right 29 %)."""
+        """Keep the three columns in proportion (``column_widths``); presenting, the grid and
+        the Gantt share the width."""
         super().resizeEvent(event)
         width = self.width()
-        if not self._sized_for or abs(self._sized_for - width) > 50:
+        if self.presentation.on:
+            self.presentation.relayout()
+        elif not self._sized_for or abs(self._sized_for - width) > 50:
             self._sized_for = width
-            left = max(300, int(width * 0.23))
-            right = int(width * 0.29)
-            self.splitter.setSizes([left, width - left - right, right])
+            self._columns_by_hand = False
+            self._fit_columns()
+
+    def _fit_columns(self) -> None:
+        """The columns' widths for this window and the results table as it is now (new rows
+        may widen it), unless the user has dragged them since the window was last resized."""
+        if self.presentation.on or self._columns_by_hand:
+            return
+        inner = self.width() - 2 * MARGIN - 2 * self.splitter.handleWidth()
+        self.splitter.setSizes(list(column_widths(inner, self.results.natural_width())))
+
+    def _columns_dragged(self) -> None:
+        self._columns_by_hand = True
 
     def show_banner(self, text: str, kind: str = "info") -> None:
         self.banner.setText(text)
         self.banner.setStyleSheet(BANNER_STYLES[kind])
-        self.banner.setVisible(bool(text))
+        self._banner_kind = kind
+        self._show_banner()
+
+    def _show_banner(self) -> None:
+        """Presenting, only errors: the audience need not read "press Replay"."""
+        quiet = self.presentation.on and self._banner_kind != "error"
+        self.banner.setVisible(bool(self.banner.text()) and not quiet)
+
+    def _presenting(self, on: bool) -> None:
+        self.present_action.setChecked(on)
+        self.captions_button.setVisible(on)
+        for speaker in self.speaker_actions:
+            speaker.setEnabled(on)
+        self._show_banner()
+        if on:
+            self.setFocus()  # the speaker's keys, not a field's
+
+    def play_or_pause(self) -> None:
+        """Space: play or pause the open session's replay; with none open, run."""
+        if self.replay.playback is not None:
+            self.replay.toggle()
+        elif not self.running:
+            self.start_run()
+
+    def stop(self) -> None:
+        """Esc: stop the run, or pause the replay."""
+        if self.running:
+            self.stop_run()
+        else:
+            self.replay.pause()
 
     def _form_changed(self) -> None:
         """Keep the capacity panel in step with the server settings being edited."""
@@ -430,5 +566,8 @@ class MainWindow(QMainWindow):
         self.tasks.cancel_all()
 
     def screenshot(self, path: Path) -> bool:
+        """A PNG of the window. Layouts asked for in this same tick (a seek re-binds the
+        panes) are settled first: a picture taken before then shows stale sizes."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
         return self.grab().save(str(path))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from workbench.engine.base.errors import WorkbenchError
 
-THEMES = ("dark", "light")
+THEMES = ("dark", "light", "projector")
 DEFAULT_EXPERIMENT = Path("experiments/slots-1-2-4.toml")
 
 
@@ -34,7 +34,19 @@ def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--font-size", type=int, default=11, help="base font size in points")
     parser.add_argument("--size", default="1600x950", help="window size WIDTHxHEIGHT")
     parser.add_argument("--autorun", action="store_true", help="press Run at start")
+    parser.add_argument(
+        "--present",
+        action="store_true",
+        help="start in presentation mode: full screen, large fonts, captions (F5 leaves it)",
+    )
     parser.add_argument("--screenshot", help="save a PNG of the window when the run ends")
+    parser.add_argument(
+        "--screenshot-at",
+        type=float,
+        metavar="SECONDS",
+        help="with --session: take the screenshot at this time of the session instead "
+        "(played up to it with --replay, else shown as it stood then)",
+    )
     parser.add_argument("--quit-when-done", action="store_true", help="exit when the run ends")
 
 

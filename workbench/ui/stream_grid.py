@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QRect, QRectF, QSize, Qt
+from PySide6.QtCore import QEvent, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -284,6 +284,21 @@ class StreamGrid(QWidget):
         super().resizeEvent(event)
         self._inner.setGeometry(self.rect())
 
+    def _pane_font(self, count: int) -> QFont:
+        """The grid's font, smaller for many panes: 64 panes must fit a projector's width."""
+        font = QFont(self.font())
+        font.setPointSizeF(max(7.0, self.font().pointSizeF() * (1.0 if count <= 16 else 0.8)))
+        return font
+
+    def changeEvent(self, event: QEvent) -> None:
+        """A new application font (presentation mode, its zoom) reaches the panes shown,
+        whose font was set when they were laid out."""
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            font = self._pane_font(len(self.panes))
+            for pane in self.panes.values():
+                pane.setFont(font)
+
     def sync(
         self, model: RunModel, changed: set[tuple[int, int, int]], relayout: bool, now: float
     ) -> bool:
@@ -322,13 +337,12 @@ class StreamGrid(QWidget):
         self._placeholder.setVisible(not views)
         aspect = self.width() / self.height() if self.height() > 0 else 1.8
         cols, _ = grid_shape(len(views), area_aspect=min(max(aspect, 0.5), 4.0))
-        font = QFont(self.font())
-        font.setPointSizeF(max(7.0, self.font().pointSizeF() * (1.0 if len(views) <= 16 else 0.8)))
+        font = self._pane_font(len(views))
         for i, view in enumerate(views):
             pane = self._pool[i]
             key = (view.config_index, view.repeat, view.index)
             pane.bind(view, model.requests[key].text + model.take_text(key))
-            pane.setFont(font)  # header and text: 64 panes must fit a projector's width
+            pane.setFont(font)  # header and text
             pane.show_state(view, model.last_t)
             self._layout.addWidget(pane, i // cols, i % cols)
             pane.show()
