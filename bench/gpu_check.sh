@@ -93,7 +93,7 @@ report_session() {  # session_checks' lines, each FAIL counted; a check that bro
   if ! lines=$(session_checks "$1" "$2" 2>&1); then
     fail "$2-session" "reading $1 failed: $(tail -n 1 <<<"$lines")"
   fi
-  while read -r line; do
+  while IFS= read -r line; do
     echo "$line"
     if [[ $line == FAIL* ]]; then FAILED=$((FAILED + 1)); fi
   done <<<"$lines"
@@ -124,7 +124,7 @@ if [ "$CPU_ONLY" = 1 ]; then
   skip cuda-server "--cpu-only"
   skip nvml "--cpu-only"
 else
-  SERVER=$("$PY" -c "from workbench.engine.server.discovery import find_server_binary as f; print(f())" 2>&1)
+  SERVER=$("$PY" -c "from workbench.engine.server.discovery import find_server_binary as f; print(f().path)" 2>&1)
   DEVICES=$(timeout 60 "$SERVER" --list-devices 2>&1)
   if grep -q "CUDA" <<<"$DEVICES"; then
     pass cuda-server "$SERVER lists $(grep CUDA <<<"$DEVICES" | head -n 1 | xargs)"
@@ -163,7 +163,7 @@ else
     if grep -q "peak from NVML" <<<"$ROOF"; then
       pass roofline "$(grep -m 1 'memory bandwidth' <<<"$ROOF")"
     else
-      fail roofline "not bound by the GPU's bandwidth: $(head -n 3 <<<"$ROOF" | tr '\n' ' ')"
+      fail roofline "not bound by the GPU's bandwidth: $(head -n 1 <<<"$ROOF")"
     fi
   fi
 fi
