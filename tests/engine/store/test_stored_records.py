@@ -31,6 +31,9 @@ EVERY_FACT = StartupFacts(
     backend="CUDA",
     build="6123 (abc1234)",
     devices=("CUDA0", "CUDA1"),
+    layers_offloaded=31,
+    layers_total=31,
+    metal_working_set_bytes=11_453_250_000,
 )
 EVERY_PART = Hardware(
     hostname="lab-host",
@@ -43,12 +46,13 @@ EVERY_PART = Hardware(
     ram_bytes=64 * 2**30,
     python="3.11.9",
     gpus=(
-        Gpu(name="H200", memory_bytes=141 * 2**30, driver="550.54"),
-        Gpu(name="L4", memory_bytes=24 * 2**30, driver="550.54"),
+        Gpu(name="H200", memory_bytes=141 * 2**30, driver="550.54", memory_bandwidth_gbs=4916.7),
+        Gpu(name="L4", memory_bytes=24 * 2**30, driver="550.54", memory_bandwidth_gbs=300.0),
     ),
     apple_chip="Apple M4",
     llama_server="/opt/llama.cpp/llama-server",
     llama_server_build="version: 6123 (abc1234); built with cc 12.2.0",
+    process_memory="physical footprint",
 )
 
 WRONG_FACTS = """{
@@ -92,7 +96,12 @@ def test_the_stored_json_has_the_keys_it_always_had(tmp_path):
     assert facts["devices"] == ["CUDA0", "CUDA1"]
     hardware = json.loads(stored(path, "hardware_json", "session"))
     assert list(hardware) == [f.name for f in fields(Hardware)]
-    assert hardware["gpus"][0] == {"name": "H200", "memory_bytes": 141 * 2**30, "driver": "550.54"}
+    assert hardware["gpus"][0] == {
+        "name": "H200",
+        "memory_bytes": 141 * 2**30,
+        "driver": "550.54",
+        "memory_bandwidth_gbs": 4916.7,
+    }
     external = Hardware(hostname="lab-host").to_dict()
     assert "llama_server" not in external and "llama_server_build" not in external
     assert list(external)[-1] == "apple_chip"
