@@ -162,6 +162,7 @@ class MainWindow(QMainWindow):
         bar.addWidget(self.open_button)
         bar.addWidget(self.replay_bar)
         bar.addWidget(self.status, 1)
+        bar.addStretch(0)  # the room the status line leaves, presenting: not wider buttons
         bar.addWidget(self.captions_button)
         bar.addWidget(present)
         self.caption = QLabel()
