@@ -200,6 +200,7 @@ def looks(window) -> tuple:
         window.status.isVisible(),
         window.banner.isVisible(),
         window.caption.isVisible(),
+        window.form.minimumSizeHint(),  # combo boxes once kept their large-type least width
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 import pyqtgraph as pg
+from PySide6.QtCore import QEvent
 from PySide6.QtGui import QColor, QFont, QIcon, QPalette, QPixmap
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -51,9 +52,17 @@ def app_icon() -> QIcon:
 
 def apply_theme(app: QApplication, name: str = "dark", font_pt: float = 11) -> Theme:
     """Fusion style with our palette, a readable base font, and matching plot colours for
-    the plots made from now on (``restyle_plots`` brings existing ones along)."""
+    the plots made from now on (``restyle_plots`` brings existing ones along).
+
+    On a running window (presentation mode) the font goes first and reaches the widgets at
+    once (it travels as posted events); the style's re-polish then has every widget measure
+    itself in it: a combo box kept its least width from the old font otherwise."""
     t = theme(name)
     app.setProperty(THEME_PROPERTY, name)
+    font = QFont(app.font())
+    font.setPointSizeF(font_pt)
+    app.setFont(font)
+    app.sendPostedEvents(None, QEvent.Type.ApplicationFontChange)
     app.setStyle("Fusion")
     palette = QPalette()
     roles = {
@@ -73,12 +82,6 @@ def apply_theme(app: QApplication, name: str = "dark", font_pt: float = 11) -> T
         palette.setColor(role, t.color(key))
     palette.setColor(QPalette.ColorRole.HighlightedText, QColor("#ffffff"))
     app.setPalette(palette)
-    font = QFont(app.font())
-    font.setPointSizeF(font_pt)
-    app.setFont(font)
-    for widget in app.allWidgets():
-        if widget.styleSheet():  # its style sheet fixed its font when applied: apply again
-            widget.setStyleSheet(widget.styleSheet())
     pg.setConfigOptions(
         background=t.colors["plot_background"],
         foreground=t.colors["plot_foreground"],
@@ -93,13 +96,15 @@ def theme_name(app: QApplication) -> str:
 
 
 def restyle_plots(root: QWidget, t: Theme, text_scale: float = 1.0) -> None:
-    """Give the plots under ``root`` the theme's colours, and titles and legends set in a
-    size of their own ``text_scale`` times that size: pyqtgraph reads its colours when an
-    item is made, so plots made before a theme change keep the old ones. Tick labels follow
-    the application font by themselves."""
+    """Give the plots under ``root`` the theme's colours, and titles set in a size of their
+    own ``text_scale`` times that size: pyqtgraph reads its colours when an item is made, so
+    plots made before a theme change keep the old ones. Tick labels follow the application
+    font by themselves."""
     foreground = t.color("plot_foreground")
-    # An axis label keeps the font it was made in; it reads like the ticks beside it.
-    label_style = {"color": foreground.name(), "font-size": f"{QApplication.font().pointSizeF()}pt"}
+    # An axis label keeps the font it was made in: scaled, it reads like the ticks beside it.
+    label_style = {"color": foreground.name()}
+    if text_scale != 1.0:
+        label_style["font-size"] = f"{QApplication.font().pointSizeF()}pt"
     for widget in root.findChildren(pg.PlotWidget):
         widget.setBackground(t.color("plot_background"))
         plot = widget.getPlotItem()
@@ -116,8 +121,8 @@ def restyle_plots(root: QWidget, t: Theme, text_scale: float = 1.0) -> None:
             background.setAlpha(200)
             plot.legend.setBrush(pg.mkBrush(background))
             plot.legend.setLabelTextColor(foreground)
-            for _, label in plot.legend.items:
-                _restyle_label(label, foreground, text_scale)
+            for _, label in plot.legend.items:  # in its size: a legend does not shrink back
+                _restyle_label(label, foreground, 1.0)
 
 
 # Each label's own size ("9pt") before any scaling, so scaling back gives it exactly again.
