@@ -19,7 +19,7 @@ from workbench.ui.app import stop_at
 from workbench.ui.captions import Phase, caption, phase_of
 from workbench.ui.controllers.replay_controller import config_starts
 from workbench.ui.options import add_gui_arguments
-from workbench.ui.presentation import FONT_PT, THEME, ZOOM_STEP_PT
+from workbench.ui.presentation import THEME, ZOOM_STEP_PT, font_for_screen
 from workbench.ui.run_model import STATES, RunModel
 from workbench.ui.theme import state_color, theme_name
 
@@ -170,6 +170,11 @@ def test_the_simulation_finds_colours_a_deuteranope_confuses() -> None:
 
 
 # -- the command line ----------------------------------------------------------------------------
+def test_the_type_takes_the_same_share_of_any_projector() -> None:
+    assert font_for_screen(1080) == 18 and font_for_screen(2160) == 36
+    assert font_for_screen(720) == 12 and font_for_screen(600) == 12  # never smaller
+
+
 def test_present_and_a_screenshot_at_a_moment_parse() -> None:
     parser = argparse.ArgumentParser()
     add_gui_arguments(parser)
@@ -219,7 +224,8 @@ def test_presenting_and_back_with_the_speakers_keys(window, loop, qtbot) -> None
     press(qtbot, window, Qt.Key.Key_F5)
     assert window.presentation.on and window.isFullScreen()
     assert theme_name(QApplication.instance()) == THEME
-    assert QApplication.instance().font().pointSizeF() == FONT_PT
+    large = font_for_screen(window.screen().geometry().height())
+    assert QApplication.instance().font().pointSizeF() == large > before[3]
     assert window.views.orientation() == Qt.Orientation.Horizontal  # side by side
     assert not window.left.isVisible() and not window.side.isVisible()
     assert not window.banner.isVisible()  # "press Replay": not for the audience
@@ -249,10 +255,10 @@ def test_presenting_and_back_with_the_speakers_keys(window, loop, qtbot) -> None
     assert window.caption.isVisible()
     pane = next(iter(window.grid.panes.values()))
     press(qtbot, window, Qt.Key.Key_Equal, Qt.KeyboardModifier.ControlModifier)
-    assert QApplication.instance().font().pointSizeF() == FONT_PT + ZOOM_STEP_PT
-    qtbot.waitUntil(lambda: pane.font().pointSizeF() == FONT_PT + ZOOM_STEP_PT)  # the panes too
+    assert QApplication.instance().font().pointSizeF() == large + ZOOM_STEP_PT
+    qtbot.waitUntil(lambda: pane.font().pointSizeF() == large + ZOOM_STEP_PT)  # the panes too
     press(qtbot, window, Qt.Key.Key_Minus, Qt.KeyboardModifier.ControlModifier)
-    assert QApplication.instance().font().pointSizeF() == FONT_PT
+    assert QApplication.instance().font().pointSizeF() == large
 
     press(qtbot, window, Qt.Key.Key_F5)
     assert not window.presentation.on

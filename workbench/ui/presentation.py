@@ -18,7 +18,8 @@ from workbench.ui.run_model import RunModel
 from workbench.ui.theme import apply_theme, restyle_plots, theme, theme_name
 
 THEME = "projector"
-FONT_PT = 18.0  # readable from the back of a room at 1920x1080
+FONT_PT = 18.0  # at 1080 lines: readable from the back of a room
+LEAST_FONT_PT = 12.0
 ZOOM_STEP_PT = 2.0
 FONT_LIMITS_PT = (8.0, 32.0)  # at 32 pt the window needs ~1,570 px; much more, 1920 is short
 CAPTION_SCALE = 1.5  # of the font: the line the audience reads first
@@ -57,7 +58,7 @@ class Presentation(QObject):
         self.stage = stage
         self.model = model
         self.saved: Saved | None = None
-        self.font_pt = FONT_PT  # kept between presentations: the room is the same
+        self.font_pt: float | None = None  # chosen for the screen, then kept: same room
         self.captions = True
         stage.caption.hide()
 
@@ -85,6 +86,8 @@ class Presentation(QObject):
             views.saveState(),
             tuple(w.isVisibleTo(window) for w in self.stage.chrome),
         )
+        if self.font_pt is None:
+            self.font_pt = font_for_screen(window.screen().geometry().height())
         for widget in self.stage.chrome:
             widget.hide()
         views.setOrientation(Qt.Orientation.Horizontal)
@@ -118,7 +121,8 @@ class Presentation(QObject):
     def zoom(self, steps: int) -> None:
         """Larger (or smaller) type for the room, ``steps`` of 2 pt."""
         low, high = FONT_LIMITS_PT
-        self.font_pt = min(high, max(low, self.font_pt + steps * ZOOM_STEP_PT))
+        current = self.font_pt if self.font_pt is not None else FONT_PT
+        self.font_pt = min(high, max(low, current + steps * ZOOM_STEP_PT))
         if self.on:
             self._apply_font()
 
@@ -131,7 +135,7 @@ class Presentation(QObject):
         self._show_caption()
 
     def _apply_font(self) -> None:
-        assert self.saved is not None
+        assert self.saved is not None and self.font_pt is not None
         apply_theme(_app(), THEME, self.font_pt)
         restyle_plots(self.stage.window, theme(THEME), self.font_pt / self.saved.font_pt)
         font = QFont(_app().font())
@@ -151,6 +155,12 @@ class Presentation(QObject):
         text = caption(phase_of(self.model))
         if text != self.stage.caption.text():
             self.stage.caption.setText(text)
+
+
+def font_for_screen(height: int) -> float:
+    """18 pt on a 1080-line screen, in proportion on others (never under 12 pt): the type
+    takes the same share of the projected picture whatever its resolution."""
+    return max(LEAST_FONT_PT, round(FONT_PT * height / 1080))
 
 
 def _settle(app: QApplication) -> None:
