@@ -281,3 +281,29 @@ def test_a_screenshot_at_a_moment_of_the_session(window, loop) -> None:
     run(loop, lambda: ended, 30)
     assert ended == ["complete"] and window.replay.playback.position_s == 3.0
     assert window.model.status == "running"  # mid-session: the live view
+
+
+@pytest.mark.server
+def test_captions_follow_a_live_run(window, loop) -> None:
+    """Live, on the real server: the caption moves through the run's phases and ends with
+    how long the configuration took, the window presenting throughout."""
+    from workbench.engine.config.experiment import parse_experiment
+
+    window.form.load(
+        parse_experiment(
+            'name = "live"\n[server]\nslots = 1\nctx = 2048\n'
+            "[workload]\nrequests = 3\nmax_tokens = 8\nwarmup = 0\n"
+        )
+    )
+    window.presentation.set_on(True)
+    seen: list[str] = []
+    window.caption.setText("")
+    window.runs.pump.timeout.connect(lambda: seen.append(window.caption.text()))
+    statuses: list[str] = []
+    window.run_finished.connect(statuses.append)
+    window.play_action.trigger()  # Space: nothing open, so it runs
+    run(loop, lambda: statuses, 120)
+    assert statuses == ["complete"], window.banner.text()
+    assert any(text.startswith("3 requests, 1 slot: ") for text in seen)
+    assert window.caption.text().startswith("1 slot: all 3 answered in ")
+    window.presentation.set_on(False)
