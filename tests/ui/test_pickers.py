@@ -80,7 +80,8 @@ def test_the_binary_dialog_offers_what_is_found_and_remembers_it(
     )
 
 
-def test_a_run_without_a_binary_offers_the_choice(window, loop, qtbot, tmp_path):
+def test_a_run_without_a_binary_offers_the_choice(window, loop, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
     window.runs.server_bin = str(tmp_path / "no-llama-server")
     window.form.load_file("experiments/slots-1-2-4.toml")
     missing: list[bool] = []
@@ -88,6 +89,14 @@ def test_a_run_without_a_binary_offers_the_choice(window, loop, qtbot, tmp_path)
     window.start_run()
     run(loop, lambda: missing and not window.running, 30)
     assert "does not exist" in window.banner.text()
+    chooser = window.binary_chooser
+    assert chooser is not None and chooser.isVisible()
+    run(loop, lambda: chooser.rows, 30)
+    pinned = [row.how for row in chooser.rows].index(PINNED)
+    assert chooser.take(pinned)
+    assert window.runs.server_bin == chooser.rows[pinned].value
+    assert load_preferences()[0].server_bin == chooser.rows[pinned].value
+    assert "Press Run again" in window.banner.text()
 
 
 def test_the_server_panel_says_which_binary_and_how_it_was_found(qtbot):

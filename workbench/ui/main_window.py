@@ -49,6 +49,7 @@ from workbench.ui.experiment_form import ExperimentForm
 from workbench.ui.gantt import GanttView
 from workbench.ui.legend import StateLegend
 from workbench.ui.library_panel import LibraryPanel
+from workbench.ui.pickers import ChoiceDialog, binary_dialog
 from workbench.ui.presentation import Presentation, Stage
 from workbench.ui.replay_bar import ReplayBar
 from workbench.ui.results_view import ResultsView
@@ -113,6 +114,7 @@ class MainWindow(QMainWindow):
         self.library = LibraryPanel(out_dir)
         self.left.addTab(self.library, "Sessions")
         self.compare_windows: list[CompareWindow] = []
+        self.binary_chooser: ChoiceDialog | None = None  # open when no llama-server was found
         self.setAcceptDrops(True)
 
         self.run_button = QPushButton("▶  Run")
@@ -298,6 +300,7 @@ class MainWindow(QMainWindow):
         self.runs.finished.connect(self.run_finished)
         self.runs.finished.connect(self._close_if_asked)
         self.runs.banner.connect(self.show_banner)
+        self.runs.binary_missing.connect(self.choose_binary)
         self.runs.status.connect(self.status.setText)
         self.renderer.progress.connect(self.status.setText)
         self.renderer.warning.connect(lambda text: self.show_banner(text, "info"))
@@ -523,6 +526,18 @@ class MainWindow(QMainWindow):
             self.show_banner(str(exc), "error")
             return
         self.hand_server.start(settings)
+
+    def choose_binary(self) -> ChoiceDialog:
+        """No llama-server was found: offer those on this machine. The choice is remembered
+        and runs from the next Run on."""
+        self.binary_chooser = binary_dialog(self)
+        self.binary_chooser.chosen.connect(self._use_binary)
+        self.binary_chooser.open()
+        return self.binary_chooser
+
+    def _use_binary(self, path: str, found_by: str) -> None:
+        self.runs.server_bin = self.hand_server.server_bin = path
+        self.show_banner(f"llama-server: {path} ({found_by}). Press Run again.", "ok")
 
     def _server_changed(self, present: bool) -> None:
         """No run while a hand-started server holds the machine."""
