@@ -173,3 +173,20 @@ def test_session_strings_cannot_inject_html_markdown_or_formulas(tmp_path, qapp)
     with (tmp_path / "c.csv").open() as fh:
         (row,) = list(csv.DictReader(fh))
     assert row["label"] == '\'=HYPERLINK("x")|np=1'
+
+
+def test_an_export_from_the_window_leaves_the_windows_colours(sweep_session, tmp_path, qapp):
+    """Charts are drawn on white, but the running app keeps its dark theme and plot colours."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QImage, QPalette
+
+    from workbench.ui.theme import apply_theme
+
+    apply_theme(qapp, "dark")
+    window_color = qapp.palette().color(QPalette.ColorRole.Window)
+    background = pg.getConfigOption("background")
+    with open_session(sweep_session) as session:
+        ((_, png), *_) = write_charts([session], tmp_path, SMALL)
+    assert QImage(str(png)).pixelColor(2, 2).name() == "#ffffff"
+    assert qapp.palette().color(QPalette.ColorRole.Window) == window_color
+    assert pg.getConfigOption("background") == background

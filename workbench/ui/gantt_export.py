@@ -15,7 +15,7 @@ from workbench.ui.charts import export_widget
 from workbench.ui.gantt import TITLES, GanttView
 from workbench.ui.gantt_html import gantt_html
 from workbench.ui.gantt_rows import SEGMENT_NAMES, SEGMENTS
-from workbench.ui.report import ChartOptions, headless_app
+from workbench.ui.report import ChartOptions, on_white
 from workbench.ui.run_model import RunModel
 
 VIEWS = (("gantt", False), ("gantt-slots", True))  # file stem, lanes by slot
@@ -30,7 +30,6 @@ def session_model(session: Session) -> RunModel:
 
 def write_gantt(session: Session, out_dir: Path, options: ChartOptions) -> list[Path]:
     """gantt.* and gantt-slots.* in each of ``options.formats`` (PDF too), and gantt.html."""
-    headless_app()
     model = session_model(session)
     title = session_column(session)
     try:
@@ -38,21 +37,23 @@ def write_gantt(session: Session, out_dir: Path, options: ChartOptions) -> list[
     except OSError as exc:
         raise OutputDirError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     written = []
-    view = GanttView()
-    legend = view.getPlotItem().addLegend(offset=(-10, 10), labelTextSize="9pt")
-    for stem, lanes in VIEWS:
-        view.set_lanes(lanes)
-        view.sync(model, model.last_t)
-        legend.clear()
-        for name in SEGMENTS[1:] if lanes else SEGMENTS:  # a slot's lane never waits
-            legend.addItem(view.bars[name], SEGMENT_NAMES[name])
-        view.getPlotItem().setTitle(
-            f"{TITLES[lanes]}<br><span style='font-size:9pt'>{html.escape(title)}</span>"
-        )
-        for fmt in options.formats:
-            path = out_dir / f"{stem}.{fmt}"
-            written.append(export_widget(view, path, options.width, options.height, options.dpi))
-    view.deleteLater()
+    with on_white():
+        view = GanttView()
+        legend = view.getPlotItem().addLegend(offset=(-10, 10), labelTextSize="9pt")
+        for stem, lanes in VIEWS:
+            view.set_lanes(lanes)
+            view.sync(model, model.last_t)
+            legend.clear()
+            for name in SEGMENTS[1:] if lanes else SEGMENTS:  # a slot's lane never waits
+                legend.addItem(view.bars[name], SEGMENT_NAMES[name])
+            view.getPlotItem().setTitle(
+                f"{TITLES[lanes]}<br><span style='font-size:9pt'>{html.escape(title)}</span>"
+            )
+            for fmt in options.formats:
+                path = out_dir / f"{stem}.{fmt}"
+                export_widget(view, path, options.width, options.height, options.dpi)
+                written.append(path)
+        view.deleteLater()
     page = out_dir / "gantt.html"
     caption = workload_caption([session.summaries()])
     try:

@@ -4,14 +4,17 @@ settings. The charts are drawn by the same ``MetricChart`` as in the window, on 
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyqtgraph as pg
 from PySide6.QtWidgets import QApplication
 
 from workbench.engine.analysis.compare import chart_data, compare_sessions, to_markdown
@@ -22,7 +25,7 @@ from workbench.engine.base.untrusted import markdown
 from workbench.engine.figures.metrics import Figure, View, shown_in
 from workbench.engine.store import Session
 from workbench.ui.charts import MetricChart, export_widget
-from workbench.ui.theme import apply_theme
+from workbench.ui.theme import apply_theme, theme
 
 
 @dataclass(frozen=True)
@@ -34,14 +37,33 @@ class ChartOptions:
 
 
 def headless_app() -> QApplication:
-    """A QApplication for drawing charts, offscreen when there is no display."""
+    """A QApplication for drawing charts, offscreen when there is no display; one made here
+    gets the light theme. The window's own app is returned as it is."""
+    existing = QApplication.instance()
+    if existing is not None:
+        return existing  # type: ignore[return-value]
     if sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
     ):
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    app = QApplication.instance() or QApplication([])
-    apply_theme(app, "light")  # charts for reports are read on white
-    return app  # type: ignore[return-value]
+    app = QApplication([])
+    apply_theme(app, "light")
+    return app
+
+
+@contextlib.contextmanager
+def on_white() -> Iterator[QApplication]:
+    """Charts made inside are drawn in the light theme's plot colours (reports are read on
+    white); the colours in force before, the window's, are put back after."""
+    app = headless_app()
+    keys = ("background", "foreground")
+    before = {key: pg.getConfigOption(key) for key in keys}
+    colors = theme("light").colors
+    pg.setConfigOptions(background=colors["plot_background"], foreground=colors["plot_foreground"])
+    try:
+        yield app
+    finally:
+        pg.setConfigOptions(**before)
 
 
 def write_charts(
@@ -49,18 +71,17 @@ def write_charts(
 ) -> list[tuple[str, Path]]:
     """(title, path) for each chart written, in the first of ``options.formats`` (the
     other formats sit beside it)."""
-    headless_app()
     written = []
-    for data in chart_data(sessions, relative):
-        chart = MetricChart()
-        chart.show_data(data)
-        for fmt in options.formats:
-            path = export_widget(
-                chart, out_dir / f"{data.key}.{fmt}", options.width, options.height, options.dpi
-            )
-            if fmt == options.formats[0]:
-                written.append((data.title, path))
-        chart.deleteLater()
+    with on_white():
+        for data in chart_data(sessions, relative):
+            chart = MetricChart()
+            chart.show_data(data)
+            for fmt in options.formats:
+                path = out_dir / f"{data.key}.{fmt}"
+                export_widget(chart, path, options.width, options.height, options.dpi)
+                if fmt == options.formats[0]:
+                    written.append((data.title, path))
+            chart.deleteLater()
     return written
 
 
