@@ -86,3 +86,17 @@ def test_an_empty_plot_says_what_will_appear_there(qtbot):
     assert not gantt.note.isVisible() and not plots.notes["memory"].isVisible()
     assert plots.memory.getPlotItem().legend.isVisible()
     assert plots.notes["slots"].isVisible()  # no slot seen busy yet
+
+
+def test_request_rows_are_numbered_from_zero_at_a_round_step(qtbot):
+    from workbench.ui.gantt import request_ticks
+
+    assert request_ticks(3) == [(0, "0"), (1, "1"), (2, "2")]  # no -1 above the first row
+    assert [t for t, _ in request_ticks(100)] == list(range(0, 100, 10))
+    assert len(request_ticks(250_000)) <= 12
+    gantt = GanttView()
+    qtbot.addWidget(gantt)
+    model = RunModel()
+    started(model, 3)
+    gantt.sync(model, 1.0)
+    assert gantt.getPlotItem().getAxis("left")._tickLevels == [[(0, "0"), (1, "1"), (2, "2")]]

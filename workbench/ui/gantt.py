@@ -27,6 +27,14 @@ TITLES = {  # by lanes: rows per request, or lanes per server slot
 }
 
 
+def request_ticks(rows: int, most: int = 12) -> list[tuple[int, str]]:
+    """Row numbers to label, from 0, at a round step that keeps them to about ``most``."""
+    step = next((s for s in (1, 2, 5, 10, 20, 50, 100, 200, 500) if rows / s <= most), 1000)
+    while rows / step > most:
+        step *= 10
+    return [(i, str(i)) for i in range(0, rows, step)]
+
+
 class GanttView(pg.PlotWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -110,6 +118,8 @@ class GanttView(pg.PlotWidget):
             rows = max(self._rows_shown, 1)
             band = max(0.9, rows * 0.09)  # room above the first row for the markers' labels
             plot.setYRange(-0.5 - band, rows - 0.4, padding=0)
+            if not self.lanes:  # request numbers only: none in the band above the first
+                plot.getAxis("left").setTicks([request_ticks(rows)])
         if final:  # nothing more will come: the axis ends with the data
             fitted = max(MIN_SPAN_S, now * 1.03)
             if fitted != self._x_max:
