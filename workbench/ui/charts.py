@@ -76,8 +76,8 @@ class MetricChart(pg.PlotWidget):
             self._draw(curve, self._error_bars[i], series, data.kind)
             if self.legend is not None:
                 label = self.legend.getLabel(curve)
-                if label is not None:
-                    label.setText(series.name if series else "")
+                if label is not None:  # a name from a session is text, not markup
+                    label.setText(html.escape(series.name) if series else "")
         if self.legend is not None:  # into the corner the curves leave empty
             spot = legend_spot(data.series)
             offset = (10 if spot[0] == 0 else -10, {0: 10, 1: -10}.get(spot[1], 0))
@@ -99,7 +99,9 @@ class MetricChart(pg.PlotWidget):
             bars.setData(x=np.zeros(0), y=np.zeros(0), height=np.zeros(0))
             return
         color = series_color(series)
-        pen = pg.mkPen(color, width=2, style=DASHES[series.variant % len(DASHES)])
+        # Past the last colour, the colours come back dashed.
+        dash = series.variant + series.session // len(SERIES_COLORS)
+        pen = pg.mkPen(color, width=2, style=DASHES[dash % len(DASHES)])
         if kind == ChartKind.CDF:  # steps: the share stays until the next request's TTFT
             xs = [x for x in series.x for _ in (0, 1)]
             ys = [0.0, *[y for y in series.y for _ in (0, 1)]][:-1]

@@ -74,10 +74,14 @@ def test_each_point_carries_its_spread_across_repeats(repeated_session):
 
 def test_the_title_carries_the_workload_and_the_bars_meaning(repeated_session):
     with open_session(repeated_session) as session:
-        chart = by_key(chart_data([session]))["agg_tok_s"]
-        caption = workload_caption([session.summaries()])
+        charts = by_key(chart_data([session]))
+        chart = charts["agg_tok_s"]
+        caption = workload_caption([session.summaries()], "bars")
     assert chart.subtitle == caption
     assert caption == "3 requests · concurrency 3 · 12 tokens out · 2 repeats, bars ±1 sd"
+    # Only where bars are drawn: the trade-off's are throughput's, the distributions have none.
+    assert charts["throughput_vs_ttft"].subtitle.endswith("2 repeats, throughput bars ±1 sd")
+    assert charts["ttft_cdf"].subtitle == "3 requests · concurrency 3 · 12 tokens out · 2 repeats"
 
 
 def test_times_below_a_second_are_charted_in_ms(sweep_session, tmp_path):
@@ -157,3 +161,25 @@ def test_a_long_distribution_keeps_its_quantiles(tmp_path):
     assert len(line.x) == CDF_POINTS
     assert line.y[0] == pytest.approx(1 / 1000) and line.y[-1] == 1.0
     assert line.x == sorted(line.x)
+
+
+def test_a_distribution_counts_failed_requests_and_leaves_out_failed_configurations(tmp_path):
+    """np=1: 2 of 3 requests answered, so its line ends at 2/3. np=2's server never started:
+    no line, as in the other charts."""
+    from tests.made_sessions import failed
+
+    path = build_session(
+        tmp_path / "failures.session.sqlite",
+        "[server]\nslots = [1, 2]\n[workload]\nrequests = 3\n",
+        [
+            Config(
+                [*burst(0, 2, slots=1, at_s=0.0), failed(2, submit_s=0.0, done_s=0.5, error="500")],
+                startup_facts(1, 4096),
+            ),
+            Config([], None, status="failed", error="the server did not start"),
+        ],
+    )
+    with open_session(path) as session:
+        (line,) = by_key(chart_data([session]))["ttft_cdf"].series
+    assert line.name == "np=1"
+    assert line.y == pytest.approx([1 / 3, 2 / 3])

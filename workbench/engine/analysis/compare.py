@@ -242,9 +242,11 @@ def _scaled(series: list[Series], factor: float, axis: str = "y") -> None:
             s.err = [e * factor if e is not None else None for e in s.err]
 
 
-def workload_caption(all_summaries: list[list[ConfigSummary]]) -> str:
+def workload_caption(all_summaries: list[list[ConfigSummary]], bars: str = "") -> str:
     """What every configuration of every session was asked to do, for a chart's subtitle:
-    the settings they share (a setting that varies is on the axis or in the legend)."""
+    the settings they share (a setting that varies is on the axis or in the legend). With
+    ``bars`` (what carries error bars: "bars", "y bars"), where repeats give them, what they
+    mean."""
     configs = [s for per_session in all_summaries for s in per_session if s.runs]
 
     def shared(value: Any) -> Any:
@@ -266,9 +268,9 @@ def workload_caption(all_summaries: list[list[ConfigSummary]]) -> str:
         parts.append(f"{max_tokens} tokens out")
     repeats = shared(lambda s: len(s.runs))
     if repeats and repeats > 1:
-        parts.append(f"{repeats} repeats, bars ±1 sd")
-    elif any(len(s.runs) > 1 for s in configs):
-        parts.append("bars ±1 sd across repeats")
+        parts.append(f"{repeats} repeats" + (f", {bars} ±1 sd" if bars else ""))
+    elif bars and any(len(s.runs) > 1 for s in configs):
+        parts.append(f"{bars} ±1 sd across repeats")
     return " · ".join(parts)
 
 
@@ -312,7 +314,7 @@ def chart_data_from(
             for s in summaries:
                 names.setdefault(s.label, float(len(names) + 1))
     key_fields = _varying(all_summaries, KEY_FIELDS)
-    caption = workload_caption(all_summaries)
+    caption = workload_caption(all_summaries, "bars")
     charts = []
     for metric in shown_in(View.CHART) if metrics is None else metrics:
         series = []
@@ -403,7 +405,7 @@ def trade_off_chart(named: list[tuple[str, list[ConfigSummary]]]) -> ChartData |
         y_figure.unit,
         f"{x_figure.title} ({x_unit})",
         series,
-        subtitle=workload_caption([summaries for _, summaries in named]),
+        subtitle=workload_caption([summaries for _, summaries in named], "throughput bars"),
         kind=ChartKind.TRADE_OFF,
     )
 
@@ -417,41 +419,46 @@ def ttft_cdf_charts(
     all_summaries = [summaries for _, summaries in named]
     fields = _varying(all_summaries, KEY_FIELDS)
     caption = workload_caption(all_summaries)
-    keyed: dict[tuple[object, ...], list[tuple[int, str, list[float]]]] = {}
+    # Per configuration: (session, label, TTFTs of the answered, requests measured).
+    keyed: dict[tuple[object, ...], list[tuple[int, str, list[float], int]]] = {}
     labels: dict[tuple[object, ...], str] = {}
     for i, (session, summaries) in enumerate(zip(sessions, all_summaries, strict=True)):
-        for s in summaries:
+        for s in (s for s in summaries if s.status == "ok"):  # as the other charts
             measured = [r for r in session.records(s.index) if not r.warmup]
             ttfts = sorted(m.ttft_s for m in map(request_metrics, measured) if m is not None)
             if ttfts:
                 key = config_key(s, fields)
                 labels.setdefault(key, s.label)
-                keyed.setdefault(key, []).append((i, s.label, ttfts))
-    unit, scale = suited_unit("s", [t[-1] for lines in keyed.values() for *_, t in lines])
+                keyed.setdefault(key, []).append((i, s.label, ttfts, len(measured)))
+    unit, scale = suited_unit("s", [t[-1] for lines in keyed.values() for _, _, t, _ in lines])
     charts = []
     if len(sessions) == 1:
         every = [line for lines in keyed.values() for line in lines]
-        series = [_cdf_series(label, ttfts, scale, n) for n, (_, label, ttfts) in enumerate(every)]
+        series = [
+            _cdf_series(label, ttfts, total, scale, n)
+            for n, (_, label, ttfts, total) in enumerate(every)
+        ]
         if series:
             charts.append(_cdf_chart("ttft_cdf", "TTFT distribution", unit, series, caption))
         return charts
     for n, (key, lines) in enumerate(keyed.items()):
-        series = [_cdf_series(named[i][0], ttfts, scale, i) for i, _, ttfts in lines]
+        series = [_cdf_series(named[i][0], ttfts, total, scale, i) for i, _, ttfts, total in lines]
         title = f"TTFT distribution · {labels[key]}"
         charts.append(_cdf_chart(f"ttft_cdf_{n + 1}", title, unit, series, caption))
     return charts
 
 
-def _cdf_series(name: str, ttfts: list[float], scale: float, color: int) -> Series:
-    """The share of requests whose TTFT was at most x, at most ``CDF_POINTS`` points (the
-    quantiles, when there are more requests)."""
+def _cdf_series(name: str, ttfts: list[float], total: int, scale: float, color: int) -> Series:
+    """The share of the ``total`` requests measured whose first token came within x: a line
+    that ends below 1 when some failed. At most ``CDF_POINTS`` points (the quantiles, when
+    there are more requests)."""
     n = len(ttfts)
     ranks = (
         range(n)
         if n <= CDF_POINTS
         else (round(k * (n - 1) / (CDF_POINTS - 1)) for k in range(CDF_POINTS))
     )
-    points = [(ttfts[r] * scale, (r + 1) / n) for r in ranks]
+    points = [(ttfts[r] * scale, (r + 1) / total) for r in ranks]
     return Series(name, [p[0] for p in points], [p[1] for p in points], session=color)
 
 
