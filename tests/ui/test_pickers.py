@@ -69,7 +69,7 @@ def test_the_binary_dialog_offers_what_is_found_and_remembers_it(
     assert dialog.rows[0].cells[1] == "version: 7000 (feedbee)"
     plain = tmp_path / "not-a-program"
     plain.write_text("x")
-    assert dialog.take_file(str(plain)) is False
+    assert loop.run_until_complete(dialog.take_file(str(plain))) is False
     assert "is not an executable file" in dialog.status.text()
     pinned = [row.how for row in dialog.rows].index(PINNED)
     assert dialog.take(pinned) is True
@@ -112,3 +112,14 @@ def test_the_server_panel_says_which_binary_and_how_it_was_found(qtbot):
     qtbot.addWidget(panel)
     panel.show_server("http://127.0.0.1:8080", model.server.facts, None, "", model.server_binary)
     assert panel.binary.text() == "/usr/bin/llama-server (found by: PATH)"
+
+
+def test_a_choice_that_cannot_be_remembered_says_why(machine, tmp_path, qtbot, loop, monkeypatch):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(blocked / "config"))  # under a file
+    dialog = binary_dialog()
+    qtbot.addWidget(dialog)
+    run(loop, lambda: dialog.rows, 30)
+    assert dialog.take(0) is False
+    assert "cannot save preferences" in dialog.status.text()

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.analysis.model_finder import FoundModel, describe, find_models, places
+from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.preferences import load_preferences, remember
 from workbench.engine.server.binary_choices import BinaryChoice, choice, server_candidates
 from workbench.ui.controllers.tasks import Tasks
@@ -45,7 +46,8 @@ class Row:
 
 class ChoiceDialog(QDialog):
     """A table of choices filled by ``search`` in a thread, a button to browse for a file.
-    Column ``stretch`` (a name or a path) takes the room left, shortened in its middle."""
+    ``keep`` remembers a choice before ``chosen`` tells it; column ``stretch`` (a name or a
+    path) takes the room left, shortened in its middle."""
 
     chosen = Signal(str, str)  # value, how it was found
 
@@ -55,17 +57,19 @@ class ChoiceDialog(QDialog):
         explanation: str,
         columns: Sequence[str],
         search: Callable[[], list[Row]],
-        browse: Callable[[str], Row | None],
+        browse: Callable[[str], Row],
         file_filter: str,
+        keep: Callable[[str, str], object],
         stretch: int = 0,
         remembered: str | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
+        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)  # one is made per opening
         self.setWindowTitle(title)
         self.resize(900, 420)
         self.tasks = Tasks()
-        self._browse, self._filter = browse, file_filter
+        self._browse, self._filter, self._keep = browse, file_filter, keep
         self._remembered = remembered  # the last choice, selected when it is found again
         self.rows: list[Row] = []
         text = QLabel(explanation)
@@ -104,7 +108,12 @@ class ChoiceDialog(QDialog):
         self.tasks.spawn(self._search(search))
 
     async def _search(self, search: Callable[[], list[Row]]) -> None:
-        self.show_rows(await asyncio.to_thread(search))
+        try:
+            rows = await asyncio.to_thread(search)
+        except Exception as exc:  # never leave the dialog saying "looking…"
+            self.status.setText(f"the search failed ({type(exc).__name__}: {exc}): use Other file…")
+            return
+        self.show_rows(rows)
 
     def show_rows(self, rows: list[Row]) -> None:
         self.rows = rows
@@ -134,15 +143,20 @@ class ChoiceDialog(QDialog):
         if not 0 <= index < len(self.rows) or self.rows[index].problem is not None:
             return False
         row = self.rows[index]
+        try:
+            self._keep(row.value, row.how)
+        except WorkbenchError as exc:  # it could not be remembered: say so, stay open
+            self.status.setText(str(exc))
+            return False
         self.chosen.emit(row.value, row.how)
         self.accept()
         return True
 
-    def take_file(self, path: str) -> bool:
-        """Choose a file the user browsed to, once it passes the same checks as a row."""
-        row = self._browse(path)
-        if row is None:
-            return False
+    async def take_file(self, path: str) -> bool:
+        """Choose a file the user browsed to, once it passes the same checks as a row (in a
+        thread: a binary's --version may take seconds)."""
+        self.status.setText(f"checking {path}…")
+        row = await asyncio.to_thread(self._browse, path)
         if row.problem is not None:
             self.status.setText(row.problem)
             return False
@@ -152,7 +166,7 @@ class ChoiceDialog(QDialog):
     def _browse_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, self.windowTitle(), "", self._filter)
         if path:
-            self.take_file(path)
+            self.tasks.spawn(self.take_file(path))
 
     def done(self, result: int) -> None:
         self.tasks.cancel_all()
@@ -188,11 +202,11 @@ def model_picker(parent: QWidget | None = None) -> ChoiceDialog:
         lambda: [model_row(m) for m in find_models()],
         lambda path: model_row(describe(Path(path), "chosen file", Path(path).name)),
         "GGUF models (*.gguf)",
+        lambda path, _: remember(model=path),
         0,
         load_preferences()[0].model,
         parent,
     )
-    dialog.chosen.connect(lambda path, _: remember(model=path))
     return dialog
 
 
@@ -211,16 +225,17 @@ def binary_dialog(parent: QWidget | None = None) -> ChoiceDialog:
     later run until the preferences are reset."""
     dialog = ChoiceDialog(
         "Choose the llama-server to run",
-        "No llama-server is configured. Choose one found on this machine (on PATH, from "
-        "Homebrew, or the build this project installs), or any llama-server file. The "
-        "choice is remembered; `workbench preferences --reset` forgets it.",
+        "No usable llama-server was found (none configured, or the one given is missing). "
+        "Choose one found on this machine (on PATH, from Homebrew, or the build this "
+        "project installs), or any llama-server file. The choice is remembered; "
+        "`workbench preferences --reset` forgets it.",
         BINARY_COLUMNS,
         lambda: [binary_row(c) for c in server_candidates()],
         lambda path: binary_row(choice(path, "chosen file")),
         "",
+        lambda path, how: remember(server_bin=path, server_bin_found_by=how),
         len(BINARY_COLUMNS) - 1,
         load_preferences()[0].server_bin,
         parent,
     )
-    dialog.chosen.connect(lambda path, how: remember(server_bin=path, server_bin_found_by=how))
     return dialog

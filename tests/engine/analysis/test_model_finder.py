@@ -125,3 +125,18 @@ def test_the_installed_default_model_comes_first(tmp_path):
     (first, *_) = find_models(places(tmp_path, env={}))
     assert first.source == "default (installed)" and first.architecture == "llama"
     assert (first.quantisation, first.training_context) == ("Q4_1", 8192)
+
+
+def test_a_place_that_cannot_be_read_leaves_the_others(home, monkeypatch):
+    """Python 3.11's Path.is_dir raises PermissionError where a folder cannot be entered."""
+    real_is_dir = Path.is_dir
+
+    def is_dir(self):
+        if self.name == "manifests":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_is_dir(self)
+
+    monkeypatch.setattr(Path, "is_dir", is_dir)
+    found = found_in(home)
+    assert "llama3.2:1b" not in found  # Ollama's manifests could not be read
+    assert "lmstudio-community/Phi/phi.gguf" in found

@@ -134,10 +134,13 @@ def find_models(where: list[Place] | None = None, include_default: bool = True) 
         candidates = (
             ollama_models(place.folder) if place.source == "Ollama" else gguf_files(place.folder)
         )
-        for name, path in candidates:
-            key = path.resolve()
-            if key not in found and len(found) < MAX_MODELS:
-                found[key] = describe(path, place.source, name)
+        try:
+            for name, path in candidates:
+                key = path.resolve()
+                if key not in found and len(found) < MAX_MODELS:
+                    found[key] = describe(path, place.source, name)
+        except (OSError, RuntimeError):  # a folder we may not read, a symlink loop
+            continue  # the other places still count
     return list(found.values())
 
 
