@@ -315,3 +315,23 @@ def test_a_version_1_session_reads_without_gpu_samples(tmp_path):
         assert session.records(0) == [replace(r, slot=None) for r in records]  # nor slots
         (summary,) = session.summaries()
         assert (summary.status, summary.runs[0].ttft_p50_s) == ("ok", 1.3)
+
+
+def test_a_query_that_returns_after_stop_records_nothing(server_on_gpu):
+    """A query still hanging when stop() gave up on it comes back later with a figure: the
+    run it was for has ended, so no sample reaches the session."""
+    module, processes = server_on_gpu
+    release = threading.Event()
+    module.nvmlDeviceGetComputeRunningProcesses = lambda h: (
+        release.wait(10) and list(processes.get(h[1], []))
+    )
+    events = []
+    sampler_ = ServerSampler(
+        events.append, 3, f"http://127.0.0.1:{free_port()}", os.getpid(), http_hz=1, gpu_hz=50
+    )
+    sampler_.start()
+    time.sleep(0.2)
+    sampler_.stop()
+    release.set()
+    time.sleep(0.3)  # the query returns now, with 512 MiB
+    assert not [e for e in events if isinstance(e, GpuSample)]

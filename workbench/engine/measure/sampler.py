@@ -285,7 +285,8 @@ class ServerSampler:
         if self._gpu.stopped:
             return
         used = self._gpu.sample(self._probe.pids())
-        if used is not None:
+        # A query that returned after stop() gave up waiting for it belongs to no run now.
+        if used is not None and not self._stop.is_set():
             self.emit(GpuSample(self.config_index, time.perf_counter_ns(), used))
 
     def _get(self, path: str) -> Answer | None:
