@@ -12,10 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from workbench.cli.tables import model_line, plan_table, roofline_table, slo_table
-from workbench.engine.analysis.planner import plan, read_model_facts
+from workbench.engine.analysis.planner import plan, read_model_facts, usable_memory
 from workbench.engine.analysis.roofline import session_roofline
 from workbench.engine.analysis.slo import Slo, goodput, peak_users, recommend
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.measure import hardware
 from workbench.engine.store import open_session
 
@@ -37,6 +38,12 @@ def add_plan(sub: Any) -> None:
         "--memory-gib",
         type=float,
         help="memory to plan for (default: this machine's available RAM)",
+    )
+    parser.add_argument(
+        "--facts-from",
+        metavar="SESSION",
+        help="a session of this model run on this machine: its server's startup facts say "
+        "what a GPU holds (on Metal, the working set it may use)",
     )
     parser.add_argument(
         "--overhead-mib",
@@ -86,6 +93,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         raise WorkbenchError("--slots must be >= 1 (or -1 for auto) and --ctx > 0")
     model = read_model_facts(args.model)
     available, where = _memory_to_plan_for(args)
+    facts = _server_facts(args.facts_from) if args.facts_from else None
+    available, where = usable_memory(available, where, facts)
     rows = plan(
         model,
         ctxs,
@@ -100,6 +109,15 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     console.print(model_line(model, args.kv_type, available, where), markup=False, highlight=False)
     console.print(plan_table(rows))
     return 0
+
+
+def _server_facts(path: str) -> StartupFacts:
+    """The startup facts of the last configuration of ``path`` whose server got ready."""
+    with open_session(path) as session:
+        found = [c.facts for c in session.configs if c.facts is not None]
+    if not found:
+        raise WorkbenchError(f"{path}: no configuration's server got ready, so no startup facts")
+    return found[-1]
 
 
 def _memory_to_plan_for(args: argparse.Namespace) -> tuple[int, str]:
