@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -95,7 +96,7 @@ class CompareWindow(QWidget):
         self.loading.setStyleSheet("color:#8b929c;")
         self.relative = QCheckBox("relative to 1 slot")
         self.relative.toggled.connect(self.refresh)
-        export = QPushButton("Export report…")
+        self.export_button = export = QPushButton("Export report…")
         export.clicked.connect(self._export_dialog)
         self.warnings = QLabel()
         self.warnings.setWordWrap(True)
@@ -127,9 +128,13 @@ class CompareWindow(QWidget):
         top.addWidget(self.loading)
         top.addStretch(1)
         top.addWidget(export)
-        # The trade-off and the TTFT distributions: as many charts as configurations.
-        trade_offs = QWidget()
-        self.trade_off_layout = QGridLayout(trade_offs)
+        # The trade-off and the TTFT distributions: as many charts as configurations, in
+        # rows of three that scroll, each tall enough to read.
+        trade_offs = QScrollArea()
+        trade_offs.setWidgetResizable(True)
+        inner = QWidget()
+        self.trade_off_layout = QGridLayout(inner)
+        trade_offs.setWidget(inner)
         tabs = QTabWidget()
         tabs.addTab(self.table, "Table")
         tabs.addTab(trade_offs, "Throughput vs TTFT, TTFT distributions")
@@ -176,6 +181,7 @@ class CompareWindow(QWidget):
             if data.key not in self.charts:
                 cell = len(self.charts) - len(shown_in(View.CHART))
                 self.charts[data.key] = MetricChart()
+                self.charts[data.key].setMinimumHeight(260)
                 self.trade_off_layout.addWidget(self.charts[data.key], cell // 3, cell % 3)
             self.charts[data.key].show_data(data)
         rows = comparison.rows()
@@ -224,6 +230,15 @@ class CompareWindow(QWidget):
             self.export(Path(folder))
 
     def export(self, folder: Path) -> Path | None:
+        """Write the report (its charts are drawn here, on the GUI thread). The button waits
+        meanwhile: drawing lets events through, and a second click would start another."""
+        self.export_button.setEnabled(False)
+        try:
+            return self._export(folder)
+        finally:
+            self.export_button.setEnabled(True)
+
+    def _export(self, folder: Path) -> Path | None:
         try:
             with contextlib.ExitStack() as stack:
                 sessions = [stack.enter_context(open_session(p)) for p in self.paths]
