@@ -205,3 +205,10 @@ def test_a_gpu_session_that_lacks_the_gpus_bandwidth_says_so(tmp_path, no_cpu_me
     assert [r.gpu_share for r in report.rows] == [0.0, 0.0]
     given = rl.session_roofline(path, bandwidth_gbs=4800)
     assert (given.bandwidth, given.how, given.recorded_on) == (4800e9, "given", None)
+
+
+def test_a_bandwidth_a_session_file_gets_wrong_is_not_used():
+    from workbench.engine.base.records import Hardware
+
+    hardware = Hardware(gpus=(Gpu(name="H200", memory_bandwidth_gbs=-5.0), Gpu(name="L4")))
+    assert rl.nvidia_bandwidth(hardware) is None

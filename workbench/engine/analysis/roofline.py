@@ -126,7 +126,7 @@ def nvidia_bandwidth(hardware: Hardware) -> Bandwidth | None:
     """The recorded peak bandwidth of the session's NVIDIA GPUs (the slowest, where they
     differ: CUDA numbers devices its own way, so which one ran is not certain); None when
     the fingerprint has none (nvidia-smi only, or a session recorded before it was kept)."""
-    known = [g for g in hardware.gpus if g.memory_bandwidth_gbs]
+    known = [g for g in hardware.gpus if (g.memory_bandwidth_gbs or 0.0) > 0]  # a file may lie
     if not known:
         return None
     slowest = min(known, key=lambda g: g.memory_bandwidth_gbs or 0.0)
