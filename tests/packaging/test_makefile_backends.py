@@ -65,7 +65,11 @@ def test_another_backend_is_built_once_into_its_own_folder(project):
     cuda = variant(out)
     assert cuda.startswith("cuda-")
     assert "asked for " + cuda in out
-    assert re.search(r'CMAKE_ARGS="[^"]*-DGGML_CUDA=ON" \S+ -m pip wheel .*--no-cache-dir', out)
+    assert re.search(
+        r'CMAKE_ARGS="[^"]*-DGGML_CUDA=ON" LLAMA_CPP_BUILD_JOBS=[1-9][0-9]* \S+ -m pip wheel '
+        r".*--no-cache-dir",
+        out,
+    )
     assert f"--wheel-dir '{project / 'wheels' / cuda}.partial'" in out
     assert "--force-reinstall --no-deps" in out
 
