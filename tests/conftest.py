@@ -76,6 +76,11 @@ _KILLED_BY_WORKERS: list[int] = []
 
 def pytest_sessionstart(session):
     _RUNNING_AT_START.update(_servers())
+    # What the app remembers (a llama-server chosen in the window) is the developer's own:
+    # the tests, and the app processes they start, get an empty folder of their own.
+    import tempfile
+
+    os.environ["WORKBENCH_CONFIG_DIR"] = tempfile.mkdtemp(prefix="workbench-config-")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -86,6 +91,7 @@ def pytest_testnodedown(node, error):
 
 def pytest_sessionfinish(session, exitstatus):
     """A server left by a test not marked ``server`` still fails the run."""
+    shutil.rmtree(os.environ.get("WORKBENCH_CONFIG_DIR", ""), ignore_errors=True)
     leaked = {pid: p for pid, p in _servers().items() if pid not in _RUNNING_AT_START}
     if killed := _stop(leaked) + _KILLED_BY_WORKERS:
         if hasattr(session.config, "workeroutput"):  # an xdist worker: tell the controller

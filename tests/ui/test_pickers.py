@@ -12,6 +12,7 @@ from tests.engine.server.test_binary_choices import script
 from tests.ui.driving import run
 from workbench.engine.config.preferences import load_preferences
 from workbench.engine.server.binary_choices import PINNED
+from workbench.engine.server.discovery import find_server_binary
 from workbench.ui.experiment_form import ExperimentForm
 from workbench.ui.pickers import binary_dialog
 
@@ -94,8 +95,13 @@ def test_a_run_without_a_binary_offers_the_choice(window, loop, tmp_path, monkey
     run(loop, lambda: chooser.rows, 30)
     pinned = [row.how for row in chooser.rows].index(PINNED)
     assert chooser.take(pinned)
-    assert window.runs.server_bin == chooser.rows[pinned].value
+    assert window.runs.server_bin is None  # the missing --server-bin no longer comes first
     assert load_preferences()[0].server_bin == chooser.rows[pinned].value
+    found = find_server_binary()  # what the next run uses
+    assert (found.path, found.found_by) == (
+        chooser.rows[pinned].value,
+        f"remembered choice ({PINNED})",
+    )
     assert "Press Run again" in window.banner.text()
 
 

@@ -536,7 +536,9 @@ class MainWindow(QMainWindow):
         return self.binary_chooser
 
     def _use_binary(self, path: str, found_by: str) -> None:
-        self.runs.server_bin = self.hand_server.server_bin = path
+        """The choice is remembered: discovery finds it from now on, unless a --server-bin
+        given at start (the one that was missing) still came first."""
+        self.runs.server_bin = self.hand_server.server_bin = None
         self.show_banner(f"llama-server: {path} ({found_by}). Press Run again.", "ok")
 
     def _server_changed(self, present: bool) -> None:

