@@ -1,5 +1,6 @@
-"""The llama-server binaries a user can choose from when none is configured: on PATH, from
-Homebrew, the pinned build this project installs, each with what its ``--version`` says.
+"""The llama-server binaries a user can choose from when none is configured: the frozen app's
+own, on PATH, from Homebrew, the pinned build this project installs, each with what its
+``--version`` says.
 
 A binary found on disk is still a program we did not write: its ``--version`` runs with a
 deadline and its output is read only up to ``MAX_VERSION_BYTES``.
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from workbench.engine.base.untrusted import printable
-from workbench.engine.server.discovery import _packaged_binary
+from workbench.engine.server.discovery import BUNDLED, bundled_binary, packaged_binary
 
 HOMEBREW = (
     "/opt/homebrew/bin/llama-server",  # Apple Silicon
@@ -83,11 +84,14 @@ def choice(path: str, found_by: str) -> BinaryChoice:
 def server_candidates() -> list[BinaryChoice]:
     """Each llama-server found, once, with its version or its problem."""
     found: list[tuple[str, str]] = []
+    bundled, _ = bundled_binary()
+    if bundled:
+        found.append((bundled, BUNDLED))
     on_path = shutil.which("llama-server")
     if on_path:
         found.append((on_path, "PATH"))
     found += [(path, "Homebrew") for path in HOMEBREW if os.path.isfile(path)]
-    pinned, _ = _packaged_binary()
+    pinned, _ = packaged_binary()
     if pinned:
         found.append((pinned, PINNED))
     seen: set[str] = set()

