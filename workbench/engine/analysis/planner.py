@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.engine.analysis.gguf_header import Value, read_gguf_header
+from workbench.engine.analysis.gguf_header import FILE_TYPES, Value, read_gguf_header
 from workbench.engine.base.errors import ModelFileError
 from workbench.engine.base.records import StartupFacts
 
@@ -36,31 +36,6 @@ BYTES_PER_ELEMENT = {
     "iq4_nl": 18 / 32,
     "q5_0": 22 / 32,
     "q5_1": 24 / 32,
-}
-FILE_TYPES = {
-    0: "F32",
-    1: "F16",
-    2: "Q4_0",
-    3: "Q4_1",
-    7: "Q8_0",
-    8: "Q5_0",
-    9: "Q5_1",
-    10: "Q2_K",
-    11: "Q3_K_S",
-    12: "Q3_K_M",
-    13: "Q3_K_L",
-    14: "Q4_K_S",
-    15: "Q4_K_M",
-    16: "Q5_K_S",
-    17: "Q5_K_M",
-    18: "Q6_K",
-    19: "IQ2_XXS",
-    20: "IQ2_XS",
-    24: "IQ1_S",
-    25: "IQ4_NL",
-    26: "IQ3_S",
-    28: "IQ4_XS",
-    32: "BF16",
 }
 
 
