@@ -79,7 +79,7 @@ class MetricChart(pg.PlotWidget):
                 if label is not None:  # a name from a session is text, not markup
                     label.setText(html.escape(series.name) if series else "")
         if self.legend is not None:  # into the corner the curves leave empty
-            spot = legend_spot(data.series)
+            spot = legend_spot(data.series, view=view_range(data))
             offset = (10 if spot[0] == 0 else -10, {0: 10, 1: -10}.get(spot[1], 0))
             self.legend.anchor(spot, spot, offset=offset)
         x_values = sorted({x for s in data.series for x in s.x})
@@ -132,25 +132,17 @@ class MetricChart(pg.PlotWidget):
             self._labels.append(label)
 
     def fit(self) -> None:
-        """The x axis fits the data; the y axis runs from zero (to one, for distributions)
-        to the highest point or error bar."""
+        """Apply ``view_range``: each axis it gives is set, the others fit the data."""
         plot = self.getPlotItem()
-        plot.enableAutoRange(axis="x")
-        data = self.data
-        if data is None:
-            return
-        tops = [
-            y + (e or 0.0)
-            for s in data.series
-            for y, e in itertools.zip_longest(s.y, s.err[: len(s.y)])
-            if y is not None
-        ]
-        if data.kind == ChartKind.CDF:
-            plot.setYRange(0, 1, padding=0.02)
-        elif tops and min(tops) >= 0:
-            plot.setYRange(0, 1.06 * max(tops) or 1.0, padding=0)
+        x_range, y_range = view_range(self.data) if self.data else (None, None)
+        if x_range is None:
+            plot.enableAutoRange(axis="x")
         else:
+            plot.setXRange(*x_range, padding=0)
+        if y_range is None:
             plot.enableAutoRange(axis="y")
+        else:
+            plot.setYRange(*y_range, padding=0)
 
     def point_count(self) -> int:
         return sum(len(x) for x, _ in (c.getData() for c in self._curves) if x is not None)
@@ -158,6 +150,24 @@ class MetricChart(pg.PlotWidget):
     def error_bar_count(self) -> int:
         """Points drawn with an error bar (for tests)."""
         return sum(len(b.opts["x"]) for b in self._error_bars if b.opts.get("x") is not None)
+
+
+Range = tuple[float, float]
+
+
+def view_range(data: ChartData) -> tuple[Range | None, Range | None]:
+    """The axes a chart sets itself (None: fit the data). The y axis runs from zero (to one,
+    for distributions) to the highest point or error bar; a trade-off's x axis from zero,
+    with room on the right for the points' names."""
+    points = [(x, y, e) for s in data.series for x, y, e in itertools.zip_longest(s.x, s.y, s.err)]
+    tops = [y + (e or 0.0) for _, y, e in points if y is not None]
+    xs = [x for x, _, _ in points if x is not None]
+    x_range = (0.0, 1.15 * max(xs) or 1.0) if data.kind == ChartKind.TRADE_OFF and xs else None
+    if data.kind == ChartKind.CDF:
+        return x_range, (0.0, 1.02)
+    if tops and min(tops) >= 0:
+        return x_range, (0.0, 1.06 * max(tops) or 1.0)
+    return x_range, None
 
 
 def _beam(xs: list[float]) -> float:
@@ -171,17 +181,21 @@ LEGEND_SPOTS = ((1, 0), (0, 0), (1, 1), (0, 1), (1, 0.5), (0, 0.5))  # corners f
 
 
 def legend_spot(
-    series: list[Series], box: tuple[float, float] = (0.45, 0.3)
+    series: list[Series],
+    box: tuple[float, float] = (0.45, 0.3),
+    view: tuple[Range | None, Range | None] = (None, None),
 ) -> tuple[float, float]:
     """Where the legend goes: the corner (or side middle) of the plot, x and y from the top
     left as pyqtgraph anchors, whose legend-sized box the curves cross least (points and
-    the lines between them, in the data's own range)."""
+    the lines between them, in the plot's range: ``view``'s axes, or the data's)."""
     points = [(x, y) for s in series for x, y in zip(s.x, s.y, strict=False)]
     if not points:
         return (1, 0)
     xs, ys = [p[0] for p in points], [p[1] for p in points]
-    x0, y0 = min(xs), min(ys)
-    w, h = (max(xs) - x0) or 1.0, (max(ys) - y0) or 1.0
+    (x0, x1), (y0, y1) = (
+        given or (min(values), max(values)) for given, values in zip(view, (xs, ys), strict=True)
+    )
+    w, h = (x1 - x0) or 1.0, (y1 - y0) or 1.0
     samples = []
     for s in series:
         pairs = list(zip(s.x, s.y, strict=False))
