@@ -42,3 +42,19 @@ def click(loop: asyncio.AbstractEventLoop, widget: QWidget) -> None:
 
     QTimer.singleShot(0, press)
     run(loop, lambda: clicked, 10)
+
+
+def click_until(
+    loop: asyncio.AbstractEventLoop,
+    widget: QWidget,
+    condition: Callable[[], bool],
+    timeout_s: float,
+) -> None:
+    """Click ``widget`` and run until ``condition`` holds, in one run of the loop.
+
+    Clicked in one run and waited for in the next, a task the click starts can finish an
+    ``asyncio.to_thread`` step while the loop is stopping in between; qasync then resumes
+    it with no running loop and its next step fails ("no running event loop").
+    """
+    QTimer.singleShot(0, lambda: QTest.mouseClick(widget, Qt.MouseButton.LeftButton))
+    run(loop, condition, timeout_s)

@@ -8,7 +8,7 @@ import signal
 import psutil
 import pytest
 
-from tests.ui.driving import click, run
+from tests.ui.driving import click, click_until, run
 from workbench.engine.analysis import roofline
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.store import open_session
@@ -124,15 +124,23 @@ def test_a_server_crash_mid_run_is_reported_and_the_window_stays_usable(window, 
 def test_a_server_started_by_hand_shows_its_facts_and_stops(window, loop, qtbot):
     load(window, SWEEP)
     panel = window.server_panel
-    click(loop, panel.start_button)
-    run(loop, lambda: panel.state.text() == "healthy" and window.manual_server is not None, 60)
+    click_until(
+        loop,
+        panel.start_button,
+        lambda: panel.state.text() == "healthy" and window.manual_server is not None,
+        60,
+    )
     assert panel.facts["n_slots"].text() == "1"  # the first value of the slots sweep
     assert panel.url.text().startswith("http://127.0.0.1:")
     assert not window.run_button.isEnabled() and panel.stop_button.isEnabled()
     run(loop, lambda: "n_slots = 1" in panel.log.toPlainText(), 10)
     pid = window.manual_server.pid
-    click(loop, panel.stop_button)
-    run(loop, lambda: window.manual_server is None and window.run_button.isEnabled(), 30)
+    click_until(
+        loop,
+        panel.stop_button,
+        lambda: window.manual_server is None and window.run_button.isEnabled(),
+        30,
+    )
     assert panel.state.text() == "stopped"
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 

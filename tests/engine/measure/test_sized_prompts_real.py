@@ -50,7 +50,7 @@ def test_prompts_arrive_with_the_length_asked_for(tmp_path, endpoint):
     assert len({r.prompt for r in records}) == len(records)  # each its own
     assert all(r.prompt.startswith(f"Request {r.index}.") for r in records)
     overhead = 30 if endpoint == "chat" else 0  # SmolLM2's system prompt and markers
-    assert f"special tokens take {overhead} of them" in notices[0]
+    assert any(f"special tokens take {overhead} of them" in n for n in notices)
     for summary in result.summaries:
         assert summary.value("prefill_tok_s") > 0
         assert summary.value("prompt_tokens_p50") == summary.input_tokens
@@ -152,4 +152,4 @@ def test_drawn_lengths_each_arrive_as_drawn(tmp_path):
     drawn = [r.prompt_tokens for r in records]
     assert all(100 <= n <= 300 for n in drawn) and len(set(drawn)) == 3
     assert [r.timings["prompt_n"] for r in records] == drawn
-    assert f"prompts of {min(drawn)} to {max(drawn)} tokens" in notices[0]
+    assert any(f"prompts of {min(drawn)} to {max(drawn)} tokens" in n for n in notices)
