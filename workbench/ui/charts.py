@@ -212,7 +212,12 @@ def legend_spot(
 
 
 def export_widget(
-    widget: QWidget, path: Path, width: int = 1200, height: int = 800, dpi: int = 150
+    widget: QWidget,
+    path: Path,
+    width: int = 1200,
+    height: int = 800,
+    dpi: int = 150,
+    settle: bool = False,
 ) -> Path:
     """Write a chart (or any widget) at the requested size: PNG and PDF render the widget,
     SVG is vector output of the plot. A widget with a ``fit`` method sets its own ranges;
@@ -231,10 +236,9 @@ def export_widget(
     elif isinstance(widget, pg.PlotWidget):
         widget.getPlotItem().enableAutoRange()
     QApplication.processEvents()  # lay the chart out at its new size before drawing it
-    # An axis widens to fit its tick labels while it paints (the Gantt's lane names): draw
-    # once, let it lay out again, and only then take the picture.
-    widget.grab()
-    QApplication.processEvents()
+    if settle:  # an axis widens to fit long tick labels (lane names) while it paints:
+        widget.grab()  # draw once, let it lay out again, then take the picture
+        QApplication.processEvents()
     if suffix == "png":
         image = widget.grab().toImage()
         image.setDotsPerMeterX(round(dpi / 0.0254))

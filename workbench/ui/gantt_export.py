@@ -51,7 +51,7 @@ def write_gantt(session: Session, out_dir: Path, options: ChartOptions) -> list[
             )
             for fmt in options.formats:
                 path = out_dir / f"{stem}.{fmt}"
-                export_widget(view, path, options.width, options.height, options.dpi)
+                export_widget(view, path, options.width, options.height, options.dpi, settle=True)
                 written.append(path)
         view.deleteLater()
     page = out_dir / "gantt.html"

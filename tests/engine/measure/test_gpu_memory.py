@@ -247,7 +247,8 @@ def test_a_probe_that_never_sampled_starts_no_nvml_when_it_finishes(server_on_gp
     assert (module.calls, probe.notices) == ([], [])
 
 
-def test_a_hung_nvml_call_holds_up_neither_the_memory_curve_nor_stop(server_on_gpu):
+def test_a_hung_nvml_call_holds_up_neither_the_memory_curve_nor_stop(server_on_gpu, monkeypatch):
+    monkeypatch.setattr(ServerSampler, "GPU_JOIN_S", 0.2)  # the bound, not its size, is tested
     module, _ = server_on_gpu
     release = threading.Event()
     module.nvmlDeviceGetComputeRunningProcesses = lambda h: release.wait(10) and []
@@ -317,9 +318,10 @@ def test_a_version_1_session_reads_without_gpu_samples(tmp_path):
         assert (summary.status, summary.runs[0].ttft_p50_s) == ("ok", 1.3)
 
 
-def test_a_query_that_returns_after_stop_records_nothing(server_on_gpu):
+def test_a_query_that_returns_after_stop_records_nothing(server_on_gpu, monkeypatch):
     """A query still hanging when stop() gave up on it comes back later with a figure: the
     run it was for has ended, so no sample reaches the session."""
+    monkeypatch.setattr(ServerSampler, "GPU_JOIN_S", 0.2)
     module, processes = server_on_gpu
     release = threading.Event()
     module.nvmlDeviceGetComputeRunningProcesses = lambda h: (
