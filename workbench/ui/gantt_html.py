@@ -22,6 +22,7 @@ from workbench.ui.gantt_rows import (
     request_tooltip,
     segments,
 )
+from workbench.ui.palette import theme_data
 from workbench.ui.run_model import RunModel
 
 
@@ -31,8 +32,7 @@ def _resource(name: str) -> str:
 
 def state_colors() -> dict[str, str]:
     """The request states' colours, from the theme file the window reads."""
-    theme = json.loads(_resource("theme.json"))
-    return {state: theme["states"][state] for state in SEGMENTS}
+    return {state: theme_data()["states"][state] for state in SEGMENTS}
 
 
 def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str, Any]:

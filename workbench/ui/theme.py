@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from functools import cache
 from importlib import resources
-from typing import Any
 from weakref import WeakKeyDictionary
 
 import pyqtgraph as pg
@@ -14,20 +11,17 @@ from PySide6.QtCore import QEvent
 from PySide6.QtGui import QColor, QFont, QIcon, QPalette, QPixmap
 from PySide6.QtWidgets import QApplication, QWidget
 
+from workbench.ui.palette import theme_data
+
 THEME_PROPERTY = "workbenchTheme"  # the name apply_theme last applied, kept on the app
 
 
-@cache
-def _data() -> dict[str, Any]:
-    return json.loads(resources.files("workbench.resources").joinpath("theme.json").read_text())
-
-
 def state_color(state: str) -> QColor:
-    return QColor(_data()["states"][state])
+    return QColor(theme_data()["states"][state])
 
 
 def series_color(name: str) -> QColor:
-    return QColor(_data()["series"][name])
+    return QColor(theme_data()["series"][name])
 
 
 @dataclass(frozen=True)
@@ -40,7 +34,7 @@ class Theme:
 
 
 def theme(name: str) -> Theme:
-    return Theme(name, _data()["themes"][name])
+    return Theme(name, theme_data()["themes"][name])
 
 
 def app_icon() -> QIcon:
