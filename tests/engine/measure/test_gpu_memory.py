@@ -81,6 +81,21 @@ def fake_pynvml(processes: dict[int, list[Proc]], names=(b"NVIDIA H200", "NVIDIA
     return module
 
 
+def started_sampler(events: list, config_index: int, gpu_hz: float = 4.0) -> ServerSampler:
+    """A sampler of this test process (standing for the server), its /metrics on a port
+    where nothing answers, started."""
+    sampler_ = ServerSampler(
+        events.append,
+        config_index,
+        f"http://127.0.0.1:{free_port()}",
+        os.getpid(),
+        http_hz=1,
+        gpu_hz=gpu_hz,
+    )
+    sampler_.start()
+    return sampler_
+
+
 @pytest.fixture
 def fresh(monkeypatch):
     """A process with no NVML session started and no notice told yet."""
@@ -135,10 +150,7 @@ def test_a_process_nvml_gives_no_figure_for_is_no_figure(server_on_gpu, odd):
 
 def test_the_sampler_records_the_servers_gpu_memory(server_on_gpu):
     events = []
-    sampler_ = ServerSampler(
-        events.append, 0, f"http://127.0.0.1:{free_port()}", os.getpid(), http_hz=1, gpu_hz=50
-    )
-    sampler_.start()
+    sampler_ = started_sampler(events, 0, gpu_hz=50)
     time.sleep(0.3)
     sampler_.stop()
     gpu = [e for e in events if isinstance(e, GpuSample)]
@@ -253,10 +265,7 @@ def test_a_hung_nvml_call_holds_up_neither_the_memory_curve_nor_stop(server_on_g
     release = threading.Event()
     module.nvmlDeviceGetComputeRunningProcesses = lambda h: release.wait(10) and []
     events = []
-    sampler_ = ServerSampler(
-        events.append, 3, f"http://127.0.0.1:{free_port()}", os.getpid(), http_hz=1, gpu_hz=50
-    )
-    sampler_.start()
+    sampler_ = started_sampler(events, 3, gpu_hz=50)
     time.sleep(0.3)
     start = time.monotonic()
     sampler_.stop()
@@ -274,10 +283,7 @@ def test_the_same_notice_is_told_once_per_process(fresh, monkeypatch):
     monkeypatch.setattr(gpu_memory, "nvidia_driver_present", lambda: True)
     events = []
     for config in (0, 1):  # a sampler per repeat of each configuration
-        sampler_ = ServerSampler(
-            events.append, config, f"http://127.0.0.1:{free_port()}", os.getpid(), http_hz=1
-        )
-        sampler_.start()
+        sampler_ = started_sampler(events, config)
         time.sleep(0.1)
         sampler_.stop()
     told = [e for e in events if isinstance(e, Notice) and "nvidia-ml-py" in e.text]
@@ -328,10 +334,7 @@ def test_a_query_that_returns_after_stop_records_nothing(server_on_gpu, monkeypa
         release.wait(10) and list(processes.get(h[1], []))
     )
     events = []
-    sampler_ = ServerSampler(
-        events.append, 3, f"http://127.0.0.1:{free_port()}", os.getpid(), http_hz=1, gpu_hz=50
-    )
-    sampler_.start()
+    sampler_ = started_sampler(events, 3, gpu_hz=50)
     time.sleep(0.2)
     sampler_.stop()
     release.set()
