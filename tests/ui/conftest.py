@@ -10,6 +10,7 @@ import qasync
 from PySide6.QtWidgets import QApplication
 
 from tests.ui.driving import run
+from workbench.ui.gui_thread_gc import GuiThreadGarbageCollection
 from workbench.ui.main_window import MainWindow
 from workbench.ui.theme import apply_theme
 
@@ -20,6 +21,8 @@ def loop(qapp):
     qapp.setQuitOnLastWindowClosed(False)  # a test closes windows; the loop must go on
     event_loop = qasync.QEventLoop(qapp, already_running=False)
     asyncio.set_event_loop(event_loop)
+    collection = GuiThreadGarbageCollection()  # as the app does: see gui_thread_gc
+    collection.start()
     yield event_loop
     pending = [t for t in asyncio.all_tasks(event_loop) if not t.done()]
     leftover = [t for t in pending if not t.cancelling()]  # cancelled by their owner: fine
@@ -29,6 +32,7 @@ def loop(qapp):
         event_loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     event_loop.close()  # also ends the executor's threads that asyncio.to_thread used
     asyncio.set_event_loop(None)
+    collection.stop()
     assert not leftover, f"test leaked asyncio tasks: {leftover}"
 
 

@@ -3,7 +3,7 @@ sweep (tests/made_sessions.py ``write_sweep``), whose numbers are known in advan
 
 from __future__ import annotations
 
-from tests.ui.driving import click, run
+from tests.ui.driving import click, click_until, run
 from workbench.engine.figures.metrics import View, shown_in
 
 # The last configuration's (np=2) three measured requests, each of 12 tokens.
@@ -60,17 +60,20 @@ def test_the_sessions_tab_lists_labels_opens_and_deletes(window, loop, sweep_ses
     panel.label.setText("first try")
     panel.tags.setText("cpu, demo")
     panel.note.setText("before the talk")
-    panel.buttons["Save notes"].click()
-    run(loop, lambda: "first try [cpu, demo]" in panel.table.item(0, 1).text(), 30)
+    click_until(
+        loop,
+        panel.buttons["Save notes"],
+        lambda: "first try [cpu, demo]" in panel.table.item(0, 1).text(),
+        30,
+    )
     assert load_notes(copy).note == "before the talk"
     panel.table.selectRow(0)
-    panel.buttons["Open"].click()
-    run(loop, lambda: window.replay.playback is not None, 30)
+    click_until(loop, panel.buttons["Open"], lambda: window.replay.playback is not None, 30)
     assert window.results.table.rowCount() == 2
     panel.confirm_delete = lambda info: True
     panel.table.selectRow(0)
-    panel.buttons["Delete…"].click()
-    run(loop, lambda: panel.table.rowCount() == 0, 30)
+    assert panel.buttons["Delete…"].isEnabled()
+    click_until(loop, panel.buttons["Delete…"], lambda: panel.table.rowCount() == 0, 30)
     assert not copy.exists() and not copy.with_name(copy.name + ".notes.json").exists()
 
 
@@ -83,7 +86,7 @@ def test_compare_two_sessions_in_the_window_and_export(window, loop, sweep_sessi
     window.sessions.refresh()
     run(loop, lambda: window.library.table.rowCount() == 2, 30)
     window.library.table.selectAll()
-    window.library.buttons["Compare"].click()
+    click_until(loop, window.library.buttons["Compare"], lambda: window.compare_windows, 10)
     (compare,) = window.compare_windows
     run(loop, lambda: not compare.loading.isVisible() and len(compare.gantts) == 2, 30)
     assert compare.table.columnCount() == 4 and compare.table.rowCount() == 22

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QApplication
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.run.replay import Playback
+from workbench.ui.gui_thread_gc import GuiThreadGarbageCollection
 from workbench.ui.main_window import MainWindow
 from workbench.ui.options import window_size
 from workbench.ui.theme import app_icon, apply_theme
@@ -82,6 +83,8 @@ def run_gui(args: argparse.Namespace) -> int:
     app.setApplicationName("Concurrency Workbench")
     app.setWindowIcon(app_icon())
     apply_theme(app, args.theme, args.font_size)
+    collection = GuiThreadGarbageCollection()
+    collection.start()
     # The loop first: the window starts tasks (the capacity panel) while it is built.
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
@@ -127,4 +130,5 @@ def run_gui(args: argparse.Namespace) -> int:
     with loop:
         loop.run_until_complete(closed.wait())
     wake.stop()
+    collection.stop()
     return exit_code
