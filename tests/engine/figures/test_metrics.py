@@ -104,6 +104,11 @@ def test_concurrency_csv_keeps_its_columns(tmp_path):
         "client_limited", "cross_check_failures", "total_s_sd",
         "agg_tok_s_sd", "ttft_p50_s_sd", "ttft_max_s_sd", "decode_tok_s_sd", "n_slots",
         "kv_unified", "cont_batching", "token_source",
+        # vllm bench serve's names, last
+        "completed", "total_input_tokens", "total_output_tokens", "request_throughput",
+        "output_throughput", "total_token_throughput",
+        *(f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el")
+          for s in ("mean", "median", "std", "p99")),
     ]  # fmt: skip
     with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
         summaries = session.summaries()
@@ -111,6 +116,10 @@ def test_concurrency_csv_keeps_its_columns(tmp_path):
     with (tmp_path / "c.csv").open() as fh:
         (row,) = list(csv.DictReader(fh))
     assert (row["ttft_p50_s"], row["ttft_p50_s_sd"], row["repeats"]) == ("1.1", "1.2728", "2")
+    # vLLM's: counts summed over the repeats, the rest averaged (TTFT means 0.2 s and 2 s).
+    assert (row["completed"], row["total_output_tokens"]) == ("6", "66")
+    assert (row["mean_ttft_ms"], row["p99_ttft_ms"]) == ("1100.0", "1639.0")  # p99s 298 and 2980 ms
+    assert row["mean_tpot_ms"] == row["median_itl_ms"] == "100.0"
 
 
 def test_display_formats():

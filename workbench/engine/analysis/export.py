@@ -11,6 +11,7 @@ from typing import Any
 from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.base.untrusted import csv_cell
+from workbench.engine.figures import vllm_names
 from workbench.engine.figures.metrics import REQUEST_FIGURES, Figure, Part, in_part
 from workbench.engine.figures.summaries import NS, ConfigSummary, request_metrics
 from workbench.engine.store import Session
@@ -22,8 +23,8 @@ def _sd_column(f: Figure) -> str:
 
 def concurrency_columns() -> list[str]:
     """``concurrency.csv``'s columns, from the catalogue: the lab's first, exactly; then
-    which configuration, every other measured figure, the spreads across repeats, and the
-    server's set-up."""
+    which configuration, every other measured figure, the spreads across repeats, the
+    server's set-up, and last the figures as ``vllm bench serve`` names them."""
     figures = in_part(Part.CONFIG, Part.RUN, Part.SERVER)
 
     def part(p: Part) -> list[str]:
@@ -31,7 +32,8 @@ def concurrency_columns() -> list[str]:
 
     lab = [f.column for f in figures if f.lab]
     spreads = [_sd_column(f) for f in figures if f.spread]
-    return lab + part(Part.CONFIG) + part(Part.RUN) + spreads + part(Part.SERVER)
+    server = part(Part.SERVER)
+    return lab + part(Part.CONFIG) + part(Part.RUN) + spreads + server + list(vllm_names.COLUMNS)
 
 
 # The lab's columns, which every version of concurrency.csv begins with.
@@ -79,6 +81,8 @@ def concurrency_row(s: ConfigSummary) -> dict[str, Any]:
         row[f.column] = f.of(s)
         if f.spread:
             row[_sd_column(f)] = f.sd_of(s)
+    for name in vllm_names.COLUMNS:
+        row[name] = s.vllm_value(name)
     return {k: _round(v) for k, v in row.items()}
 
 

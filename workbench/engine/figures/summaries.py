@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,6 +18,8 @@ from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import from_stored
 from workbench.engine.figures.cross_checks import run_cross_checks, tokens_per_chunk
+from workbench.engine.figures.vllm_names import COUNTS as VLLM_COUNTS
+from workbench.engine.figures.vllm_names import vllm_figures
 
 NS = 1e9
 
@@ -230,6 +233,7 @@ class RunSummary:
     cache_hit_rate: float | None = None  # prompt tokens reused from the cache, of all
     ttft_hit_p50_s: float | None = None  # requests that reused some of their prompt
     ttft_miss_p50_s: float | None = None  # and those that reused none
+    vllm: dict[str, float | None] = field(default_factory=dict)  # as vllm bench serve names them
 
 
 def _ms(value: float | None) -> float | None:
@@ -246,6 +250,13 @@ def client_limited_reason(dispatch_p99_ms: float | None, load: ClientLoad | None
     return "; ".join(reasons) or None
 
 
+def makespan_s(records: Sequence[RequestRecord]) -> float | None:
+    """First submit to last done: the time the requests took together."""
+    submits = [r.t_submit_ns for r in records if r.t_submit_ns is not None]
+    ends = [r.t_done_ns for r in records if r.t_done_ns is not None and r.t_submit_ns is not None]
+    return (max(ends) - min(submits)) / NS if submits and ends else None
+
+
 def summarize_run(
     records: list[RequestRecord], observed: RunObservations | None = None
 ) -> RunSummary:
@@ -256,9 +267,7 @@ def summarize_run(
         measured, observed.counters_before, observed.counters_after, observed.slots_from_log
     )
     metrics = [m for m in (request_metrics(r) for r in measured) if m is not None]
-    submits = [r.t_submit_ns for r in measured if r.t_submit_ns is not None]
-    ends = [r.t_done_ns for r in measured if r.t_done_ns is not None and r.t_submit_ns is not None]
-    makespan = (max(ends) - min(submits)) / NS if submits and ends else None
+    makespan = makespan_s(measured)
     tokens = sum(m.output_tokens for m in metrics)
     ttft = [m.ttft_s for m in metrics]
     tpot = [m.tpot_s for m in metrics if m.tpot_s is not None]
@@ -324,6 +333,7 @@ def summarize_run(
         cache_hit_rate=cached / sum(m.prompt_tokens or 0 for m in counted) if counted else None,
         ttft_hit_p50_s=percentile([m.ttft_s for m in metrics if m.cache_hit], 50),
         ttft_miss_p50_s=percentile([m.ttft_s for m in metrics if not m.cache_hit], 50),
+        vllm=vllm_figures(metrics, makespan),
     )
 
 
@@ -383,6 +393,14 @@ class ConfigSummary:
         if name in ("requests", "ok", "failed", "cache_hits", "output_tokens", "context_failed"):
             return sum(numbers)
         return statistics.fmean(numbers)
+
+    def vllm_value(self, name: str) -> float | None:
+        """A figure as vLLM names it (``vllm_names.COLUMNS``): counts summed over repeats,
+        the rest averaged."""
+        numbers = [v for run in self.runs if isinstance(v := run.vllm.get(name), int | float)]
+        if not numbers:
+            return None
+        return sum(numbers) if name in VLLM_COUNTS else statistics.fmean(numbers)
 
     @property
     def checks_failed(self) -> list[str]:
