@@ -23,6 +23,7 @@ COMMANDS = (
     run_commands.add_run,
     session_commands.add_show,
     session_commands.add_export,
+    session_commands.add_import,
     session_commands.add_sessions,
     session_commands.add_compare,
     capacity_commands.add_plan,

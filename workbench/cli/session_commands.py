@@ -1,6 +1,6 @@
-"""The commands that read recorded sessions: ``show``, ``export``, ``sessions``, ``compare``
-and ``verdicts``. Charts come from the window's chart code, drawn offscreen, so Qt is
-imported only when a chart is asked for."""
+"""The commands that read recorded sessions: ``show``, ``export``, ``import`` (other tools'
+results as sessions), ``sessions``, ``compare`` and ``verdicts``. Charts come from the
+window's chart code, drawn offscreen, so Qt is imported only when a chart is asked for."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from workbench.cli.exit_codes import EXIT_ERROR
 from workbench.cli.tables import (
     comparison_table,
     hardware_line,
     memory_table,
+    reported_table,
     requests_table,
     results_table,
     session_line,
@@ -34,7 +36,12 @@ from workbench.engine.analysis.export import (
 from workbench.engine.analysis.library import data_folder, scan
 from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.interop.formats import KNOWN_FORMATS, import_file
+from workbench.engine.interop.vllm_result import write_vllm_results
 from workbench.engine.store import open_session
+
+VLLM_JSON = "vllm-json"
+CHART_FORMATS = ("png", "svg", "pdf")
 
 
 # -- parsers ----------------------------------------------------------------------------------
@@ -60,12 +67,31 @@ def add_export(sub: Any) -> None:
         help="a folder for the queue Gantt: rows per request and lanes per slot as PNG and SVG, "
         "and gantt.html (interactive, self-contained)",
     )
-    for fmt in ("png", "svg", "pdf"):
+    for fmt in CHART_FORMATS:
         export.add_argument(
             f"--{fmt}", metavar="DIR", help=f"a folder for the session's charts as {fmt.upper()}"
         )
-    _add_chart_options(export)
+    export.add_argument(
+        "--out",
+        metavar="DIR",
+        default=".",
+        help=f"with --format {VLLM_JSON}: the folder for vllm bench serve's result files, one "
+        "per configuration (default: here)",
+    )
+    _add_chart_options(export, also=f"; {VLLM_JSON}: vllm bench serve's result files")
     export.set_defaults(handler=cmd_export)
+
+
+def add_import(sub: Any) -> None:
+    imported = sub.add_parser(
+        "import",
+        help=f"turn other tools' result files into read-only sessions ({KNOWN_FORMATS})",
+    )
+    imported.add_argument("files", nargs="+", metavar="FILE")
+    imported.add_argument(
+        "--out", default="results", help="folder for the new sessions (default: results/)"
+    )
+    imported.set_defaults(handler=cmd_import)
 
 
 def add_sessions(sub: Any) -> None:
@@ -100,11 +126,11 @@ def add_verdicts(sub: Any) -> None:
     verdicts.set_defaults(handler=cmd_verdicts)
 
 
-def _add_chart_options(parser: argparse.ArgumentParser) -> None:
+def _add_chart_options(parser: argparse.ArgumentParser, also: str = "") -> None:
     parser.add_argument(
         "--format",
         default="png",
-        help="chart formats, comma-separated: png, svg, pdf (default: png)",
+        help=f"chart formats, comma-separated: png, svg, pdf (default: png){also}",
     )
     parser.add_argument("--size", default="1200x800", help="chart size in pixels (1200x800)")
     parser.add_argument("--dpi", type=int, default=150, help="PNG/PDF resolution (150)")
@@ -114,20 +140,30 @@ def _chart_options(args: argparse.Namespace) -> Any:
     from workbench.ui.options import window_size
     from workbench.ui.report import ChartOptions
 
-    formats = tuple(f.strip().lower() for f in args.format.split(",") if f.strip())
-    unknown = [f for f in formats if f not in ("png", "svg", "pdf")]
-    if unknown or not formats:
+    asked = _formats(args)
+    formats = tuple(f for f in asked if f != VLLM_JSON) or ("png",)
+    unknown = [f for f in formats if f not in CHART_FORMATS]
+    if unknown or not asked:
         raise WorkbenchError(f"--format takes png, svg and/or pdf, got {args.format!r}")
     width, height = window_size(args.size)
     return ChartOptions(width, height, args.dpi, tuple(dict.fromkeys(("png", *formats))))
+
+
+def _formats(args: argparse.Namespace) -> tuple[str, ...]:
+    return tuple(f.strip().lower() for f in args.format.split(",") if f.strip())
 
 
 # -- commands ---------------------------------------------------------------------------------
 def cmd_show(args: argparse.Namespace, console: Console) -> int:
     with open_session(args.session) as session:
         console.print(session_line(session.meta, session.status), highlight=False)
+        source = session.import_source()
+        if source is not None:
+            console.print(source.describe(), highlight=False, markup=False)
         console.print(hardware_line(session.hardware), highlight=False, markup=False)
         console.print(results_table(session.summaries(), title="Results"))
+        if source is not None:
+            console.print(reported_table(session, source))
         for config in session.configs:
             if config.error:
                 text = escape(f"{config.label}: {config.error}")
@@ -146,13 +182,26 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
-    by_format = [(fmt, getattr(args, fmt)) for fmt in ("png", "svg", "pdf") if getattr(args, fmt)]
-    if not (args.csv or args.json or args.requests_csv or args.charts or args.gantt or by_format):
+    by_format = [(fmt, getattr(args, fmt)) for fmt in CHART_FORMATS if getattr(args, fmt)]
+    asked = _formats(args)
+    unknown = [f for f in asked if f not in (*CHART_FORMATS, VLLM_JSON)]
+    if unknown or not asked:
+        raise WorkbenchError(
+            f"--format takes png, svg, pdf and/or {VLLM_JSON}, got {args.format!r}"
+        )
+    vllm = VLLM_JSON in asked
+    tables = args.csv or args.json or args.requests_csv
+    if not (tables or args.charts or args.gantt or by_format or vllm):
         raise WorkbenchError(
             "say what to write: --csv FILE, --requests-csv FILE, --json FILE, --charts DIR, "
-            "--gantt DIR and/or --png/--svg/--pdf DIR"
+            f"--gantt DIR, --png/--svg/--pdf DIR and/or --format {VLLM_JSON} [--out DIR]"
         )
     with open_session(args.session) as session:
+        if vllm:
+            files = write_vllm_results(session, Path(args.out))
+            console.print(f"wrote {len(files)} vllm bench serve result(s) to {args.out}:")
+            for path in files:
+                console.print(f"  {path.name}", markup=False)
         if args.csv:
             write_concurrency_csv(Path(args.csv), session.summaries())
             console.print(f"wrote {args.csv}", markup=False)
@@ -183,6 +232,24 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
             names = ", ".join(p.name for p in files)
             console.print(f"wrote the Gantt to {args.gantt}: {names}", markup=False)
     return 0
+
+
+def cmd_import(args: argparse.Namespace, console: Console) -> int:
+    """Each file its own session; a file that cannot be read is said and the rest go on."""
+    failed = 0
+    for name in args.files:
+        try:
+            path = import_file(Path(name), Path(args.out))
+        except WorkbenchError as exc:
+            failed += 1
+            console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+            continue
+        with open_session(path) as session:
+            source = session.import_source()
+            what = source.describe() if source else "imported"
+            console.print(f"wrote {path}: {what}", markup=False)
+            console.print(results_table(session.summaries(), title=path.name))
+    return EXIT_ERROR if failed else 0
 
 
 def cmd_sessions(args: argparse.Namespace, console: Console) -> int:

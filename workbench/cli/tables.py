@@ -19,7 +19,7 @@ from workbench.engine.analysis.planner import ModelFacts, PlanRow
 from workbench.engine.analysis.roofline import RooflineRow
 from workbench.engine.analysis.slo import SHOWN, ConfigGoodput, machines_needed
 from workbench.engine.analysis.verdicts import Verdict
-from workbench.engine.base.records import Hardware
+from workbench.engine.base.records import Hardware, ImportSource
 from workbench.engine.events import ConfigFinished, ConfigStarted, Notice, ServerReady
 from workbench.engine.figures.metrics import View, figure, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
@@ -53,11 +53,14 @@ def results_table(summaries: list[ConfigSummary], title: str = "Results") -> Tab
 
 
 def hardware_line(hw: Hardware) -> str:
+    if hw == Hardware():
+        return "machine: not recorded"
     ram = hw.ram_bytes
     gpus = ", ".join(g.name or "?" for g in hw.gpus)
+    cores = hw.cpu_physical_cores, hw.cpu_logical_cores
     parts = [
         hw.machine_name,
-        f"{hw.cpu_physical_cores}C/{hw.cpu_logical_cores}T",
+        f"{cores[0]}C/{cores[1]}T" if all(cores) else "",
         f"{ram / 2**30:.0f} GiB RAM" if ram else "",
         hw.os or "",
         f"GPU: {gpus}" if gpus else "",
@@ -141,6 +144,21 @@ def session_line(meta: dict[str, Any], status: str) -> str:
         f"[{'green' if status == 'complete' else 'yellow'}]{status}"
         f"[/]  mode: {meta['mode']}" + (f" {escape(meta['base_url'])}" if meta["base_url"] else "")
     )
+
+
+def reported_table(session: Any, source: ImportSource) -> Table:
+    """An imported file's own figures, under its names, one column per configuration: kept
+    apart from the results above, which the workbench derived from the file's times."""
+    reported = [session.reported_figures(c.index) for c in session.configs]
+    table = Table(title=f"As {source.tool} reported them ({source.file_name})")
+    table.add_column("figure")
+    for config in session.configs:
+        table.add_column(escape(config.label), justify="right")
+    for name in dict.fromkeys(n for figures in reported for n in figures):
+        values = [figures.get(name) for figures in reported]
+        shown = [int(v) if v is not None and v.is_integer() else v for v in values]
+        table.add_row(escape(name), *(_num(v, 3) for v in shown))
+    return table
 
 
 def memory_table(checks: list[MemoryCheck]) -> Table:

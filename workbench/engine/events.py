@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.engine.base.records import RequestRecord, StartupFacts
+from workbench.engine.base.records import ImportSource, RequestRecord, StartupFacts
 from workbench.engine.figures.summaries import ClientLoad, ConfigSummary
 
 
@@ -158,6 +158,23 @@ class Notice:
     level: str  # info / warning / error
     text: str
     config_index: int | None = None
+
+
+@dataclass(frozen=True)
+class ImportedFrom:
+    """The session is another tool's result, imported (the first event of such a session)."""
+
+    source: ImportSource
+
+
+@dataclass(frozen=True)
+class ReportedFigures:
+    """A configuration's figures as the imported file stated them, under the file's own names
+    (vLLM's ``mean_ttft_ms``, ...): kept as they are, beside the figures the workbench
+    derives from the file's per-request times."""
+
+    config_index: int
+    figures: dict[str, float]
 
 
 @dataclass(frozen=True)

@@ -55,10 +55,14 @@ def written_now(folder: Path) -> Path:
 
 def test_a_run_is_written_as_before_the_split(tmp_path):
     """Same tables, same columns, the same value in every column, once what came after the
-    split (schema 5: a request's ``prompt_tokens`` and ``streamed``) is taken out."""
+    split (schema 5: a request's ``prompt_tokens`` and ``streamed``; schema 6: the tables of
+    an imported session, empty in a measured one) is taken out."""
     now = written_now(tmp_path)
     with contextlib.closing(sqlite3.connect(now)) as conn, conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (5,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (6,)
+        for table in ("import_source", "reported_figures"):
+            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,)
+            conn.execute(f"DROP TABLE {table}")
         assert conn.execute("SELECT idx, prompt_tokens, streamed FROM requests").fetchall() == [
             (0, None, 1),
             (1, 7, 1),
@@ -92,7 +96,7 @@ def assert_same_fields(read, written) -> None:
 def test_every_value_reads_back_in_its_place(write, tmp_path):
     with open_session(write(tmp_path)) as session:
         assert session.schema_version == (4 if write is written_before else SCHEMA_VERSION)
-        assert SCHEMA_VERSION == 5
+        assert SCHEMA_VERSION == 6
         assert session.status == "complete"
         meta = dict(session.meta)
         assert meta.pop("created_at") and meta.pop("finished_at") and meta.pop("app_version")

@@ -42,3 +42,7 @@ class OutputDirError(WorkbenchError):
 
 class SessionError(WorkbenchError):
     """A session file cannot be read (missing, corrupt, or from a newer workbench)."""
+
+
+class ImportFileError(WorkbenchError):
+    """Another tool's result file cannot be imported; the message names the format problem."""

@@ -120,6 +120,20 @@ STATED_ONLY = ("layers_offloaded", "layers_total", "metal_working_set_bytes")
 
 
 @dataclass(frozen=True)
+class ImportSource:
+    """Where an imported session's numbers came from: another tool's result file. Such a
+    session is read-only: nothing can be run again into it."""
+
+    tool: str  # e.g. "vllm bench serve"
+    version: str | None  # None: the file does not say
+    file_name: str  # the file's name only: a session never names a path to act on
+
+    def describe(self) -> str:
+        version = self.version or "(version not recorded in the file)"
+        return f"imported from {self.tool} {version}, {self.file_name}"
+
+
+@dataclass(frozen=True)
 class Gpu:
     """One GPU of the machine, as NVML or nvidia-smi names it."""
 

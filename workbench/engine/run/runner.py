@@ -205,6 +205,11 @@ class ExperimentRunner:
         (status ok) are kept and counted in the result; the others run again from their
         start in the same file."""
         with open_session(self.session_path) as session:
+            source = session.import_source()
+            if source is not None:
+                raise WorkbenchError(
+                    f"{self.session_path} was {source.describe()}: it is read-only"
+                )
             if session.status == "complete":
                 raise WorkbenchError(
                     f"{self.session_path} is complete: every configuration finished"

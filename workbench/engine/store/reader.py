@@ -8,6 +8,7 @@ damaged content: whatever is wrong becomes one ``SessionError`` naming the file.
 from __future__ import annotations
 
 import functools
+import math
 import shutil
 import sqlite3
 import tempfile
@@ -17,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.errors import SessionError
-from workbench.engine.base.records import Hardware, RequestRecord, StartupFacts, TokenChunk
+from workbench.engine.base.records import (
+    Hardware,
+    ImportSource,
+    RequestRecord,
+    StartupFacts,
+    TokenChunk,
+)
 from workbench.engine.figures.summaries import (
     ClientLoad,
     ConfigSummary,
@@ -29,7 +36,9 @@ from workbench.engine.store.rows import (
     CHUNKS,
     CLIENT_LOAD,
     CONFIGS,
+    IMPORT_SOURCE,
     NOTICES,
+    REPORTED_FIGURES,
     REQUEST_SLOTS,
     REQUESTS,
     SAMPLES,
@@ -140,6 +149,28 @@ class Session:
     def notices(self) -> list[StoredNotice]:
         """The run's notices, oldest first."""
         return NOTICES.select(self._conn, self.schema_version, order_by=("t_ns",))
+
+    @_reads_content
+    def import_source(self) -> ImportSource | None:
+        """Where an imported session came from; None for one the workbench measured."""
+        rows = IMPORT_SOURCE.select(self._conn, self.schema_version, {"id": 1})
+        return rows[0].read() if rows else None
+
+    @_reads_content
+    def reported_figures(self, config_index: int) -> dict[str, float]:
+        """The figures an imported file stated for a configuration, under its own names (none
+        for a measured session); a value that is not a finite number is left out."""
+        found = REPORTED_FIGURES.select(
+            self._conn, self.schema_version, {"config_idx": config_index}, ("name",)
+        )
+        return {
+            f.name: float(f.value)
+            for f in found
+            if isinstance(f.name, str)
+            and isinstance(f.value, int | float)
+            and not isinstance(f.value, bool)
+            and math.isfinite(f.value)
+        }
 
     @_reads_content
     def summaries(self) -> list[ConfigSummary]:

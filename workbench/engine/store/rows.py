@@ -15,7 +15,13 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from workbench.engine.base.records import Hardware, RequestRecord, StartupFacts, TokenChunk
+from workbench.engine.base.records import (
+    Hardware,
+    ImportSource,
+    RequestRecord,
+    StartupFacts,
+    TokenChunk,
+)
 from workbench.engine.figures.summaries import ClientLoad
 from workbench.engine.store.checks import (
     INT_OR_NONE,
@@ -398,6 +404,36 @@ class StoredNotice:
     text: str | None
 
 
+@dataclass(frozen=True, kw_only=True)
+class StoredImportSource:
+    """The one row of an imported session: which tool's file it came from."""
+
+    id: int  # always 1
+    tool: str
+    version: str | None
+    file_name: str
+
+    @classmethod
+    def of(cls, source: ImportSource) -> StoredImportSource:
+        return cls(id=1, tool=source.tool, version=source.version, file_name=source.file_name)
+
+    def read(self) -> ImportSource:
+        return ImportSource(
+            tool=typed(self.tool, str, "the importing tool"),
+            version=typed(self.version, TEXT_OR_NONE, "the tool's version"),
+            file_name=typed(self.file_name, str, "the imported file's name"),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredReportedFigure:
+    """One figure an imported file stated for a configuration, under the file's name."""
+
+    config_idx: int
+    name: str
+    value: float
+
+
 SESSION = Table("session", StoredSession)
 CONFIGS = Table("configs", StoredConfig)
 REQUESTS = Table("requests", StoredRequest)
@@ -411,6 +447,8 @@ METRICS_SAMPLES = Table("metrics_samples", StoredMetricsSample)
 SLOTS_SAMPLES = Table("slots_samples", StoredSlotsSample)
 SERVER_STATES = Table("server_states", StoredServerState)
 NOTICES = Table("notices", StoredNotice)
+IMPORT_SOURCE = Table("import_source", StoredImportSource, since=6)
+REPORTED_FIGURES = Table("reported_figures", StoredReportedFigure, since=6)
 
 TABLES: tuple[Table[Any], ...] = (
     SESSION,
@@ -426,6 +464,8 @@ TABLES: tuple[Table[Any], ...] = (
     SLOTS_SAMPLES,
     SERVER_STATES,
     NOTICES,
+    IMPORT_SOURCE,
+    REPORTED_FIGURES,
 )
 # What ``Session.samples`` reads, by table name.
 SAMPLES: dict[str, Table[Any]] = {

@@ -22,7 +22,9 @@ import sqlite3
 #    (older: not recorded)
 # 5: requests' prompt_tokens, the length of a prompt built to a size (older: not known), and
 #    streamed (older: every request was streamed)
-SCHEMA_VERSION = 5
+# 6: import_source and reported_figures, for a session made from another tool's result file
+#    (older: every session was measured by the workbench)
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE session (
@@ -115,6 +117,13 @@ CREATE TABLE server_states (
     config_idx INTEGER NOT NULL, t_ns INTEGER NOT NULL, state TEXT NOT NULL, detail TEXT
 );
 CREATE TABLE notices (t_ns INTEGER NOT NULL, config_idx INTEGER, level TEXT, text TEXT);
+CREATE TABLE import_source (
+    id INTEGER PRIMARY KEY CHECK (id = 1), tool TEXT NOT NULL, version TEXT, file_name TEXT NOT NULL
+);
+CREATE TABLE reported_figures (
+    config_idx INTEGER NOT NULL, name TEXT NOT NULL, value REAL NOT NULL,
+    PRIMARY KEY (config_idx, name)
+);
 """
 
 

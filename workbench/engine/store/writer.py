@@ -28,9 +28,11 @@ from workbench.engine.events import (
     EventBus,
     ExperimentFinished,
     GpuSample,
+    ImportedFrom,
     MetricsSample,
     Notice,
     ProcessSample,
+    ReportedFigures,
     RequestFinished,
     ServerCounters,
     ServerReady,
@@ -43,9 +45,11 @@ from workbench.engine.store.rows import (
     CLIENT_LOAD,
     CONFIGS,
     GPU_SAMPLES,
+    IMPORT_SOURCE,
     METRICS_SAMPLES,
     NOTICES,
     PROCESS_SAMPLES,
+    REPORTED_FIGURES,
     REQUEST_SLOTS,
     REQUESTS,
     SERVER_COUNTERS,
@@ -58,9 +62,11 @@ from workbench.engine.store.rows import (
     StoredConfig,
     StoredCounters,
     StoredGpuSample,
+    StoredImportSource,
     StoredMetricsSample,
     StoredNotice,
     StoredProcessSample,
+    StoredReportedFigure,
     StoredRequest,
     StoredRequestSlot,
     StoredServerState,
@@ -84,6 +90,8 @@ RECORDED_EVENTS = (
     ServerCounters,
     ConfigFinished,
     Notice,
+    ImportedFrom,
+    ReportedFigures,
     ExperimentFinished,
 )
 
@@ -319,6 +327,14 @@ class SessionWriter:
                     t_ns=t_ns, config_idx=event.config_index, level=event.level, text=event.text
                 )
                 NOTICES.insert(conn, [notice])
+            case ImportedFrom(source=source):
+                IMPORT_SOURCE.insert(conn, [StoredImportSource.of(source)], replace=True)
+            case ReportedFigures():
+                reported = [
+                    StoredReportedFigure(config_idx=event.config_index, name=name, value=value)
+                    for name, value in event.figures.items()
+                ]
+                REPORTED_FIGURES.insert(conn, reported, replace=True)
             case ExperimentFinished():
                 SESSION.update(
                     conn, {"id": 1}, status=event.status, error=event.error, finished_at=_now()

@@ -1,0 +1,135 @@
+"""vllm bench serve's result file, both ways: a file of vLLM's documented shape imports into a
+read-only session, and a session exported in that shape imports back with identical figures.
+
+The vLLM file under tests/data/imports/vllm was built from the schema in vLLM's source
+(vllm/benchmarks/serve.py), not written by vLLM: see the README beside it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.made_sessions import write_sweep
+from workbench.engine.base.errors import ImportFileError
+from workbench.engine.interop.formats import read_result_file
+from workbench.engine.interop.imported import write_imported_session
+from workbench.engine.interop.vllm_result import write_vllm_results
+from workbench.engine.store import open_session
+
+DATA = Path(__file__).parents[2] / "data" / "imports" / "vllm"
+(VLLM_FILE,) = DATA.glob("*.json")
+
+
+def imported(path: Path, folder: Path) -> Path:
+    return write_imported_session(read_result_file(path), folder / f"{path.stem}.session.sqlite")
+
+
+def test_a_vllm_file_becomes_a_session_with_its_times_and_its_own_figures(tmp_path):
+    with open_session(imported(VLLM_FILE, tmp_path)) as session:
+        source = session.import_source()
+        assert (source.tool, source.version) == ("vllm bench serve", None)
+        assert source.file_name == VLLM_FILE.name and session.status == "complete"
+        (config,) = session.configs
+        assert config.label == "concurrency=2"
+        assert config.workload["concurrency"] == 2 and config.workload["requests"] == 4
+        assert config.workload["endpoint"] == "chat"
+        records = session.records(0)
+        assert [r.ok for r in records] == [True, True, True, False]
+        assert "HTTP 503" in records[3].error
+        # Every time the file keeps, on the session's clock (its first send at 0).
+        assert [r.t_submit_ns for r in records] == [0, 0, 550_000_000, 900_000_000]
+        assert [r.t_first_token_ns for r in records[:3]] == [100_000_000, 120_000_000, 600_000_000]
+        assert [len(r.chunks) for r in records[:3]] == [8, 8, 8]
+        assert records[0].text == "The sky is blue because of Rayleigh"
+        # The workbench's own figures, from those times, by its catalogue.
+        (summary,) = session.summaries()
+        assert summary.value("ttft_p50_s") == pytest.approx(0.1)
+        assert summary.value("failed") == 1 and summary.value("output_tokens") == 24
+        # The file's figures kept as they are, under its own names.
+        reported = session.reported_figures(0)
+        assert reported["median_ttft_ms"] == pytest.approx(100.0)
+        assert reported["duration"] == 1.05 and reported["completed"] == 3
+        assert "request_goodput" not in reported  # null in the file: not a figure
+        assert any("imported from vllm bench serve" in (n.text or "") for n in session.notices())
+
+
+def figures_only(document: dict) -> dict:
+    """What a vLLM result says about the run: everything but when and from what it was
+    written, and where on its clock it started."""
+    skip = {"date", "workbench_session", "start_times", "label"}
+    return {k: v for k, v in document.items() if k not in skip}
+
+
+def test_an_exported_session_imports_back_with_identical_figures(tmp_path):
+    original = write_sweep(tmp_path / "sweep.session.sqlite")
+    with open_session(original) as session:
+        exported = write_vllm_results(session, tmp_path / "vllm")
+        ours = session.summaries()
+    assert [p.name for p in exported] == ["sweep-0-np=1.json", "sweep-1-np=2.json"]
+    first = [json.loads(p.read_text()) for p in exported]
+    assert first[0]["max_concurrency"] is None and first[0]["completed"] == 3
+    assert first[0]["ttfts"] == [0.1, 1.3, 2.5]  # the warm-up is left out, as vLLM has none
+    for path, document in zip(exported, first, strict=True):
+        back = imported(path, tmp_path)
+        with open_session(back) as session:
+            again = write_vllm_results(session, tmp_path / f"again-{path.stem}")
+            (theirs,) = session.summaries()
+            assert session.reported_figures(0)["mean_ttft_ms"] == document["mean_ttft_ms"]
+        (round_trip,) = [json.loads(p.read_text()) for p in again]
+        assert figures_only(round_trip) == figures_only(document)
+        mine = ours[exported.index(path)]
+        for name in ("ttft_p50_s", "ttft_max_s", "agg_tok_s", "tpot_p50_ms", "itl_p99_ms"):
+            assert theirs.value(name) == mine.value(name), name
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b'{"benchmarks_of_something": []}', "not a result file this version reads"),
+        (b"[1, 2, 3]", "not a result file this version reads"),
+        (
+            b'{"completed": 1, "request_throughput": 2.0, "mean_ttft_ms": 5}',
+            "without per-request times (no ttfts, itls, latencies, input_lens, output_lens, "
+            "errors): run it with --save-result --save-detailed",
+        ),
+    ],
+)
+def test_a_file_that_is_not_a_vllm_result_is_one_clear_line(tmp_path, content, says):
+    path = tmp_path / "result.json"
+    path.write_bytes(content)
+    with pytest.raises(ImportFileError) as caught:
+        read_result_file(path)
+    assert str(caught.value).startswith("result.json: ") and says in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda d: d["ttfts"].__setitem__(1, "fast"), "ttfts[1] should be a number, not str"),
+        (lambda d: d["latencies"].__setitem__(0, -1.0), "latencies[0] is -1.0, a negative time"),
+        (lambda d: d["itls"][2].append(None), "itls[2][7] should be a number, not NoneType"),
+        (lambda d: d["output_lens"].pop(), "output_lens has 3 entries for 4 requests"),
+        (lambda d: d.__setitem__("max_concurrency", 1.5), "max_concurrency is 1.5, not a count"),
+        (lambda d: d["errors"].__setitem__(0, 17), "errors[0] should be text, not int"),
+    ],
+)
+def test_a_damaged_vllm_file_names_the_value(tmp_path, change, says):
+    document = json.loads(VLLM_FILE.read_text())
+    change(document)
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps(document).replace("Infinity", "1e999"))
+    with pytest.raises(ImportFileError, match="^damaged.json: " + says.replace("[", r"\[")):
+        read_result_file(path)
+
+
+def test_infinite_and_nan_values_are_refused(tmp_path):
+    document = json.loads(VLLM_FILE.read_text())
+    text = json.dumps(document).replace('"ttfts": [0.1', '"ttfts": [NaN', 1)
+    path = tmp_path / "nan.json"
+    path.write_text(text)
+    with pytest.raises(ImportFileError, match=r"ttfts\[0\] is nan, not a finite number"):
+        read_result_file(path)
