@@ -175,3 +175,37 @@ def test_an_opened_session_shows_its_own_experiment_read_only(window, loop, swee
     assert not form.read_only and not form.edit_button.isVisible()
     assert form.fields[("server", "slots")].isEnabled() and form.name.isEnabled()
     assert "unsaved copy" in form.path_label.text()
+
+
+def test_other_tools_results_dropped_on_the_window_import_and_open(window, loop, tmp_path):
+    from pathlib import Path
+
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    vllm = next((Path(__file__).parents[1] / "data" / "imports" / "vllm").glob("*.json"))
+    bad = tmp_path / "not-a-result.json"
+    bad.write_text("[]")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(p)) for p in (bad, vllm)])
+    drop = QDropEvent(
+        QPointF(10, 10),
+        Qt.DropAction.CopyAction,
+        mime,
+        Qt.MouseButton.LeftButton,
+        Qt.KeyboardModifier.NoModifier,
+    )
+    failures: list[str] = []
+    window.sessions.failed.connect(failures.append)  # said in the banner, then overwritten
+    window.dropEvent(drop)
+    run(loop, lambda: window.replay.playback is not None, 30)
+    assert window.results.table.rowCount() == 1  # one run: max concurrency 2
+    (session,) = window.out_dir.glob("*.session.sqlite")
+    assert session.name == vllm.stem + ".session.sqlite"
+    window.left.setCurrentWidget(window.library)
+    run(loop, lambda: window.library.table.rowCount() == 1, 30)
+    cells = [window.library.table.item(0, c).text() for c in range(3, 5)]
+    assert cells == ["imported from vllm bench serve (version not recorded)", "concurrency=2"]
+    assert [f.split(" (")[0] for f in failures] == [
+        "not-a-result.json: not a result file this version reads"
+    ]

@@ -60,6 +60,8 @@ from workbench.ui.slo_panel import SloPanel
 from workbench.ui.stream_grid import StreamGrid
 from workbench.ui.theme import app_icon
 
+DROPPED = (".sqlite", ".json", ".jsonl")  # sessions, and other tools' result files
+
 BANNER_STYLES = {
     "info": "background:#23407a; color:white; padding:6px; border-radius:4px;",
     "ok": "background:#1f6b4a; color:white; padding:6px; border-radius:4px;",
@@ -339,6 +341,7 @@ class MainWindow(QMainWindow):
             )
         )
         self.sessions.scanned.connect(self.library.show_infos)
+        self.sessions.failed.connect(lambda text: self.show_banner(text, "error"))
 
         self.slo_panel.evaluate_requested.connect(lambda: self.tasks.spawn(self.evaluate_slo()))
         self.analysis.slo_result.connect(self.slo_panel.show_result)
@@ -489,16 +492,26 @@ class MainWindow(QMainWindow):
         self.tasks.spawn(go())
 
     def dragEnterEvent(self, event: Any) -> None:
-        if any(u.toLocalFile().endswith(".sqlite") for u in event.mimeData().urls()):
+        if any(u.toLocalFile().endswith(DROPPED) for u in event.mimeData().urls()):
             event.acceptProposedAction()
 
     def dropEvent(self, event: Any) -> None:
-        """A session file dropped on the window opens (from another machine, say)."""
+        """A session file dropped on the window opens (from another machine, say); another
+        tool's result files are imported into the output folder, and the last one opens."""
         paths = [Path(u.toLocalFile()) for u in event.mimeData().urls()]
         sessions = [p for p in paths if p.suffix == ".sqlite"]
+        results = [p for p in paths if p.name.endswith(DROPPED[1:])]
         if sessions:
             self.tasks.spawn(self.replay.open(sessions[0]))
             event.acceptProposedAction()
+        elif results:
+            self.tasks.spawn(self.import_and_open(results))
+            event.acceptProposedAction()
+
+    async def import_and_open(self, paths: list[Path]) -> None:
+        imported = await self.sessions.import_files(paths)
+        if imported:
+            await self.replay.open(imported[-1])
 
     def open_compare(self, paths: list[Path]) -> CompareWindow:
         window = CompareWindow(paths)

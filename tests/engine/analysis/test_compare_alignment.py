@@ -66,6 +66,9 @@ class FakeSession:
     def summaries(self):
         return self.rows
 
+    def import_source(self):
+        return None  # measured by the workbench
+
 
 def test_the_same_configuration_aligns_whatever_its_label():
     slots = FakeSession("slots", [summary("np=1", 1, 8192, 10), summary("np=4", 4, 8192, 30)])

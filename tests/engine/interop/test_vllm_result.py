@@ -133,3 +133,19 @@ def test_infinite_and_nan_values_are_refused(tmp_path):
     path.write_text(text)
     with pytest.raises(ImportFileError, match=r"ttfts\[0\] is nan, not a finite number"):
         read_result_file(path)
+
+
+def test_an_imported_session_compares_with_a_measured_one(tmp_path):
+    from workbench.engine.analysis.compare import compare_sessions
+
+    with (
+        open_session(imported(VLLM_FILE, tmp_path)) as theirs,
+        open_session(write_sweep(tmp_path / "sweep.session.sqlite")) as ours,
+    ):
+        comparison = compare_sessions([theirs, ours])
+    assert comparison.columns[0].startswith("vllm bench serve import · imported from vllm")
+    assert comparison.columns[1].startswith("sweep · Made CPU 8-Core")
+    # Aligned by what varies (the sweep's slots; the import's server reads as one slot).
+    assert comparison.labels == ["concurrency=2 / np=1", "np=2"]
+    ttft = comparison.cells[("concurrency=2 / np=1", "ttft_p50_s")]
+    assert ttft == [pytest.approx(0.1), pytest.approx(1.3)]  # the file's median; the sweep's

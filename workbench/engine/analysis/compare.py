@@ -56,11 +56,14 @@ class Comparison:
 
 
 def session_column(session: Session) -> str:
+    when = (session.meta.get("created_at") or "")[:16].replace("T", " ")
+    source = session.import_source()
+    if source is not None:
+        return f"{session.meta['name']} · imported from {source.tool} · {when}"
     hw = session.hardware
     gpus = [g.name or "?" for g in hw.gpus]
     machine = gpus[0] if gpus else hw.machine_name
     backends = sorted({c.facts.backend for c in session.configs if c.facts and c.facts.backend})
-    when = (session.meta.get("created_at") or "")[:16].replace("T", " ")
     return f"{session.meta['name']} · {machine} · {'/'.join(backends) or '?'} · {when}"
 
 

@@ -97,14 +97,19 @@ def describe(path: Path) -> SessionInfo:
                 {c.facts.backend for c in session.configs if c.facts and c.facts.backend}
             )
             models = sorted({model_name(c.server.get("model", "default")) for c in session.configs})
+            source = session.import_source()
             return SessionInfo(
                 path=path,
                 name=session.meta["name"],
                 created_at=session.meta["created_at"],
                 status=session.status,
-                mode=session.meta["mode"],
-                hardware=machine + (f" + {gpus}" if gpus else ""),
-                backend="/".join(backends),
+                mode="imported" if source else session.meta["mode"],
+                hardware=f"imported from {source.tool}"
+                if source
+                else machine + (f" + {gpus}" if gpus else ""),
+                backend=(source.version or "version not recorded")
+                if source
+                else "/".join(backends),
                 model=", ".join(models),
                 configs=[c.label for c in session.configs],
                 notes=load_notes(path),

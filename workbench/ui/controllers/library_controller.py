@@ -1,5 +1,6 @@
 """The session library: the output folder and the data folder scanned off the GUI thread
-(every session file is opened to list it), and which session the window now shows."""
+(every session file is opened to list it), other tools' result files imported into it, and
+which session the window now shows."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from workbench.engine.analysis.library import data_folder, scan
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.interop.formats import import_file
 from workbench.ui.controllers.tasks import Tasks
 
 
 class LibraryController(QObject):
     scanned = Signal(list)  # the SessionInfo of every session found, newest scan only
+    failed = Signal(str)  # a file that could not be imported, and why
 
     def __init__(self, out_dir: Path, tasks: Tasks, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -31,6 +35,18 @@ class LibraryController(QObject):
         infos = await asyncio.to_thread(scan, [self.out_dir, data_folder()])
         if number == self._scans:
             self.scanned.emit(infos)
+
+    async def import_files(self, paths: list[Path]) -> list[Path]:
+        """Other tools' result files as sessions in the output folder, off the GUI thread (a
+        result file can be large); one that cannot be read is said, and the others go on."""
+        imported = []
+        for path in paths:
+            try:
+                imported.append(await asyncio.to_thread(import_file, path, self.out_dir))
+            except WorkbenchError as exc:
+                self.failed.emit(str(exc))
+        self.refresh()
+        return imported
 
     def set_opened(self, path: Path | None) -> None:
         """The session opened from a file, or None once a run took the views."""
