@@ -7,6 +7,7 @@ The vLLM file under tests/data/imports/vllm was built from the schema in vLLM's 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,8 @@ def test_a_file_that_is_not_a_vllm_result_is_one_clear_line(tmp_path, content, s
         (lambda d: d["output_lens"].pop(), "output_lens has 3 entries for 4 requests"),
         (lambda d: d.__setitem__("max_concurrency", 1.5), "max_concurrency is 1.5, not a count"),
         (lambda d: d["errors"].__setitem__(0, 17), "errors[0] should be text, not int"),
+        (lambda d: d["ttfts"].__setitem__(0, 1e300), "ttfts[0] is 1e+300 s, not a plausible"),
+        (lambda d: d["start_times"].__setitem__(2, -1e12), "start_times[2] is -1e+12 s, not a"),
     ],
 )
 def test_a_damaged_vllm_file_names_the_value(tmp_path, change, says):
@@ -122,8 +125,18 @@ def test_a_damaged_vllm_file_names_the_value(tmp_path, change, says):
     change(document)
     path = tmp_path / "damaged.json"
     path.write_text(json.dumps(document).replace("Infinity", "1e999"))
-    with pytest.raises(ImportFileError, match="^damaged.json: " + says.replace("[", r"\[")):
+    with pytest.raises(ImportFileError, match="^damaged.json: " + re.escape(says)):
         read_result_file(path)
+
+
+def test_a_first_token_after_the_end_is_refused(tmp_path):
+    document = json.loads(VLLM_FILE.read_text())
+    document["ttfts"][1] = 5.0
+    path = tmp_path / "late.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(ImportFileError, match=r"request 1 of run 1: its first token \(5 s\)"):
+        write_imported_session(read_result_file(path), tmp_path / "late.session.sqlite")
+    assert not (tmp_path / "late.session.sqlite").exists()
 
 
 def test_infinite_and_nan_values_are_refused(tmp_path):

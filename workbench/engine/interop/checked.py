@@ -12,6 +12,8 @@ from workbench.engine.base.errors import ImportFileError
 MAX_REQUESTS = 100_000  # per run, as an experiment's ``requests``
 MAX_CHUNKS = 1_000_000  # per request
 MAX_TEXT = 1_000_000  # characters of one answer kept
+MAX_SECONDS = 1e7  # a duration (115 days): beyond it a value is not a time but damage
+MAX_CLOCK_S = 1e10  # a clock reading (seconds since any origin a tool uses, epoch included)
 
 
 class Fields:
@@ -34,11 +36,20 @@ class Fields:
         return float(value)
 
     def seconds(self, value: Any, where: str, *, optional: bool = True) -> float | None:
-        """A duration: a finite number, not negative."""
+        """A duration: a finite number, not negative, under ``MAX_SECONDS``."""
         seconds = self.number(value, where, optional=optional)
         if seconds is not None and seconds < 0:
             raise self.error(where, f"is {seconds}, a negative time")
+        if seconds is not None and seconds > MAX_SECONDS:
+            raise self.error(where, f"is {seconds:g} s, not a plausible duration")
         return seconds
+
+    def clock(self, value: Any, where: str) -> float | None:
+        """A moment on the tool's clock, in seconds (any origin)."""
+        moment = self.number(value, where)
+        if moment is not None and abs(moment) > MAX_CLOCK_S:
+            raise self.error(where, f"is {moment:g} s, not a plausible clock reading")
+        return moment
 
     def count(self, value: Any, where: str) -> int | None:
         """A count of tokens or requests: a whole number, not negative (None: not given)."""

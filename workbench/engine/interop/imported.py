@@ -88,6 +88,11 @@ class ImportedRequest:
                 error=self.error or "the file gives no time for its first token",
                 **common,
             )
+        if self.ttft_s > self.latency_s:
+            raise ImportFileError(
+                f"request {index} of run {config_index + 1}: its first token "
+                f"({self.ttft_s:g} s) comes after its end ({self.latency_s:g} s)"
+            )
         first = submit + ns(self.ttft_s)
         times = [first]
         for gap in self.chunk_gaps_s:
@@ -239,11 +244,12 @@ def write_imported_session(result: ImportedResult, path: Path) -> Path:
     toml, configs = run_configs(result)
     if path.exists():
         raise ImportFileError(f"{path} exists already; the import writes a new session")
+    events = list(_events(result, configs))  # every request checked before a file exists
     create_session(path, result.name, toml, None, "external", result.base_url, Hardware(), 0)
     bus = EventBus()
     writer = SessionWriter(path, bus)
     writer.start()
-    for event in _events(result, configs):
+    for event in events:
         bus.publish(event)
     writer.join(WRITE_TIMEOUT_S)
     if writer.error is not None:

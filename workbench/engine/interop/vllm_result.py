@@ -71,7 +71,7 @@ def read_vllm(doc: dict[str, Any], file_name: str) -> ImportedResult:
         failed = bool(error)
         requests.append(
             ImportedRequest(
-                start_s=check.number(starts[i], f"start_times[{i}]") if starts else None,
+                start_s=check.clock(starts[i], f"start_times[{i}]") if starts else None,
                 ttft_s=None if failed else check.seconds(lists["ttfts"][i], f"ttfts[{i}]"),
                 latency_s=check.seconds(lists["latencies"][i], f"latencies[{i}]"),
                 chunk_gaps_s=() if failed else check.gaps(lists["itls"][i], f"itls[{i}]"),
