@@ -48,3 +48,16 @@ def test_export_in_vllms_shape_one_file_per_configuration(tmp_path, capsys):
     assert document["completed"] == 3 and document["backend"] == "openai-chat"
     assert document["median_ttft_ms"] == 100.0  # TTFTs 0.1, 0.1 and 1.575 s
     assert main(["export", str(session), "--format", "vllm-json,gif"]) == 1
+
+
+def test_a_report_comparing_an_import_names_its_source(tmp_path, capsys):
+    assert main(["import", str(VLLM_FILE), "--out", str(tmp_path)]) == 0
+    (imported,) = tmp_path.glob("*.session.sqlite")
+    sweep = write_sweep(tmp_path / "sweep.session.sqlite")
+    out = tmp_path / "report"
+    assert main(["compare", str(imported), str(sweep), "--out", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    assert (
+        f"imported from vllm bench serve (version not recorded in the file), {VLLM_FILE.name}"
+        in (report)
+    )

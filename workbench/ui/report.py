@@ -92,6 +92,13 @@ def _fingerprint(session: Session) -> list[tuple[str, str]]:
         ", ".join(f"{g.name} ({(g.memory_bytes or 0) / 2**30:.0f} GiB)" for g in hw.gpus) or "none"
     )
     backends = sorted({c.facts.backend for c in session.configs if c.facts and c.facts.backend})
+    source = session.import_source()
+    if source is not None:  # another tool's file: it names no machine
+        return [
+            ("source", source.describe()),
+            ("recorded", str(session.meta.get("created_at"))),
+            ("file", str(session.path)),
+        ]
     return [
         ("machine", hw.machine_name),
         ("cores", f"{hw.cpu_physical_cores} physical, {hw.cpu_logical_cores} logical"),
