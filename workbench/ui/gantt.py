@@ -19,7 +19,8 @@ from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme import series_color, state_color
 
 BAR_HEIGHT = 0.72
-MIN_SPAN_S = 10.0
+MIN_SPAN_S = 10.0  # while a run goes: the time axis grows in steps from here
+FINAL_MIN_SPAN_S = 1.0  # a run that ended: fitted to its data (a 1 s import fills the chart)
 FAILED_MIN_SHARE = 0.012  # of the time shown: a refused request lasts milliseconds
 TITLES = {  # by lanes: rows per request, or lanes per server slot
     False: "Queue Gantt: waiting, prefill, decode per request",
@@ -87,7 +88,8 @@ class GanttView(pg.PlotWidget):
         }
         self._row_of = {}
         starts = [v.t_submit for v in self._views if v.t_submit is not None]
-        shown = max(now - min(starts, default=now), MIN_SPAN_S)
+        ended = model.status not in ("idle", "running")
+        shown = max(now - min(starts, default=now), FINAL_MIN_SPAN_S if ended else MIN_SPAN_S)
         for view in self._views:
             row = rows[0][(view.config_index, view.slot)] if rows else view.row
             self._row_of[id(view)] = row
@@ -107,7 +109,7 @@ class GanttView(pg.PlotWidget):
         if rows and self._row_count != self._rows_shown:
             self.getPlotItem().getAxis("left").setTicks([list(enumerate(rows[1]))])
         self._sync_marks(model)
-        self._sync_ranges(now, final=model.status not in ("idle", "running"))
+        self._sync_ranges(now, final=ended)
 
     def _sync_ranges(self, now: float, final: bool = False) -> None:
         """Grow the axes in steps, not every tick: re-laying out axis text is what costs.
@@ -120,8 +122,8 @@ class GanttView(pg.PlotWidget):
             plot.setYRange(-0.5 - band, rows - 0.4, padding=0)
             if not self.lanes:  # request numbers only: none in the band above the first
                 plot.getAxis("left").setTicks([request_ticks(rows)])
-        if final:  # nothing more will come: the axis ends with the data
-            fitted = max(MIN_SPAN_S, now * 1.03)
+        if final:  # nothing more will come: the axis ends with the data, short or long
+            fitted = max(FINAL_MIN_SPAN_S, now * 1.03)
             if fitted != self._x_max:
                 self._x_max = fitted
                 plot.setXRange(0, self._x_max, padding=0)
