@@ -12,15 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.engine.base.records import RequestRecord
+from workbench.engine.figures.server_kinds import (
+    OUTPUT_COUNTERS,
+    PROMPT_COUNTERS,
+    REQUEST_COUNTERS,
+    total,
+)
 
 TOLERANCE = 0.05
-# Counters summed from /metrics (llama.cpp names; vLLM and SGLang where they have one).
-OUTPUT_COUNTERS = ("llamacpp:tokens_predicted_total", "vllm:generation_tokens_total")
-PROMPT_COUNTERS = (
-    "llamacpp:prompt_tokens_total",
-    "vllm:prompt_tokens_total",
-)
-REQUEST_COUNTERS = ("vllm:request_success_total",)
 
 
 @dataclass(frozen=True)
@@ -49,22 +48,15 @@ class CrossCheck:
         return text if self.agrees else f"{text}: {self.cause}"
 
 
-def _counter(values: dict[str, float], names: tuple[str, ...]) -> float | None:
-    """The sum of the first counter family present (labelled series included)."""
-    for name in names:
-        found = [v for k, v in values.items() if k == name or k.startswith(name + "{")]
-        if found:
-            return sum(found)
-    return None
-
-
 def _delta(
     before: dict[str, float] | None, after: dict[str, float] | None, names: tuple[str, ...]
 ) -> float | None:
-    if not before or not after:
+    """What a counter counted over the repeat. A counter missing before but there after had
+    not counted yet: a labelled counter (SGLang's) has no series until its first count."""
+    if before is None or after is None:
         return None
-    a, b = _counter(before, names), _counter(after, names)
-    return None if a is None or b is None else b - a
+    b = total(after, names)
+    return None if b is None else b - (total(before, names) or 0.0)
 
 
 def _usage(record: RequestRecord, key: str) -> int | None:

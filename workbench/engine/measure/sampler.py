@@ -14,28 +14,15 @@ from collections.abc import Callable
 from typing import Any
 
 import psutil
-from prometheus_client.parser import text_string_to_metric_families
 
 from workbench.engine.events import GpuSample, MetricsSample, Notice, ProcessSample, SlotsSample
+from workbench.engine.figures.server_kinds import parse_metrics
 from workbench.engine.measure.gpu_memory import GpuProbe
 from workbench.engine.measure.process_memory import process_measure
 from workbench.engine.net.bounded_http import Answer, bounded_get
 from workbench.engine.net.http_stream import ConnectFailed
 
 Emit = Callable[[Any], None]
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text to ``{name: value}`` (llama.cpp's metrics carry no labels)."""
-    values: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            key = sample.name
-            if sample.labels:
-                key += "{" + ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())) + "}"
-            values[key] = float(sample.value)
-    return values
-
 
 COUNTERS_TIMEOUT_S = 2.0
 MAX_METRICS_BYTES = 4 * 1024 * 1024

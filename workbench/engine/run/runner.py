@@ -146,8 +146,8 @@ class ExperimentRunner:
         self._server: LlamaServer | None = None
         self._writer: SessionWriter | None = None
         self._next_index = 0
-        # Said when the experiment starts: which binary runs and how it was found, and what
-        # a resumed session keeps.
+        # Said when the experiment starts: which binary runs and how it was found, which
+        # kind of server an external one is, and what a resumed session keeps.
         self._start_notices: list[str] = []
         self._status = "complete"
         self._error: str | None = None
@@ -169,6 +169,7 @@ class ExperimentRunner:
             self._headers.update(api_key_headers(self.options.api_key_env))
             self.options = replace(self.options, base_url=clean)
             self.external_server = probe_external(clean, self._headers)
+            self._start_notices.append(self.external_server.description)
             self.configs = [self._external_model(c) for c in self.configs]
         else:
             binary = find_server_binary(self.options.server_bin)

@@ -2,7 +2,9 @@
 
 We cannot start or stop it, but we check that it answers before a run and read what it
 tells about itself: slots and context per slot (llama.cpp's ``/props``), model names
-(``/v1/models``, which vLLM and SGLang need in every request).
+(``/v1/models``, which vLLM and SGLang need in every request), and which kind of server it is
+(``/metrics`` names, else ``/v1/models``' ``owned_by``), so the run can say what its plots
+will show.
 """
 
 from __future__ import annotations
@@ -17,10 +19,26 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from workbench.engine.base.errors import ExternalServerError
 from workbench.engine.base.records import StartupFacts
+from workbench.engine.figures.server_kinds import (
+    ServerKind,
+    by_owner,
+    describe,
+    detect,
+    parse_metrics,
+)
 from workbench.engine.net.bounded_http import MAX_BYTES, Answer, bounded_get
 from workbench.engine.net.http_stream import ConnectFailed
 
 PROBE_TIMEOUT_S = 5.0
+# /metrics only says which kind of server it is, and a run goes on without it: the probe
+# waits less for it (as the cross-checks do for their counters).
+PROBE_DEADLINES_S = {
+    "/health": PROBE_TIMEOUT_S,
+    "/v1/models": PROBE_TIMEOUT_S,
+    "/props": PROBE_TIMEOUT_S,
+    "/slots": PROBE_TIMEOUT_S,
+    "/metrics": 2.0,
+}
 
 
 @dataclass(frozen=True)
@@ -29,6 +47,14 @@ class ExternalServer:
     slots: int | None = None
     n_ctx_slot: int | None = None
     models: list[str] = field(default_factory=list)
+    kind: ServerKind | None = None
+    gives: tuple[str, ...] = ()  # what its /metrics gives of the plotted facts, in words
+    slots_endpoint: bool = False  # it answers /slots
+
+    @property
+    def description(self) -> str:
+        """Which kind of server it is and what its plots will show, for a notice."""
+        return describe(self.kind, self.gives, self.slots_endpoint)
 
     @property
     def facts(self) -> StartupFacts:
@@ -92,8 +118,8 @@ def probe_external(base_url: str, headers: dict[str, str] | None = None) -> Exte
     url = normalise_base_url(base_url)
     try:
         answers = {
-            path: bounded_get(url, path, headers, deadline_s=PROBE_TIMEOUT_S)
-            for path in ("/health", "/v1/models", "/props", "/slots")
+            path: bounded_get(url, path, headers, deadline_s=deadline)
+            for path, deadline in PROBE_DEADLINES_S.items()
         }
     except ConnectFailed as exc:
         raise ExternalServerError(
@@ -119,9 +145,10 @@ def probe_external(base_url: str, headers: dict[str, str] | None = None) -> Exte
             f"{url} answers, but not like an OpenAI-compatible server: /health gave HTTP "
             f"{codes['/health']} and /v1/models HTTP {codes['/v1/models']}"
         )
-    models: list[str] = []
+    cards: list[dict[str, Any]] = []
     if isinstance(models_doc, dict) and isinstance(models_doc.get("data"), list):
-        models = [m["id"] for m in models_doc["data"] if isinstance(m, dict) and "id" in m]
+        cards = [m for m in models_doc["data"] if isinstance(m, dict)]
+    models = [m["id"] for m in cards if "id" in m]
     slots = n_ctx_slot = None
     if isinstance(props, dict):
         if isinstance(props.get("total_slots"), int):
@@ -131,4 +158,18 @@ def probe_external(base_url: str, headers: dict[str, str] | None = None) -> Exte
             n_ctx_slot = settings["n_ctx"]
     if slots is None and isinstance(slots_doc, list):
         slots = len(slots_doc)
-    return ExternalServer(url, slots, n_ctx_slot, models)
+    metrics = _metrics(answers["/metrics"])
+    owners = (by_owner(m.get("owned_by")) for m in cards)
+    kind = detect(metrics) or next((k for k in owners if k is not None), None)
+    gives = kind.gives(metrics) if kind is not None else ()
+    return ExternalServer(url, slots, n_ctx_slot, models, kind, gives, isinstance(slots_doc, list))
+
+
+def _metrics(answer: Answer | None) -> dict[str, float]:
+    """The /metrics answer's series; none when it has none or is not Prometheus text."""
+    if answer is None or answer.status != 200:
+        return {}
+    try:
+        return parse_metrics(answer.text)
+    except ValueError:
+        return {}
