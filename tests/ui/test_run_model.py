@@ -119,9 +119,63 @@ def test_samples_and_predicted_footprint():
         ]
     )
     assert model.rss == ([1.0], [300.0])
-    assert model.processing[1] == [1.0] and model.deferred[1] == [2.0]
+    assert model.running[1] == [1.0] and model.waiting[1] == [2.0]
+    assert model.kv_usage == ([], [])  # current llama.cpp builds do not say it in /metrics
     assert model.predicted_mib == predicted_footprint_mib(facts) == pytest.approx(290.7)
     assert predicted_footprint_mib(StartupFacts(model_buffer_mib=1.0)) is None
+    assert model.server.kind_text.startswith("llama.cpp detected: /metrics gives requests")
+    model.apply([SlotsSample(0, S, [])])
+    assert model.server.kind_text.endswith("/slots gives busy slots and each slot's context use")
+
+
+# /metrics samples as the sampler parses them: vLLM labels each series with its model and
+# engine (two engines here: counts add up, KV-cache shares are averaged); SGLang with its model.
+VLLM_SAMPLE = {
+    "vllm:num_requests_running{engine=0,model_name=m}": 3.0,
+    "vllm:num_requests_running{engine=1,model_name=m}": 2.0,
+    "vllm:num_requests_waiting{engine=0,model_name=m}": 4.0,
+    "vllm:num_requests_waiting{engine=1,model_name=m}": 0.0,
+    "vllm:kv_cache_usage_perc{engine=0,model_name=m}": 0.5,
+    "vllm:kv_cache_usage_perc{engine=1,model_name=m}": 0.25,
+    "vllm:prompt_tokens_total{engine=0,model_name=m}": 100.0,
+}
+SGLANG_SAMPLE = {
+    "sglang:num_running_reqs{model_name=m}": 2.0,
+    "sglang:num_queue_reqs{model_name=m}": 1.0,
+    "sglang:token_usage{model_name=m}": 0.3,
+}
+
+
+@pytest.mark.parametrize(
+    ("values", "expected", "kind"),
+    [
+        (VLLM_SAMPLE, (5.0, 4.0, 0.375), "vLLM"),
+        (SGLANG_SAMPLE, (2.0, 1.0, 0.3), "SGLang"),
+        # vLLM before 0.9 named its KV-cache share gpu_cache_usage_perc.
+        ({"vllm:gpu_cache_usage_perc{model_name=m}": 0.75}, (None, None, 0.75), "vLLM"),
+    ],
+)
+def test_other_servers_fill_the_same_series(values, expected, kind):
+    model = RunModel()
+    started(model, 1)
+    changes = model.apply([MetricsSample(0, S, values), MetricsSample(0, 2 * S, values)])
+    assert changes.server and changes.samples
+    for series, value in zip((model.running, model.waiting, model.kv_usage), expected, strict=True):
+        assert series[1] == ([] if value is None else [pytest.approx(value)] * 2)
+    assert model.server.kind is not None and model.server.kind.name == kind
+    assert model.server.kind_text.startswith(f"{kind} detected: /metrics gives ")
+    assert model.server.kind_text.endswith("no /slots (no slot lanes or per-slot context)")
+    # Another configuration's server is looked at afresh.
+    model.apply([ConfigStarted(parse_experiment("").configs()[0], 1)])
+    assert model.server.kind is None and model.server.kind_text == ""
+
+
+def test_a_server_of_no_known_kind_is_said_so_and_plots_nothing():
+    model = RunModel()
+    started(model, 1)
+    model.apply([MetricsSample(0, S, {"tgi_queue_size": 3.0})])
+    assert model.running == model.waiting == model.kv_usage == ([], [])
+    assert model.server.kind_text.startswith("server kind not recognised")
 
 
 def test_grid_shapes_stay_readable_from_1_to_64_panes():

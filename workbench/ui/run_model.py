@@ -29,6 +29,7 @@ from workbench.engine.events import (
     SlotsSample,
     TokenChunkArrived,
 )
+from workbench.engine.figures.server_kinds import ServerKind, describe, detect
 from workbench.engine.figures.summaries import ConfigSummary, request_metrics
 from workbench.engine.measure.sampler import slot_context_share
 
@@ -108,6 +109,19 @@ class ServerView:
     log_tail: str = ""  # as the session kept it, when the log file is not ours to read
     base_url: str = ""
     slots: int | None = None
+    # Which kind of server its /metrics names say it is (once, from the first sample that
+    # tells), what of the plotted facts they give, and whether /slots answered.
+    kind: ServerKind | None = None
+    gives: tuple[str, ...] = ()
+    metrics_seen: bool = False
+    slots_seen: bool = False
+
+    @property
+    def kind_text(self) -> str:
+        """What the server panel says of the server's kind; empty before its first sample."""
+        if not (self.metrics_seen or self.slots_seen):
+            return ""
+        return describe(self.kind, self.gives, self.slots_seen)
 
 
 class RunModel:
@@ -130,8 +144,10 @@ class RunModel:
         self.rss: tuple[list[float], list[float]] = ([], [])
         self.gpu: tuple[list[float], list[float]] = ([], [])
         self.cpu: tuple[list[float], list[float]] = ([], [])
-        self.processing: tuple[list[float], list[float]] = ([], [])
-        self.deferred: tuple[list[float], list[float]] = ([], [])
+        # From /metrics, under whichever names the server's kind gives them.
+        self.running: tuple[list[float], list[float]] = ([], [])
+        self.waiting: tuple[list[float], list[float]] = ([], [])
+        self.kv_usage: tuple[list[float], list[float]] = ([], [])  # share of the KV cache
         self.busy_slots: tuple[list[float], list[float]] = ([], [])
         # Per slot id, [start, end] spans while the slot was busy (end None: busy now).
         self.slot_spans: dict[int, list[list[float | None]]] = {}
@@ -231,14 +247,10 @@ class RunModel:
                 self._append(self.gpu, event.t_ns, event.gpu_bytes / 2**20)
                 ch.samples = True
             case MetricsSample(values=values):
-                for series, name in (
-                    (self.processing, "llamacpp:requests_processing"),
-                    (self.deferred, "llamacpp:requests_deferred"),
-                ):
-                    if name in values:
-                        self._append(series, event.t_ns, values[name])
-                ch.samples = True
+                self._fold_metrics(event.t_ns, values, ch)
             case SlotsSample(slots=slots):
+                if not self.server.slots_seen:
+                    self.server.slots_seen = ch.server = True
                 self._busy_now = sum(1 for s in slots if s.get("is_processing"))
                 self._append(self.busy_slots, event.t_ns, self._busy_now)
                 self._track_slots(slots, self.seconds(event.t_ns))
@@ -263,6 +275,26 @@ class RunModel:
                 self._close_slot_context(self.last_t)
                 self.status, self.error = event.status, event.error
                 ch.finished = ch.server = ch.gantt = True
+
+    def _fold_metrics(self, t_ns: int, values: dict[str, float], ch: Changes) -> None:
+        """Requests running and waiting, and KV-cache use, from one /metrics sample. The
+        server's kind is looked up once per configuration; each sample then reads a few
+        names."""
+        server = self.server
+        if not server.metrics_seen:
+            server.metrics_seen = ch.server = True
+            server.kind = detect(values)
+            server.gives = server.kind.gives(values) if server.kind is not None else ()
+        if server.kind is not None:
+            load = server.kind.load(values)
+            for series, value in (
+                (self.running, load.running),
+                (self.waiting, load.waiting),
+                (self.kv_usage, load.kv_usage),
+            ):
+                if value is not None:
+                    self._append(series, t_ns, value)
+        ch.samples = True
 
     def _t(self, t_ns: int) -> float:
         t = self.seconds(t_ns)

@@ -66,6 +66,10 @@ class ServerPanel(QWidget):
         self.binary.setWordWrap(True)
         self.binary.setTextFormat(Qt.TextFormat.PlainText)
         self.binary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.kind = QLabel("-")  # which kind of server, and what its plots can show
+        self.kind.setObjectName("serverKind")
+        self.kind.setWordWrap(True)
+        self.kind.setTextFormat(Qt.TextFormat.PlainText)
         self.facts: dict[str, QLabel] = {}
         facts_box = QGroupBox("Startup facts (from the server's log)")
         form = QFormLayout(facts_box)
@@ -95,6 +99,7 @@ class ServerPanel(QWidget):
         top.addRow("state", self.state)
         top.addRow("address", self.url)
         top.addRow("binary", self.binary)
+        top.addRow("kind", self.kind)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.detail)
@@ -132,6 +137,10 @@ class ServerPanel(QWidget):
         if self._log_path is None:
             self._show_log(log_tail)
         self.refresh_log()
+
+    def show_kind(self, text: str) -> None:
+        """Which kind of server its /metrics say it is, and what its plots can show."""
+        self.kind.setText(text or "-")
 
     def refresh_log(self) -> None:
         """Re-read the log's tail (called on a slow timer, not per event)."""

@@ -1,5 +1,6 @@
-"""Live server plots: memory against the predicted footprint, queue depth, and busy slots
-with how much of its context each slot's request holds."""
+"""Live server plots: memory against the predicted footprint, requests running and waiting,
+the KV cache's use where the server's /metrics gives it, and busy slots with how much of its
+context each slot's request holds (/slots)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,18 @@ CONTEXT_TIP = (
     "decodes; during prefill the whole prompt shows from the start, as the server does\n"
     "not say how far a prefill is."
 )
+TITLE_KV = "KV cache used (from /metrics)"
+KV_TIP = (
+    "The share of the server's KV cache in use, from its /metrics:\n"
+    "vLLM's kv_cache_usage_perc, SGLang's token_usage (of the KV pool's tokens),\n"
+    "llama.cpp's kv_cache_usage_ratio (older builds; current ones say it per slot in /slots)."
+)
+
+
+def _pale(name: str) -> QColor:
+    color = QColor(series_color(name))
+    color.setAlpha(90)
+    return color
 
 
 def _pen(name: str, dashed: bool = False) -> pg.QtGui.QPen:
@@ -47,9 +60,11 @@ def _time_plot(name: str, title: str, title_size: str = "11pt") -> pg.PlotWidget
 
 
 class ServerPlots(QWidget):
-    """Three stacked plots on the run's time axis: RSS (MiB) against the predicted
-    footprint, /metrics queue counts, and which slots were busy and how much of its context
-    each one's request held (/slots)."""
+    """Stacked plots on the run's time axis: RSS (MiB) against the predicted footprint,
+    requests running and waiting (/metrics), the KV cache's use (/metrics, shown once a
+    sample has it), and which slots were busy and how much of its context each one's request
+    held (/slots). A server without /slots (vLLM, SGLang) has no slots strip: its KV-cache
+    plot is the bottom one."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -68,9 +83,21 @@ class ServerPlots(QWidget):
         self.queue = _time_plot("queuePlot", "Requests in the server")
         q = self.queue.getPlotItem()
         add_legend(q, offset=(-10, 10))
-        self.processing = q.plot([], [], pen=_pen("processing"), name="processing")
-        self.deferred = q.plot([], [], pen=_pen("deferred"), name="deferred (queued)")
+        self.running = q.plot([], [], pen=_pen("processing"), name="running")
+        self.waiting = q.plot([], [], pen=_pen("deferred"), name="waiting (queued)")
         self.busy = q.plot([], [], pen=_pen("busy_slots"), name="busy slots")
+
+        self.kv = _time_plot("kvPlot", TITLE_KV, "9pt")
+        self.kv.setToolTip(KV_TIP)
+        kv = self.kv.getPlotItem()
+        kv.setLabel("left", "used", units="%")
+        kv.getAxis("left").enableAutoSIPrefix(False)
+        kv.setYRange(0, 100, padding=0)
+        self.kv_curve = kv.plot(
+            [], [], pen=_pen("busy_slots"), fillLevel=0, brush=_pale("busy_slots")
+        )
+        self.kv.hide()  # until a sample has it
+        self._kv_layout: tuple[bool, bool] = (False, True)  # (KV shown, slots strip shown)
 
         self.slots = _time_plot("slotsStrip", TITLE_BUSY, "9pt")
         strip = self.slots.getPlotItem()
@@ -99,10 +126,11 @@ class ServerPlots(QWidget):
         self.context_curves: dict[int, pg.PlotDataItem] = {}
         self._context_drawn: dict[int, tuple[list[float], int, float]] = {}
         self.queue.setXLink(self.memory)
+        self.kv.setXLink(self.memory)
         self.slots.setXLink(self.memory)
         self.notes = {
             "memory": EmptyNote(self.memory, "the server's memory, once it runs"),
-            "queue": EmptyNote(self.queue, "processing and queued, from /metrics"),
+            "queue": EmptyNote(self.queue, "running and waiting, from /metrics"),
             "slots": EmptyNote(self.slots, "which slot serves, and how full it is"),
         }
         self._y_max = {"memory": 0.0, "queue": 0.0}
@@ -111,13 +139,15 @@ class ServerPlots(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.memory, 3)
         layout.addWidget(self.queue, 2)
+        self.kv.setMinimumHeight(120)
+        layout.addWidget(self.kv, 1)
         self.slots.setMinimumHeight(120)
         layout.addWidget(self.slots, 1)
 
     def sync(self, model: RunModel) -> None:
         for key, empty in (
             ("memory", not model.rss[0]),
-            ("queue", not (model.processing[0] or model.busy_slots[0])),
+            ("queue", not (model.running[0] or model.busy_slots[0])),
             ("slots", not model.slot_spans),
         ):
             self.notes[key].show_empty(empty)
@@ -129,11 +159,12 @@ class ServerPlots(QWidget):
         if self.gpu_curve is not None:
             self.gpu_curve.setData(*map(np.asarray, model.gpu))
         for curve, series in (
-            (self.processing, model.processing),
-            (self.deferred, model.deferred),
+            (self.running, model.running),
+            (self.waiting, model.waiting),
             (self.busy, model.busy_slots),
         ):
             curve.setData(*map(np.asarray, series), stepMode=None)
+        self._sync_kv(model)
         # Each configuration's predicted footprint over its own span (a segment per server).
         spans = model.predicted if model.rss[0] else []
         xs = [t for start, end, _ in spans for t in (start, model.last_t if end is None else end)]
@@ -147,8 +178,25 @@ class ServerPlots(QWidget):
             [*model.rss[1], *model.gpu[1], *(p[2] or 0.0 for p in model.predicted)],
         )
         self._fit_y(
-            "queue", self.queue, [*model.processing[1], *model.deferred[1], *model.busy_slots[1]]
+            "queue", self.queue, [*model.running[1], *model.waiting[1], *model.busy_slots[1]]
         )
+
+    def _sync_kv(self, model: RunModel) -> None:
+        """The KV cache's use, in %, shown once a sample has it; where the server has no
+        /slots (nothing in the slots strip) it takes the strip's place and the time scale's
+        numbers."""
+        times, shares = model.kv_usage
+        self.kv_curve.setData(np.asarray(times), 100.0 * np.asarray(shares))
+        layout = (bool(times), not times or bool(model.slot_spans))
+        if layout == self._kv_layout:
+            return
+        self._kv_layout = layout
+        kv_shown, strip_shown = layout
+        self.kv.setVisible(kv_shown)
+        self.slots.setVisible(strip_shown)
+        axis = self.kv.getPlotItem().getAxis("bottom")
+        axis.setStyle(showValues=not strip_shown)
+        axis.setLabel("" if strip_shown else "time since start", units=None if strip_shown else "s")
 
     def _sync_slots(self, model: RunModel) -> None:
         x0, width, rows = [], [], []
@@ -211,9 +259,7 @@ class ServerPlots(QWidget):
         if strip.titleLabel.text != title:
             strip.setTitle(title, size="9pt")
             self.slots.setToolTip(CONTEXT_TIP if showing else "")
-            pale = QColor(color)
-            pale.setAlpha(90)
-            self.slot_bars.setOpts(brush=pale if showing else color)
+            self.slot_bars.setOpts(brush=_pale("busy_slots") if showing else color)
 
     def _fit_y(self, key: str, widget: pg.PlotWidget, values: list[float]) -> None:
         """Change the y range only when the data leaves it (or shrinks a lot, on a reset)."""

@@ -101,6 +101,7 @@ class RenderController(QObject):
             server.log_tail,
             self.model.server_binary,
         )
+        self.server_panel.show_kind(server.kind_text)
         for notice in self.model.notices[-1:]:
             if notice.level == "warning":
                 self.warning.emit(notice.text)
