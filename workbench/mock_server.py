@@ -11,9 +11,12 @@ also records when it actually wrote each chunk (``perf_counter_ns``, the same cl
 workbench timestamps with on Linux and macOS) and serves those records at ``GET /mock/log``:
 a benchmark can then tell the server's own lateness from the client's error.
 
-It speaks HTTP/1.1 with keep-alive (``--close`` answers ``Connection: close`` instead), serves
-``/health``, ``/v1/models``, ``/props``, ``/slots`` and a llama.cpp-style ``/metrics``, and
-ends each stream with llama.cpp's ``usage`` and ``timings``. Run it in its own process
+It speaks HTTP/1.1 with keep-alive (``--close`` answers ``Connection: close`` instead) and
+serves ``/health``, ``/v1/models`` and ``/metrics`` as the server ``--metrics`` names does
+(llama.cpp by default, vLLM or SGLang): its names, labels and HELP lines (``EXPOSITIONS``),
+with values from what the mock is doing. As llama.cpp it also serves ``/props`` and ``/slots``
+and ends each stream with ``usage`` and ``timings``; as vLLM or SGLang those paths are 404 and
+a stream ends with ``usage`` only, as theirs do. Run it in its own process
 (``python -m workbench.mock_server --port 0``): in the measuring process it would share the
 interpreter with the client it checks.
 """
@@ -29,10 +32,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.figures.server_kinds import LLAMACPP, SGLANG, VLLM, ServerKind
 from workbench.engine.net.bounded_http import bounded_get
 from workbench.engine.net.http_stream import (
     HttpStreamError,
@@ -44,6 +50,7 @@ MAX_HEADER_BYTES = 64 * 1024  # a request's head
 MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_LOG = 100_000  # served requests kept for /mock/log
 MODEL = "mock"
+N_CTX = 4096  # each slot's context, as /props reports it: the KV pool is slots x N_CTX
 
 
 @dataclass(frozen=True)
@@ -78,11 +85,91 @@ class Served:
 
 @dataclass
 class Counters:
-    """llama.cpp's /metrics counters, so cross-checks against server counts can be tested."""
+    """What /metrics reports, so the plots and the cross-checks against server counts can be
+    tested: streams in flight and the tokens they hold in the KV cache (prompt and output so
+    far), token counters, and finished requests by finish reason."""
 
     prompt_tokens: int = 0
     tokens_predicted: int = 0
     processing: int = 0
+    held_tokens: int = 0
+    finished: Counter[str] = field(default_factory=Counter)
+
+
+def _go_float(value: float) -> str:
+    """A number as prometheus_client (vLLM's and SGLang's exporter) writes it: ``2.0``."""
+    return repr(float(value))
+
+
+@dataclass(frozen=True)
+class Exposition:
+    """How one kind of server writes its /metrics: the HELP text of each name, the labels on
+    every series (in its order), how it writes a number, whether it reports KV-cache use,
+    the finish reasons its request counter is split by (each series there from the start),
+    and whether a counter shows a series only once it has counted (a labelled
+    prometheus_client counter never incremented has none)."""
+
+    kind: ServerKind
+    help: dict[str, str]
+    labels: tuple[tuple[str, str], ...]
+    number: Callable[[float], str]
+    kv_usage: bool
+    finish_reasons: tuple[str, ...] = ()
+    counted_only: bool = False
+
+
+# Recorded from the servers' own source (see ``server_kinds`` for the files): llama.cpp's
+# ``# HELP llamacpp:<name> <help>`` / ``# TYPE`` / bare ``llamacpp:<name> <value>`` lines
+# (a C++ stream's number); vLLM's and SGLang's prometheus_client exposition, vLLM labelled
+# model_name and engine (its request counter also finished_reason), SGLang model_name (as its
+# production-metrics documentation shows it).
+EXPOSITIONS = {
+    LLAMACPP.key: Exposition(
+        LLAMACPP,
+        {
+            "llamacpp:requests_processing": "Number of requests processing",
+            "llamacpp:requests_deferred": "Number of requests deferred",
+            "llamacpp:prompt_tokens_total": (
+                "Number of prompt tokens processed, excluding cached tokens"
+            ),
+            "llamacpp:tokens_predicted_total": "Number of generation tokens processed",
+        },
+        (),
+        lambda value: f"{value:g}",
+        kv_usage=False,  # current builds report none (the window reads /slots instead)
+    ),
+    VLLM.key: Exposition(
+        VLLM,
+        {
+            "vllm:num_requests_running": "Number of requests in model execution batches.",
+            "vllm:num_requests_waiting": "Number of requests waiting to be processed.",
+            "vllm:kv_cache_usage_perc": "KV-cache usage. 1 means 100 percent usage.",
+            "vllm:prompt_tokens_total": "Number of prefill tokens processed.",
+            "vllm:generation_tokens_total": "Number of generation tokens processed.",
+            "vllm:request_success_total": "Count of successfully processed requests.",
+        },
+        (("model_name", MODEL), ("engine", "0")),
+        _go_float,
+        kv_usage=True,
+        # vllm/v1/engine/__init__.py's FINISH_REASON_STRINGS, a child of each made at start.
+        finish_reasons=("stop", "length", "abort", "error", "repetition"),
+    ),
+    SGLANG.key: Exposition(
+        SGLANG,
+        {
+            "sglang:num_running_reqs": "The number of running requests.",
+            "sglang:num_queue_reqs": "The number of requests in the waiting queue.",
+            "sglang:token_usage": "The token usage.",
+            "sglang:prompt_tokens_total": "Number of prefill tokens processed.",
+            "sglang:generation_tokens_total": "Number of generation tokens processed.",
+            "sglang:num_requests_total": "Number of requests processed.",
+        },
+        (("model_name", MODEL),),
+        _go_float,
+        kv_usage=True,
+        counted_only=True,
+    ),
+}
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:
@@ -154,8 +241,9 @@ class MockServer:
     Requests are read with kernel receive timestamps (as the workbench reads responses), so
     the schedule starts when the request arrived, not when this loop got round to it."""
 
-    def __init__(self, timing: Timing) -> None:
+    def __init__(self, timing: Timing, metrics: str = LLAMACPP.key) -> None:
         self.timing = timing
+        self.exposition = EXPOSITIONS[metrics]
         self.counters = Counters()
         self.log: list[Served] = []
         self.port = 0
@@ -257,27 +345,51 @@ class MockServer:
         await self._stream(conn, body, request.path == "/v1/chat/completions", request)
 
     def metrics_text(self) -> str:
-        c = self.counters
-        lines = [
-            ("llamacpp:prompt_tokens_total", c.prompt_tokens, "counter"),
-            ("llamacpp:tokens_predicted_total", c.tokens_predicted, "counter"),
-            ("llamacpp:requests_processing", c.processing, "gauge"),
-            ("llamacpp:requests_deferred", 0, "gauge"),
+        """/metrics as the server it stands for writes it. Every stream runs at once, so
+        none waits; the KV cache holds each stream's prompt and output so far."""
+        e, c = self.exposition, self.counters
+        kind = e.kind
+        rows: list[tuple[str, str, list[tuple[dict[str, str], float]]]] = [
+            (kind.running[0], "gauge", [({}, c.processing)]),
+            (kind.waiting[0], "gauge", [({}, 0)]),
         ]
-        return "".join(f"# TYPE {name} {kind}\n{name} {value}\n" for name, value, kind in lines)
+        if e.kv_usage:
+            pool = self.timing.slots * N_CTX
+            rows.append((kind.kv_usage[0], "gauge", [({}, min(1.0, c.held_tokens / pool))]))
+        rows += [
+            (kind.prompt_tokens[0], "counter", [({}, c.prompt_tokens)]),
+            (kind.output_tokens[0], "counter", [({}, c.tokens_predicted)]),
+        ]
+        if kind.requests and e.finish_reasons:
+            split = [({"finished_reason": r}, c.finished[r]) for r in e.finish_reasons]
+            rows.append((kind.requests[0], "counter", split))
+        elif kind.requests:
+            rows.append((kind.requests[0], "counter", [({}, c.finished.total())]))
+        lines = []
+        for name, type_, series in rows:
+            lines += [f"# HELP {name} {e.help[name]}", f"# TYPE {name} {type_}"]
+            for extra, value in series:
+                if e.counted_only and type_ == "counter" and not value:
+                    continue
+                pairs = ",".join(f'{k}="{v}"' for k, v in (*e.labels, *extra.items()))
+                labels = f"{{{pairs}}}" if pairs else ""
+                lines.append(f"{name}{labels} {e.number(value)}")
+        return "\n".join(lines) + "\n"
 
     def document(self, path: str) -> tuple[int, str, str] | None:
         """The answer to a GET, as (status, content type, body); None for an unknown path."""
         t = self.timing
+        kind = self.exposition.kind
         match path:
             case "/health":
                 return 200, "application/json", '{"status":"ok"}'
             case "/v1/models":
-                return 200, "application/json", json.dumps({"data": [{"id": MODEL}]})
-            case "/props":
-                props = {"total_slots": t.slots, "default_generation_settings": {"n_ctx": 4096}}
+                models = {"data": [{"id": MODEL, "owned_by": kind.owned_by}]}
+                return 200, "application/json", json.dumps(models)
+            case "/props" if kind.slots:
+                props = {"total_slots": t.slots, "default_generation_settings": {"n_ctx": N_CTX}}
                 return 200, "application/json", json.dumps(props)
-            case "/slots":
+            case "/slots" if kind.slots:
                 return 200, "application/json", "[]"
             case "/metrics":
                 return 200, "text/plain; version=0.0.4", self.metrics_text()
@@ -314,6 +426,8 @@ class MockServer:
             self.log.append(served)
         self.counters.prompt_tokens += n_prompt
         self.counters.processing += 1
+        self.counters.held_tokens += n_prompt
+        sent = 0
         loop = asyncio.get_running_loop()
         # loop.time() is time.monotonic(); put the arrival on that clock once.
         origin = loop.time() - (time.perf_counter_ns() - request.t_received_ns) / 1e9
@@ -321,7 +435,6 @@ class MockServer:
             await conn.write(
                 self._headers(200, "text/event-stream", "Transfer-Encoding: chunked\r\n")
             )
-            sent = 0
             while sent < tokens:
                 # Tokens come every itl_ms; a chunk of several leaves when its last is ready.
                 n = min(t.tokens_per_chunk, tokens - sent)
@@ -333,6 +446,7 @@ class MockServer:
                 served.sent_ns.append(time.perf_counter_ns())
                 await conn.write(data)
                 sent += n
+                self.counters.held_tokens += n
             self.counters.tokens_predicted += tokens
             first, last = served.sent_ns[0], served.sent_ns[-1]
             # "length" means max_tokens was reached; fewer tokens end as a model's own stop.
@@ -342,14 +456,16 @@ class MockServer:
                 if chat
                 else {"index": 0, "text": "", "finish_reason": finish}
             )
-            final = {
+            final: dict[str, Any] = {
                 "choices": [final_choice],
                 "usage": {
                     "prompt_tokens": n_prompt,
                     "completion_tokens": tokens,
                     "total_tokens": n_prompt + tokens,
                 },
-                "timings": {
+            }
+            if self.exposition.kind is LLAMACPP:  # its own account of the request
+                final["timings"] = {
                     "cache_n": 0,
                     "prompt_n": n_prompt,
                     "prompt_ms": (first - request.t_received_ns) / 1e6,
@@ -357,11 +473,12 @@ class MockServer:
                     # As llama.cpp times it: n token steps, the first chunk's included.
                     "predicted_ms": (last - first) / 1e6
                     + min(t.tokens_per_chunk, tokens) * t.itl_ms,
-                },
-            }
+                }
             await conn.write(_chunk(final) + _chunk_done())
+            self.counters.finished[finish] += 1
         finally:
             self.counters.processing -= 1
+            self.counters.held_tokens -= n_prompt + sent
 
 
 def _chunk_done() -> bytes:
@@ -420,6 +537,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
     parser.add_argument("--slots", type=int, default=256, help="what /props reports")
     parser.add_argument("--close", action="store_true", help="no keep-alive")
+    parser.add_argument(
+        "--metrics",
+        choices=sorted(EXPOSITIONS),
+        default=LLAMACPP.key,
+        help="the server whose /metrics names (and endpoints) to speak (llamacpp)",
+    )
     args = parser.parse_args(argv)
     try:
         timing = Timing(
@@ -432,12 +555,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ValueError as exc:
         parser.error(str(exc))
-    asyncio.run(_serve(timing, args.host, args.port))
+    asyncio.run(_serve(timing, args.host, args.port, args.metrics))
     return 0
 
 
-async def _serve(timing: Timing, host: str, port: int) -> None:
-    server = MockServer(timing)
+async def _serve(timing: Timing, host: str, port: int, metrics: str) -> None:
+    server = MockServer(timing, metrics)
     await server.start(host, port)
     print(f"listening on http://{host}:{server.port}", flush=True)
     stop = asyncio.Event()
