@@ -14,7 +14,7 @@ from rich.markup import escape
 from workbench.cli.tables import model_line, plan_table, roofline_table, slo_table
 from workbench.engine.analysis.planner import plan, read_model_facts, usable_memory
 from workbench.engine.analysis.roofline import session_roofline
-from workbench.engine.analysis.slo import Slo, goodput, peak_users, recommend
+from workbench.engine.analysis.slo import Slo, goodput, parse_goodput, peak_users, recommend
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.measure import hardware
@@ -67,6 +67,14 @@ def add_slo(sub: Any) -> None:
     slo.add_argument("--ttft-p90", type=float, help="TTFT p90 limit in s")
     slo.add_argument("--decode", type=float, help="minimum per-request decode tok/s")
     slo.add_argument("--e2e-p90", type=float, help="end-to-end latency p90 limit in s")
+    slo.add_argument(
+        "--goodput",
+        nargs="+",
+        metavar="KEY:MS",
+        help="vLLM's spelling, per-request limits in ms a good request meets, e.g. "
+        "ttft:500 tpot:50 e2el:3000 (ttft and e2el also judge the p50 and p90 as --ttft "
+        "and --e2e-p90 do)",
+    )
     slo.add_argument("--registered", type=int, help="registered users (planning arithmetic)")
     slo.add_argument(
         "--online", type=float, default=0.05, help="share of registered users online at peak (0.05)"
@@ -147,13 +155,36 @@ def _int_list(text: str, name: str) -> list[int]:
     return values
 
 
-def cmd_slo(args: argparse.Namespace, console: Console) -> int:
+# Each Slo field a flag of its own sets (``--goodput`` sets some of them too).
+SLO_FLAGS = {
+    "ttft_s": "--ttft",
+    "ttft_p90_s": "--ttft-p90",
+    "decode_tok_s": "--decode",
+    "e2e_p90_s": "--e2e-p90",
+}
+
+
+def _slo(args: argparse.Namespace) -> Slo:
+    """The SLOs the flags give, ``--goodput``'s among them; each limit given once."""
+    limits = {name: getattr(args, flag[2:].replace("-", "_")) for name, flag in SLO_FLAGS.items()}
     try:
-        slo = Slo(args.ttft, args.ttft_p90, args.decode, args.e2e_p90)
+        from_goodput = parse_goodput(args.goodput or ())
+    except ValueError as exc:
+        raise WorkbenchError(str(exc)) from None
+    for name, seconds in from_goodput.items():
+        if limits.get(name) is not None:
+            raise WorkbenchError(f"--goodput sets the limit {SLO_FLAGS[name]} gave: give it once")
+        limits[name] = seconds
+    try:
+        return Slo(**limits)
     except ValueError:
         raise WorkbenchError(
-            "give at least one SLO: --ttft, --ttft-p90, --decode, --e2e-p90"
+            f"give at least one SLO: {', '.join(SLO_FLAGS.values())}, --goodput"
         ) from None
+
+
+def cmd_slo(args: argparse.Namespace, console: Console) -> int:
+    slo = _slo(args)
     with open_session(args.session) as session:
         results = goodput(session, slo)
     console.print(f"SLO: {slo.describe()}", markup=False)

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.made_sessions import Config, build_session, burst, failed, startup_facts
+from tests.made_sessions import Config, build_session, burst, failed, request, startup_facts
 from workbench.cli.main import main
-from workbench.engine.analysis.slo import Slo, goodput, machines_needed, peak_users, recommend
+from workbench.engine.analysis.slo import (
+    Slo,
+    goodput,
+    machines_needed,
+    parse_goodput,
+    peak_users,
+    recommend,
+)
 from workbench.engine.store import open_session
 
 
@@ -73,3 +80,57 @@ def test_failures_make_a_configuration_unacceptable(tmp_path):
     assert (never.requests, never.good, never.goodput_rps, never.acceptable) == (0, 0, 0.0, False)
     assert never.reasons == ["no TTFT p50"]
     assert recommend([partly, never]).choice is None
+
+
+def test_vllms_goodput_spelling_is_read_as_the_same_limits():
+    assert parse_goodput(["ttft:500", "tpot:50", "e2el:3000"]) == {
+        "ttft_s": 0.5,
+        "tpot_s": 0.05,
+        "e2e_p90_s": 3.0,
+    }
+    assert parse_goodput([]) == {}
+    for pairs, message in (
+        (["ttft=500"], "give KEY:MILLISECONDS"),
+        (["ttft:5:0"], "give KEY:MILLISECONDS"),
+        (["TTFT:500"], "the key is one of ttft, tpot, e2el"),
+        (["itl:5"], "the key is one of ttft, tpot, e2el"),
+        (["ttft:fast"], "a number of milliseconds >= 0"),
+        (["ttft:-1"], "a number of milliseconds >= 0"),
+        (["ttft:nan"], "a number of milliseconds >= 0"),
+        (["ttft:1", "ttft:2"], "ttft is given twice"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            parse_goodput(pairs)
+
+
+def test_tpot_limits_each_request_as_vllm_counts_it(sweep_session, tmp_path, capsys):
+    # np=1 makes a token every 0.1 s, np=2 every 0.125 s (two requests decoding together).
+    with open_session(sweep_session) as session:
+        tpot = goodput(session, Slo(tpot_s=0.11))
+        same_as_ttft = goodput(session, Slo(**parse_goodput(["ttft:1000"])))
+        ttft = goodput(session, Slo(ttft_s=1.0))
+    assert [r.good for r in tpot] == [3, 0]
+    assert tpot[0].acceptable and tpot[1].reasons == ["3 of 3 requests over TPOT 110 ms"]
+    assert same_as_ttft == ttft
+    # A one-token request has no TPOT: vLLM counts it as 0, so it meets any TPOT limit.
+    path = build_session(
+        tmp_path / "one.session.sqlite",
+        "[workload]\nrequests = 2\n",
+        [Config([request(0, tokens=1), request(1, tokens=12, itl_s=0.2)], startup_facts(1, 4096))],
+    )
+    with open_session(path) as session:
+        (mixed,) = goodput(session, Slo(tpot_s=0.1))
+    assert (mixed.good, mixed.requests) == (1, 2)
+    assert mixed.reasons == ["1 of 2 requests over TPOT 100 ms"]
+
+    assert main(["slo", str(sweep_session), "--goodput", "ttft:1000", "tpot:110"]) == 0
+    out = capsys.readouterr().out
+    assert "SLO: TTFT <= 1 s, TPOT <= 110 ms" in out
+    assert "recommendation: no configuration meets the SLOs" in out
+    for args, message in (
+        (["--goodput", "itl:5"], "the key is one of ttft, tpot, e2el"),
+        (["--ttft", "1", "--goodput", "ttft:1000"], "--goodput sets the limit --ttft gave"),
+        ([], "give at least one SLO: --ttft, --ttft-p90, --decode, --e2e-p90, --goodput"),
+    ):
+        assert main(["slo", str(sweep_session), *args]) == 1
+        assert message in " ".join(capsys.readouterr().err.split())

@@ -1,10 +1,17 @@
 """Latency direction of capacity: which slot count serves the load within the SLOs.
 
 Goodput is what vLLM and DistServe call it: requests per second that met every per-request
-SLO (TTFT, decode speed, end-to-end latency). A configuration is acceptable when its TTFT
-percentiles meet the SLO too; the recommendation is the acceptable one with the most goodput
-(fewer slots on a tie: less memory). The planning arithmetic: peak concurrent users =
-registered users x share online at peak.
+SLO (TTFT, TPOT, decode speed, end-to-end latency). A configuration is acceptable when its TTFT
+and E2E percentiles meet the SLO too, and at most a tenth of its requests miss a per-request
+TPOT or decode limit; the recommendation is the acceptable one with the most goodput (fewer
+slots on a tie: less memory). The planning arithmetic: peak concurrent users = registered
+users x share online at peak.
+
+vLLM's spelling (``vllm bench serve --goodput ttft:500 tpot:50 e2el:3000``) is read by
+``parse_goodput``: its ttft and e2el limits are this module's TTFT and E2E limits, its tpot
+the per-request TPOT limit, and a request is good by its rule (``calculate_metrics`` in
+``vllm/benchmarks/serve.py``): successful, and each of its values at most its limit, a
+request of one token counting as TPOT 0.
 
 The configuration's percentiles that the SLOs judge (TTFT p50/p90, E2E p90) are the results
 table's, by the catalogue's rule (mean of per-repeat values), so the SLO tab and the table
@@ -14,7 +21,8 @@ never show two TTFT p50s for one configuration; goodput pools all repeats' reque
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 
 from workbench.engine.figures.metrics import figure
 from workbench.engine.figures.summaries import request_metrics
@@ -30,11 +38,10 @@ class Slo:
     ttft_p90_s: float | None = None  # the configuration's p90
     decode_tok_s: float | None = None  # per request (1 / TPOT)
     e2e_p90_s: float | None = None  # per request limit and the configuration's p90
+    tpot_s: float | None = None  # per request, vLLM's TPOT (a one-token request counts 0)
 
     def __post_init__(self) -> None:
-        if not any(
-            v is not None for v in (self.ttft_s, self.ttft_p90_s, self.decode_tok_s, self.e2e_p90_s)
-        ):
+        if all(getattr(self, f.name) is None for f in fields(self)):
             raise ValueError("give at least one SLO")
 
     def describe(self) -> str:
@@ -47,7 +54,38 @@ class Slo:
             parts.append(f"decode >= {self.decode_tok_s:g} tok/s")
         if self.e2e_p90_s is not None:
             parts.append(f"E2E p90 <= {self.e2e_p90_s:g} s")
+        if self.tpot_s is not None:
+            parts.append(f"TPOT <= {self.tpot_s * 1000:g} ms")
         return ", ".join(parts)
+
+
+# vLLM's --goodput keys and the Slo field each limits (vllm/benchmarks/serve.py's
+# check_goodput_args: ttft, tpot and e2el, in milliseconds).
+GOODPUT_KEYS = {"ttft": "ttft_s", "tpot": "tpot_s", "e2el": "e2e_p90_s"}
+
+
+def parse_goodput(pairs: Sequence[str]) -> dict[str, float]:
+    """vLLM's ``--goodput`` pairs (``ttft:500 tpot:50 e2el:3000``, milliseconds) as Slo
+    fields in seconds; ValueError, naming the pair, for a pair that is not ``KEY:MS``, a key
+    vLLM does not know, a value that is not a number of milliseconds >= 0, or a key given
+    twice."""
+    limits: dict[str, float] = {}
+    for pair in pairs:
+        key, _, value = pair.partition(":")
+        if pair.count(":") != 1:
+            raise ValueError(f"--goodput {pair!r}: give KEY:MILLISECONDS, e.g. ttft:500")
+        if key not in GOODPUT_KEYS:
+            raise ValueError(f"--goodput {pair!r}: the key is one of {', '.join(GOODPUT_KEYS)}")
+        try:
+            ms = float(value)
+        except ValueError:
+            ms = math.nan
+        if not math.isfinite(ms) or ms < 0:
+            raise ValueError(f"--goodput {pair!r}: the limit is a number of milliseconds >= 0")
+        if GOODPUT_KEYS[key] in limits:
+            raise ValueError(f"--goodput: {key} is given twice")
+        limits[GOODPUT_KEYS[key]] = ms / 1000.0
+    return limits
 
 
 @dataclass
@@ -72,6 +110,8 @@ def request_ok(metrics, slo: Slo) -> bool:
     if slo.ttft_p90_s is not None and metrics.ttft_s > slo.ttft_p90_s:
         return False
     if slo.decode_tok_s is not None and (metrics.decode_tok_s or 0.0) < slo.decode_tok_s:
+        return False
+    if slo.tpot_s is not None and (metrics.tpot_s or 0.0) > slo.tpot_s:
         return False
     return not (slo.e2e_p90_s is not None and metrics.e2e_s > slo.e2e_p90_s)
 
@@ -110,6 +150,12 @@ def goodput(session: Session, slo: Slo) -> list[ConfigGoodput]:
                 reasons.append(
                     f"{slow} of {len(decodes)} requests decode slower than "
                     f"{slo.decode_tok_s:g} tok/s"
+                )
+        if slo.tpot_s is not None:
+            over = sum((m.tpot_s or 0.0) > slo.tpot_s for m in metrics)
+            if not metrics or over > len(metrics) // 10:
+                reasons.append(
+                    f"{over} of {len(metrics)} requests over TPOT {slo.tpot_s * 1000:g} ms"
                 )
         failed = figure("failed").of(summary)
         if failed:
