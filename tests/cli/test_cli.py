@@ -89,8 +89,14 @@ def test_external_mode_reads_slots_and_leaves_the_server_alone(
         out = tmp_path / "ext"
         url = server.base_url + "/v1/"  # as vLLM and Ollama document their base URLs
         code = main(["run", str(experiment), "--out", str(out), "--base-url", url])
-        assert code == 0, capsys.readouterr()
+        printed = capsys.readouterr().out
+        assert code == 0, printed
         assert server.is_running()
+        # The real server's own /metrics names and /slots, as the catalogue has them.
+        assert (
+            "llama.cpp detected: /metrics gives requests running, requests waiting; /slots "
+            "gives busy slots and each slot's context use"
+        ) in " ".join(printed.split())
         (row,) = read_csv(out / "concurrency.csv")  # server axes collapse in external mode
         assert row["slots"] == "2" and row["label"] == "external"
         assert (row["n_ctx_slot"], row["ctx"]) == ("2048", "4096")  # from /props
