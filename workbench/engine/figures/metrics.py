@@ -436,7 +436,7 @@ FIGURES: tuple[Figure, ...] = (
     ),
     Figure(
         "goodput_rps", "Goodput", "goodput req/s", "req/s", 2, Combine.POOLED,
-        "requests that met every per-request SLO (TTFT, decode speed, E2E latency), "
+        "requests that met every per-request SLO (TTFT, TPOT, decode speed, E2E latency), "
         "over the summed makespans",
         Part.SLO,
     ),
