@@ -176,6 +176,11 @@ def test_a_server_of_no_known_kind_is_said_so_and_plots_nothing():
     model.apply([MetricsSample(0, S, {"tgi_queue_size": 3.0})])
     assert model.running == model.waiting == model.kv_usage == ([], [])
     assert model.server.kind_text.startswith("server kind not recognised")
+    # A server whose series show only once set (SGLang's) is told by a later sample.
+    changes = model.apply([MetricsSample(0, 2 * S, SGLANG_SAMPLE)])
+    assert changes.server and model.server.kind_text.startswith("SGLang detected")
+    assert model.running[1] == [2.0]
+    assert not model.apply([MetricsSample(0, 3 * S, SGLANG_SAMPLE)]).server
 
 
 def test_grid_shapes_stay_readable_from_1_to_64_panes():

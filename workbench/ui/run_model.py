@@ -278,13 +278,16 @@ class RunModel:
 
     def _fold_metrics(self, t_ns: int, values: dict[str, float], ch: Changes) -> None:
         """Requests running and waiting, and KV-cache use, from one /metrics sample. The
-        server's kind is looked up once per configuration; each sample then reads a few
+        server's kind is looked up until a sample tells it (a labelled series shows only
+        once it is set: SGLang's before its first request), then each sample reads a few
         names."""
         server = self.server
-        if not server.metrics_seen:
-            server.metrics_seen = ch.server = True
-            server.kind = detect(values)
-            server.gives = server.kind.gives(values) if server.kind is not None else ()
+        if server.kind is None:
+            kind = detect(values)
+            if kind is not None or not server.metrics_seen:
+                server.metrics_seen = ch.server = True
+                server.kind = kind
+                server.gives = kind.gives(values) if kind is not None else ()
         if server.kind is not None:
             load = server.kind.load(values)
             for series, value in (
