@@ -92,6 +92,7 @@ class ServerPlots(QWidget):
         kv = self.kv.getPlotItem()
         kv.setLabel("left", "used", units="%")
         kv.getAxis("left").enableAutoSIPrefix(False)
+        kv.getAxis("left").setTicks([[(v, str(v)) for v in (0, 50, 100)]])  # a short plot
         kv.setYRange(0, 100, padding=0)
         self.kv_curve = kv.plot(
             [], [], pen=_pen("busy_slots"), fillLevel=0, brush=_pale("busy_slots")
