@@ -18,17 +18,18 @@ from workbench.mock_server import EXPOSITIONS
 from workbench.mock_server import MockProcess as Mock
 from workbench.ui.run_model import RunModel
 
-# Streams of about 1.5 s each, so the sampler (4 Hz) sees them in flight.
-MOCK = ("--ttft-ms", "100", "--itl-ms", "30", "--tokens", "48", "--slots", "4")
-EXPERIMENT = 'name = "kinds"\n[workload]\nrequests = 4\nmax_tokens = 48\nwarmup = 0\n'
+# Streams of about 0.8 s each, so the sampler (4 Hz) sees them in flight.
+MOCK = ("--ttft-ms", "100", "--itl-ms", "30", "--tokens", "24", "--slots", "4")
+QUICK = ("--ttft-ms", "20", "--itl-ms", "5", "--tokens", "24", "--slots", "4")
+EXPERIMENT = 'name = "kinds"\n[workload]\nrequests = 4\nmax_tokens = 24\nwarmup = 0\n'
 
 
-def run_external(tmp_path, key, capsys):
+def run_external(tmp_path, key, capsys, timing=MOCK):
     """A CLI run against the mock speaking ``key``: what it printed and its session."""
     experiment = tmp_path / "kinds.toml"
     experiment.write_text(EXPERIMENT)
     out = tmp_path / "out"
-    with Mock(*MOCK, "--metrics", key) as mock:
+    with Mock(*timing, "--metrics", key) as mock:
         code = main(["run", str(experiment), "--out", str(out), "--base-url", mock.url])
     printed = capsys.readouterr().out
     assert code == 0, printed
@@ -70,7 +71,7 @@ def test_a_client_limited_external_run_is_flagged(tmp_path, capsys, monkeypatch)
     a busy measuring loop at zero, an external run is marked in the notices, the terminal's
     table and the stored session."""
     monkeypatch.setattr(summaries, "LOOP_BUSY_LIMIT", 0.0)
-    printed, session_path = run_external(tmp_path, "vllm", capsys)
+    printed, session_path = run_external(tmp_path, "vllm", capsys, QUICK)
     assert "[external] client-limited (measuring loop busy" in " ".join(printed.split())
     assert "[clie" in printed  # the table's mark, cut to the 160 columns of a pipe
     with open_session(session_path) as session:
