@@ -55,7 +55,7 @@ def test_a_report_comparing_an_import_names_its_source(tmp_path, capsys):
     (imported,) = tmp_path.glob("*.session.sqlite")
     sweep = write_sweep(tmp_path / "sweep.session.sqlite")
     out = tmp_path / "report"
-    assert main(["compare", str(imported), str(sweep), "--out", str(out)]) == 0
+    assert main(["compare", str(imported), str(sweep), "--out", str(out), "--size", "400x300"]) == 0
     report = (out / "report.md").read_text()
     assert (
         f"imported from vllm bench serve (version not recorded in the file), {VLLM_FILE.name}"
