@@ -96,9 +96,20 @@ def _baseline(
     return next((b for b in per_session if b.slots == 1 and config_key(b, others) == wanted), None)
 
 
+def distinct(names: list[str]) -> list[str]:
+    """Column names told apart: the rows are keyed by them, so two sessions of one name and
+    minute (two runs of one tool, a file and its copy) would share a column."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    return out
+
+
 def compare_sessions(sessions: list[Session], relative: bool = False) -> Comparison:
     summaries = [s.summaries() for s in sessions]
-    columns = [session_column(s) for s in sessions]
+    columns = distinct([session_column(s) for s in sessions])
     fields = _varying(summaries, KEY_FIELDS)
 
     def key_of(s: ConfigSummary) -> tuple[object, ...]:

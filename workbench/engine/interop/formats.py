@@ -3,47 +3,36 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from workbench.engine.base.errors import ImportFileError, OutputDirError
+from workbench.engine.interop.aiperf import looks_like_aiperf_summary, read_aiperf
+from workbench.engine.interop.files import read_json
+from workbench.engine.interop.guidellm import looks_like_guidellm, read_guidellm
 from workbench.engine.interop.imported import ImportedResult, write_imported_session
 from workbench.engine.interop.vllm_result import looks_like_vllm, read_vllm
 
-MAX_FILE_BYTES = 512 * 2**20
-
-# (what the document looks like, its reader, the tool's name): tried in turn.
-READERS: tuple[tuple[Callable[[Any], bool], Callable[[Any, str], ImportedResult], str], ...] = (
-    (looks_like_vllm, read_vllm, "vllm bench serve"),
+KNOWN_FORMATS = (
+    "vllm bench serve --save-result --save-detailed JSON, GuideLLM's benchmarks.json, "
+    "AIPerf's profile_export.jsonl"
 )
-KNOWN_FORMATS = "vllm bench serve --save-result --save-detailed JSON"
 
 
-def read_json(path: Path) -> Any:
-    """A JSON file of bounded size, or one clear error."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ImportFileError(
-                f"{path.name}: {size / 2**20:.0f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB "
-                "an import reads"
-            )
-        with path.open("rb") as fh:
-            return json.loads(fh.read(MAX_FILE_BYTES + 1))
-    except OSError as exc:
-        raise ImportFileError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (ValueError, RecursionError) as exc:
-        raise ImportFileError(f"{path.name}: not valid JSON ({exc})") from None
+# The names the tools give every result file; their folder tells one run from another.
+GENERIC_NAMES = ("benchmarks", "profile_export", "profile_export_aiperf")
 
 
 def read_result_file(path: Path) -> ImportedResult:
     """The result ``path`` holds, read by the reader of the tool that wrote it."""
+    if path.suffix == ".jsonl":
+        return read_aiperf(path)
     doc = read_json(path)
-    for looks_like, read, _tool in READERS:
-        if looks_like(doc):
-            return read(doc, path.name)
+    if looks_like_aiperf_summary(doc):
+        return read_aiperf(path)
+    if looks_like_guidellm(doc):
+        return read_guidellm(doc, path.name)
+    if looks_like_vllm(doc):
+        return read_vllm(doc, path.name)
     raise ImportFileError(
         f"{path.name}: not a result file this version reads (it reads {KNOWN_FORMATS})"
     )
@@ -58,6 +47,8 @@ def import_file(path: Path, folder: Path) -> Path:
     except OSError as exc:
         raise OutputDirError(f"cannot create {folder}: {exc.strerror or exc}") from None
     stem = path.name.removesuffix(".json").removesuffix(".jsonl")
+    if stem in GENERIC_NAMES:  # every run of the tool writes this name: say which run
+        stem = f"{path.parent.name}-{stem}"
     target = folder / f"{stem}.session.sqlite"
     copy = 1
     while target.exists():
