@@ -87,3 +87,33 @@ def test_closing_while_loading_draws_nothing(qtbot, loop, monkeypatch):
     until = time.monotonic() + 0.5
     run(loop, lambda: time.monotonic() > until, 5)
     assert window.table.rowCount() == 0 and not window.tasks
+
+
+def test_other_tools_results_open_beside_a_measured_session(qtbot, loop, tmp_path, sweep_session):
+    """A vLLM file (built from vLLM's schema), GuideLLM's and AIPerf's (written by the tools)
+    imported, then compared with a workbench session in the window: a column, a Gantt and
+    the charts' points for each."""
+    from workbench.engine.interop.formats import import_file
+
+    data = Path(__file__).parents[1] / "data" / "imports"
+    files = [
+        next((data / "vllm").glob("*.json")),
+        data / "guidellm" / "benchmarks.json",
+        data / "aiperf" / "concurrency2" / "profile_export.jsonl",
+    ]
+    paths = [import_file(f, tmp_path) for f in files] + [sweep_session]
+    window = CompareWindow(paths)
+    qtbot.addWidget(window)
+    window.show()
+    run(loop, lambda: not window.loading.isVisible() and len(window.gantts) == 4, 30)
+    headers = [window.table.horizontalHeaderItem(c).text() for c in range(2, 6)]
+    assert [h.split(" · ")[1] for h in headers] == [
+        "imported from vllm bench serve",
+        "imported from GuideLLM",
+        "imported from AIPerf",
+        "Made CPU 8-Core",
+    ]
+    assert [g.bar_count() for g in window.gantts] == [4, 10, 5, 6]
+    assert window.charts["ttft_p50_s"].point_count() >= 4
+    window.close()
+    run(loop, lambda: not window.tasks, 10)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine.analysis.compare import compare_sessions
+from workbench.engine.analysis.compare import compare_sessions, distinct
 from workbench.engine.base.errors import ImportFileError
 from workbench.engine.interop.formats import import_file, read_result_file
 from workbench.engine.store import open_session
@@ -88,8 +88,7 @@ def test_an_aiperf_request_that_failed_keeps_its_error(tmp_path):
     assert "exceeds the available context size" in records[2].error
 
 
-def test_each_tool_and_a_measured_run_side_by_side(tmp_path):
-    """Two AIPerf runs of one minute and name get a column each (they shared one)."""
+def test_each_tools_runs_side_by_side(tmp_path):
     paths = [
         import_file(GUIDELLM, tmp_path),
         import_file(AIPERF / "concurrency1" / "profile_export.jsonl", tmp_path),
@@ -101,7 +100,11 @@ def test_each_tool_and_a_measured_run_side_by_side(tmp_path):
     finally:
         for session in sessions:
             session.close()
-    assert len(set(comparison.columns)) == 3 and comparison.columns[2].endswith("(2)")
+    assert [c.split(" · ")[0] for c in comparison.columns] == [
+        "guidellm-benchmarks",
+        "concurrency1-profile_export",
+        "concurrency2-profile_export",
+    ]
     assert comparison.labels == ["concurrency=1", "concurrency=2"]
     ttft = {label: comparison.cells[(label, "ttft_p50_s")] for label in comparison.labels}
     assert ttft["concurrency=1"][2] is None and ttft["concurrency=2"][1] is None
@@ -125,3 +128,17 @@ def test_a_damaged_aiperf_line_names_its_line(tmp_path):
     (tmp_path / "profile_export.jsonl").write_text(lines[0] + "\n{oops\n")
     with pytest.raises(ImportFileError, match="line 2 is not JSON"):
         read_result_file(tmp_path / "profile_export.jsonl")
+
+
+def test_sessions_of_one_name_and_minute_get_a_column_each(tmp_path):
+    """One file imported twice: the rows are keyed by column, so the second's values showed
+    under the first's."""
+    assert distinct(["a", "b", "a", "a"]) == ["a", "b", "a (2)", "a (3)"]
+    twice = [import_file(GUIDELLM, tmp_path) for _ in range(2)]
+    sessions = [open_session(p) for p in twice]
+    try:
+        rows = compare_sessions(sessions).rows()
+    finally:
+        for session in sessions:
+            session.close()
+    assert len(rows[0]) == 3 + 2  # configuration, metric, key, and a value per session

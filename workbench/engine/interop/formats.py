@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from workbench.engine.base.errors import ImportFileError, OutputDirError
@@ -41,14 +42,14 @@ def read_result_file(path: Path) -> ImportedResult:
 def import_file(path: Path, folder: Path) -> Path:
     """Import ``path`` as a new session in ``folder`` (named after it, never over another
     session); returns the session's path."""
-    result = read_result_file(path)
+    stem = path.name.removesuffix(".json").removesuffix(".jsonl")
+    if stem in GENERIC_NAMES:  # every run of the tool writes this name: say which run
+        stem = f"{path.parent.name}-{stem}"
+    result = replace(read_result_file(path), name=stem)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputDirError(f"cannot create {folder}: {exc.strerror or exc}") from None
-    stem = path.name.removesuffix(".json").removesuffix(".jsonl")
-    if stem in GENERIC_NAMES:  # every run of the tool writes this name: say which run
-        stem = f"{path.parent.name}-{stem}"
     target = folder / f"{stem}.session.sqlite"
     copy = 1
     while target.exists():

@@ -134,10 +134,11 @@ class ImportedResult:
     model: str | None = None
     base_url: str | None = None
     notes: tuple[str, ...] = ()  # what the import could not take, or had to assume
+    name: str = ""  # the session's name; the tool's when not given
 
     @property
-    def name(self) -> str:
-        return f"{self.source.tool} import"
+    def session_name(self) -> str:
+        return self.name or f"{self.source.tool} import"
 
 
 def _workload(run: ImportedRun, model: str | None) -> dict[str, Any]:
@@ -180,14 +181,14 @@ def run_configs(result: ImportedResult) -> tuple[str, list[RunConfig]]:
         elif values[0] is not None:
             workload[key] = values[0]
     toml = experiment_to_toml(
-        result.name,
+        result.session_name,
         result.source.describe(),
         {},
         workload,
         tuple(axes) if len(axes) > 1 else (),
     )
     try:
-        configs = parse_experiment(toml, result.name).configs(external=True)
+        configs = parse_experiment(toml, result.session_name).configs(external=True)
     except ExperimentError as exc:
         raise ImportFileError(
             f"{result.source.file_name}: its runs do not fit a workload ({exc})"
@@ -245,7 +246,7 @@ def write_imported_session(result: ImportedResult, path: Path) -> Path:
     if path.exists():
         raise ImportFileError(f"{path} exists already; the import writes a new session")
     events = list(_events(result, configs))  # every request checked before a file exists
-    create_session(path, result.name, toml, None, "external", result.base_url, Hardware(), 0)
+    create_session(path, result.session_name, toml, None, "external", result.base_url, Hardware(), 0)
     bus = EventBus()
     writer = SessionWriter(path, bus)
     writer.start()
