@@ -246,7 +246,9 @@ def write_imported_session(result: ImportedResult, path: Path) -> Path:
     if path.exists():
         raise ImportFileError(f"{path} exists already; the import writes a new session")
     events = list(_events(result, configs))  # every request checked before a file exists
-    create_session(path, result.session_name, toml, None, "external", result.base_url, Hardware(), 0)
+    create_session(
+        path, result.session_name, toml, None, "external", result.base_url, Hardware(), 0
+    )
     bus = EventBus()
     writer = SessionWriter(path, bus)
     writer.start()
