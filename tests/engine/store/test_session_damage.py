@@ -63,3 +63,21 @@ def test_one_damaged_file_leaves_the_rest_of_the_library_listed(library, capsys)
     assert main(["sessions", str(library)]) == 0
     out = capsys.readouterr().out
     assert "made" in out and "unreadable" in out and "Traceback" not in out
+
+
+def test_a_session_deleted_while_it_is_opened_does_not_come_back(tmp_path, monkeypatch):
+    """A library scan found a file that Delete removed before the scan opened it: opening
+    it created an empty file of that name (SQLite creates what it cannot find), which kept
+    a deleted session listed (seen as a flaky window test)."""
+    from pathlib import Path
+
+    from workbench.engine.base.errors import SessionError
+    from workbench.engine.store import open_session
+
+    gone = tmp_path / "gone.session.sqlite"
+    real = Path.is_file  # it was there when listed (and had no -wal beside it)
+    monkeypatch.setattr(Path, "is_file", lambda self: self == gone or real(self))
+    with pytest.raises(SessionError):
+        open_session(gone)
+    monkeypatch.undo()
+    assert not gone.exists()

@@ -230,7 +230,8 @@ def _connect_for_reading(p: Path) -> tuple[sqlite3.Connection, Path | None]:
         shutil.copyfile(p, copy)
         shutil.copyfile(wal, tmp / wal.name)
         return sqlite3.connect(copy, timeout=10.0), tmp
-    return sqlite3.connect(p.resolve().as_uri() + "?immutable=1", uri=True), None
+    # mode=ro: a file deleted since it was listed must not come back as an empty one.
+    return sqlite3.connect(p.resolve().as_uri() + "?mode=ro&immutable=1", uri=True), None
 
 
 def _remove(folder: Path | None) -> None:
@@ -249,6 +250,8 @@ def open_session(path: str | Path) -> Session:
         version = conn.execute("PRAGMA user_version").fetchone()["user_version"]
     except sqlite3.DatabaseError as exc:
         raise SessionError(f"{p} is not a workbench session (SQLite says: {exc})") from None
+    except OSError as exc:  # gone (or unreadable) since it was found
+        raise SessionError(f"cannot read {p}: {exc.strerror or exc}") from None
     if version > SCHEMA_VERSION:
         conn.close()
         _remove(tmp)
