@@ -36,7 +36,7 @@ from workbench.engine.analysis.export import (
 from workbench.engine.analysis.library import data_folder, scan
 from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.interop.formats import KNOWN_FORMATS, import_file
+from workbench.engine.interop.formats import KNOWN_FORMATS, import_file, one_per_run
 from workbench.engine.interop.vllm_result import write_vllm_results
 from workbench.engine.store import open_session
 
@@ -237,9 +237,9 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
 def cmd_import(args: argparse.Namespace, console: Console) -> int:
     """Each file its own session; a file that cannot be read is said and the rest go on."""
     failed = 0
-    for name in args.files:
+    for given in one_per_run([Path(name) for name in args.files]):
         try:
-            path = import_file(Path(name), Path(args.out))
+            path = import_file(given, Path(args.out))
         except WorkbenchError as exc:
             failed += 1
             console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
@@ -248,7 +248,7 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
             source = session.import_source()
             what = source.describe() if source else "imported"
             console.print(f"wrote {path}: {what}", markup=False)
-            console.print(results_table(session.summaries(), title=path.name))
+            console.print(results_table(session.summaries(), title=escape(path.name)))
     return EXIT_ERROR if failed else 0
 
 

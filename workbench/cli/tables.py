@@ -150,7 +150,7 @@ def reported_table(session: Any, source: ImportSource) -> Table:
     """An imported file's own figures, under its names, one column per configuration: kept
     apart from the results above, which the workbench derived from the file's times."""
     reported = [session.reported_figures(c.index) for c in session.configs]
-    table = Table(title=f"As {source.tool} reported them ({source.file_name})")
+    table = Table(title=escape(f"As {source.tool} reported them ({source.file_name})"))
     table.add_column("figure")
     for config in session.configs:
         table.add_column(escape(config.label), justify="right")

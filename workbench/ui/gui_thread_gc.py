@@ -7,14 +7,17 @@ thread's next call into Qt. That call can be in the middle of painting a plot: d
 QMenu there deadlocked the window on a Qt mutex (seen in the comparison window's tests, with
 the GUI thread asleep in ``QObject::~QObject``). So automatic collection is off while the
 window runs, and a timer collects on the GUI thread, as pyqtgraph's ``GarbageCollector``
-suggests, with the generations' own thresholds.
+suggests: the young generations by their own thresholds, the old one at most once a minute.
 """
 
 from __future__ import annotations
 
 import gc
+import time
 
 from PySide6.QtCore import QTimer
+
+FULL_EVERY_S = 60.0
 
 
 class GuiThreadGarbageCollection:
@@ -23,6 +26,7 @@ class GuiThreadGarbageCollection:
         self.timer.setInterval(interval_ms)
         self.timer.timeout.connect(self.collect_due)
         self._was_enabled = gc.isenabled()
+        self._last_full = time.monotonic()
 
     def start(self) -> None:
         self._was_enabled = gc.isenabled()
@@ -39,8 +43,18 @@ class GuiThreadGarbageCollection:
             gc.enable()
 
     def collect_due(self) -> None:
-        """The oldest generation whose count passed its threshold, as Python would have."""
+        """The young generations when their counts passed Python's thresholds; the oldest
+        only when its own count did and ``FULL_EVERY_S`` has passed since the last full
+        collection. Python itself delays full collections while few objects are new to the
+        old generation; a full one of a large opened session's objects took 0.6 s, so on
+        the GUI thread they are kept rare."""
         counts, limits = gc.get_count(), gc.get_threshold()
         due = [g for g in range(3) if counts[g] > limits[g]]
-        if due:
-            gc.collect(max(due))
+        if not due:
+            return
+        now = time.monotonic()
+        if max(due) == 2 and now - self._last_full >= FULL_EVERY_S:
+            self._last_full = now
+            gc.collect(2)
+        else:
+            gc.collect(min(max(due), 1))

@@ -162,3 +162,29 @@ def test_an_imported_session_compares_with_a_measured_one(tmp_path):
     assert comparison.labels == ["concurrency=2 / np=1", "np=2"]
     ttft = comparison.cells[("concurrency=2 / np=1", "ttft_p50_s")]
     assert ttft == [pytest.approx(0.1), pytest.approx(1.3)]  # the file's median; the sweep's
+
+
+def test_a_run_with_a_failed_request_round_trips_too(tmp_path):
+    """A failed request's time to its end is exported (vLLM leaves it out of its figures):
+    its 30 s decide the run's duration, and so the throughputs, both ways."""
+    from tests.made_sessions import Config, build_session, failed, request
+
+    requests = [
+        request(0, submit_s=0.0),
+        request(1, submit_s=0.5),
+        failed(2, submit_s=1.0, done_s=30.0, error="HTTP 500: the server gave up"),
+    ]
+    toml = "[server]\nslots = 1\n[workload]\nrequests = 3\nwarmup = 0\n"
+    original = build_session(tmp_path / "fail.session.sqlite", toml, [Config(requests)])
+    with open_session(original) as session:
+        (exported,) = write_vllm_results(session, tmp_path / "vllm")
+        (ours,) = session.summaries()
+    document = json.loads(exported.read_text())
+    assert document["duration"] == 30.0 and document["failed"] == 1
+    assert document["latencies"][2] == 29.0 and document["errors"][2].startswith("HTTP 500")
+    with open_session(imported(exported, tmp_path)) as session:
+        (again,) = write_vllm_results(session, tmp_path / "again")
+        (theirs,) = session.summaries()
+    assert figures_only(json.loads(again.read_text())) == figures_only(document)
+    assert theirs.value("agg_tok_s") == ours.value("agg_tok_s")
+    assert theirs.value("failed") == 1

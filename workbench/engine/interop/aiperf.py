@@ -24,7 +24,7 @@ from typing import Any
 
 from workbench.engine.base.errors import ImportFileError
 from workbench.engine.base.records import ImportSource
-from workbench.engine.interop.checked import Fields
+from workbench.engine.interop.checked import MAX_ERROR, Fields, figures
 from workbench.engine.interop.files import bounded_lines, read_json
 from workbench.engine.interop.imported import ImportedRequest, ImportedResult, ImportedRun
 
@@ -51,12 +51,11 @@ def _metric(check: Fields, metrics: dict[str, Any], name: str, unit: str, where:
 
 def _request(check: Fields, record: Any, where: str) -> ImportedRequest | None:
     """One line's request; None for a record outside the measured phase."""
-    if not isinstance(record, dict) or not isinstance(record.get("metadata"), dict):
-        raise check.error(where, "has no metadata")
-    meta = record["metadata"]
+    record = check.mapping(record, where)
+    meta = check.mapping(record.get("metadata"), f"{where}.metadata")
     if meta.get("benchmark_phase", "profiling") != "profiling":
         return None
-    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    metrics = check.mapping(record.get("metrics"), f"{where}.metrics")
     at = f"{where}.metadata.request_start_ns"
     start_ns = check.number(meta.get("request_start_ns"), at)
     start = None if start_ns is None else check.clock(start_ns / 1e9, f"{at} / 1e9")
@@ -71,12 +70,9 @@ def _request(check: Fields, record: Any, where: str) -> ImportedRequest | None:
     prompt = count("usage_prompt_tokens", "input_sequence_length")
     error = record.get("error")
     if error is not None:
-        if not isinstance(error, dict):
-            raise check.error(f"{where}.error", "should be an object")
-        text = " ".join(
-            check.text(error.get(k) if k != "code" else str(error.get(k) or ""), f"{where}.error")
-            for k in ("code", "type", "message")
-        ).strip()
+        error = check.mapping(error, f"{where}.error")
+        parts = (str(error.get("code") or ""), error.get("type"), error.get("message"))
+        text = " ".join(check.text(part, f"{where}.error", MAX_ERROR) for part in parts).strip()
         return ImportedRequest(
             start_s=start, ttft_s=None, latency_s=None, prompt_tokens=prompt, error=text or "failed"
         )
@@ -100,7 +96,7 @@ def _records(path: Path, check: Fields) -> list[ImportedRequest]:
             continue
         try:
             record = json.loads(line)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise check.error(f"line {n}", f"is not JSON ({exc})") from None
         request = _request(check, record, f"line {n}")
         if request is not None:
@@ -119,20 +115,17 @@ def _summary(path: Path) -> dict[str, Any] | None:
 def _figures(summary: dict[str, Any]) -> dict[str, float]:
     """Each figure's average and percentiles, under AIPerf's names with its unit:
     ``time_to_first_token.p50 [ms]``."""
-    figures = {}
+    stated: dict[str, Any] = {}
     for name, found in summary.items():
-        if not isinstance(found, dict) or not isinstance(found.get("unit"), str):
-            continue
-        for stat in STATISTICS:
-            value = found.get(stat)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                figures[f"{name}.{stat} [{found['unit']}]"] = float(value)
-    return figures
+        if isinstance(found, dict) and isinstance(found.get("unit"), str):
+            unit = found["unit"][:20]
+            stated |= {f"{name}.{stat} [{unit}]": found.get(stat) for stat in STATISTICS}
+    return figures(stated)
 
 
 def _load(check: Fields, summary: dict[str, Any]) -> dict[str, Any]:
-    config = summary.get("input_config") if isinstance(summary.get("input_config"), dict) else {}
-    phases = config.get("phases") if isinstance(config.get("phases"), list) else []
+    config = check.mapping(summary.get("input_config"), "input_config")
+    phases = check.listed(config.get("phases") or [], "input_config.phases")
     phase = next((p for p in phases if isinstance(p, dict) and p.get("kind") == "profiling"), {})
     concurrency = check.count(phase.get("concurrency"), "input_config.phases[].concurrency")
     rate = check.number(phase.get("request_rate"), "input_config.phases[].request_rate")
@@ -155,22 +148,24 @@ def read_aiperf(path: Path) -> ImportedResult:
     summary = _summary(summary_path)
     notes = [] if summary else [f"no {SUMMARY} beside it: its load and version are not known"]
     summary = summary or {}
-    config = summary.get("input_config") if isinstance(summary.get("input_config"), dict) else {}
-    models = config.get("models", {}).get("items") if isinstance(config.get("models"), dict) else []
-    model = models[0].get("name") if models and isinstance(models[0], dict) else None
-    endpoint = config.get("endpoint") if isinstance(config.get("endpoint"), dict) else {}
-    urls = endpoint.get("urls") if isinstance(endpoint.get("urls"), list) else []
+    config = check.mapping(summary.get("input_config"), "input_config")
+    models = check.mapping(config.get("models"), "input_config.models").get("items")
+    first = check.listed(models or [{}], "input_config.models.items")[0]
+    model = check.text(check.mapping(first, "input_config.models.items[0]").get("name"), "model")
+    endpoint = check.mapping(config.get("endpoint"), "input_config.endpoint")
+    urls = check.listed(endpoint.get("urls") or [""], "input_config.endpoint.urls")
+    url = check.text(urls[0], "input_config.endpoint.urls[0]")
     run = ImportedRun(
         requests=tuple(sorted(requests, key=lambda r: r.start_s or 0.0)),
         endpoint="completion" if endpoint.get("type") == "completions" else "chat",
         reported=_figures(summary),
         **_load(check, summary),
     )
-    version = summary.get("aiperf_version")
+    version = check.text(summary.get("aiperf_version"), "aiperf_version")
     return ImportedResult(
-        source=ImportSource(TOOL, version if isinstance(version, str) else None, path.name),
+        source=ImportSource(TOOL, version or None, path.name),
         runs=(run,),
-        model=model if isinstance(model, str) else None,
-        base_url=urls[0] if urls and isinstance(urls[0], str) else None,
+        model=model or None,
+        base_url=url or None,
         notes=tuple(notes),
     )

@@ -8,10 +8,14 @@ import math
 from typing import Any
 
 from workbench.engine.base.errors import ImportFileError
+from workbench.engine.base.untrusted import MAX_NUMBER, MAX_TEXT
 
 MAX_REQUESTS = 100_000  # per run, as an experiment's ``requests``
-MAX_CHUNKS = 1_000_000  # per request
-MAX_TEXT = 1_000_000  # characters of one answer kept
+MAX_CHUNKS = 2_000_000  # in the whole file: each becomes a row (a 2 GB, 100 s write at 10 M)
+MAX_ANSWER = 1_000_000  # characters of one answer kept
+MAX_ERROR = 2_000  # characters of a request's error kept
+MAX_FIGURES = 1_000  # figures a file states per run
+MAX_PROBLEM = 300  # characters of a value quoted in an error
 MAX_SECONDS = 1e7  # a duration (115 days): beyond it a value is not a time but damage
 MAX_CLOCK_S = 1e10  # a clock reading (seconds since any origin a tool uses, epoch included)
 
@@ -21,8 +25,11 @@ class Fields:
 
     def __init__(self, file_name: str) -> None:
         self.file_name = file_name
+        self.chunks = 0  # chunk times read so far, against MAX_CHUNKS
 
     def error(self, where: str, problem: str) -> ImportFileError:
+        if len(problem) > MAX_PROBLEM:
+            problem = problem[:MAX_PROBLEM] + "…"
         return ImportFileError(f"{self.file_name}: {where} {problem}")
 
     def number(self, value: Any, where: str, *, optional: bool = True) -> float | None:
@@ -31,9 +38,21 @@ class Fields:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.error(where, f"should be a number, not {type(value).__name__}")
-        if not math.isfinite(value):
+        try:
+            number = float(value)
+        except OverflowError:
+            raise self.error(where, "is too large a number") from None
+        if not math.isfinite(number):
             raise self.error(where, f"is {value}, not a finite number")
-        return float(value)
+        return number
+
+    def mapping(self, value: Any, where: str) -> dict[str, Any]:
+        """An object (None reads as an empty one: the file does not say)."""
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(where, f"should be an object, not {type(value).__name__}")
+        return value
 
     def seconds(self, value: Any, where: str, *, optional: bool = True) -> float | None:
         """A duration: a finite number, not negative, under ``MAX_SECONDS``."""
@@ -56,16 +75,17 @@ class Fields:
         number = self.number(value, where)
         if number is None:
             return None
-        if number < 0 or number != int(number):
+        if number < 0 or number != int(number) or number > MAX_NUMBER:
             raise self.error(where, f"is {value}, not a count")
         return int(number)
 
-    def text(self, value: Any, where: str) -> str:
+    def text(self, value: Any, where: str, limit: int = MAX_TEXT) -> str:
+        """Text, cut to ``limit`` characters (a name or a label; an answer is longer)."""
         if value is None:
             return ""
         if not isinstance(value, str):
             raise self.error(where, f"should be text, not {type(value).__name__}")
-        return value[:MAX_TEXT]
+        return value[:limit]
 
     def listed(self, value: Any, where: str, length: int | None = None) -> list[Any]:
         if not isinstance(value, list):
@@ -77,8 +97,9 @@ class Fields:
     def gaps(self, value: Any, where: str) -> tuple[float, ...]:
         """Times between chunks, in seconds."""
         gaps = self.listed(value, where)
-        if len(gaps) > MAX_CHUNKS:
-            raise self.error(where, f"has {len(gaps)} chunks, over {MAX_CHUNKS:,}")
+        self.chunks += len(gaps)
+        if self.chunks > MAX_CHUNKS:
+            raise self.error(where, f"brings the file's chunks over {MAX_CHUNKS:,}")
         return tuple(
             self.seconds(g, f"{where}[{k}]", optional=False) or 0.0 for k, g in enumerate(gaps)
         )
@@ -89,14 +110,19 @@ class Fields:
         return n
 
 
-def stated_figures(doc: dict[str, Any], names: set[str] | None = None) -> dict[str, float]:
-    """The finite numbers among a document's top-level values (those in ``names`` only, if
-    given): the figures a file states, kept under its own names."""
-    return {
-        str(key): float(value)
-        for key, value in doc.items()
-        if (names is None or key in names)
-        and isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    }
+def figures(found: dict[str, Any]) -> dict[str, float]:
+    """Figures a file states, kept under its own names: the finite numbers among ``found``,
+    at most ``MAX_FIGURES`` of them, each name cut to ``MAX_TEXT`` characters."""
+    kept: dict[str, float] = {}
+    for key, value in found.items():
+        if len(kept) >= MAX_FIGURES:
+            break
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        try:
+            number = float(value)
+        except OverflowError:
+            continue
+        if math.isfinite(number) and abs(number) <= MAX_NUMBER:
+            kept[str(key)[:MAX_TEXT]] = number
+    return kept

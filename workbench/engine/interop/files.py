@@ -10,11 +10,13 @@ from typing import Any
 
 from workbench.engine.base.errors import ImportFileError
 
-MAX_FILE_BYTES = 512 * 2**20
+MAX_FILE_BYTES = 128 * 2**20  # a JSON document takes ~10x its size in memory to read
 MAX_LINE_BYTES = 64 * 2**20
 
 
 def _size(path: Path) -> int:
+    if not path.is_file():  # a folder, a FIFO (reading one would wait for ever), a device
+        raise ImportFileError(f"{path.name}: not a file")
     try:
         size = path.stat().st_size
     except OSError as exc:

@@ -3,14 +3,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from workbench.engine.base.errors import ImportFileError, OutputDirError
+from workbench.engine.interop.aiperf import RECORDS as AIPERF_RECORDS
+from workbench.engine.interop.aiperf import SUMMARY as AIPERF_SUMMARY
+from workbench.engine.interop.aiperf import TOOL as AIPERF
 from workbench.engine.interop.aiperf import looks_like_aiperf_summary, read_aiperf
 from workbench.engine.interop.files import read_json
+from workbench.engine.interop.guidellm import TOOL as GUIDELLM
 from workbench.engine.interop.guidellm import looks_like_guidellm, read_guidellm
 from workbench.engine.interop.imported import ImportedResult, write_imported_session
+from workbench.engine.interop.vllm_result import TOOL as VLLM
 from workbench.engine.interop.vllm_result import looks_like_vllm, read_vllm
 
 KNOWN_FORMATS = (
@@ -26,17 +33,42 @@ GENERIC_NAMES = ("benchmarks", "profile_export", "profile_export_aiperf")
 def read_result_file(path: Path) -> ImportedResult:
     """The result ``path`` holds, read by the reader of the tool that wrote it."""
     if path.suffix == ".jsonl":
-        return read_aiperf(path)
+        return _read(read_aiperf, path, AIPERF)
     doc = read_json(path)
     if looks_like_aiperf_summary(doc):
-        return read_aiperf(path)
+        return _read(read_aiperf, path, AIPERF)
     if looks_like_guidellm(doc):
-        return read_guidellm(doc, path.name)
+        return _read(read_guidellm, doc, path.name, GUIDELLM)
     if looks_like_vllm(doc):
-        return read_vllm(doc, path.name)
+        return _read(read_vllm, doc, path.name, VLLM)
     raise ImportFileError(
         f"{path.name}: not a result file this version reads (it reads {KNOWN_FORMATS})"
     )
+
+
+def _read(reader: Callable[..., ImportedResult], *args: Any) -> ImportedResult:
+    """A reader checks every value it uses; a shape it did not foresee (an object where a
+    list was due, deep inside) is still one line, never a traceback. The last argument is
+    the tool's name."""
+    *given, tool = args
+    try:
+        return reader(*given)
+    except (TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
+        name = given[-1] if isinstance(given[-1], str) else given[0].name
+        raise ImportFileError(
+            f"{name}: not in the shape {tool} writes ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
+
+
+def one_per_run(paths: list[Path]) -> list[Path]:
+    """The files to import, without an AIPerf summary whose records file is also given:
+    both stand for one run."""
+    given = {p.resolve() for p in paths}
+    return [
+        p
+        for p in paths
+        if not (p.name == AIPERF_SUMMARY and (p.with_name(AIPERF_RECORDS)).resolve() in given)
+    ]
 
 
 def import_file(path: Path, folder: Path) -> Path:

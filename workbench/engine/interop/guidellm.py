@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.engine.base.records import ImportSource
-from workbench.engine.interop.checked import Fields
+from workbench.engine.interop.checked import MAX_ANSWER, MAX_ERROR, Fields, figures
 from workbench.engine.interop.imported import ImportedRequest, ImportedResult, ImportedRun
 
 TOOL = "GuideLLM"
@@ -40,8 +40,7 @@ def looks_like_guidellm(doc: Any) -> bool:
 
 def _load(check: Fields, strategy: Any, where: str) -> dict[str, Any]:
     """The run's load in ``ImportedRun``'s fields, from GuideLLM's strategy."""
-    if not isinstance(strategy, dict):
-        raise check.error(where, "should be an object")
+    strategy = check.mapping(strategy, where)
     kind = strategy.get("type_")
     limit = check.count(strategy.get("max_concurrency"), f"{where}.max_concurrency")
     match kind:
@@ -57,21 +56,26 @@ def _load(check: Fields, strategy: Any, where: str) -> dict[str, Any]:
                 raise check.error(f"{where}.rate", f"is {rate}, not a rate")
             arrival = "fixed" if kind == "constant" else "poisson"
             return {"concurrency": limit, "rate": rate, "arrival": arrival}
-    raise check.error(f"{where}.type_", f"is {kind!r}, a strategy this version does not know")
+    raise check.error(f"{where}.type_", f"is {str(kind)[:40]!r}, a strategy not known here")
 
 
 def _request(check: Fields, found: Any, where: str, group: str) -> ImportedRequest:
-    if not isinstance(found, dict):
-        raise check.error(where, "should be an object")
-    info = found.get("info") if isinstance(found.get("info"), dict) else {}
-    timings = info.get("timings") if isinstance(info.get("timings"), dict) else {}
+    found = check.mapping(found, where)
+    info = check.mapping(found.get("info"), f"{where}.info")
+    timings = check.mapping(info.get("timings"), f"{where}.info.timings")
     start = check.clock(found.get("request_start_time"), f"{where}.request_start_time")
     end = check.clock(found.get("request_end_time"), f"{where}.request_end_time")
     first = check.clock(timings.get("first_token_iteration"), f"{where}...first_token_iteration")
     last = check.clock(timings.get("last_token_iteration"), f"{where}...last_token_iteration")
     prompt = check.count(found.get("prompt_tokens"), f"{where}.prompt_tokens")
-    if group != "successful" or start is None or first is None or last is None:
-        error = check.text(info.get("error"), f"{where}.info.error")
+
+    def since_start(moment: float | None, what: str) -> float | None:
+        if moment is None or start is None:
+            return None
+        return check.seconds(moment - start, f"{where}: its {what}, after its start,")
+
+    if group != "successful" or start is None or (last is None and end is None):
+        error = check.text(info.get("error"), f"{where}.info.error", MAX_ERROR)
         if group == "incomplete":
             error = error or "incomplete: still running when the benchmark ended"
         return ImportedRequest(
@@ -79,17 +83,16 @@ def _request(check: Fields, found: Any, where: str, group: str) -> ImportedReque
             ttft_s=None,
             latency_s=None if end is None or start is None else max(0.0, end - start),
             prompt_tokens=prompt,
-            error=error or f"{group}, with no time for its first token",
+            error=error or f"{group}, with no time for its end",
         )
-    ttft = check.seconds(first - start, f"{where}: its first token, after its start,")
-    latency = check.seconds(last - start, f"{where}: its last token, after its start,")
+    # A whole answer (not streamed) has no token times: it ends at its end.
     return ImportedRequest(
         start_s=start,
-        ttft_s=ttft,
-        latency_s=latency,
+        ttft_s=since_start(first, "first token"),
+        latency_s=since_start(last if last is not None else end, "last token"),
         prompt_tokens=prompt,
         output_tokens=check.count(found.get("output_tokens"), f"{where}.output_tokens"),
-        text=check.text(found.get("output"), f"{where}.output"),
+        text=check.text(found.get("output"), f"{where}.output", MAX_ANSWER),
     )
 
 
@@ -97,55 +100,51 @@ def _figures(metrics: Any) -> dict[str, float]:
     """The successful requests' mean, median, p90 and p99 of each distribution, under
     GuideLLM's names (``time_to_first_token_ms.median``; a name without a unit is in s or
     per s, as GuideLLM has it)."""
-    figures: dict[str, float] = {}
-    if not isinstance(metrics, dict):
-        return figures
-    for name, groups in metrics.items():
+    stated: dict[str, Any] = {}
+    for name, groups in (metrics if isinstance(metrics, dict) else {}).items():
         found = groups.get("successful") if isinstance(groups, dict) else None
         if not isinstance(found, dict) or not found.get("count"):
             continue
         percentiles = found.get("percentiles") if isinstance(found.get("percentiles"), dict) else {}
         values = {"mean": found.get("mean"), "median": found.get("median")}
         values |= {p: percentiles.get(p) for p in ("p90", "p99")}
-        for stat in STATISTICS:
-            value = values.get(stat)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                figures[f"{name}.{stat}"] = float(value)
-    return figures
+        stated |= {f"{name}.{stat}": values.get(stat) for stat in STATISTICS}
+    return figures(stated)
 
 
 def read_guidellm(doc: dict[str, Any], file_name: str) -> ImportedResult:
     check = Fields(file_name)
-    spec = doc.get("config", {}).get("spec", {}) if isinstance(doc.get("config"), dict) else {}
-    backend = spec.get("backend") if isinstance(spec, dict) else None
-    backend = backend if isinstance(backend, dict) else {}
+    spec = check.mapping(check.mapping(doc.get("config"), "config").get("spec"), "config.spec")
+    backend = check.mapping(spec.get("backend"), "config.spec.backend")
     route = check.text(backend.get("request_format"), "config.spec.backend.request_format")
     endpoint = "completion" if route.endswith("/v1/completions") else "chat"
     runs = []
     for i, benchmark in enumerate(check.listed(doc["benchmarks"], "benchmarks")):
         where = f"benchmarks[{i}]"
-        if not isinstance(benchmark, dict) or not isinstance(benchmark.get("requests"), dict):
-            raise check.error(where, "has no requests")
-        config = benchmark.get("config") if isinstance(benchmark.get("config"), dict) else {}
+        benchmark = check.mapping(benchmark, where)
+        groups = check.mapping(benchmark.get("requests"), f"{where}.requests")
+        config = check.mapping(benchmark.get("config"), f"{where}.config")
         strategy = config.get("strategy")
         load = _load(check, strategy, f"{where}.config.strategy")
         found = [
             _request(check, request, f"{where}.requests.{group}[{k}]", group)
             for group in GROUPS
-            for k, request in enumerate(benchmark["requests"].get(group) or [])
+            for k, request in enumerate(
+                check.listed(groups.get(group) or [], f"{where}.requests.{group}")
+            )
         ]
         check.requests(len(found), f"{where}.requests")
         found.sort(key=lambda r: r.start_s if r.start_s is not None else float("inf"))
         kind = strategy.get("type_") if isinstance(strategy, dict) else "?"
-        figures = _figures(benchmark.get("metrics"))
+        stated = _figures(benchmark.get("metrics"))
         duration = check.seconds(benchmark.get("duration"), f"{where}.duration")
         if duration is not None:
-            figures["duration"] = duration
+            stated["duration"] = duration
         runs.append(
             ImportedRun(
                 requests=tuple(found),
                 name=f"benchmark {i + 1} ({kind})",
-                reported=figures,
+                reported=stated,
                 endpoint=endpoint,
                 **load,
             )

@@ -11,13 +11,14 @@ the file's own figures are kept beside them, under the file's names.
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.base.errors import ExperimentError, ImportFileError
+from workbench.engine.base.errors import ExperimentError, ImportFileError, OutputDirError
 from workbench.engine.base.records import Hardware, ImportSource, RequestRecord, TokenChunk
 from workbench.engine.config.experiment import RunConfig, experiment_to_toml, parse_experiment
 from workbench.engine.events import (
@@ -30,14 +31,18 @@ from workbench.engine.events import (
     ReportedFigures,
     RequestFinished,
 )
-from workbench.engine.store import SessionWriter, create_session
+from workbench.engine.interop.checked import MAX_SECONDS
+from workbench.engine.store import SessionWriter, create_session, open_session
+from workbench.engine.store.writer import REFUSED
 
 NS = 1_000_000_000
-WRITE_TIMEOUT_S = 120.0
 
 TEXT_NOTE = (
-    "the file keeps each answer whole, not chunk by chunk: its text appears with its last chunk"
+    "the file keeps each answer whole, not chunk by chunk: a replay shows it at one chunk "
+    "(the last the file times)"
 )
+NO_START_NOTE = "the file gives some requests no start time: they are placed at 0 s"
+GAP_TOLERANCE_S = 0.001  # chunk gaps a tool rounded may add up past the end by this much
 
 
 def ns(seconds: float) -> int:
@@ -71,31 +76,35 @@ class ImportedRequest:
             )
             if value is not None
         }
-        common: dict[str, Any] = {
-            "prompt": "",
-            "prompt_tokens": self.prompt_tokens,
-            "streamed": self.streamed,
-            "t_submit_ns": submit,
-            "usage": usage or None,
-        }
-        if self.error is not None or self.ttft_s is None or self.latency_s is None:
+        if self.error is not None or self.latency_s is None:
             done = submit + ns(self.latency_s) if self.latency_s else submit
             return RequestRecord(
                 config_index,
                 0,
                 index,
+                prompt="",
+                prompt_tokens=self.prompt_tokens,
+                t_submit_ns=submit,
                 t_done_ns=done,
-                error=self.error or "the file gives no time for its first token",
-                **common,
+                usage=usage or None,
+                error=self.error or "the file gives no time for its end",
             )
-        if self.ttft_s > self.latency_s:
+        where = f"request {index} of run {config_index + 1}"
+        # Without a first-token time, the answer came whole at its end (not streamed).
+        streamed = self.streamed and self.ttft_s is not None
+        ttft = self.ttft_s if self.ttft_s is not None else self.latency_s
+        if ttft > self.latency_s:
             raise ImportFileError(
-                f"request {index} of run {config_index + 1}: its first token "
-                f"({self.ttft_s:g} s) comes after its end ({self.latency_s:g} s)"
+                f"{where}: its first token ({ttft:g} s) comes after its end ({self.latency_s:g} s)"
             )
-        first = submit + ns(self.ttft_s)
+        if sum(self.chunk_gaps_s) > self.latency_s - ttft + GAP_TOLERANCE_S:
+            raise ImportFileError(
+                f"{where}: its chunks ({sum(self.chunk_gaps_s):g} s after the first) run "
+                f"past its end ({self.latency_s - ttft:g} s after the first)"
+            )
+        first = submit + ns(ttft)
         times = [first]
-        for gap in self.chunk_gaps_s:
+        for gap in self.chunk_gaps_s if streamed else ():
             times.append(times[-1] + ns(gap))
         last = submit + ns(self.latency_s)
         chunks = [TokenChunk(t, "") for t in times]
@@ -104,12 +113,17 @@ class ImportedRequest:
             config_index,
             0,
             index,
+            prompt="",
+            prompt_tokens=self.prompt_tokens,
+            streamed=streamed,
+            t_submit_ns=submit,
             t_first_token_ns=first,
             t_last_token_ns=last,
             t_done_ns=last,
+            http_status=None,
             ok=True,
+            usage=usage or None,
             chunks=chunks,
-            **common,
         )
 
 
@@ -223,10 +237,18 @@ def _events(result: ImportedResult, configs: list[RunConfig]) -> Iterator[Any]:
     yield Notice("info", f"This session was {result.source.describe()}.")
     for text in result.notes:
         yield Notice("warning", text)
-    if any(r.text for run in result.runs for r in run.requests):
+    requests = [r for run in result.runs for r in run.requests]
+    if any(r.text for r in requests):
         yield Notice("info", TEXT_NOTE)
-    starts = [r.start_s for run in result.runs for r in run.requests if r.start_s is not None]
+    if any(r.start_s is None for r in requests):
+        yield Notice("warning", NO_START_NOTE)
+    starts = [r.start_s for r in requests if r.start_s is not None]
     origin = min(starts, default=0.0)
+    if starts and max(starts) - origin > MAX_SECONDS:
+        raise ImportFileError(
+            f"{result.source.file_name}: its requests start {max(starts) - origin:g} s apart, "
+            "not one benchmark"
+        )
     for config, run in zip(configs, result.runs, strict=True):
         i = config.index
         yield ConfigStarted(config, len(run.requests))
@@ -246,15 +268,36 @@ def write_imported_session(result: ImportedResult, path: Path) -> Path:
     if path.exists():
         raise ImportFileError(f"{path} exists already; the import writes a new session")
     events = list(_events(result, configs))  # every request checked before a file exists
-    create_session(
-        path, result.session_name, toml, None, "external", result.base_url, Hardware(), 0
-    )
+    try:
+        create_session(
+            path, result.session_name, toml, None, "external", result.base_url, Hardware(), 0
+        )
+    except (OSError, sqlite3.Error) as exc:
+        raise OutputDirError(f"cannot create {path}: {exc}") from None
     bus = EventBus()
     writer = SessionWriter(path, bus)
     writer.start()
     for event in events:
         bus.publish(event)
-    writer.join(WRITE_TIMEOUT_S)
-    if writer.error is not None:
-        raise ImportFileError(f"cannot write {path}: {writer.error}")
+    writer.join()  # bounded: a file brings at most MAX_CHUNKS chunks
+    problem = _unwritten(path, writer)
+    if problem is not None:
+        _remove(path)
+        raise ImportFileError(f"{result.source.file_name}: {problem}; no session was kept")
     return path
+
+
+def _unwritten(path: Path, writer: SessionWriter) -> str | None:
+    """Why the session is not the whole file (None: it is): a failed write, or a request
+    the store refused (the writer keeps going past one, with a notice, as a run must; an
+    import must not)."""
+    if writer.error is not None:
+        return f"cannot write {path.name} ({writer.error})"
+    with open_session(path) as session:
+        refused = [n.text for n in session.notices() if (n.text or "").startswith(REFUSED)]
+    return refused[0] if refused else None
+
+
+def _remove(path: Path) -> None:
+    for leftover in (path, *(path.with_name(path.name + end) for end in ("-wal", "-shm"))):
+        leftover.unlink(missing_ok=True)

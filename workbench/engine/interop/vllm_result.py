@@ -25,23 +25,20 @@ from typing import Any
 from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.records import ImportSource, RequestRecord
 from workbench.engine.figures.summaries import NS, makespan_s, prompt_tokens, request_metrics
-from workbench.engine.figures.vllm_names import vllm_figures
-from workbench.engine.interop.checked import Fields, stated_figures
+from workbench.engine.figures.vllm_names import COUNTS, THROUGHPUTS, vllm_figures
+from workbench.engine.interop.checked import MAX_ANSWER, MAX_ERROR, Fields, figures
 from workbench.engine.interop.imported import ImportedRequest, ImportedResult, ImportedRun
 from workbench.engine.store import ConfigRow, Session
 
 TOOL = "vllm bench serve"
 PER_REQUEST = ("ttfts", "itls", "latencies", "input_lens", "output_lens", "errors")
+# The summary's names besides the statistics (``mean_ttft_ms``, ...): ours, and vLLM's others.
 SUMMARY = {
+    *COUNTS,
+    *THROUGHPUTS,
     "duration",
-    "completed",
     "failed",
-    "total_input_tokens",
-    "total_output_tokens",
-    "request_throughput",
     "request_goodput",
-    "output_throughput",
-    "total_token_throughput",
     "max_output_tokens_per_s",
     "max_concurrent_requests",
 }
@@ -67,7 +64,7 @@ def read_vllm(doc: dict[str, Any], file_name: str) -> ImportedResult:
     texts = check.listed(doc.get("generated_texts") or [""] * n, "generated_texts", n)
     requests = []
     for i in range(n):
-        error = check.text(lists["errors"][i], f"errors[{i}]")
+        error = check.text(lists["errors"][i], f"errors[{i}]", MAX_ERROR)
         failed = bool(error)
         requests.append(
             ImportedRequest(
@@ -79,7 +76,7 @@ def read_vllm(doc: dict[str, Any], file_name: str) -> ImportedResult:
                 output_tokens=None
                 if failed
                 else check.count(lists["output_lens"][i], f"output_lens[{i}]"),
-                text=check.text(texts[i], f"generated_texts[{i}]"),
+                text=check.text(texts[i], f"generated_texts[{i}]", MAX_ANSWER),
                 error=error or None,
             )
         )
@@ -88,7 +85,7 @@ def read_vllm(doc: dict[str, Any], file_name: str) -> ImportedResult:
     burstiness = check.number(doc.get("burstiness", 1.0), "burstiness") or 1.0
     concurrency = check.count(doc.get("max_concurrency"), "max_concurrency")
     backend = check.text(doc.get("backend") or doc.get("endpoint_type"), "backend")
-    figures = stated_figures(doc, {k for k in doc if k in SUMMARY or STATISTIC.fullmatch(k)})
+    stated = figures({k: v for k, v in doc.items() if k in SUMMARY or STATISTIC.fullmatch(k)})
     run = ImportedRun(
         requests=tuple(requests),
         concurrency=concurrency or None,
@@ -97,14 +94,12 @@ def read_vllm(doc: dict[str, Any], file_name: str) -> ImportedResult:
         burstiness=burstiness,
         endpoint="chat" if backend in CHAT_BACKENDS else "completion",
         name=check.text(doc.get("label"), "label"),
-        reported=figures,
+        reported=stated,
     )
-    notes = [] if starts else ["the file has no start_times: every request is placed at 0 s"]
     return ImportedResult(
         source=ImportSource(TOOL, None, file_name),
         runs=(run,),
         model=check.text(doc.get("model_id"), "model_id") or None,
-        notes=tuple(notes),
     )
 
 
@@ -139,7 +134,7 @@ def vllm_document(
     """One run (the measured requests of one repeat) as vLLM's result file."""
     workload = config.workload
     measured = [r for r in records if not r.warmup]
-    figures = vllm_figures(
+    named = vllm_figures(
         [m for r in measured if (m := request_metrics(r)) is not None], makespan_s(measured)
     )
     origin = session.meta["clock_origin_ns"]
@@ -152,7 +147,9 @@ def vllm_document(
                 "output_lens": m.output_tokens if m else 0,
                 "ttfts": m.ttft_s if m else 0.0,
                 "itls": m.itl_s if m else [],
-                "latencies": m.e2e_s if m else 0.0,
+                # A failed request's time to its end: vLLM leaves it out of every figure,
+                # and the makespan needs it back.
+                "latencies": m.e2e_s if m else _seconds(r.t_submit_ns, r.t_done_ns),
                 "start_times": ((r.t_submit_ns or 0) - origin) / NS,
                 "generated_texts": r.text,
                 "errors": "" if r.ok else (r.error or "failed"),
@@ -177,12 +174,16 @@ def vllm_document(
         "duration": makespan_s(measured) or 0.0,
         "failed": sum(not r.ok for r in measured),
         "request_goodput": None,
-        **{k: (0.0 if v is None else v) for k, v in figures.items()},
+        **{k: (0.0 if v is None else v) for k, v in named.items()},
         **{key: [row[key] for row in rows] for key in (rows[0] if rows else {})},
         "max_output_tokens_per_s": peak_tokens,
         "max_concurrent_requests": peak_requests,
         "workbench_session": session.path.name,
     }
+
+
+def _seconds(start_ns: int | None, end_ns: int | None) -> float:
+    return 0.0 if start_ns is None or end_ns is None else (end_ns - start_ns) / NS
 
 
 def _slug(text: str) -> str:

@@ -96,6 +96,9 @@ RECORDED_EVENTS = (
 )
 
 
+REFUSED = "could not store a"  # how the notice of an event the file refused begins
+
+
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, timeout=10.0)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -243,7 +246,7 @@ class SessionWriter:
                 t_ns=time.perf_counter_ns(),
                 config_idx=getattr(event, "config_index", None),
                 level="error",
-                text=f"could not store a {type(event).__name__}: {exc}",
+                text=f"{REFUSED} {type(event).__name__}: {exc}",
             )
             NOTICES.insert(conn, [lost])
         conn.execute("RELEASE event")

@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Signal
 
 from workbench.engine.analysis.library import data_folder, scan
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.interop.formats import import_file
+from workbench.engine.interop.formats import import_file, one_per_run
 from workbench.ui.controllers.tasks import Tasks
 
 
@@ -40,7 +40,7 @@ class LibraryController(QObject):
         """Other tools' result files as sessions in the output folder, off the GUI thread (a
         result file can be large); one that cannot be read is said, and the others go on."""
         imported = []
-        for path in paths:
+        for path in one_per_run(paths):
             try:
                 imported.append(await asyncio.to_thread(import_file, path, self.out_dir))
             except WorkbenchError as exc:
