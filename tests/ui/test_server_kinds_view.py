@@ -9,7 +9,7 @@ from tests.ui.test_slot_occupancy import sample
 from workbench.engine.events import ExperimentStarted, MetricsSample
 from workbench.ui.run_model import RunModel
 from workbench.ui.server_panel import ServerPanel
-from workbench.ui.server_plots import ServerPlots
+from workbench.ui.server_plots import MEMORY_NOTES, ServerPlots
 
 S = 10**9
 
@@ -39,9 +39,12 @@ def test_a_server_without_slots_shows_its_kv_cache_in_the_strips_place(qtbot):
     qtbot.addWidget(panel)
     plots.resize(600, 900)
     plots.show()
+    assert "once it runs" in plots.notes["memory"].text()
     model = started()
     plots.sync(model)
     assert plots.kv.isHidden() and not plots.slots.isHidden()  # before any sample
+    # No process to watch: the memory plot says why it stays empty.
+    assert plots.notes["memory"].text() == MEMORY_NOTES["external"]
     model.apply([vllm(0.25 * i, min(i, 4), 0.1 * min(i, 8)) for i in range(10)])
     plots.sync(model)
     assert not plots.kv.isHidden() and plots.slots.isHidden()

@@ -134,6 +134,7 @@ class RunModel:
         self.name = ""
         self.session_path = ""
         self.server_binary = ""  # the llama-server a managed run uses, and how it was found
+        self.mode = "managed"  # or "external": a server started elsewhere
         self.status = "idle"  # idle / running / complete / cancelled / failed
         self.error: str | None = None
         self.t0_ns: int | None = None
@@ -181,7 +182,7 @@ class RunModel:
             case ExperimentStarted():
                 self.reset()
                 self.name, self.session_path = event.name, event.session_path
-                self.server_binary = event.server_binary
+                self.server_binary, self.mode = event.server_binary, event.mode
                 self.n_configs, self.t0_ns, self.status = event.n_configs, event.t0_ns, "running"
                 ch.layout = ch.gantt = ch.samples = ch.server = ch.results = True
             case ConfigStarted(config=config):

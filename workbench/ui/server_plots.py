@@ -59,6 +59,13 @@ def _time_plot(name: str, title: str, title_size: str = "11pt") -> pg.PlotWidget
     return widget
 
 
+# What the memory plot will show, by who started the server.
+MEMORY_NOTES = {
+    "managed": "the server's memory, once it runs",
+    "external": "a server started elsewhere: its memory cannot be seen from here",
+}
+
+
 class ServerPlots(QWidget):
     """Stacked plots on the run's time axis: RSS (MiB) against the predicted footprint,
     requests running and waiting (/metrics), the KV cache's use (/metrics, shown once a
@@ -130,7 +137,7 @@ class ServerPlots(QWidget):
         self.kv.setXLink(self.memory)
         self.slots.setXLink(self.memory)
         self.notes = {
-            "memory": EmptyNote(self.memory, "the server's memory, once it runs"),
+            "memory": EmptyNote(self.memory, MEMORY_NOTES["managed"]),
             "queue": EmptyNote(self.queue, "running and waiting, from /metrics"),
             "slots": EmptyNote(self.slots, "which slot serves, and how full it is"),
         }
@@ -146,6 +153,9 @@ class ServerPlots(QWidget):
         layout.addWidget(self.slots, 1)
 
     def sync(self, model: RunModel) -> None:
+        memory_note = MEMORY_NOTES.get(model.mode, MEMORY_NOTES["managed"])
+        if self.notes["memory"].text() != memory_note:
+            self.notes["memory"].setText(memory_note)
         for key, empty in (
             ("memory", not model.rss[0]),
             ("queue", not (model.running[0] or model.busy_slots[0])),
