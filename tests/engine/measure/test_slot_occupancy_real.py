@@ -70,9 +70,11 @@ async def test_a_long_prompt_fills_the_slots_context_and_leaves_it(
     assert held[0] == 0.0
     assert {(s["n_prompt_tokens"], s["n_prompt_tokens_processed"]) for s in prefill} == {(1500, 0)}
     assert {slot_context_share(s) for s in prefill} == {1500 / 2048}
-    # Exact while decoding: the sequence is the prompt and every token out so far.
+    # Exact while decoding: the sequence is the prompt and every token out so far, give or
+    # take the token in flight (sampled, counted, not yet in the sequence: 1513 with 14
+    # decoded, seen once in CI).
     for slot in decoding:
-        assert slot["n_prompt_tokens"] == 1500 + slot["n_decoded"]
+        assert slot["n_prompt_tokens"] - 1500 in (slot["n_decoded"] - 1, slot["n_decoded"])
         assert slot["n_prompt_tokens_processed"] + slot["n_prompt_tokens_cache"] == 1500
         assert slot_context_share(slot) == (1500 + slot["n_decoded"]) / 2048
     assert max(held) <= (1500 + 32) / 2048
