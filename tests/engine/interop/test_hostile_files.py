@@ -125,6 +125,7 @@ def test_a_whole_answer_is_a_success_not_a_failure(tmp_path):
     with open_session(import_file(tmp_path / "profile_export.jsonl", tmp_path / "out")) as s:
         records = s.records(0)
         (summary,) = s.summaries()
+        assert s.configs[0].workload["stream"] is False  # the workload says so too
     assert all(r.ok and not r.streamed for r in records)
     assert all(r.t_first_token_ns == r.t_last_token_ns for r in records)
     assert summary.value("ttft_p50_s") == summary.value("e2e_p50_s")

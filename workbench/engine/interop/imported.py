@@ -61,7 +61,11 @@ class ImportedRequest:
     output_tokens: int | None = None
     text: str = ""
     error: str | None = None  # None: it succeeded
-    streamed: bool = True
+
+    @property
+    def whole(self) -> bool:
+        """A success without a first-token time: its answer came whole (not streamed)."""
+        return self.error is None and self.ttft_s is None
 
     def record(self, config_index: int, index: int, origin_s: float) -> RequestRecord:
         """As a request record on the session's clock (its origin at ``origin_s``). Times
@@ -90,9 +94,8 @@ class ImportedRequest:
                 error=self.error or "the file gives no time for its end",
             )
         where = f"request {index} of run {config_index + 1}"
-        # Without a first-token time, the answer came whole at its end (not streamed).
-        streamed = self.streamed and self.ttft_s is not None
-        ttft = self.ttft_s if self.ttft_s is not None else self.latency_s
+        streamed = not self.whole
+        ttft = self.ttft_s if streamed else self.latency_s  # a whole answer: at its end
         if ttft > self.latency_s:
             raise ImportFileError(
                 f"{where}: its first token ({ttft:g} s) comes after its end ({self.latency_s:g} s)"
@@ -166,7 +169,7 @@ def _workload(run: ImportedRun, model: str | None) -> dict[str, Any]:
         "max_tokens": max(tokens, default=1),
         "endpoint": run.endpoint,
         "warmup": 0,
-        "stream": all(r.streamed for r in run.requests),
+        "stream": not any(r.whole for r in run.requests),
     }
     if run.arrival != "burst":
         workload["rate"] = run.rate
