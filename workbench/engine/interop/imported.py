@@ -80,19 +80,19 @@ class ImportedRequest:
             )
             if value is not None
         }
+        sent = RequestRecord(
+            config_index,
+            0,
+            index,
+            prompt="",
+            prompt_tokens=self.prompt_tokens,
+            t_submit_ns=submit,
+            usage=usage or None,
+        )
         if self.error is not None or self.latency_s is None:
             done = submit + ns(self.latency_s) if self.latency_s else submit
-            return RequestRecord(
-                config_index,
-                0,
-                index,
-                prompt="",
-                prompt_tokens=self.prompt_tokens,
-                t_submit_ns=submit,
-                t_done_ns=done,
-                usage=usage or None,
-                error=self.error or "the file gives no time for its end",
-            )
+            error = self.error or "the file gives no time for its end"
+            return replace(sent, t_done_ns=done, error=error)
         where = f"request {index} of run {config_index + 1}"
         streamed = not self.whole
         ttft = self.ttft_s if streamed else self.latency_s  # a whole answer: at its end
@@ -112,20 +112,13 @@ class ImportedRequest:
         last = submit + ns(self.latency_s)
         chunks = [TokenChunk(t, "") for t in times]
         chunks[-1] = TokenChunk(times[-1], self.text)
-        return RequestRecord(
-            config_index,
-            0,
-            index,
-            prompt="",
-            prompt_tokens=self.prompt_tokens,
+        return replace(
+            sent,
             streamed=streamed,
-            t_submit_ns=submit,
             t_first_token_ns=first,
             t_last_token_ns=last,
             t_done_ns=last,
-            http_status=None,
             ok=True,
-            usage=usage or None,
             chunks=chunks,
         )
 
