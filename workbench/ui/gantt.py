@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QToolTip, QWidget
 
 from workbench.ui import plain_text
 from workbench.ui.gantt_rows import SEGMENTS, lane_rows, request_tooltip, segments
+from workbench.ui.grid_axis import grid_axes
 from workbench.ui.live_plot import EmptyNote, cache_axes
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme import series_color, state_color
@@ -38,7 +39,7 @@ def request_ticks(rows: int, most: int = 12) -> list[tuple[int, str]]:
 
 class GanttView(pg.PlotWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent, axisItems=grid_axes())
         self.setObjectName("gantt")
         plot = self.getPlotItem()
         plot.setTitle(TITLES[False])

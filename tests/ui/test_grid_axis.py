@@ -1,0 +1,50 @@
+"""The grid's lines are opaque, in the colour the translucent ones showed, and beneath the
+data: a curve along a grid line stays the curve's colour."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtGui import QColor, QPainter
+
+from workbench.ui.grid_axis import GridAxis, grid_axes, seen_over
+
+
+def test_a_translucent_colour_seen_over_a_background():
+    seen = seen_over(QColor(255, 255, 255, 51), QColor(0, 0, 0))
+    assert seen.alpha() == 255 and seen.red() == seen.green() == seen.blue() == 51
+    assert seen_over(QColor(10, 20, 30), QColor(200, 200, 200)) == QColor(10, 20, 30)
+
+
+def test_grid_lines_are_opaque_and_beneath_the_data(qtbot):
+    widget = pg.PlotWidget(axisItems=grid_axes(), background="#101010")
+    qtbot.addWidget(widget)
+    widget.resize(400, 300)
+    plot = widget.getPlotItem()
+    plot.showGrid(x=True, y=True, alpha=0.25)
+    plot.setXRange(0, 10, padding=0)
+    plot.setYRange(0, 10, padding=0)
+    plot.plot([0, 10], [5, 5], pen=pg.mkPen("#ff0000", width=1))  # along the y = 5 grid line
+    widget.show()
+    qtbot.waitExposed(widget)
+
+    left = plot.getAxis("left")
+    assert isinstance(left, GridAxis) and left.zValue() < plot.vb.zValue()
+    _, ticks, _ = left.generateDrawSpecs(QPainter())
+    assert ticks and all(pen.color().alpha() == 255 for pen, _, _ in ticks)
+    # Seen over the dark background, each is darker than the axis's own (opaque) pen.
+    assert all(pen.color().lightness() < left.pen().color().lightness() for pen, _, _ in ticks)
+
+    image = widget.grab().toImage()
+    rect = plot.vb.mapRectToScene(plot.vb.boundingRect())
+    on_the_line = widget.mapFromScene(plot.vb.mapViewToScene(pg.Point(5, 5)))
+    assert rect.contains(widget.mapToScene(on_the_line))
+    assert QColor(image.pixel(on_the_line)).name() == "#ff0000"
+
+
+def test_without_a_grid_the_axis_stays_above_the_data(qtbot):
+    widget = pg.PlotWidget(axisItems=grid_axes())
+    qtbot.addWidget(widget)
+    plot = widget.getPlotItem()
+    plot.showGrid(x=True, y=True, alpha=0.25)
+    plot.showGrid(x=False, y=False)
+    assert plot.getAxis("left").zValue() == plot.getAxis("bottom").zValue() == 0.5
