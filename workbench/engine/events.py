@@ -229,6 +229,13 @@ class BatchedEmit:
 class Subscription:
     types: tuple[type, ...] | None
     queue: queue.SimpleQueue[Any] = field(default_factory=queue.SimpleQueue)
+    ended: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+
+    def wait(self, timeout: float) -> None:
+        """Sleep up to ``timeout``, cut short once the run behind the bus has ended
+        (``EventBus.run_ended``). A follower draining at a steady pace then
+        takes the last batch at once instead of at its next turn."""
+        self.ended.wait(timeout)
 
     def drain(self, limit: int | None = None) -> list[Any]:
         """Everything queued so far, without blocking."""
@@ -258,6 +265,14 @@ class EventBus:
         with self._lock:
             if sub in self._subs:
                 self._subs.remove(sub)
+
+    def run_ended(self) -> None:
+        """Said by a runner once its run has ended and its last event is published: the
+        ``wait`` of every subscription there is now returns at once."""
+        with self._lock:
+            subs = list(self._subs)
+        for sub in subs:
+            sub.ended.set()
 
     def publish(self, event: Any) -> None:
         with self._lock:

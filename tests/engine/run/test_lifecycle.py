@@ -61,6 +61,21 @@ def test_a_run_ends_with_its_tables_next_to_the_session(tmp_path, monkeypatch):
     assert cycle.finish() is result and written == [result.session_path]  # once
 
 
+def test_following_ends_when_the_run_does_not_at_its_next_turn(tmp_path):
+    with serve_in_thread(Behaviour(tokens=4)) as server:
+        options = RunOptions(tmp_path, base_url=server.base_url)
+        cycle = RunLifecycle(ExperimentRunner(parse_experiment(EXPERIMENT), options))
+        cycle.prepare()
+        cycle.start()
+        seen = []
+        started = time.monotonic()
+        cycle.follow(seen.extend, 60.0)
+        took = time.monotonic() - started
+        result = cycle.finish()
+    assert took < 30.0  # a turn is a minute: the run's end cut the wait short
+    assert result.status == "complete" and type(seen[-1]).__name__ == "ExperimentFinished"
+
+
 def test_a_table_that_cannot_be_written_is_reported_with_the_result(tmp_path):
     (tmp_path / "concurrency.csv").mkdir()  # a folder where the table should go
     with serve_in_thread(Behaviour(tokens=4)) as server:
@@ -190,6 +205,54 @@ def test_an_interrupt_while_following_cancels_once_and_keeps_following(tmp_path)
     cycle.follow(handle, 0.0, on_interrupt=lambda: told.append("stopping"))
     assert told == ["stopping"] and runner.cancels == 2 and cycle.cancelled
     assert len(batches) == 6  # five polls while running, then the last batch after the end
+
+
+def test_an_interrupt_while_waiting_for_the_next_turn_cancels_the_run(tmp_path):
+    """Ctrl-C lands while following waits between two batches (not in ``handle``): the run
+    is cancelled, told once, and its last batch is still handed over."""
+
+    class UntilCancelled(ScriptedRunner):
+        """Runs until cancelled, then ends as the real runners do: over, then the bus told."""
+
+        over = False
+
+        @property
+        def running(self) -> bool:
+            return not self.over
+
+        def cancel(self) -> None:
+            super().cancel()
+            self.over = True
+            self.bus.run_ended()
+
+    runner = UntilCancelled(tmp_path)
+    cycle = RunLifecycle(runner)
+    cycle.start()
+    handled = threading.Event()
+    batches = []
+    told = []
+
+    def handle(events: list[object]) -> None:
+        batches.append(events)
+        handled.set()
+
+    def press_ctrl_c() -> None:
+        handled.wait(10)
+        time.sleep(0.05)  # following is waiting for its next turn by now
+        os.kill(os.getpid(), signal.SIGINT)
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    presser = threading.Thread(target=press_ctrl_c)
+    try:
+        presser.start()
+        started = time.monotonic()
+        cycle.follow(handle, 60.0, on_interrupt=lambda: told.append("stopping"))
+        took = time.monotonic() - started
+    finally:
+        presser.join()
+        signal.signal(signal.SIGINT, before)
+    assert took < 30.0 and told == ["stopping"] and runner.cancels == 1 and cycle.cancelled
+    assert len(batches) == 2  # the first, then the last after the end
 
 
 def test_a_run_that_does_not_stop_in_time_is_an_error(tmp_path):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from workbench.engine.base.errors import ModelFileError
@@ -70,9 +68,8 @@ def test_the_child_runs_the_lifecycle_and_writes_the_tables(tmp_path, monkeypatc
         ]
         events = runner.bus.subscribe()
         runner.start()
-        deadline = time.monotonic() + 60
-        while runner.running and time.monotonic() < deadline:
-            time.sleep(0.05)
+        events.wait(60.0)
+        assert events.ended.is_set() and not runner.running  # the end woke the subscriber
         result = runner.wait(60.0)
     assert result is not None and result.status == "complete"
     assert result.tables is not None and result.tables.error is None

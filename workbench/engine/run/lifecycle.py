@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -141,9 +140,11 @@ class RunLifecycle:
         on_interrupt: Callable[[], None] | None = None,
     ) -> None:
         """Hand ``handle`` what arrived, every ``every_s``, until the run has ended; the last
-        batch comes after the end, so nothing published is missed. An interrupt (Ctrl-C, or
-        a signal the caller turns into one) cancels the run and following goes on, so the
-        shutdown's events are handed over too; ``on_interrupt`` is told the first time."""
+        batch comes after the end, so nothing published is missed, and as soon as the runner
+        says the run has ended (``EventBus.run_ended``), so no caller waits out an interval.
+        An interrupt (Ctrl-C, or a signal the caller turns into one) cancels the run and
+        following goes on, so the shutdown's events are handed over too; ``on_interrupt`` is
+        told the first time."""
         assert self._events is not None, "start() first"
         while True:
             try:
@@ -151,7 +152,7 @@ class RunLifecycle:
                 handle(self._events.drain())
                 if finished:
                     return
-                time.sleep(every_s)
+                self._events.wait(every_s)
             except KeyboardInterrupt:
                 first = not self._cancelled
                 self.cancel()

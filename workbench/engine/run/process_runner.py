@@ -134,6 +134,7 @@ class ProcessRunner:
         self._from_parent: Any = self._context.Queue()
         self._process: Any = None
         self._reader: threading.Thread | None = None
+        self._ended = threading.Event()
         self._result: RunResult | None = None
         self._error: tuple[str, str, str] | None = None
 
@@ -171,6 +172,15 @@ class ProcessRunner:
         self._reader.start()
 
     def _read(self) -> None:
+        """Publish what the child sends until its run has ended, then say so: ``running``
+        turns false before the bus wakes its followers."""
+        try:
+            self._read_until_the_end()
+        finally:
+            self._ended.set()
+            self.bus.run_ended()
+
+    def _read_until_the_end(self) -> None:
         while True:
             try:
                 message = self._to_parent.get(timeout=0.5)
@@ -194,7 +204,7 @@ class ProcessRunner:
 
     @property
     def running(self) -> bool:
-        return self._reader is not None and self._reader.is_alive()
+        return self._reader is not None and not self._ended.is_set()
 
     def wait(self, timeout: float | None = None) -> RunResult | None:
         assert self._reader is not None

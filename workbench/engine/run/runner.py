@@ -141,6 +141,7 @@ class ExperimentRunner:
         self.external_server: ExternalServer | None = None
         self.summaries: list[ConfigSummary] = []
         self._thread: threading.Thread | None = None
+        self._ended = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main_task: asyncio.Task[None] | None = None
         self._server: LlamaServer | None = None
@@ -297,10 +298,16 @@ class ExperimentRunner:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread is not None and not self._ended.is_set()
 
     def _thread_main(self) -> None:
-        asyncio.run(self._main())
+        """Run, then say so: ``running`` turns false before the bus wakes its followers, so
+        one woken finds the run over (its thread may take a moment more to exit)."""
+        try:
+            asyncio.run(self._main())
+        finally:
+            self._ended.set()
+            self.bus.run_ended()
 
     # -- the run ------------------------------------------------------------------------------
     def emit(self, event: Any) -> None:
