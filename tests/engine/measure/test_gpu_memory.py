@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 
 from tests.conftest import older_session
+from tests.engine.waiting import until
 from tests.made_sessions import NS, Config, build_session, burst, startup_facts
 from workbench.engine.base.records import Gpu
 from workbench.engine.events import GpuSample, Notice
@@ -151,7 +152,7 @@ def test_a_process_nvml_gives_no_figure_for_is_no_figure(server_on_gpu, odd):
 def test_the_sampler_records_the_servers_gpu_memory(server_on_gpu):
     events = []
     sampler_ = started_sampler(events, 0, gpu_hz=50)
-    time.sleep(0.3)
+    until(lambda: len([e for e in events if isinstance(e, GpuSample)]) >= 3)
     sampler_.stop()
     gpu = [e for e in events if isinstance(e, GpuSample)]
     assert len(gpu) >= 3 and all(e.gpu_bytes == 512 * MIB for e in gpu)
@@ -259,14 +260,35 @@ def test_a_probe_that_never_sampled_starts_no_nvml_when_it_finishes(server_on_gp
     assert (module.calls, probe.notices) == ([], [])
 
 
+def hanging_query(
+    module: types.ModuleType, processes: dict[int, list[Proc]]
+) -> tuple[threading.Event, threading.Event]:
+    """NVML's process list hangs until released, then lists ``processes``: whether a query
+    has entered it, and the release."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hang(handle: tuple[str, int]) -> list[Proc]:
+        entered.set()
+        release.wait(10)
+        return list(processes.get(handle[1], []))
+
+    module.nvmlDeviceGetComputeRunningProcesses = hang
+    return entered, release
+
+
 def test_a_hung_nvml_call_holds_up_neither_the_memory_curve_nor_stop(server_on_gpu, monkeypatch):
-    monkeypatch.setattr(ServerSampler, "GPU_JOIN_S", 0.2)  # the bound, not its size, is tested
+    monkeypatch.setattr(ServerSampler, "GPU_JOIN_S", 0.1)  # the bound, not its size, is tested
     module, _ = server_on_gpu
-    release = threading.Event()
-    module.nvmlDeviceGetComputeRunningProcesses = lambda h: release.wait(10) and []
+    entered, release = hanging_query(module, {})
     events = []
     sampler_ = started_sampler(events, 3, gpu_hz=50)
-    time.sleep(0.3)
+
+    def memory() -> int:
+        return len([e for e in events if type(e).__name__ == "ProcessSample"])
+
+    assert entered.wait(10)
+    hung_at = memory()
+    until(lambda: memory() >= max(2, hung_at + 1))  # the curve goes on while the query hangs
     start = time.monotonic()
     sampler_.stop()
     took = time.monotonic() - start
@@ -280,11 +302,12 @@ def test_a_hung_nvml_call_holds_up_neither_the_memory_curve_nor_stop(server_on_g
 
 def test_the_same_notice_is_told_once_per_process(fresh, monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    monkeypatch.setattr(gpu_memory, "nvidia_driver_present", lambda: True)
     events = []
+    asked = threading.Semaphore(0)
+    monkeypatch.setattr(gpu_memory, "nvidia_driver_present", lambda: asked.release() or True)
     for config in (0, 1):  # a sampler per repeat of each configuration
         sampler_ = started_sampler(events, config)
-        time.sleep(0.1)
+        assert asked.acquire(timeout=10)  # its probe found NVML missing before it stopped
         sampler_.stop()
     told = [e for e in events if isinstance(e, Notice) and "nvidia-ml-py" in e.text]
     assert [(n.level, n.config_index) for n in told] == [("warning", 0)]
@@ -327,16 +350,16 @@ def test_a_version_1_session_reads_without_gpu_samples(tmp_path):
 def test_a_query_that_returns_after_stop_records_nothing(server_on_gpu, monkeypatch):
     """A query still hanging when stop() gave up on it comes back later with a figure: the
     run it was for has ended, so no sample reaches the session."""
-    monkeypatch.setattr(ServerSampler, "GPU_JOIN_S", 0.2)
+    monkeypatch.setattr(ServerSampler, "GPU_JOIN_S", 0.1)
     module, processes = server_on_gpu
-    release = threading.Event()
-    module.nvmlDeviceGetComputeRunningProcesses = lambda h: (
-        release.wait(10) and list(processes.get(h[1], []))
-    )
+    entered, release = hanging_query(module, processes)
     events = []
     sampler_ = started_sampler(events, 3, gpu_hz=50)
-    time.sleep(0.2)
+    assert entered.wait(10)
     sampler_.stop()
-    release.set()
-    time.sleep(0.3)  # the query returns now, with 512 MiB
+    gave_up_on = [t for t in threading.enumerate() if t.name == "sampler-gpu"]
+    release.set()  # the query returns now, with 512 MiB
+    for thread in gave_up_on:
+        thread.join(10)
+    assert gave_up_on and not any(t.is_alive() for t in gave_up_on)
     assert not [e for e in events if isinstance(e, GpuSample)]

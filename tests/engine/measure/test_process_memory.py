@@ -9,11 +9,11 @@ import errno
 import os
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 
+from tests.engine.waiting import until
 from tests.made_sessions import Config, build_session, request, startup_facts
 from workbench.engine.events import Notice, ProcessSample
 from workbench.engine.measure import hardware, sampler
@@ -131,13 +131,19 @@ def test_the_sampler_says_once_which_figure_its_memory_curve_is(monkeypatch):
         sampler, "process_measure", lambda: choose_measure("darwin", lambda: fake_libproc({}))
     )
     events = []
-    for config in (0, 1):
+
+    def sample_memory_once(config: int) -> None:
         sampler_ = ServerSampler(
             events.append, config, f"http://127.0.0.1:{free_port()}", os.getpid(), http_hz=1
         )
         sampler_.start()
-        time.sleep(0.15)
+        until(
+            lambda: any(isinstance(e, ProcessSample) and e.config_index == config for e in events)
+        )
         sampler_.stop()
+
+    for config in (0, 1):
+        sample_memory_once(config)
     told = [e for e in events if isinstance(e, Notice) and "RSS" in e.text]
     assert len(told) == 1 and told[0].level == "warning"
     assert len([e for e in events if isinstance(e, ProcessSample)]) >= 2
