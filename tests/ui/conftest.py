@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pyqtgraph as pg
 import pytest
 import qasync
 from PySide6.QtWidgets import QApplication
@@ -12,12 +13,26 @@ from PySide6.QtWidgets import QApplication
 from tests.ui.driving import run
 from workbench.ui.gui_thread_gc import GuiThreadGarbageCollection
 from workbench.ui.main_window import MainWindow
-from workbench.ui.theme import apply_theme
+from workbench.ui.options import DEFAULT_FONT_PT
+from workbench.ui.theme import THEME_PROPERTY, apply_theme, theme
+
+
+def ensure_dark_theme(app: QApplication) -> None:
+    """The window's default theme, applied again only where a test changed it: re-styling
+    the whole application costs about 25 ms a test."""
+    plots = pg.getConfigOption("background"), pg.getConfigOption("foreground")
+    colors = theme("dark").colors
+    if (
+        app.property(THEME_PROPERTY) != "dark"
+        or app.font().pointSizeF() != DEFAULT_FONT_PT
+        or plots != (colors["plot_background"], colors["plot_foreground"])
+    ):
+        apply_theme(app, "dark")
 
 
 @pytest.fixture
 def loop(qapp):
-    apply_theme(qapp, "dark")
+    ensure_dark_theme(qapp)
     qapp.setQuitOnLastWindowClosed(False)  # a test closes windows; the loop must go on
     event_loop = qasync.QEventLoop(qapp, already_running=False)
     asyncio.set_event_loop(event_loop)

@@ -8,6 +8,7 @@ from pathlib import Path
 from workbench.engine.base.errors import WorkbenchError
 
 THEMES = ("dark", "light", "projector")
+DEFAULT_FONT_PT = 11  # the window's base font size, in points
 DEFAULT_EXPERIMENT = Path("experiments/slots-1-2-4.toml")
 
 
@@ -31,7 +32,9 @@ def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--server-bin", help="llama-server binary to use")
     parser.add_argument("--theme", choices=THEMES, default="dark")
-    parser.add_argument("--font-size", type=int, default=11, help="base font size in points")
+    parser.add_argument(
+        "--font-size", type=int, default=DEFAULT_FONT_PT, help="base font size in points"
+    )
     parser.add_argument("--size", default="1600x950", help="window size WIDTHxHEIGHT")
     parser.add_argument("--autorun", action="store_true", help="press Run at start")
     parser.add_argument(

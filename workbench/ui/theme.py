@@ -11,6 +11,7 @@ from PySide6.QtCore import QEvent
 from PySide6.QtGui import QColor, QFont, QIcon, QPalette, QPixmap
 from PySide6.QtWidgets import QApplication, QWidget
 
+from workbench.ui.options import DEFAULT_FONT_PT
 from workbench.ui.palette import theme_data
 
 THEME_PROPERTY = "workbenchTheme"  # the name apply_theme last applied, kept on the app
@@ -44,7 +45,7 @@ def app_icon() -> QIcon:
     return QIcon(pixmap)
 
 
-def apply_theme(app: QApplication, name: str = "dark", font_pt: float = 11) -> Theme:
+def apply_theme(app: QApplication, name: str = "dark", font_pt: float = DEFAULT_FONT_PT) -> Theme:
     """Fusion style with our palette, a readable base font, and matching plot colours for
     the plots made from now on (``restyle_plots`` brings existing ones along).
 
