@@ -9,6 +9,8 @@ import time
 
 import psutil
 
+from tests.engine.waiting import until
+
 
 def _ended(proc: psutil.Process) -> bool:
     """Gone or a zombie: this container's init reaps orphans only every couple of seconds."""
@@ -25,7 +27,7 @@ def test_watchdog_kills_the_child_group_when_the_parent_dies():
         ["sh", "-c", f"{sys.executable} -c 'import time; time.sleep(60)'; echo done"],
         start_new_session=True,
     )
-    time.sleep(0.3)
+    until(lambda: psutil.Process(child.pid).children(recursive=True), what="the wrapper's child")
     grandchildren = psutil.Process(child.pid).children(recursive=True)
     watchdog = subprocess.Popen(
         [sys.executable, "-m", "workbench.engine.server.watchdog", str(parent.pid), str(child.pid)]
