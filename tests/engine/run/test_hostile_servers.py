@@ -29,7 +29,7 @@ EXPERIMENT = (
     "warmup = 0\nrequest_timeout_s = {timeout_s}\n"
 )
 TIMEOUT_S = 2.0  # the faulty requests end at their fault, long before this
-STALL_TIMEOUT_S = 0.5  # a stalled stream waits all of it; a normal answer takes milliseconds
+STALL_TIMEOUT_S = 0.25  # a stalled stream waits all of it; a normal answer takes milliseconds
 NORMAL = Behaviour(tokens=8)
 
 # mode: (the faulty answer, what the faulty requests' error says; None: they succeed)
@@ -42,7 +42,7 @@ MODES: dict[str, tuple[Behaviour, str | None]] = {
         Behaviour(status=500, error_body="E" * 65536, error_body_repeats=50_000),
         "HTTP 500: EEEE",
     ),
-    "slow-loris": (Behaviour(tokens=8, stall_after=2), "timed out after 0.5 s"),
+    "slow-loris": (Behaviour(tokens=8, stall_after=2), "timed out after 0.25 s"),
     "odd-json-values": (
         Behaviour(tokens=4, completion_tokens=2**70, finish_reason={"why": [1, 2]}),
         None,
