@@ -504,7 +504,7 @@ class MockProcess:
         self.url = line.removeprefix("listening on ")
 
     def served(self) -> dict[str, dict[str, Any]]:
-        """What it did with each request, by prompt (``/mock/log``)."""
+        """What it did with each prompt's latest request (``/mock/log``)."""
         answer = bounded_get(self.url, "/mock/log", max_bytes=256 * 2**20, deadline_s=30.0)
         if answer is None or answer.status != 200:
             raise RuntimeError("the mock server's log could not be read")

@@ -18,8 +18,9 @@ from workbench.mock_server import EXPOSITIONS
 from workbench.mock_server import MockProcess as Mock
 from workbench.ui.run_model import RunModel
 
-# Streams of about 0.8 s each, so the sampler (4 Hz) sees them in flight.
-MOCK = ("--ttft-ms", "100", "--itl-ms", "30", "--tokens", "24", "--slots", "4")
+# Streams of about 0.5 s each (50 ms to the first token, 23 gaps of 20 ms): the sampler's
+# ticks at 4 Hz, 0.25 s apart, see them in flight once or twice.
+MOCK = ("--ttft-ms", "50", "--itl-ms", "20", "--tokens", "24", "--slots", "4")
 QUICK = ("--ttft-ms", "20", "--itl-ms", "5", "--tokens", "24", "--slots", "4")
 EXPERIMENT = 'name = "kinds"\n[workload]\nrequests = 4\nmax_tokens = 24\nwarmup = 0\n'
 

@@ -45,8 +45,11 @@ TOKENS = 24
 MS = 1e6
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def mock() -> Iterator[Mock]:
+    """One mock for the module (each costs a process start): every test's requests have
+    ended before the next begins, ``served`` gives each prompt's latest request (this test's)
+    and the cross-checks compare the server's counters before and after their own run."""
     server = Mock("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--tokens", str(TOKENS))
     yield server
     server.stop()
