@@ -7,6 +7,8 @@ import csv
 import struct
 import xml.etree.ElementTree as ET
 
+from PySide6.QtWidgets import QApplication
+
 from tests.made_sessions import Config, build_session, request, write_session
 from workbench.cli.main import main
 from workbench.engine.base.records import StartupFacts
@@ -57,7 +59,10 @@ def test_a_comparison_report_headless(sweep_session, tmp_path, capsys):
         "--size",
         "400x250",
     ]
+    before = len(QApplication.topLevelWidgets())
     assert main(args) == 0
+    # No event loop ran: the charts were deleted all the same, each with pyqtgraph's menus.
+    assert len(QApplication.topLevelWidgets()) == before
     report = (out / "report.md").read_text()
     assert "![Aggregate throughput](charts/agg_tok_s.png)" in report
     assert "| machine | Made CPU 8-Core |" in report

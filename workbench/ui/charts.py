@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.exporters import SVGExporter
-from PySide6.QtCore import QMarginsF, QSizeF, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QMarginsF, QSizeF, Qt
 from PySide6.QtGui import QColor, QPageSize, QPainter, QPdfWriter
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -210,6 +210,14 @@ def legend_spot(
         return sum(left <= u <= left + box[0] and top <= v <= top + box[1] for u, v in unit)
 
     return min(LEGEND_SPOTS, key=crossings)
+
+
+def discard(widget: QWidget) -> None:
+    """Delete a widget that was made only to be drawn, now: ``deleteLater`` alone waits for
+    an event loop, which a headless export never runs, so a report's charts (each with the
+    15 hidden menu windows pyqtgraph gives a plot) stayed alive until the process ended."""
+    widget.deleteLater()
+    QCoreApplication.sendPostedEvents(widget, QEvent.Type.DeferredDelete)
 
 
 def export_widget(

@@ -11,7 +11,7 @@ from workbench.engine.analysis.compare import session_column, workload_caption
 from workbench.engine.base.errors import OutputDirError
 from workbench.engine.run.replay import session_events
 from workbench.engine.store import Session
-from workbench.ui.charts import export_widget
+from workbench.ui.charts import discard, export_widget
 from workbench.ui.gantt import TITLES, GanttView
 from workbench.ui.gantt_html import gantt_html
 from workbench.ui.gantt_rows import SEGMENT_NAMES, SEGMENTS
@@ -53,7 +53,7 @@ def write_gantt(session: Session, out_dir: Path, options: ChartOptions) -> list[
                 path = out_dir / f"{stem}.{fmt}"
                 export_widget(view, path, options.width, options.height, options.dpi, settle=True)
                 written.append(path)
-        view.deleteLater()
+        discard(view)
     page = out_dir / "gantt.html"
     caption = workload_caption([session.summaries()])
     try:

@@ -24,7 +24,7 @@ from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.untrusted import markdown
 from workbench.engine.figures.metrics import Figure, View, shown_in
 from workbench.engine.store import Session
-from workbench.ui.charts import MetricChart, export_widget
+from workbench.ui.charts import MetricChart, discard, export_widget
 from workbench.ui.theme import apply_theme, theme
 
 
@@ -81,7 +81,7 @@ def write_charts(
                 export_widget(chart, path, options.width, options.height, options.dpi)
                 if fmt == options.formats[0]:
                     written.append((data.title, path))
-            chart.deleteLater()
+            discard(chart)
     return written
 
 
