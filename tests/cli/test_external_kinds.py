@@ -73,7 +73,9 @@ def test_a_client_limited_external_run_is_flagged(tmp_path, capsys, monkeypatch)
     table and the stored session."""
     monkeypatch.setattr(summaries, "LOOP_BUSY_LIMIT", 0.0)
     printed, session_path = run_external(tmp_path, "vllm", capsys, QUICK)
-    assert "[external] client-limited (measuring loop busy" in " ".join(printed.split())
+    said = " ".join(printed.split())
+    # A loaded machine may add a late dispatch to the reasons, ahead of the busy loop.
+    assert "[external] client-limited (" in said and "measuring loop busy" in said
     assert "[clie" in printed  # the table's mark, cut to the 160 columns of a pipe
     with open_session(session_path) as session:
         assert session.meta["mode"] == "external"
