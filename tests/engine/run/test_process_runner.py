@@ -82,3 +82,47 @@ def test_the_child_runs_the_lifecycle_and_writes_the_tables(tmp_path, monkeypatc
 
     monkeypatch.setattr(lifecycle, "write_tables", never)  # the child's are kept as they are
     assert lifecycle.RunLifecycle(runner).finish() == result
+
+
+FRONT_END = """
+import sys, time
+from pathlib import Path
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.run.process_runner import ProcessRunner
+from workbench.engine.run.runner import RunOptions
+
+experiment = parse_experiment('name = "left"\\n[workload]\\nrequests = 1\\nmax_tokens = 4\\n')
+runner = ProcessRunner(experiment, RunOptions(Path(sys.argv[1]), base_url=sys.argv[2]))
+runner.prepare()
+print(runner._process.pid, runner.session_path, flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_engine_ends_its_run_when_the_front_end_is_gone(tmp_path):
+    """A window killed while its run waits to start: the engine process (a fork server's
+    child, whose parent process is that server) sees it go, closes the session and exits."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.engine.waiting import ended, until
+    from tests.fakes.sse_server import Behaviour, serve_in_thread
+    from workbench.engine.store import open_session
+
+    with (
+        serve_in_thread(Behaviour(tokens=4)) as server,
+        subprocess.Popen(
+            [sys.executable, "-c", FRONT_END, str(tmp_path), server.base_url],
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as front_end,
+    ):
+        pid, session_path = front_end.stdout.readline().split()
+        engine = psutil.Process(int(pid))
+        assert engine.ppid() != front_end.pid  # the fork server's child
+        front_end.kill()
+        until(lambda: ended(engine), what="the engine's exit")
+    with open_session(session_path) as session:
+        assert session.status == "cancelled"

@@ -5,19 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import psutil
 
-from tests.engine.waiting import until
-
-
-def _ended(proc: psutil.Process) -> bool:
-    """Gone or a zombie: this container's init reaps orphans only every couple of seconds."""
-    try:
-        return proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
+from tests.engine.waiting import ended, until
 
 
 def test_watchdog_kills_the_child_group_when_the_parent_dies():
@@ -39,10 +30,7 @@ def test_watchdog_kills_the_child_group_when_the_parent_dies():
         assert child.wait(timeout=10) != 0
         assert watchdog.wait(timeout=10) == 0
         assert grandchildren
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not all(map(_ended, grandchildren)):
-            time.sleep(0.02)
-        assert all(map(_ended, grandchildren))
+        until(lambda: all(map(ended, grandchildren)), 5, "the grandchildren's end")
     finally:
         for proc in (parent, child, watchdog):
             if proc.poll() is None:
