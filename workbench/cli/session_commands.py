@@ -211,18 +211,19 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
         if args.json:
             write_json(Path(args.json), session)
             console.print(f"wrote {args.json}", markup=False)
+        # --charts DIR (in each of --format) and each --png/--svg/--pdf DIR: each chart is
+        # drawn once for all of them.
         targets = [(Path(args.charts), None)] if args.charts else []
         targets += [(Path(folder), fmt) for fmt, folder in by_format]
         if targets:
-            from workbench.ui.report import write_charts
+            from workbench.ui.report import draw_charts
 
+            options = _chart_options(args)
+            places = [(f, x) for f, fmt in targets for x in ([fmt] if fmt else options.formats)]
+            count = len(draw_charts([session], places, options))
             for folder, fmt in targets:
-                options = _chart_options(args)
-                if fmt is not None:
-                    options = replace(options, formats=(fmt,))
-                written = write_charts([session], folder, options)
                 what = f"{fmt.upper()} charts" if fmt else "charts"
-                console.print(f"wrote {len(written)} {what} to {folder}", markup=False)
+                console.print(f"wrote {count} {what} to {folder}", markup=False)
         if args.gantt:
             from workbench.ui.gantt_export import write_gantt
 

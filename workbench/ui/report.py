@@ -71,16 +71,34 @@ def write_charts(
 ) -> list[tuple[str, Path]]:
     """(title, path) for each chart written, in the first of ``options.formats`` (the
     other formats sit beside it)."""
+    places = [(out_dir, fmt) for fmt in options.formats]
+    return [(title, paths[0]) for title, paths in draw_charts(sessions, places, options, relative)]
+
+
+def draw_charts(
+    sessions: list[Session],
+    places: list[tuple[Path, str]],
+    options: ChartOptions,
+    relative: bool = False,
+) -> list[tuple[str, list[Path]]]:
+    """Each chart drawn once and written to every (folder, format) of ``places``: its title
+    and the paths, in the order of ``places``. ``options.formats`` is not read."""
     written = []
     with on_white():
         for data in chart_data(sessions, relative):
             chart = MetricChart()
             chart.show_data(data)
-            for fmt in options.formats:
-                path = out_dir / f"{data.key}.{fmt}"
-                export_widget(chart, path, options.width, options.height, options.dpi)
-                if fmt == options.formats[0]:
-                    written.append((data.title, path))
+            paths = [
+                export_widget(
+                    chart,
+                    folder / f"{data.key}.{fmt}",
+                    options.width,
+                    options.height,
+                    options.dpi,
+                )
+                for folder, fmt in places
+            ]
+            written.append((data.title, paths))
             discard(chart)
     return written
 
