@@ -52,23 +52,33 @@ class RooflineView(QWidget):
         super().__init__(parent)
         self.summary = QLabel(PLACEHOLDER)
         self.summary.setWordWrap(True)
-        self.chart = MetricChart()
-        self.chart.setToolTip(
-            "A decode step reads every weight once (shared by the batch) plus each "
-            "sequence's KV cache:\nno request can decode faster than bandwidth / (weights + "
-            "batch x KV in use)."
-        )
+        # Made with the first report: a plot costs about 20 ms to build, and the tab is
+        # rarely the one shown when the window opens.
+        self.chart: MetricChart | None = None
         self.report: RooflineReport | None = None
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
-        layout.addWidget(self.summary)
-        layout.addWidget(self.chart, 1)
+        self._layout = QVBoxLayout(self)
+        self._layout.setContentsMargins(4, 4, 4, 4)
+        self._layout.addWidget(self.summary)
+        self._layout.addStretch(1)
 
     def show_report(self, report: RooflineReport | None) -> None:
         self.report = report if report is not None and report.rows else None
         if self.report is None:
             self.summary.setText(PLACEHOLDER)
-            self.chart.show_data(ChartData("roofline", "", "tok/s", "slots", []))
+            if self.chart is not None:
+                self.chart.show_data(ChartData("roofline", "", "tok/s", "slots", []))
             return
         self.summary.setText(roofline_summary(self.report))
-        self.chart.show_data(roofline_chart(self.report))
+        self._make_chart().show_data(roofline_chart(self.report))
+
+    def _make_chart(self) -> MetricChart:
+        if self.chart is None:
+            self.chart = MetricChart()
+            self.chart.setToolTip(
+                "A decode step reads every weight once (shared by the batch) plus each "
+                "sequence's KV cache:\nno request can decode faster than bandwidth / "
+                "(weights + batch x KV in use)."
+            )
+            self._layout.takeAt(self._layout.count() - 1)  # the stretch holding its place
+            self._layout.addWidget(self.chart, 1)
+        return self.chart

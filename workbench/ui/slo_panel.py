@@ -46,21 +46,28 @@ class SloPanel(QWidget):
         self.recommendation.setWordWrap(True)
         headers = [figure(key).header for key in SHOWN]
         self.table = read_only_table(["config", "good/requests", *headers, "meets SLO", "why not"])
-        self.chart = MetricChart(legend=False)
-        self.slo_line = pg.InfiniteLine(
-            angle=0,
-            pen=pg.mkPen("#e5484d", width=2, style=Qt.PenStyle.DashLine),
-            label="SLO",
-            labelOpts={"color": "#e5484d", "position": 0.95},
-        )
-        self.chart.getPlotItem().addItem(self.slo_line)
-        self.slo_line.hide()
-        layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(self.button)
-        layout.addWidget(self.recommendation)
-        layout.addWidget(self.table, 1)
-        layout.addWidget(self.chart, 1)
+        # The chart and its SLO line are made with the first result: a plot costs about
+        # 20 ms to build, and most windows never evaluate an SLO.
+        self.chart: MetricChart | None = None
+        self.slo_line: pg.InfiniteLine | None = None
+        self._layout = QVBoxLayout(self)
+        self._layout.addLayout(form)
+        self._layout.addWidget(self.button)
+        self._layout.addWidget(self.recommendation)
+        self._layout.addWidget(self.table, 1)
+
+    def _make_chart(self) -> tuple[MetricChart, pg.InfiniteLine]:
+        if self.chart is None or self.slo_line is None:
+            self.chart = MetricChart(legend=False)
+            self.slo_line = pg.InfiniteLine(
+                angle=0,
+                pen=pg.mkPen("#e5484d", width=2, style=Qt.PenStyle.DashLine),
+                label="SLO",
+                labelOpts={"color": "#e5484d", "position": 0.95},
+            )
+            self.chart.getPlotItem().addItem(self.slo_line)
+            self._layout.addWidget(self.chart, 1)
+        return self.chart, self.slo_line
 
     @staticmethod
     def _spin(suffix: str, value: float) -> QDoubleSpinBox:
@@ -93,12 +100,13 @@ class SloPanel(QWidget):
             for c, text in enumerate(cells):
                 self.table.setItem(r, c, QTableWidgetItem(text))
         (data,) = chart_data_from([("run", summaries)], metrics=(figure("ttft_p50_s"),))
-        self.chart.show_data(data)
+        chart, slo_line = self._make_chart()
+        chart.show_data(data)
         if slo.ttft_s is not None:
-            self.slo_line.setPos(slo.ttft_s * data.y_scale)  # in the chart's unit
-            self.slo_line.show()
+            slo_line.setPos(slo.ttft_s * data.y_scale)  # in the chart's unit
+            slo_line.show()
         else:
-            self.slo_line.hide()
+            slo_line.hide()
 
     def show_message(self, text: str) -> None:
         self.recommendation.setText(text)
