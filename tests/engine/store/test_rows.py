@@ -32,7 +32,8 @@ STORE = Path(__file__).parents[3] / "workbench" / "engine" / "store"
 @pytest.fixture
 def conn(tmp_path):
     with contextlib.closing(sqlite3.connect(tmp_path / "s.session.sqlite")) as conn:
-        create_tables(conn)
+        with conn:
+            create_tables(conn)
         yield conn
 
 
@@ -158,3 +159,19 @@ def test_the_store_maps_no_column_by_position():
     for source in STORE.glob("*.py"):
         for line in source.read_text().splitlines():
             assert not positional.search(line), (source.name, line)
+
+
+def test_a_new_file_gets_every_table_or_none(tmp_path):
+    """The tables, the schema version and the caller's first rows are one transaction: a
+    session file never holds half a schema, nor tables without their header row."""
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.session.sqlite")) as conn:
+        create_tables(conn)
+        assert conn.in_transaction
+        conn.rollback()
+        assert conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone() == (0,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (0,)
+        with conn:
+            create_tables(conn)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert names == {table.name for table in TABLES}

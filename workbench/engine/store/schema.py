@@ -128,6 +128,7 @@ CREATE TABLE reported_figures (
 
 
 def create_tables(conn: sqlite3.Connection) -> None:
-    """Every table of this version, in an empty file, and the version that wrote it."""
-    conn.executescript(SCHEMA)
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    """Every table of this version, in an empty file, and the version that wrote it, in a
+    transaction the caller commits (with its first rows) or rolls back: a file is created
+    whole or not at all, and with one sync to disk instead of one per table."""
+    conn.executescript(f"BEGIN;\n{SCHEMA}\nPRAGMA user_version = {SCHEMA_VERSION};")
