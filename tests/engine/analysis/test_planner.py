@@ -464,3 +464,39 @@ def test_a_header_cut_anywhere_is_a_clear_error(small_model, tmp_path):
         os.truncate(cut, size)
         with pytest.raises(ModelFileError, match=r"\(truncated or corrupt\)$"):
             read_gguf_header(cut)
+
+
+def test_string_arrays_read_in_blocks_of_any_size(tmp_path, monkeypatch):
+    """Strings cut by the edge of a block, kept or stepped over, read as they do in one
+    block, and the keys after them are still found; an array cut short is a clear error."""
+    path = tmp_path / "vocab.gguf"
+    words = ["", "a", "ab" * 20, "é" * 9, "x" * 300, *(f"w{i}" for i in range(40))]
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_array("tokenizer.ggml.tokens", words)
+    writer.add_array("tokenizer.ggml.merges", list(reversed(words)))
+    writer.add_context_length(4096)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 4), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    kept = frozenset({"tokenizer.ggml.tokens"})
+    whole = read_gguf_header(path, kept)
+    assert whole.fields["tokenizer.ggml.tokens"] == tuple(words)
+    assert "tokenizer.ggml.merges" not in whole.fields
+    assert whole.fields["llama.context_length"] == 4096
+    for block in (1, 7, 64):
+        monkeypatch.setattr(gguf_header, "STRINGS_BLOCK", block)
+        assert read_gguf_header(path, kept) == whole
+        monkeypatch.setattr(gguf_header, "MAX_VOCAB_BYTES", 100)
+        with pytest.raises(ModelFileError, match="vocabulary takes more than 100 bytes"):
+            read_gguf_header(path, kept)
+        monkeypatch.undo()
+    data = path.read_bytes()
+    cut = tmp_path / "cut.gguf"
+    for block in (7, gguf_header.STRINGS_BLOCK):
+        monkeypatch.setattr(gguf_header, "STRINGS_BLOCK", block)
+        for size in range(data.index(b"x" * 300) + 150, data.rindex(b"x" * 300) + 150, 37):
+            cut.write_bytes(data[:size])
+            with pytest.raises(ModelFileError, match=r"\(truncated or corrupt\)$"):
+                read_gguf_header(cut, kept)
