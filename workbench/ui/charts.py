@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from workbench.engine.analysis.compare import ChartData, ChartKind, Series
 from workbench.engine.base.errors import OutputDirError
-from workbench.ui.grid_axis import grid_axes
+from workbench.ui.plot_axis import plot_axes
 
 # Distinct, colour-blind-friendly series colours (Okabe-Ito), readable on white and dark.
 SERIES_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
@@ -44,7 +44,7 @@ class MetricChart(pg.PlotWidget):
     starts at zero, so a bar's height reads as the value."""
 
     def __init__(self, parent: QWidget | None = None, legend: bool = True) -> None:
-        super().__init__(parent, axisItems=grid_axes())
+        super().__init__(parent, axisItems=plot_axes())
         self.setMinimumSize(80, 120)
         plot = self.getPlotItem()
         plot.showGrid(x=True, y=True, alpha=0.25)

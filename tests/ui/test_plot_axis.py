@@ -1,12 +1,13 @@
 """The grid's lines are opaque, in the colour the translucent ones showed, and beneath the
-data: a curve along a grid line stays the curve's colour."""
+data: a curve along a grid line stays the curve's colour. A label is laid out again only when
+its text changes."""
 
 from __future__ import annotations
 
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QPainter
 
-from workbench.ui.grid_axis import GridAxis, grid_axes, seen_over
+from workbench.ui.plot_axis import PlotAxis, plot_axes, seen_over
 
 
 def test_a_translucent_colour_seen_over_a_background():
@@ -16,7 +17,7 @@ def test_a_translucent_colour_seen_over_a_background():
 
 
 def test_grid_lines_are_opaque_and_beneath_the_data(qtbot):
-    widget = pg.PlotWidget(axisItems=grid_axes(), background="#101010")
+    widget = pg.PlotWidget(axisItems=plot_axes(), background="#101010")
     qtbot.addWidget(widget)
     widget.resize(400, 300)
     plot = widget.getPlotItem()
@@ -28,7 +29,7 @@ def test_grid_lines_are_opaque_and_beneath_the_data(qtbot):
     qtbot.waitExposed(widget)
 
     left = plot.getAxis("left")
-    assert isinstance(left, GridAxis) and left.zValue() < plot.vb.zValue()
+    assert isinstance(left, PlotAxis) and left.zValue() < plot.vb.zValue()
     _, ticks, _ = left.generateDrawSpecs(QPainter())
     assert ticks and all(pen.color().alpha() == 255 for pen, _, _ in ticks)
     # Seen over the dark background, each is darker than the axis's own (opaque) pen.
@@ -42,9 +43,30 @@ def test_grid_lines_are_opaque_and_beneath_the_data(qtbot):
 
 
 def test_without_a_grid_the_axis_stays_above_the_data(qtbot):
-    widget = pg.PlotWidget(axisItems=grid_axes())
+    widget = pg.PlotWidget(axisItems=plot_axes())
     qtbot.addWidget(widget)
     plot = widget.getPlotItem()
     plot.showGrid(x=True, y=True, alpha=0.25)
     plot.showGrid(x=False, y=False)
     assert plot.getAxis("left").zValue() == plot.getAxis("bottom").zValue() == 0.5
+
+
+def test_a_label_is_laid_out_again_only_when_its_text_changes(qtbot):
+    """Each range move sets pyqtgraph's label again, on all four axes: only a new unit
+    prefix reaches Qt's HTML layout."""
+    widget = pg.PlotWidget(axisItems=plot_axes())
+    qtbot.addWidget(widget)
+    plot = widget.getPlotItem()
+    plot.setLabel("left", "memory", units="B")
+    left = plot.getAxis("left")
+    assert all(isinstance(plot.getAxis(name), PlotAxis) for name in ("top", "right"))
+    plot.setYRange(0, 50e6, padding=0)
+    assert "MB" in left.label.toPlainText()
+    laid_out = []
+    real = left.label.setHtml
+    left.label.setHtml = lambda html: (laid_out.append(html), real(html))
+    for top in (100e6, 200e6, 300e6):  # still MB
+        plot.setYRange(0, top, padding=0)
+    assert laid_out == []
+    plot.setYRange(0, 3e9, padding=0)
+    assert len(laid_out) == 1 and "GB" in left.label.toPlainText()

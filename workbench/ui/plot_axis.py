@@ -1,14 +1,17 @@
-"""Grid lines that cost little to draw, beneath the data.
+"""Plot axes that cost little to draw and to move: every plot of the app uses them.
 
 pyqtgraph draws a plot's grid as its axes' ticks stretched across the plot, in the axis
 pen made translucent (``showGrid(alpha=...)``), with antialiasing off. Qt's raster engine
 blends such a line pixel by pixel, off its fast paths: an axis of a full-height plot took
 20-35 ms to draw, and a live plot's time axis is drawn again each time its range moves.
-
-``GridAxis`` draws each grid line opaque instead, in the colour the translucent line showed
+``PlotAxis`` draws each grid line opaque instead, in the colour the translucent line showed
 over the plot's background, so it looks the same and takes the fast path (about ten times
 faster); and, opaque, it goes beneath the data, so a curve running along a grid line is not
 covered by it.
+
+pyqtgraph also sets each axis's label again, as HTML that Qt parses and lays out, every time
+the range moves (for its automatic unit prefix), on all four axes, the two hidden ones
+included. The text rarely changes: ``PlotAxis`` sets it only when it does.
 """
 
 from __future__ import annotations
@@ -31,12 +34,24 @@ def seen_over(color: QColor, background: QColor) -> QColor:
     )
 
 
-class GridAxis(pg.AxisItem):
-    """An axis whose grid is opaque and beneath the plot's data (see the module)."""
+class PlotAxis(pg.AxisItem):
+    """An axis whose grid is opaque and beneath the plot's data, and whose label is laid out
+    again only when its text changes (see the module)."""
+
+    _label_html: str | None = None  # what the label shows; pyqtgraph sets it in __init__
 
     def setGrid(self, grid: float | bool) -> None:
         super().setGrid(grid)
         self.setZValue(BENEATH_THE_DATA if grid is not False else 0.5)
+
+    def _updateLabel(self) -> None:
+        html = self.labelString()
+        if html != self._label_html:
+            self.label.setHtml(html)
+            self._label_html = html
+        self._adjustSize()
+        self.picture = None
+        self.update()
 
     def generateDrawSpecs(self, p: Any) -> Any:
         specs = super().generateDrawSpecs(p)
@@ -60,7 +75,7 @@ class GridAxis(pg.AxisItem):
         return pg.mkColor(pg.getConfigOption("background"))
 
 
-def grid_axes() -> dict[str, GridAxis]:
-    """The left and bottom axes of a new ``PlotWidget`` that shows a grid
-    (``axisItems=grid_axes()``): the two a plot shows, and the grid's."""
-    return {name: GridAxis(name) for name in ("left", "bottom")}
+def plot_axes() -> dict[str, PlotAxis]:
+    """The four axes of a new ``PlotWidget`` (``axisItems=plot_axes()``): the two a plot
+    shows and the two it hides, which pyqtgraph keeps in step with the view all the same."""
+    return {name: PlotAxis(name) for name in ("left", "bottom", "top", "right")}
