@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from workbench.engine.analysis.compare import ChartData, ChartKind, Series
 from workbench.engine.base.errors import OutputDirError
-from workbench.ui.plot_axis import plot_axes
+from workbench.ui.plot_widget import Plot
 
 # Distinct, colour-blind-friendly series colours (Okabe-Ito), readable on white and dark.
 SERIES_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
@@ -36,7 +36,7 @@ def series_color(series: Series) -> QColor:
     return QColor(SERIES_COLORS[series.session % len(SERIES_COLORS)])
 
 
-class MetricChart(pg.PlotWidget):
+class MetricChart(Plot):
     """A chart of ``ChartData``: lines with markers against the swept setting, with error
     bars where repeats give a spread; a trade-off with each point named; or distributions as
     steps. Each series in its session's colour; a legend that names each series (the
@@ -44,7 +44,7 @@ class MetricChart(pg.PlotWidget):
     starts at zero, so a bar's height reads as the value."""
 
     def __init__(self, parent: QWidget | None = None, legend: bool = True) -> None:
-        super().__init__(parent, axisItems=plot_axes())
+        super().__init__(parent)
         self.setMinimumSize(80, 120)
         plot = self.getPlotItem()
         plot.showGrid(x=True, y=True, alpha=0.25)

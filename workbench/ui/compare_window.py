@@ -42,7 +42,7 @@ from workbench.engine.store import open_session
 from workbench.ui.charts import SERIES_COLORS, MetricChart
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.gantt import GanttView
-from workbench.ui.plot_axis import plot_axes
+from workbench.ui.plot_widget import Plot
 from workbench.ui.report import write_report
 from workbench.ui.run_model import RunModel
 
@@ -112,7 +112,7 @@ class CompareWindow(QWidget):
             grid_layout.addWidget(chart, i // 3, i % 3)
         after = len(self.charts)  # the memory curves take the next cell
         # Each run as it happened, on one time axis: its Gantt, and all memory curves together.
-        self.memory = pg.PlotWidget(axisItems=plot_axes())
+        self.memory = Plot()
         memory = self.memory.getPlotItem()
         memory.setTitle("Server memory (each from its own start)", size="11pt")
         memory.setLabel("left", "RSS", units="MiB")

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QToolTip, QWidget
 from workbench.ui import plain_text
 from workbench.ui.gantt_rows import SEGMENTS, lane_rows, request_tooltip, segments
 from workbench.ui.live_plot import EmptyNote, cache_axes
-from workbench.ui.plot_axis import plot_axes
+from workbench.ui.plot_widget import Plot
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme import series_color, state_color
 
@@ -37,9 +37,9 @@ def request_ticks(rows: int, most: int = 12) -> list[tuple[int, str]]:
     return [(i, str(i)) for i in range(0, rows, step)]
 
 
-class GanttView(pg.PlotWidget):
+class GanttView(Plot):
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent, axisItems=plot_axes())
+        super().__init__(parent)
         self.setObjectName("gantt")
         plot = self.getPlotItem()
         plot.setTitle(TITLES[False])

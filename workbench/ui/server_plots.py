@@ -13,7 +13,7 @@ from PySide6.QtGui import QColor, QFontMetricsF
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from workbench.ui.live_plot import EmptyNote, add_legend, cache_axes
-from workbench.ui.plot_axis import plot_axes
+from workbench.ui.plot_widget import Plot
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme import series_color
 
@@ -50,7 +50,7 @@ def _pen(name: str, dashed: bool = False) -> pg.QtGui.QPen:
 
 def _time_plot(name: str, title: str, title_size: str = "11pt") -> pg.PlotWidget:
     """A plot over the run's time axis: ranges set by hand (see ``_fit_y``), grid on."""
-    widget = pg.PlotWidget(axisItems=plot_axes())
+    widget = Plot()
     widget.setObjectName(name)
     plot = widget.getPlotItem()
     plot.setTitle(title, size=title_size)

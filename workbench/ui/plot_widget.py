@@ -1,4 +1,4 @@
-"""Plot axes that cost little to draw and to move: every plot of the app uses them.
+"""Every plot of the app: a pyqtgraph ``PlotWidget`` whose axes cost little to draw and to move.
 
 pyqtgraph draws a plot's grid as its axes' ticks stretched across the plot, in the axis
 pen made translucent (``showGrid(alpha=...)``), with antialiasing off. Qt's raster engine
@@ -20,6 +20,7 @@ from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QPen
+from PySide6.QtWidgets import QWidget
 
 BENEATH_THE_DATA = -200.0  # pyqtgraph's ViewBox, which holds the data, sits at -100
 
@@ -75,7 +76,12 @@ class PlotAxis(pg.AxisItem):
         return pg.mkColor(pg.getConfigOption("background"))
 
 
-def plot_axes() -> dict[str, PlotAxis]:
-    """The four axes of a new ``PlotWidget`` (``axisItems=plot_axes()``): the two a plot
-    shows and the two it hides, which pyqtgraph keeps in step with the view all the same."""
-    return {name: PlotAxis(name) for name in ("left", "bottom", "top", "right")}
+class Plot(pg.PlotWidget):
+    """A pyqtgraph ``PlotWidget`` with a ``PlotAxis`` on each side, the top and right ones
+    hidden as pyqtgraph's own are (it shows every axis it is given)."""
+
+    def __init__(self, parent: QWidget | None = None, **kwargs: Any) -> None:
+        sides = ("left", "bottom", "top", "right")
+        super().__init__(parent, axisItems={side: PlotAxis(side) for side in sides}, **kwargs)
+        for side in ("top", "right"):
+            self.getPlotItem().hideAxis(side)

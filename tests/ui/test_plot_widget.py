@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QPainter
 
-from workbench.ui.plot_axis import PlotAxis, plot_axes, seen_over
+from workbench.ui.plot_widget import Plot, PlotAxis, seen_over
 
 
 def test_a_translucent_colour_seen_over_a_background():
@@ -17,7 +17,7 @@ def test_a_translucent_colour_seen_over_a_background():
 
 
 def test_grid_lines_are_opaque_and_beneath_the_data(qtbot):
-    widget = pg.PlotWidget(axisItems=plot_axes(), background="#101010")
+    widget = Plot(background="#101010")
     qtbot.addWidget(widget)
     widget.resize(400, 300)
     plot = widget.getPlotItem()
@@ -43,7 +43,7 @@ def test_grid_lines_are_opaque_and_beneath_the_data(qtbot):
 
 
 def test_without_a_grid_the_axis_stays_above_the_data(qtbot):
-    widget = pg.PlotWidget(axisItems=plot_axes())
+    widget = Plot()
     qtbot.addWidget(widget)
     plot = widget.getPlotItem()
     plot.showGrid(x=True, y=True, alpha=0.25)
@@ -54,7 +54,7 @@ def test_without_a_grid_the_axis_stays_above_the_data(qtbot):
 def test_a_label_is_laid_out_again_only_when_its_text_changes(qtbot):
     """Each range move sets pyqtgraph's label again, on all four axes: only a new unit
     prefix reaches Qt's HTML layout."""
-    widget = pg.PlotWidget(axisItems=plot_axes())
+    widget = Plot()
     qtbot.addWidget(widget)
     plot = widget.getPlotItem()
     plot.setLabel("left", "memory", units="B")
@@ -70,3 +70,17 @@ def test_a_label_is_laid_out_again_only_when_its_text_changes(qtbot):
     assert laid_out == []
     plot.setYRange(0, 3e9, padding=0)
     assert len(laid_out) == 1 and "GB" in left.label.toPlainText()
+
+
+def test_a_plot_is_laid_out_as_pyqtgraphs_own(qtbot):
+    """Its top and right axes are there (kept in step, cheaply) but hidden, as pyqtgraph's
+    are: shown, they took 20 px from every plot."""
+    ours, theirs = Plot(), pg.PlotWidget()
+    for widget in (ours, theirs):
+        qtbot.addWidget(widget)
+        widget.getPlotItem().setLabel("bottom", "time", units="s")
+        widget.resize(400, 300)
+        widget.show()
+    qtbot.waitExposed(ours)
+    assert [ours.getPlotItem().getAxis(s).isVisible() for s in ("top", "right")] == [False] * 2
+    assert ours.getPlotItem().vb.geometry() == theirs.getPlotItem().vb.geometry()
