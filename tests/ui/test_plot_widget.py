@@ -5,6 +5,7 @@ its text changes."""
 from __future__ import annotations
 
 import pyqtgraph as pg
+import pytest
 from PySide6.QtGui import QColor, QPainter
 
 from workbench.ui.plot_widget import Plot, PlotAxis, seen_over
@@ -84,3 +85,28 @@ def test_a_plot_is_laid_out_as_pyqtgraphs_own(qtbot):
     qtbot.waitExposed(ours)
     assert [ours.getPlotItem().getAxis(s).isVisible() for s in ("top", "right")] == [False] * 2
     assert ours.getPlotItem().vb.geometry() == theirs.getPlotItem().vb.geometry()
+
+
+# A real right-click, offscreen: the platform cannot raise a menu nor grab the keyboard, and
+# pyqtgraph's scene takes the click on release, not on press.
+@pytest.mark.qt_log_ignore(
+    "does not support raise", "does not support grabbing", "not accepted by receiving widget"
+)
+def test_the_right_click_menu_is_made_on_the_first_right_click(qtbot):
+    from PySide6.QtCore import QPoint, Qt
+    from PySide6.QtWidgets import QApplication, QMenu
+
+    widget = Plot()
+    qtbot.addWidget(widget)
+    widget.resize(300, 200)
+    widget.show()
+    qtbot.waitExposed(widget)
+    view = widget.getPlotItem().vb
+    assert view.menu is None and view.menuEnabled()
+    centre = widget.mapFromScene(view.mapToScene(view.boundingRect().center()))
+    qtbot.mouseClick(widget.viewport(), Qt.MouseButton.RightButton, pos=QPoint(centre))
+    menus = [w for w in QApplication.topLevelWidgets() if isinstance(w, QMenu) and w.isVisible()]
+    assert len(menus) == 1 and menus[0] is view.menu
+    titles = [action.text() for action in menus[0].actions()]
+    assert "View All" in titles and "Plot Options" in titles  # the view's and the plot's
+    menus[0].close()

@@ -12,6 +12,9 @@ covered by it.
 pyqtgraph also sets each axis's label again, as HTML that Qt parses and lays out, every time
 the range moves (for its automatic unit prefix), on all four axes, the two hidden ones
 included. The text rarely changes: ``PlotAxis`` sets it only when it does.
+
+And it builds each view's right-click menu (two forms of axis controls) with the plot, a
+third of a plot's cost to make; ``PlotViewBox`` builds it on the first right-click.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyqtgraph as pg
+from pyqtgraph.graphicsItems.ViewBox.ViewBoxMenu import ViewBoxMenu
 from PySide6.QtGui import QColor, QPen
 from PySide6.QtWidgets import QWidget
 
@@ -76,12 +80,32 @@ class PlotAxis(pg.AxisItem):
         return pg.mkColor(pg.getConfigOption("background"))
 
 
+class PlotViewBox(pg.ViewBox):
+    """A view whose right-click menu is made when it is first asked for (see the module)."""
+
+    def __init__(self) -> None:
+        super().__init__(enableMenu=False)
+        self.state["enableMenu"] = True  # offered all the same: made by getMenu
+
+    def getMenu(self, ev: Any) -> ViewBoxMenu | None:
+        if self.menu is None and self.menuEnabled():
+            self.menu = ViewBoxMenu(self)
+            self.updateViewLists()
+        return self.menu
+
+    def getContextMenus(self, event: Any) -> list[Any]:
+        menu = self.getMenu(event)
+        return menu.actions() if menu is not None else []
+
+
 class Plot(pg.PlotWidget):
     """A pyqtgraph ``PlotWidget`` with a ``PlotAxis`` on each side, the top and right ones
-    hidden as pyqtgraph's own are (it shows every axis it is given)."""
+    hidden as pyqtgraph's own are (it shows every axis it is given), over a
+    ``PlotViewBox``."""
 
     def __init__(self, parent: QWidget | None = None, **kwargs: Any) -> None:
         sides = ("left", "bottom", "top", "right")
-        super().__init__(parent, axisItems={side: PlotAxis(side) for side in sides}, **kwargs)
+        axes = {side: PlotAxis(side) for side in sides}
+        super().__init__(parent, axisItems=axes, viewBox=PlotViewBox(), **kwargs)
         for side in ("top", "right"):
             self.getPlotItem().hideAxis(side)
