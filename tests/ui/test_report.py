@@ -88,9 +88,9 @@ def test_a_comparison_report_headless(sweep_session, tmp_path, capsys):
 
 def test_export_charts_of_one_session_and_bad_formats(sweep_session, tmp_path, capsys):
     export = ["export", str(sweep_session), "--charts", str(tmp_path / "charts")]
-    assert main([*export, "--format", "svg", "--size", "400x250", "--dpi", "72"]) == 0
+    assert main([*export, "--format", "pdf", "--size", "400x250", "--dpi", "72"]) == 0
     charts = tmp_path / "charts"
-    assert sorted(p.suffix for p in charts.iterdir()) == [".png"] * 8 + [".svg"] * 8
+    assert sorted(p.suffix for p in charts.iterdir()) == [".pdf"] * 8 + [".png"] * 8
     assert png_size(charts / "agg_tok_s.png") == (400, 250)
     assert main([*export, "--format", "gif"]) == 1
     assert "--format takes png, svg, pdf and/or vllm-json" in capsys.readouterr().err
