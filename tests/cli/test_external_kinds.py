@@ -5,6 +5,8 @@ counters. The mock runs in a process of its own, as a real server would."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from rich.console import Console
 
@@ -12,17 +14,24 @@ from workbench.cli.main import main
 from workbench.cli.tables import results_table
 from workbench.engine.figures import summaries
 from workbench.engine.figures.server_kinds import LLAMACPP
+from workbench.engine.measure.sampler import ServerSampler
+from workbench.engine.run import runner
 from workbench.engine.run.replay import load_session_events
 from workbench.engine.store import open_session
 from workbench.mock_server import EXPOSITIONS
 from workbench.mock_server import MockProcess as Mock
 from workbench.ui.run_model import RunModel
 
-# Streams of about 0.5 s each (50 ms to the first token, 23 gaps of 20 ms): the sampler's
-# ticks at 4 Hz, 0.25 s apart, see them in flight once or twice.
-MOCK = ("--ttft-ms", "50", "--itl-ms", "20", "--tokens", "24", "--slots", "4")
+# Streams of about 0.26 s each (30 ms to the first token, 23 gaps of 10 ms): the sampler,
+# ticking at 20 Hz here (4 Hz in a real run), sees them in flight four or five times.
+MOCK = ("--ttft-ms", "30", "--itl-ms", "10", "--tokens", "24", "--slots", "4")
 QUICK = ("--ttft-ms", "20", "--itl-ms", "5", "--tokens", "24", "--slots", "4")
 EXPERIMENT = 'name = "kinds"\n[workload]\nrequests = 4\nmax_tokens = 24\nwarmup = 0\n'
+
+
+@pytest.fixture(autouse=True)
+def quick_sampler(monkeypatch):
+    monkeypatch.setattr(runner, "ServerSampler", functools.partial(ServerSampler, http_hz=20.0))
 
 
 def run_external(tmp_path, key, capsys, timing=MOCK):
