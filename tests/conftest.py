@@ -63,7 +63,7 @@ def no_leaked_servers(request):
 def pytest_runtest_teardown(item):
     """Delete now the widgets a test leaves to ``deleteLater`` (pytest-qt's own closing
     does): that waits for an event loop, so the next test to run one paid for all of them.
-    A plot brings 15 hidden menu windows of pyqtgraph's; thousands piled up after the report
+    A plot brings 9 hidden menu windows of pyqtgraph's; thousands piled up after the report
     tests, and Qt's work grows with every widget alive (the 64-pane test took 1.7 s after
     them, 0.2 s alone)."""
     result = yield

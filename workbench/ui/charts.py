@@ -218,7 +218,7 @@ def legend_spot(
 def discard(widget: QWidget) -> None:
     """Delete a widget that was made only to be drawn, now: ``deleteLater`` alone waits for
     an event loop, which a headless export never runs, so a report's charts (each with the
-    15 hidden menu windows pyqtgraph gives a plot) stayed alive until the process ended."""
+    hidden menu windows pyqtgraph gives a plot) stayed alive until the process ended."""
     widget.deleteLater()
     QCoreApplication.sendPostedEvents(widget, QEvent.Type.DeferredDelete)
 
