@@ -139,18 +139,23 @@ def test_server_text_in_a_tooltip_is_shown_not_rendered(qtbot):
     assert "&lt;img src=x&gt;&lt;b&gt;" in tip and "<img" not in tip
 
 
-def test_the_result_charts_are_made_when_first_needed(qtbot, tmp_path):
-    """Most windows open on the table and never draw a chart: building them waits for
-    results, or for their tab."""
+def test_the_result_charts_are_made_and_drawn_while_their_tab_shows(qtbot, tmp_path):
+    """Most windows stay on the table and never draw a chart: the charts are built when
+    their tab is first opened, and drawn while it shows."""
+    with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
+        summaries = session.summaries()
     view = ResultsView()
     qtbot.addWidget(view)
     view.sync([])
     assert view.charts == {}
     view.tabs.setCurrentIndex(1)  # the Charts tab, before any results: empty charts
     assert set(view.charts) == {f.key for f in view.live_charts}
-    with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
-        summaries = session.summaries()
+    assert all(chart.point_count() == 0 for chart in view.charts.values())
+    view.sync(summaries)  # shown: drawn at once
+    assert all(chart.point_count() == 1 for chart in view.charts.values())
     fresh = ResultsView()
     qtbot.addWidget(fresh)
     fresh.sync(summaries)
+    assert fresh.charts == {} and fresh.table.rowCount() == 1  # on the table: none drawn
+    fresh.tabs.setCurrentIndex(1)
     assert all(chart.point_count() == 1 for chart in fresh.charts.values())

@@ -61,6 +61,7 @@ def test_a_real_experiment_fills_every_view(window, loop, qtbot, monkeypatch):
     assert window.plots.sample_count() > 3
     assert window.results.table.rowCount() == 2
     assert window.results.table.item(1, 1).text() == "2"
+    window.results.tabs.setCurrentIndex(1)  # the Charts tab: drawn when it shows
     assert window.results.charts["agg_tok_s"].data.series[0].x == [1.0, 2.0]
     assert window.results.charts["agg_tok_s"].point_count() == 2
     assert window.server_panel.facts["n_ctx_slot"].text() == "2048"

@@ -100,19 +100,17 @@ class ResultsView(QWidget):
         self.pinned = PinnedFirstColumn(self.table)
         for column, figure in enumerate(self.columns):
             self.table.horizontalHeaderItem(column).setToolTip(tooltip(figure))
-        # The charts are made when first needed (results to draw, or their tab opened): a
-        # plot costs ~30 ms to build, and most windows open on the table.
+        # The charts are made, and drawn, while their tab shows: most windows stay on the
+        # table, and a session opened or a configuration ended redrew three unseen charts.
         self.charts: dict[str, MetricChart] = {}
-        charts = QWidget()
-        self._chart_row = QHBoxLayout(charts)
+        self._charts_page = QWidget()
+        self._chart_row = QHBoxLayout(self._charts_page)
         self._chart_row.setContentsMargins(0, 0, 0, 0)
         self.live_charts = shown_in(View.LIVE_CHART)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.table, "Results")
-        self.tabs.addTab(charts, "Charts")
-        self.tabs.currentChanged.connect(
-            lambda i: self._draw_charts() if self.tabs.widget(i) is charts else None
-        )
+        self.tabs.addTab(self._charts_page, "Charts")
+        self.tabs.currentChanged.connect(lambda _: self._draw_charts_if_shown())
         self.verdicts = VerdictsView()
         self.tabs.addTab(self.verdicts, "Verdicts")
         self.roofline = RooflineView()
@@ -150,8 +148,7 @@ class ResultsView(QWidget):
                     item.setText(f"{item.text()} {TRUST_MARK}")
                 self.table.setItem(r, c, item)
         self._shown = len(summaries)
-        if summaries or self.charts:
-            self._draw_charts()
+        self._draw_charts_if_shown()
         self.verdicts.sync(summaries)
 
     def natural_width(self) -> int:
@@ -163,7 +160,9 @@ class ResultsView(QWidget):
         )
         return columns + 2 * table.frameWidth() + table.verticalScrollBar().sizeHint().width()
 
-    def _draw_charts(self) -> None:
+    def _draw_charts_if_shown(self) -> None:
+        if self.tabs.currentWidget() is not self._charts_page:
+            return
         if not self.charts:
             for figure in self.live_charts:
                 self.charts[figure.key] = MetricChart(legend=False)
