@@ -110,3 +110,25 @@ def test_the_right_click_menu_is_made_on_the_first_right_click(qtbot):
     titles = [action.text() for action in menus[0].actions()]
     assert "View All" in titles and "Plot Options" in titles  # the view's and the plot's
     menus[0].close()
+
+
+def test_a_long_title_wraps_to_the_plot_instead_of_widening_it(qtbot):
+    """A chart a third of the results panel wide was drawn at its title's width, twice its
+    own, and cut off at the right: its curves too."""
+    widget = Plot()
+    qtbot.addWidget(widget)
+    plot = widget.getPlotItem()
+    plot.setTitle("Short", size="11pt")
+    widget.resize(600, 300)
+    widget.show()
+    qtbot.waitExposed(widget)
+    one_line = plot.titleLabel.itemRect().height()
+    assert plot.layout.rowMinimumHeight(0) == 30  # pyqtgraph's own row, as before
+    title = "Per-request decode speed<br><span style='font-size:9pt'>8 requests · 64 out</span>"
+    plot.setTitle(title, size="11pt")
+    widget.resize(175, 300)
+    qtbot.waitUntil(lambda: plot.geometry().width() <= 175)
+    assert plot.titleLabel.itemRect().height() > 2 * one_line  # wrapped, not cut
+    assert plot.layout.rowMinimumHeight(0) >= plot.titleLabel.itemRect().height()
+    view = plot.vb.mapRectToScene(plot.vb.boundingRect())
+    assert view.right() <= 175 and view.height() > 100

@@ -15,18 +15,26 @@ included. The text rarely changes: ``PlotAxis`` sets it only when it does.
 
 And it builds each view's right-click menu (two forms of axis controls) with the plot, a
 third of a plot's cost to make; ``PlotViewBox`` builds it on the first right-click.
+
+A pyqtgraph title is as wide as its text, and a plot is never narrower than its title: a
+chart a third of the results panel wide was drawn twice its width and cut off at the right,
+curves and all. ``Plot`` wraps its title to the width it has instead.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pyqtgraph as pg
 from pyqtgraph.graphicsItems.ViewBox.ViewBoxMenu import ViewBoxMenu
-from PySide6.QtGui import QColor, QPen
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QPen, QResizeEvent, QTextOption
 from PySide6.QtWidgets import QWidget
 
 BENEATH_THE_DATA = -200.0  # pyqtgraph's ViewBox, which holds the data, sits at -100
+TITLE_ROW = 30  # px: pyqtgraph's title row, which a title of more lines outgrows
+MIN_TITLE_WIDTH = 40.0  # px: narrower, a title is cut rather than wrapped a word a line
 
 
 def seen_over(color: QColor, background: QColor) -> QColor:
@@ -98,14 +106,52 @@ class PlotViewBox(pg.ViewBox):
         return menu.actions() if menu is not None else []
 
 
+class PlotArea(pg.PlotItem):
+    """pyqtgraph's ``PlotItem`` whose title wraps to the width its widget gives it, in a row
+    as tall as its lines (pyqtgraph's is 30 px, a line and a half), see the module."""
+
+    def setTitle(self, title: str | None = None, **args: Any) -> None:
+        super().setTitle(title, **args)
+        self._fit_title()
+
+    _title_width = -1.0  # no wrapping until the widget says how wide it is
+
+    def wrap_title(self, width: float) -> None:
+        self._title_width = max(MIN_TITLE_WIDTH, width)
+        self._fit_title()
+
+    def _fit_title(self) -> None:
+        label = self.titleLabel
+        if not label.isVisible():  # no title: its row is 0 px, and it must claim no width
+            label.item.setTextWidth(-1)
+            return
+        label.item.setTextWidth(self._title_width)
+        label.updateMin()
+        height = max(TITLE_ROW, math.ceil(label.itemRect().height()))
+        label.setMaximumHeight(height)
+        self.layout.setRowFixedHeight(0, height)
+        label.resizeEvent(None)
+
+
 class Plot(pg.PlotWidget):
-    """A pyqtgraph ``PlotWidget`` with a ``PlotAxis`` on each side, the top and right ones
-    hidden as pyqtgraph's own are (it shows every axis it is given), over a
+    """A pyqtgraph ``PlotWidget`` over a ``PlotArea``, with a ``PlotAxis`` on each side (the
+    top and right ones hidden, as pyqtgraph's own are: it shows every axis it is given) and a
     ``PlotViewBox``."""
 
-    def __init__(self, parent: QWidget | None = None, **kwargs: Any) -> None:
+    def __init__(self, parent: QWidget | None = None, background: Any = "default") -> None:
         sides = ("left", "bottom", "top", "right")
-        axes = {side: PlotAxis(side) for side in sides}
-        super().__init__(parent, axisItems=axes, viewBox=PlotViewBox(), **kwargs)
+        plot = PlotArea(axisItems={s: PlotAxis(s) for s in sides}, viewBox=PlotViewBox())
         for side in ("top", "right"):
-            self.getPlotItem().hideAxis(side)
+            plot.hideAxis(side)
+        title = plot.titleLabel.item.document()
+        title.setDefaultTextOption(QTextOption(Qt.AlignmentFlag.AlignHCenter))
+        title.setDocumentMargin(0)  # a title and its subtitle fit pyqtgraph's 30 px row
+        super().__init__(parent, background=background, plotItem=plot)
+
+    def resizeEvent(self, ev: QResizeEvent | None) -> None:
+        """The title's lines as wide as the plot's column: the widget less its left axis."""
+        plot = self.getPlotItem()
+        if plot is not None:  # None while pyqtgraph builds the widget
+            left = plot.getAxis("left")
+            plot.wrap_title(self.width() - (left.width() if left.isVisible() else 0) - 8)
+        super().resizeEvent(ev)
