@@ -34,6 +34,7 @@ from PySide6.QtWidgets import QWidget
 
 BENEATH_THE_DATA = -200.0  # pyqtgraph's ViewBox, which holds the data, sits at -100
 TITLE_ROW = 30  # px: pyqtgraph's title row, which a title of more lines outgrows
+TITLE_MARGIN = 8  # px between a wrapped title and the widget's right edge
 MIN_TITLE_WIDTH = 40.0  # px: narrower, a title is cut rather than wrapped a word a line
 
 
@@ -110,11 +111,17 @@ class PlotArea(pg.PlotItem):
     """pyqtgraph's ``PlotItem`` whose title wraps to the width its widget gives it, in a row
     as tall as its lines (pyqtgraph's is 30 px, a line and a half), see the module."""
 
+    _title_width = -1.0  # no wrapping until the widget says how wide it is
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        title = self.titleLabel.item.document()
+        title.setDefaultTextOption(QTextOption(Qt.AlignmentFlag.AlignHCenter))
+        title.setDocumentMargin(0)  # a title and its subtitle fit pyqtgraph's 30 px row
+
     def setTitle(self, title: str | None = None, **args: Any) -> None:
         super().setTitle(title, **args)
         self._fit_title()
-
-    _title_width = -1.0  # no wrapping until the widget says how wide it is
 
     def wrap_title(self, width: float) -> None:
         self._title_width = max(MIN_TITLE_WIDTH, width)
@@ -143,9 +150,6 @@ class Plot(pg.PlotWidget):
         plot = PlotArea(axisItems={s: PlotAxis(s) for s in sides}, viewBox=PlotViewBox())
         for side in ("top", "right"):
             plot.hideAxis(side)
-        title = plot.titleLabel.item.document()
-        title.setDefaultTextOption(QTextOption(Qt.AlignmentFlag.AlignHCenter))
-        title.setDocumentMargin(0)  # a title and its subtitle fit pyqtgraph's 30 px row
         super().__init__(parent, background=background, plotItem=plot)
 
     def resizeEvent(self, ev: QResizeEvent | None) -> None:
@@ -153,5 +157,6 @@ class Plot(pg.PlotWidget):
         plot = self.getPlotItem()
         if plot is not None:  # None while pyqtgraph builds the widget
             left = plot.getAxis("left")
-            plot.wrap_title(self.width() - (left.width() if left.isVisible() else 0) - 8)
+            axis = left.width() if left.isVisible() else 0
+            plot.wrap_title(self.width() - axis - TITLE_MARGIN)
         super().resizeEvent(ev)
