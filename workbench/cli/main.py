@@ -16,6 +16,7 @@ from rich.markup import escape
 from workbench import __version__
 from workbench.cli import capacity_commands, preferences_commands, run_commands, session_commands
 from workbench.cli.exit_codes import EXIT_CANCELLED, EXIT_ERROR
+from workbench.cli.tables import output_console
 from workbench.engine.base.errors import WorkbenchError
 
 # Each adds one subcommand and its handler, in the order ``workbench --help`` lists them.
@@ -49,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    console = Console() if sys.stdout.isatty() else Console(width=160)
+    console = output_console()
     errors = Console(stderr=True)
     try:
         return args.handler(args, console)

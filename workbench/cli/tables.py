@@ -5,9 +5,11 @@ and prints what these return. ``results_table`` is shared by ``run`` (live) and 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -23,6 +25,29 @@ from workbench.engine.base.records import Hardware, ImportSource
 from workbench.engine.events import ConfigFinished, ConfigStarted, Notice, ServerReady
 from workbench.engine.figures.metrics import View, figure, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
+
+# The width to lay tables out at when neither a terminal nor ``COLUMNS`` says one (a log, a
+# pipe in CI): rich's own 80 would wrap the lab's table more than a log reader's window needs.
+DEFAULT_WIDTH = 120
+
+
+def output_console() -> Console:
+    """The console the commands print to: as wide as the terminal (stdout's, or stdin's or
+    stderr's when stdout is piped) or ``COLUMNS``, as rich finds them, else ``DEFAULT_WIDTH``."""
+    if os.environ.get("COLUMNS", "").isdigit() or _terminal_width():
+        return Console()
+    return Console(width=DEFAULT_WIDTH)
+
+
+def _terminal_width() -> int:
+    """The width of the first of stdin, stdout and stderr that is a terminal (rich's own
+    order), 0 when none is."""
+    for fd in (0, 1, 2):
+        try:
+            return os.get_terminal_size(fd).columns
+        except (OSError, ValueError):
+            continue
+    return 0
 
 
 def _num(value: Any, digits: int = 2) -> str:
