@@ -12,7 +12,7 @@ from rich.console import Console
 
 from workbench.cli.main import main
 from workbench.cli.tables import results_table
-from workbench.engine.figures import summaries
+from workbench.engine.figures import client_limits
 from workbench.engine.figures.server_kinds import LLAMACPP
 from workbench.engine.measure.sampler import ServerSampler
 from workbench.engine.run import runner
@@ -80,7 +80,7 @@ def test_a_client_limited_external_run_is_flagged(tmp_path, capsys, monkeypatch)
     """The client-limited mark does not depend on who started the server: with the bar for
     a busy measuring loop at zero, an external run is marked in the notices, the terminal's
     table and the stored session."""
-    monkeypatch.setattr(summaries, "LOOP_BUSY_LIMIT", 0.0)
+    monkeypatch.setattr(client_limits, "LOOP_BUSY_LIMIT", 0.0)
     printed, session_path = run_external(tmp_path, "vllm", capsys, QUICK)
     said = " ".join(printed.split())
     # A loaded machine may add a late dispatch to the reasons, ahead of the busy loop.

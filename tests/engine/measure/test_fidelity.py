@@ -17,11 +17,10 @@ import pytest
 
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings, parse_experiment
+from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
 from workbench.engine.figures.cross_checks import token_checks
 from workbench.engine.figures.summaries import (
-    ClientLoad,
     RunObservations,
-    client_limited_reason,
     dispatch_delay_s,
     percentile,
     request_metrics,
@@ -176,6 +175,30 @@ async def test_a_starved_client_is_flagged(mock: Mock) -> None:
     assert "dispatch delay p99" in summary.client_limited
 
 
+def test_a_long_queue_is_not_client_limited_by_a_few_ms_of_dispatch() -> None:
+    """A burst whose requests queue for seconds: 8 ms late at dispatch is no client limit,
+    but the same delay before 0.2 s answers is."""
+
+    def burst(ttft_ms: int) -> list[RequestRecord]:
+        ms = 1_000_000
+        return [
+            RequestRecord(
+                0, 0, i, "p", t_ready_ns=0, t_submit_ns=8 * ms,
+                t_first_token_ns=(8 + ttft_ms * (i + 1)) * ms,
+                t_last_token_ns=(10 + ttft_ms * (i + 1)) * ms,
+                t_done_ns=(10 + ttft_ms * (i + 1)) * ms, ok=True,
+                usage={"completion_tokens": 2},
+            )
+            for i in range(4)
+        ]  # fmt: skip
+
+    queued = summarize_run(burst(5000))
+    assert queued.dispatch_p99_ms == pytest.approx(8.0)
+    assert queued.client_limited is None
+    quick = summarize_run(burst(80))
+    assert quick.client_limited == "dispatch delay p99 8.0 ms > 5 ms, 4.0% of TTFT p50 0.2 s"
+
+
 def test_dispatch_delay_leaves_out_connecting_in_its_window() -> None:
     def record(ready: int, connect: int, connected: int, submit: int) -> RequestRecord:
         return RequestRecord(
@@ -194,9 +217,25 @@ def test_dispatch_delay_leaves_out_connecting_in_its_window() -> None:
 
 def test_client_limited_reasons() -> None:
     assert client_limited_reason(None, None) is None
-    assert client_limited_reason(4.9, ClientLoad(10.0, 8.0, 9.0)) is None
+    assert client_limited_reason(4.9, ClientLoad(10.0, 8.0, 9.0), 0.1) is None
+    # No answer to judge it against: a late dispatch counts on its own.
     assert client_limited_reason(5.1, None) == "dispatch delay p99 5.1 ms > 5 ms"
     busy = client_limited_reason(1.0, ClientLoad(10.0, 9.0, 9.5))
+    assert busy == "measuring loop busy 90% of the run"
+
+
+def test_a_late_dispatch_is_judged_against_the_ttft_it_could_distort() -> None:
+    """7.8 ms of dispatch delay cannot shape an 18.7 s TTFT (0.04 %), but it does shape a
+    0.39 s one (2 %); a saturated measuring loop counts whatever the TTFT."""
+    assert client_limited_reason(7.8, None, 18.7) is None
+    assert client_limited_reason(7.8, ClientLoad(10.0, 1.0, 2.0), 13.9) is None
+    assert client_limited_reason(7.8, None, 0.39) == (
+        "dispatch delay p99 7.8 ms > 5 ms, 2.0% of TTFT p50 0.39 s"
+    )
+    # 1 % of TTFT p50 is the bar: just under it is not client-limited, just over it is.
+    assert client_limited_reason(7.8, None, 0.781) is None
+    assert "1.0% of TTFT p50 0.77 s" in client_limited_reason(7.8, None, 0.77)
+    busy = client_limited_reason(7.8, ClientLoad(10.0, 9.0, 9.5), 18.7)
     assert busy == "measuring loop busy 90% of the run"
 
 

@@ -21,6 +21,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from workbench.engine.figures.client_limits import (
+    CLIENT_LIMITED_RULE,
+    DISPATCH_LIMIT_MS,
+    DISPATCH_SHARE_OF_TTFT,
+    LOOP_BUSY_LIMIT,
+)
+
 if TYPE_CHECKING:
     from workbench.engine.figures.summaries import ConfigSummary
 
@@ -364,8 +371,9 @@ FIGURES: tuple[Figure, ...] = (
     ),
     Figure(
         "dispatch_p99_ms", "Dispatch delay p99", "dispatch p99 ms", "ms", 2, Combine.MEAN,
-        "99th percentile over requests of the dispatch delay; over 5 ms marks the run "
-        "client-limited",
+        "99th percentile over requests of the dispatch delay; over "
+        f"{DISPATCH_LIMIT_MS:g} ms and at least {DISPATCH_SHARE_OF_TTFT:.0%} of TTFT p50, it "
+        "marks the run client-limited",
         views=frozenset({_T}),
     ),
     Figure(
@@ -394,8 +402,8 @@ FIGURES: tuple[Figure, ...] = (
     ),
     Figure(
         "loop_busy", "Measuring loop busy", "loop busy", "share", 2, Combine.MEAN,
-        "CPU time of the thread that reads the sockets, over the run's wall time; over 0.85 "
-        "marks the run client-limited",
+        "CPU time of the thread that reads the sockets, over the run's wall time; over "
+        f"{LOOP_BUSY_LIMIT:g} marks the run client-limited",
     ),
     Figure(
         "tokens_per_chunk", "Tokens per chunk", "tok/chunk", "tokens", 2, Combine.MEAN,
@@ -405,8 +413,8 @@ FIGURES: tuple[Figure, ...] = (
     ),
     Figure(
         "client_limited", "Client-limited", "client-limited", "", None, Combine.SETTING,
-        "why the client, not the server, shaped the numbers (dispatch delay p99 over 5 ms, "
-        "or the measuring loop busy over 85 % of a repeat); empty when it did not",
+        f"why the client, not the server, shaped the numbers ({CLIENT_LIMITED_RULE}); empty "
+        "when it did not",
     ),
     Figure(
         "cross_check_failures", "Cross-checks off", "cross-checks", "", None, Combine.SETTING,

@@ -17,6 +17,7 @@ from typing import Any
 from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import from_stored
+from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
 from workbench.engine.figures.cross_checks import run_cross_checks, tokens_per_chunk
 from workbench.engine.figures.vllm_names import COUNTS as VLLM_COUNTS
 from workbench.engine.figures.vllm_names import vllm_figures
@@ -32,27 +33,6 @@ def percentile(values: list[float], q: float) -> float | None:
     pos = (len(data) - 1) * q / 100.0
     lo, hi = math.floor(pos), math.ceil(pos)
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
-
-
-DISPATCH_LIMIT_MS = 5.0  # dispatch delay p99 above this: the client shaped the numbers
-LOOP_BUSY_LIMIT = 0.85  # share of the run the measuring loop was busy: saturated above this
-
-
-@dataclass(frozen=True)
-class ClientLoad:
-    """How hard the measuring client worked during one run (one repeat of a configuration).
-
-    ``loop_cpu_s`` is the CPU time of the thread whose event loop reads the sockets and
-    takes the timestamps; when it nears the run's wall time, arrivals wait for the loop and
-    every latency grows by that wait."""
-
-    wall_s: float
-    loop_cpu_s: float
-    process_cpu_s: float
-
-    @property
-    def loop_busy(self) -> float:
-        return self.loop_cpu_s / self.wall_s if self.wall_s > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -240,16 +220,6 @@ def _ms(value: float | None) -> float | None:
     return None if value is None else value * 1000.0
 
 
-def client_limited_reason(dispatch_p99_ms: float | None, load: ClientLoad | None) -> str | None:
-    """Why a run's numbers are the client's as much as the server's, or None."""
-    reasons = []
-    if dispatch_p99_ms is not None and dispatch_p99_ms > DISPATCH_LIMIT_MS:
-        reasons.append(f"dispatch delay p99 {dispatch_p99_ms:.1f} ms > {DISPATCH_LIMIT_MS:g} ms")
-    if load is not None and load.loop_busy > LOOP_BUSY_LIMIT:
-        reasons.append(f"measuring loop busy {load.loop_busy:.0%} of the run")
-    return "; ".join(reasons) or None
-
-
 def makespan_s(records: Sequence[RequestRecord]) -> float | None:
     """First submit to last done: the time the requests took together."""
     submits = [r.t_submit_ns for r in records if r.t_submit_ns is not None]
@@ -323,7 +293,7 @@ def summarize_run(
         e2e_from_intended_p50_s=percentile(e2e_intended, 50),
         e2e_from_intended_p99_s=percentile(e2e_intended, 99),
         loop_busy=load.loop_busy if load is not None else None,
-        client_limited=client_limited_reason(dispatch_p99, load),
+        client_limited=client_limited_reason(dispatch_p99, load, percentile(ttft, 50)),
         tokens_per_chunk=tokens_per_chunk(measured),
         checks=[c.describe() for c in checks],
         checks_failed=[c.describe() for c in checks if not c.agrees],
