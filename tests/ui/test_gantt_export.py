@@ -13,8 +13,10 @@ from tests.made_sessions import Config, build_session, burst, failed, startup_fa
 from tests.ui.test_report import png_size
 from workbench.cli.main import main
 from workbench.engine.store import open_session
-from workbench.ui.gantt_export import session_model
+from workbench.ui.charts import export_widget
+from workbench.ui.gantt_export import drawn_views, session_model
 from workbench.ui.gantt_html import gantt_document, gantt_html
+from workbench.ui.report import ChartOptions
 
 HOSTILE = "</script><script>alert(1)</script><b>"
 
@@ -59,6 +61,39 @@ def test_the_pages_bars_are_the_windows_bars(sweep_session):
     t0 = queued[1]
     assert [round(v - t0, 3) for v in (queued[2], prefill[2], decoding[2])] == [2.4, 2.5, 3.6]
     assert "TTFT: 2.500 s" in third["tip"]
+
+
+def bar_spans(bars) -> list[tuple[float, float]]:
+    """(start, width) of each bar a ``BarGraphItem`` draws."""
+    return list(zip(bars.opts["x0"], bars.opts["width"], strict=True))
+
+
+def test_each_view_shows_its_whole_time_range_and_its_whole_legend(sweep_session, tmp_path, qtbot):
+    """The lanes' names widen the left axis after the rows' numbers: the title held the
+    plot about 50 px wider than the picture, np=2's bars ran off its right edge with the
+    time axis, and the legend read "pre", "dec", "fail"."""
+    with open_session(sweep_session) as session:
+        model = session_model(session)
+    size = ChartOptions()
+    for stem, view in drawn_views(model, "sweep"):
+        export_widget(view, tmp_path / f"{stem}.png", size.width, size.height, settle=True)
+        picture = view.rect()
+        plot = view.getPlotItem()
+        assert plot.geometry().width() <= picture.width(), stem
+        shown = plot.vb.sceneBoundingRect()
+        assert shown.right() <= picture.right() + 1, stem
+        ends = [x0 + w for bars in view.bars.values() for x0, w in bar_spans(bars)]
+        assert max(ends) < plot.vb.viewRange()[0][1], stem  # the last bar ends in the view
+        legend = plot.legend
+        assert shown.contains(legend.sceneBoundingRect()), stem
+        names = [label.text for _, label in legend.items]
+        assert names == (
+            ["prefill", "decoding", "failed"]
+            if stem == "gantt-slots"
+            else ["waiting", "prefill", "decoding", "failed"]
+        )
+        for _, label in legend.items:  # each name drawn whole, inside the legend's box
+            assert legend.sceneBoundingRect().contains(label.sceneBoundingRect()), stem
 
 
 def test_what_a_session_says_is_text_on_the_page(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pyqtgraph as pg
 import pytest
 from PySide6.QtGui import QColor, QPainter
+from PySide6.QtWidgets import QApplication
 
 from workbench.ui.plot_widget import Plot, PlotAxis, seen_over
 
@@ -132,3 +133,24 @@ def test_a_long_title_wraps_to_the_plot_instead_of_widening_it(qtbot):
     assert plot.layout.rowMinimumHeight(0) >= plot.titleLabel.itemRect().height()
     view = plot.vb.mapRectToScene(plot.vb.boundingRect())
     assert view.right() <= 175 and view.height() > 100
+
+
+def test_the_title_wraps_again_when_the_left_axis_widens(qtbot):
+    """The Gantt's lane names ("np=2 · slot 1") widen the left axis after its title was
+    wrapped to the width the rows' numbers left: the title held the plot wider than its
+    widget, and the right of the plot, its legend too, was cut off."""
+    widget = Plot()
+    qtbot.addWidget(widget)
+    plot = widget.getPlotItem()
+    plot.setTitle("Slots: prefill and decode per server slot")
+    plot.setYRange(0, 2, padding=0)
+    widget.resize(600, 300)
+    widget.show()
+    qtbot.waitExposed(widget)
+    narrow = plot.getAxis("left").width()
+    plot.getAxis("left").setTicks([[(i, f"np=2 · slot {i}") for i in range(3)]])
+    widget.grab()  # the axis measures its labels as it paints, then asks for their width
+    QApplication.processEvents()
+    assert plot.getAxis("left").width() > narrow + 40
+    assert plot.geometry().width() <= 600
+    assert plot.vb.mapRectToScene(plot.vb.boundingRect()).right() <= 600

@@ -5,6 +5,7 @@ page with both."""
 from __future__ import annotations
 
 import html
+from collections.abc import Iterator
 from pathlib import Path
 
 from workbench.engine.analysis.compare import session_column, workload_caption
@@ -28,6 +29,26 @@ def session_model(session: Session) -> RunModel:
     return model
 
 
+def drawn_views(model: RunModel, title: str) -> Iterator[tuple[str, GanttView]]:
+    """Each of ``VIEWS`` drawn in turn, ready for its files: the file stem and the view (one
+    view, drawn again for each), with a legend of the colours it shows; deleted after."""
+    view = GanttView()
+    legend = view.getPlotItem().addLegend(offset=(-10, 10), labelTextSize="9pt")
+    try:
+        for stem, lanes in VIEWS:
+            view.set_lanes(lanes)
+            view.sync(model, model.last_t)
+            legend.clear()
+            for name in SEGMENTS[1:] if lanes else SEGMENTS:  # a slot's lane never waits
+                legend.addItem(view.bars[name], SEGMENT_NAMES[name])
+            view.getPlotItem().setTitle(
+                f"{TITLES[lanes]}<br><span style='font-size:9pt'>{html.escape(title)}</span>"
+            )
+            yield stem, view
+    finally:
+        discard(view)
+
+
 def write_gantt(session: Session, out_dir: Path, options: ChartOptions) -> list[Path]:
     """gantt.* and gantt-slots.* in each of ``options.formats`` (PDF too), and gantt.html."""
     model = session_model(session)
@@ -38,22 +59,11 @@ def write_gantt(session: Session, out_dir: Path, options: ChartOptions) -> list[
         raise OutputDirError(f"cannot write to {out_dir}: {exc.strerror or exc}") from None
     written = []
     with on_white():
-        view = GanttView()
-        legend = view.getPlotItem().addLegend(offset=(-10, 10), labelTextSize="9pt")
-        for stem, lanes in VIEWS:
-            view.set_lanes(lanes)
-            view.sync(model, model.last_t)
-            legend.clear()
-            for name in SEGMENTS[1:] if lanes else SEGMENTS:  # a slot's lane never waits
-                legend.addItem(view.bars[name], SEGMENT_NAMES[name])
-            view.getPlotItem().setTitle(
-                f"{TITLES[lanes]}<br><span style='font-size:9pt'>{html.escape(title)}</span>"
-            )
+        for stem, view in drawn_views(model, title):
             for fmt in options.formats:
                 path = out_dir / f"{stem}.{fmt}"
                 export_widget(view, path, options.width, options.height, options.dpi, settle=True)
                 written.append(path)
-        discard(view)
     page = out_dir / "gantt.html"
     caption = workload_caption([session.summaries()])
     try:

@@ -18,7 +18,9 @@ third of a plot's cost to make; ``PlotViewBox`` builds it on the first right-cli
 
 A pyqtgraph title is as wide as its text, and a plot is never narrower than its title: a
 chart a third of the results panel wide was drawn twice its width and cut off at the right,
-curves and all. ``Plot`` wraps its title to the width it has instead.
+curves and all. ``Plot`` wraps its title to the width it has instead, again whenever its left
+axis widens for longer tick labels (the Gantt's lane names): wrapped to the width the narrow
+axis left, the title held the plot wider than its widget.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 import pyqtgraph as pg
 from pyqtgraph.graphicsItems.ViewBox.ViewBoxMenu import ViewBoxMenu
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QPen, QResizeEvent, QTextOption
 from PySide6.QtWidgets import QWidget
 
@@ -53,6 +55,7 @@ class PlotAxis(pg.AxisItem):
     again only when its text changes (see the module)."""
 
     _label_html: str | None = None  # what the label shows; pyqtgraph sets it in __init__
+    widthChanged = Signal()  # a vertical axis's width, for its tick labels, changed
 
     def setGrid(self, grid: float | bool) -> None:
         super().setGrid(grid)
@@ -66,6 +69,12 @@ class PlotAxis(pg.AxisItem):
         self._adjustSize()
         self.picture = None
         self.update()
+
+    def _updateWidth(self) -> None:
+        before = self.minimumWidth()
+        super()._updateWidth()
+        if self.minimumWidth() != before:
+            self.widthChanged.emit()
 
     def generateDrawSpecs(self, p: Any) -> Any:
         specs = super().generateDrawSpecs(p)
@@ -124,8 +133,10 @@ class PlotArea(pg.PlotItem):
         self._fit_title()
 
     def wrap_title(self, width: float) -> None:
-        self._title_width = max(MIN_TITLE_WIDTH, width)
-        self._fit_title()
+        width = max(MIN_TITLE_WIDTH, width)
+        if width != self._title_width:
+            self._title_width = width
+            self._fit_title()
 
     def _fit_title(self) -> None:
         label = self.titleLabel
@@ -151,12 +162,17 @@ class Plot(pg.PlotWidget):
         for side in ("top", "right"):
             plot.hideAxis(side)
         super().__init__(parent, background=background, plotItem=plot)
+        plot.getAxis("left").widthChanged.connect(self._wrap_title)
 
     def resizeEvent(self, ev: QResizeEvent | None) -> None:
-        """The title's lines as wide as the plot's column: the widget less its left axis."""
+        self._wrap_title()
+        super().resizeEvent(ev)
+
+    def _wrap_title(self) -> None:
+        """The title's lines as wide as the plot's column: the widget less its left axis
+        (the width the axis asks for: the layout gives it that on its next pass)."""
         plot = self.getPlotItem()
         if plot is not None:  # None while pyqtgraph builds the widget
             left = plot.getAxis("left")
-            axis = left.width() if left.isVisible() else 0
+            axis = left.minimumWidth() if left.isVisible() else 0
             plot.wrap_title(self.width() - axis - TITLE_MARGIN)
-        super().resizeEvent(ev)
