@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from workbench.engine.analysis.compare import ChartData, ChartKind, Series
 from workbench.engine.analysis.roofline import RooflineReport, RooflineRow
 from workbench.ui.charts import MetricChart, legend_spot
@@ -101,3 +103,50 @@ def test_a_title_from_a_session_is_text_not_markup(qtbot):
     chart = chart_of(data, qtbot)
     assert "&lt;b&gt;" in chart.getPlotItem().titleLabel.text
     assert "<img" not in chart.getPlotItem().titleLabel.text
+
+
+def trade_off(series: list[Series]) -> ChartData:
+    data = ChartData("t", "Aggregate throughput vs TTFT p50", "tok/s", "TTFT p50 (s)", series)
+    data.kind = ChartKind.TRADE_OFF
+    return data
+
+
+def test_the_trade_offs_names_never_print_over_each_other(qtbot):
+    """np=2 and np=4 a few pixels apart read "np=2np=4", and so did two sessions' np=1:
+    each name was put above or below its point by turns, wherever the others were."""
+    one = Series("A", [1.3, 0.1, 0.14], [10.0, 12.2, 11.6], labels=["np=1", "np=2", "np=4"])
+    other = Series("B", [1.32, 0.4], [10.1, 9.0], session=1, labels=["np=1", "np=2"])
+    chart = chart_of(trade_off([one, other]), qtbot)
+    for size in ((480, 320), (1200, 800)):  # placed again for the size it is drawn at
+        chart.resize(*size)
+        chart.grab()
+        names = [label.sceneBoundingRect() for label in chart._labels]
+        for a, b in itertools.combinations(names, 2):
+            assert not a.intersects(b), (size, a, b)
+        frame = chart.getPlotItem().vb.sceneBoundingRect()
+        assert all(frame.contains(name) for name in names), size
+        assert not any(chart.legend.sceneBoundingRect().intersects(name) for name in names)
+        for label in chart._labels:  # each name beside its point
+            point = chart.getPlotItem().vb.mapViewToScene(label.pos())
+            name = label.sceneBoundingRect()
+            gap = max(name.left() - point.x(), point.x() - name.right(), 0) + max(
+                name.top() - point.y(), point.y() - name.bottom(), 0
+            )
+            assert gap < name.height() * 2.5, (size, label.toPlainText())
+
+
+def test_a_sweeps_x_axis_fits_its_settings_with_room_on_both_sides(qtbot):
+    """Slots 1 and 2 were drawn from 0 (the left half empty) to just past 2, the last
+    point on the frame."""
+    data = ChartData(
+        "agg", "Aggregate throughput", "tok/s", "slots", [Series("a", [1, 2], [10, 12])]
+    )
+    chart = chart_of(data, qtbot)
+    low, high = chart.getPlotItem().vb.viewRange()[0]
+    margin = 0.03 * (high - low)
+    assert low + margin < 1 and high - margin > 2  # every point inside, away from the frame
+    assert 1 - low < 0.15 * (high - low)  # the axis starts near the first point
+    single = ChartData("agg", "Aggregate throughput", "tok/s", "slots", [Series("a", [4], [10])])
+    chart.show_data(single)
+    low, high = chart.getPlotItem().vb.viewRange()[0]
+    assert low < 4 < high and abs((low + high) / 2 - 4) < 1e-9

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import html
 import itertools
+import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.exporters import SVGExporter
-from PySide6.QtCore import QCoreApplication, QEvent, QMarginsF, QSizeF, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QMarginsF, QPointF, QRectF, QSizeF, Qt
 from PySide6.QtGui import QColor, QPageSize, QPainter, QPdfWriter
 from PySide6.QtWidgets import QApplication, QWidget
 
@@ -35,6 +37,11 @@ DASHES = (
 )
 
 
+SYMBOL_SIZE = 8  # px: a point's marker
+SWEEP_MARGIN = 0.08  # of the swept range, beside the first and the last point
+LINE_STEP = 4.0  # px between the points a line is sampled at, under the points' names
+
+
 def series_color(series: Series) -> QColor:
     return QColor(SERIES_COLORS[series.session % len(SERIES_COLORS)])
 
@@ -55,7 +62,10 @@ class MetricChart(Plot):
         self._curves: list[pg.PlotDataItem] = []
         self._error_bars: list[pg.ErrorBarItem] = []
         self._labels: list[pg.TextItem] = []
+        self._legend_at: tuple[tuple[float, float], tuple[float, float]] | None = None
         self.data: ChartData | None = None
+        # The points' names are placed in pixels: again whenever the view moves or resizes.
+        plot.vb.sigTransformChanged.connect(self._place_labels)
 
     def show_data(self, data: ChartData) -> None:
         self.data = data
@@ -86,6 +96,7 @@ class MetricChart(Plot):
             spot = legend_spot(data.series, view=view_range(data))
             offset = (10 if spot[0] == 0 else -10, {0: 10, 1: -10}.get(spot[1], 0))
             self.legend.anchor(spot, spot, offset=offset)
+            self._legend_at = spot, offset
         x_values = sorted({x for s in data.series for x in s.x})
         if data.x_ticks is not None:
             plot.getAxis("bottom").setTicks([data.x_ticks])
@@ -94,6 +105,7 @@ class MetricChart(Plot):
         else:
             plot.getAxis("bottom").setTicks(None)
         self.fit()
+        self._place_labels()  # the range may not have moved
 
     def _draw(
         self, curve: pg.PlotDataItem, bars: pg.ErrorBarItem, series: Series | None, kind: str
@@ -118,7 +130,7 @@ class MetricChart(Plot):
                 symbol="o",
                 symbolBrush=color,
                 symbolPen=pg.mkPen(color),
-                symbolSize=8,
+                symbolSize=SYMBOL_SIZE,
             )
         spread = [(x, y, e) for x, y, e in zip(series.x, series.y, series.err, strict=False) if e]
         bars.setData(
@@ -128,12 +140,43 @@ class MetricChart(Plot):
             beam=_beam(series.x),
             pen=pg.mkPen(color, width=1.5),
         )
-        for n, (x, y, text) in enumerate(zip(series.x, series.y, series.labels, strict=False)):
-            # Above and below by turns: neighbouring configurations often sit close.
-            label = pg.TextItem(text, color=color, anchor=(-0.1, 1.1 if n % 2 == 0 else -0.1))
+        for x, y, text in zip(series.x, series.y, series.labels, strict=False):
+            label = pg.TextItem(text, color=color)  # where: _place_labels
             label.setPos(x, y)
             self.getPlotItem().addItem(label)
             self._labels.append(label)
+
+    def _place_labels(self) -> None:
+        """Each point's name beside it where it covers no other name, no point and not
+        the legend, inside the plot (``label_places``): neighbouring configurations often
+        sit a few pixels apart."""
+        if not self._labels:
+            return
+        view = self.getPlotItem().vb
+        frame = view.sceneBoundingRect()
+        to_scene = view.mapViewToScene
+        lines = [
+            [to_scene(QPointF(x, y)) for x, y in zip(*curve.getData(), strict=True)]
+            for curve in self._curves
+            if curve.getData()[0] is not None
+        ]
+        avoid = []
+        if self.legend is not None and self._legend_at is not None and self.legend.isVisible():
+            (ax, ay), (dx, dy) = self._legend_at
+            size = self.legend.boundingRect().size()
+            corner = QPointF(
+                frame.left() + ax * (frame.width() - size.width()) + dx,
+                frame.top() + ay * (frame.height() - size.height()) + dy,
+            )
+            avoid.append(QRectF(corner, size))
+        points = [to_scene(label.pos()) for label in self._labels]
+        sizes = [label.textItem.boundingRect().size() for label in self._labels]
+        for label, point, rect in zip(
+            self._labels, points, label_places(points, sizes, frame, lines, avoid), strict=True
+        ):
+            label.setAnchor(
+                ((point.x() - rect.left()) / rect.width(), (point.y() - rect.top()) / rect.height())
+            )
 
     def fit(self) -> None:
         """Apply ``view_range``: each axis it gives is set, the others fit the data."""
@@ -161,17 +204,135 @@ Range = tuple[float, float]
 
 def view_range(data: ChartData) -> tuple[Range | None, Range | None]:
     """The axes a chart sets itself (None: fit the data). The y axis runs from zero (to one,
-    for distributions) to the highest point or error bar; a trade-off's x axis from zero,
-    with room on the right for the points' names."""
+    for distributions) to the highest point or error bar; a trade-off's axes from zero, with
+    room on the right and at the top for the points' names; a sweep's x axis from its first
+    setting to its last with a margin on both sides (fitted, it ran from zero: pyqtgraph
+    counts an empty error-bar item as a point at the origin)."""
     points = [(x, y, e) for s in data.series for x, y, e in itertools.zip_longest(s.x, s.y, s.err)]
     tops = [y + (e or 0.0) for _, y, e in points if y is not None]
     xs = [x for x, _, _ in points if x is not None]
-    x_range = (0.0, 1.15 * max(xs) or 1.0) if data.kind == ChartKind.TRADE_OFF and xs else None
+    x_range = None
+    if data.kind == ChartKind.TRADE_OFF and xs:
+        x_range = (0.0, 1.15 * max(xs) or 1.0)
+    elif data.kind == ChartKind.SWEEP and xs:
+        low, high = min(xs), max(xs)
+        margin = SWEEP_MARGIN * (high - low) if high > low else 0.5
+        x_range = (low - margin, high + margin)
     if data.kind == ChartKind.CDF:
         return x_range, (0.0, 1.02)
     if tops and min(tops) >= 0:
-        return x_range, (0.0, 1.06 * max(tops) or 1.0)
+        headroom = 1.12 if data.kind == ChartKind.TRADE_OFF else 1.06
+        return x_range, (0.0, headroom * max(tops) or 1.0)
     return x_range, None
+
+
+def label_places(
+    points: Sequence[QPointF],
+    sizes: Sequence[QSizeF],
+    frame: QRectF,
+    lines: Sequence[Sequence[QPointF]] = (),
+    avoid: Sequence[QRectF] = (),
+) -> list[QRectF]:
+    """Where each point's name goes, in pixels: of the places around its point (beside it
+    at the corners and sides, then a row or two further out), the nearest that stays in
+    ``frame`` and covers no name placed before it, no other point and nothing in ``avoid``
+    (the legend), weighed against how much of the ``lines`` it hides. Rectangles are
+    (left, top, right, bottom) rows of arrays here: each name weighs all its places at once."""
+    radius = SYMBOL_SIZE / 2
+    centres = np.array([(p.x(), p.y()) for p in points], dtype=float).reshape(-1, 2)
+    markers = np.hstack([centres - radius, centres + radius])
+    bounds = _edges([frame])
+    along = _samples(lines, frame)
+    placed = np.zeros((0, 4))
+    for n, (point, size) in enumerate(zip(centres, sizes, strict=True)):
+        taken = np.vstack([placed, _edges(avoid), np.delete(markers, n, axis=0)])
+        far, spots = _around(point, size.width(), size.height(), radius)
+        inside = _overlaps(spots, bounds)[:, 0]
+        area = (spots[:, 2] - spots[:, 0]) * (spots[:, 3] - spots[:, 1])
+        covered = _overlaps(spots, taken).sum(axis=1)
+        x, y = along[:, 0], along[:, 1]
+        under = (
+            (x >= spots[:, :1]) & (x <= spots[:, 2:3]) & (y >= spots[:, 1:2]) & (y <= spots[:, 3:])
+        ).sum(axis=1)
+        # Any of a name off the frame or over something costs more than the farthest place.
+        cost = far + 1000 * (area - inside + covered) + LINE_STEP * under
+        placed = np.vstack([placed, spots[np.argmin(cost)]])
+    return [
+        QRectF(QPointF(left, top), QPointF(right, bottom)) for left, top, right, bottom in placed
+    ]
+
+
+def _around(point: np.ndarray, w: float, h: float, radius: float) -> tuple[np.ndarray, np.ndarray]:
+    """The places a point's name may take, and what each one's distance costs (a row
+    further out as much as a name's width of line under it, in pixels): its corners (up
+    right first, as a reader looks), its sides, then the same a row and two rows out."""
+    x, y = point
+    gap = radius / 2
+    right, left, centre = x + gap, x - gap - w, x - w / 2
+    up, down, middle = y - gap - h, y + gap, y - h / 2
+    near = np.array(
+        [
+            (right, up),
+            (right, down),
+            (left, up),
+            (left, down),
+            (centre, up - radius),
+            (centre, down + radius),
+            (right + radius, middle),
+            (left - radius, middle),
+        ]
+    )
+    outwards = np.where(near[:, 1] > middle, 1.0, -1.0)  # the lower places down, others up
+    rows = np.repeat(np.arange(3), len(near))
+    corners = np.tile(near, (3, 1))
+    corners[:, 1] += rows * h * np.tile(outwards, 3)
+    far = rows * w + np.tile(np.arange(len(near)), 3)
+    return far, np.hstack([corners, corners + np.array([w, h])])
+
+
+def _edges(rects: Sequence[QRectF]) -> np.ndarray:
+    return np.array([(r.left(), r.top(), r.right(), r.bottom()) for r in rects]).reshape(-1, 4)
+
+
+def _overlaps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The area each rectangle of ``a`` shares with each of ``b``."""
+    w = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+    h = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+    return np.clip(w, 0, None) * np.clip(h, 0, None)
+
+
+def _samples(lines: Sequence[Sequence[QPointF]], frame: QRectF) -> np.ndarray:
+    """The lines' parts inside the frame, a point every ``LINE_STEP`` pixels."""
+    parts = [np.zeros((0, 2))]
+    for line in lines:
+        for a, b in itertools.pairwise(line):
+            clipped = _clipped(a, b, frame)
+            if clipped is not None:
+                start, end = (np.array(p.toTuple()) for p in clipped)
+                steps = max(1, math.ceil(np.linalg.norm(end - start) / LINE_STEP))
+                parts.append(start + np.outer(np.linspace(0, 1, steps + 1), end - start))
+    return np.vstack(parts)
+
+
+def _clipped(a: QPointF, b: QPointF, frame: QRectF) -> tuple[QPointF, QPointF] | None:
+    """The part of the line from ``a`` to ``b`` inside ``frame`` (Liang-Barsky): a view
+    zoomed in, or not yet ranged, puts points thousands of pixels away."""
+    d = b - a
+    start, end = 0.0, 1.0
+    for along, room in (
+        (-d.x(), a.x() - frame.left()),
+        (d.x(), frame.right() - a.x()),
+        (-d.y(), a.y() - frame.top()),
+        (d.y(), frame.bottom() - a.y()),
+    ):
+        if along == 0:
+            if room < 0:
+                return None
+        elif along < 0:
+            start = max(start, room / along)
+        else:
+            end = min(end, room / along)
+    return (a + d * start, a + d * end) if start <= end else None
 
 
 def _beam(xs: list[float]) -> float:
