@@ -90,7 +90,7 @@ class LibraryPanel(QWidget):
                 info.created_at.replace("T", " ")[:16],
                 name,
                 "unreadable" if info.error else info.status,
-                info.error or f"{info.hardware} ({info.backend})",
+                info.error or info.hardware + (f" ({info.backend})" if info.backend else ""),
                 ", ".join(info.configs),
             )
             for column, text in enumerate(cells):

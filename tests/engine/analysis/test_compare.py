@@ -90,3 +90,34 @@ def test_compare_command_writes_csv_and_markdown(sweep_session, other_session, t
         ("np=4", "1.15"),
     ]
     assert out_md.read_text().startswith("| configuration | metric |")
+
+
+def test_the_same_workload_spelled_two_ways_is_like_for_like(tmp_path):
+    """Concurrency 0 (all at once) and concurrency 8 both send 8 requests at once, and a
+    default left out is the same value written: compare what was sent."""
+    spelled = {
+        "flags": "[workload]\nrequests = 8\nmax_tokens = 12\nwarmup = 0\n",
+        "file": (
+            "[workload]\nrequests = 8\nconcurrency = 8\nmax_tokens = 12\nwarmup = 0\n"
+            'prompts = "builtin"\nignore_eos = true\n'
+        ),
+        "more": "[workload]\nrequests = 8\nconcurrency = 64\nmax_tokens = 12\nwarmup = 0\n",
+    }
+    paths = [
+        build_session(
+            tmp_path / f"{name}.session.sqlite",
+            f'name = "{name}"\n[server]\nslots = 2\n{workload}',
+            [Config(burst(0, 8, slots=2, at_s=0.0), startup_facts(2, 8192))],
+        )
+        for name, workload in spelled.items()
+    ]
+    with open_session(paths[0]) as a, open_session(paths[1]) as b, open_session(paths[2]) as c:
+        assert compare_sessions([a, b, c]).warnings == []
+    halved = build_session(
+        tmp_path / "halved.session.sqlite",
+        'name = "halved"\n[server]\nslots = 2\n'
+        "[workload]\nrequests = 8\nconcurrency = 4\nmax_tokens = 12\nwarmup = 0\n",
+        [Config(burst(0, 8, slots=2, at_s=0.0), startup_facts(2, 8192))],
+    )
+    with open_session(paths[0]) as a, open_session(halved) as b:
+        assert compare_sessions([a, b]).warnings == ["different workload concurrency: 8 vs 4"]

@@ -59,6 +59,8 @@ class FakeSession:
     def hardware(self):
         return Hardware(cpu_model="cpu")
 
+    managed = True  # the workbench started its servers
+
     @property
     def configs(self):
         return [FakeConfig(s.label) for s in self.rows]

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from workbench.engine.analysis.library import model_name
+from workbench.engine.analysis.library import session_models
 from workbench.engine.base.untrusted import markdown
-from workbench.engine.config.experiment import short_name
-from workbench.engine.config.settings import show_value
+from workbench.engine.config.experiment import WorkloadSettings, short_name
+from workbench.engine.config.settings import from_stored, show_value
 from workbench.engine.figures.metrics import Figure, View, figure, shown_in
 from workbench.engine.figures.summaries import ConfigSummary, request_metrics
 from workbench.engine.store import Session
@@ -154,15 +154,11 @@ def fairness_warnings(
     """What differs between the sessions besides the machine: each makes numbers less
     comparable."""
     warnings = []
-    models = [
-        sorted({model_name(c.server.get("model", "default")) for c in s.configs}) for s in sessions
-    ]
+    models = [session_models(s) for s in sessions]
     if len({tuple(m) for m in models}) > 1:
         warnings.append("different models: " + " vs ".join(", ".join(m) for m in models))
     for key in WORKLOAD_FAIRNESS:
-        values = [
-            sorted({str(c.workload.get(key, "(default)")) for c in s.configs}) for s in sessions
-        ]
+        values = [sorted({_sent(c.workload, key) for c in s.configs}) for s in sessions]
         if len({tuple(v) for v in values}) > 1:
             warnings.append(
                 f"different workload {key}: " + " vs ".join("/".join(v) for v in values)
@@ -175,6 +171,16 @@ def fairness_warnings(
                 f"{label}: different context per slot: " + " vs ".join(str(v) for v in per_slot)
             )
     return warnings
+
+
+def _sent(workload: dict[str, Any], key: str) -> str:
+    """A workload setting as it acted, not as it was spelled: a default left out equals the
+    same value written, and concurrency 0 (all at once), or one above the request count,
+    is the request count."""
+    settings = from_stored(WorkloadSettings, workload)
+    if key == "concurrency":
+        return str(min(settings.effective_concurrency, settings.requests))
+    return show_value(getattr(settings, key))
 
 
 def to_markdown(comparison: Comparison) -> str:
@@ -333,7 +339,13 @@ def chart_data_from(
     for metric in shown_in(View.CHART) if metrics is None else metrics:
         series = []
         for session, (name, summaries) in enumerate(named):
-            ok = [s for s in summaries if s.status == "ok" and metric.of(s) is not None]
+            ok = [
+                s
+                for s in summaries
+                if s.status == "ok"
+                and metric.of(s) is not None
+                and (axis is None or getattr(s, axis[0]) is not None)  # unknown: not placed
+            ]
             groups: dict[tuple[object, ...], list[ConfigSummary]] = {}
             for s in ok:
                 groups.setdefault(tuple(getattr(s, f) for f in others), []).append(s)

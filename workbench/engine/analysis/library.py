@@ -8,7 +8,7 @@ from pathlib import Path
 
 from workbench.engine.base.errors import OutputDirError, SessionError
 from workbench.engine.server.discovery import DEFAULT_MODEL_FILE
-from workbench.engine.store import open_session
+from workbench.engine.store import Session, open_session
 
 SESSION_GLOB = "*.session.sqlite"
 
@@ -86,6 +86,24 @@ def model_name(model: str) -> str:
     return f"{Path(DEFAULT_MODEL_FILE).stem} (default)" if model == "default" else Path(model).name
 
 
+UNKNOWN_MODEL = "unknown model"
+
+
+def session_models(session: Session) -> list[str]:
+    """The models a session ran, by name: the file the workbench gave its server, or, for a
+    server it did not start (external, imported), the name its requests gave; never the
+    default model a session did not run."""
+    names = set()
+    for c in session.configs:
+        if session.managed:
+            names.add(model_name(str(c.server.get("model") or "default")))
+        else:
+            named = c.workload.get("model_name")
+            known = isinstance(named, str) and named.strip() not in ("", "default")
+            names.add(str(named) if known else UNKNOWN_MODEL)
+    return sorted(names)
+
+
 def describe(path: Path) -> SessionInfo:
     """One session's line; an unreadable file gets a line with its error, never a crash."""
     try:
@@ -96,7 +114,6 @@ def describe(path: Path) -> SessionInfo:
             backends = sorted(
                 {c.facts.backend for c in session.configs if c.facts and c.facts.backend}
             )
-            models = sorted({model_name(c.server.get("model", "default")) for c in session.configs})
             source = session.import_source()
             return SessionInfo(
                 path=path,
@@ -105,12 +122,11 @@ def describe(path: Path) -> SessionInfo:
                 status=session.status,
                 mode="imported" if source else session.meta["mode"],
                 hardware=f"imported from {source.tool}"
+                + (f" {source.version}" if source.version else "")
                 if source
                 else machine + (f" + {gpus}" if gpus else ""),
-                backend=(source.version or "version not recorded")
-                if source
-                else "/".join(backends),
-                model=", ".join(models),
+                backend="/".join(backends),  # empty: not known (an import, an external run)
+                model=", ".join(session_models(session)),
                 configs=[c.label for c in session.configs],
                 notes=load_notes(path),
             )

@@ -201,7 +201,7 @@ def roofline(session: Session, bandwidth: float, gpu: float | None = None) -> li
         if weights is None or per_token is None:
             continue  # external servers and failed starts log no buffers
         records = [r for r in session.records(config.index) if r.ok and not r.warmup]
-        summary = summarize_config_records(config, records)
+        summary = summarize_config_records(config, records, managed=session.managed)
         # KV read per step for one sequence: its cached tokens, on average the prompt plus
         # half the output.
         lengths = [

@@ -91,7 +91,7 @@ def parse_goodput(pairs: Sequence[str]) -> dict[str, float]:
 @dataclass
 class ConfigGoodput:
     label: str
-    slots: int
+    slots: int | None  # None: not known (a server the workbench did not start)
     concurrency: int
     requests: int
     good: int
@@ -128,7 +128,7 @@ def goodput(session: Session, slo: Slo) -> list[ConfigGoodput]:
     out = []
     for config in session.configs:
         records = [r for r in session.records(config.index) if not r.warmup]
-        summary = summarize_config_records(config, records)
+        summary = summarize_config_records(config, records, managed=session.managed)
         metrics = [m for m in (request_metrics(r) for r in records) if m is not None]
         # All repeats together: their requests over their summed run time.
         makespan = sum(run.makespan_s or 0.0 for run in summary.runs)
@@ -193,7 +193,7 @@ def recommend(results: list[ConfigGoodput]) -> Recommendation:
             "no configuration meets the SLOs at this load: add a "
             "machine, reduce the load, or relax the SLOs",
         )
-    best = max(acceptable, key=lambda r: (round(r.goodput_rps, 3), -r.slots))
+    best = max(acceptable, key=lambda r: (round(r.goodput_rps, 3), -(r.slots or 0)))
     return Recommendation(
         best,
         f"{best.label}: {best.goodput_rps:.2f} good requests/s with "

@@ -31,7 +31,7 @@ def _by_slots(summaries: list[ConfigSummary]) -> list[ConfigSummary]:
     sweep over slots x ctx, say, is judged on one ctx), one per slot count, by slots. A
     configuration whose requests did not fit its slots did not do the same task, so its
     speed says nothing about the others'."""
-    ok = [s for s in summaries if s.status == "ok" and s.slots > 0 and not s.not_same_task]
+    ok = [s for s in summaries if s.status == "ok" and (s.slots or 0) > 0 and not s.not_same_task]
     groups: dict[tuple[object, ...], dict[int, ConfigSummary]] = {}
     for s in ok:
         key = (s.ctx, s.cont_batching, s.kv_unified is True, s.concurrency, s.max_tokens)
@@ -149,7 +149,7 @@ def context_per_slot(summaries: list[ConfigSummary]) -> Verdict:
     checked = [
         s
         for s in summaries
-        if s.slots > 0 and s.n_ctx_slot is not None and s.ctx and s.kv_unified is False
+        if (s.slots or 0) > 0 and s.n_ctx_slot is not None and s.ctx and s.kv_unified is False
     ]
     if not checked:
         return Verdict(

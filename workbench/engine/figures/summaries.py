@@ -317,12 +317,12 @@ class ConfigSummary:
 
     index: int
     label: str
-    slots: int
-    ctx: int
+    slots: int | None  # None: a server the workbench did not start, and that did not say
+    ctx: int | None
     n_ctx_slot: int | None
     n_slots: int | None
     kv_unified: bool | None
-    cont_batching: bool
+    cont_batching: bool | None
     concurrency: int
     max_tokens: int
     status: str
@@ -448,7 +448,11 @@ def summarize_config(
     status: str = "ok",
     error: str | None = None,
     slots_override: int | None = None,
+    managed: bool = True,
 ) -> ConfigSummary:
+    """``managed``: the workbench started the server with ``server``'s settings, so they are
+    facts; otherwise (an external server, an imported file) only what the server itself
+    said is known, and the rest is None."""
     mean: dict[str, float | None] = {}
     sd: dict[str, float | None] = {}
     for name in SPREAD_FIELDS:
@@ -459,15 +463,18 @@ def summarize_config(
     # schema's defaults, unknown ones are ignored.
     settings = from_stored(ServerSettings, server)
     load = from_stored(WorkloadSettings, workload)
+    slots = slots_override if slots_override is not None else facts.n_slots
+    if managed and slots_override is None:
+        slots = settings.slots
     return ConfigSummary(
         index=index,
         label=label,
-        slots=slots_override if slots_override is not None else settings.slots,
-        ctx=facts.n_ctx or settings.ctx,
+        slots=slots,
+        ctx=facts.n_ctx or (settings.ctx if managed else None),
         n_ctx_slot=facts.n_ctx_slot,
         n_slots=facts.n_slots,
         kv_unified=facts.kv_unified,
-        cont_batching=settings.cont_batching,
+        cont_batching=settings.cont_batching if managed else None,
         concurrency=load.effective_concurrency,
         max_tokens=load.max_tokens,
         input_tokens=load.input_tokens,

@@ -168,4 +168,5 @@ def read_aiperf(path: Path) -> ImportedResult:
         model=model or None,
         base_url=url or None,
         notes=tuple(notes),
+        recorded_at=check.moment(summary.get("start_time"), "start_time"),
     )

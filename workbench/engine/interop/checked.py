@@ -5,6 +5,7 @@ is in the file, never a traceback or a stored NaN."""
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Any
 
 from workbench.engine.base.errors import ImportFileError
@@ -69,6 +70,28 @@ class Fields:
         if moment is not None and abs(moment) > MAX_CLOCK_S:
             raise self.error(where, f"is {moment:g} s, not a plausible clock reading")
         return moment
+
+    def moment(self, value: Any, where: str, text_format: str | None = None) -> str | None:
+        """When the file says its benchmark ran, as a session's ``created_at`` (ISO 8601, to
+        the second): epoch seconds, ISO 8601 text, or text in ``text_format`` (strptime's).
+        A time without a zone stays without one: the file does not say which it was."""
+        if value is None:
+            return None
+        if isinstance(value, str):
+            text = self.text(value, where)
+            try:
+                if text_format is not None:
+                    when = datetime.strptime(text, text_format)
+                else:
+                    when = datetime.fromisoformat(text)
+            except ValueError:
+                raise self.error(where, f"is {text!r}, not a date") from None
+        else:
+            epoch = self.clock(value, where)
+            if epoch is None or epoch < 0:
+                raise self.error(where, f"is {value}, not a date")
+            when = datetime.fromtimestamp(epoch, UTC)
+        return when.isoformat(timespec="seconds")
 
     def count(self, value: Any, where: str) -> int | None:
         """A count of tokens or requests: a whole number, not negative (None: not given)."""

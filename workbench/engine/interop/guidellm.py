@@ -119,9 +119,12 @@ def read_guidellm(doc: dict[str, Any], file_name: str) -> ImportedResult:
     route = check.text(backend.get("request_format"), "config.spec.backend.request_format")
     endpoint = "completion" if route.endswith("/v1/completions") else "chat"
     runs = []
+    started = []
     for i, benchmark in enumerate(check.listed(doc["benchmarks"], "benchmarks")):
         where = f"benchmarks[{i}]"
         benchmark = check.mapping(benchmark, where)
+        if (moment := check.moment(benchmark.get("start_time"), f"{where}.start_time")) is not None:
+            started.append(moment)
         groups = check.mapping(benchmark.get("requests"), f"{where}.requests")
         config = check.mapping(benchmark.get("config"), f"{where}.config")
         strategy = config.get("strategy")
@@ -156,4 +159,5 @@ def read_guidellm(doc: dict[str, Any], file_name: str) -> ImportedResult:
         model=check.text(backend.get("model"), "config.spec.backend.model") or None,
         base_url=check.text(backend.get("target"), "config.spec.backend.target") or None,
         notes=(NO_ITL,),
+        recorded_at=min(started, default=None),
     )

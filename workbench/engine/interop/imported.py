@@ -145,6 +145,7 @@ class ImportedResult:
     base_url: str | None = None
     notes: tuple[str, ...] = ()  # what the import could not take, or had to assume
     name: str = ""  # the session's name; the tool's when not given
+    recorded_at: str | None = None  # when the file says it ran (ISO 8601); None: not said
 
     @property
     def session_name(self) -> str:
@@ -266,7 +267,15 @@ def write_imported_session(result: ImportedResult, path: Path) -> Path:
     events = list(_events(result, configs))  # every request checked before a file exists
     try:
         create_session(
-            path, result.session_name, toml, None, "external", result.base_url, Hardware(), 0
+            path,
+            result.session_name,
+            toml,
+            None,
+            "external",
+            result.base_url,
+            Hardware(),
+            0,
+            created_at=result.recorded_at,
         )
     except (OSError, sqlite3.Error) as exc:
         raise OutputDirError(f"cannot create {path}: {exc}") from None

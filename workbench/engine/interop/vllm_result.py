@@ -44,6 +44,7 @@ SUMMARY = {
 }
 STATISTIC = re.compile(r"(mean|median|std|p\d+(\.\d+)?)_[a-z_]+_ms")
 CHAT_BACKENDS = ("openai-chat",)
+VLLM_DATE = "%Y%m%d-%H%M%S"  # vLLM's ``date`` field: local time, no zone
 
 
 def looks_like_vllm(doc: Any) -> bool:
@@ -100,6 +101,7 @@ def read_vllm(doc: dict[str, Any], file_name: str) -> ImportedResult:
         source=ImportSource(TOOL, None, file_name),
         runs=(run,),
         model=check.text(doc.get("model_id"), "model_id") or None,
+        recorded_at=check.moment(doc.get("date"), "date", VLLM_DATE),
     )
 
 
@@ -126,6 +128,15 @@ def _peaks(records: list[RequestRecord]) -> tuple[float, int]:
         running += step
         peak = max(peak, running)
     return float(max(buckets.values(), default=0)), peak
+
+
+def _vllm_date(created_at: Any) -> str:
+    """When the session ran, as vLLM dates a result (local time, to the second)."""
+    try:
+        when = datetime.fromisoformat(str(created_at))
+    except ValueError:
+        return datetime.now().strftime(VLLM_DATE)
+    return (when.astimezone() if when.tzinfo else when).strftime(VLLM_DATE)
 
 
 def vllm_document(
@@ -161,7 +172,7 @@ def vllm_document(
     if model == "default":
         model = Path(str(config.server.get("model") or "default")).name
     return {
-        "date": datetime.now().strftime("%Y%m%d-%H%M%S"),
+        "date": _vllm_date(session.meta.get("created_at")),
         "endpoint_type": "openai-chat" if workload.get("endpoint") == "chat" else "openai",
         "backend": "openai-chat" if workload.get("endpoint") == "chat" else "openai",
         "label": config.label,

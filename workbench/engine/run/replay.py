@@ -127,7 +127,9 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
             add(m.t_ns, MetricsSample(row.index, m.t_ns, json.loads(m.values_json)))
         for s in session.samples("slots_samples", row.index):
             add(s.t_ns, SlotsSample(row.index, s.t_ns, json.loads(s.slots_json)))
-        summary = summarize_config_records(row, records, session.observations(row.index))
+        summary = summarize_config_records(
+            row, records, session.observations(row.index), session.managed
+        )
         add(end, ConfigFinished(row.index, row.status, row.error, row.log_tail or "", summary))
         last = end
     for n in session.notices():

@@ -587,6 +587,7 @@ class ExperimentRunner:
             status,
             error,
             slots_override=slots,
+            managed=not self.external,
         )
         self.summaries.append(summary)
         return summary

@@ -90,6 +90,12 @@ class Session:
         status = self.meta["status"]
         return "incomplete" if status == "running" else status
 
+    @property
+    def managed(self) -> bool:
+        """The workbench started this session's servers: their settings are facts. An
+        external server's, or an imported file's, are only what the server said."""
+        return self.meta.get("mode") == "managed"
+
     @_reads_content
     def records(self, config_index: int) -> list[RequestRecord]:
         version, where = self.schema_version, {"config_idx": config_index}
@@ -114,7 +120,7 @@ class Session:
         }
         # Each request's slot was matched from the server's log (a managed server, recorded
         # by a version that kept slots).
-        from_log = self.meta.get("mode") == "managed" and self.schema_version >= REQUEST_SLOTS.since
+        from_log = self.managed and self.schema_version >= REQUEST_SLOTS.since
         observed = {}
         for repeat in set(loads) | set(counters):
             measured = counters.get(repeat)
@@ -178,7 +184,9 @@ class Session:
         the comparison's table and charts both need them (each reads every record)."""
         if self._summaries is None:
             self._summaries = [
-                summarize_config_records(c, self.records(c.index), self.observations(c.index))
+                summarize_config_records(
+                    c, self.records(c.index), self.observations(c.index), self.managed
+                )
                 for c in self.configs
             ]
         return list(self._summaries)
@@ -198,8 +206,10 @@ def summarize_config_records(
     config: ConfigRow,
     records: list[RequestRecord],
     observed: dict[int, RunObservations] | None = None,
+    managed: bool = True,
 ) -> ConfigSummary:
-    """Analysis of one configuration's records, one run per repeat."""
+    """Analysis of one configuration's records, one run per repeat. ``managed``: the
+    session started its servers (``Session.managed``), so their settings are facts."""
     repeats = sorted({r.repeat for r in records if not r.warmup})
     observed = observed or {}
     runs = [
@@ -216,6 +226,7 @@ def summarize_config_records(
         config.status,
         config.error,
         slots_override=config.slots,
+        managed=managed,
     )
 
 

@@ -121,8 +121,10 @@ def create_session(
     base_url: str | None,
     hardware: Hardware,
     clock_origin_ns: int,
+    created_at: str | None = None,
 ) -> None:
-    """Create the file and its header row; raises at once if the folder is not writable."""
+    """Create the file and its header row; raises at once if the folder is not writable.
+    ``created_at``: when what it records happened, if not now (an imported file's date)."""
     header = StoredSession(
         id=1,
         app_version=__version__,
@@ -132,7 +134,7 @@ def create_session(
         mode=mode,
         base_url=base_url,
         hardware_json=json.dumps(hardware.to_dict()),
-        created_at=_now(),
+        created_at=created_at or _now(),
         finished_at=None,
         status="running",
         error=None,
