@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
-from workbench.cli.tables import results_table
+from workbench.cli.tables import ResultColumns, results_table
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.events import (
     ConfigFinished,
@@ -32,8 +31,10 @@ RATE_WINDOW_S = 2.0
 
 @dataclass
 class ProgressState:
-    """What the terminal shows, folded from engine events."""
+    """What the terminal shows, folded from engine events. ``summaries`` starts with the
+    configurations a resumed session finished already, which count in ``n_configs``."""
 
+    columns: ResultColumns = field(default_factory=ResultColumns)
     name: str = ""
     n_configs: int = 0
     config_label: str = ""
@@ -50,7 +51,7 @@ class ProgressState:
     def apply(self, event: Any, now: float) -> None:
         match event:
             case ExperimentStarted():
-                self.name, self.n_configs = event.name, event.n_configs
+                self.name, self.n_configs = event.name, event.n_configs + len(self.summaries)
             case ConfigStarted(config=config):
                 self.config_label, self.config_index = config.label, config.index
                 self.done = self.failed = 0
@@ -76,16 +77,12 @@ class ProgressState:
         return len(self._arrivals) / RATE_WINDOW_S
 
     def render(self, now: float | None = None) -> Group:
+        """The first results table (the one a run is watched by), then one status line
+        that wraps between its parts at the terminal's width."""
         now = time.monotonic() if now is None else now
-        status = Table.grid(padding=(0, 2))
         facts = self.facts
-        slot_text = (
-            f"n_slots={facts.n_slots} n_ctx_slot={facts.n_ctx_slot} kv_unified={facts.kv_unified}"
-            if facts.n_slots is not None
-            else ""
-        )
-        status.add_row(
-            Text(f"{self.name}", style="bold"),
+        parts = [
+            Text(self.name, style="bold"),
             Text(f"config {self.config_index + 1}/{self.n_configs}: {self.config_label}"),
             Text(f"server: {self.server_state}", style=_state_style(self.server_state)),
             Text(
@@ -93,12 +90,19 @@ class ProgressState:
                 + (f" ({self.failed} failed)" if self.failed else "")
             ),
             Text(live_rate_text(self.chunk_rate(now))),
-            Text(slot_text, style="dim"),
-        )
-        parts: list[Any] = [status]
-        if self.summaries:
-            parts.insert(0, results_table(self.summaries))
-        return Group(*parts)
+        ]
+        if facts.n_slots is not None:
+            parts.append(
+                Text(
+                    f"n_slots={facts.n_slots} n_ctx_slot={facts.n_ctx_slot} "
+                    f"kv_unified={facts.kv_unified}",
+                    style="dim",
+                )
+            )
+        status = Text("  ").join(parts)
+        if not self.summaries:
+            return Group(status)
+        return Group(results_table(self.summaries, columns=self.columns.lead()), status)
 
 
 def live_rate_text(rate: float) -> str:

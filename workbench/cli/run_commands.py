@@ -25,7 +25,7 @@ from workbench.cli.exit_codes import (
     EXIT_REQUESTS_FAILED,
 )
 from workbench.cli.progress import ProgressState
-from workbench.cli.tables import event_line, results_table, run_line
+from workbench.cli.tables import add_table_flags, event_line, results_table, run_line
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.config.experiment import (
     SETTINGS,
@@ -70,6 +70,7 @@ def add_run(sub: Any) -> None:
         help="go on with a session whose run did not finish, in the same file: its finished "
         "configurations are kept, the others run again",
     )
+    add_table_flags(run)
     add_setting_flags(run)
     run.set_defaults(handler=cmd_run)
 
@@ -214,22 +215,26 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         ),
     )
     lifecycle.prepare()
-    state = ProgressState()
+    kept = runner.summaries  # what a resumed session finished already
+    state = ProgressState(columns=args.results_columns, summaries=list(kept))
     console.print(
-        run_line(experiment.name, len(runner.configs), runner.session_path), highlight=False
+        run_line(experiment.name, len(runner.configs) + len(kept), len(kept), runner.session_path),
+        highlight=False,
+        soft_wrap=True,
     )
     show_live = console.is_terminal and not args.quiet
     lifecycle.start()
     try:
         if show_live:
-            with Live(state.render(), console=console, auto_refresh=False) as live:
+            with Live(state.render(), console=console, auto_refresh=False, transient=True) as live:
                 _follow(lifecycle, state, console, live)
         else:
             _follow(lifecycle, state, console, None)
     finally:
         result = lifecycle.finish()
-    if not show_live:
-        console.print(results_table(result.summaries, title=experiment.name))
+    console.print(
+        results_table(result.summaries, title=experiment.name, columns=args.results_columns)
+    )
     tables = result.tables
     assert tables is not None  # the lifecycle wrote them
     if tables.error is not None:
@@ -238,6 +243,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         f"session: {result.session_path}\ntables: {tables.concurrency}, {tables.requests}",
         highlight=False,
         markup=False,
+        soft_wrap=True,
     )
     return _exit_status(result, console)
 

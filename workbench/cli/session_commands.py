@@ -15,14 +15,15 @@ from rich.markup import escape
 
 from workbench.cli.exit_codes import EXIT_ERROR
 from workbench.cli.tables import (
+    add_table_flags,
     comparison_table,
     hardware_line,
     memory_table,
+    print_sessions,
     reported_table,
     requests_table,
     results_table,
     session_line,
-    sessions_table,
     verdict_line,
 )
 from workbench.engine.analysis.compare import compare_sessions, to_markdown
@@ -49,6 +50,7 @@ def add_show(sub: Any) -> None:
     show = sub.add_parser("show", help="print the tables of a saved session")
     show.add_argument("session")
     show.add_argument("--requests", action="store_true", help="also list every request")
+    add_table_flags(show)
     show.set_defaults(handler=cmd_show)
 
 
@@ -91,6 +93,7 @@ def add_import(sub: Any) -> None:
     imported.add_argument(
         "--out", default="results", help="folder for the new sessions (default: results/)"
     )
+    add_table_flags(imported)
     imported.set_defaults(handler=cmd_import)
 
 
@@ -161,7 +164,7 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
         if source is not None:
             console.print(source.describe(), highlight=False, markup=False)
         console.print(hardware_line(session.hardware), highlight=False, markup=False)
-        console.print(results_table(session.summaries(), title="Results"))
+        console.print(results_table(session.summaries(), "Results", args.results_columns))
         if source is not None:
             console.print(reported_table(session, source))
         for config in session.configs:
@@ -248,8 +251,9 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
         with open_session(path) as session:
             source = session.import_source()
             what = source.describe() if source else "imported"
-            console.print(f"wrote {path}: {what}", markup=False)
-            console.print(results_table(session.summaries(), title=escape(path.name)))
+            console.print(f"wrote {path}: {what}", markup=False, soft_wrap=True)
+            title = escape(path.name)
+            console.print(results_table(session.summaries(), title, args.results_columns))
     return EXIT_ERROR if failed else 0
 
 
@@ -259,7 +263,7 @@ def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
     if not infos:
         console.print(f"no sessions in {', '.join(map(str, folders))}", markup=False)
         return 0
-    console.print(sessions_table(infos))
+    print_sessions(console, infos)
     return 0
 
 

@@ -5,11 +5,16 @@ and prints what these return. ``results_table`` is shared by ``run`` (live) and 
 
 from __future__ import annotations
 
+import argparse
+import difflib
 import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, JustifyMethod, RenderResult
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -23,7 +28,7 @@ from workbench.engine.analysis.slo import SHOWN, ConfigGoodput, machines_needed
 from workbench.engine.analysis.verdicts import Verdict
 from workbench.engine.base.records import Hardware, ImportSource
 from workbench.engine.events import ConfigFinished, ConfigStarted, Notice, ServerReady
-from workbench.engine.figures.metrics import View, figure, shown_in
+from workbench.engine.figures.metrics import Figure, Part, View, figure, in_part, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
 
 # The width to lay tables out at when neither a terminal nor ``COLUMNS`` says one (a log, a
@@ -56,25 +61,255 @@ def _num(value: Any, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def results_table(summaries: list[ConfigSummary], title: str = "Results") -> Table:
-    """The terminal's figures of the catalogue: the lab's (slots, total s, agg tok/s, TTFT
-    p50/max, decode tok/s, with ± sd across repeats) first, then more."""
-    table = Table(title=title, title_justify="left", header_style="bold")
-    columns = shown_in(View.TERMINAL)
-    for column in columns:
-        table.add_column(column.header, justify="left" if column.key == "label" else "right")
-    for s in summaries:
-        cells: list[Text | str] = []
-        for column in columns:
-            text = column.cell(s, with_sd=True)
-            if column.key == "label":
-                cells.append(Text(text + "".join(f" [{flag}]" for flag in s.flags)))
-            elif column.key == "failed" and column.of(s):
-                cells.append(f"[red]{text}[/red]")
+# -- laying a table out at the console's width ----------------------------------------------
+Cell = Text | str
+"""A table cell: a ``str`` is plain text (never read as markup), a ``Text`` keeps its style."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a ``Fitted`` table: its header and the side its cells keep to."""
+
+    header: str
+    justify: JustifyMethod = "right"
+
+
+def _widest_word(text: Text) -> int:
+    return max((cell_len(word) for word in text.plain.split()), default=0)
+
+
+def _lines(text: str, width: int) -> int:
+    """The lines ``text`` takes wrapped between words at ``width``, as rich wraps it."""
+    total = 0
+    for line in text.splitlines() or [""]:
+        count, used = 1, 0
+        for word in map(cell_len, line.split()):
+            if used and used + 1 + word > width:
+                count, used = count + 1, word
             else:
-                cells.append(text)
-        table.add_row(*cells)
-    return table
+                used += word + (1 if used else 0)
+        total += count
+    return total
+
+
+def _widest_line(text: Text) -> int:
+    return max((cell_len(line) for line in text.plain.splitlines()), default=0)
+
+
+class Fitted:
+    """A table laid out at the width it is printed at, so that no number, label or path is
+    cut: a cell wraps only between words, and a column is never narrower than its longest
+    word. A table too wide for that is split into tables that each repeat the ``keys``
+    leading columns (the row's name) beside as many of the others as fit; where not one
+    more fits beside them, each row becomes a block of ``header: value`` lines, as
+    ``vllm bench serve`` prints a result. With ``merge_first`` the first column shows a
+    value only where it changes (a configuration over the rows of its metrics)."""
+
+    def __init__(
+        self,
+        columns: Sequence[Column],
+        rows: Iterable[Sequence[Cell]],
+        *,
+        title: str = "",
+        keys: int = 1,
+        merge_first: bool = False,
+    ) -> None:
+        self.columns = list(columns)
+        self.rows = [[Text(c) if isinstance(c, str) else c for c in row] for row in rows]
+        self.title = title  # markup, as a rich table's title
+        self.keys = keys
+        self.merge_first = merge_first
+        headers = [Text(c.header) for c in self.columns]
+        cells = [[header, *(row[i] for row in self.rows)] for i, header in enumerate(headers)]
+        self._least = [max(map(_widest_word, texts)) for texts in cells]
+        self._most = [max(map(_widest_line, texts)) for texts in cells]
+        self._plain = [[text.plain for text in texts] for texts in cells]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.title:
+            yield Text.from_markup(self.title, style="table.title")
+        groups = self._groups(options.max_width)
+        if groups is None:
+            yield from self._blocks()
+            return
+        for group in groups:
+            yield self._table(group, options.max_width)
+
+    def _fits(self, group: list[int], width: int) -> bool:
+        return sum(self._least[i] for i in group) + 3 * len(group) + 1 <= width
+
+    def _groups(self, width: int) -> list[list[int]] | None:
+        """The columns of each table to print, or None for blocks."""
+        every = list(range(len(self.columns)))
+        if self._fits(every, width):
+            return [every]
+        keys = every[: self.keys]
+        groups: list[list[int]] = []
+        group = list(keys)
+        for i in every[self.keys :]:
+            if not self._fits([*group, i], width):
+                if group == keys:
+                    return None
+                groups.append(group)
+                group = [*keys, i]
+                if not self._fits(group, width):
+                    return None
+            else:
+                group.append(i)
+        return [*groups, group] if group != keys else None
+
+    def _widths(self, group: list[int], width: int) -> dict[int, int]:
+        """Each column's width: as wide as its text where the table fits, else narrowed a
+        character at a time where that makes the table least taller (a header that wraps
+        adds a line once, a column of long names a line per row), the roomiest first, and
+        never under its longest word."""
+        widths = {i: self._most[i] for i in group}
+        lines: dict[tuple[int, int], list[int]] = {}
+
+        def lines_at(i: int, w: int) -> list[int]:
+            if (i, w) not in lines:
+                lines[i, w] = [_lines(text, w) for text in self._plain[i]]
+            return lines[i, w]
+
+        for _ in range(sum(widths.values()) + 3 * len(group) + 1 - width):
+            now = [lines_at(i, widths[i]) for i in group]
+            # Per row (the header first): its tallest cell's column, that cell's lines, and
+            # the lines of the tallest of the others.
+            tops = []
+            for row in zip(*now, strict=True):
+                ranked = sorted(zip(row, group, strict=True), reverse=True)
+                tops.append((ranked[0][1], ranked[0][0], ranked[1][0] if len(group) > 1 else 0))
+            choices = []
+            for i in group:
+                if widths[i] > self._least[i]:
+                    narrower = lines_at(i, widths[i] - 1)
+                    height = sum(
+                        max(other if top == i else tallest, n)
+                        for (top, tallest, other), n in zip(tops, narrower, strict=True)
+                    )
+                    choices.append((height, self._least[i] - widths[i], i))
+            widths[min(choices)[2]] -= 1
+        return widths
+
+    def _table(self, group: list[int], width: int) -> Table:
+        widths = self._widths(group, width)
+        table = Table(header_style="bold")
+        for i in group:
+            column = self.columns[i]
+            table.add_column(
+                Text(column.header), justify=column.justify, width=widths[i], overflow="fold"
+            )
+        previous = None
+        for row in self.rows:
+            cells = [row[i] for i in group]
+            if self.merge_first:
+                first = row[0].plain
+                cells[0] = row[0] if first != previous else Text("")
+                previous = first
+            table.add_row(*cells)
+        return table
+
+    def _blocks(self) -> Iterator[Text]:
+        for row in self.rows:
+            name = Text(" ").join(row[: self.keys])
+            name.stylize("bold")
+            yield name
+            for column, cell in zip(self.columns[self.keys :], row[self.keys :], strict=True):
+                yield Text.assemble("  ", (f"{column.header}: ", "dim"), cell)
+
+
+# -- results ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResultColumns:
+    """Which figures the results tables show. By default the lab's (total time, aggregate
+    tok/s, TTFT p50 and max, decode tok/s), then the settings, then the rest of the
+    terminal's figures, a table each; ``wide``: all of them in one; ``keys``: those figures
+    of the catalogue, in one. Each table leads with the configuration and its marks. Read
+    when printed, so a figure added to the catalogue is in them."""
+
+    keys: tuple[str, ...] = ()
+    wide: bool = False
+
+    def groups(self) -> list[tuple[Figure, ...]]:
+        if self.keys:
+            return [tuple(figure(key) for key in self.keys)]
+        shown = tuple(f for f in shown_in(View.TERMINAL) if f.key != LABEL)
+        if self.wide:
+            return [shown]
+        lab = tuple(f for f in shown if f.lab and f.part is Part.RUN)
+        settings = tuple(f for f in shown if f.part is not Part.RUN)
+        rest = tuple(f for f in shown if f not in lab and f not in settings)
+        return [group for group in (lab, settings, rest) if group]
+
+    def lead(self) -> ResultColumns:
+        """Only the first table: the live display's, small enough to watch."""
+        return ResultColumns(tuple(f.key for f in self.groups()[0]))
+
+
+LABEL = "label"
+CHOOSABLE = (Part.CONFIG, Part.RUN, Part.SERVER)
+"""The parts whose figures a configuration's summary holds (as the CSV export writes them)."""
+
+
+def parse_columns(text: str) -> ResultColumns:
+    """``--columns``: catalogue keys, comma-separated."""
+    known = [f.key for f in in_part(*CHOOSABLE) if f.key != LABEL]
+    keys = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
+    for key in keys:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise argparse.ArgumentTypeError(
+                f"no figure '{key}'{hint}; the figures: {', '.join(known)}"
+            )
+    if not keys:
+        raise argparse.ArgumentTypeError("give figure keys, e.g. --columns agg_tok_s,ttft_p99_s")
+    return ResultColumns(keys)
+
+
+def add_table_flags(parser: argparse.ArgumentParser) -> None:
+    """``--wide`` and ``--columns``, for the commands that print the results table; the
+    choice is ``args.results_columns``."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--wide",
+        dest="results_columns",
+        action="store_const",
+        const=ResultColumns(wide=True),
+        default=ResultColumns(),
+        help="the results in one table of every figure (split where the terminal is narrow)",
+    )
+    group.add_argument(
+        "--columns",
+        dest="results_columns",
+        type=parse_columns,
+        metavar="KEY[,KEY...]",
+        help="the results table's figures, by their keys in concurrency.csv's header "
+        "(e.g. agg_tok_s,ttft_p99_s,tpot_p50_ms)",
+    )
+
+
+def results_table(
+    summaries: list[ConfigSummary], title: str = "Results", columns: ResultColumns | None = None
+) -> Group:
+    """The configurations' figures in the terminal, as ``columns`` chooses (the lab's, with
+    ± sd across repeats, first), each table led by the label and its marks."""
+    label = figure(LABEL)
+    names = [Text(s.label + "".join(f" [{flag}]" for flag in s.flags)) for s in summaries]
+    tables = []
+    for n, group in enumerate((columns or ResultColumns()).groups()):
+        rows = [
+            [name, *(_result_cell(f, s) for f in group)]
+            for name, s in zip(names, summaries, strict=True)
+        ]
+        header = [Column(label.header, "left"), *(Column(f.header) for f in group)]
+        tables.append(Fitted(header, rows, title="" if n else title))
+    return Group(*tables)
+
+
+def _result_cell(f: Figure, summary: ConfigSummary) -> Text:
+    failed = f.key == "failed" and f.of(summary)
+    return Text(f.cell(summary, with_sd=True), style="red" if failed else "")
 
 
 def hardware_line(hw: Hardware) -> str:
@@ -94,10 +329,9 @@ def hardware_line(hw: Hardware) -> str:
     return " | ".join(p for p in parts if p)
 
 
-def requests_table(session: Any) -> Table:
+def requests_table(session: Any) -> Fitted:
     """Every request of a session, one row each."""
-    table = Table(title="Requests", title_justify="left", header_style="bold")
-    columns = (
+    names = (
         "config",
         "repeat",
         "request",
@@ -110,27 +344,27 @@ def requests_table(session: Any) -> Table:
         "cache_hit",
         "error",
     )
-    for name in columns:
-        table.add_column(name, justify="left" if name in ("error",) else "right")
-    for row in request_rows(session):
-        if row["warmup"]:
-            continue
-        table.add_row(
-            *[
-                _num(row[c], 3)
-                if isinstance(row[c], float)
-                else Text(str(row[c] if row[c] is not None else "-"))
-                for c in columns
-            ]
-        )
-    return table
+    rows = [
+        [_num(row[c], 3) if isinstance(row[c], float) else _num(row[c]) for c in names]
+        for row in request_rows(session)
+        if not row["warmup"]
+    ]
+    columns = [Column(n, "left" if n in ("config", "error") else "right") for n in names]
+    return Fitted(columns, rows, title="Requests", keys=3)
 
 
 # -- run ------------------------------------------------------------------------------------
-def run_line(name: str, n_configs: int, session_path: Path | None) -> str:
-    """What ``workbench run`` is about to do, printed once the run is prepared."""
+def plural(count: int, noun: str) -> str:
+    """``1 configuration``, ``3 configurations``: never ``(s)``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def run_line(name: str, n_configs: int, n_done: int, session_path: Path | None) -> str:
+    """What ``workbench run`` is about to do, printed once the run is prepared: every
+    configuration of the experiment, and those a resumed session finished already."""
+    done = f", {n_done} already done" if n_done else ""
     return (
-        f"[bold]{escape(name)}[/bold]: {n_configs} configuration(s); "
+        f"[bold]{escape(name)}[/bold]: {plural(n_configs, 'configuration')}{done}; "
         f"session {escape(str(session_path))}"
     )
 
@@ -171,108 +405,88 @@ def session_line(meta: dict[str, Any], status: str) -> str:
     )
 
 
-def reported_table(session: Any, source: ImportSource) -> Table:
+def reported_table(session: Any, source: ImportSource) -> Fitted:
     """An imported file's own figures, under its names, one column per configuration: kept
     apart from the results above, which the workbench derived from the file's times."""
     reported = [session.reported_figures(c.index) for c in session.configs]
-    table = Table(title=escape(f"As {source.tool} reported them ({source.file_name})"))
-    table.add_column("figure")
-    for config in session.configs:
-        table.add_column(escape(config.label), justify="right")
+    rows = []
     for name in dict.fromkeys(n for figures in reported for n in figures):
         values = [figures.get(name) for figures in reported]
         shown = [int(v) if v is not None and v.is_integer() else v for v in values]
-        table.add_row(escape(name), *(_num(v, 3) for v in shown))
-    return table
+        rows.append([name, *(_num(v, 3) for v in shown)])
+    columns = [Column("figure", "left"), *(Column(c.label) for c in session.configs)]
+    title = escape(f"As {source.tool} reported them ({source.file_name})")
+    return Fitted(columns, rows, title=title)
 
 
-def memory_table(checks: list[MemoryCheck]) -> Table:
+def memory_table(checks: list[MemoryCheck]) -> Fitted:
     """The server's buffer figures against its measured memory, one row per configuration."""
-    memory = Table(
-        title="Memory: the server's buffers against its measured RSS",
-        title_justify="left",
-        header_style="bold",
-    )
-    for name in ("config", "model + KV + compute MiB", "peak RSS MiB", "unaccounted"):
-        memory.add_column(name, justify="left" if name == "config" else "right")
-    for check in checks:
-        memory.add_row(
-            Text(check.label),
+    names = ("config", "model + KV + compute MiB", "peak RSS MiB", "unaccounted")
+    rows = [
+        [
+            check.label,
             f"{check.predicted_mib:.0f}",
             "-" if check.peak_rss_mib is None else f"{check.peak_rss_mib:.0f}",
             "-" if check.error is None else f"{check.error:.0%}",
-        )
-    return memory
+        ]
+        for check in checks
+    ]
+    columns = [Column(n, "left" if n == "config" else "right") for n in names]
+    return Fitted(columns, rows, title="Memory: the server's buffers against its measured RSS")
 
 
-def sessions_table(infos: list[SessionInfo]) -> Table:
-    """The sessions found in folders, an unreadable one named with its error."""
-    table = Table(title="Sessions", title_justify="left", header_style="bold")
-    for name in (
-        "created",
-        "name",
-        "status",
-        "mode",
-        "hardware",
-        "backend",
-        "model",
-        "configurations",
-        "file",
-    ):
-        table.add_column(name)
-    for info in infos:
-        if info.error:
-            table.add_row(
-                "-",
-                "-",
-                Text("unreadable", style="red"),
-                "",
-                Text(info.error),
-                "",
-                "",
-                "",
-                Text(str(info.path)),
-            )
+def print_sessions(console: Console, infos: list[SessionInfo]) -> None:
+    """The sessions found in folders, an unreadable one named with its error, numbered;
+    then each one's file, on a line of its own that nothing cuts or breaks (to copy into
+    the next command)."""
+    names = ("#", "name", "created", "status", "mode", "hardware", "backend", "model")
+    rows: list[list[Cell]] = []
+    for n, info in enumerate(infos, 1):
+        if info.error:  # the error's path is the file's below: its name says which here
+            error = info.error.replace(str(info.path), info.path.name)
+            rows.append([str(n), error, "-", Text("unreadable", style="red"), *["-"] * 5])
             continue
         style = {"complete": "green", "incomplete": "yellow"}.get(info.status, "red")
         label = info.name + (f" ({info.notes.label})" if info.notes.label else "")
         if info.notes.tags:
             label += " [" + ", ".join(info.notes.tags) + "]"
-        table.add_row(
-            info.created_at,
-            Text(label),
-            Text(info.status, style=style),
-            info.mode,
-            Text(info.hardware),
-            info.backend,
-            Text(info.model),
-            Text(", ".join(info.configs)),
-            Text(str(info.path)),
+        rows.append(
+            [
+                str(n),
+                label,
+                info.created_at.replace("T", " "),
+                Text(info.status, style=style),
+                info.mode,
+                info.hardware,
+                info.backend or "unknown",
+                info.model,
+                ", ".join(info.configs),
+            ]
         )
-    return table
+    columns = [Column(n, "right" if n == "#" else "left") for n in (*names, "configurations")]
+    console.print(Fitted(columns, rows, title="Sessions", keys=2))
+    console.print("files:", highlight=False)
+    for n, info in enumerate(infos, 1):
+        console.print(f"{n:>3}  {info.path}", soft_wrap=True, markup=False, highlight=False)
 
 
-def comparison_table(comparison: Comparison, relative: bool) -> Table:
+def comparison_table(comparison: Comparison, relative: bool) -> Fitted:
     """Sessions side by side: a row per configuration and metric, a column per session."""
-    table = Table(
-        title="Comparison" + (" (relative to 1 slot)" if relative else ""),
-        title_justify="left",
-        header_style="bold",
-    )
-    table.add_column("configuration")
-    table.add_column("metric")
-    for column in comparison.columns:
-        table.add_column(Text(column), justify="right")
-    previous = None
-    for row in comparison.rows():
-        label = row["configuration"] if row["configuration"] != previous else ""
-        previous = row["configuration"]
-        table.add_row(
-            Text(label),
+    rows = [
+        [
+            row["configuration"],
             row["metric"],
-            *[comparison.cell_text(row, c) for c in comparison.columns],
-        )
-    return table
+            *(comparison.cell_text(row, c) for c in comparison.columns),
+        ]
+        for row in comparison.rows()
+    ]
+    columns = [
+        Column("configuration", "left"),
+        Column("metric", "left"),
+        *(Column(c) for c in comparison.columns),
+    ]
+    title = "Comparison" + (" (relative to 1 slot)" if relative else "")
+    return Fitted(columns, rows, title=title, keys=2, merge_first=True)
 
 
 def verdict_line(verdict: Verdict) -> Text:
@@ -295,23 +509,12 @@ def model_line(model: ModelFacts, kv_type: str, available: int, where: str) -> s
     )
 
 
-def plan_table(rows: list[PlanRow]) -> Table:
+def plan_table(rows: list[PlanRow]) -> Fitted:
     """Each context and slot count: the KV cache, the total, and whether it fits."""
-    table = Table(header_style="bold")
-    for name in (
-        "ctx",
-        "slots",
-        "KV",
-        "ctx per request",
-        "KV MiB",
-        "total MiB",
-        "fits?",
-        "warning",
-    ):
-        table.add_column(name, justify="left" if name in ("fits?", "warning") else "right")
+    names = ("ctx", "slots", "KV", "ctx per request", "KV MiB", "total MiB", "fits?", "warning")
     styles = {"fits": "green", "tight": "yellow", "does not fit": "red"}
-    for r in rows:
-        table.add_row(
+    cells = [
+        [
             str(r.ctx),
             str(r.slots),
             "unified" if r.unified else "per slot",
@@ -319,16 +522,18 @@ def plan_table(rows: list[PlanRow]) -> Table:
             f"{r.kv_mib:.1f}",
             f"{r.total_mib:.0f}",
             Text(r.fit, style=styles[r.fit]),
-            Text(r.warning),
-        )
-    return table
+            r.warning,
+        ]
+        for r in rows
+    ]
+    columns = [Column(n, "left" if n in ("fits?", "warning") else "right") for n in names]
+    return Fitted(columns, cells, keys=2)
 
 
-def slo_table(results: list[ConfigGoodput], peak: int | None) -> Table:
+def slo_table(results: list[ConfigGoodput], peak: int | None) -> Fitted:
     """Goodput per configuration against the SLO, and the users each one serves (with the
     machines a ``peak`` of concurrent users needs)."""
-    table = Table(header_style="bold")
-    for name in (
+    names = (
         "config",
         "slots",
         "concurrency",
@@ -337,30 +542,32 @@ def slo_table(results: list[ConfigGoodput], peak: int | None) -> Table:
         "meets SLO",
         "users served",
         "why not",
-    ):
-        table.add_column(name, justify="left" if name in ("config", "why not") else "right")
+    )
+    rows = []
     for r in results:
         served = r.concurrency if r.acceptable else 0
         users = str(served)
         if peak is not None and served:
             users += f" ({machines_needed(peak, served)} machines for {peak})"
-        table.add_row(
-            Text(r.label),
-            str(r.slots),
-            str(r.concurrency),
-            f"{r.good}/{r.requests}",
-            *(figure(key).text(getattr(r, key)) for key in SHOWN),
-            Text("yes" if r.acceptable else "no", style="green" if r.acceptable else "red"),
-            users,
-            Text("; ".join(r.reasons)),
+        rows.append(
+            [
+                r.label,
+                str(r.slots),
+                str(r.concurrency),
+                f"{r.good}/{r.requests}",
+                *(figure(key).text(getattr(r, key)) for key in SHOWN),
+                Text("yes" if r.acceptable else "no", style="green" if r.acceptable else "red"),
+                users,
+                "; ".join(r.reasons),
+            ]
         )
-    return table
+    columns = [Column(n, "left" if n in ("config", "why not") else "right") for n in names]
+    return Fitted(columns, rows)
 
 
-def roofline_table(rows: list[RooflineRow]) -> Table:
+def roofline_table(rows: list[RooflineRow]) -> Fitted:
     """Measured decode speed against the bound memory bandwidth sets, per configuration."""
-    table = Table(header_style="bold")
-    for name in (
+    names = (
         "config",
         "slots",
         "batch",
@@ -369,11 +576,10 @@ def roofline_table(rows: list[RooflineRow]) -> Table:
         "bound tok/s",
         "decode tok/s",
         "of bound",
-    ):
-        table.add_column(name, justify="left" if name == "config" else "right")
-    for r in rows:
-        table.add_row(
-            Text(r.label),
+    )
+    cells = [
+        [
+            r.label,
             str(r.slots),
             str(r.batch),
             f"{r.weights_mib:.0f}",
@@ -381,5 +587,8 @@ def roofline_table(rows: list[RooflineRow]) -> Table:
             f"{r.bound_tok_s:.0f}",
             "-" if r.decode_tok_s is None else f"{r.decode_tok_s:.1f}",
             "-" if r.share is None else f"{r.share:.0%}",
-        )
-    return table
+        ]
+        for r in rows
+    ]
+    columns = [Column(n, "left" if n == "config" else "right") for n in names]
+    return Fitted(columns, cells)
