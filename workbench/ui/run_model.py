@@ -64,6 +64,12 @@ class RequestView:
     # log (exact) once the request is done.
     slot: int | None = None
 
+    @property
+    def number(self) -> int:
+        """The request's number in every view: its row from 1, the place among the measured
+        requests in the order they were sent (as ``request_numbers`` gives a stored one)."""
+        return self.row + 1
+
     def live_rate(self, now: float) -> float | None:
         """The catalogue's live decode rate: chunks after the first per second since the
         first token, an estimate until the server's count gives ``decode_tok_s`` (then

@@ -134,7 +134,7 @@ class StreamPane(QFrame):
 
     def bind(self, view: RequestView, text: str) -> None:
         self.key = (view.config_index, view.repeat, view.index)
-        self.title.setText(f"#{view.index}")
+        self.title.setText(f"#{view.number}")
         self.text = ""
         self.body.setText("")
         self.append(text)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.errors import OutputDirError
-from workbench.engine.base.records import StartupFacts
+from workbench.engine.base.records import StartupFacts, request_numbers
 from workbench.engine.base.untrusted import csv_cell
 from workbench.engine.figures import vllm_names
 from workbench.engine.figures.metrics import REQUEST_FIGURES, Figure, Part, in_part
@@ -93,42 +93,44 @@ def request_rows(session: Session) -> list[dict[str, Any]]:
         return None if t is None else round((t - origin) / NS, 6)
 
     rows = []
-    for config in session.configs:
-        for r in session.records(config.index):
-            m = request_metrics(r)
-            timings = r.timings or {}
-            tokens, source = r.output_tokens
-            rows.append(
-                {
-                    "config": config.index,
-                    "label": config.label,
-                    "repeat": r.repeat,
-                    "request": r.index,
-                    "warmup": r.warmup,
-                    "ok": r.ok,
-                    "error": r.error,
-                    "http_status": r.http_status,
-                    "slot": r.slot,
-                    "t_intended_s": rel(r.t_intended_ns),
-                    "t_ready_s": rel(r.t_ready_ns),
-                    "t_submit_s": rel(r.t_submit_ns),
-                    "t_first_token_s": rel(r.t_first_token_ns),
-                    "t_last_token_s": rel(r.t_last_token_ns),
-                    "t_done_s": rel(r.t_done_ns),
-                    **{f.column: f.value(m) for f in REQUEST_FIGURES},
-                    "output_tokens": tokens,
-                    "token_source": source,
-                    "chunks": len(r.chunks),
-                    "finish_reason": r.finish_reason,
-                    "cache_hit": m.cache_hit if m else None,
-                    "cache_n": timings.get("cache_n"),
-                    "prompt_n": timings.get("prompt_n"),
-                    "prompt_ms": timings.get("prompt_ms"),
-                    "predicted_n": timings.get("predicted_n"),
-                    "predicted_ms": timings.get("predicted_ms"),
-                    "prompt": r.prompt,
-                }
-            )
+    records = [r for config in session.configs for r in session.records(config.index)]
+    numbers = request_numbers(records)
+    labels = {config.index: config.label for config in session.configs}
+    for r in records:
+        m = request_metrics(r)
+        timings = r.timings or {}
+        tokens, source = r.output_tokens
+        rows.append(
+            {
+                "config": r.config_index,
+                "label": labels[r.config_index],
+                "repeat": r.repeat,
+                "request": numbers.get((r.config_index, r.repeat, r.index)),
+                "warmup": r.warmup,
+                "ok": r.ok,
+                "error": r.error,
+                "http_status": r.http_status,
+                "slot": r.slot,
+                "t_intended_s": rel(r.t_intended_ns),
+                "t_ready_s": rel(r.t_ready_ns),
+                "t_submit_s": rel(r.t_submit_ns),
+                "t_first_token_s": rel(r.t_first_token_ns),
+                "t_last_token_s": rel(r.t_last_token_ns),
+                "t_done_s": rel(r.t_done_ns),
+                **{f.column: f.value(m) for f in REQUEST_FIGURES},
+                "output_tokens": tokens,
+                "token_source": source,
+                "chunks": len(r.chunks),
+                "finish_reason": r.finish_reason,
+                "cache_hit": m.cache_hit if m else None,
+                "cache_n": timings.get("cache_n"),
+                "prompt_n": timings.get("prompt_n"),
+                "prompt_ms": timings.get("prompt_ms"),
+                "predicted_n": timings.get("predicted_n"),
+                "predicted_ms": timings.get("predicted_ms"),
+                "prompt": r.prompt,
+            }
+        )
     return rows
 
 

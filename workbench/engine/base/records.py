@@ -10,6 +10,7 @@ pass them on.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -79,6 +80,19 @@ class RequestRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def request_numbers(records: Iterable[RequestRecord]) -> dict[tuple[int, int, int], int]:
+    """Each measured request's number, the one every view shows (its stream pane, its Gantt
+    row, ``requests.csv``, ``show --requests``): its place, from 1, among the session's
+    measured requests in the order they were sent, across the whole sweep. A record's
+    ``index`` is not it: that numbers prompts, warm-ups included. Warm-ups and requests never
+    sent have no number."""
+    sent = sorted(
+        (r for r in records if not r.warmup and r.t_submit_ns is not None),
+        key=lambda r: (r.config_index, r.t_submit_ns, r.index),
+    )
+    return {(r.config_index, r.repeat, r.index): n for n, r in enumerate(sent, 1)}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,39 @@
+"""One request, one number: the stream pane, the Gantt row, ``requests.csv`` and
+``show --requests`` name each measured request alike, 1 to N across the sweep, warm-ups
+apart."""
+
+from __future__ import annotations
+
+import csv
+
+from workbench.engine.analysis.export import request_rows, write_requests_csv
+from workbench.engine.run.replay import session_events
+from workbench.engine.store import open_session
+from workbench.ui.run_model import RunModel
+from workbench.ui.stream_grid import StreamPane
+
+
+def test_every_view_numbers_a_request_alike(sweep_session, tmp_path, qtbot):
+    with open_session(sweep_session) as session:
+        events = session_events(session)
+        rows = request_rows(session)
+        write_requests_csv(tmp_path / "requests.csv", session)
+    model = RunModel()
+    model.apply([e for _, e in events])
+    views = model.ordered()
+    # Two configurations of one warm-up and 3 requests: 1-6, not 1-3 then 5-7.
+    assert [v.number for v in views] == [1, 2, 3, 4, 5, 6]
+    assert [v.index for v in views] == [1, 2, 3, 5, 6, 7]  # the prompts' numbers
+    by_key = {(r["config"], r["repeat"], r["request"]): r for r in rows if not r["warmup"]}
+    assert sorted(k[2] for k in by_key) == [1, 2, 3, 4, 5, 6]
+    for view in views:
+        row = by_key[(view.config_index, view.repeat, view.number)]
+        assert row["t_submit_s"] is not None
+    with (tmp_path / "requests.csv").open() as fh:
+        written = list(csv.DictReader(fh))
+    assert [r["request"] for r in written] == ["", "1", "2", "3", "", "4", "5", "6"]
+    assert [r["label"] for r in written] == ["np=1"] * 4 + ["np=2"] * 4
+    pane = StreamPane()
+    qtbot.addWidget(pane)
+    pane.bind(views[4], "")
+    assert pane.title.text() == "#5"
