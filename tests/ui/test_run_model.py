@@ -250,14 +250,14 @@ def test_slots_are_matched_to_requests_by_tokens_decoded():
     model.apply([sample(40, 40)])  # already assigned: nothing moves
     assert (first.slot, second.slot) == (1, 0)
     rows, names = lane_rows(model)
-    assert names == ["np=1 c=8192 · slot 0", "np=1 c=8192 · slot 1", "np=1 c=8192 · unmatched"]
+    assert names == ["np=1 · slot 0", "np=1 · slot 1", "np=1 · unmatched"]
     assert rows[(0, 1)] == 1 and rows[(0, None)] == 2
     # The server's log names the slots once requests end: it wins over the live guess,
     # and the request no sample caught leaves the "unmatched" lane.
     changes = model.apply([SlotMatched(0, 0, 0, 0), SlotMatched(0, 0, 2, 1)])
     assert changes.gantt
     assert (first.slot, second.slot, waiting.slot) == (0, 0, 1)
-    assert lane_rows(model)[1] == ["np=1 c=8192 · slot 0", "np=1 c=8192 · slot 1"]
+    assert lane_rows(model)[1] == ["np=1 · slot 0", "np=1 · slot 1"]
 
 
 def slots_sample(t: float, *held: int | None, n_ctx: int = 1000) -> SlotsSample:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.engine.base.words import plural
 from workbench.ui.run_model import RunModel
 
 UNFINISHED = ("queued", "prefill", "decoding")
@@ -46,10 +47,6 @@ def phase_of(model: RunModel) -> Phase:
         span = max(ends) - min(starts) if starts and ends else None
     slots = server.slots if server.config_index == shown else None
     return Phase(server.label, slots, span_s=span, status=model.status, **counts)
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def caption(phase: Phase) -> str:

@@ -121,3 +121,15 @@ def test_the_same_workload_spelled_two_ways_is_like_for_like(tmp_path):
     )
     with open_session(paths[0]) as a, open_session(halved) as b:
         assert compare_sessions([a, b]).warnings == ["different workload concurrency: 8 vs 4"]
+
+
+def test_relative_to_one_slot_divides_performance_not_sizes(sweep_session, other_session):
+    """What was asked of the server (tokens in a prompt, per chunk) is no ratio to 1 slot."""
+    with open_session(sweep_session) as a, open_session(other_session) as b:
+        relative = compare_sessions([a, b], relative=True)
+        absolute = compare_sessions([a, b])
+    headings = {row["key"]: row["metric"] for row in relative.rows()}
+    assert headings["prompt_tokens_p50"] == "Prompt tokens p50 (tokens)"
+    assert headings["ttft_p50_s"].endswith("(x of 1 slot)")
+    key = ("np=2", "prompt_tokens_p50")
+    assert relative.cells[key] == absolute.cells[key]

@@ -149,3 +149,12 @@ def test_a_sweep_over_slots_and_ctx_is_judged_on_one_ctx():
     ):
         assert verdict.verdict == SUPPORTED, verdict
     assert context_per_slot(two_d).verdict == SUPPORTED
+
+
+def test_one_slot_reads_one_slot():
+    numbers = decode_speed_falls(LAB).numbers
+    assert numbers[:3] == [
+        "1 slot: 16.3 tok/s per request",
+        "2 slots: 12.8 tok/s per request",
+        "4 slots: 9.8 tok/s per request",
+    ]

@@ -57,7 +57,9 @@ def test_defaults_fill_what_the_file_leaves_out() -> None:
     (config,) = parse_experiment("[server]\nslots = 2\n").configs()
     assert config.server == ServerSettings(slots=2)
     assert config.workload == WorkloadSettings()
-    assert config.label == "np=2 c=8192"  # no axis: the label still says what ran
+    assert config.label == "np=2"  # no axis: named as a slots sweep names the same slots
+    (swept, _) = parse_experiment("[server]\nslots = [2, 4]\n").configs()
+    assert swept.label == config.label
     assert config.to_dict()["server"]["slots"] == 2
 
 

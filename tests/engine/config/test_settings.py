@@ -104,3 +104,10 @@ def test_a_setting_added_to_the_schema_reaches_the_command_line_and_labels() -> 
     assert "-fa" not in server_arguments(ServerSettings(), Path("/m.gguf"), 1)
     with pytest.raises(ExperimentError, match="flash_attn must be one of on, off, auto"):
         parse_experiment('[server]\nflash_attn = "yes"\n')
+
+
+def test_the_k_and_v_cache_types_are_named_alike() -> None:
+    """``--cache-type-k`` once read "KV cache type" beside ``--cache-type-v``'s "V cache
+    type"."""
+    k, v = (field_named(ServerSettings, f"cache_type_{x}").setting.label for x in "kv")
+    assert (k, v) == ("K cache type", "V cache type")

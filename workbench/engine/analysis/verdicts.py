@@ -12,6 +12,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from workbench.engine.base.words import plural
 from workbench.engine.figures.summaries import ConfigSummary
 
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
@@ -177,7 +178,10 @@ def decode_speed_falls(summaries: list[ConfigSummary]) -> Verdict:
     points = [s for s in _by_slots(summaries) if s.mean.get("decode_tok_s") is not None]
     if len(points) < 2:
         return Verdict(hypothesis, INCONCLUSIVE, [f"needs 2 slot counts, has {len(points)}"])
-    numbers = [f"{s.slots} slots: {s.mean['decode_tok_s']:.1f} tok/s per request" for s in points]
+    numbers = [
+        f"{plural(s.slots or 0, 'slot')}: {s.mean['decode_tok_s']:.1f} tok/s per request"
+        for s in points
+    ]
     steps = [_differs(a, b, "decode_tok_s") for a, b in itertools.pairwise(points)]
     numbers.append(_noise_note(all(m for _, _, m in steps)))
     if all(delta < 0 and real for delta, real, _ in steps):

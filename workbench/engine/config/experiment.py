@@ -92,7 +92,7 @@ class ServerSettings:
     )
     cache_type_k: str | None = setting(
         None,
-        label="KV cache type",
+        label="K cache type",
         help="KV cache type for K",
         choices=KV_CACHE_TYPES,
         flag="-ctk",
@@ -525,7 +525,10 @@ def _follow(workload: dict[str, Any], server: ServerSettings | None) -> dict[str
 
 
 def _default_label(server: ServerSettings, external: bool) -> str:
-    return "external" if external else f"np={server.slots} c={server.ctx}"
+    """A configuration no axis names is named as a slots sweep names its own (``np=2``),
+    so a lone run and a sweep point of the same slots read alike; its context is in its
+    ctx column."""
+    return "external" if external else f"{short_name('slots')}={show_value(server.slots)}"
 
 
 def load_experiment(path: str | Path) -> Experiment:

@@ -102,8 +102,11 @@ class Figure:
 
     @property
     def relative(self) -> bool:
-        """Whether 'relative to 1 slot' divides it: counts are not ratios."""
-        return self.combine in (Combine.MEAN_SD, Combine.MEAN, Combine.POOLED)
+        """Whether 'relative to 1 slot' divides it: counts, and sizes in tokens (what was
+        asked of the server, not how it did), are not ratios."""
+        return self.combine in (Combine.MEAN_SD, Combine.MEAN, Combine.POOLED) and (
+            self.unit != "tokens"
+        )
 
     def text(self, value: Any, sd: Any = None) -> str:
         """The display format: ``-`` for no value, ``digits`` decimals, and ``±sd``."""
