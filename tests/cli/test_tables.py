@@ -153,6 +153,22 @@ def test_a_table_too_wide_for_its_keys_becomes_blocks():
     assert "┏" in printed(table, 40)  # room enough: a table
 
 
+def test_a_column_too_wide_to_fit_follows_the_table_as_blocks():
+    """A long URL in one request's error: the other columns stay a table, and only the row
+    with an error gets a block."""
+    url = "https://developer.mozilla.org/en-US/docs/Web/HTTP/Status/400"
+    table = Fitted(
+        [Column("request"), Column("ok", "left"), Column("error", "left")],
+        [["1", "True", "-"], ["2", "False", f"400 Bad Request, see {url}"]],
+        keys=1,
+    )
+    text = printed(table, 70)  # the URL fits a line, not a column beside the request's
+    lines = [line.rstrip() for line in text.splitlines()]
+    (tables,) = tables_of(text)
+    assert header_of(tables) == ["request", "ok"]
+    assert lines[len(tables) :] == ["2", "  error: 400 Bad Request, see", url]
+
+
 def test_a_wide_table_is_split_and_each_part_keeps_the_row_names():
     names = [f"figure number {n}" for n in range(8)]
     table = Fitted(

@@ -100,10 +100,12 @@ class Fitted:
     """A table laid out at the width it is printed at, so that no number, label or path is
     cut: a cell wraps only between words, and a column is never narrower than its longest
     word. A table too wide for that is split into tables that each repeat the ``keys``
-    leading columns (the row's name) beside as many of the others as fit; where not one
-    more fits beside them, each row becomes a block of ``header: value`` lines, as
-    ``vllm bench serve`` prints a result. With ``merge_first`` the first column shows a
-    value only where it changes (a configuration over the rows of its metrics)."""
+    leading columns (the row's name) beside as many of the others as fit. A column that
+    does not fit beside them even alone (a long URL in an error) follows as a block of
+    ``header: value`` lines per row that has a value, as ``vllm bench serve`` prints a
+    result; where the keys alone do not fit, every row is such a block. With ``merge_first``
+    the first column shows a value only where it changes (a configuration over the rows of
+    its metrics)."""
 
     def __init__(
         self,
@@ -128,35 +130,33 @@ class Fitted:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if self.title:
             yield Text.from_markup(self.title, style="table.title")
-        groups = self._groups(options.max_width)
-        if groups is None:
-            yield from self._blocks()
-            return
+        groups, apart = self._layout(options.max_width)
         for group in groups:
             yield self._table(group, options.max_width)
+        yield from self._blocks(apart, every_row=not groups)
 
     def _fits(self, group: list[int], width: int) -> bool:
         return sum(self._least[i] for i in group) + 3 * len(group) + 1 <= width
 
-    def _groups(self, width: int) -> list[list[int]] | None:
-        """The columns of each table to print, or None for blocks."""
+    def _layout(self, width: int) -> tuple[list[list[int]], list[int]]:
+        """The columns of each table to print, and the columns left to blocks."""
         every = list(range(len(self.columns)))
+        keys, others = every[: self.keys], every[self.keys :]
         if self._fits(every, width):
-            return [every]
-        keys = every[: self.keys]
+            return [every], []
+        if not self._fits(keys, width):
+            return [], others
         groups: list[list[int]] = []
-        group = list(keys)
-        for i in every[self.keys :]:
-            if not self._fits([*group, i], width):
-                if group == keys:
-                    return None
+        group, apart = list(keys), []
+        for i in others:
+            if not self._fits([*keys, i], width):
+                apart.append(i)
+            elif self._fits([*group, i], width):
+                group.append(i)
+            else:
                 groups.append(group)
                 group = [*keys, i]
-                if not self._fits(group, width):
-                    return None
-            else:
-                group.append(i)
-        return [*groups, group] if group != keys else None
+        return [*groups, group] if group != keys else groups, apart
 
     def _widths(self, group: list[int], width: int) -> dict[int, int]:
         """Each column's width: as wide as its text where the table fits, else narrowed a
@@ -209,12 +209,26 @@ class Fitted:
             table.add_row(*cells)
         return table
 
-    def _blocks(self) -> Iterator[Text]:
+    def _blocks(self, apart: list[int], every_row: bool) -> Iterator[Text]:
+        """Per row, its name (the keys) and a line for each column of ``apart``; beside
+        tables, only the rows with something to say (not ``-``)."""
         for row in self.rows:
-            name = Text(" ").join(row[: self.keys])
+            cells = [(self.columns[i], row[i]) for i in apart]
+            if not every_row:
+                cells = [(column, cell) for column, cell in cells if cell.plain not in ("", "-")]
+                if not cells:
+                    continue
+            if self.keys == 1:
+                name = row[0].copy()
+            else:
+                named = (
+                    Text(f"{c.header} ") + cell
+                    for c, cell in zip(self.columns, row[: self.keys], strict=False)
+                )
+                name = Text(", ").join(named)
             name.stylize("bold")
             yield name
-            for column, cell in zip(self.columns[self.keys :], row[self.keys :], strict=True):
+            for column, cell in cells:
                 yield Text.assemble("  ", (f"{column.header}: ", "dim"), cell)
 
 
