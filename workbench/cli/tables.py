@@ -27,6 +27,7 @@ from workbench.engine.analysis.roofline import RooflineRow
 from workbench.engine.analysis.slo import SHOWN, ConfigGoodput, machines_needed
 from workbench.engine.analysis.verdicts import Verdict
 from workbench.engine.base.records import Hardware, ImportSource
+from workbench.engine.base.words import plural
 from workbench.engine.events import ConfigFinished, ConfigStarted, Notice, ServerReady
 from workbench.engine.figures.metrics import Figure, Part, View, figure, in_part, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
@@ -368,11 +369,6 @@ def requests_table(session: Any) -> Fitted:
 
 
 # -- run ------------------------------------------------------------------------------------
-def plural(count: int, noun: str) -> str:
-    """``1 configuration``, ``3 configurations``: never ``(s)``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
 def run_line(name: str, n_configs: int, n_done: int, session_path: Path | None) -> str:
     """What ``workbench run`` is about to do, printed once the run is prepared: every
     configuration of the experiment, and those a resumed session finished already."""
