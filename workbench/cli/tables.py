@@ -267,19 +267,20 @@ CHOOSABLE = (Part.CONFIG, Part.RUN, Part.SERVER)
 
 
 def parse_columns(text: str) -> ResultColumns:
-    """``--columns``: catalogue keys, comma-separated."""
-    known = [f.key for f in in_part(*CHOOSABLE) if f.key != LABEL]
-    keys = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
-    for key in keys:
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
+    """``--columns``: figures by their ``concurrency.csv`` columns (``total_s``) or catalogue
+    keys (``makespan_s``), comma-separated."""
+    figures = [f for f in in_part(*CHOOSABLE) if f.key != LABEL]
+    known = {f.column: f.key for f in figures} | {f.key: f.key for f in figures}
+    asked = [name.strip() for name in text.split(",") if name.strip()]
+    for name in asked:
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise argparse.ArgumentTypeError(
-                f"no figure '{key}'{hint}; the figures: {', '.join(known)}"
-            )
-    if not keys:
-        raise argparse.ArgumentTypeError("give figure keys, e.g. --columns agg_tok_s,ttft_p99_s")
-    return ResultColumns(keys)
+            columns = ", ".join(f.column for f in figures)
+            raise argparse.ArgumentTypeError(f"no figure '{name}'{hint}; the figures: {columns}")
+    if not asked:
+        raise argparse.ArgumentTypeError("give figures, e.g. --columns agg_tok_s,ttft_p99_s")
+    return ResultColumns(tuple(dict.fromkeys(known[name] for name in asked)))
 
 
 def add_table_flags(parser: argparse.ArgumentParser) -> None:
