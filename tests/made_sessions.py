@@ -115,7 +115,7 @@ def request(
             "prompt_n": PROMPT_TOKENS,
             "prompt_ms": prefill_s * 1000,
             "predicted_n": tokens,
-            "predicted_ms": tokens * itl_s * 1000,
+            "predicted_ms": (tokens - 1) * itl_s * 1000,
             "cache_n": 0,
         },
         chunks=chunks,

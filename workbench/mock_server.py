@@ -470,9 +470,10 @@ class MockServer:
                     "prompt_n": n_prompt,
                     "prompt_ms": (first - request.t_received_ns) / 1e6,
                     "predicted_n": tokens,
-                    # As llama.cpp times it: n token steps, the first chunk's included.
+                    # As llama.cpp times it: from the first token to the last, the
+                    # tokens the first chunk held back included.
                     "predicted_ms": (last - first) / 1e6
-                    + min(t.tokens_per_chunk, tokens) * t.itl_ms,
+                    + (min(t.tokens_per_chunk, tokens) - 1) * t.itl_ms,
                 }
             await conn.write(_chunk(final) + _chunk_done())
             self.counters.finished[finish] += 1
