@@ -42,9 +42,9 @@ def test_hits_the_experiment_did_not_ask_for_are_flagged():
     summary = config({"cache_prompt": False}, records)
     assert summary.cache_state == "off"
     assert summary.unasked_cache_hits == (
-        "1 request(s) reused cached prompt tokens though cache_prompt is off"
+        "1 request reused cached prompt tokens though cache_prompt is off"
     )
-    assert any(n.startswith("prompt cache: 1 request(s)") for n in summary.trust_notes)
+    assert any(n.startswith("prompt cache: 1 request reused") for n in summary.trust_notes)
     clean = config({"cache_prompt": False}, [record(0, 0.9, 0)])
     assert clean.unasked_cache_hits is None and clean.trust_notes == []
 

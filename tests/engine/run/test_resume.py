@@ -59,7 +59,7 @@ def test_a_sweep_interrupted_after_its_first_configuration_completes(tmp_path, c
         assert len(second) == 2 and min(second) > max(first_requests)
         assert all(r.ok for r in session.records(1))
         notices = [n.text for n in session.notices()]
-    assert "resumed: 1 finished configuration(s) kept, 1 to run (np=2)" in notices
+    assert "resumed: 1 finished configuration kept, 1 to run (np=2)" in notices
     with (tmp_path / "concurrency.csv").open() as fh:
         assert [row["label"] for row in csv.DictReader(fh)] == ["np=1", "np=2"]
 

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from workbench.engine.base.records import RequestRecord, StartupFacts
+from workbench.engine.base.words import plural
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import from_stored
 from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
@@ -350,7 +351,7 @@ class ConfigSummary:
         hits = self.value("cache_hits")
         if self.cache_prompt or not hits:
             return None
-        return f"{hits} request(s) reused cached prompt tokens though cache_prompt is off"
+        return f"{plural(hits, 'request')} reused cached prompt tokens though cache_prompt is off"
 
     def value(self, name: str) -> Any:
         """A run figure averaged over repeats (or summed, for counts)."""

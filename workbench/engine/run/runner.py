@@ -23,6 +23,7 @@ from typing import Any
 from workbench.engine.analysis.planner import context_shortfall, kv_layout, request_tokens
 from workbench.engine.base.errors import OutputDirError, WorkbenchError
 from workbench.engine.base.records import Hardware, RequestRecord, StartupFacts
+from workbench.engine.base.words import plural
 from workbench.engine.config.experiment import Experiment, RunConfig
 from workbench.engine.events import (
     ClientLoadMeasured,
@@ -239,7 +240,7 @@ class ExperimentRunner:
         self.summaries = kept
         self._next_index = reopen_session(self.session_path, [c.index for c in self.configs])
         self._start_notices.append(
-            f"resumed: {len(done)} finished configuration(s) kept, "
+            f"resumed: {plural(len(done), 'finished configuration')} kept, "
             f"{len(self.configs)} to run ({', '.join(c.label for c in self.configs)})"
         )
 
