@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 
+from PySide6.QtCore import QPointF, QRectF
+
 from workbench.engine.analysis.compare import ChartData, ChartKind, Series
 from workbench.engine.analysis.roofline import RooflineReport, RooflineRow
 from workbench.ui.charts import MetricChart, legend_spot
@@ -150,3 +152,15 @@ def test_a_sweeps_x_axis_fits_its_settings_with_room_on_both_sides(qtbot):
     chart.show_data(single)
     low, high = chart.getPlotItem().vb.viewRange()[0]
     assert low < 4 < high and abs((low + high) / 2 - 4) < 1e-9
+
+
+def test_a_name_stays_off_the_error_bar_beside_it(qtbot):
+    """With repeats, np=2's name was written across np=4's error bar, a few pixels right."""
+    spread = Series("A", [1.0, 1.06], [10.0, 9.0], [None, 3.0], labels=["np=2", "np=4"])
+    chart = chart_of(trade_off([spread]), qtbot)
+    chart.grab()
+    view = chart.getPlotItem().vb
+    top, bottom = (view.mapViewToScene(QPointF(1.06, y)) for y in (12.0, 6.0))
+    bar = QRectF(top, bottom).adjusted(-0.5, 0, 0.5, 0)  # the bar, a line a pixel wide
+    for label in chart._labels:
+        assert not label.sceneBoundingRect().intersects(bar), label.toPlainText()

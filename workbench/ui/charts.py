@@ -160,6 +160,11 @@ class MetricChart(Plot):
             for curve in self._curves
             if curve.getData()[0] is not None
         ]
+        lines += [  # each error bar, from its bottom to its top
+            [to_scene(QPointF(x, y - h / 2)), to_scene(QPointF(x, y + h / 2))]
+            for bars in self._error_bars
+            for x, y, h in zip(bars.opts["x"], bars.opts["y"], bars.opts["height"], strict=True)
+        ]
         avoid = []
         if self.legend is not None and self._legend_at is not None and self.legend.isVisible():
             (ax, ay), (dx, dy) = self._legend_at
@@ -236,8 +241,9 @@ def label_places(
     """Where each point's name goes, in pixels: of the places around its point (beside it
     at the corners and sides, then a row or two further out), the nearest that stays in
     ``frame`` and covers no name placed before it, no other point and nothing in ``avoid``
-    (the legend), weighed against how much of the ``lines`` it hides. Rectangles are
-    (left, top, right, bottom) rows of arrays here: each name weighs all its places at once."""
+    (the legend), weighed against how much of the ``lines`` (and error bars) it hides.
+    Rectangles are (left, top, right, bottom) rows of arrays here: each name weighs all its
+    places at once."""
     radius = SYMBOL_SIZE / 2
     centres = np.array([(p.x(), p.y()) for p in points], dtype=float).reshape(-1, 2)
     markers = np.hstack([centres - radius, centres + radius])
