@@ -24,7 +24,7 @@ def test_every_view_numbers_a_request_alike(sweep_session, tmp_path, qtbot):
     # Two configurations of one warm-up and 3 requests: 1-6, not 1-3 then 5-7.
     assert [v.number for v in views] == [1, 2, 3, 4, 5, 6]
     assert [v.index for v in views] == [1, 2, 3, 5, 6, 7]  # the prompts' numbers
-    by_key = {(r["config"], r["repeat"], r["request"]): r for r in rows if not r["warmup"]}
+    by_key = {(r["config"], r["repeat"] - 1, r["request"]): r for r in rows if not r["warmup"]}
     assert sorted(k[2] for k in by_key) == [1, 2, 3, 4, 5, 6]
     for view in views:
         row = by_key[(view.config_index, view.repeat, view.number)]
@@ -33,7 +33,27 @@ def test_every_view_numbers_a_request_alike(sweep_session, tmp_path, qtbot):
         written = list(csv.DictReader(fh))
     assert [r["request"] for r in written] == ["", "1", "2", "3", "", "4", "5", "6"]
     assert [r["label"] for r in written] == ["np=1"] * 4 + ["np=2"] * 4
+    assert [r["repeat"] for r in written] == ["", "1", "1", "1"] * 2  # warm-ups: none
     pane = StreamPane()
     qtbot.addWidget(pane)
     pane.bind(views[4], "")
     assert pane.title.text() == "#5"
+
+
+def test_show_requests_names_each_by_its_label_and_number(sweep_session, capsys, monkeypatch):
+    from workbench.cli.main import main
+
+    monkeypatch.setenv("COLUMNS", "100")  # the table splits in two, each led by the names
+    assert main(["show", str(sweep_session), "--requests"]) == 0
+    out = capsys.readouterr().out
+    listed = out[out.index("Requests") :]
+    rows = [line.split("│")[1:4] for line in listed.splitlines() if line.startswith("│")]
+    cells = [[c.strip() for c in row] for row in rows]
+    assert cells[:6] == [
+        ["np=1", "1", "1"],
+        ["np=1", "1", "2"],
+        ["np=1", "1", "3"],
+        ["np=2", "1", "4"],
+        ["np=2", "1", "5"],
+        ["np=2", "1", "6"],
+    ]

@@ -346,9 +346,10 @@ def hardware_line(hw: Hardware) -> str:
 
 
 def requests_table(session: Any) -> Fitted:
-    """Every request of a session, one row each."""
+    """Every measured request of a session, one row each, under its configuration's label
+    and its number (as its stream pane and Gantt row show it)."""
     names = (
-        "config",
+        "label",
         "repeat",
         "request",
         "ok",
@@ -365,7 +366,10 @@ def requests_table(session: Any) -> Fitted:
         for row in request_rows(session)
         if not row["warmup"]
     ]
-    columns = [Column(n, "left" if n in ("config", "error") else "right") for n in names]
+    columns = [
+        Column("config" if n == "label" else n, "left" if n in ("label", "error") else "right")
+        for n in names
+    ]
     return Fitted(columns, rows, title="Requests", keys=3)
 
 

@@ -104,7 +104,7 @@ def request_rows(session: Session) -> list[dict[str, Any]]:
             {
                 "config": r.config_index,
                 "label": labels[r.config_index],
-                "repeat": r.repeat,
+                "repeat": None if r.warmup else r.repeat + 1,
                 "request": numbers.get((r.config_index, r.repeat, r.index)),
                 "warmup": r.warmup,
                 "ok": r.ok,
