@@ -88,15 +88,17 @@ def test_an_empty_plot_says_what_will_appear_there(qtbot):
     assert plots.notes["slots"].isVisible()  # no slot seen busy yet
 
 
-def test_request_rows_are_numbered_from_zero_at_a_round_step(qtbot):
+def test_request_rows_are_labelled_with_their_numbers_at_a_round_step(qtbot):
+    """A row shows its request's number (from 1, as its stream pane and requests.csv)."""
     from workbench.ui.gantt import request_ticks
 
-    assert request_ticks(3) == [(0, "0"), (1, "1"), (2, "2")]  # no -1 above the first row
-    assert [t for t, _ in request_ticks(100)] == list(range(0, 100, 10))
+    assert request_ticks(3) == [(0, "1"), (1, "2"), (2, "3")]  # nothing above the first row
+    assert request_ticks(100) == [(0, "1"), *((n - 1, str(n)) for n in range(10, 101, 10))]
     assert len(request_ticks(250_000)) <= 12
+    assert request_ticks(0) == []
     gantt = GanttView()
     qtbot.addWidget(gantt)
     model = RunModel()
     started(model, 3)
     gantt.sync(model, 1.0)
-    assert gantt.getPlotItem().getAxis("left")._tickLevels == [[(0, "0"), (1, "1"), (2, "2")]]
+    assert gantt.getPlotItem().getAxis("left")._tickLevels == [[(0, "1"), (1, "2"), (2, "3")]]

@@ -9,6 +9,8 @@ import csv
 from workbench.engine.analysis.export import request_rows, write_requests_csv
 from workbench.engine.run.replay import session_events
 from workbench.engine.store import open_session
+from workbench.ui.gantt import request_ticks
+from workbench.ui.gantt_rows import request_tooltip
 from workbench.ui.run_model import RunModel
 from workbench.ui.stream_grid import StreamPane
 
@@ -34,6 +36,8 @@ def test_every_view_numbers_a_request_alike(sweep_session, tmp_path, qtbot):
     assert [r["request"] for r in written] == ["", "1", "2", "3", "", "4", "5", "6"]
     assert [r["label"] for r in written] == ["np=1"] * 4 + ["np=2"] * 4
     assert [r["repeat"] for r in written] == ["", "1", "1", "1"] * 2  # warm-ups: none
+    assert request_tooltip(views[4]).startswith("request #5 (config 2, repeat 1)")
+    assert request_ticks(len(views))[4] == (4, "5")  # the Gantt row that bar is drawn in
     pane = StreamPane()
     qtbot.addWidget(pane)
     pane.bind(views[4], "")

@@ -30,11 +30,14 @@ TITLES = {  # by lanes: rows per request, or lanes per server slot
 
 
 def request_ticks(rows: int, most: int = 12) -> list[tuple[int, str]]:
-    """Row numbers to label, from 0, at a round step that keeps them to about ``most``."""
+    """Rows labelled with their requests' numbers (a row's is ``row + 1``, the number its
+    stream pane and ``requests.csv`` give it): the first, then a round step that keeps them
+    to about ``most``."""
     step = next((s for s in (1, 2, 5, 10, 20, 50, 100, 200, 500) if rows / s <= most), 1000)
     while rows / step > most:
         step *= 10
-    return [(i, str(i)) for i in range(0, rows, step)]
+    numbers = dict.fromkeys([1, *range(step, rows + 1, step)]) if rows else {}
+    return [(n - 1, str(n)) for n in numbers]
 
 
 class GanttView(Plot):

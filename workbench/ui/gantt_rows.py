@@ -71,7 +71,7 @@ def request_tooltip(view: RequestView) -> str:
         return "-" if value is None else f"{value:.{digits}f} {unit}"
 
     lines = [
-        f"request #{view.index} (config {view.config_index + 1}, repeat {view.repeat + 1})",
+        f"request #{view.number} (config {view.config_index + 1}, repeat {view.repeat + 1})",
         f"state: {view.state}" + (f"   slot: {view.slot}" if view.slot is not None else ""),
         f"TTFT: {fmt(view.ttft_s, 's')}",
         f"queue wait: {fmt(view.queue_s, 's')}   prefill: {fmt(view.prefill_s, 's')}",
