@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -87,6 +87,22 @@ async def _request(
     return None if len(answer) > max_bytes else Answer(status, answer)
 
 
+async def get_all(
+    base_url: str,
+    waits: Mapping[str, float],
+    headers: dict[str, str] | None = None,
+    max_bytes: int = MAX_BYTES,
+) -> dict[str, Answer | None]:
+    """``GET`` each path of ``waits`` at once, each for at most its wait: all of them end
+    within the longest wait, not the sum. A refused connection raises ``ConnectFailed``."""
+    requests = [get(base_url, path, headers, max_bytes, wait) for path, wait in waits.items()]
+    answers = await asyncio.gather(*requests, return_exceptions=True)
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+    return dict(zip(waits, answers, strict=True))  # type: ignore[arg-type]
+
+
 def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine from blocking code: on this thread, or on a helper thread when this
     one already runs an event loop."""
@@ -107,3 +123,13 @@ def bounded_get(
 ) -> Answer | None:
     """``get`` for blocking callers (the probe, the sampler's thread, the counters)."""
     return run_blocking(get(base_url, path, headers, max_bytes, deadline_s))
+
+
+def bounded_get_all(
+    base_url: str,
+    waits: Mapping[str, float],
+    headers: dict[str, str] | None = None,
+    max_bytes: int = MAX_BYTES,
+) -> dict[str, Answer | None]:
+    """``get_all`` for blocking callers (the external server's probe)."""
+    return run_blocking(get_all(base_url, waits, headers, max_bytes))

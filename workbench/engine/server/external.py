@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from workbench.engine.base.errors import ExternalServerError
 from workbench.engine.base.records import StartupFacts
@@ -26,19 +26,14 @@ from workbench.engine.figures.server_kinds import (
     detect,
     parse_metrics,
 )
-from workbench.engine.net.bounded_http import MAX_BYTES, Answer, bounded_get
+from workbench.engine.net.bounded_http import MAX_BYTES, Answer, bounded_get_all
 from workbench.engine.net.http_stream import ConnectFailed
 
-PROBE_TIMEOUT_S = 5.0
+PROBE_TIMEOUT_S = 5.0  # the whole probe, every endpoint asked at once
+PROBE_PATHS = ("/health", "/v1/models", "/props", "/slots", "/metrics")
 # /metrics only says which kind of server it is, and a run goes on without it: the probe
 # waits less for it (as the cross-checks do for their counters).
-PROBE_DEADLINES_S = {
-    "/health": PROBE_TIMEOUT_S,
-    "/v1/models": PROBE_TIMEOUT_S,
-    "/props": PROBE_TIMEOUT_S,
-    "/slots": PROBE_TIMEOUT_S,
-    "/metrics": 2.0,
-}
+METRICS_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -66,7 +61,7 @@ class ExternalServer:
 def split_credentials(url: str) -> tuple[str, dict[str, str]]:
     """``http://user:password@host`` as the URL without them, and the Basic authorization
     header they stand for: credentials travel in a header, never into a session or a log."""
-    parts = urlsplit(url.strip())
+    parts = parse_base_url(url)
     if parts.username is None and parts.password is None:
         return url, {}
     user, password = unquote(parts.username or ""), unquote(parts.password or "")
@@ -101,9 +96,30 @@ def normalise_base_url(url: str) -> str:
     url = url.strip().rstrip("/")
     if url.endswith("/v1"):
         url = url[: -len("/v1")]
-    if not url.startswith(("http://", "https://")):
-        raise ExternalServerError(f"base URL must start with http:// or https://, got {url!r}")
+    parse_base_url(url)
     return url
+
+
+def parse_base_url(url: str) -> SplitResult:
+    """A base URL's parts, checked for what connecting needs: http or https, a host, and a
+    port from 1 to 65535 if one is given. Credentials in it are never repeated in an error."""
+    parts = urlsplit(url.strip())
+    netloc = parts.netloc.rpartition("@")[2]
+    shown = urlunsplit(parts._replace(netloc=netloc))
+    if parts.scheme not in ("http", "https"):
+        raise ExternalServerError(f"base URL must start with http:// or https://, got {shown!r}")
+    if not parts.hostname:
+        raise ExternalServerError(f"base URL {shown!r} names no host")
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or above 65535
+        port = 0
+    if port == 0:
+        given = netloc.rpartition(":")[2]
+        raise ExternalServerError(
+            f"base URL {shown!r}: the port must be a whole number from 1 to 65535, got {given!r}"
+        )
+    return parts
 
 
 def _json(answer: Answer | None) -> Any:
@@ -114,13 +130,18 @@ def _json(answer: Answer | None) -> Any:
     return None
 
 
-def probe_external(base_url: str, headers: dict[str, str] | None = None) -> ExternalServer:
+def probe_external(
+    base_url: str, headers: dict[str, str] | None = None, deadline_s: float = PROBE_TIMEOUT_S
+) -> ExternalServer:
+    """What the server tells about itself; the probe ends within ``deadline_s``, however
+    slowly the server answers or does not."""
     url = normalise_base_url(base_url)
+    waits = {
+        path: min(deadline_s, METRICS_WAIT_S) if path == "/metrics" else deadline_s
+        for path in PROBE_PATHS
+    }
     try:
-        answers = {
-            path: bounded_get(url, path, headers, deadline_s=deadline)
-            for path, deadline in PROBE_DEADLINES_S.items()
-        }
+        answers = bounded_get_all(url, waits, headers)
     except ConnectFailed as exc:
         raise ExternalServerError(
             f"nothing answers at {url} ({type(exc).__name__}: {exc}); "
@@ -128,12 +149,12 @@ def probe_external(base_url: str, headers: dict[str, str] | None = None) -> Exte
         ) from None
     if all(a is None for a in answers.values()):
         raise ExternalServerError(
-            f"nothing answers at {url} within {PROBE_TIMEOUT_S:g} s and "
+            f"nothing answers at {url} within {deadline_s:g} s and "
             f"{MAX_BYTES // 2**20} MiB per answer; check the address and that the server "
             "is running"
         )
     codes = {
-        path: (a.status if a is not None else f"no whole answer in {PROBE_TIMEOUT_S:g} s")
+        path: (a.status if a is not None else f"no whole answer in {waits[path]:g} s")
         for path, a in answers.items()
         if path in ("/health", "/v1/models")
     }
