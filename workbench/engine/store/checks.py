@@ -30,6 +30,21 @@ def typed(value: Any, kinds: type | tuple[type, ...], what: str) -> Any:
     return value
 
 
+def checked_values(row: Any) -> dict[str, Any]:
+    """A stored row's values by column name, each of the kind its annotation names (``str``,
+    ``int``, ``float``, or one of them or None; a bool is no number and a float must be
+    finite): for a row whose every value is used as it is, such as the header's clock origin
+    that every time is measured from."""
+    hints = typing.get_type_hints(type(row))
+    values = {}
+    for f in dataclasses.fields(row):
+        hint, value = hints[f.name], getattr(row, f.name)
+        if not any(_is(value, kind) for kind in typing.get_args(hint) or (hint,)):
+            raise TypeError(f"{f.name} is a {type(value).__name__}")
+        values[f.name] = value
+    return values
+
+
 def json_dict(text: Any, what: str, optional: bool = True) -> dict[str, Any] | None:
     """A JSON object stored as text (None stays None where ``optional``)."""
     if text is None and optional:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from workbench.engine.base.records import (
@@ -26,6 +26,7 @@ from workbench.engine.figures.summaries import ClientLoad
 from workbench.engine.store.checks import (
     INT_OR_NONE,
     TEXT_OR_NONE,
+    checked_values,
     counters,
     fingerprint,
     json_dict,
@@ -60,10 +61,9 @@ class StoredSession:
     wall_origin: float
 
     def meta(self) -> dict[str, Any]:
-        """The header by column name, with what every view shows checked."""
-        for key in ("name", "created_at", "mode", "status"):
-            typed(getattr(self, key), str, key)
-        return asdict(self)
+        """The header by column name, every value checked: views show it, and every stored
+        time is taken from its clock origin."""
+        return checked_values(self)
 
     def hardware(self) -> Hardware:
         return fingerprint(json_dict(self.hardware_json, "hardware", optional=False) or {})
