@@ -117,11 +117,18 @@ def request_ok(metrics, slo: Slo) -> bool:
 
 
 def _over(key: str, value: float | None, limit: float) -> str:
-    """Why a configuration misses a percentile SLO, in the catalogue's words and format."""
+    """Why a configuration misses a percentile SLO, in the catalogue's words and format,
+    with more decimals where those would round the value to the limit: the comparison
+    shown reads true (2.0004 s > 2 s, never 2.000 s > 2 s)."""
     f = figure(key)
     if value is None:
         return f"no {f.title}"
-    return f"{f.title} {f.text(value)} {f.unit} > {limit:g} {f.unit}"
+    shown, digits = f.text(value), f.digits or 0
+    while float(shown) <= limit and digits < 17:
+        digits += 1
+        shown = f"{value:.{digits}f}"
+    typed = f"{limit:g}" if float(f"{limit:g}") == limit else repr(limit)
+    return f"{f.title} {shown} {f.unit} > {typed} {f.unit}"
 
 
 def goodput(session: Session, slo: Slo) -> list[ConfigGoodput]:
