@@ -11,6 +11,7 @@ import psutil
 from rich.console import Console
 from rich.markup import escape
 
+from workbench.cli.paths import SESSION_HELP, session_file
 from workbench.cli.tables import model_line, plan_table, roofline_table, slo_table
 from workbench.engine.analysis.planner import plan, read_model_facts, usable_memory
 from workbench.engine.analysis.roofline import session_roofline
@@ -18,15 +19,35 @@ from workbench.engine.analysis.slo import Slo, goodput, parse_goodput, peak_user
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.measure import hardware
+from workbench.engine.server.discovery import resolve_model
 from workbench.engine.store import open_session
+from workbench.ui.options import (
+    BANDWIDTH_GBS,
+    DECODE_TOK_S,
+    MEMORY_GIB,
+    OVERHEAD_MIB,
+    PLAN_CTX,
+    PLAN_SLOTS,
+    SECONDS,
+    SHARE_ONLINE,
+    TOKENS,
+    USERS,
+)
 
 
 # -- parsers ----------------------------------------------------------------------------------
 def add_plan(sub: Any) -> None:
     parser = sub.add_parser("plan", help="how many slots fit in memory, for a model")
-    parser.add_argument("model", help="GGUF model file")
-    parser.add_argument("--ctx", default="4096,8192,16384", help="contexts, comma-separated")
-    parser.add_argument("--slots", default="1,2,4,8", help="slot counts, comma-separated")
+    parser.add_argument("model", help="GGUF model file, or default (the bundled model)")
+    parser.add_argument(
+        "--ctx", type=PLAN_CTX, default="4096,8192,16384", help="contexts, comma-separated"
+    )
+    parser.add_argument(
+        "--slots",
+        type=PLAN_SLOTS,
+        default="1,2,4,8",
+        help="slot counts, comma-separated (-1: auto)",
+    )
     parser.add_argument("--kv-type", default="f16", help="KV cache type for K and V (f16, q8_0...)")
     parser.add_argument("--unified", action="store_true", help="one KV pool for all slots (-kvu)")
     parser.add_argument(
@@ -36,24 +57,25 @@ def add_plan(sub: Any) -> None:
     )
     parser.add_argument(
         "--memory-gib",
-        type=float,
+        type=MEMORY_GIB,
         help="memory to plan for (default: this machine's available RAM)",
     )
     parser.add_argument(
         "--facts-from",
         metavar="SESSION",
+        type=session_file,
         help="a session of this model run on this machine: its server's startup facts say "
         "what a GPU holds (on Metal, the working set it may use)",
     )
     parser.add_argument(
         "--overhead-mib",
-        type=float,
+        type=OVERHEAD_MIB,
         default=128.0,
         help="compute buffers and runtime beyond weights and KV (128)",
     )
     parser.add_argument(
         "--need",
-        type=int,
+        type=TOKENS,
         default=0,
         help="tokens a request needs (prompt + max tokens): warn below it",
     )
@@ -62,11 +84,11 @@ def add_plan(sub: Any) -> None:
 
 def add_slo(sub: Any) -> None:
     slo = sub.add_parser("slo", help="goodput against SLOs, and the slot count to run")
-    slo.add_argument("session")
-    slo.add_argument("--ttft", type=float, help="TTFT limit in s (per request and p50)")
-    slo.add_argument("--ttft-p90", type=float, help="TTFT p90 limit in s")
-    slo.add_argument("--decode", type=float, help="minimum per-request decode tok/s")
-    slo.add_argument("--e2e-p90", type=float, help="end-to-end latency p90 limit in s")
+    slo.add_argument("session", type=session_file, help=SESSION_HELP)
+    slo.add_argument("--ttft", type=SECONDS, help="TTFT limit in s (per request and p50)")
+    slo.add_argument("--ttft-p90", type=SECONDS, help="TTFT p90 limit in s")
+    slo.add_argument("--decode", type=DECODE_TOK_S, help="minimum per-request decode tok/s")
+    slo.add_argument("--e2e-p90", type=SECONDS, help="end-to-end latency p90 limit in s")
     slo.add_argument(
         "--goodput",
         nargs="+",
@@ -75,19 +97,22 @@ def add_slo(sub: Any) -> None:
         "ttft:500 tpot:50 e2el:3000 (ttft and e2el also judge the p50 and p90 as --ttft "
         "and --e2e-p90 do)",
     )
-    slo.add_argument("--registered", type=int, help="registered users (planning arithmetic)")
+    slo.add_argument("--registered", type=USERS, help="registered users (planning arithmetic)")
     slo.add_argument(
-        "--online", type=float, default=0.05, help="share of registered users online at peak (0.05)"
+        "--online",
+        type=SHARE_ONLINE,
+        default=0.05,
+        help="share of registered users online at peak, above 0 and at most 1 (0.05)",
     )
     slo.set_defaults(handler=cmd_slo)
 
 
 def add_roofline(sub: Any) -> None:
     roof = sub.add_parser("roofline", help="decode speed against the memory-bandwidth bound")
-    roof.add_argument("session")
+    roof.add_argument("session", type=session_file, help=SESSION_HELP)
     roof.add_argument(
         "--bandwidth-gbs",
-        type=float,
+        type=BANDWIDTH_GBS,
         help="memory bandwidth in GB/s (default: measured once on this machine)",
     )
     roof.add_argument("--remeasure", action="store_true", help="measure the bandwidth again")
@@ -96,17 +121,14 @@ def add_roofline(sub: Any) -> None:
 
 # -- commands ---------------------------------------------------------------------------------
 def cmd_plan(args: argparse.Namespace, console: Console) -> int:
-    ctxs, slots = _int_list(args.ctx, "--ctx"), _int_list(args.slots, "--slots")
-    if any(s == 0 or s < -1 for s in slots) or any(c <= 0 for c in ctxs):
-        raise WorkbenchError("--slots must be >= 1 (or -1 for auto) and --ctx > 0")
-    model = read_model_facts(args.model)
+    model = read_model_facts(resolve_model(args.model))
     available, where = _memory_to_plan_for(args)
     facts = _server_facts(args.facts_from) if args.facts_from else None
     available, where = usable_memory(available, where, facts)
     rows = plan(
         model,
-        ctxs,
-        slots,
+        args.ctx,
+        args.slots,
         available,
         unified=args.unified,
         type_k=args.kv_type,
@@ -130,7 +152,7 @@ def _server_facts(path: str) -> StartupFacts:
 
 def _memory_to_plan_for(args: argparse.Namespace) -> tuple[int, str]:
     """Bytes to plan for and where they come from: given, a GPU's, or the free RAM."""
-    if args.memory_gib:
+    if args.memory_gib is not None:
         return int(args.memory_gib * 2**30), "given"
     if args.gpu:
         gpus = hardware.nvidia_gpus()
@@ -141,18 +163,6 @@ def _memory_to_plan_for(args: argparse.Namespace) -> tuple[int, str]:
             )
         return gpus[0].memory_bytes or 0, f"VRAM of {gpus[0].name}"
     return psutil.virtual_memory().available, "free RAM"
-
-
-def _int_list(text: str, name: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise WorkbenchError(
-            f"{name} takes whole numbers separated by commas, got {text!r}"
-        ) from None
-    if not values:
-        raise WorkbenchError(f"{name} needs at least one value")
-    return values
 
 
 # Each Slo field a flag of its own sets (``--goodput`` sets some of them too).

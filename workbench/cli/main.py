@@ -36,13 +36,27 @@ COMMANDS = (
 )
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: an argument it does not know is reported with the command's
+    usage (``workbench run: error: unrecognized arguments``), not passed up to the top
+    level's, whose usage lists only the commands."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="workbench",
         description="Measure how a local LLM server behaves under concurrent load.",
     )
     parser.add_argument("--version", action="version", version=f"workbench {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     for add_command in COMMANDS:
         add_command(sub)
     return parser

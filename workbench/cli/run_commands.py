@@ -9,8 +9,10 @@ the exit status.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from workbench.cli.exit_codes import (
     EXIT_ERROR,
     EXIT_REQUESTS_FAILED,
 )
+from workbench.cli.paths import experiment_file, out_folder, session_file
 from workbench.cli.progress import ProgressState
 from workbench.cli.tables import add_table_flags, event_line, results_table, run_line
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
@@ -51,9 +54,14 @@ def add_run(sub: Any) -> None:
         "setting flags below (e.g. `workbench run --slots 1,2,4 --requests 8`).",
     )
     run.add_argument(
-        "experiment", nargs="?", help="experiment TOML file (see experiments/); optional"
+        "experiment",
+        nargs="?",
+        type=experiment_file,
+        help="experiment TOML file (see experiments/); optional",
     )
-    run.add_argument("--out", default="results", help="output folder (default: results/)")
+    run.add_argument(
+        "--out", type=out_folder, default="results", help="output folder (default: results/)"
+    )
     run.add_argument("--base-url", help="measure a server started elsewhere (external mode)")
     run.add_argument(
         "--api-key-env",
@@ -67,6 +75,7 @@ def add_run(sub: Any) -> None:
     run.add_argument(
         "--resume",
         metavar="SESSION",
+        type=session_file,
         help="go on with a session whose run did not finish, in the same file: its finished "
         "configurations are kept, the others run again",
     )
@@ -214,7 +223,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             "[yellow]already stopping: the session is being closed[/yellow]"
         ),
     )
-    lifecycle.prepare()
+    with _made_only_if_prepared(options.out_dir):
+        lifecycle.prepare()
     kept = runner.summaries  # what a resumed session finished already
     state = ProgressState(columns=args.results_columns, summaries=list(kept))
     console.print(
@@ -246,6 +256,20 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         soft_wrap=True,
     )
     return _exit_status(result, console)
+
+
+@contextlib.contextmanager
+def _made_only_if_prepared(out_dir: Path) -> Iterator[None]:
+    """A run refused before it starts (no model, nothing at --base-url) leaves no output
+    folder behind: the folders that preparing made are removed again, if still empty."""
+    missing = [p for p in (out_dir, *out_dir.parents) if not p.exists()]
+    try:
+        yield
+    except BaseException:
+        for folder in missing:  # the deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 def _exit_status(result: RunResult, console: Console) -> int:

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from workbench.cli.exit_codes import EXIT_ERROR
+from workbench.cli.paths import SESSION_HELP, existing_folder, out_folder, session_file
 from workbench.cli.tables import (
     add_table_flags,
     comparison_table,
@@ -40,6 +41,7 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.interop.formats import KNOWN_FORMATS, import_file, one_per_run
 from workbench.engine.interop.vllm_result import write_vllm_results
 from workbench.engine.store import open_session
+from workbench.ui.options import CHART_SIZE, DPI
 
 VLLM_JSON = "vllm-json"
 CHART_FORMATS = ("png", "svg", "pdf")
@@ -48,7 +50,7 @@ CHART_FORMATS = ("png", "svg", "pdf")
 # -- parsers ----------------------------------------------------------------------------------
 def add_show(sub: Any) -> None:
     show = sub.add_parser("show", help="print the tables of a saved session")
-    show.add_argument("session")
+    show.add_argument("session", type=session_file, help=SESSION_HELP)
     show.add_argument("--requests", action="store_true", help="also list every request")
     add_table_flags(show)
     show.set_defaults(handler=cmd_show)
@@ -58,24 +60,29 @@ def add_export(sub: Any) -> None:
     export = sub.add_parser(
         "export", help="write a session's tables (CSV, JSON), charts and queue Gantt"
     )
-    export.add_argument("session")
+    export.add_argument("session", type=session_file, help=SESSION_HELP)
     export.add_argument("--csv", help="per-configuration CSV (the lab's columns first)")
     export.add_argument("--requests-csv", help="per-request CSV")
     export.add_argument("--json", help="the whole session as JSON")
-    export.add_argument("--charts", help="a folder for the session's charts")
+    export.add_argument("--charts", type=out_folder, help="a folder for the session's charts")
     export.add_argument(
         "--gantt",
         metavar="DIR",
+        type=out_folder,
         help="a folder for the queue Gantt: rows per request and lanes per slot as PNG and SVG, "
         "and gantt.html (interactive, self-contained)",
     )
     for fmt in CHART_FORMATS:
         export.add_argument(
-            f"--{fmt}", metavar="DIR", help=f"a folder for the session's charts as {fmt.upper()}"
+            f"--{fmt}",
+            metavar="DIR",
+            type=out_folder,
+            help=f"a folder for the session's charts as {fmt.upper()}",
         )
     export.add_argument(
         "--out",
         metavar="DIR",
+        type=out_folder,
         default=".",
         help=f"with --format {VLLM_JSON}: the folder for vllm bench serve's result files, one "
         "per configuration (default: here)",
@@ -89,9 +96,14 @@ def add_import(sub: Any) -> None:
         "import",
         help=f"turn other tools' result files into read-only sessions ({KNOWN_FORMATS})",
     )
-    imported.add_argument("files", nargs="+", metavar="FILE")
     imported.add_argument(
-        "--out", default="results", help="folder for the new sessions (default: results/)"
+        "files", nargs="+", metavar="FILE", help="result files of the tools above, one or more"
+    )
+    imported.add_argument(
+        "--out",
+        type=out_folder,
+        default="results",
+        help="folder for the new sessions (default: results/)",
     )
     add_table_flags(imported)
     imported.set_defaults(handler=cmd_import)
@@ -102,6 +114,7 @@ def add_sessions(sub: Any) -> None:
     sessions.add_argument(
         "folders",
         nargs="*",
+        type=existing_folder,
         help="folders to look in, with their subfolders "
         "(default: results/ and the app's data folder)",
     )
@@ -110,7 +123,7 @@ def add_sessions(sub: Any) -> None:
 
 def add_compare(sub: Any) -> None:
     compare = sub.add_parser("compare", help="sessions side by side (e.g. from two machines)")
-    compare.add_argument("sessions", nargs="+")
+    compare.add_argument("sessions", nargs="+", type=session_file, help="session files")
     compare.add_argument(
         "--relative",
         action="store_true",
@@ -118,14 +131,16 @@ def add_compare(sub: Any) -> None:
     )
     compare.add_argument("--csv", help="write the table as CSV")
     compare.add_argument("--markdown", help="write the table (and warnings) as Markdown")
-    compare.add_argument("--out", help="write a report folder: charts, tables, report.md/.html")
+    compare.add_argument(
+        "--out", type=out_folder, help="write a report folder: charts, tables, report.md/.html"
+    )
     _add_chart_options(compare)
     compare.set_defaults(handler=cmd_compare)
 
 
 def add_verdicts(sub: Any) -> None:
     verdicts = sub.add_parser("verdicts", help="judge the lab's hypotheses on a session")
-    verdicts.add_argument("session")
+    verdicts.add_argument("session", type=session_file, help=SESSION_HELP)
     verdicts.set_defaults(handler=cmd_verdicts)
 
 
@@ -135,12 +150,22 @@ def _add_chart_options(parser: argparse.ArgumentParser, also: str = "") -> None:
         default="png",
         help=f"chart formats, comma-separated: png, svg, pdf (default: png){also}",
     )
-    parser.add_argument("--size", default="1200x800", help="chart size in pixels (1200x800)")
-    parser.add_argument("--dpi", type=int, default=150, help="PNG/PDF resolution (150)")
+    parser.add_argument(
+        "--size",
+        type=CHART_SIZE,
+        default="1200x800",
+        help=f"chart size WIDTHxHEIGHT in pixels, from {CHART_SIZE.min_width}x"
+        f"{CHART_SIZE.min_height} to {CHART_SIZE.max_side}x{CHART_SIZE.max_side} (1200x800)",
+    )
+    parser.add_argument(
+        "--dpi",
+        type=DPI,
+        default=150,
+        help=f"PNG/PDF resolution, {DPI.low:g} to {DPI.high:g} (150)",
+    )
 
 
 def _chart_options(args: argparse.Namespace) -> Any:
-    from workbench.ui.options import window_size
     from workbench.ui.report import ChartOptions
 
     asked = _formats(args)
@@ -148,7 +173,7 @@ def _chart_options(args: argparse.Namespace) -> Any:
     unknown = [f for f in formats if f not in CHART_FORMATS]
     if unknown or not asked:
         raise WorkbenchError(f"--format takes png, svg and/or pdf, got {args.format!r}")
-    width, height = window_size(args.size)
+    width, height = args.size
     return ChartOptions(width, height, args.dpi, tuple(dict.fromkeys(("png", *formats))))
 
 

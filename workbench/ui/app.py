@@ -18,14 +18,13 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.run.replay import Playback
 from workbench.ui.gui_thread_gc import GuiThreadGarbageCollection
 from workbench.ui.main_window import MainWindow
-from workbench.ui.options import window_size
 from workbench.ui.theme import app_icon, apply_theme
 
 
 def build_window(args: argparse.Namespace) -> tuple[MainWindow, bool]:
     """The window with the experiment loaded; False when the experiment could not be."""
     window = MainWindow(Path(args.out), server_bin=args.server_bin)
-    window.resize(*window_size(args.size))
+    window.resize(*args.size)  # WIDTHxHEIGHT, checked by its flag
     loaded = True
     try:
         window.form.load_file(args.experiment)

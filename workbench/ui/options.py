@@ -1,15 +1,130 @@
-"""Command-line options of ``workbench gui`` (no Qt import: the CLI parses them headless)."""
+"""Command-line options (no Qt import: the CLI parses them headless): ``workbench gui``'s, and
+the bounds of every number a user types on any command's flags.
+
+The bounds live here rather than in the CLI because the window's own options need them and
+the UI may not import the CLI. Each bounded value is an argparse ``type``: a wrong one stops
+parsing with one line that names the flag (argparse adds it), the value and what is allowed.
+(An experiment's settings, given as flags to ``workbench run`` too, keep their bounds in their
+schema, ``engine/config/experiment.py``.)
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+from dataclasses import dataclass
 from pathlib import Path
-
-from workbench.engine.base.errors import WorkbenchError
 
 THEMES = ("dark", "light", "projector")
 DEFAULT_FONT_PT = 11  # the window's base font size, in points
 DEFAULT_EXPERIMENT = Path("experiments/slots-1-2-4.toml")
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """A number within bounds: ``low`` and ``high`` are allowed (``low`` itself not when
+    ``above``), and so is any of ``also`` (e.g. -1 for 'auto')."""
+
+    kind: type[int] | type[float]
+    low: float | None = None
+    high: float | None = None
+    above: bool = False
+    also: tuple[float, ...] = ()
+
+    def __call__(self, text: str) -> int | float:
+        try:
+            value = self.kind(text)
+        except ValueError:
+            value = math.nan
+        if value in self.also or (math.isfinite(value) and self.allows(value)):
+            return value
+        raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {text!r}")
+
+    def allows(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.above else value < self.low):
+            return False
+        return self.high is None or value <= self.high
+
+    def describe(self) -> str:
+        """What is allowed, in words: 'a whole number from 50 to 1200'."""
+        words = ["a whole number" if self.kind is int else "a number"]
+        low, high = _text(self.low), _text(self.high)
+        if low and high and not self.above:
+            words.append(f"from {low} to {high}")
+        else:
+            if low:
+                words.append(f"{'above' if self.above else 'at least'} {low}")
+            if high:
+                words.append(f"{'and ' if low else ''}at most {high}")
+        words += [f"or {_text(v)}" for v in self.also]
+        return " ".join(words)
+
+
+def _text(value: float | None) -> str:
+    """A bound as typed: 10000000, not 1e+07; none as empty."""
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Listed:
+    """Comma-separated numbers, each ``Bounded``: at least one."""
+
+    each: Bounded
+
+    def __call__(self, text: str) -> list[int | float]:
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"needs at least one value, got {text!r}")
+        try:
+            return [self.each(p) for p in parts]
+        except argparse.ArgumentTypeError:
+            what = self.each.describe()
+            raise argparse.ArgumentTypeError(
+                f"takes comma-separated values, each {what}, got {text!r}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class Size:
+    """``WIDTHxHEIGHT`` in pixels, as (width, height): at least ``min_width`` by
+    ``min_height`` (what the widget is drawn at, not silently its own minimum) and at most
+    ``max_side`` a side (what Qt can paint in memory)."""
+
+    min_width: int
+    min_height: int
+    max_side: int = 8192
+
+    def __call__(self, text: str) -> tuple[int, int]:
+        try:
+            width, height = (int(v) for v in text.lower().split("x"))
+        except ValueError:
+            width = height = 0
+        if self.min_width <= width <= self.max_side and self.min_height <= height <= self.max_side:
+            return width, height
+        raise argparse.ArgumentTypeError(
+            f"must be WIDTHxHEIGHT from {self.min_width}x{self.min_height} to "
+            f"{self.max_side}x{self.max_side} pixels, got {text!r}"
+        )
+
+
+# Every bounded number of the commands' flags.
+SECONDS = Bounded(float, 0, above=True)  # an SLO's time limit
+AT_OR_AFTER_START_S = Bounded(float, 0)  # a moment of a session
+DECODE_TOK_S = Bounded(float, 0, above=True)
+BANDWIDTH_GBS = Bounded(float, 0, above=True)
+MEMORY_GIB = Bounded(float, 0, above=True)
+OVERHEAD_MIB = Bounded(float, 0)
+TOKENS = Bounded(int, 0)
+USERS = Bounded(int, 1)
+SHARE_ONLINE = Bounded(float, 0, 1, above=True)
+PLAN_CTX = Listed(Bounded(int, 1, 10_000_000))
+PLAN_SLOTS = Listed(Bounded(int, 1, 1024, also=(-1,)))  # -1: auto, as llama-server's -np
+DPI = Bounded(int, 50, 1200)
+CHART_SIZE = Size(200, 150)  # a chart's widgets lay out down to this
+WINDOW_SIZE = Size(960, 540)  # the window's own minimum at the default font is 956x533
+FONT_PT = Bounded(int, 6, 72)
 
 
 def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,9 +148,18 @@ def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server-bin", help="llama-server binary to use")
     parser.add_argument("--theme", choices=THEMES, default="dark")
     parser.add_argument(
-        "--font-size", type=int, default=DEFAULT_FONT_PT, help="base font size in points"
+        "--font-size",
+        type=FONT_PT,
+        default=DEFAULT_FONT_PT,
+        help=f"base font size in points, {FONT_PT.low:g} to {FONT_PT.high:g}",
     )
-    parser.add_argument("--size", default="1600x950", help="window size WIDTHxHEIGHT")
+    parser.add_argument(
+        "--size",
+        type=WINDOW_SIZE,
+        default="1600x950",
+        help=f"window size WIDTHxHEIGHT (at least {WINDOW_SIZE.min_width}x"
+        f"{WINDOW_SIZE.min_height})",
+    )
     parser.add_argument("--autorun", action="store_true", help="press Run at start")
     parser.add_argument(
         "--present",
@@ -45,17 +169,9 @@ def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--screenshot", help="save a PNG of the window when the run ends")
     parser.add_argument(
         "--screenshot-at",
-        type=float,
+        type=AT_OR_AFTER_START_S,
         metavar="SECONDS",
         help="with --session: take the screenshot at this time of the session instead "
         "(played up to it with --replay, else shown as it stood then)",
     )
     parser.add_argument("--quit-when-done", action="store_true", help="exit when the run ends")
-
-
-def window_size(text: str) -> tuple[int, int]:
-    try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise WorkbenchError(f"--size must look like 1920x1080, got {text!r}") from None
-    return width, height
