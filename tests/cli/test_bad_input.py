@@ -125,6 +125,13 @@ def test_a_base_url_without_a_host_is_one_line(tmp_path, capsys):
     assert "base URL 'http:///v1' names no host" in said
 
 
+def test_a_long_error_is_one_line_at_any_width(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("COLUMNS")  # a pipe: the console's width is 80 columns
+    url = "http://localhost:99999/" + "a-long-path/" * 8
+    said = failed(["run", "--base-url", url, "--slots", "1", "--out", str(tmp_path)], capsys)
+    assert len(said) > 80 and said.endswith("got '99999'")
+
+
 # -- stored values -------------------------------------------------------------------------------
 def test_a_session_whose_clock_origin_is_text_is_refused_on_reading(session, tmp_path, capsys):
     tampered = tmp_path / "tampered.session.sqlite"

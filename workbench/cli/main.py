@@ -69,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args, console)
     except WorkbenchError as exc:
-        errors.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False)
+        # One line whatever its length: the console would break it at its width.
+        errors.print(
+            f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True
+        )
         return EXIT_ERROR
     except KeyboardInterrupt:  # Ctrl-C outside a run's own follow and finish (preparing)
         errors.print("interrupted")
