@@ -59,6 +59,13 @@ def no_leaked_servers(request):
         pytest.fail(f"test left llama-server running: pids {killed}")
 
 
+@pytest.fixture(autouse=True)
+def terminal_width(monkeypatch):
+    """Every test prints to a console of one known width, the CLI's own default when piped:
+    xdist's workers set ``COLUMNS=80``, a plain run none. A test of widths sets its own."""
+    monkeypatch.setenv("COLUMNS", "120")
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_teardown(item):
     """Delete now the widgets a test leaves to ``deleteLater`` (pytest-qt's own closing
