@@ -43,7 +43,7 @@ def test_export_in_vllms_shape_one_file_per_configuration(tmp_path, capsys):
     session = write_sweep(tmp_path / "sweep.session.sqlite")
     out = tmp_path / "vllm"
     assert main(["export", str(session), "--format", "vllm-json", "--out", str(out)]) == 0
-    assert "wrote 2 vllm bench serve result(s)" in said(capsys)
+    assert "wrote 2 vllm bench serve results" in said(capsys)
     document = json.loads((out / "sweep-1-np=2.json").read_text())
     assert document["completed"] == 3 and document["backend"] == "openai-chat"
     assert document["median_ttft_ms"] == 100.0  # TTFTs 0.1, 0.1 and 1.575 s

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from workbench.engine.analysis.library import SESSION_GLOB
+from workbench.engine.base.words import plural
 
 SESSION_HELP = "a session file (*.session.sqlite; `workbench sessions` lists them)"
 
@@ -20,7 +21,7 @@ def session_file(text: str) -> str:
     if path.is_dir():
         count = sum(1 for _ in path.rglob(SESSION_GLOB))
         where = (
-            f"`workbench sessions {text}` lists the {count} session(s) in it"
+            f"`workbench sessions {text}` lists the {plural(count, 'session')} in it"
             if count
             else "it holds no sessions"
         )

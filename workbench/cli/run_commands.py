@@ -30,6 +30,7 @@ from workbench.cli.paths import experiment_file, out_folder, session_file
 from workbench.cli.progress import ProgressState
 from workbench.cli.tables import add_table_flags, event_line, results_table, run_line
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
+from workbench.engine.base.words import plural
 from workbench.engine.config.experiment import (
     SETTINGS,
     Experiment,
@@ -284,7 +285,7 @@ def _exit_status(result: RunResult, console: Console) -> int:
         return EXIT_CONFIG_FAILED
     failed = sum(s.value("failed") or 0 for s in result.summaries)
     if failed:
-        console.print(f"[red]{failed} request(s) failed[/red]", highlight=False)
+        console.print(f"[red]{plural(failed, 'request')} failed[/red]", highlight=False)
         return EXIT_REQUESTS_FAILED
     return 0
 

@@ -38,6 +38,7 @@ from workbench.engine.analysis.export import (
 from workbench.engine.analysis.library import data_folder, scan
 from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.words import plural
 from workbench.engine.interop.formats import KNOWN_FORMATS, import_file, one_per_run
 from workbench.engine.interop.vllm_result import write_vllm_results
 from workbench.engine.store import open_session
@@ -227,7 +228,7 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
     with open_session(args.session) as session:
         if vllm:
             files = write_vllm_results(session, Path(args.out))
-            console.print(f"wrote {len(files)} vllm bench serve result(s) to {args.out}:")
+            console.print(f"wrote {plural(len(files), 'vllm bench serve result')} to {args.out}:")
             for path in files:
                 console.print(f"  {path.name}", markup=False)
         if args.csv:
