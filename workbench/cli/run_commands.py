@@ -9,10 +9,8 @@ the exit status.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -224,8 +222,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             "[yellow]already stopping: the session is being closed[/yellow]"
         ),
     )
-    with _made_only_if_prepared(options.out_dir):
-        lifecycle.prepare()
+    lifecycle.prepare()
     kept = runner.summaries  # what a resumed session finished already
     state = ProgressState(columns=args.results_columns, summaries=list(kept))
     console.print(
@@ -257,20 +254,6 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         soft_wrap=True,
     )
     return _exit_status(result, console)
-
-
-@contextlib.contextmanager
-def _made_only_if_prepared(out_dir: Path) -> Iterator[None]:
-    """A run refused before it starts (no model, nothing at --base-url) leaves no output
-    folder behind: the folders that preparing made are removed again, if still empty."""
-    missing = [p for p in (out_dir, *out_dir.parents) if not p.exists()]
-    try:
-        yield
-    except BaseException:
-        for folder in missing:  # the deepest first
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        raise
 
 
 def _exit_status(result: RunResult, console: Console) -> int:

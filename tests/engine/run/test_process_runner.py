@@ -47,6 +47,7 @@ def test_an_error_while_preparing_comes_back_with_its_class(tmp_path):
     runner = ProcessRunner(experiment, RunOptions(tmp_path / "out"))
     with pytest.raises(ModelFileError, match="model file not found"):
         runner.prepare()
+    assert not (tmp_path / "out").exists()  # the window's run leaves no folder behind either
 
 
 def test_the_child_runs_the_lifecycle_and_writes_the_tables(tmp_path, monkeypatch):

@@ -73,7 +73,8 @@ def test_missing_binary_says_how_to_get_one(write_experiment, tmp_path, monkeypa
 def test_missing_and_non_gguf_model(write_experiment, tmp_path):
     missing = small(write_experiment, server_extra=f'model = "{tmp_path / "no.gguf"}"')
     with pytest.raises(ModelFileError, match="not found"):
-        ExperimentRunner(missing, RunOptions(tmp_path / "out")).prepare()
+        ExperimentRunner(missing, RunOptions(tmp_path / "out" / "deep")).prepare()
+    assert not (tmp_path / "out").exists()  # refused before anything was made
     text_file = tmp_path / "notes.gguf"
     text_file.write_text("this is not a model at all, just some text " * 4)
     wrong = small(write_experiment, server_extra=f'model = "{text_file}"')

@@ -159,7 +159,8 @@ class ExperimentRunner:
 
     # -- set-up -----------------------------------------------------------------------------
     def prepare(self) -> None:
-        check_out_dir(self.options.out_dir)
+        """Everything a user can get wrong is checked before the output folder is made: a
+        run refused here (no model, nothing at the base URL) leaves nothing behind."""
         base_dir = Path(self.experiment.path).parent if self.experiment.path else None
         prompt_specs = {c.workload.prompts for c in self.configs}
         if len(prompt_specs) > 1:
@@ -181,6 +182,7 @@ class ExperimentRunner:
             for config in self.configs:
                 if config.server.model not in self.models:
                     self.models[config.server.model] = resolve_model(config.server.model, base_dir)
+        check_out_dir(self.options.out_dir)
         hardware = fingerprint(self.binary)
         if self.options.resume is not None:
             self._resume(hardware)
