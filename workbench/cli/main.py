@@ -11,12 +11,11 @@ import argparse
 import sys
 
 from rich.console import Console
-from rich.markup import escape
 
 from workbench import __version__
 from workbench.cli import capacity_commands, preferences_commands, run_commands, session_commands
 from workbench.cli.exit_codes import EXIT_CANCELLED, EXIT_ERROR
-from workbench.cli.tables import output_console
+from workbench.cli.tables import output_console, print_error
 from workbench.engine.base.errors import WorkbenchError
 
 # Each adds one subcommand and its handler, in the order ``workbench --help`` lists them.
@@ -65,17 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console = output_console()
-    errors = Console(stderr=True)
     try:
         return args.handler(args, console)
     except WorkbenchError as exc:
-        # One line whatever its length: the console would break it at its width.
-        errors.print(
-            f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True
-        )
+        print_error(str(exc))
         return EXIT_ERROR
     except KeyboardInterrupt:  # Ctrl-C outside a run's own follow and finish (preparing)
-        errors.print("interrupted")
+        Console(stderr=True).print("interrupted")
         return EXIT_CANCELLED
 
 

@@ -20,6 +20,7 @@ from workbench.cli.tables import (
     comparison_table,
     hardware_line,
     memory_table,
+    print_error,
     print_sessions,
     reported_table,
     requests_table,
@@ -272,7 +273,7 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
             path = import_file(given, Path(args.out))
         except WorkbenchError as exc:
             failed += 1
-            console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+            print_error(str(exc))
             continue
         with open_session(path) as session:
             source = session.import_source()

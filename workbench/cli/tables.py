@@ -45,6 +45,14 @@ def output_console() -> Console:
     return Console(width=DEFAULT_WIDTH)
 
 
+def print_error(text: str) -> None:
+    """An error as one line on stderr, whatever its length: a console would break it at its
+    width, and a script reading stdout must not get it with the results."""
+    Console(stderr=True).print(
+        f"[bold red]error:[/bold red] {escape(text)}", highlight=False, soft_wrap=True
+    )
+
+
 def _terminal_width() -> int:
     """The width of the first of stdin, stdout and stderr that is a terminal (rich's own
     order), 0 when none is."""
