@@ -163,7 +163,8 @@ def _add_chart_options(parser: argparse.ArgumentParser, also: str = "") -> None:
         "--dpi",
         type=DPI,
         default=150,
-        help=f"PNG/PDF resolution, {DPI.low:g} to {DPI.high:g} (150)",
+        help=f"a PNG's resolution (its printed size), {DPI.low:g} to {DPI.high:g} (150); a PDF "
+        "is vector, its page the chart's size at the screen's resolution",
     )
 
 
