@@ -8,6 +8,7 @@ from tests.ui.test_run_model import S, started
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.events import FirstToken, RequestFinished
 from workbench.ui.gantt import FAILED_MIN_SHARE, GanttView
+from workbench.ui.gantt_rows import segments
 from workbench.ui.run_model import RunModel
 
 
@@ -21,8 +22,38 @@ def test_a_request_refused_at_once_still_shows_as_a_red_bar(qtbot):
     model.apply([RequestFinished(refused)])
     gantt.sync(model, 100.0)
     options = gantt.bars["failed"].opts
-    assert list(options["x0"]) == [0.0]
+    assert list(options["x0"]) == [0.01]  # where it ended: no slot ever had it
     assert list(options["width"]) == [FAILED_MIN_SHARE * 100.0]
+    assert list(gantt.bars["queued"].opts["width"]) == [pytest.approx(0.01)]
+
+
+def test_a_request_that_timed_out_in_the_queue_leaves_its_slots_lane_to_the_work(qtbot):
+    """A request that waited 300 s for a slot and timed out is grey for its wait and a mark
+    where it failed; one that failed in its slot is vermillion from when it got there. In
+    the lanes by slot (no grey), neither covers the slot's own work."""
+    model = RunModel()
+    started(model, 2)
+    model.apply([FirstToken(0, 0, 1, 100 * S)])  # the second got its slot at 100 s
+    model.apply(
+        [
+            RequestFinished(RequestRecord(0, 0, 0, "p", t_submit_ns=0, t_done_ns=300 * S)),
+            RequestFinished(
+                RequestRecord(
+                    0, 0, 1, "p", t_submit_ns=0, t_first_token_ns=100 * S, t_done_ns=120 * S,
+                    error="disconnected",
+                )
+            ),
+        ]
+    )  # fmt: skip
+    queued, in_slot = model.ordered()
+    assert segments(queued, 400.0) == [("queued", 0.0, 300.0), ("failed", 300.0, 300.0)]
+    assert segments(in_slot, 400.0) == [("queued", 0.1, 100.0), ("failed", 100.0, 120.0)]
+    gantt = GanttView()
+    qtbot.addWidget(gantt)
+    gantt.set_lanes(True)
+    gantt.sync(model, 400.0)
+    widths = list(gantt.bars["failed"].opts["width"])
+    assert widths == [pytest.approx(FAILED_MIN_SHARE * 400.0), pytest.approx(20.0)]
     assert list(gantt.bars["queued"].opts["width"]) == []
 
 

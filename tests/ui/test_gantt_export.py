@@ -118,7 +118,7 @@ def test_what_a_session_says_is_text_on_the_page(tmp_path):
     data = page_data(page)
     assert data["subtitle"] == HOSTILE  # intact, as text
     refused = data["requests"][2]
-    assert refused["spans"][0][0] == "failed" and HOSTILE in refused["tip"]
+    assert refused["spans"][-1][0] == "failed" and HOSTILE in refused["tip"]
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,13 @@ def segments(view: RequestView, now: float) -> list[tuple[str, float, float]]:
         return []
     start = view.t_submit
     if view.state == "failed":
-        return [("failed", start, view.t_done or now)]
+        # Grey while it waited, vermillion from when a slot had it (a mark at its end when
+        # none did): a request that timed out in the queue never held a slot, and in a
+        # slot's lane it must not cover the work the slot did meanwhile.
+        end = view.t_done or now
+        served = next((t for t in (view.t_prefill, view.t_first) if t is not None), end)
+        waited = [("queued", start, served)] if served > start else []
+        return [*waited, ("failed", served, end)]
     if view.state == "done" and view.t_first is None:  # ended without generating a token
         return [("queued", start, view.t_done or start)]
     if view.state == "done" and view.t_first is not None:
