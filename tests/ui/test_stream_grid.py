@@ -3,6 +3,8 @@ inside the grid instead of re-laying out the window."""
 
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QColor, QImage, QPalette
 from PySide6.QtWidgets import QLabel, QSplitter
@@ -11,7 +13,16 @@ from tests.ui.test_run_model import S, started
 from workbench.engine.base.records import CONTEXT_FULL, RequestRecord
 from workbench.engine.events import FirstToken, RequestFinished, TokenChunkArrived
 from workbench.ui.run_model import RunModel
-from workbench.ui.stream_grid import MAX_PANES, StreamGrid, TailText, fit_parts
+from workbench.ui.stream_grid import (
+    BIND_DRAWS,
+    MAX_PANES,
+    PANE_DRAWS_PER_FRAME,
+    STATS_EVERY_TICKS,
+    StreamGrid,
+    StreamPane,
+    TailText,
+    fit_parts,
+)
 
 
 def rows_with_ink(widget: TailText) -> list[int]:
@@ -52,15 +63,116 @@ def test_short_text_sits_at_the_bottom(qtbot):
     assert min(rows_with_ink(text)) >= text.height() - line
 
 
-class LayoutRequests(QObject):
-    def __init__(self) -> None:
+class Events(QObject):
+    """Counts one kind of event (a layout request, a resize, a paint) where it is installed."""
+
+    def __init__(self, kind: QEvent.Type = QEvent.Type.LayoutRequest) -> None:
         super().__init__()
+        self.kind = kind
         self.count = 0
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.LayoutRequest:
+        if event.type() == self.kind:
             self.count += 1
         return False
+
+
+def LayoutRequests() -> Events:
+    return Events(QEvent.Type.LayoutRequest)
+
+
+def shown_grid(qtbot, width: int = 1200, height: int = 700) -> StreamGrid:
+    grid = StreamGrid()
+    qtbot.addWidget(grid)
+    grid.resize(width, height)
+    grid.show()
+    qtbot.waitExposed(grid)
+    return grid
+
+
+def test_64_panes_appear_with_one_resize_each(qtbot):
+    """Qt lays a visible parent's layout out each time a child of it shows: shown one by one
+    into a grid layout, 64 panes were resized about 300 times in the frame a run started."""
+    grid = shown_grid(qtbot)
+    resizes = Events(QEvent.Type.Resize)
+    for pane in grid.findChildren(StreamPane):
+        pane.installEventFilter(resizes)
+    model = RunModel()
+    started(model, MAX_PANES)
+    grid.sync(model, {(0, 0, i) for i in range(MAX_PANES)}, True, 1.0)
+    qtbot.wait(20)  # whatever layout was asked for happens
+    assert len(grid.panes) == MAX_PANES and all(p.isVisible() for p in grid.panes.values())
+    assert resizes.count <= MAX_PANES
+
+
+def test_a_paced_frame_binds_a_share_of_64_new_panes_in_their_order(qtbot):
+    """A run's first frame no longer binds and shows all 64 panes: each frame shows the next
+    few, so no frame holds the window for long (it took 135 ms in one frame)."""
+    grid = shown_grid(qtbot)
+    model = RunModel()
+    started(model, MAX_PANES)
+    keys = {(0, 0, i) for i in range(MAX_PANES)}
+    per_frame = PANE_DRAWS_PER_FRAME // BIND_DRAWS
+    counts = []
+    while not counts or counts[-1] < MAX_PANES:
+        first = not counts
+        grid.sync(model, keys if first else set(), first, 0.5, PANE_DRAWS_PER_FRAME)
+        shown = [pane.isVisible() for pane in grid.panes.values()]
+        assert shown == sorted(shown, reverse=True)  # the first requests' panes first
+        counts.append(sum(shown))
+        assert len(counts) <= MAX_PANES, "the panes never all showed"
+    assert counts == [min(per_frame * (n + 1), MAX_PANES) for n in range(len(counts))]
+    assert len(counts) == math.ceil(MAX_PANES / per_frame)
+    assert [p.title.text() for p in grid.panes.values()] == [f"#{i + 1}" for i in range(64)]
+
+
+def test_a_paced_frame_draws_a_share_of_the_news_the_oldest_first(qtbot):
+    """64 streams with new text on every frame: a frame paints at most PANE_DRAWS_PER_FRAME
+    of their texts, and no pane's text is more than one frame behind."""
+    grid = shown_grid(qtbot)
+    model = RunModel()
+    started(model, MAX_PANES)
+    keys = [(0, 0, i) for i in range(MAX_PANES)]
+    model.apply([FirstToken(*key, S) for key in keys])
+    grid.sync(model, set(keys), True, 1.0)  # bound at once, as a reopened session is
+    qtbot.wait(20)
+    paints = Events(QEvent.Type.Paint)
+    for pane in grid.panes.values():
+        pane.body.installEventFilter(paints)
+    for frame in range(1, 7):
+        model.apply([TokenChunkArrived(*key, (1 + frame) * S, f" t{frame}") for key in keys])
+        paints.count = 0
+        grid.sync(model, set(keys), False, 1.0 + frame, PANE_DRAWS_PER_FRAME)
+        qtbot.waitUntil(lambda: paints.count > 0)  # the frame's panes paint, all at once
+        assert paints.count <= PANE_DRAWS_PER_FRAME
+        ends = [(pane.body.text().split() or ["t0"])[-1] for pane in grid.panes.values()]
+        assert ends.count(f"t{frame}") == PANE_DRAWS_PER_FRAME
+        assert set(ends) <= {f"t{frame}", f"t{frame - 1}"}
+    # What waited a frame came with the next: every text is whole.
+    assert all(
+        pane.text in (" t1 t2 t3 t4 t5", " t1 t2 t3 t4 t5 t6") for pane in grid.panes.values()
+    )
+
+
+def test_the_numbers_of_64_decoding_panes_change_a_few_panes_a_frame(qtbot):
+    """Each decoding pane's numbers are redrawn every STATS_EVERY_TICKS frames, the panes
+    taking turns: not 64 header labels in one frame every sixth frame."""
+    grid = shown_grid(qtbot, 3000, 1600)  # wide panes: their numbers fit
+    model = RunModel()
+    started(model, MAX_PANES)
+    keys = [(0, 0, i) for i in range(MAX_PANES)]
+    model.apply([FirstToken(*key, S) for key in keys])
+    grid.sync(model, set(keys), True, 1.0)
+    redrawn = []
+    for frame in range(STATS_EVERY_TICKS):
+        model.apply([TokenChunkArrived(*key, (2 + frame) * S, " tok") for key in keys])
+        before = [pane.stats.text() for pane in grid.panes.values()]
+        grid.sync(model, set(), False, 2.0 + frame, PANE_DRAWS_PER_FRAME)
+        after = [pane.stats.text() for pane in grid.panes.values()]
+        redrawn.append({i for i, (b, a) in enumerate(zip(before, after, strict=True)) if b != a})
+    assert all(after), "the numbers did not fit the panes"
+    assert max(len(panes) for panes in redrawn) <= math.ceil(MAX_PANES / STATS_EVERY_TICKS)
+    assert set().union(*redrawn) == set(range(MAX_PANES))
 
 
 def test_tokens_in_64_panes_do_not_re_lay_out_the_window(qtbot):

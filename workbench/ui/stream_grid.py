@@ -2,7 +2,8 @@
 rate (a live estimate in chunks/s until the server's count gives tok/s) and tokens.
 
 Panes are reused across configurations and only touched when their request changed since
-the last tick, so 64 streams at full speed cost 30 small updates a second, not one per token.
+they were last drawn, a bounded number of them a frame: 64 streams at full speed cost each
+pane about 24 small updates a second, not one per token, and no frame draws all 64.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QFrame,
-    QGridLayout,
     QHBoxLayout,
     QLabel,
     QSizePolicy,
@@ -40,7 +40,16 @@ from workbench.ui.theme import state_color
 
 MAX_PANES = 64
 KEPT_CHARS = 4000  # a pane keeps this much of its text, and shows the tail that fits
-STATS_EVERY_TICKS = 6  # the numbers in a pane's header change at ~5 Hz, its text at ~30 Hz
+GRID_MARGIN = GRID_SPACING = 4  # pixels around the panes and between them
+STATS_EVERY_TICKS = 12  # the numbers in a pane's header change at ~5 Hz (60 Hz frames)
+# A frame's work is counted in pane draws (see ``StreamGrid.sync``): a new text is one, and
+# binding and showing a pane costs about four (its first paint included). At 32 a frame, 64
+# new panes appear over eight frames (0.13 s at 60 Hz), and each of 64 streaming panes gets
+# its news every second frame that draws panes (one that redraws a plot draws none): about
+# 24 times a second.
+PANE_DRAWS_PER_FRAME = 32
+BIND_DRAWS = 4
+FINAL = ("done", "failed")
 
 
 def grid_shape(n: int, area_aspect: float = 1.8, pane_aspect: float = 1.8) -> tuple[int, int]:
@@ -236,29 +245,30 @@ def fit_parts(parts: list[str], width: int, metrics: QFontMetrics) -> str:
 class StreamGrid(QWidget):
     """Lays out panes for the requests of the configuration running now (1 to 64).
 
-    The panes live in an inner widget placed by hand, not through a layout of this one: a
-    pane's text change re-lays out its grid, and a grid inside the window's layouts would
-    pass that up to the splitters on every frame (Qt re-asks a layout's parent each time it
-    is activated), re-laying out the plots beside it."""
+    The panes are placed by hand in an inner widget without a layout. Qt activates a visible
+    parent's layout each time a child shows, so showing 64 panes in a grid layout laid the
+    grid out 64 times (about 300 pane resizes) in the frame a run started; and a layout
+    would pass a pane's text change up to the splitters on every frame, re-laying out the
+    plots beside it."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setMinimumSize(120, 80)
         self._inner = QWidget(self)
-        self._layout = QGridLayout(self._inner)
-        self._layout.setContentsMargins(4, 4, 4, 4)
-        self._layout.setSpacing(4)
         # Built up front: creating 64 panes when a run starts would stall that frame.
         self._pool: list[StreamPane] = [StreamPane(self._inner) for _ in range(MAX_PANES)]
         for pane in self._pool:
             pane.hide()
             pane.ensurePolished()
         self.panes: dict[tuple[int, int, int], StreamPane] = {}
+        self._unbound: dict[tuple[int, int, int], None] = {}  # placed, to bind and show
+        self._news: dict[tuple[int, int, int], None] = {}  # shown, with news to draw
         self._ticks = 0
         self._warmed = False
-        self._placeholder = QLabel("Press Run: one pane per concurrent request appears here.")
+        self._placeholder = QLabel(
+            "Press Run: one pane per concurrent request appears here.", self._inner
+        )
         self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self._layout.addWidget(self._placeholder, 0, 0)
 
     def sizeHint(self) -> QSize:
         return QSize(640, 400)
@@ -273,16 +283,27 @@ class StreamGrid(QWidget):
         self._warmed = True
         if self.panes:  # bound before the window appeared: those panes are the ones to show
             return
-        for i, pane in enumerate(self._pool):
-            self._layout.addWidget(pane, i // 8, i % 8)
+        for pane in self._pool:
             pane.show()
         for pane in self._pool:
-            self._layout.removeWidget(pane)
             pane.hide()
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._inner.setGeometry(self.rect())
+        self._place()
+
+    def _place(self) -> None:
+        """Each pane in its cell, ``grid_shape``'s columns by rows, and the placeholder over
+        the whole grid (shown when there are none)."""
+        area = self._inner.rect().adjusted(GRID_MARGIN, GRID_MARGIN, -GRID_MARGIN, -GRID_MARGIN)
+        self._placeholder.setGeometry(area)
+        if not self.panes:
+            return
+        aspect = area.width() / area.height() if area.height() > 0 else 1.8
+        cols, rows = grid_shape(len(self.panes), area_aspect=min(max(aspect, 0.5), 4.0))
+        for i, pane in enumerate(self.panes.values()):
+            pane.setGeometry(cell(area, cols, rows, i))
 
     def _pane_font(self, count: int) -> QFont:
         """The grid's font, smaller for many panes: 64 panes must fit a projector's width."""
@@ -295,55 +316,94 @@ class StreamGrid(QWidget):
         whose font was set when they were laid out."""
         super().changeEvent(event)
         if event.type() == QEvent.Type.FontChange:
-            font = self._pane_font(len(self.panes))
             for pane in self.panes.values():
-                pane.setFont(font)
+                self._fit_font(pane)
+
+    def _fit_font(self, pane: StreamPane) -> None:
+        """The pane font for this many panes, set only when it differs: a font set reaches
+        every label of the pane and lays its header out again."""
+        font = self._pane_font(len(self.panes))
+        if pane.font() != font:
+            pane.setFont(font)
 
     def sync(
-        self, model: RunModel, changed: set[tuple[int, int, int]], relayout: bool, now: float
-    ) -> bool:
-        """Update the panes; True when they were laid out anew (a costly frame)."""
-        laid_out = False
+        self,
+        model: RunModel,
+        changed: set[tuple[int, int, int]],
+        relayout: bool,
+        now: float,
+        budget: int | None = None,
+    ) -> None:
+        """Update the panes. ``budget`` bounds a frame's work in pane draws (a pane's new
+        text is one, binding and showing a pane ``BIND_DRAWS``): panes waiting to be bound
+        first, in order, then those whose news waited longest; the rest wait for the next
+        frames. None (a session opened, a seek, a run's last frame) draws everything now."""
         if relayout:
             views = model.current_requests()[:MAX_PANES]
             keys = [(v.config_index, v.repeat, v.index) for v in views]
             if keys != list(self.panes):
-                self._lay_out(model, views)
-                laid_out = True
+                self._lay_out(keys)
+        for key in changed:
+            if key in self.panes and key not in self._unbound:
+                self._news.setdefault(key)  # a key keeps its place: oldest news first
         self._ticks += 1
-        stats_due = self._ticks % STATS_EVERY_TICKS == 0
-        for key, pane in self.panes.items():
+        left = math.inf if budget is None else budget
+        while self._unbound and left >= BIND_DRAWS:
+            key = next(iter(self._unbound))
+            del self._unbound[key]
+            self._bind(model, key, now)
+            left -= BIND_DRAWS
+        while self._news and left >= 1:
+            key = next(iter(self._news))
+            del self._news[key]
             view = model.requests[key]
-            if key in changed:
-                pane.append(model.take_text(key))
-            final = view.state in ("done", "failed")
-            if (key in changed and (stats_due or final)) or (
-                view.state == "decoding" and stats_due
-            ):
+            pane = self.panes[key]
+            pane.append(model.take_text(key))
+            pane.show_state(view, now, stats=budget is None or view.state in FINAL)
+            left -= 1
+        # Each decoding pane's numbers every STATS_EVERY_TICKS frames, the panes in turn: a
+        # twelfth of them a frame, not all of them in one.
+        for i, (key, pane) in enumerate(self.panes.items()):
+            view = model.requests[key]
+            due = (self._ticks + i) % STATS_EVERY_TICKS == 0
+            if due and view.state == "decoding" and key not in self._unbound:
                 pane.show_state(view, now)
-            elif key in changed:
-                pane.show_state(view, now, stats=False)
-        return laid_out
 
-    def _lay_out(self, model: RunModel, views: list[RequestView]) -> None:
-        """Rebind the pool's first panes to ``views``; panes already showing stay shown (a
-        first show is the costly part of laying out 64 panes)."""
-        in_use = len(self.panes)
-        for pane in self._pool[:in_use]:
-            self._layout.removeWidget(pane)
-        for pane in self._pool[len(views) : in_use]:
+    def _lay_out(self, keys: list[tuple[int, int, int]]) -> None:
+        """Give the pool's first panes to ``keys`` and place them; ``sync`` binds (and
+        shows) each. A pane that keeps its request (more requests joined it) stays as it
+        is; panes already showing stay shown (a first show is the costly part of laying out
+        64 panes) until they are bound anew."""
+        before, unbound = self.panes, self._unbound
+        for pane in self._pool[len(keys) : len(before)]:
             pane.hide()
-        self.panes = {}
-        self._placeholder.setVisible(not views)
-        aspect = self.width() / self.height() if self.height() > 0 else 1.8
-        cols, _ = grid_shape(len(views), area_aspect=min(max(aspect, 0.5), 4.0))
-        font = self._pane_font(len(views))
-        for i, view in enumerate(views):
-            pane = self._pool[i]
-            key = (view.config_index, view.repeat, view.index)
-            pane.bind(view, model.requests[key].text + model.take_text(key))
-            pane.setFont(font)  # header and text
-            pane.show_state(view, model.last_t)
-            self._layout.addWidget(pane, i // cols, i % cols)
-            pane.show()
-            self.panes[key] = pane
+        self.panes = dict(zip(keys, self._pool, strict=False))
+        kept = {k for k, pane in self.panes.items() if before.get(k) is pane and k not in unbound}
+        self._unbound = dict.fromkeys(k for k in keys if k not in kept)
+        self._news = {k: None for k in self._news if k in kept}
+        for key in kept:
+            self._fit_font(self.panes[key])
+        self._placeholder.setVisible(not keys)
+        self._place()  # sized before their text is bound: each shows the tail that fits
+
+    def _bind(self, model: RunModel, key: tuple[int, int, int], now: float) -> None:
+        view = model.requests[key]
+        pane = self.panes[key]
+        self._fit_font(pane)  # header and text
+        pane.bind(view, view.text + model.take_text(key))
+        pane.show_state(view, now)
+        pane.show()
+
+
+def cell(area: QRect, cols: int, rows: int, i: int) -> QRect:
+    """The ``i``-th cell, row by row, of ``area`` split into ``cols`` by ``rows`` with
+    ``GRID_SPACING`` between cells (where the pixels do not divide evenly, cells differ by
+    one)."""
+    width = area.width() - (cols - 1) * GRID_SPACING
+    height = area.height() - (rows - 1) * GRID_SPACING
+    col, row = i % cols, i // cols
+    x0, x1 = width * col // cols, width * (col + 1) // cols
+    y0, y1 = height * row // rows, height * (row + 1) // rows
+    return QRect(
+        area.x() + x0 + col * GRID_SPACING, area.y() + y0 + row * GRID_SPACING, x1 - x0, y1 - y0
+    )
