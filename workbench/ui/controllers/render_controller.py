@@ -1,9 +1,10 @@
 """Painting the run model onto the live views, paced: one path for a live run, a reopened
 session and a replay.
 
-Events are folded into ``RunModel`` (no Qt) and only what changed is redrawn, on the 30 ms
-frame of whoever feeds the events; the Gantt and the server plots repaint at a slower pace
-still, since a repaint per token would be waste.
+Events are folded into ``RunModel`` (no Qt) and only what changed is redrawn, on the 16 ms
+(60 Hz) frame of whoever feeds the events, with the work of a frame bounded (the grid draws
+a share of its panes a frame); the Gantt and the server plots repaint at a slower pace still,
+since a repaint per token would be waste.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from workbench.ui.results_view import ResultsView
 from workbench.ui.run_model import RunModel
 from workbench.ui.server_panel import ServerPanel
 from workbench.ui.server_plots import ServerPlots
-from workbench.ui.stream_grid import StreamGrid
+from workbench.ui.stream_grid import PANE_DRAWS_PER_FRAME, StreamGrid
 
-# ~33 Hz: with a timer at exactly 33 ms any jitter makes a frame later than 1/30 s.
-PUMP_INTERVAL_MS = 30
-PLOT_EVERY_TICKS = 3  # the Gantt's live bars at ~11 Hz: a repaint per token would be waste
-SERVER_PLOT_EVERY_TICKS = 8  # memory, queue and slots at ~4 Hz, the pace of /metrics and /slots
+# ~62 Hz: with a timer at 16.7 ms any jitter makes a frame later than 1/60 s.
+PUMP_INTERVAL_MS = 16
+PLOT_EVERY_TICKS = 6  # the Gantt's live bars at ~10 Hz: a repaint per token would be waste
+SERVER_PLOT_EVERY_TICKS = 16  # memory, queue and slots at ~4 Hz, the pace of /metrics and /slots
+# The server plots on odd ticks, the Gantt on even ones: never both in one frame.
+SERVER_PLOT_TICK = 1
 
 
 class RenderController(QObject):
@@ -49,7 +52,6 @@ class RenderController(QObject):
         self._ticks = 0
         self._gantt_stale = False
         self._server_stale = False
-        self._plots_deferred = False
 
     def render(
         self, events: list[Any], now: float | None, force: bool = False, verb: str = "running"
@@ -62,21 +64,24 @@ class RenderController(QObject):
         if not changes and not running and not force:
             return
         now = max(self.model.last_t, now or 0.0)
-        laid_out = self.grid.sync(self.model, changes.requests, changes.layout or force, now)
         self._ticks += 1
         self._gantt_stale = self._gantt_stale or changes.gantt
         self._server_stale = self._server_stale or changes.samples
-        gantt_due = self._plots_deferred or self._ticks % PLOT_EVERY_TICKS == 0
-        server_due = self._plots_deferred or self._ticks % SERVER_PLOT_EVERY_TICKS == 0
-        # A frame that laid out the grid (up to 64 panes) is full: plots wait one tick.
-        self._plots_deferred = (gantt_due or server_due) and laid_out and running and not force
         final = not running or force
-        if self._plots_deferred:
-            gantt_due = server_due = False
-        if (self._gantt_stale or running or force) and (gantt_due or final):
+        gantt_now = (self._gantt_stale or running or force) and (
+            final or self._ticks % PLOT_EVERY_TICKS == 0
+        )
+        server_now = (self._server_stale or force) and (
+            final or self._ticks % SERVER_PLOT_EVERY_TICKS == SERVER_PLOT_TICK
+        )
+        # A frame's work stays within a frame: one that redraws plots leaves the panes' news
+        # to the next; the last frame, a session opened or a seek draws everything.
+        budget = None if final else 0 if gantt_now or server_now else PANE_DRAWS_PER_FRAME
+        self.grid.sync(self.model, changes.requests, changes.layout or force, now, budget)
+        if gantt_now:
             self.gantt.sync(self.model, now)  # live bars grow with the clock
             self._gantt_stale = False
-        if (self._server_stale or force) and (server_due or final):
+        if server_now:
             self.plots.sync(self.model)  # new only when the sampler reports
             self._server_stale = False
         if changes.server or force:

@@ -1,5 +1,5 @@
 """One experiment at a time: the engine's run lifecycle around a ``ProcessRunner``, its
-events pumped into the run model on the 30 ms frame, Stop, and how the run ended.
+events pumped into the run model on the 16 ms frame, Stop, and how the run ended.
 
 The engine measures in a child process, which also writes the session and the tables; this
 controller only drains what that process sent and hands it to the painter. Every way out
