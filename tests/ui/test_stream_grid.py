@@ -11,7 +11,15 @@ from PySide6.QtWidgets import QLabel, QSplitter
 
 from tests.ui.test_run_model import S, started
 from workbench.engine.base.records import CONTEXT_FULL, RequestRecord
-from workbench.engine.events import FirstToken, RequestFinished, TokenChunkArrived
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.events import (
+    ConfigStarted,
+    ExperimentStarted,
+    FirstToken,
+    RequestFinished,
+    RequestSubmitted,
+    TokenChunkArrived,
+)
 from workbench.ui.run_model import RunModel
 from workbench.ui.stream_grid import (
     BIND_DRAWS,
@@ -152,6 +160,22 @@ def test_a_paced_frame_draws_a_share_of_the_news_the_oldest_first(qtbot):
     assert all(
         pane.text in (" t1 t2 t3 t4 t5", " t1 t2 t3 t4 t5 t6") for pane in grid.panes.values()
     )
+
+
+def test_a_new_run_started_and_sent_in_one_frame_has_empty_panes(qtbot):
+    """A run's requests have the keys of the last run's: when its start and its first
+    requests come in one frame, its panes showed the last run's text."""
+    grid = shown_grid(qtbot)
+    model = RunModel()
+    started(model, 2)
+    changes = model.apply([FirstToken(0, 0, 0, S), TokenChunkArrived(0, 0, 0, S, "last run")])
+    grid.sync(model, changes.requests, True, 1.0)
+    assert grid.panes[(0, 0, 0)].body.text() == "last run"
+    config = parse_experiment("[server]\nslots = 1\n").configs()[0]
+    again = [ExperimentStarted("e", "s", 1, "managed", 0), ConfigStarted(config, 2)]
+    changes = model.apply([*again, *(RequestSubmitted(0, 0, i, False, S) for i in range(2))])
+    grid.sync(model, changes.requests, changes.layout, 0.1)
+    assert [p.body.text() for p in grid.panes.values()] == ["", ""]
 
 
 def test_the_numbers_of_64_decoding_panes_change_a_few_panes_a_frame(qtbot):

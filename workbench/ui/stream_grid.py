@@ -261,6 +261,7 @@ class StreamGrid(QWidget):
             pane.hide()
             pane.ensurePolished()
         self.panes: dict[tuple[int, int, int], StreamPane] = {}
+        self._views: list[RequestView] = []  # the panes' requests, in the panes' order
         self._unbound: dict[tuple[int, int, int], None] = {}  # placed, to bind and show
         self._news: dict[tuple[int, int, int], None] = {}  # shown, with news to draw
         self._ticks = 0
@@ -340,9 +341,12 @@ class StreamGrid(QWidget):
         frames. None (a session opened, a seek, a run's last frame) draws everything now."""
         if relayout:
             views = model.current_requests()[:MAX_PANES]
-            keys = [(v.config_index, v.repeat, v.index) for v in views]
-            if keys != list(self.panes):
-                self._lay_out(keys)
+            # The same requests, not only the same keys: a new run's first requests have the
+            # last run's keys, and may come in the frame that started it.
+            if len(views) != len(self._views) or any(
+                a is not b for a, b in zip(views, self._views, strict=False)
+            ):
+                self._lay_out(views)
         for key in changed:
             if key in self.panes and key not in self._unbound:
                 self._news.setdefault(key)  # a key keeps its place: oldest news first
@@ -369,16 +373,22 @@ class StreamGrid(QWidget):
             if due and view.state == "decoding" and key not in self._unbound:
                 pane.show_state(view, now)
 
-    def _lay_out(self, keys: list[tuple[int, int, int]]) -> None:
-        """Give the pool's first panes to ``keys`` and place them; ``sync`` binds (and
+    def _lay_out(self, views: list[RequestView]) -> None:
+        """Give the pool's first panes to ``views`` and place them; ``sync`` binds (and
         shows) each. A pane that keeps its request (more requests joined it) stays as it
         is; panes already showing stay shown (a first show is the costly part of laying out
         64 panes) until they are bound anew."""
-        before, unbound = self.panes, self._unbound
+        keys = [(v.config_index, v.repeat, v.index) for v in views]
+        before = self._views
         for pane in self._pool[len(keys) : len(before)]:
             pane.hide()
         self.panes = dict(zip(keys, self._pool, strict=False))
-        kept = {k for k, pane in self.panes.items() if before.get(k) is pane and k not in unbound}
+        kept = {
+            key
+            for i, (key, view) in enumerate(zip(keys, views, strict=True))
+            if i < len(before) and before[i] is view and key not in self._unbound
+        }
+        self._views = views
         self._unbound = dict.fromkeys(k for k in keys if k not in kept)
         self._news = {k: None for k in self._news if k in kept}
         for key in kept:
