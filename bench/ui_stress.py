@@ -3,21 +3,28 @@
 The window drains engine events on a 16 ms (~60 Hz) timer. This script measures, while 64
 streams pour tokens in, how regular that timer stays (frame-interval p50/p95), the longest
 time the GUI's event loop could not run (a 5 ms heartbeat's worst lateness), and the GUI
-thread's own CPU time per frame (what 60 Hz asks of it, whoever else wants the cores).
+thread's own CPU time per frame (what 60 Hz asks of it, whoever else wants the cores),
+and the longest frame around each configuration's end (the frame that draws its results
+row, and those of the next second: the next configuration's start).
 
   .venv/bin/python bench/ui_stress.py                 # fast local SSE source (child process)
   .venv/bin/python bench/ui_stress.py --source real   # the real llama-server, 64 slots
+  .venv/bin/python bench/ui_stress.py --configs 2     # a sweep: a configuration change mid-run
+  .venv/bin/python bench/ui_stress.py --profile-ends  # cProfile of the configurations' end frames
 
 Goal: longest stall <= 50 ms; frame-interval p95 <= 17 ms (60 Hz) where the cores are free
-for it, and <= 33 ms on 2 cores shared with the engine, the token source and other work.
+for it, and <= 33 ms on 2 cores shared with the engine, the token source and other work; no
+frame at a configuration's end over 50 ms of the GUI thread's CPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import itertools
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -29,9 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import qasync  # noqa: E402
+from PySide6.QtCore import QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from workbench.engine.config.experiment import parse_experiment  # noqa: E402
+from workbench.engine.events import ConfigFinished  # noqa: E402
 from workbench.engine.figures.summaries import percentile  # noqa: E402
 from workbench.ui.main_window import MainWindow  # noqa: E402
 from workbench.ui.theme import apply_theme  # noqa: E402
@@ -49,11 +58,16 @@ asyncio.run(main())
 """
 
 
-def experiment_text(streams: int, tokens: int, real: bool) -> str:
+END_WINDOW_S = 1.0  # a configuration's end: its last frame and those of the next second
+
+
+def experiment_text(streams: int, tokens: int, real: bool, configs: int = 1) -> str:
+    """One configuration, or a sweep of ``configs`` (over the seed: the same work each)."""
     server = f"slots = {streams}\nctx = {streams * 256}\n" if real else "slots = 1\n"
+    seeds = f"seed = [{', '.join(str(42 + i) for i in range(configs))}]\n" if configs > 1 else ""
     return (
         f'name = "ui-stress"\n[server]\n{server}[workload]\nrequests = {streams}\n'
-        f"max_tokens = {tokens}\nwarmup = 0\n"
+        f"max_tokens = {tokens}\nwarmup = 0\n{seeds}"
     )
 
 
@@ -63,6 +77,12 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=64)
     parser.add_argument("--tokens", type=int, default=300)
     parser.add_argument("--delay", type=float, default=0.01, help="fake: seconds per token")
+    parser.add_argument("--configs", type=int, default=1, help="a sweep of this many")
+    parser.add_argument(
+        "--profile-ends",
+        action="store_true",
+        help="print where the GUI thread spent the frames that end configurations (cProfile)",
+    )
     args = parser.parse_args()
 
     fake = None
@@ -87,7 +107,9 @@ def main() -> None:
     window.resize(1920, 1080)
     window.show()
     window.form.load(
-        parse_experiment(experiment_text(args.streams, args.tokens, args.source == "real"))
+        parse_experiment(
+            experiment_text(args.streams, args.tokens, args.source == "real", args.configs)
+        )
     )
     if base_url:
         window.form.external.setChecked(True)
@@ -109,6 +131,35 @@ def main() -> None:
 
     window.pump.timeout.disconnect()
     window.pump.timeout.connect(timed_drain)
+
+    # Every frame, whoever draws it (the pump, or the run's last drain): when it started, on
+    # the wall clock and in the GUI thread's CPU time, and which ones drew a ConfigFinished.
+    # A frame lasts until the next one starts (its paint comes after the drain); the run's
+    # last is closed by a timer one frame later.
+    painted: list[tuple[float, float]] = []
+    ends: list[int] = []
+    profile = cProfile.Profile() if args.profile_ends else None
+    profiling = [False]
+    render = window.renderer.render
+
+    def stamp() -> None:
+        painted.append((time.perf_counter(), time.thread_time()))
+        if profiling[0]:
+            profile.disable()
+            profiling[0] = False
+
+    def timed_render(events: list, *rest: object, **named: object) -> None:
+        stamp()
+        if any(isinstance(e, ConfigFinished) for e in events):
+            ends.append(len(painted) - 1)
+            if profile is not None:
+                profile.enable()
+                profiling[0] = True
+        render(events, *rest, **named)
+        if window.model.status != "running":
+            QTimer.singleShot(16, stamp)
+
+    window.renderer.render = timed_render
     lateness: list[float] = []
     busy: list[float] = []  # the GUI thread's own CPU time within each heartbeat
     stamps: list[float] = []
@@ -173,6 +224,22 @@ def main() -> None:
         f"GUI thread CPU per frame (drain, paint, the rest): p50 {percentile(cpu, 50):.1f} ms, "
         f"p95 {percentile(cpu, 95):.1f} ms (60 Hz needs <= 16 ms)"
     )
+    for n, end in enumerate(ends, 1):
+        near = [
+            i
+            for i in range(end, len(painted) - 1)
+            if painted[i][0] - painted[end][0] <= END_WINDOW_S
+        ]
+        longest = max(near, key=lambda i: painted[i + 1][1] - painted[i][1])
+        print(
+            f"configuration {n}/{len(ends)} end: longest frame "
+            f"{(painted[longest + 1][1] - painted[longest][1]) * 1000:.1f} ms GUI thread CPU "
+            f"({(painted[longest + 1][0] - painted[longest][0]) * 1000:.1f} ms wall), "
+            f"{longest - end} frames after the one with its results; the end frame itself "
+            f"{(painted[end + 1][1] - painted[end][1]) * 1000:.1f} ms (goal <= 50 ms)"
+        )
+    if profile is not None:
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
 
 
 if __name__ == "__main__":
