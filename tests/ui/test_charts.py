@@ -48,6 +48,7 @@ def test_roofline_by_slots_or_by_name():
 def test_the_view_shows_a_report_or_says_when_it_will(qtbot):
     view = RooflineView()
     qtbot.addWidget(view)
+    view.show()  # the chart is made, and drawn, while the view shows
     assert "appears when a run has finished" in view.summary.text()
     view.show_report(RooflineReport([row("np=1", 1, 250, 70)], 25e9, "given", None))
     assert view.report is not None and view.chart.point_count() == 2

@@ -65,6 +65,7 @@ def test_a_real_experiment_fills_every_view(window, loop, qtbot, monkeypatch):
     assert window.results.charts["agg_tok_s"].data.series[0].x == [1.0, 2.0]
     assert window.results.charts["agg_tok_s"].point_count() == 2
     assert window.server_panel.facts["n_ctx_slot"].text() == "2048"
+    window.results.tabs.setCurrentWidget(window.results.verdicts)  # judged when it shows
     verdicts = {v.hypothesis: v.verdict for v in window.results.verdicts.verdicts}
     assert verdicts["each of N explicit slots gets ctx / N tokens of context"] == "supported"
     assert "SUPPORTED" in window.results.verdicts.text.text()
@@ -73,6 +74,7 @@ def test_a_real_experiment_fills_every_view(window, loop, qtbot, monkeypatch):
     assert window.run_button.isEnabled()
     run(loop, lambda: window.results.roofline.report is not None, 30)
     roof = window.results.roofline
+    window.results.tabs.setCurrentWidget(roof)  # its chart is made when it shows
     assert [r.slots for r in roof.report.rows] == [1, 2]
     assert roof.chart.data.series[0].x == [1.0, 2.0] and roof.chart.point_count() == 4
     assert "Memory bandwidth 20.0 GB/s" in roof.summary.text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from workbench.engine.analysis.compare import ChartData, Series
@@ -52,9 +53,10 @@ class RooflineView(QWidget):
         super().__init__(parent)
         self.summary = QLabel(PLACEHOLDER)
         self.summary.setWordWrap(True)
-        # Made with the first report: a plot costs about 20 ms to build, and the tab is
-        # rarely the one shown when the window opens.
+        # Made, and drawn, while the tab shows: a plot costs about 20 ms to build, and the
+        # report comes in as a run ends, when the tab is rarely the one shown.
         self.chart: MetricChart | None = None
+        self._drawn = True  # the chart shows the report (or there is none to show)
         self.report: RooflineReport | None = None
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(4, 4, 4, 4)
@@ -63,13 +65,22 @@ class RooflineView(QWidget):
 
     def show_report(self, report: RooflineReport | None) -> None:
         self.report = report if report is not None and report.rows else None
-        if self.report is None:
-            self.summary.setText(PLACEHOLDER)
-            if self.chart is not None:
-                self.chart.show_data(ChartData("roofline", "", "tok/s", "slots", []))
-            return
-        self.summary.setText(roofline_summary(self.report))
-        self._make_chart().show_data(roofline_chart(self.report))
+        self.summary.setText(PLACEHOLDER if self.report is None else roofline_summary(self.report))
+        self._drawn = False
+        if self.isVisible():
+            self._draw()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._drawn:
+            self._draw()
+
+    def _draw(self) -> None:
+        self._drawn = True
+        if self.report is not None:
+            self._make_chart().show_data(roofline_chart(self.report))
+        elif self.chart is not None:
+            self.chart.show_data(ChartData("roofline", "", "tok/s", "slots", []))
 
     def _make_chart(self) -> MetricChart:
         if self.chart is None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontDatabase
+from PySide6.QtGui import QFontDatabase, QShowEvent
 from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
@@ -114,7 +114,9 @@ class ServerPanel(QWidget):
     def show_state(self, state: str, detail: str = "") -> None:
         color = STATE_COLORS.get(state, "#8b929c")
         self.state.setText(state)
-        self.state.setStyleSheet(f"color:{color}; font-weight:bold;")
+        style = f"color:{color}; font-weight:bold;"
+        if self.state.styleSheet() != style:  # a style sheet set re-polishes, even the same
+            self.state.setStyleSheet(style)
         self.detail.setText(detail if state == "crashed" else "")
 
     def show_server(
@@ -142,9 +144,15 @@ class ServerPanel(QWidget):
         """Which kind of server its /metrics say it is, and what its plots can show."""
         self.kind.setText(text or "-")
 
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.refresh_log()
+
     def refresh_log(self) -> None:
-        """Re-read the log's tail (called on a slow timer, not per event)."""
-        if self._log_path is None:
+        """Re-read the log's tail (called on a slow timer, not per event), while the panel
+        shows: read and laid out in a hidden tab at every server event, it cost the frame
+        that ends a configuration."""
+        if self._log_path is None or not self.isVisible():
             return
         self._show_log(read_tail(self._log_path, 200))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from workbench.engine.analysis.verdicts import lab_verdicts
@@ -11,6 +12,9 @@ COLORS = {"supported": "#3fb27f", "not supported": "#e5484d", "inconclusive": "#
 
 
 class VerdictsView(QScrollArea):
+    """Judged while the tab shows: most windows stay on the results table, and judging every
+    configuration's end on the GUI thread served nobody."""
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWidgetResizable(True)
@@ -23,8 +27,23 @@ class VerdictsView(QScrollArea):
         layout.addStretch(1)
         self.setWidget(inner)
         self.verdicts: list = []
+        self._summaries: list[ConfigSummary] = []
+        self._stale = False
 
     def sync(self, summaries: list[ConfigSummary]) -> None:
+        """The verdicts on ``summaries``: now if the tab shows, else when it is shown."""
+        self._summaries, self._stale = list(summaries), True
+        if self.isVisible():
+            self._judge()
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if self._stale:
+            self._judge()
+
+    def _judge(self) -> None:
+        self._stale = False
+        summaries = self._summaries
         if not summaries:
             self.verdicts = []
             self.text.setText("Verdicts appear when a slots sweep has run.")

@@ -52,6 +52,7 @@ class RenderController(QObject):
         self._ticks = 0
         self._gantt_stale = False
         self._server_stale = False
+        self._warned: Any = None  # the warning the banner was last given
 
     def render(
         self, events: list[Any], now: float | None, force: bool = False, verb: str = "running"
@@ -84,6 +85,8 @@ class RenderController(QObject):
         if server_now:
             self.plots.sync(self.model)  # new only when the sampler reports
             self._server_stale = False
+        if force:
+            self._warned = None  # a session opened, a seek: its warning shows again
         if changes.server or force:
             self._sync_server()
         if changes.results or force:
@@ -107,6 +110,7 @@ class RenderController(QObject):
             self.model.server_binary,
         )
         self.server_panel.show_kind(server.kind_text)
-        for notice in self.model.notices[-1:]:
-            if notice.level == "warning":
-                self.warning.emit(notice.text)
+        latest = self.model.notices[-1] if self.model.notices else None
+        if latest is not None and latest is not self._warned and latest.level == "warning":
+            self._warned = latest  # once: each banner shown re-polishes, maybe re-lays out
+            self.warning.emit(latest.text)

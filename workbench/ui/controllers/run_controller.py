@@ -110,9 +110,10 @@ class RunController(QObject):
             self.finished.emit(status)
 
     async def _run_steps(self, lifecycle: RunLifecycle) -> str:
-        # In the status line, not the banner: a banner coming and going re-lays out every
-        # view just as the run starts.
-        self.banner.emit("", "info")
+        # The banner keeps its row for the whole run: one appearing (the first warning, at a
+        # configuration's end) or going re-laid out and repainted every view in that frame.
+        # What is happening goes to the status line.
+        self.banner.emit(f"Running. What finishes is kept in {self.out_dir}", "info")
         self.status.emit("preparing: finding the server and model, checking the output folder…")
         await asyncio.to_thread(lifecycle.prepare)
         self.status.emit("running")
