@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import qasync  # noqa: E402
-from PySide6.QtCore import QTimer  # noqa: E402
+from PySide6.QtCore import Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from workbench.engine.config.experiment import parse_experiment  # noqa: E402
@@ -134,8 +134,9 @@ def main() -> None:
 
     # Every frame, whoever draws it (the pump, or the run's last drain): when it started, on
     # the wall clock and in the GUI thread's CPU time, and which ones drew a ConfigFinished.
-    # A frame lasts until the next one starts (its paint comes after the drain); the run's
-    # last is closed by a timer one frame later.
+    # A frame lasts until the next one starts (its paint comes after the drain); once the
+    # run is over, a timer goes on marking frames for END_WINDOW_S (what a run's end leaves
+    # for later frames is counted in them).
     painted: list[tuple[float, float]] = []
     ends: list[int] = []
     profile = cProfile.Profile() if args.profile_ends else None
@@ -156,9 +157,13 @@ def main() -> None:
                 profile.enable()
                 profiling[0] = True
         render(events, *rest, **named)
-        if window.model.status != "running":
-            QTimer.singleShot(16, stamp)
+        if window.model.status != "running" and not after.isActive():
+            after.start()
 
+    after = QTimer()
+    after.setInterval(16)
+    after.setTimerType(Qt.TimerType.PreciseTimer)
+    after.timeout.connect(stamp)
     window.renderer.render = timed_render
     lateness: list[float] = []
     busy: list[float] = []  # the GUI thread's own CPU time within each heartbeat
@@ -180,6 +185,8 @@ def main() -> None:
         window.start_run()
         while not statuses:
             await asyncio.sleep(0.1)
+        await asyncio.sleep(END_WINDOW_S)  # the frames after the run's last
+        after.stop()
         beat.cancel()
         return statuses[0]
 

@@ -40,7 +40,7 @@ from workbench.ui.capacity_panel import CapacityPanel
 from workbench.ui.compare_window import CompareWindow
 from workbench.ui.controllers.analysis_controller import AnalysisController
 from workbench.ui.controllers.library_controller import LibraryController
-from workbench.ui.controllers.render_controller import RenderController
+from workbench.ui.controllers.render_controller import PUMP_INTERVAL_MS, RenderController
 from workbench.ui.controllers.replay_controller import ReplayController
 from workbench.ui.controllers.run_controller import RunController
 from workbench.ui.controllers.server_controller import ServerController
@@ -272,8 +272,8 @@ class MainWindow(QMainWindow):
         self.panel_toggle.toggled.connect(self.left.setVisible)
         self.splitter.splitterMoved.connect(self._columns_dragged)
         self.results.table.model().rowsInserted.connect(self._results_grew)
-        for ended in (self.runs.finished, self.replay.finished):
-            ended.connect(lambda *_: QTimer.singleShot(0, self._fit_columns))
+        for ended in (self.runs.finished, self.replay.finished):  # a frame after the last
+            ended.connect(lambda *_: QTimer.singleShot(PUMP_INTERVAL_MS, self._fit_columns))
         self.present_action.toggled.connect(self.presentation.set_on)
         self.presentation.toggled.connect(self._presenting)
         self.captions_action.toggled.connect(self.presentation.show_captions)
@@ -393,11 +393,12 @@ class MainWindow(QMainWindow):
 
     def _results_grew(self) -> None:
         """A new row may widen the table: the columns fit it once the row is filled in, or,
-        while a run (live or replayed) goes, once it has ended. Moved mid-run, the columns
-        re-laid out and repainted every view in the frame that ended a configuration (about
-        0.1-0.3 s at 64 streams); meanwhile the table scrolls sideways, its first column
+        while a run (live or replayed) goes, in the frame after its last. Moved mid-run, the
+        columns re-laid out and repainted every view in the frame that ended a configuration
+        (0.1-0.3 s at 64 streams); meanwhile the table scrolls sideways, its first column
         pinned."""
-        if self.model.status != "running":
+        going = self.model.status == "running" or self.running or self.replay.timer.isActive()
+        if not going:
             QTimer.singleShot(0, self._fit_columns)
 
     def _columns_dragged(self) -> None:
