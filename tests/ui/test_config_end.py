@@ -111,3 +111,20 @@ def test_the_server_log_is_read_only_while_its_tab_shows(window, tmp_path, monke
     assert reads == []
     window.left.setCurrentWidget(panel)
     assert len(reads) == 1 and "hello" in panel.log.toPlainText()
+
+
+def test_the_banner_has_its_row_from_the_run_start(window, loop):
+    """Hidden as a run started, the banner appeared with the first warning, at a
+    configuration's end, and pushed every view down in that frame: it says from the start
+    where the session goes, and a warning takes its row."""
+    from workbench.engine.server.llama_server import free_port
+
+    banners: list[tuple[str, str]] = []
+    window.runs.banner.connect(lambda text, kind: banners.append((text, kind)))
+    window.form.load_file("experiments/slots-1-2-4.toml")
+    window.form.external.setChecked(True)
+    window.form.base_url.setText(f"http://127.0.0.1:{free_port()}")
+    window.start_run()
+    run(loop, lambda: not window.running, 30)
+    assert banners[0] == (f"Running. What finishes is kept in {window.out_dir}", "info")
+    assert "nothing answers at" in banners[-1][0]
