@@ -127,6 +127,7 @@ def test_a_server_crash_mid_run_is_reported_and_the_window_stays_usable(window, 
 def test_a_server_started_by_hand_shows_its_facts_and_stops(window, loop, qtbot):
     load(window, SWEEP)
     panel = window.server_panel
+    window.left.setCurrentWidget(panel)  # where its Start button is; its log is read shown
     click_until(
         loop,
         panel.start_button,
