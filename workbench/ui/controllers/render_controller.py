@@ -13,6 +13,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from workbench.engine.events import Notice
 from workbench.ui.gantt import GanttView
 from workbench.ui.results_view import ResultsView
 from workbench.ui.run_model import RunModel
@@ -52,7 +53,7 @@ class RenderController(QObject):
         self._ticks = 0
         self._gantt_stale = False
         self._server_stale = False
-        self._warned: Any = None  # the warning the banner was last given
+        self._warned: Notice | None = None  # the warning the banner was last given
 
     def render(
         self, events: list[Any], now: float | None, force: bool = False, verb: str = "running"
