@@ -28,7 +28,7 @@ from workbench.engine.events import (
     ServerReady,
     SlotMatched,
 )
-from workbench.engine.figures.summaries import ClientLoad
+from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.server.discovery import DEFAULT_MODEL_FILE
 from workbench.engine.server.llama_server import server_arguments
 from workbench.engine.store import SessionWriter, create_session

@@ -20,8 +20,8 @@ from workbench.engine.events import (
     Notice,
     ServerStateChanged,
 )
+from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.summaries import (
-    ClientLoad,
     ConfigSummary,
     RunObservations,
     summarize_config,

@@ -97,8 +97,8 @@ def test_the_slo_tab_shows_the_results_tables_ttft_p50_with_repeats(qtbot, tmp_p
 
 
 def test_a_client_limited_configuration_is_marked_in_the_results_table(qtbot):
+    from workbench.engine.figures.client_limits import ClientLoad
     from workbench.engine.figures.summaries import (
-        ClientLoad,
         RunObservations,
         summarize_config,
         summarize_run,

@@ -369,11 +369,7 @@ def requests_table(session: Any) -> Fitted:
         "cache_hit",
         "error",
     )
-    rows = [
-        [_num(row[c], 3) if isinstance(row[c], float) else _num(row[c]) for c in names]
-        for row in request_rows(session)
-        if not row["warmup"]
-    ]
+    rows = [[_num(row[c], 3) for c in names] for row in request_rows(session) if not row["warmup"]]
     columns = [
         Column("config" if n == "label" else n, "left" if n in ("label", "error") else "right")
         for n in names

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.engine.base.records import ImportSource, RequestRecord, StartupFacts
-from workbench.engine.figures.summaries import ClientLoad, ConfigSummary
+from workbench.engine.figures.client_limits import ClientLoad
+from workbench.engine.figures.summaries import ConfigSummary
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from workbench.engine.events import (
     SlotMatched,
     SlotsSample,
 )
-from workbench.engine.figures.summaries import ClientLoad
+from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.store import SessionWriter, create_session
 
 

@@ -175,11 +175,10 @@ def fairness_warnings(
 
 def _sent(workload: dict[str, Any], key: str) -> str:
     """A workload setting as it acted, not as it was spelled: a default left out equals the
-    same value written, and concurrency 0 (all at once), or one above the request count,
-    is the request count."""
+    same value written, and concurrency is as sent (``effective_concurrency``)."""
     settings = from_stored(WorkloadSettings, workload)
     if key == "concurrency":
-        return str(min(settings.effective_concurrency, settings.requests))
+        return str(settings.effective_concurrency)
     return show_value(getattr(settings, key))
 
 

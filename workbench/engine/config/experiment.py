@@ -379,8 +379,9 @@ class WorkloadSettings:
 
     @property
     def effective_concurrency(self) -> int:
-        """0 means 'no client-side limit': every request may be in flight at once."""
-        return self.concurrency or self.requests
+        """How many requests may be in flight at once, as sent: 0 means no client-side
+        limit, and a limit above the request count holds no more than the requests."""
+        return min(self.concurrency or self.requests, self.requests)
 
 
 SETTINGS = (ServerSettings, WorkloadSettings)

@@ -241,6 +241,7 @@ def summarize_run(
     makespan = makespan_s(measured)
     tokens = sum(m.output_tokens for m in metrics)
     ttft = [m.ttft_s for m in metrics]
+    ttft_p50 = percentile(ttft, 50)
     tpot = [m.tpot_s for m in metrics if m.tpot_s is not None]
     itl = [gap for m in metrics for gap in m.itl_s]
     e2e = [m.e2e_s for m in metrics]
@@ -264,7 +265,7 @@ def summarize_run(
         makespan_s=makespan,
         output_tokens=tokens,
         agg_tok_s=tokens / makespan if makespan else None,
-        ttft_p50_s=percentile(ttft, 50),
+        ttft_p50_s=ttft_p50,
         ttft_p90_s=percentile(ttft, 90),
         ttft_p99_s=percentile(ttft, 99),
         ttft_max_s=max(ttft) if ttft else None,
@@ -294,7 +295,7 @@ def summarize_run(
         e2e_from_intended_p50_s=percentile(e2e_intended, 50),
         e2e_from_intended_p99_s=percentile(e2e_intended, 99),
         loop_busy=load.loop_busy if load is not None else None,
-        client_limited=client_limited_reason(dispatch_p99, load, percentile(ttft, 50)),
+        client_limited=client_limited_reason(dispatch_p99, load, ttft_p50),
         tokens_per_chunk=tokens_per_chunk(measured),
         checks=[c.describe() for c in checks],
         checks_failed=[c.describe() for c in checks if not c.agrees],
@@ -464,9 +465,8 @@ def summarize_config(
     # schema's defaults, unknown ones are ignored.
     settings = from_stored(ServerSettings, server)
     load = from_stored(WorkloadSettings, workload)
-    slots = slots_override if slots_override is not None else facts.n_slots
-    if managed and slots_override is None:
-        slots = settings.slots
+    known = settings.slots if managed else facts.n_slots
+    slots = slots_override if slots_override is not None else known
     return ConfigSummary(
         index=index,
         label=label,

@@ -13,7 +13,7 @@ from typing import Any
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.events import BatchedEmit, RequestFinished
-from workbench.engine.figures.summaries import ClientLoad
+from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.measure.client import PreparedRequest, prepare_request, stream_request
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sized_prompts import SizedPrompts

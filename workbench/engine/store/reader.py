@@ -25,8 +25,8 @@ from workbench.engine.base.records import (
     StartupFacts,
     TokenChunk,
 )
+from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.summaries import (
-    ClientLoad,
     ConfigSummary,
     RunObservations,
     summarize_config,

@@ -22,7 +22,7 @@ from workbench.engine.base.records import (
     StartupFacts,
     TokenChunk,
 )
-from workbench.engine.figures.summaries import ClientLoad
+from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.store.checks import (
     INT_OR_NONE,
     TEXT_OR_NONE,
