@@ -154,9 +154,9 @@ def test_sessions_of_a_folder_that_is_not_there_fails(tmp_path, capsys):
 def test_show_a_folder_says_it_is_one_and_how_to_list_it(session, tmp_path, capsys):
     line = refused(["show", str(session.parent)], capsys)
     assert f"{session.parent} is a folder, not a session file" in line
-    assert f"`workbench sessions {session.parent}` lists the 1 session in it" in line
+    assert f"`workbench sessions {session.parent}` lists the sessions" in line
     line = refused(["verdicts", str(tmp_path)], capsys)
-    assert f"{tmp_path} is a folder, not a session file: it holds no sessions" in line
+    assert f"{tmp_path} is a folder, not a session file" in line
 
 
 def test_run_a_folder_says_the_experiment_is_a_toml_file(tmp_path, capsys):

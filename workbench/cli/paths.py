@@ -9,23 +9,18 @@ import argparse
 from pathlib import Path
 
 from workbench.engine.analysis.library import SESSION_GLOB
-from workbench.engine.base.words import plural
 
 SESSION_HELP = "a session file (*.session.sqlite; `workbench sessions` lists them)"
 
 
 def session_file(text: str) -> str:
-    """A session file; a folder is said to be one, with the command that lists its
-    sessions when it holds any."""
-    path = Path(text)
-    if path.is_dir():
-        count = sum(1 for _ in path.rglob(SESSION_GLOB))
-        where = (
-            f"`workbench sessions {text}` lists the {plural(count, 'session')} in it"
-            if count
-            else "it holds no sessions"
+    """A session file; a folder is said to be one, with the command that lists the sessions
+    in it (not counted here: a folder such as ``~`` would be walked whole before the line)."""
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text} is a folder, not a session file: `workbench sessions {text}` lists the "
+            f"sessions ({SESSION_GLOB}) in it"
         )
-        raise argparse.ArgumentTypeError(f"{text} is a folder, not a session file: {where}")
     return text
 
 

@@ -4,6 +4,8 @@ file's model, and the file's date."""
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,20 @@ def test_sessions_sort_by_when_they_ran_not_when_they_were_imported(tmp_path, ca
 def test_a_date_that_is_not_one_is_refused(tmp_path):
     with pytest.raises(ImportFileError, match="date is 'last tuesday', not a date"):
         import_file(vllm_file(tmp_path, date="last tuesday"), tmp_path)
+
+
+def test_sessions_of_different_zones_sort_by_the_moment_they_ran(tmp_path, monkeypatch):
+    """A vLLM date has no zone (local time): in UTC+2, 10:15 there is 08:15 UTC, before a
+    session recorded at 09:00 UTC, whatever the text would sort as."""
+    monkeypatch.setenv("TZ", "Etc/GMT-2")  # POSIX's sign: two hours east of UTC
+    time.tzset()
+    try:
+        local = import_file(vllm_file(tmp_path, date="20261130-101500"), tmp_path / "a")
+        (tmp_path / "b").mkdir()
+        utc = write_sweep(tmp_path / "b" / "sweep.session.sqlite")
+        with sqlite3.connect(utc) as db:
+            db.execute("UPDATE session SET created_at = '2026-11-30T09:00:00+00:00'")
+        assert [i.path for i in scan([tmp_path])] == [utc, local]
+    finally:
+        monkeypatch.undo()
+        time.tzset()

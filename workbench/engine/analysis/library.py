@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from workbench.engine.base.errors import OutputDirError, SessionError
@@ -138,4 +139,14 @@ def scan(folders: list[Path]) -> list[SessionInfo]:
     """Every session file in the folders (and their subfolders), newest first."""
     paths = sorted({p for folder in folders if folder.is_dir() for p in folder.rglob(SESSION_GLOB)})
     infos = [describe(p) for p in paths]
-    return sorted(infos, key=lambda i: (i.created_at, str(i.path)), reverse=True)
+    return sorted(infos, key=lambda i: (_moment(i.created_at), str(i.path)), reverse=True)
+
+
+def _moment(created_at: str) -> datetime:
+    """When a session ran, to sort by: a time without a zone (an imported vLLM file's) is
+    read as this machine's local time; text that is no time sorts last."""
+    try:
+        when = datetime.fromisoformat(created_at)
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    return when if when.tzinfo else when.astimezone()
