@@ -199,6 +199,22 @@ def test_the_numbers_of_64_decoding_panes_change_a_few_panes_a_frame(qtbot):
     assert set().union(*redrawn) == set(range(MAX_PANES))
 
 
+def test_a_frame_that_redraws_a_plot_draws_no_pane(qtbot):
+    """Budget 0 (the Gantt or the server plots redraw this frame): no pane text and no
+    numbers, whichever panes' turn it is; the next frame catches up."""
+    grid = shown_grid(qtbot, 3000, 1600)
+    model = RunModel()
+    started(model, MAX_PANES)
+    keys = [(0, 0, i) for i in range(MAX_PANES)]
+    model.apply([FirstToken(*key, S) for key in keys])
+    grid.sync(model, set(keys), True, 1.0)
+    for frame in range(STATS_EVERY_TICKS):
+        model.apply([TokenChunkArrived(*key, (2 + frame) * S, " tok") for key in keys])
+        before = [(pane.stats.text(), pane.body.text()) for pane in grid.panes.values()]
+        grid.sync(model, set(keys), False, 2.0 + frame, 0)
+        assert [(p.stats.text(), p.body.text()) for p in grid.panes.values()] == before
+
+
 def test_tokens_in_64_panes_do_not_re_lay_out_the_window(qtbot):
     """A pane's new text must not travel up to the splitters: re-laying out the plots
     beside the grid at 30 Hz is what made frames late with 64 streams."""

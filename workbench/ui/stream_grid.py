@@ -357,6 +357,7 @@ class StreamGrid(QWidget):
             del self._unbound[key]
             self._bind(model, key, now)
             left -= BIND_DRAWS
+        drawn = set()
         while self._news and left >= 1:
             key = next(iter(self._news))
             del self._news[key]
@@ -364,13 +365,16 @@ class StreamGrid(QWidget):
             pane = self.panes[key]
             pane.append(model.take_text(key))
             pane.show_state(view, now, stats=budget is None or view.state in FINAL)
+            drawn.add(key)
             left -= 1
+        if budget == 0:  # a frame that redraws a plot draws no pane
+            return
         # Each decoding pane's numbers every STATS_EVERY_TICKS frames, the panes in turn: a
         # twelfth of them a frame, not all of them in one.
         for i, (key, pane) in enumerate(self.panes.items()):
             view = model.requests[key]
             due = (self._ticks + i) % STATS_EVERY_TICKS == 0
-            if due and view.state == "decoding" and key not in self._unbound:
+            if due and view.state == "decoding" and key not in self._unbound and key not in drawn:
                 pane.show_state(view, now)
 
     def _lay_out(self, views: list[RequestView]) -> None:
