@@ -315,3 +315,22 @@ def test_token_checks_name_another_client() -> None:
     assert not output.agrees and "another client" in output.describe()
     assert prompt.agrees
     assert token_checks([record], None, after) == []
+
+
+def test_a_few_ms_of_delivery_on_short_answers_is_no_disagreement() -> None:
+    """One 4-token answer whose first token arrived 4 ms late reads -9 % but is within a
+    token's delivery spread; a proxy holding each of eight streams 40 ms is off."""
+    from workbench.engine.figures.cross_checks import decode_check
+
+    def answer(span_ms: float, predicted_ms: float, tokens: int) -> RequestRecord:
+        return RequestRecord(
+            0, 0, 0, "p", t_submit_ns=0, t_first_token_ns=10**6,
+            t_last_token_ns=10**6 + round(span_ms * 1e6), t_done_ns=2 * 10**9, ok=True,
+            timings={"predicted_ms": predicted_ms, "predicted_n": tokens},
+        )  # fmt: skip
+
+    short = decode_check([answer(40.0, 44.0, 4)])
+    assert short is not None and short.agrees, short.describe()
+    held = decode_check([answer(84.0, 44.0, 4) for _ in range(8)])
+    assert held is not None and not held.agrees
+    assert "later than the server made them" in held.describe()

@@ -10,7 +10,7 @@ import pytest
 
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings, parse_experiment
 from workbench.engine.events import EventBus, RequestFinished
-from workbench.engine.figures.cross_checks import decode_check
+from workbench.engine.figures.cross_checks import DELIVERY_JITTER_MS, decode_check
 from workbench.engine.figures.summaries import request_metrics
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.workload import make_client, plan_records, run_requests
@@ -26,35 +26,40 @@ async def test_client_decode_time_agrees_with_server_timings(server_binary, mode
     """``timings.predicted_ms`` spans what the client sees from its first token chunk to its
     last: llama-server starts the timer when it samples the first token. Scaled by
     ``(n - 1) / n`` (as if it timed n steps) it is off by a whole token at every length:
-    25 % at 4 tokens, 6 % at 16, 1.6 % at 64."""
+    25 % at 4 tokens, 6 % at 16, 1.6 % at 64. Each token reaches the client a few ms
+    earlier or later than the server timed it, so three requests of each length are summed."""
     server = LlamaServer(
         server_binary, model_path, ServerSettings(slots=1, ctx=2048), tmp_path / "s.log"
     )
     await server.start()
-    records = []
+    lengths = (4, 16, 64)
+    records: dict[int, list] = {n: [] for n in lengths}
     try:
-        for tokens in (4, 4, 16, 64):  # the first one warms the server up
+        for tokens in (4, *lengths * 3):  # the first one warms the server up
             workload = WorkloadSettings(requests=1, max_tokens=tokens)
             async with make_client(server.base_url, workload) as client:
-                (record,) = plan_records(0, 0, len(records), 1, PromptSource())
+                (record,) = plan_records(0, 0, sum(map(len, records.values())), 1, PromptSource())
                 await run_requests(client, workload, [record], [0.0], lambda e: None)
-            records.append(record)
+            records[tokens].append(record)
     finally:
         await asyncio.to_thread(server.stop)
-    for record, tokens in zip(records[1:], (4, 16, 64), strict=True):
-        assert record.ok, record.error
-        assert record.output_tokens == (tokens, "usage")
-        assert record.timings["predicted_n"] == tokens
-        client_ms = (record.t_last_token_ns - record.t_first_token_ns) / 1e6
-        server_ms = record.timings["predicted_ms"]
-        scaled_ms = server_ms * (tokens - 1) / tokens
-        assert abs(client_ms - server_ms) < abs(client_ms - scaled_ms), (tokens, client_ms)
-        assert client_ms == pytest.approx(server_ms, rel=0.01, abs=0.5), tokens
-        check = decode_check([record])
+    for tokens in lengths:
+        measured = records[tokens][-3:]
+        for record in measured:
+            assert record.ok, record.error
+            assert record.output_tokens == (tokens, "usage")
+            assert record.timings["predicted_n"] == tokens
+        client_ms = sum((r.t_last_token_ns - r.t_first_token_ns) / 1e6 for r in measured)
+        server_ms = sum(r.timings["predicted_ms"] for r in measured)
+        assert abs(client_ms - server_ms) <= 3 * DELIVERY_JITTER_MS, (tokens, client_ms)
+        if tokens < 64:  # at 64 a token step can be as short as the delivery's spread
+            scaled_ms = server_ms * (tokens - 1) / tokens
+            assert abs(client_ms - server_ms) < abs(client_ms - scaled_ms), (tokens, client_ms)
+        check = decode_check(measured)
         assert check is not None and check.agrees, check.describe()
-    metrics = request_metrics(records[-1])
+    metrics = request_metrics(records[64][-1])
     assert metrics is not None and not metrics.cache_hit
-    assert metrics.prefill_s == pytest.approx(records[-1].timings["prompt_ms"] / 1000, rel=0.5)
+    assert metrics.prefill_s == pytest.approx(records[64][-1].timings["prompt_ms"] / 1000, rel=0.5)
 
 
 async def test_eight_requests_on_one_slot_queue(server_binary, model_path, tmp_path):

@@ -20,6 +20,10 @@ from workbench.engine.figures.server_kinds import (
 )
 
 TOLERANCE = 0.05
+# A token reaches the client up to about 5 ms earlier or later than the server timed it
+# (75 requests of 4 to 64 tokens on a 2-core machine: median 0.06 ms, extremes -5.1 and
+# +4.0 ms): over a few short answers that is more than 5 %, and says nothing of the client.
+DELIVERY_JITTER_MS = 5.0
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,7 @@ class CrossCheck:
     server: float
     unit: str
     cause: str  # what a disagreement most likely means
+    slack: float = 0.0  # a difference this small agrees whatever its share (in ``unit``)
 
     @property
     def ratio(self) -> float | None:
@@ -36,7 +41,9 @@ class CrossCheck:
 
     @property
     def agrees(self) -> bool:
-        return self.ratio is not None and abs(self.ratio - 1.0) <= TOLERANCE
+        if self.ratio is None:
+            return False
+        return abs(self.ratio - 1.0) <= TOLERANCE or abs(self.client - self.server) <= self.slack
 
     def describe(self) -> str:
         ratio = self.ratio
@@ -78,9 +85,11 @@ def decode_check(records: list[RequestRecord]) -> CrossCheck | None:
     """Client decode time (first to last token chunk) against the server's generation
     time. llama-server starts ``predicted_ms`` when it samples the first token and stops it
     at the last, so it spans what the client sees between its first and last chunk
-    (measured at 4, 16 and 64 tokens: equal within 1 %). A whole answer (not
+    (measured at 4, 16 and 64 tokens: a median 0.06 ms apart, each token's delivery a few
+    ms either way, hence the slack per request). A whole answer (not
     streamed) shows the client no decoding, so it has nothing to compare."""
     client_ms = server_ms = 0.0
+    compared = 0
     for r in records:
         timings = r.timings or {}
         predicted_ms, predicted_n = timings.get("predicted_ms"), timings.get("predicted_n")
@@ -96,6 +105,7 @@ def decode_check(records: list[RequestRecord]) -> CrossCheck | None:
             continue
         client_ms += (r.t_last_token_ns - r.t_first_token_ns) / 1e6
         server_ms += predicted_ms
+        compared += 1
     if server_ms <= 0:
         return None
     cause = (
@@ -106,7 +116,14 @@ def decode_check(records: list[RequestRecord]) -> CrossCheck | None:
         "carrying several tokens (speculative decoding, a proxy), or a server timer that "
         "leaves part of the generation out"
     )
-    return CrossCheck("decode time", round(client_ms, 3), round(server_ms, 3), "ms", cause)
+    return CrossCheck(
+        "decode time",
+        round(client_ms, 3),
+        round(server_ms, 3),
+        "ms",
+        cause,
+        slack=DELIVERY_JITTER_MS * compared,
+    )
 
 
 def token_checks(
