@@ -27,6 +27,7 @@ from workbench.engine.figures.client_limits import (
     DISPATCH_SHARE_OF_TTFT,
     LOOP_BUSY_LIMIT,
 )
+from workbench.engine.figures.cross_checks import DELIVERY_JITTER_MS
 
 if TYPE_CHECKING:
     from workbench.engine.figures.summaries import ConfigSummary
@@ -422,8 +423,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "cross_check_failures", "Cross-checks off", "cross-checks", "", None, Combine.SETTING,
         "client figures that disagree by over 5 % with the server's own (decode time against "
-        "`timings.predicted_ms`, tokens against `/metrics` counters, requests against its "
-        "log or counter), each with its likely cause; empty when all agree",
+        f"`timings.predicted_ms`, and by over {DELIVERY_JITTER_MS:g} ms per request, a token's "
+        "delivery spread; tokens against `/metrics` counters, requests against its log or "
+        "counter), each with its likely cause; empty when all agree",
     ),
     Figure(
         "n_slots", "Slots reported", "n_slots", "", None, Combine.SETTING,
