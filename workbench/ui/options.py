@@ -15,6 +15,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.settings import field_named
+
 THEMES = ("dark", "light", "projector")
 DEFAULT_FONT_PT = 11  # the window's base font size, in points
 DEFAULT_EXPERIMENT = Path("experiments/slots-1-2-4.toml")
@@ -39,6 +42,14 @@ class Bounded:
         if value in self.also or (math.isfinite(value) and self.allows(value)):
             return value
         raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {text!r}")
+
+    @classmethod
+    def of_setting(cls, name: str, low: float | None = None) -> Bounded:
+        """A server setting's own bounds, from its schema (``ServerSettings``), so a flag
+        that takes the same value (``plan --slots``) never drifts from it; ``low`` narrows
+        the floor where the flag means less (a plan's context cannot be 0, 'the model's')."""
+        s = field_named(ServerSettings, name).setting
+        return cls(int, s.low if low is None else low, s.high, also=s.also)
 
     def allows(self, value: float) -> bool:
         if self.low is not None and (value <= self.low if self.above else value < self.low):
@@ -119,8 +130,8 @@ OVERHEAD_MIB = Bounded(float, 0)
 TOKENS = Bounded(int, 0)
 USERS = Bounded(int, 1)
 SHARE_ONLINE = Bounded(float, 0, 1, above=True)
-PLAN_CTX = Listed(Bounded(int, 1, 10_000_000))
-PLAN_SLOTS = Listed(Bounded(int, 1, 1024, also=(-1,)))  # -1: auto, as llama-server's -np
+PLAN_CTX = Listed(Bounded.of_setting("ctx", low=1))
+PLAN_SLOTS = Listed(Bounded.of_setting("slots"))  # -1: auto, as llama-server's -np
 DPI = Bounded(int, 50, 1200)
 CHART_SIZE = Size(200, 150)  # a chart's widgets lay out down to this
 WINDOW_SIZE = Size(960, 540)  # the window's own minimum at the default font is 956x533
