@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from workbench.engine.analysis.compare import ChartData, Series
 from workbench.engine.analysis.roofline import RooflineReport
 from workbench.ui.charts import MetricChart
+from workbench.ui.shown_late import DrawnWhenShown
 
 PLACEHOLDER = "The roofline appears when a run has finished (managed servers only)."
 
@@ -48,7 +48,7 @@ def roofline_summary(report: RooflineReport) -> str:
     return " ".join(parts)
 
 
-class RooflineView(QWidget):
+class RooflineView(DrawnWhenShown, QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.summary = QLabel(PLACEHOLDER)
@@ -56,7 +56,6 @@ class RooflineView(QWidget):
         # Made, and drawn, while the tab shows: a plot costs about 20 ms to build, and the
         # report comes in as a run ends, when the tab is rarely the one shown.
         self.chart: MetricChart | None = None
-        self._drawn = True  # the chart shows the report (or there is none to show)
         self.report: RooflineReport | None = None
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(4, 4, 4, 4)
@@ -66,17 +65,9 @@ class RooflineView(QWidget):
     def show_report(self, report: RooflineReport | None) -> None:
         self.report = report if report is not None and report.rows else None
         self.summary.setText(PLACEHOLDER if self.report is None else roofline_summary(self.report))
-        self._drawn = False
-        if self.isVisible():
-            self._draw()
+        self.content_changed()
 
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        if not self._drawn:
-            self._draw()
-
-    def _draw(self) -> None:
-        self._drawn = True
+    def draw_content(self) -> None:
         if self.report is not None:
             self._make_chart().show_data(roofline_chart(self.report))
         elif self.chart is not None:

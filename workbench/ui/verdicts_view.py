@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.figures.summaries import ConfigSummary
+from workbench.ui.shown_late import DrawnWhenShown
 
 COLORS = {"supported": "#3fb27f", "not supported": "#e5484d", "inconclusive": "#e8a33d"}
 
 
-class VerdictsView(QScrollArea):
+class VerdictsView(DrawnWhenShown, QScrollArea):
     """Judged while the tab shows: most windows stay on the results table, and judging every
     configuration's end on the GUI thread served nobody."""
 
@@ -28,21 +28,13 @@ class VerdictsView(QScrollArea):
         self.setWidget(inner)
         self.verdicts: list = []
         self._summaries: list[ConfigSummary] = []
-        self._stale = False
 
     def sync(self, summaries: list[ConfigSummary]) -> None:
         """The verdicts on ``summaries``: now if the tab shows, else when it is shown."""
-        self._summaries, self._stale = list(summaries), True
-        if self.isVisible():
-            self._judge()
+        self._summaries = list(summaries)
+        self.content_changed()
 
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        if self._stale:
-            self._judge()
-
-    def _judge(self) -> None:
-        self._stale = False
+    def draw_content(self) -> None:
         summaries = self._summaries
         if not summaries:
             self.verdicts = []
