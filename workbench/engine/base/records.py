@@ -12,11 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 CONTEXT_FULL = "did not fit the slot's context"
 """How a request's error starts when the server could not hold it: refused for a prompt longer
 than a slot's context, or stopped short of ``max_tokens`` when the context filled up."""
+
+
+class RequestKey(NamedTuple):
+    """One request of a session: its configuration, its repeat and its prompt's index. Every
+    event about a request carries these three; a view finds the request by them."""
+
+    config_index: int
+    repeat: int
+    index: int
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,10 @@ class RequestRecord:
     slot: int | None = None  # the server slot that served it, from the server's log
 
     @property
+    def key(self) -> RequestKey:
+        return RequestKey(self.config_index, self.repeat, self.index)
+
+    @property
     def text(self) -> str:
         return "".join(c.text for c in self.chunks)
 
@@ -82,7 +95,7 @@ class RequestRecord:
         return asdict(self)
 
 
-def request_numbers(records: Iterable[RequestRecord]) -> dict[tuple[int, int, int], int]:
+def request_numbers(records: Iterable[RequestRecord]) -> dict[RequestKey, int]:
     """Each measured request's number, the one every view shows (its stream pane, its Gantt
     row, ``requests.csv``, ``show --requests``): its place, from 1, among the session's
     measured requests in the order they were sent, across the whole sweep. A record's
@@ -92,7 +105,7 @@ def request_numbers(records: Iterable[RequestRecord]) -> dict[tuple[int, int, in
         (r for r in records if not r.warmup and r.t_submit_ns is not None),
         key=lambda r: (r.config_index, r.t_submit_ns, r.index),
     )
-    return {(r.config_index, r.repeat, r.index): n for n, r in enumerate(sent, 1)}
+    return {r.key: n for n, r in enumerate(sent, 1)}
 
 
 @dataclass(frozen=True)
