@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
 
@@ -17,19 +16,7 @@ from workbench.engine.config.experiment import (
     parse_experiment,
     short_name,
 )
-from workbench.engine.config.settings import field_named, fields_of, from_stored, markdown_tables
-
-README = Path(__file__).resolve().parents[3] / "README.md"
-
-
-def test_readme_shows_the_schema_tables() -> None:
-    text = README.read_text(encoding="utf-8")
-    found = re.search(r"checked by a test -->\n(.*?)<!-- end of field tables -->", text, re.S)
-    assert found, "README.md lost its field table markers"
-    assert found.group(1) == markdown_tables(*SETTINGS), (
-        "README's field tables differ from the schema: paste the output of "
-        "`python -m workbench.engine.config.settings` between the markers"
-    )
+from workbench.engine.config.settings import field_named, fields_of, from_stored
 
 
 def test_every_field_is_declared_with_its_kind() -> None:

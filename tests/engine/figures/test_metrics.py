@@ -1,12 +1,10 @@
 """The catalogue of figures: its keys are real, its repeat rules are the ones the numbers follow,
-the README's metric table is generated from it, and the CSV keeps the lab's layout."""
+and the CSV keeps the lab's layout."""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
-import re
-from pathlib import Path
 
 import pytest
 
@@ -23,18 +21,6 @@ from workbench.engine.figures.summaries import (
     request_metrics,
 )
 from workbench.engine.store import open_session
-
-README = Path(__file__).resolve().parents[3] / "README.md"
-
-
-def test_the_readme_metric_table_is_the_catalogues():
-    text = README.read_text(encoding="utf-8")
-    found = re.search(r"<!-- metric table:.*?-->\n(.*?)<!-- end of metric table -->", text, re.S)
-    assert found, "README.md lost its metric table markers"
-    assert found.group(1) == metrics.markdown_table(), (
-        "README's metric table differs from engine/figures/metrics.py: paste the output of "
-        "`python -m workbench.engine.figures.metrics` between the markers"
-    )
 
 
 def test_every_key_names_what_it_reads():
@@ -90,7 +76,7 @@ def test_the_slo_evaluation_judges_the_tables_ttft_p50(tmp_path):
 
 
 def test_concurrency_csv_keeps_its_columns(tmp_path):
-    # The lab's columns first, exactly, then the rest in the order the README gives.
+    # The lab's columns first, exactly, then the rest in the order the outputs page gives.
     assert concurrency_columns() == [
         "slots", "ctx", "n_ctx_slot", "concurrency", "max_tokens", "total_s", "agg_tok_s",
         "ttft_p50_s", "ttft_max_s", "decode_tok_s", "label", "input_tokens", "status",

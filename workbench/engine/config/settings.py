@@ -4,11 +4,9 @@ A field is a dataclass field of ``ServerSettings`` or ``WorkloadSettings`` whose
 ``Setting``: its label, meaning, bounds or choices, the llama-server flag it becomes, its short
 name in configuration labels, and whether the window's form shows it. Validation, the form,
 the TOML writer, the server's command line, comparison labels, reading a stored configuration
-back and README's field table are all derived from these declarations, so a new setting is one
-declaration (PyMeasure's ``Parameter``s drive both its inputs and its results the same way).
-
-Run ``python -m workbench.engine.config.settings`` for README's field tables (a test checks
-that README shows what it prints).
+back and the documentation's field tables (written at build time by ``docs/hooks/``) are all
+derived from these declarations, so a new setting is one declaration (PyMeasure's
+``Parameter``s drive both its inputs and its results the same way).
 """
 
 from __future__ import annotations
@@ -30,9 +28,9 @@ class Setting:
     """What the rest of the program needs to know about one field."""
 
     label: str
-    """The form's label and the README's short description."""
+    """The form's label and the short description."""
     help: str
-    """What the field means (README's table, the form's tooltip)."""
+    """What the field means (the documentation's table, the form's tooltip)."""
     low: float | None = None
     high: float | None = None
     also: tuple[float, ...] = ()
@@ -193,56 +191,3 @@ def show_value(value: Any) -> str:
     if isinstance(value, list | tuple):
         return " ".join(map(str, value)) or "none"
     return str(value)
-
-
-def markdown_tables(*classes: type) -> str:
-    """README's field tables, one per settings class."""
-    parts = []
-    for cls in classes:
-        rows = ["| field | default | meaning |", "|---|---|---|"]
-        for f in fields_of(cls):
-            rows.append(f"| `{f.name}` | {_default_text(f)} | {_meaning(f)} |")
-        about = (cls.__doc__ or "").strip().splitlines()[0]
-        title = f"`[{cls.__dict__['TABLE']}]`: {about[:1].lower()}{about[1:]}"
-        parts.append(title + "\n\n" + "\n".join(rows))
-    return "\n\n".join(parts) + "\n"
-
-
-def _default_text(f: Field) -> str:
-    if f.default is None:
-        return "server default" if f.setting.flag or f.setting.switch else "none"
-    if f.is_args:
-        return "`[]`"
-    if isinstance(f.default, str):
-        return f'`"{f.default}"`'
-    if isinstance(f.default, bool):
-        return f"`{str(f.default).lower()}`"
-    return f"`{f.default:g}`" if isinstance(f.default, float) else f"`{f.default}`"
-
-
-def _meaning(f: Field) -> str:
-    s = f.setting
-    text = s.help
-    if s.switch:
-        text = f"`{s.switch[0]}` / `{s.switch[1]}`: {text}"
-    elif s.flag:
-        text = f"`{s.flag}`: {text}"
-    if s.choices:
-        text += "; one of " + ", ".join(f"`{c}`" for c in s.choices)
-    if s.low is not None and s.high is not None:
-        text += f"; {_number(s.low)} to {_number(s.high)}"
-        if s.also:
-            text += " or " + ", ".join(_number(a) for a in s.also)
-    return text
-
-
-def _number(value: float) -> str:
-    if isinstance(value, int) or float(value).is_integer():
-        return f"{int(value):,}"
-    return f"{value:g}"
-
-
-if __name__ == "__main__":
-    from workbench.engine.config.experiment import SETTINGS
-
-    print(markdown_tables(*SETTINGS), end="")

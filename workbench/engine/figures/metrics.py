@@ -4,7 +4,7 @@ Each figure is defined once here: its key (the ``ConfigSummary`` attribute or ``
 field it reads), title, short header, unit, display format, how a configuration's repeats
 combine into it, its one-line definition, and which views show it. The results table of the
 window, the terminal's tables, ``concurrency.csv`` and the JSON export, the comparison and its
-report, the SLO evaluation and the README's metric table all read it, so a figure added here
+report, the SLO evaluation and the documentation's metric tables all read it, so a figure added here
 (one entry) appears in each of them, and a rule changed here changes everywhere at once.
 Figures shown while a run goes and computed differently from the final ones are marked as
 estimates and named apart from the figures they approximate.
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 class Combine(Enum):
     """How one configuration's repeats make its figure. The value is the rule's name, as the
-    README, the report and the tooltips print it."""
+    documentation, the report and the tooltips print it."""
 
     SETTING = "one value per configuration"
     MEAN_SD = "mean of per-repeat values (± sd)"
@@ -555,22 +555,3 @@ REQUEST_FIGURES: tuple[RequestFigure, ...] = (
         "`t_last_token - t_intended`",
     ),
 )  # fmt: skip
-
-
-def markdown_table() -> str:
-    """The README's metric tables: every measured, SLO and live figure with its repeat rule,
-    then the per-request figures. ``python -m workbench.engine.figures.metrics`` prints them; a test
-    keeps the README equal."""
-    lines = ["| figure | CSV column | unit | over repeats | definition |", "|---|---|---|---|---|"]
-    for f in in_part(Part.RUN, Part.SLO, Part.LIVE):
-        column = f"`{f.column}`" if f.part is Part.RUN else ""
-        lines.append(f"| {f.title} | {column} | {f.unit} | {f.combine.value} | {f.definition} |")
-    lines += ["", "Per request (`requests.csv`, `workbench show --requests`):", ""]
-    lines += ["| figure | CSV column | unit | definition |", "|---|---|---|---|"]
-    for r in REQUEST_FIGURES:
-        lines.append(f"| {r.title} | `{r.column}` | {r.unit} | {r.definition} |")
-    return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    print(markdown_table(), end="")
