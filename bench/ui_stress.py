@@ -43,7 +43,7 @@ from workbench.engine.config.experiment import parse_experiment  # noqa: E402
 from workbench.engine.events import ConfigFinished  # noqa: E402
 from workbench.engine.figures.summaries import percentile  # noqa: E402
 from workbench.ui.main_window import MainWindow  # noqa: E402
-from workbench.ui.theme import apply_theme  # noqa: E402
+from workbench.ui.theme.qt_theme import apply_theme  # noqa: E402
 
 FAKE_SOURCE = """
 import asyncio, sys

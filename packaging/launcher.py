@@ -24,7 +24,7 @@ OWN_MODULES = "workbench."
 
 def app_argv(argv: list[str], bundle: Path, documents: Path) -> list[str]:
     """The arguments the CLI gets: ``argv`` with the app's defaults filled in."""
-    from workbench.ui.options import DEFAULT_EXPERIMENT
+    from workbench.cli.run_commands import DEFAULT_EXPERIMENT
 
     if not argv:
         argv = ["gui", "--out", str(documents / APP_DIR_NAME / "results")]

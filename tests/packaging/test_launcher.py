@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from workbench import __version__
-from workbench.ui.options import DEFAULT_EXPERIMENT
+from workbench.cli.run_commands import DEFAULT_EXPERIMENT
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "packaging" / "launcher.py"

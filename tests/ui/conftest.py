@@ -13,8 +13,8 @@ from PySide6.QtWidgets import QApplication
 from tests.ui.driving import run
 from workbench.ui.gui_thread_gc import GuiThreadGarbageCollection
 from workbench.ui.main_window import MainWindow
-from workbench.ui.options import DEFAULT_FONT_PT
-from workbench.ui.theme import THEME_PROPERTY, apply_theme, theme
+from workbench.ui.theme.palette import DEFAULT_FONT_PT
+from workbench.ui.theme.qt_theme import THEME_PROPERTY, apply_theme, theme
 
 
 def ensure_dark_theme(app: QApplication) -> None:

@@ -8,8 +8,8 @@ from PySide6.QtCore import QPointF, QRectF
 
 from workbench.engine.analysis.compare import ChartData, ChartKind, Series
 from workbench.engine.analysis.roofline import RooflineReport, RooflineRow
-from workbench.ui.charts import MetricChart, legend_spot
-from workbench.ui.roofline_view import RooflineView, roofline_chart, roofline_summary
+from workbench.ui.views.charts import MetricChart, legend_spot
+from workbench.ui.views.roofline_view import RooflineView, roofline_chart, roofline_summary
 
 
 def test_the_legend_goes_where_the_curves_are_not():

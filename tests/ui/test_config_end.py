@@ -61,7 +61,7 @@ def test_a_configuration_end_leaves_the_columns_until_the_run_ends(window, loop,
 
 
 def test_hidden_verdicts_are_judged_when_their_tab_shows(window, monkeypatch):
-    import workbench.ui.verdicts_view as verdicts_view
+    import workbench.ui.views.verdicts_view as verdicts_view
 
     judged: list[int] = []
     lab_verdicts = verdicts_view.lab_verdicts
@@ -98,7 +98,7 @@ def test_a_warning_reaches_the_banner_once(window):
 
 
 def test_the_server_log_is_read_only_while_its_tab_shows(window, tmp_path, monkeypatch):
-    import workbench.ui.server_panel as server_panel
+    import workbench.ui.panels.server_panel as server_panel
 
     log = tmp_path / "server.log"
     log.write_text("llama-server says hello\n")

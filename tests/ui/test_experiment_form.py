@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QLineEd
 
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.config.experiment import parse_experiment
-from workbench.ui.experiment_form import ExperimentForm, form_fields
+from workbench.ui.panels.experiment_form import ExperimentForm, form_fields
 
 
 def labels(form: ExperimentForm) -> dict[str, str]:

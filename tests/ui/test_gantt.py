@@ -7,9 +7,9 @@ import pytest
 from tests.ui.test_run_model import S, started
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.events import FirstToken, RequestFinished
-from workbench.ui.gantt import FAILED_MIN_SHARE, GanttView
-from workbench.ui.gantt_rows import segments
 from workbench.ui.run_model import RunModel
+from workbench.ui.views.gantt import FAILED_MIN_SHARE, GanttView
+from workbench.ui.views.gantt_rows import segments
 
 
 def test_a_request_refused_at_once_still_shows_as_a_red_bar(qtbot):
@@ -61,7 +61,7 @@ def test_a_whole_answer_is_split_by_the_servers_timings():
     """Not streamed, an answer arrives at its end: its bar shows the queue, the prefill and
     the decoding the client could not watch, from the server's prompt_ms and predicted_ms."""
     from workbench.engine.base.records import TokenChunk
-    from workbench.ui.gantt_rows import segments
+    from workbench.ui.views.gantt_rows import segments
 
     model = RunModel()
     started(model, 1)
@@ -98,7 +98,7 @@ def test_an_empty_plot_says_what_will_appear_there(qtbot):
     """Before a run the plots had only 0-1 axes: each now says what it will show, until it
     does (and its legend waits too)."""
     from workbench.engine.events import ProcessSample
-    from workbench.ui.server_plots import ServerPlots
+    from workbench.ui.views.server_plots import ServerPlots
 
     gantt, plots = GanttView(), ServerPlots()
     for widget in (gantt, plots):
@@ -121,7 +121,7 @@ def test_an_empty_plot_says_what_will_appear_there(qtbot):
 
 def test_request_rows_are_labelled_with_their_numbers_at_a_round_step(qtbot):
     """A row shows its request's number (from 1, as its stream pane and requests.csv)."""
-    from workbench.ui.gantt import request_ticks
+    from workbench.ui.views.gantt import request_ticks
 
     assert request_ticks(3) == [(0, "1"), (1, "2"), (2, "3")]  # nothing above the first row
     assert request_ticks(100) == [(0, "1"), *((n - 1, str(n)) for n in range(10, 101, 10))]

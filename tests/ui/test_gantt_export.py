@@ -13,10 +13,10 @@ from tests.made_sessions import Config, build_session, burst, failed, startup_fa
 from tests.ui.test_report import png_size
 from workbench.cli.main import main
 from workbench.engine.store import open_session
-from workbench.ui.charts import export_widget
-from workbench.ui.gantt_export import drawn_views, session_model
-from workbench.ui.gantt_html import gantt_document, gantt_html
-from workbench.ui.report import ChartOptions
+from workbench.ui.exports.gantt_export import drawn_views, session_model
+from workbench.ui.exports.gantt_html import gantt_document, gantt_html
+from workbench.ui.exports.report import ChartOptions
+from workbench.ui.views.charts import export_widget
 
 HOSTILE = "</script><script>alert(1)</script><b>"
 

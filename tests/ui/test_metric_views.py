@@ -16,9 +16,9 @@ from workbench.engine.base.records import StartupFacts
 from workbench.engine.figures import metrics
 from workbench.engine.figures.metrics import Combine, Figure, View, figure
 from workbench.engine.store import open_session
-from workbench.ui.report import ChartOptions, write_report
-from workbench.ui.results_view import ResultsView, two_lines
-from workbench.ui.slo_panel import SloPanel
+from workbench.ui.exports.report import ChartOptions, write_report
+from workbench.ui.panels.slo_panel import SloPanel
+from workbench.ui.views.results_view import ResultsView, two_lines
 
 # A figure the analysis computes but no view showed before: one entry makes it appear.
 E2E_P99 = Figure(

@@ -13,8 +13,8 @@ from tests.ui.driving import run
 from workbench.engine.config.preferences import load_preferences
 from workbench.engine.server.binary_choices import PINNED
 from workbench.engine.server.discovery import find_server_binary
-from workbench.ui.experiment_form import ExperimentForm
-from workbench.ui.pickers import binary_dialog
+from workbench.ui.panels.experiment_form import ExperimentForm
+from workbench.ui.panels.pickers import binary_dialog
 
 
 @pytest.fixture
@@ -107,8 +107,8 @@ def test_a_run_without_a_binary_offers_the_choice(window, loop, tmp_path, monkey
 
 def test_the_server_panel_says_which_binary_and_how_it_was_found(qtbot):
     from workbench.engine.events import ExperimentStarted
+    from workbench.ui.panels.server_panel import ServerPanel
     from workbench.ui.run_model import RunModel
-    from workbench.ui.server_panel import ServerPanel
 
     model = RunModel()
     model.apply(

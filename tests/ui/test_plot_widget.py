@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import QApplication
 
-from workbench.ui.plot_widget import Plot, PlotAxis, seen_over
+from workbench.ui.widgets.plot_widget import Plot, PlotAxis, seen_over
 
 
 def test_a_translucent_colour_seen_over_a_background():

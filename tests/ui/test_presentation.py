@@ -13,15 +13,15 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from tests.ui.driving import run
+from workbench.cli.run_commands import add_gui_arguments
 from workbench.engine.events import RequestSubmitted
 from workbench.engine.run.replay import Playback, load_session
 from workbench.ui.app import stop_at
 from workbench.ui.captions import Phase, caption, phase_of
 from workbench.ui.controllers.replay_controller import config_starts
-from workbench.ui.options import add_gui_arguments
 from workbench.ui.presentation import THEME, ZOOM_STEP_PT, font_for_screen
 from workbench.ui.run_model import STATES, RunModel
-from workbench.ui.theme import state_color, theme_name
+from workbench.ui.theme.qt_theme import state_color, theme_name
 
 DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo" / "slots-1-2-4.session.sqlite"
 

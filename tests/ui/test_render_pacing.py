@@ -15,7 +15,7 @@ from workbench.engine.events import (
     RequestSubmitted,
     TokenChunkArrived,
 )
-from workbench.ui.stream_grid import BIND_DRAWS, MAX_PANES, PANE_DRAWS_PER_FRAME
+from workbench.ui.views.stream_grid import BIND_DRAWS, MAX_PANES, PANE_DRAWS_PER_FRAME
 
 KEYS = [(0, 0, i) for i in range(MAX_PANES)]
 

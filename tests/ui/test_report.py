@@ -13,7 +13,7 @@ from tests.made_sessions import Config, build_session, request, write_session
 from workbench.cli.main import main
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.store import open_session
-from workbench.ui.report import ChartOptions, write_charts, write_report
+from workbench.ui.exports.report import ChartOptions, write_charts, write_report
 
 SMALL = ChartOptions(400, 250, 72)  # where the charts' size is not the point
 
@@ -185,7 +185,7 @@ def test_an_export_from_the_window_leaves_the_windows_colours(sweep_session, tmp
     import pyqtgraph as pg
     from PySide6.QtGui import QImage, QPalette
 
-    from workbench.ui.theme import apply_theme
+    from workbench.ui.theme.qt_theme import apply_theme
 
     apply_theme(qapp, "dark")
     window_color = qapp.palette().color(QPalette.ColorRole.Window)

@@ -9,10 +9,10 @@ import csv
 from workbench.engine.analysis.export import request_rows, write_requests_csv
 from workbench.engine.run.replay import session_events
 from workbench.engine.store import open_session
-from workbench.ui.gantt import request_ticks
-from workbench.ui.gantt_rows import request_tooltip
 from workbench.ui.run_model import RunModel
-from workbench.ui.stream_grid import StreamPane
+from workbench.ui.views.gantt import request_ticks
+from workbench.ui.views.gantt_rows import request_tooltip
+from workbench.ui.views.stream_grid import StreamPane
 
 
 def test_every_view_numbers_a_request_alike(sweep_session, tmp_path, qtbot):

@@ -22,9 +22,9 @@ from workbench.engine.events import (
     TokenChunkArrived,
 )
 from workbench.engine.measure.sampler import normalise_slots
-from workbench.ui.gantt_rows import segments
 from workbench.ui.run_model import RunModel, predicted_footprint_mib
-from workbench.ui.stream_grid import grid_shape, pane_stats
+from workbench.ui.views.gantt_rows import segments
+from workbench.ui.views.stream_grid import grid_shape, pane_stats
 
 S = 1_000_000_000
 
@@ -224,7 +224,7 @@ def test_gpu_memory_joins_the_memory_series():
 
 
 def test_slots_are_matched_to_requests_by_tokens_decoded():
-    from workbench.ui.gantt_rows import lane_rows
+    from workbench.ui.views.gantt_rows import lane_rows
 
     model = RunModel()
     started(model, 3)

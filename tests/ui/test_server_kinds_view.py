@@ -7,9 +7,9 @@ import numpy as np
 
 from tests.ui.test_slot_occupancy import sample
 from workbench.engine.events import ExperimentStarted, MetricsSample
+from workbench.ui.panels.server_panel import ServerPanel
 from workbench.ui.run_model import RunModel
-from workbench.ui.server_panel import ServerPanel
-from workbench.ui.server_plots import MEMORY_NOTES, ServerPlots
+from workbench.ui.views.server_plots import MEMORY_NOTES, ServerPlots
 
 S = 10**9
 

@@ -8,8 +8,8 @@ from PySide6.QtCore import QPointF
 from workbench.engine.events import ExperimentStarted, SlotsSample
 from workbench.engine.measure.sampler import normalise_slots
 from workbench.ui.run_model import RunModel
-from workbench.ui.server_plots import BAR_HEIGHT, TITLE_BUSY, TITLE_CONTEXT, ServerPlots
-from workbench.ui.theme import series_color
+from workbench.ui.theme.qt_theme import series_color
+from workbench.ui.views.server_plots import BAR_HEIGHT, TITLE_BUSY, TITLE_CONTEXT, ServerPlots
 
 S = 10**9
 

@@ -21,7 +21,7 @@ from workbench.engine.events import (
     TokenChunkArrived,
 )
 from workbench.ui.run_model import RunModel
-from workbench.ui.stream_grid import (
+from workbench.ui.views.stream_grid import (
     BIND_DRAWS,
     MAX_PANES,
     PANE_DRAWS_PER_FRAME,

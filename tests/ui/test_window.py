@@ -168,7 +168,7 @@ def test_no_display_is_a_clear_error(monkeypatch, capsys):
 def test_gpu_memory_gets_its_curve_only_when_a_gpu_reports(qtbot):
     from workbench.engine.events import ExperimentStarted, GpuSample, ProcessSample
     from workbench.ui.run_model import RunModel
-    from workbench.ui.server_plots import ServerPlots
+    from workbench.ui.views.server_plots import ServerPlots
 
     plots = ServerPlots()
     qtbot.addWidget(plots)
@@ -190,7 +190,7 @@ def test_the_slots_strip_names_each_slot_by_its_number(qtbot):
 
     from workbench.engine.events import ExperimentStarted, SlotsSample
     from workbench.ui.run_model import RunModel
-    from workbench.ui.server_plots import ServerPlots
+    from workbench.ui.views.server_plots import ServerPlots
 
     plots = ServerPlots()
     qtbot.addWidget(plots)

@@ -11,17 +11,7 @@ import psutil
 from rich.console import Console
 from rich.markup import escape
 
-from workbench.cli.paths import SESSION_HELP, session_file
-from workbench.cli.tables import model_line, plan_table, roofline_table, slo_table
-from workbench.engine.analysis.planner import plan, read_model_facts, usable_memory
-from workbench.engine.analysis.roofline import session_roofline
-from workbench.engine.analysis.slo import Slo, goodput, parse_goodput, peak_users, recommend
-from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.base.records import StartupFacts
-from workbench.engine.measure import hardware
-from workbench.engine.server.discovery import resolve_model
-from workbench.engine.store import open_session
-from workbench.ui.options import (
+from workbench.cli.bounds import (
     BANDWIDTH_GBS,
     DECODE_TOK_S,
     MEMORY_GIB,
@@ -33,6 +23,16 @@ from workbench.ui.options import (
     TOKENS,
     USERS,
 )
+from workbench.cli.paths import SESSION_HELP, session_file
+from workbench.cli.tables import model_line, plan_table, roofline_table, slo_table
+from workbench.engine.analysis.planner import plan, read_model_facts, usable_memory
+from workbench.engine.analysis.roofline import session_roofline
+from workbench.engine.analysis.slo import Slo, goodput, parse_goodput, peak_users, recommend
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.records import StartupFacts
+from workbench.engine.measure import hardware
+from workbench.engine.server.discovery import resolve_model
+from workbench.engine.store import open_session
 
 
 # -- parsers ----------------------------------------------------------------------------------

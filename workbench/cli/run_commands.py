@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 
+from workbench.cli.bounds import AT_OR_AFTER_START_S, FONT_PT, WINDOW_SIZE
 from workbench.cli.exit_codes import (
     EXIT_CANCELLED,
     EXIT_CONFIG_FAILED,
@@ -40,9 +41,10 @@ from workbench.engine.events import Notice
 from workbench.engine.run.lifecycle import STOP_SIGNALS, RunLifecycle
 from workbench.engine.run.runner import ExperimentRunner, RunOptions, RunResult
 from workbench.engine.store import open_session
-from workbench.ui.options import add_gui_arguments
+from workbench.ui.theme.palette import DEFAULT_FONT_PT, THEMES
 
 QUICK_NAME = "quick"
+DEFAULT_EXPERIMENT = Path("experiments/slots-1-2-4.toml")  # the window's, as the app ships it
 
 
 def add_run(sub: Any) -> None:
@@ -160,6 +162,57 @@ def add_gui(sub: Any) -> None:
     gui = sub.add_parser("gui", help="the desktop workbench")
     add_gui_arguments(gui)
     gui.set_defaults(handler=cmd_gui)
+
+
+def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
+    """``workbench gui``'s flags (the window reads them as ``run_gui``'s ``args``)."""
+    parser.add_argument(
+        "--experiment",
+        default=str(DEFAULT_EXPERIMENT),
+        help="experiment file to load (default: experiments/slots-1-2-4.toml)",
+    )
+    parser.add_argument("--out", default="results", help="output folder (default: results/)")
+    parser.add_argument("--session", help="open a recorded session (to look at or replay)")
+    parser.add_argument(
+        "--replay",
+        type=int,
+        choices=(1, 2, 5, 10),
+        help="with --session: play it back at this speed at start",
+    )
+    parser.add_argument("--base-url", help="start in external mode against this server")
+    parser.add_argument(
+        "--api-key-env", metavar="NAME", help="environment variable with the server's API key"
+    )
+    parser.add_argument("--server-bin", help="llama-server binary to use")
+    parser.add_argument("--theme", choices=THEMES, default="dark")
+    parser.add_argument(
+        "--font-size",
+        type=FONT_PT,
+        default=DEFAULT_FONT_PT,
+        help=f"base font size in points, {FONT_PT.low:g} to {FONT_PT.high:g}",
+    )
+    parser.add_argument(
+        "--size",
+        type=WINDOW_SIZE,
+        default="1600x950",
+        help=f"window size WIDTHxHEIGHT (at least {WINDOW_SIZE.min_width}x"
+        f"{WINDOW_SIZE.min_height})",
+    )
+    parser.add_argument("--autorun", action="store_true", help="press Run at start")
+    parser.add_argument(
+        "--present",
+        action="store_true",
+        help="start in presentation mode: full screen, large fonts, captions (F5 leaves it)",
+    )
+    parser.add_argument("--screenshot", help="save a PNG of the window when the run ends")
+    parser.add_argument(
+        "--screenshot-at",
+        type=AT_OR_AFTER_START_S,
+        metavar="SECONDS",
+        help="with --session: take the screenshot at this time of the session instead "
+        "(played up to it with --replay, else shown as it stood then)",
+    )
+    parser.add_argument("--quit-when-done", action="store_true", help="exit when the run ends")
 
 
 def cmd_gui(args: argparse.Namespace, console: Console) -> int:

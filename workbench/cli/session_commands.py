@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from workbench.cli.bounds import CHART_SIZE, DPI
 from workbench.cli.exit_codes import EXIT_ERROR
 from workbench.cli.paths import SESSION_HELP, existing_folder, out_folder, session_file
 from workbench.cli.tables import (
@@ -43,7 +44,6 @@ from workbench.engine.base.words import plural
 from workbench.engine.interop.formats import KNOWN_FORMATS, import_file, one_per_run
 from workbench.engine.interop.vllm_result import write_vllm_results
 from workbench.engine.store import open_session
-from workbench.ui.options import CHART_SIZE, DPI
 
 VLLM_JSON = "vllm-json"
 CHART_FORMATS = ("png", "svg", "pdf")
@@ -169,7 +169,7 @@ def _add_chart_options(parser: argparse.ArgumentParser, also: str = "") -> None:
 
 
 def _chart_options(args: argparse.Namespace) -> Any:
-    from workbench.ui.report import ChartOptions
+    from workbench.ui.exports.report import ChartOptions
 
     asked = _formats(args)
     formats = tuple(f for f in asked if f != VLLM_JSON) or ("png",)
@@ -247,7 +247,7 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
         targets = [(Path(args.charts), None)] if args.charts else []
         targets += [(Path(folder), fmt) for fmt, folder in by_format]
         if targets:
-            from workbench.ui.report import draw_charts
+            from workbench.ui.exports.report import draw_charts
 
             options = _chart_options(args)
             places = [(f, x) for f, fmt in targets for x in ([fmt] if fmt else options.formats)]
@@ -256,7 +256,7 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
                 what = f"{fmt.upper()} charts" if fmt else "charts"
                 console.print(f"wrote {count} {what} to {folder}", markup=False)
         if args.gantt:
-            from workbench.ui.gantt_export import write_gantt
+            from workbench.ui.exports.gantt_export import write_gantt
 
             options = _chart_options(args)
             options = replace(options, formats=tuple(dict.fromkeys((*options.formats, "svg"))))
@@ -308,7 +308,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         )
         console.print(f"wrote {args.csv}", markup=False)
     if args.out:
-        from workbench.ui.report import write_report
+        from workbench.ui.exports.report import write_report
 
         with contextlib.ExitStack() as stack:
             sessions = [stack.enter_context(open_session(p)) for p in args.sessions]

@@ -18,7 +18,7 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.run.replay import Playback
 from workbench.ui.gui_thread_gc import GuiThreadGarbageCollection
 from workbench.ui.main_window import MainWindow
-from workbench.ui.theme import app_icon, apply_theme
+from workbench.ui.theme.qt_theme import app_icon, apply_theme
 
 
 def build_window(args: argparse.Namespace) -> tuple[MainWindow, bool]:

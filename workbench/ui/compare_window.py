@@ -39,12 +39,12 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.figures.metrics import View, shown_in
 from workbench.engine.run.replay import load_session_events
 from workbench.engine.store import open_session
-from workbench.ui.charts import SERIES_COLORS, MetricChart
 from workbench.ui.controllers.tasks import Tasks
-from workbench.ui.gantt import GanttView
-from workbench.ui.plot_widget import Plot
-from workbench.ui.report import write_report
+from workbench.ui.exports.report import write_report
 from workbench.ui.run_model import RunModel
+from workbench.ui.views.charts import SERIES_COLORS, MetricChart
+from workbench.ui.views.gantt import GanttView
+from workbench.ui.widgets.plot_widget import Plot
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,6 @@ from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.run.lifecycle import Runner
 from workbench.engine.run.runner import RunResult
 from workbench.engine.server.llama_server import LlamaServer
-from workbench.ui.capacity_panel import CapacityPanel
 from workbench.ui.compare_window import CompareWindow
 from workbench.ui.controllers.analysis_controller import AnalysisController
 from workbench.ui.controllers.library_controller import LibraryController
@@ -45,20 +44,21 @@ from workbench.ui.controllers.replay_controller import ReplayController
 from workbench.ui.controllers.run_controller import RunController
 from workbench.ui.controllers.server_controller import ServerController
 from workbench.ui.controllers.tasks import Tasks
-from workbench.ui.experiment_form import ExperimentForm
-from workbench.ui.gantt import GanttView
-from workbench.ui.legend import StateLegend
-from workbench.ui.library_panel import LibraryPanel
-from workbench.ui.pickers import ChoiceDialog, binary_dialog
+from workbench.ui.panels.capacity_panel import CapacityPanel
+from workbench.ui.panels.experiment_form import ExperimentForm
+from workbench.ui.panels.library_panel import LibraryPanel
+from workbench.ui.panels.pickers import ChoiceDialog, binary_dialog
+from workbench.ui.panels.replay_bar import ReplayBar
+from workbench.ui.panels.server_panel import ServerPanel
+from workbench.ui.panels.slo_panel import SloPanel
 from workbench.ui.presentation import Presentation, Stage
-from workbench.ui.replay_bar import ReplayBar
-from workbench.ui.results_view import ResultsView
 from workbench.ui.run_model import RunModel
-from workbench.ui.server_panel import ServerPanel
-from workbench.ui.server_plots import ServerPlots
-from workbench.ui.slo_panel import SloPanel
-from workbench.ui.stream_grid import StreamGrid
-from workbench.ui.theme import app_icon
+from workbench.ui.theme.qt_theme import app_icon
+from workbench.ui.views.gantt import GanttView
+from workbench.ui.views.legend import StateLegend
+from workbench.ui.views.results_view import ResultsView
+from workbench.ui.views.server_plots import ServerPlots
+from workbench.ui.views.stream_grid import StreamGrid
 
 DROPPED = (".sqlite", ".json", ".jsonl")  # sessions, and other tools' result files
 

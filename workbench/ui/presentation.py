@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QApplication, QLabel, QMainWindow, QSplitter, QWid
 
 from workbench.ui.captions import caption, phase_of
 from workbench.ui.run_model import RunModel
-from workbench.ui.theme import apply_theme, restyle_plots, theme, theme_name
+from workbench.ui.theme.qt_theme import apply_theme, restyle_plots, theme, theme_name
 
 THEME = "projector"
 FONT_PT = 18.0  # at 1080 lines: readable from the back of a room

@@ -12,7 +12,7 @@ from workbench.engine.analysis.roofline import session_roofline
 from workbench.engine.analysis.slo import Slo
 from workbench.engine.base.errors import WorkbenchError
 from workbench.ui.controllers.tasks import Tasks
-from workbench.ui.slo_panel import evaluate as evaluate_session_slo
+from workbench.ui.panels.slo_panel import evaluate as evaluate_session_slo
 
 
 class AnalysisController(QObject):

@@ -14,12 +14,12 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from workbench.engine.events import Notice
-from workbench.ui.gantt import GanttView
-from workbench.ui.results_view import ResultsView
+from workbench.ui.panels.server_panel import ServerPanel
 from workbench.ui.run_model import RunModel
-from workbench.ui.server_panel import ServerPanel
-from workbench.ui.server_plots import ServerPlots
-from workbench.ui.stream_grid import PANE_DRAWS_PER_FRAME, StreamGrid
+from workbench.ui.views.gantt import GanttView
+from workbench.ui.views.results_view import ResultsView
+from workbench.ui.views.server_plots import ServerPlots
+from workbench.ui.views.stream_grid import PANE_DRAWS_PER_FRAME, StreamGrid
 
 # ~62 Hz: with a timer at 16.7 ms any jitter makes a frame later than 1/60 s.
 PUMP_INTERVAL_MS = 16

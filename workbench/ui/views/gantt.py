@@ -12,12 +12,12 @@ from PySide6.QtCore import QPointF
 from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QToolTip, QWidget
 
-from workbench.ui import plain_text
-from workbench.ui.gantt_rows import SEGMENTS, lane_rows, request_tooltip, segments
-from workbench.ui.live_plot import EmptyNote, cache_axes
-from workbench.ui.plot_widget import Plot
 from workbench.ui.run_model import RequestView, RunModel
-from workbench.ui.theme import series_color, state_color
+from workbench.ui.theme.qt_theme import series_color, state_color
+from workbench.ui.views.gantt_rows import SEGMENTS, lane_rows, request_tooltip, segments
+from workbench.ui.widgets import plain_text
+from workbench.ui.widgets.live_plot import EmptyNote, cache_axes
+from workbench.ui.widgets.plot_widget import Plot
 
 BAR_HEIGHT = 0.72
 MIN_SPAN_S = 10.0  # while a run goes: the time axis grows in steps from here

@@ -12,10 +12,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFontMetricsF
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from workbench.ui.live_plot import EmptyNote, add_legend, cache_axes
-from workbench.ui.plot_widget import Plot
 from workbench.ui.run_model import RunModel
-from workbench.ui.theme import series_color
+from workbench.ui.theme.qt_theme import series_color
+from workbench.ui.widgets.live_plot import EmptyNote, add_legend, cache_axes
+from workbench.ui.widgets.plot_widget import Plot
 
 BAR_HEIGHT = 0.7  # of a slot's row: its busy bar, and the scale of its context fill
 TITLE_BUSY = "Slots busy (from /slots)"

@@ -1,11 +1,9 @@
-"""Command-line options (no Qt import: the CLI parses them headless): ``workbench gui``'s, and
-the bounds of every number a user types on any command's flags.
+"""The bounds of every number a user types on a command's flags, beside the settings'.
 
-The bounds live here rather than in the CLI because the window's own options need them and
-the UI may not import the CLI. Each bounded value is an argparse ``type``: a wrong one stops
-parsing with one line that names the flag (argparse adds it), the value and what is allowed.
-(An experiment's settings, given as flags to ``workbench run`` too, keep their bounds in their
-schema, ``engine/config/experiment.py``.)
+Each bounded value is an argparse ``type``: a wrong one stops parsing with one line that names
+the flag (argparse adds it), the value and what is allowed. (An experiment's settings, given
+as flags to ``workbench run`` too, keep their bounds in their schema,
+``engine/config/experiment.py``.)
 """
 
 from __future__ import annotations
@@ -13,14 +11,9 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.config.settings import field_named
-
-THEMES = ("dark", "light", "projector")
-DEFAULT_FONT_PT = 11  # the window's base font size, in points
-DEFAULT_EXPERIMENT = Path("experiments/slots-1-2-4.toml")
 
 
 @dataclass(frozen=True)
@@ -136,53 +129,3 @@ DPI = Bounded(int, 50, 1200)
 CHART_SIZE = Size(200, 150)  # a chart's widgets lay out down to this
 WINDOW_SIZE = Size(960, 540)  # the window's own minimum at the default font is 956x533
 FONT_PT = Bounded(int, 6, 72)
-
-
-def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--experiment",
-        default=str(DEFAULT_EXPERIMENT),
-        help="experiment file to load (default: experiments/slots-1-2-4.toml)",
-    )
-    parser.add_argument("--out", default="results", help="output folder (default: results/)")
-    parser.add_argument("--session", help="open a recorded session (to look at or replay)")
-    parser.add_argument(
-        "--replay",
-        type=int,
-        choices=(1, 2, 5, 10),
-        help="with --session: play it back at this speed at start",
-    )
-    parser.add_argument("--base-url", help="start in external mode against this server")
-    parser.add_argument(
-        "--api-key-env", metavar="NAME", help="environment variable with the server's API key"
-    )
-    parser.add_argument("--server-bin", help="llama-server binary to use")
-    parser.add_argument("--theme", choices=THEMES, default="dark")
-    parser.add_argument(
-        "--font-size",
-        type=FONT_PT,
-        default=DEFAULT_FONT_PT,
-        help=f"base font size in points, {FONT_PT.low:g} to {FONT_PT.high:g}",
-    )
-    parser.add_argument(
-        "--size",
-        type=WINDOW_SIZE,
-        default="1600x950",
-        help=f"window size WIDTHxHEIGHT (at least {WINDOW_SIZE.min_width}x"
-        f"{WINDOW_SIZE.min_height})",
-    )
-    parser.add_argument("--autorun", action="store_true", help="press Run at start")
-    parser.add_argument(
-        "--present",
-        action="store_true",
-        help="start in presentation mode: full screen, large fonts, captions (F5 leaves it)",
-    )
-    parser.add_argument("--screenshot", help="save a PNG of the window when the run ends")
-    parser.add_argument(
-        "--screenshot-at",
-        type=AT_OR_AFTER_START_S,
-        metavar="SECONDS",
-        help="with --session: take the screenshot at this time of the session instead "
-        "(played up to it with --replay, else shown as it stood then)",
-    )
-    parser.add_argument("--quit-when-done", action="store_true", help="exit when the run ends")

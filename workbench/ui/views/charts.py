@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from workbench.engine.analysis.compare import ChartData, ChartKind, Series
 from workbench.engine.base.errors import OutputDirError
-from workbench.ui.plot_widget import Plot
+from workbench.ui.widgets.plot_widget import Plot
 
 # Distinct, colour-blind-friendly series colours (Okabe-Ito), readable on white and dark.
 SERIES_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")

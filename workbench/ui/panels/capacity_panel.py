@@ -27,7 +27,7 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import field_named
 from workbench.engine.server.discovery import resolve_model
-from workbench.ui.tables import read_only_table
+from workbench.ui.widgets.read_only_table import read_only_table
 
 FIT_COLORS = {"fits": "#3fb27f", "tight": "#e8a33d", "does not fit": "#e5484d"}
 COLUMNS = ("ctx", "slots", "ctx/request", "KV MiB", "total MiB", "fits?")

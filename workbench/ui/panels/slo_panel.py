@@ -21,8 +21,8 @@ from workbench.engine.analysis.compare import chart_data_from
 from workbench.engine.analysis.slo import SHOWN, ConfigGoodput, Slo, goodput, recommend
 from workbench.engine.figures.metrics import figure
 from workbench.engine.store import open_session
-from workbench.ui.charts import MetricChart
-from workbench.ui.tables import read_only_table
+from workbench.ui.views.charts import MetricChart
+from workbench.ui.widgets.read_only_table import read_only_table
 
 
 def evaluate(path: Path, slo: Slo) -> tuple[list[ConfigGoodput], list]:

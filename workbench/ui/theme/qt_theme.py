@@ -11,8 +11,7 @@ from PySide6.QtCore import QEvent
 from PySide6.QtGui import QColor, QFont, QIcon, QPalette, QPixmap
 from PySide6.QtWidgets import QApplication, QWidget
 
-from workbench.ui.options import DEFAULT_FONT_PT
-from workbench.ui.palette import theme_data
+from workbench.ui.theme.palette import DEFAULT_FONT_PT, theme_data
 
 THEME_PROPERTY = "workbenchTheme"  # the name apply_theme last applied, kept on the app
 

@@ -15,15 +15,15 @@ import json
 from importlib import resources
 from typing import Any
 
-from workbench.ui.gantt_rows import (
+from workbench.ui.run_model import RunModel
+from workbench.ui.theme.palette import theme_data
+from workbench.ui.views.gantt_rows import (
     SEGMENT_NAMES,
     SEGMENTS,
     lane_rows,
     request_tooltip,
     segments,
 )
-from workbench.ui.palette import theme_data
-from workbench.ui.run_model import RunModel
 
 
 def _resource(name: str) -> str:

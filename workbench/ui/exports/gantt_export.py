@@ -12,12 +12,12 @@ from workbench.engine.analysis.compare import session_column, workload_caption
 from workbench.engine.base.errors import OutputDirError
 from workbench.engine.run.replay import session_events
 from workbench.engine.store import Session
-from workbench.ui.charts import discard, export_widget
-from workbench.ui.gantt import TITLES, GanttView
-from workbench.ui.gantt_html import gantt_html
-from workbench.ui.gantt_rows import SEGMENT_NAMES, SEGMENTS
-from workbench.ui.report import ChartOptions, on_white
+from workbench.ui.exports.gantt_html import gantt_html
+from workbench.ui.exports.report import ChartOptions, on_white
 from workbench.ui.run_model import RunModel
+from workbench.ui.views.charts import discard, export_widget
+from workbench.ui.views.gantt import TITLES, GanttView
+from workbench.ui.views.gantt_rows import SEGMENT_NAMES, SEGMENTS
 
 VIEWS = (("gantt", False), ("gantt-slots", True))  # file stem, lanes by slot
 

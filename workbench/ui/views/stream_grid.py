@@ -34,9 +34,9 @@ from PySide6.QtWidgets import (
 
 from workbench.engine.base.records import CONTEXT_FULL
 from workbench.engine.figures.metrics import figure
-from workbench.ui import plain_text
 from workbench.ui.run_model import RequestView, RunModel
-from workbench.ui.theme import state_color
+from workbench.ui.theme.qt_theme import state_color
+from workbench.ui.widgets import plain_text
 
 MAX_PANES = 64
 KEPT_CHARS = 4000  # a pane keeps this much of its text, and shows the tail that fits

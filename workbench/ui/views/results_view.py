@@ -20,11 +20,11 @@ from PySide6.QtWidgets import (
 from workbench.engine.analysis.compare import chart_data_from
 from workbench.engine.figures.metrics import Figure, View, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
-from workbench.ui import plain_text
-from workbench.ui.charts import MetricChart
-from workbench.ui.roofline_view import RooflineView
-from workbench.ui.tables import read_only_table
-from workbench.ui.verdicts_view import VerdictsView
+from workbench.ui.views.charts import MetricChart
+from workbench.ui.views.roofline_view import RooflineView
+from workbench.ui.views.verdicts_view import VerdictsView
+from workbench.ui.widgets import plain_text
+from workbench.ui.widgets.read_only_table import read_only_table
 
 # A warning sign after the label of a configuration whose numbers the client shaped or whose
 # cross-checks disagree: short, so the lab's columns stay in view at 1366 px; the tooltip says why.

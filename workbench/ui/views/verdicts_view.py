@@ -6,7 +6,7 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.figures.summaries import ConfigSummary
-from workbench.ui.shown_late import DrawnWhenShown
+from workbench.ui.widgets.shown_late import DrawnWhenShown
 
 COLORS = {"supported": "#3fb27f", "not supported": "#e5484d", "inconclusive": "#e8a33d"}
 

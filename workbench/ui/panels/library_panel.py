@@ -27,8 +27,8 @@ from workbench.engine.analysis.library import (
     save_notes,
 )
 from workbench.engine.base.errors import WorkbenchError
-from workbench.ui import plain_text
-from workbench.ui.tables import read_only_table
+from workbench.ui.widgets import plain_text
+from workbench.ui.widgets.read_only_table import read_only_table
 
 COLUMNS = ("recorded", "session", "status", "hardware", "configurations")
 

@@ -36,7 +36,7 @@ from workbench.engine.config.experiment import (
     parse_experiment,
 )
 from workbench.engine.config.settings import Field, fields_of
-from workbench.ui.pickers import ChoiceDialog, model_picker
+from workbench.ui.panels.pickers import ChoiceDialog, model_picker
 
 ERROR_STYLE = "border: 2px solid #e5484d;"
 SERVER_DEFAULT = "server default"

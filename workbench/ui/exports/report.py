@@ -24,8 +24,8 @@ from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.untrusted import markdown
 from workbench.engine.figures.metrics import Figure, View, shown_in
 from workbench.engine.store import Session
-from workbench.ui.charts import MetricChart, discard, export_widget
-from workbench.ui.theme import apply_theme, theme
+from workbench.ui.theme.qt_theme import apply_theme, theme
+from workbench.ui.views.charts import MetricChart, discard, export_widget
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from PySide6.QtCore import QEvent
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
-from workbench.ui.theme import state_color
+from workbench.ui.theme.qt_theme import state_color
 
 ENTRIES = (  # state, its name, what it means (said where there is room)
     ("queued", "queued", "waiting for a slot"),

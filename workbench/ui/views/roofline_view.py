@@ -6,8 +6,8 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from workbench.engine.analysis.compare import ChartData, Series
 from workbench.engine.analysis.roofline import RooflineReport
-from workbench.ui.charts import MetricChart
-from workbench.ui.shown_late import DrawnWhenShown
+from workbench.ui.views.charts import MetricChart
+from workbench.ui.widgets.shown_late import DrawnWhenShown
 
 PLACEHOLDER = "The roofline appears when a run has finished (managed servers only)."
 
