@@ -4,6 +4,7 @@ A real llama-server cannot be told "drop the connection after token 17" or "spli
 character across two TCP writes"; this one can. It speaks just enough HTTP/1.1 on asyncio
 streams: one request per connection, ``Connection: close`` on every reply, SSE bodies either
 chunked (the default, as llama-server sends them) or delimited by closing the connection.
+Its bytes are written by the mock server's ``framing``, as the timed mock writes its own.
 
 Each request is answered according to a ``Behaviour``; pass one, or a function from the request
 body to a ``Behaviour`` so that requests in the same run can be treated differently::
@@ -21,6 +22,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from workbench.mock_server.framing import DONE, LAST_CHUNK, chunk, response_head, sse_event
+
+CLOSE = "Connection: close"  # one request per connection
 
 
 @dataclass(frozen=True)
@@ -144,12 +149,11 @@ class FakeServer:
 
         if method == "GET" and path in self.endless_paths:
             writer.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                response_head(200, "Content-Type: text/plain", "Transfer-Encoding: chunked", CLOSE)
             )
-            part = b"# " + b"x" * 65533 + b"\n"
+            part = chunk(b"# " + b"x" * 65533 + b"\n")
             for _ in range(100_000):  # 6.5 GB at most: the client must stop long before
-                writer.write(f"{len(part):X}\r\n".encode() + part + b"\r\n")
+                writer.write(part)
                 await writer.drain()
             return
         if method == "GET" and path == "/health":
@@ -172,7 +176,7 @@ class FakeServer:
         finally:
             self.in_flight -= 1  # before the client can see the end of the body
         if end_body and behaviour.chunked:
-            writer.write(b"0\r\n\r\n")
+            writer.write(LAST_CHUNK)
             await writer.drain()
 
     async def _whole(self, writer: asyncio.StreamWriter, b: Behaviour, chat: bool) -> None:
@@ -204,12 +208,13 @@ class FakeServer:
         """Write the response; False when the body must be cut off (no proper end)."""
         if b.status != 200 and b.error_body_repeats:
             writer.write(
-                f"HTTP/1.1 {b.status} Error\r\nContent-Type: text/plain\r\n"
-                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode()
+                response_head(
+                    b.status, "Content-Type: text/plain", "Transfer-Encoding: chunked", CLOSE
+                )
             )
-            part = b.error_body.encode()
+            part = chunk(b.error_body.encode())
             for _ in range(b.error_body_repeats):  # bounded: the client should stop first
-                writer.write(f"{len(part):X}\r\n".encode() + part + b"\r\n")
+                writer.write(part)
                 await writer.drain()
             return False
         if b.status != 200:
@@ -218,16 +223,15 @@ class FakeServer:
         if b.html is not None:
             await _reply(writer, 200, b.html, ("Content-Type: text/html",))
             return False
-        headers = "Content-Type: text/event-stream\r\nConnection: close\r\n"
+        headers = ["Content-Type: text/event-stream", CLOSE]
         if b.chunked:
-            headers += "Transfer-Encoding: chunked\r\n"
+            headers.append("Transfer-Encoding: chunked")
         if b.interim:
-            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        writer.write(f"HTTP/1.1 200 OK\r\n{headers}\r\n".encode())
+            writer.write(response_head(100))
+        writer.write(response_head(200, *headers))
         await writer.drain()
 
-        async def send(event: str) -> None:
-            data = event.encode("utf-8")
+        async def send(data: bytes) -> None:
             parts = [data]
             if b.split_utf8:
                 cut = next((i for i, byte in enumerate(data) if byte >= 0xC0), None)
@@ -240,7 +244,7 @@ class FakeServer:
                         await writer.drain()
                         await asyncio.sleep(0.002)  # apart on the wire: separate reads
                     continue
-                writer.write(f"{len(part):X}\r\n".encode() + part + b"\r\n" if b.chunked else part)
+                writer.write(chunk(part) if b.chunked else part)
                 await writer.drain()
 
         def choice(text: str | None, finish: str | None = None) -> dict[str, Any]:
@@ -250,11 +254,11 @@ class FakeServer:
             return {"index": 0, "delta": delta, "finish_reason": finish}
 
         for raw in b.raw_events:
-            writer.write(f"{len(raw):X}\r\n".encode() + raw + b"\r\n" if b.chunked else raw)
+            writer.write(chunk(raw) if b.chunked else raw)
             await writer.drain()
         if b.role_delta and chat:
             role = {"index": 0, "delta": {"role": "assistant", "content": None}}
-            await send(_sse({"choices": [role]}))
+            await send(sse_event({"choices": [role]}))
         if b.first_delay_s:
             await asyncio.sleep(b.first_delay_s)
         for i in range(b.tokens + 1):
@@ -263,19 +267,19 @@ class FakeServer:
             if i == b.disconnect_after:
                 return False  # _handle closes the socket: no [DONE], body not terminated
             if i == b.malformed_after:
-                await send('data: {"choices": [{"delta": {"content": "oops"\n\n')
+                await send(sse_event('{"choices": [{"delta": {"content": "oops"'))
             if i == b.error_event_after:
                 error = {"code": 500, "message": "context shift disabled", "type": "server_error"}
                 if b.error_style == "field":
-                    await send(f"error: {json.dumps(error)}\n\n")
+                    await send(sse_event(error, field="error"))
                 else:
-                    await send(_sse({"error": error}))
+                    await send(sse_event({"error": error}))
                 return True
             if i == b.tokens:
                 break
             if i and b.delay_s:
                 await asyncio.sleep(b.delay_s)
-            await send(_sse({"choices": [choice(b.text(i))]}))
+            await send(sse_event({"choices": [choice(b.text(i))]}))
         final: dict[str, Any] = {"choices": [choice(None, b.finish_reason)]}
         n = b.completion_tokens if b.completion_tokens is not None else b.tokens
         if b.usage:
@@ -292,38 +296,23 @@ class FakeServer:
                 "predicted_n": b.tokens,
                 "predicted_ms": b.tokens * 2.5,
             }
-        await send(_sse(final))
+        await send(sse_event(final))
         if b.send_done:
-            await send("data: [DONE]\n\n")
+            await send(DONE)
         return True
-
-
-def _sse(payload: dict[str, Any]) -> str:
-    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
 
 async def _reply(
     writer: asyncio.StreamWriter, status: int, body: str, extra: tuple[str, ...] = ()
 ) -> None:
-    reasons = {
-        200: "OK",
-        404: "Not Found",
-        500: "Internal Server Error",
-        503: "Service Unavailable",
-    }
     data = body.encode("utf-8")
     content_type = (
-        ""
+        ()
         if any(h.startswith("Content-Type") for h in extra)
-        else ("Content-Type: application/json\r\n")
+        else ("Content-Type: application/json",)
     )
-    head = (
-        f"HTTP/1.1 {status} {reasons.get(status, 'Error')}\r\n"
-        f"{content_type}Content-Length: {len(data)}\r\n"
-        + "".join(f"{h}\r\n" for h in extra)
-        + "Connection: close\r\n\r\n"
-    )
-    writer.write(head.encode() + data)
+    head = response_head(status, *content_type, f"Content-Length: {len(data)}", *extra, CLOSE)
+    writer.write(head + data)
     await writer.drain()
 
 

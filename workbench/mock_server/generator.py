@@ -1,0 +1,122 @@
+"""The mock's token generator: how many tokens a request gets, when each is due, and the
+chunks that carry them.
+
+Deadlines are offsets from the request's arrival (first chunk at ``ttft``, chunk k at
+``ttft + k * itl``), never a chain of sleeps, so lateness does not add up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.mock_server.framing import DONE, LAST_CHUNK, chunk, sse_event
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The schedule every request is streamed on."""
+
+    ttft_ms: float = 100.0
+    itl_ms: float = 20.0
+    tokens: int = 64  # per request, unless the request's max_tokens is smaller
+    tokens_per_chunk: int = 1
+    slots: int = 256
+    keep_alive: bool = True
+
+    def __post_init__(self) -> None:
+        if self.ttft_ms < 0 or self.itl_ms < 0:
+            raise ValueError("ttft_ms and itl_ms must be >= 0")
+        if self.tokens < 1 or self.tokens_per_chunk < 1 or self.slots < 1:
+            raise ValueError("tokens, tokens_per_chunk and slots must be >= 1")
+
+    def tokens_for(self, body: dict[str, Any]) -> int:
+        """The tokens a request is answered with: ``tokens``, or its smaller ``max_tokens``."""
+        max_tokens = body.get("max_tokens")
+        if isinstance(max_tokens, int) and 0 < max_tokens < self.tokens:
+            return max_tokens
+        return self.tokens
+
+    def due_s(self, sent: int, count: int) -> float:
+        """When the chunk after ``sent`` tokens, carrying ``count``, is due, in seconds after
+        the request arrived: tokens come every ``itl_ms``, a chunk leaves when its last is
+        ready."""
+        return (self.ttft_ms + (sent + count - 1) * self.itl_ms) / 1000.0
+
+    def predicted_ms(self, first_to_last_ns: int, tokens: int) -> float:
+        """Decoding time as llama.cpp times it: from the first token to the last, the tokens
+        the first chunk held back included."""
+        return first_to_last_ns / 1e6 + (min(self.tokens_per_chunk, tokens) - 1) * self.itl_ms
+
+
+@dataclass
+class Served:
+    """What the server did with one request, on its own clock."""
+
+    prompt: str
+    t_received_ns: int
+    sent_ns: list[int] = field(default_factory=list)  # one per text chunk
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"prompt": self.prompt, "t_received_ns": self.t_received_ns, "sent_ns": self.sent_ns}
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """A stand-in tokenizer: one token per four bytes of prompt, at least one."""
+    if isinstance(body.get("messages"), list):
+        text = "".join(
+            m.get("content", "") for m in body["messages"] if isinstance(m.get("content"), str)
+        )
+    else:
+        text = body.get("prompt") if isinstance(body.get("prompt"), str) else ""
+    return max(1, len(text.encode()) // 4)
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """The prompt a request is logged under: a chat's last message, or the prompt."""
+    if isinstance(body.get("messages"), list) and body["messages"]:
+        content = body["messages"][-1].get("content")
+        return content if isinstance(content, str) else ""
+    prompt = body.get("prompt")
+    return prompt if isinstance(prompt, str) else ""
+
+
+def _choice(chat: bool, text: str, finish: str | None) -> dict[str, Any]:
+    if chat:
+        return {"index": 0, "delta": {"content": text} if text else {}, "finish_reason": finish}
+    return {"index": 0, "text": text, "finish_reason": finish}
+
+
+class TokenChunks:
+    """The chunks carrying tokens, each rendered once: 64 streams send the same few."""
+
+    def __init__(self) -> None:
+        self._chunks: dict[tuple[bool, int, int], bytes] = {}
+
+    def carrying(self, chat: bool, first: int, count: int) -> bytes:
+        """The chunk carrying tokens ``first`` .. ``first + count - 1``."""
+        key = (chat, first, count)
+        rendered = self._chunks.get(key)
+        if rendered is None:
+            text = "".join(f"t{first + i} " for i in range(count))
+            rendered = chunk(sse_event({"choices": [_choice(chat, text, None)]}))
+            self._chunks[key] = rendered
+        return rendered
+
+
+def final_chunks(
+    chat: bool, finish: str, n_prompt: int, tokens: int, timings: dict[str, Any] | None
+) -> bytes:
+    """A stream's end: the finish reason with ``usage`` (and llama.cpp's ``timings``), then
+    ``[DONE]`` and the end of the chunked body."""
+    final: dict[str, Any] = {
+        "choices": [_choice(chat, "", finish)],
+        "usage": {
+            "prompt_tokens": n_prompt,
+            "completion_tokens": tokens,
+            "total_tokens": n_prompt + tokens,
+        },
+    }
+    if timings is not None:
+        final["timings"] = timings
+    return chunk(sse_event(final)) + chunk(DONE) + LAST_CHUNK

@@ -1,0 +1,134 @@
+"""The mock's ``/metrics`` page, as llama.cpp, vLLM or SGLang writes it.
+
+The names come from the server-kind catalogue (``engine/figures/server_kinds.py``), the one
+place they are written down; what is kept here is how each server writes its page: the HELP
+text of each fact, the labels on every series, how a number is written.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from workbench.engine.figures.server_kinds import LLAMACPP, SGLANG, VLLM, ServerKind
+
+MODEL = "mock"
+
+
+@dataclass
+class Counters:
+    """What /metrics reports, so the plots and the cross-checks against server counts can be
+    tested: streams in flight and the tokens they hold in the KV cache (prompt and output so
+    far), token counters, and finished requests by finish reason."""
+
+    prompt_tokens: int = 0
+    tokens_predicted: int = 0
+    processing: int = 0
+    held_tokens: int = 0
+    finished: Counter[str] = field(default_factory=Counter)
+
+
+def _go_float(value: float) -> str:
+    """A number as prometheus_client (vLLM's and SGLang's exporter) writes it: ``2.0``."""
+    return repr(float(value))
+
+
+@dataclass(frozen=True)
+class Exposition:
+    """How one kind of server writes its /metrics: the HELP text of each fact (keyed by the
+    ``ServerKind`` field that names it), the labels on every series (in its order), how it
+    writes a number, whether it reports KV-cache use, the finish reasons its request counter
+    is split by (each series there from the start), and whether a counter shows a series only
+    once it has counted (a labelled prometheus_client counter never incremented has none)."""
+
+    kind: ServerKind
+    help: dict[str, str]
+    labels: tuple[tuple[str, str], ...]
+    number: Callable[[float], str]
+    kv_usage: bool
+    finish_reasons: tuple[str, ...] = ()
+    counted_only: bool = False
+
+    def page(self, counters: Counters, kv_pool_tokens: int) -> str:
+        """/metrics as this server writes it. Every stream runs at once, so none waits; the
+        KV cache (``kv_pool_tokens`` in all) holds each stream's prompt and output so far."""
+        c = counters
+        rows: list[tuple[str, str, list[tuple[dict[str, str], float]]]] = [
+            ("running", "gauge", [({}, c.processing)]),
+            ("waiting", "gauge", [({}, 0)]),
+        ]
+        if self.kv_usage:
+            rows.append(("kv_usage", "gauge", [({}, min(1.0, c.held_tokens / kv_pool_tokens))]))
+        rows += [
+            ("prompt_tokens", "counter", [({}, c.prompt_tokens)]),
+            ("output_tokens", "counter", [({}, c.tokens_predicted)]),
+        ]
+        if self.kind.requests and self.finish_reasons:
+            split = [({"finished_reason": r}, c.finished[r]) for r in self.finish_reasons]
+            rows.append(("requests", "counter", split))
+        elif self.kind.requests:
+            rows.append(("requests", "counter", [({}, c.finished.total())]))
+        lines = []
+        for fact, type_, series in rows:
+            name = getattr(self.kind, fact)[0]  # the current name: older ones come after
+            lines += [f"# HELP {name} {self.help[fact]}", f"# TYPE {name} {type_}"]
+            for extra, value in series:
+                if self.counted_only and type_ == "counter" and not value:
+                    continue
+                pairs = ",".join(f'{k}="{v}"' for k, v in (*self.labels, *extra.items()))
+                labels = f"{{{pairs}}}" if pairs else ""
+                lines.append(f"{name}{labels} {self.number(value)}")
+        return "\n".join(lines) + "\n"
+
+
+# Recorded from the servers' own source (see ``server_kinds`` for the files): llama.cpp's
+# ``# HELP llamacpp:<name> <help>`` / ``# TYPE`` / bare ``llamacpp:<name> <value>`` lines
+# (a C++ stream's number); vLLM's and SGLang's prometheus_client exposition, vLLM labelled
+# model_name and engine (its request counter also finished_reason), SGLang model_name (as its
+# production-metrics documentation shows it).
+EXPOSITIONS = {
+    LLAMACPP.key: Exposition(
+        LLAMACPP,
+        {
+            "running": "Number of requests processing",
+            "waiting": "Number of requests deferred",
+            "prompt_tokens": "Number of prompt tokens processed, excluding cached tokens",
+            "output_tokens": "Number of generation tokens processed",
+        },
+        (),
+        lambda value: f"{value:g}",
+        kv_usage=False,  # current builds report none (the window reads /slots instead)
+    ),
+    VLLM.key: Exposition(
+        VLLM,
+        {
+            "running": "Number of requests in model execution batches.",
+            "waiting": "Number of requests waiting to be processed.",
+            "kv_usage": "KV-cache usage. 1 means 100 percent usage.",
+            "prompt_tokens": "Number of prefill tokens processed.",
+            "output_tokens": "Number of generation tokens processed.",
+            "requests": "Count of successfully processed requests.",
+        },
+        (("model_name", MODEL), ("engine", "0")),
+        _go_float,
+        kv_usage=True,
+        # vllm/v1/engine/__init__.py's FINISH_REASON_STRINGS, a child of each made at start.
+        finish_reasons=("stop", "length", "abort", "error", "repetition"),
+    ),
+    SGLANG.key: Exposition(
+        SGLANG,
+        {
+            "running": "The number of running requests.",
+            "waiting": "The number of requests in the waiting queue.",
+            "kv_usage": "The token usage.",
+            "prompt_tokens": "Number of prefill tokens processed.",
+            "output_tokens": "Number of generation tokens processed.",
+            "requests": "Number of requests processed.",
+        },
+        (("model_name", MODEL),),
+        _go_float,
+        kv_usage=True,
+        counted_only=True,
+    ),
+}
