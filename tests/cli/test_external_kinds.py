@@ -15,7 +15,7 @@ from workbench.cli.tables import results_table
 from workbench.engine.figures import client_limits
 from workbench.engine.figures.server_kinds import LLAMACPP
 from workbench.engine.measure.sampler import ServerSampler
-from workbench.engine.run import runner
+from workbench.engine.run import config_run
 from workbench.engine.run.replay import load_session_events
 from workbench.engine.store import open_session
 from workbench.mock_server import EXPOSITIONS
@@ -31,7 +31,7 @@ EXPERIMENT = 'name = "kinds"\n[workload]\nrequests = 4\nmax_tokens = 24\nwarmup 
 
 @pytest.fixture(autouse=True)
 def quick_sampler(monkeypatch):
-    monkeypatch.setattr(runner, "ServerSampler", functools.partial(ServerSampler, http_hz=20.0))
+    monkeypatch.setattr(config_run, "ServerSampler", functools.partial(ServerSampler, http_hz=20.0))
 
 
 def run_external(tmp_path, key, capsys, timing=MOCK):
