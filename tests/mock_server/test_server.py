@@ -1,0 +1,94 @@
+"""The mock's /metrics names come from the catalogue, its streams end as each server kind's
+do, and a bad flag is refused in one line."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from workbench.engine.figures.server_kinds import KINDS, LLAMACPP, parse_metrics
+from workbench.engine.net.http_stream import _ChunkedDecoder
+from workbench.engine.net.sse import SSEParser
+from workbench.mock_server import EXPOSITIONS, MockServer, Timing
+from workbench.mock_server.metrics_page import Counters
+from workbench.mock_server.process import ROOT
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.key)
+def test_the_page_writes_the_catalogues_names_and_no_other(kind) -> None:
+    renamed = dataclasses.replace(
+        kind,
+        running=("x:running", *kind.running),
+        prompt_tokens=("x:prompt_total", *kind.prompt_tokens),
+    )
+    exposition = dataclasses.replace(EXPOSITIONS[kind.key], kind=renamed)
+    names = {
+        key.partition("{")[0]
+        for key in parse_metrics(exposition.page(Counters(prompt_tokens=5), 100))
+    }
+    assert {"x:running", "x:prompt_total"} <= names  # the current name: the catalogue's first
+    assert names <= renamed.names
+    assert names.isdisjoint(kind.running + kind.prompt_tokens)
+
+
+async def _post(server: MockServer, path: str, body: dict) -> tuple[bytes, list[dict]]:
+    """One request on its own connection: the response head and the JSON of each event."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    data = json.dumps(body).encode()
+    writer.write(f"POST {path} HTTP/1.1\r\nContent-Length: {len(data)}\r\n\r\n".encode() + data)
+    raw = await reader.read()  # --close: the mock closes once the stream has ended
+    writer.close()
+    await writer.wait_closed()
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    decoder = _ChunkedDecoder()
+    events = SSEParser().feed(decoder.feed(rest))
+    assert decoder.done and events[-1].data == "[DONE]"
+    return head, [json.loads(e.data) for e in events[:-1]]
+
+
+@pytest.mark.parametrize("key", sorted(EXPOSITIONS))
+async def test_a_stream_ends_as_its_kinds_streams_end(key) -> None:
+    timing = Timing(ttft_ms=0, itl_ms=0, tokens=5, tokens_per_chunk=2, keep_alive=False)
+    server = MockServer(timing, key)
+    await server.start()
+    try:
+        messages = [{"role": "user", "content": "x" * 40}]
+        head, events = await _post(
+            server, "/v1/chat/completions", {"messages": messages, "max_tokens": 3}
+        )
+        _, whole = await _post(server, "/v1/completions", {"prompt": "abcdefgh"})
+    finally:
+        await server.close()
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"Connection: close" in head
+    texts = [e["choices"][0]["delta"].get("content") for e in events]
+    assert texts == ["t0 t1 ", "t2 ", None]  # max_tokens 3, two tokens a chunk
+    final = events[-1]
+    assert final["choices"][0]["finish_reason"] == "length"
+    assert final["usage"] == {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
+    assert ("timings" in final) == (EXPOSITIONS[key].kind is LLAMACPP)
+    assert [e["choices"][0]["text"] for e in whole] == ["t0 t1 ", "t2 t3 ", "t4 ", ""]
+    assert whole[-1]["choices"][0]["finish_reason"] == "stop"  # fewer than asked: its own stop
+    assert [len(s.sent_ns) for s in server.log] == [2, 3]
+    assert server.counters.finished == {"length": 1, "stop": 1}
+    assert (server.counters.processing, server.counters.held_tokens) == (0, 0)
+
+
+def test_a_bad_flag_is_refused_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "workbench.mock_server", "--tokens", "0"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith("error: tokens, tokens_per_chunk and slots must be >= 1")
+    )
