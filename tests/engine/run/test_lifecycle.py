@@ -4,11 +4,16 @@ and the benches; tables written once however a run ends; a cleanup no signal cut
 from __future__ import annotations
 
 import csv
+import inspect
 import os
 import signal
 import threading
 import time
+import types
+import typing
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,10 +36,76 @@ def rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def unlike_a_runner(runner: object) -> list[str]:
+    """How ``runner`` differs from ``Runner``: a member missing, a property that is a method
+    (``if runner.running`` would always be true) or holds a value of another type, a method
+    that is not one or takes other parameters. ``isinstance`` against the Protocol checks
+    only that each name is there."""
+    differences = []
+    for name, member in vars(Runner).items():
+        if name.startswith("_"):
+            continue
+        if not hasattr(runner, name):
+            differences.append(f"{name}: missing")
+        elif isinstance(member, property):
+            value = getattr(runner, name)
+            wanted = typing.get_type_hints(member.fget)["return"]
+            if inspect.ismethod(value) or not isinstance(value, kinds_of(wanted)):
+                differences.append(f"{name}: {value!r} is not a {wanted}")
+        elif not inspect.ismethod(getattr(runner, name)):
+            differences.append(f"{name}: not a method")
+        elif parameters(getattr(type(runner), name)) != parameters(member):
+            differences.append(f"{name}: takes {inspect.signature(getattr(runner, name))}")
+    return differences
+
+
+def kinds_of(hint: object) -> tuple[type, ...]:
+    """The classes a value of a type hint is an instance of: ``Path | None``, ``list[X]``."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return tuple(typing.get_origin(t) or t for t in typing.get_args(hint))
+    return (typing.get_origin(hint) or hint,)
+
+
+def parameters(method: Callable[..., object]) -> list[tuple[str, object, object]]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(method).parameters.values()]
+
+
 def test_both_runners_are_runners(tmp_path):
     experiment = parse_experiment(EXPERIMENT)
-    assert isinstance(ExperimentRunner(experiment, RunOptions(tmp_path)), Runner)
-    assert isinstance(ProcessRunner(experiment, RunOptions(tmp_path)), Runner)
+    assert unlike_a_runner(ExperimentRunner(experiment, RunOptions(tmp_path))) == []
+    assert unlike_a_runner(ProcessRunner(experiment, RunOptions(tmp_path))) == []
+
+
+class RunningIsAMethod(ExperimentRunner):
+    def running(self) -> bool:  # type: ignore[override]
+        return False
+
+
+class WaitsWithoutATimeout(ExperimentRunner):
+    def wait(self) -> RunResult | None:  # type: ignore[override]
+        return None
+
+
+class ConfigsInATuple(ExperimentRunner):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.configs = ()  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize(
+    ("broken", "difference"),
+    [
+        (RunningIsAMethod, "running: <bound method"),
+        (WaitsWithoutATimeout, "wait: takes ()"),
+        (ConfigsInATuple, "configs: () is not a list"),
+    ],
+)
+def test_a_runner_that_breaks_the_protocol_is_told_apart(tmp_path, broken, difference):
+    """Each passes ``isinstance(runner, Runner)``, and the lifecycle would misuse it."""
+    runner = broken(parse_experiment(EXPERIMENT), RunOptions(tmp_path))
+    assert isinstance(runner, Runner)
+    (found,) = unlike_a_runner(runner)
+    assert found.startswith(difference)
 
 
 def test_a_run_ends_with_its_tables_next_to_the_session(tmp_path, monkeypatch):
