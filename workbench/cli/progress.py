@@ -13,6 +13,7 @@ from rich.text import Text
 
 from workbench.cli.tables import ResultColumns, results_table
 from workbench.engine.base.records import StartupFacts
+from workbench.engine.base.states import ServerState
 from workbench.engine.events import (
     ConfigFinished,
     ConfigStarted,
@@ -47,6 +48,10 @@ class ProgressState:
     summaries: list[ConfigSummary] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
     _arrivals: collections.deque[float] = field(default_factory=collections.deque)
+    # The results table as last built, and for how many summaries: it changes only when a
+    # configuration ends, while the status line below it changes on every refresh.
+    _table: Group | None = None
+    _table_rows: int = 0
 
     def apply(self, event: Any, now: float) -> None:
         match event:
@@ -102,7 +107,10 @@ class ProgressState:
         status = Text("  ").join(parts)
         if not self.summaries:
             return Group(status)
-        return Group(results_table(self.summaries, columns=self.columns.lead()), status)
+        if self._table is None or self._table_rows != len(self.summaries):
+            self._table = results_table(self.summaries, columns=self.columns.lead())
+            self._table_rows = len(self.summaries)
+        return Group(self._table, status)
 
 
 def live_rate_text(rate: float) -> str:
@@ -113,9 +121,9 @@ def live_rate_text(rate: float) -> str:
 
 def _state_style(state: str) -> str:
     return {
-        "crashed": "bold red",
-        "running": "green",
-        "healthy": "green",
-        "starting": "yellow",
-        "stopping": "yellow",
+        ServerState.CRASHED: "bold red",
+        ServerState.RUNNING: "green",
+        ServerState.HEALTHY: "green",
+        ServerState.STARTING: "yellow",
+        ServerState.STOPPING: "yellow",
     }.get(state, "")
