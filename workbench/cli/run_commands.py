@@ -29,6 +29,7 @@ from workbench.cli.paths import experiment_file, out_folder, session_file
 from workbench.cli.progress import ProgressState
 from workbench.cli.tables import add_table_flags, event_line, results_table, run_line
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
+from workbench.engine.base.states import ConfigStatus, RunStatus
 from workbench.engine.base.words import plural
 from workbench.engine.config.experiment import (
     SETTINGS,
@@ -311,13 +312,13 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
 def _exit_status(result: RunResult, console: Console) -> int:
     """0 only when every request of every configuration succeeded, so a script can tell."""
-    if result.status == "cancelled":
+    if result.status == RunStatus.CANCELLED:
         console.print("[yellow]run cancelled; the session is marked cancelled[/yellow]")
         return EXIT_CANCELLED
-    if result.status == "failed":
+    if result.status == RunStatus.FAILED:
         console.print(f"[red]run failed: {escape(result.error or '')}[/red]", highlight=False)
         return EXIT_ERROR
-    if any(s.status != "ok" for s in result.summaries):
+    if any(s.status != ConfigStatus.OK for s in result.summaries):
         return EXIT_CONFIG_FAILED
     failed = sum(s.value("failed") or 0 for s in result.summaries)
     if failed:

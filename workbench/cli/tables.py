@@ -27,6 +27,7 @@ from workbench.engine.analysis.roofline import RooflineRow
 from workbench.engine.analysis.slo import SHOWN, ConfigGoodput, machines_needed
 from workbench.engine.analysis.verdicts import Verdict
 from workbench.engine.base.records import Hardware, ImportSource
+from workbench.engine.base.states import NoticeLevel, RunStatus
 from workbench.engine.base.words import plural
 from workbench.engine.events import ConfigFinished, ConfigStarted, Notice, ServerReady
 from workbench.engine.figures.metrics import Figure, Part, View, figure, in_part, shown_in
@@ -409,7 +410,7 @@ def event_line(event: object) -> str | None:
                 line += f"\n  [red]not the same task:[/red] {escape(why)}"
             return line
         case Notice(level=level, text=text):
-            style = "red" if level == "error" else "yellow"
+            style = "red" if level == NoticeLevel.ERROR else "yellow"
             return f"[{style}]{level}:[/{style}] {escape(text)}"
     return None
 
@@ -419,7 +420,7 @@ def session_line(meta: dict[str, Any], status: str) -> str:
     """A session's name, date, status and mode, the first line of ``show``."""
     return (
         f"[bold]{escape(meta['name'])}[/bold]  {meta['created_at']}  status: "
-        f"[{'green' if status == 'complete' else 'yellow'}]{status}"
+        f"[{'green' if status == RunStatus.COMPLETE else 'yellow'}]{status}"
         f"[/]  mode: {meta['mode']}" + (f" {escape(meta['base_url'])}" if meta["base_url"] else "")
     )
 
@@ -465,7 +466,9 @@ def print_sessions(console: Console, infos: list[SessionInfo]) -> None:
             error = info.error.replace(str(info.path), info.path.name)
             rows.append([str(n), error, "-", Text("unreadable", style="red"), *["-"] * 5])
             continue
-        style = {"complete": "green", "incomplete": "yellow"}.get(info.status, "red")
+        style = {RunStatus.COMPLETE: "green", RunStatus.INCOMPLETE: "yellow"}.get(
+            info.status, "red"
+        )
         label = info.name + (f" ({info.notes.label})" if info.notes.label else "")
         if info.notes.tags:
             label += " [" + ", ".join(info.notes.tags) + "]"

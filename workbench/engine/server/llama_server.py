@@ -28,6 +28,7 @@ import psutil
 
 from workbench.engine.base.errors import PortInUseError, ServerStartError
 from workbench.engine.base.records import StartupFacts
+from workbench.engine.base.states import ServerState
 from workbench.engine.base.untrusted import printable
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.config.settings import fields_of
@@ -134,7 +135,7 @@ class LlamaServer:
         model: Path,
         settings: ServerSettings,
         log_path: Path,
-        on_state: Callable[[str, str], None] | None = None,
+        on_state: Callable[[ServerState, str], None] | None = None,
     ) -> None:
         self.binary = binary
         self.model = model
@@ -144,7 +145,7 @@ class LlamaServer:
         self.process: subprocess.Popen[bytes] | None = None
         self.watchdog: subprocess.Popen[bytes] | None = None
         self.facts = StartupFacts()
-        self.state = "stopped"
+        self.state = ServerState.STOPPED
         self._on_state = on_state or (lambda state, detail: None)
 
     @property
@@ -159,7 +160,7 @@ class LlamaServer:
     def command(self) -> list[str]:
         return [self.binary, *server_arguments(self.settings, self.model, self.port)]
 
-    def _set_state(self, state: str, detail: str = "") -> None:
+    def _set_state(self, state: ServerState, detail: str = "") -> None:
         self.state = state
         self._on_state(state, detail)
 
@@ -169,7 +170,7 @@ class LlamaServer:
         else:
             self.port = free_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._set_state("starting", " ".join(self.command))
+        self._set_state(ServerState.STARTING, " ".join(self.command))
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 self.command,
@@ -229,7 +230,7 @@ class LlamaServer:
                 await asyncio.sleep(HEALTH_POLL_S)
         self.facts = await self._settled_facts()
         self._watch_grandchildren()
-        self._set_state("healthy")
+        self._set_state(ServerState.HEALTHY)
         return self.facts
 
     async def _settled_facts(self) -> StartupFacts:
@@ -245,7 +246,7 @@ class LlamaServer:
     def _fail_start(self, why: str, stopped: bool = False) -> None:
         if not stopped:
             self.stop()
-        self._set_state("crashed", why)
+        self._set_state(ServerState.CRASHED, why)
         tail = self.log_tail(25)
         if "couldn't bind" in tail or "Address already in use" in tail:
             raise PortInUseError(f"llama-server could not bind port {self.port}: it is in use")
@@ -276,7 +277,7 @@ class LlamaServer:
         # that a wrapper script's llama-server stops with it, and wait for all of it.
         group = proc.pid
         if proc.poll() is None or group_members(group):
-            self._set_state("stopping")
+            self._set_state(ServerState.STOPPING)
             for sig, wait_s in (
                 (signal.SIGINT, sigint_s),
                 (signal.SIGTERM, sigterm_s),
@@ -294,8 +295,8 @@ class LlamaServer:
                 self.watchdog.kill()
             self.watchdog.wait()
             self.watchdog = None
-        if self.state != "crashed":
-            self._set_state("stopped", how)
+        if self.state != ServerState.CRASHED:
+            self._set_state(ServerState.STOPPED, how)
         return StopResult(how, proc.returncode)
 
     def log_text(self) -> str:
