@@ -98,7 +98,7 @@ def metric_tables() -> str:
             for f in metrics.in_part(part)
         ]
         header = ("figure", "CSV column", "unit", "over repeats", "definition")
-        parts.append(f"**{part.value[:1].upper()}{part.value[1:]}**\n\n{_table(header, rows)}")
+        parts.append(f"### {part.value[:1].upper()}{part.value[1:]}\n\n{_table(header, rows)}")
     return "\n\n".join(parts)
 
 
