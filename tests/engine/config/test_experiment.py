@@ -19,15 +19,6 @@ ROOT = Path(__file__).parents[3]
 EXPERIMENTS = sorted((ROOT / "experiments").glob("*.toml"))
 
 
-def test_every_shipped_experiment_is_documented_and_every_documented_one_shipped() -> None:
-    """The shipped-experiments table (a row per file: `| `name.toml` | question |`) names
-    exactly the files in experiments/, wherever the documentation keeps it."""
-    row = re.compile(r"^\| `([\w.-]+\.toml)` \|", re.MULTILINE)
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    documented = {name for page in pages for name in row.findall(page.read_text("utf-8"))}
-    assert documented == {path.name for path in EXPERIMENTS}
-
-
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
 def test_shipped_experiment_loads(path: Path) -> None:
     experiment = load_experiment(path)
