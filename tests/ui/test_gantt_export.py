@@ -87,10 +87,11 @@ def test_each_view_shows_its_whole_time_range_and_its_whole_legend(sweep_session
         legend = plot.legend
         assert shown.contains(legend.sceneBoundingRect()), stem
         names = [label.text for _, label in legend.items]
+        # The states' own names, as the window's legend gives them.
         assert names == (
-            ["prefill", "decoding", "failed"]
+            ["prefill", "decode", "failed"]
             if stem == "gantt-slots"
-            else ["waiting", "prefill", "decoding", "failed"]
+            else ["queued", "prefill", "decode", "failed"]
         )
         for _, label in legend.items:  # each name drawn whole, inside the legend's box
             assert legend.sceneBoundingRect().contains(label.sceneBoundingRect()), stem

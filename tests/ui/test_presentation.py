@@ -14,13 +14,14 @@ from PySide6.QtWidgets import QApplication
 
 from tests.ui.driving import run
 from workbench.cli.run_commands import add_gui_arguments
+from workbench.engine.base.states import RequestState
 from workbench.engine.events import RequestSubmitted
 from workbench.engine.run.replay import Playback, load_session
 from workbench.ui.app import stop_at
 from workbench.ui.captions import Phase, caption, phase_of
 from workbench.ui.controllers.replay_controller import config_starts
 from workbench.ui.presentation import THEME, ZOOM_STEP_PT, font_for_screen
-from workbench.ui.run_model import STATES, RunModel
+from workbench.ui.run_model import RunModel
 from workbench.ui.theme.qt_theme import state_color, theme_name
 
 DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo" / "slots-1-2-4.session.sqlite"
@@ -155,9 +156,11 @@ def lab_as_seen(hex_color: str, matrix: tuple) -> tuple[float, float, float]:
 
 @pytest.mark.parametrize("vision", SIMULATIONS)
 def test_the_request_states_stay_apart_for_colour_blind_eyes(vision: str) -> None:
-    colours = {state: state_color(state).name() for state in STATES}
+    colours = {state: state_color(state).name() for state in RequestState}
     seen = {state: lab_as_seen(c, SIMULATIONS[vision]) for state, c in colours.items()}
-    closest = min((math.dist(seen[a], seen[b]), a, b) for a, b in itertools.combinations(STATES, 2))
+    closest = min(
+        (math.dist(seen[a], seen[b]), a, b) for a, b in itertools.combinations(RequestState, 2)
+    )
     assert closest[0] >= LEAST_DELTA_E, f"{vision}: {closest[1]} and {closest[2]} look alike"
 
 

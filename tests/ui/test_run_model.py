@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
+from workbench.engine.base.states import RequestState
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.events import (
     ConfigFinished,
@@ -97,7 +98,7 @@ def test_gantt_segments_split_waiting_into_queue_and_prefill_once_known():
         ("prefill", 1.2, 2.0),
         ("decoding", 2.0, 2.5),
     ]
-    view.state, view.queue_s, view.t_last = "done", 1.5, 3.0
+    view.state, view.queue_s, view.t_last = RequestState.DONE, 1.5, 3.0
     assert segments(view, now=9.0) == [
         ("queued", 0.0, 1.5),
         ("prefill", 1.5, 2.0),

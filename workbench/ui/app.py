@@ -15,6 +15,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.states import RunStatus
 from workbench.engine.run.replay import Playback
 from workbench.ui.gui_thread_gc import GuiThreadGarbageCollection
 from workbench.ui.main_window import MainWindow
@@ -43,7 +44,7 @@ def stop_at(
 ) -> None:
     """End a scripted look at a session at ``position_s`` of it: a replay pauses there
     (``played``), else the opened session is shown as it stood then; ``then`` ends the
-    script (its screenshot), given "complete" unless the session failed to open."""
+    script (its screenshot), given ``COMPLETE`` unless the session failed to open."""
     ended = False
 
     def end(status: str) -> None:
@@ -51,11 +52,11 @@ def stop_at(
         if not ended:
             ended = True
             window.replay.pause()
-            then("failed" if status == "failed" else "complete")
+            then(RunStatus.FAILED if status == RunStatus.FAILED else RunStatus.COMPLETE)
 
     def moved(playback: Playback) -> None:
         if playback.position_s >= position_s and window.replay.timer.isActive():
-            end("complete")
+            end(RunStatus.COMPLETE)
 
     window.replay_finished.connect(end)
     if played:
@@ -92,7 +93,7 @@ def run_gui(args: argparse.Namespace) -> int:
 
     def finished(status: str) -> None:
         nonlocal exit_code
-        exit_code = {"complete": 0, "cancelled": 130}.get(status, 1)
+        exit_code = {RunStatus.COMPLETE: 0, RunStatus.CANCELLED: 130}.get(status, 1)
         if args.screenshot:
             window.screenshot(Path(args.screenshot))
         if args.quit_when_done:
@@ -123,7 +124,7 @@ def run_gui(args: argparse.Namespace) -> int:
             window.replay_finished.connect(finished)
         QTimer.singleShot(0, lambda: window.open_session_later(Path(args.session), args.replay))
     elif args.autorun and not loaded:
-        QTimer.singleShot(0, lambda: window.run_finished.emit("failed"))  # run nothing else
+        QTimer.singleShot(0, lambda: window.run_finished.emit(RunStatus.FAILED))  # run nothing else
     elif args.autorun:
         QTimer.singleShot(0, window.start_run)
     with loop:

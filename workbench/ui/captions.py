@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workbench.engine.base.states import RequestState, RunStatus
 from workbench.engine.base.words import plural
 from workbench.ui.run_model import RunModel
-
-UNFINISHED = ("queued", "prefill", "decoding")
 
 
 @dataclass(frozen=True)
@@ -23,7 +22,7 @@ class Phase:
     done: int = 0
     failed: int = 0
     span_s: float | None = None  # first request sent to last one over, once all are over
-    status: str = "idle"  # the run's (or the replayed session's): RunModel.status
+    status: RunStatus | None = None  # the run's (or the replayed session's): RunModel.status
     starting: bool = False  # its server is being started: its requests are not sent yet
 
     @property
@@ -38,10 +37,9 @@ def phase_of(model: RunModel) -> Phase:
     server = model.server
     if server.config_index > shown:  # the next configuration started: no request sent yet
         return Phase(server.label, server.slots, status=model.status, starting=True)
-    counts = {state: sum(v.state == state for v in views) for state in (*UNFINISHED, "done")}
-    counts["failed"] = sum(v.state == "failed" for v in views)
+    counts = {state.value: sum(v.state is state for v in views) for state in RequestState}
     span = None
-    if views and not any(v.state in UNFINISHED for v in views):
+    if views and all(v.state.finished for v in views):
         starts = [v.t_submit for v in views if v.t_submit is not None]
         ends = [v.t_done for v in views if v.t_done is not None]
         span = max(ends) - min(starts) if starts and ends else None
@@ -56,12 +54,12 @@ def caption(phase: Phase) -> str:
         with_slots = f" with {plural(phase.slots, 'slot')}" if phase.slots else ""
         return f"{phase.label}: starting the server{with_slots}"
     if n == 0:
-        return "Starting…" if phase.status == "running" else "Ready to run"
+        return "Starting…" if phase.status == RunStatus.RUNNING else "Ready to run"
     who = plural(phase.slots, "slot") if phase.slots else phase.label
     unfinished = phase.queued + phase.prefill + phase.decoding
     if unfinished == 0:
         return f"{who}: {_outcome(phase)}" if who else _outcome(phase)
-    if phase.status != "running":  # stopped (or failed) with requests still out
+    if phase.status != RunStatus.RUNNING:  # stopped (or failed) with requests still out
         return f"Stopped: {phase.done} of {n} answered"
     parts = []
     if phase.decoding:

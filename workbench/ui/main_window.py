@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
+from workbench.engine.base.states import RunStatus
 from workbench.engine.run.lifecycle import Runner
 from workbench.engine.run.runner import RunResult
 from workbench.engine.server.llama_server import LlamaServer
@@ -397,7 +398,9 @@ class MainWindow(QMainWindow):
         columns re-laid out and repainted every view in the frame that ended a configuration
         (0.1-0.3 s at 64 streams); meanwhile the table scrolls sideways, its first column
         pinned."""
-        going = self.model.status == "running" or self.running or self.replay.timer.isActive()
+        going = (
+            self.model.status is RunStatus.RUNNING or self.running or self.replay.timer.isActive()
+        )
         if not going:
             QTimer.singleShot(0, self._fit_columns)
 
@@ -460,11 +463,11 @@ class MainWindow(QMainWindow):
             experiment = self.form.build()
         except ExperimentError as exc:
             self.show_banner(f"Fix the experiment first: {exc}", "error")
-            self.run_finished.emit("failed")
+            self.run_finished.emit(RunStatus.FAILED)
             return
         if self.manual_server is not None:
             self.show_banner("Stop the hand-started server first (Server tab).", "error")
-            self.run_finished.emit("failed")
+            self.run_finished.emit(RunStatus.FAILED)
             return
         self.form.edit_copy()  # a session's experiment, run again, is a new run's from now on
         self.runs.start(experiment, self.form.external_url(), self.form.external_api_key_env())
@@ -492,7 +495,7 @@ class MainWindow(QMainWindow):
 
         async def go() -> None:
             if not await self.replay.open(path):
-                self.replay_finished.emit("failed")
+                self.replay_finished.emit(RunStatus.FAILED)
             elif replay_speed:
                 self.replay_bar.set_speed(replay_speed)
                 self.replay.play()

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.engine.base.records import StartupFacts
+from workbench.engine.base.records import RequestKey, StartupFacts
+from workbench.engine.base.states import RequestState, RunStatus, ServerState
 from workbench.engine.events import (
     ConfigFinished,
     ConfigStarted,
@@ -34,7 +35,6 @@ from workbench.engine.figures.summaries import ConfigSummary, request_metrics
 from workbench.engine.measure.sampler import slot_context_share
 
 NS = 1e9
-STATES = ("queued", "prefill", "decoding", "done", "failed")
 
 
 @dataclass
@@ -45,7 +45,7 @@ class RequestView:
     repeat: int
     index: int
     row: int
-    state: str = "queued"
+    state: RequestState = RequestState.QUEUED
     t_submit: float | None = None
     t_prefill: float | None = None  # live: when /slots first showed a slot prefilling it
     t_first: float | None = None
@@ -65,6 +65,10 @@ class RequestView:
     slot: int | None = None
 
     @property
+    def key(self) -> RequestKey:
+        return RequestKey(self.config_index, self.repeat, self.index)
+
+    @property
     def number(self) -> int:
         """The request's number in every view: its row from 1, the place among the measured
         requests in the order they were sent (as ``request_numbers`` gives a stored one)."""
@@ -76,14 +80,14 @@ class RequestView:
         None), and None before two chunks."""
         if self.decode_tok_s is not None or self.t_first is None or self.chunks < 2:
             return None
-        end = self.t_last if self.state in ("done", "failed") else now
+        end = self.t_last if self.state.finished else now
         span = (end or now) - self.t_first
         return (self.chunks - 1) / span if span > 0 else None
 
 
 @dataclass
 class Changes:
-    requests: set[tuple[int, int, int]] = field(default_factory=set)
+    requests: set[RequestKey] = field(default_factory=set)
     layout: bool = False  # requests were added: the grid re-lays itself out
     gantt: bool = False
     samples: bool = False
@@ -107,7 +111,7 @@ class Changes:
 class ServerView:
     config_index: int = -1
     label: str = ""
-    state: str = "idle"
+    state: ServerState = ServerState.IDLE
     detail: str = ""
     facts: StartupFacts = field(default_factory=StartupFacts)
     command: list[str] = field(default_factory=list)
@@ -141,11 +145,11 @@ class RunModel:
         self.session_path = ""
         self.server_binary = ""  # the llama-server a managed run uses, and how it was found
         self.mode = "managed"  # or "external": a server started elsewhere
-        self.status = "idle"  # idle / running / complete / cancelled / failed
+        self.status: RunStatus | None = None  # None: idle, before any run
         self.error: str | None = None
         self.t0_ns: int | None = None
         self.n_configs = 0
-        self.requests: dict[tuple[int, int, int], RequestView] = {}
+        self.requests: dict[RequestKey, RequestView] = {}
         self.config_marks: list[tuple[float, str]] = []
         self.server = ServerView()
         self.rss: tuple[list[float], list[float]] = ([], [])
@@ -189,7 +193,8 @@ class RunModel:
                 self.reset()
                 self.name, self.session_path = event.name, event.session_path
                 self.server_binary, self.mode = event.server_binary, event.mode
-                self.n_configs, self.t0_ns, self.status = event.n_configs, event.t0_ns, "running"
+                self.n_configs, self.t0_ns = event.n_configs, event.t0_ns
+                self.status = RunStatus.RUNNING
                 ch.layout = ch.gantt = ch.samples = ch.server = ch.results = True
             case ConfigStarted(config=config):
                 self._close_slot_spans(self.last_t)
@@ -200,7 +205,7 @@ class RunModel:
                 self.predicted_mib = None
                 ch.server = ch.gantt = ch.samples = True
             case ServerStateChanged():
-                self.server.state, self.server.detail = event.state, event.detail
+                self.server.state, self.server.detail = ServerState(event.state), event.detail
                 ch.server = True
             case ServerReady():
                 self.server.facts = event.facts
@@ -215,7 +220,7 @@ class RunModel:
                     self.predicted.append([self.last_t, None, self.predicted_mib])
                 ch.server = ch.samples = True
             case RequestSubmitted(warmup=False):
-                key = (event.config_index, event.repeat, event.index)
+                key = RequestKey(event.config_index, event.repeat, event.index)
                 view = RequestView(
                     event.config_index, event.repeat, event.index, row=len(self.requests)
                 )
@@ -224,25 +229,25 @@ class RunModel:
                 ch.requests.add(key)
                 ch.layout = ch.gantt = True
             case FirstToken():
-                view = self.requests.get((event.config_index, event.repeat, event.index))
+                view = self.requests.get(RequestKey(event.config_index, event.repeat, event.index))
                 if view is not None:
                     view.t_first = self._t(event.t_ns)
                     submitted = view.t_submit if view.t_submit is not None else view.t_first
                     view.ttft_s = view.t_first - submitted
-                    view.state = "decoding"
-                    ch.requests.add((view.config_index, view.repeat, view.index))
+                    view.state = RequestState.DECODING
+                    ch.requests.add(view.key)
                     ch.gantt = True
             case TokenChunkArrived():
-                view = self.requests.get((event.config_index, event.repeat, event.index))
+                view = self.requests.get(RequestKey(event.config_index, event.repeat, event.index))
                 if view is not None:
                     view.pending_text += event.text
                     view.chunks += event.count
                     view.t_last = self._t(event.t_ns)
-                    ch.requests.add((view.config_index, view.repeat, view.index))
+                    ch.requests.add(view.key)
             case RequestFinished(record=record) if not record.warmup:
                 self._finish(record, ch)
             case SlotMatched():
-                view = self.requests.get((event.config_index, event.repeat, event.index))
+                view = self.requests.get(RequestKey(event.config_index, event.repeat, event.index))
                 if view is not None:
                     view.slot = event.slot
                     ch.gantt = True
@@ -280,7 +285,7 @@ class RunModel:
                 self._close_predicted(self.last_t)
                 self._close_slot_spans(self.last_t)
                 self._close_slot_context(self.last_t)
-                self.status, self.error = event.status, event.error
+                self.status, self.error = RunStatus(event.status), event.error
                 ch.finished = ch.server = ch.gantt = True
 
     def _fold_metrics(self, t_ns: int, values: dict[str, float], ch: Changes) -> None:
@@ -345,7 +350,7 @@ class RunModel:
         decoding = [
             v
             for v in self.requests.values()
-            if v.state == "decoding" and v.config_index == self.server.config_index
+            if v.state is RequestState.DECODING and v.config_index == self.server.config_index
         ]
         taken = {v.slot for v in decoding if v.slot is not None}
         free = [v for v in decoding if v.slot is None]
@@ -382,7 +387,7 @@ class RunModel:
         series[1].append(value)
 
     def _finish(self, record: Any, ch: Changes) -> None:
-        key = (record.config_index, record.repeat, record.index)
+        key = record.key
         view = self.requests.get(key)
         if view is None:  # cancelled before it was sent: no row to show
             return
@@ -392,7 +397,7 @@ class RunModel:
         if record.slot is not None:
             view.slot = record.slot
         if metrics is not None:
-            view.state = "done"
+            view.state = RequestState.DONE
             view.ttft_s, view.queue_s, view.prefill_s = (
                 metrics.ttft_s,
                 metrics.queue_wait_s,
@@ -400,7 +405,7 @@ class RunModel:
             )
             view.decode_tok_s = metrics.decode_tok_s
         else:
-            view.state = "failed" if not record.ok else "done"
+            view.state = RequestState.DONE if record.ok else RequestState.FAILED
             view.error = record.error
         ch.requests.add(key)
         ch.gantt = True
@@ -410,22 +415,26 @@ class RunModel:
         slots tell how many are being prefilled (busy slots not decoding), and it takes
         them in arrival order. Timings correct the split once a request is done."""
         waiting = sorted(
-            (v for v in self.requests.values() if v.state in ("queued", "prefill")),
+            (
+                v
+                for v in self.requests.values()
+                if v.state in (RequestState.QUEUED, RequestState.PREFILL)
+            ),
             key=lambda v: v.t_submit or 0.0,
         )
         if not waiting:
             return
-        decoding = sum(1 for v in self.requests.values() if v.state == "decoding")
+        decoding = sum(1 for v in self.requests.values() if v.state is RequestState.DECODING)
         in_prefill = max(0, self._busy_now - decoding)
         for position, view in enumerate(waiting):
-            state = "prefill" if position < in_prefill else "queued"
-            if view.state != state:
+            state = RequestState.PREFILL if position < in_prefill else RequestState.QUEUED
+            if view.state is not state:
                 view.state = state
-                view.t_prefill = self.last_t if state == "prefill" else None
-                ch.requests.add((view.config_index, view.repeat, view.index))
+                view.t_prefill = self.last_t if state is RequestState.PREFILL else None
+                ch.requests.add(view.key)
                 ch.gantt = True
 
-    def take_text(self, key: tuple[int, int, int]) -> str:
+    def take_text(self, key: RequestKey) -> str:
         """Text that arrived since the grid last drew this pane."""
         view = self.requests[key]
         new, view.pending_text = view.pending_text, ""

@@ -13,6 +13,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
+from workbench.engine.base.states import NoticeLevel, RunStatus
 from workbench.engine.events import Notice
 from workbench.ui.panels.server_panel import ServerPanel
 from workbench.ui.run_model import RunModel
@@ -62,7 +63,7 @@ class RenderController(QObject):
         ``force`` redraws everything at once (a session opened, a seek), ``verb`` names what
         the status line says is happening."""
         changes = self.model.apply(events)
-        running = self.model.status == "running"
+        running = self.model.status is RunStatus.RUNNING
         if not changes and not running and not force:
             return
         now = max(self.model.last_t, now or 0.0)
@@ -93,7 +94,7 @@ class RenderController(QObject):
         if changes.results or force:
             self.results.sync(self.model.summaries)
         if running:
-            done = sum(v.state in ("done", "failed") for v in self.model.requests.values())
+            done = sum(v.state.finished for v in self.model.requests.values())
             self.progress.emit(
                 f"{verb} {self.model.server.label}  ·  "
                 f"config {self.model.server.config_index + 1}/{self.model.n_configs}  ·  "
@@ -112,6 +113,10 @@ class RenderController(QObject):
         )
         self.server_panel.show_kind(server.kind_text)
         latest = self.model.notices[-1] if self.model.notices else None
-        if latest is not None and latest is not self._warned and latest.level == "warning":
+        if (
+            latest is not None
+            and latest is not self._warned
+            and latest.level == NoticeLevel.WARNING
+        ):
             self._warned = latest  # once: each banner shown re-polishes, maybe re-lays out
             self.warning.emit(latest.text)

@@ -10,6 +10,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.states import RunStatus
 from workbench.engine.events import ConfigStarted, RequestSubmitted
 from workbench.engine.run.replay import Playback, load_session
 from workbench.ui.controllers.render_controller import PUMP_INTERVAL_MS, RenderController
@@ -95,7 +96,7 @@ class ReplayController(QObject):
         self.playback.seek_forward(self.playback.duration_s)
         self.loaded.emit(self.playback)
         status = self.model.status
-        kind = "ok" if status == "complete" else "info"
+        kind = "ok" if status is RunStatus.COMPLETE else "info"
         self.banner.emit(f"Session {path.name} ({status}): press Replay to watch it again.", kind)
         self.status.emit(f"session {path.name}")
         self.opened.emit(path)

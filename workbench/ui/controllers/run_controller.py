@@ -16,6 +16,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from workbench.engine.base.errors import ServerBinaryNotFound, WorkbenchError
+from workbench.engine.base.states import ConfigStatus, RunStatus
 from workbench.engine.config.experiment import Experiment
 from workbench.engine.events import Subscription
 from workbench.engine.run.lifecycle import RunLifecycle, Runner
@@ -87,13 +88,13 @@ class RunController(QObject):
         """One frame: fold what arrived since the last into the model and redraw."""
         events = self.subscription.drain() if self.subscription is not None else []
         now = None
-        if self.model.t0_ns is not None and self.model.status == "running":
+        if self.model.t0_ns is not None and self.model.status is RunStatus.RUNNING:
             now = (time.perf_counter_ns() - self.model.t0_ns) / 1e9
         self.renderer.render(events, now)
 
     async def _run(self, lifecycle: RunLifecycle) -> None:
         """Prepare, run and finish one experiment; every way out ends the same."""
-        status = "failed"
+        status = RunStatus.FAILED
         try:
             status = await self._run_steps(lifecycle)
         except WorkbenchError as exc:
@@ -109,14 +110,14 @@ class RunController(QObject):
             self.busy_changed.emit(False)
             self.finished.emit(status)
 
-    async def _run_steps(self, lifecycle: RunLifecycle) -> str:
+    async def _run_steps(self, lifecycle: RunLifecycle) -> RunStatus:
         # The banner keeps its row for the whole run: one appearing (the first warning, at a
         # configuration's end) or going re-laid out and repainted every view in that frame.
         # What is happening goes to the status line.
         self.banner.emit(f"Running. What finishes is kept in {self.out_dir}", "info")
         self.status.emit("preparing: finding the server and model, checking the output folder…")
         await asyncio.to_thread(lifecycle.prepare)
-        self.status.emit("running")
+        self.status.emit("running")  # the status line's words
         self.model.reset()
         self.started.emit()
         self.subscription = lifecycle.start()
@@ -138,14 +139,14 @@ class RunController(QObject):
         self.result = result
         self._report(result)
         self.recorded.emit(result.session_path)
-        return result.status
+        return RunStatus(result.status)
 
     def _report(self, result: RunResult) -> None:
-        failed = [s for s in result.summaries if s.status != "ok"]
+        failed = [s for s in result.summaries if s.status != ConfigStatus.OK]
         where = f"Session: {result.session_path}"
-        if result.status == "cancelled":
+        if result.status == RunStatus.CANCELLED:
             self.banner.emit(f"Stopped. What finished is kept. {where}", "info")
-        elif result.status == "failed" or failed:
+        elif result.status == RunStatus.FAILED or failed:
             errors = "\n".join(f"{s.label}: {s.error}" for s in failed) or result.error or ""
             self.banner.emit(f"Finished with errors. {where}\n{errors}", "error")
         else:

@@ -17,7 +17,7 @@ from workbench.ui.exports.report import ChartOptions, on_white
 from workbench.ui.run_model import RunModel
 from workbench.ui.views.charts import discard, export_widget
 from workbench.ui.views.gantt import TITLES, GanttView
-from workbench.ui.views.gantt_rows import SEGMENT_NAMES, SEGMENTS
+from workbench.ui.views.gantt_rows import SEGMENTS
 
 VIEWS = (("gantt", False), ("gantt-slots", True))  # file stem, lanes by slot
 
@@ -40,7 +40,7 @@ def drawn_views(model: RunModel, title: str) -> Iterator[tuple[str, GanttView]]:
             view.sync(model, model.last_t)
             legend.clear()
             for name in SEGMENTS[1:] if lanes else SEGMENTS:  # a slot's lane never waits
-                legend.addItem(view.bars[name], SEGMENT_NAMES[name])
+                legend.addItem(view.bars[name], name.label)
             view.getPlotItem().setTitle(
                 f"{TITLES[lanes]}<br><span style='font-size:9pt'>{html.escape(title)}</span>"
             )

@@ -17,13 +17,7 @@ from typing import Any
 
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme.palette import theme_data
-from workbench.ui.views.gantt_rows import (
-    SEGMENT_NAMES,
-    SEGMENTS,
-    lane_rows,
-    request_tooltip,
-    segments,
-)
+from workbench.ui.views.gantt_rows import SEGMENTS, lane_rows, request_tooltip, segments
 
 
 def _resource(name: str) -> str:
@@ -58,7 +52,7 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
         "marks": [[round(t, 4), label] for t, label in model.config_marks],
         "requests": requests,
         "colors": state_colors(),
-        "labels": SEGMENT_NAMES,
+        "labels": {state: state.label for state in SEGMENTS},
     }
 
 

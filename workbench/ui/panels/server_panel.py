@@ -19,17 +19,10 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.base.records import StartupFacts
+from workbench.engine.base.states import ServerState
 from workbench.engine.server.llama_server import read_tail
+from workbench.ui.theme.qt_theme import server_state_color
 
-STATE_COLORS = {
-    "starting": "#e8a33d",
-    "healthy": "#3fb27f",
-    "running": "#3b8eea",
-    "stopping": "#e8a33d",
-    "stopped": "#8b929c",
-    "crashed": "#e5484d",
-    "idle": "#8b929c",
-}
 FACTS = (
     ("n_slots", "n_slots"),
     ("n_ctx_slot", "n_ctx_slot"),
@@ -57,7 +50,7 @@ class ServerPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.state = QLabel("idle")
+        self.state = QLabel(ServerState.IDLE)
         self.state.setObjectName("serverState")
         self.detail = QLabel()
         self.detail.setWordWrap(True)
@@ -109,15 +102,16 @@ class ServerPanel(QWidget):
         layout.addWidget(self.log, 1)
         self._log_path: Path | None = None
         self._log_text = ""
-        self.show_state("idle")
+        self.show_state(ServerState.IDLE)
 
     def show_state(self, state: str, detail: str = "") -> None:
-        color = STATE_COLORS.get(state, "#8b929c")
+        """``state``: a ``ServerState`` (a signal hands it over as its text)."""
+        state = ServerState(state)
         self.state.setText(state)
-        style = f"color:{color}; font-weight:bold;"
+        style = f"color:{server_state_color(state).name()}; font-weight:bold;"
         if self.state.styleSheet() != style:  # a style sheet set re-polishes, even the same
             self.state.setStyleSheet(style)
-        self.detail.setText(detail if state == "crashed" else "")
+        self.detail.setText(detail if state is ServerState.CRASHED else "")
 
     def show_server(
         self,

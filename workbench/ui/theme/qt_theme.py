@@ -20,6 +20,10 @@ def state_color(state: str) -> QColor:
     return QColor(theme_data()["states"][state])
 
 
+def server_state_color(state: str) -> QColor:
+    return QColor(theme_data()["server_states"][state])
+
+
 def series_color(name: str) -> QColor:
     return QColor(theme_data()["series"][name])
 

@@ -12,6 +12,7 @@ from PySide6.QtCore import QPointF
 from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QToolTip, QWidget
 
+from workbench.engine.base.states import RequestState, RunStatus
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme.qt_theme import series_color, state_color
 from workbench.ui.views.gantt_rows import SEGMENTS, lane_rows, request_tooltip, segments
@@ -60,7 +61,7 @@ class GanttView(Plot):
         self._row_count = 0
         self._row_of: dict[int, int] = {}
         self.lanes = False
-        self.bars: dict[str, pg.BarGraphItem] = {}
+        self.bars: dict[RequestState, pg.BarGraphItem] = {}
         for name in SEGMENTS:
             color = state_color(name)
             item = pg.BarGraphItem(
@@ -87,22 +88,22 @@ class GanttView(Plot):
         self._views = model.ordered()
         self.note.show_empty(not self._views)
         rows = lane_rows(model) if self.lanes else None
-        spans: dict[str, tuple[list[float], list[float], list[float]]] = {
+        spans: dict[RequestState, tuple[list[float], list[float], list[float]]] = {
             name: ([], [], []) for name in SEGMENTS
         }
         self._row_of = {}
         starts = [v.t_submit for v in self._views if v.t_submit is not None]
-        ended = model.status not in ("idle", "running")
+        ended = model.status is not None and model.status is not RunStatus.RUNNING
         shown = max(now - min(starts, default=now), FINAL_MIN_SPAN_S if ended else MIN_SPAN_S)
         for view in self._views:
             row = rows[0][(view.config_index, view.slot)] if rows else view.row
             self._row_of[id(view)] = row
             for name, x0, x1 in segments(view, now):
-                if rows and name == "queued":
+                if rows and name is RequestState.QUEUED:
                     continue  # a slot's lane shows what the slot did
                 x0s, widths, ys = spans[name]
                 x0s.append(x0)
-                least = FAILED_MIN_SHARE * shown if name == "failed" else 0.0
+                least = FAILED_MIN_SHARE * shown if name is RequestState.FAILED else 0.0
                 widths.append(max(x1 - x0, least))
                 ys.append(row)
         for name, (x0s, widths, ys) in spans.items():

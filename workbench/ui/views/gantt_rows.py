@@ -4,33 +4,29 @@ the two show the same bars."""
 
 from __future__ import annotations
 
+from workbench.engine.base.states import RequestState
 from workbench.ui.run_model import RequestView, RunModel
 
-SEGMENTS = ("queued", "prefill", "decoding", "failed")
-SEGMENT_NAMES = {
-    "queued": "waiting",
-    "prefill": "prefill",
-    "decoding": "decoding",
-    "failed": "failed",
-}
+# The states a bar is drawn in.
+SEGMENTS = (RequestState.QUEUED, RequestState.PREFILL, RequestState.DECODING, RequestState.FAILED)
 
 
-def segments(view: RequestView, now: float) -> list[tuple[str, float, float]]:
-    """(colour, start, end) spans of one request's bar at time ``now``."""
+def segments(view: RequestView, now: float) -> list[tuple[RequestState, float, float]]:
+    """(state, start, end) spans of one request's bar at time ``now``."""
     if view.t_submit is None:
         return []
     start = view.t_submit
-    if view.state == "failed":
+    if view.state is RequestState.FAILED:
         # Grey while it waited, vermillion from when a slot had it (a mark at its end when
         # none did): a request that timed out in the queue never held a slot, and in a
         # slot's lane it must not cover the work the slot did meanwhile.
         end = view.t_done or now
         served = next((t for t in (view.t_prefill, view.t_first) if t is not None), end)
-        waited = [("queued", start, served)] if served > start else []
-        return [*waited, ("failed", served, end)]
-    if view.state == "done" and view.t_first is None:  # ended without generating a token
-        return [("queued", start, view.t_done or start)]
-    if view.state == "done" and view.t_first is not None:
+        waited = [(RequestState.QUEUED, start, served)] if served > start else []
+        return [*waited, (RequestState.FAILED, served, end)]
+    if view.state is RequestState.DONE and view.t_first is None:  # no token generated
+        return [(RequestState.QUEUED, start, view.t_done or start)]
+    if view.state is RequestState.DONE and view.t_first is not None:
         # Queue, then prefill for as long as the server's timings say, then decoding. A
         # whole answer (not streamed) arrives at its end: the server's timings split the
         # wait into queue, prefill and the decoding the client could not watch.
@@ -38,20 +34,21 @@ def segments(view: RequestView, now: float) -> list[tuple[str, float, float]]:
         decode_from = split + view.prefill_s if view.prefill_s is not None else view.t_first
         decode_from = min(decode_from, view.t_first)
         spans = [
-            ("queued", start, split),
-            ("prefill", split, decode_from),
-            ("decoding", decode_from, view.t_last or view.t_first),
+            (RequestState.QUEUED, start, split),
+            (RequestState.PREFILL, split, decode_from),
+            (RequestState.DECODING, decode_from, view.t_last or view.t_first),
         ]
         return [s for s in spans if s[2] > s[1]]
     # Live: queued until a slot was seen prefilling it (when it was), then decoding.
     first = view.t_first if view.t_first is not None else now
     prefill_from = view.t_prefill if view.t_prefill is not None else first
     spans = [
-        ("queued", start, prefill_from),
-        ("prefill", prefill_from, first),
-        ("decoding", first, now),
+        (RequestState.QUEUED, start, prefill_from),
+        (RequestState.PREFILL, prefill_from, first),
+        (RequestState.DECODING, first, now),
     ]
-    return [s for s in spans if s[2] > s[1] or s[0] == "queued"]  # a bar from its submit on
+    # A bar from its submit on.
+    return [s for s in spans if s[2] > s[1] or s[0] is RequestState.QUEUED]
 
 
 def lane_rows(model: RunModel) -> tuple[dict[tuple[int, int | None], int], list[str]]:
@@ -78,7 +75,7 @@ def request_tooltip(view: RequestView) -> str:
 
     lines = [
         f"request #{view.number} (config {view.config_index + 1}, repeat {view.repeat + 1})",
-        f"state: {view.state}" + (f"   slot: {view.slot}" if view.slot is not None else ""),
+        f"state: {view.state.label}" + (f"   slot: {view.slot}" if view.slot is not None else ""),
         f"TTFT: {fmt(view.ttft_s, 's')}",
         f"queue wait: {fmt(view.queue_s, 's')}   prefill: {fmt(view.prefill_s, 's')}",
         f"tokens: {view.output_tokens if view.output_tokens is not None else view.chunks}",

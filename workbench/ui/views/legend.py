@@ -6,15 +6,9 @@ from PySide6.QtCore import QEvent
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
+from workbench.engine.base.states import RequestState
 from workbench.ui.theme.qt_theme import state_color
 
-ENTRIES = (  # state, its name, what it means (said where there is room)
-    ("queued", "queued", "waiting for a slot"),
-    ("prefill", "prefill", ""),
-    ("decoding", "decode", ""),
-    ("done", "done", ""),
-    ("failed", "failed", ""),
-)
 SPACING = 14
 
 
@@ -29,7 +23,8 @@ class StateLegend(QWidget):
         layout.setSpacing(SPACING)
         self.chips: list[QLabel] = []
         self.labels: list[tuple[QLabel, str, str]] = []  # label, short text, long text
-        for state, name, meaning in ENTRIES:
+        for state in RequestState:
+            name, meaning = state.label, state.meaning
             chip = QLabel()
             chip.setStyleSheet(f"background:{state_color(state).name()}; border-radius:3px;")
             self.chips.append(chip)

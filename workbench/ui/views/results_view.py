@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from workbench.engine.analysis.compare import chart_data_from
+from workbench.engine.base.states import ConfigStatus
 from workbench.engine.figures.metrics import Figure, View, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.ui.views.charts import MetricChart
@@ -135,7 +136,7 @@ class ResultsView(QWidget):
             for c, figure in enumerate(self.columns):
                 item = QTableWidgetItem(figure.cell(summary))
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if summary.status != "ok" or summary.not_same_task:
+                if summary.status != ConfigStatus.OK or summary.not_same_task:
                     why = summary.error or summary.not_same_task or summary.status
                     item.setToolTip(plain_text.tooltip(why))
                     item.setForeground(pg.mkColor("#e5484d"))

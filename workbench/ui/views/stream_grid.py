@@ -32,7 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.base.records import CONTEXT_FULL
+from workbench.engine.base.records import CONTEXT_FULL, RequestKey
+from workbench.engine.base.states import RequestState
 from workbench.engine.figures.metrics import figure
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme.qt_theme import state_color
@@ -49,7 +50,6 @@ STATS_EVERY_TICKS = 12  # the numbers in a pane's header change at ~5 Hz (60 Hz 
 # 24 times a second.
 PANE_DRAWS_PER_FRAME = 32
 BIND_DRAWS = 4
-FINAL = ("done", "failed")
 
 
 def grid_shape(n: int, area_aspect: float = 1.8, pane_aspect: float = 1.8) -> tuple[int, int]:
@@ -134,20 +134,20 @@ class StreamPane(QFrame):
         layout.setSpacing(2)
         layout.addLayout(header)
         layout.addWidget(self.body, 1)
-        self.key: tuple[int, int, int] | None = None
+        self.key: RequestKey | None = None
         self.text = ""
-        self._state = ""
+        self._state: RequestState | None = None
         self._stats = ""
         self._stat_parts: list[str] = []
-        self._color = state_color("queued")
+        self._color = state_color(RequestState.QUEUED)
 
     def bind(self, view: RequestView, text: str) -> None:
-        self.key = (view.config_index, view.repeat, view.index)
+        self.key = view.key
         self.title.setText(f"#{view.number}")
         self.text = ""
         self.body.setText("")
         self.append(text)
-        self._state = self._stats = ""
+        self._state, self._stats = None, ""
 
     def append(self, text: str) -> None:
         if text:
@@ -173,17 +173,19 @@ class StreamPane(QFrame):
         self._show_stats()
 
     def show_state(self, view: RequestView, now: float, stats: bool = True) -> None:
-        if view.state != self._state:
+        if view.state is not self._state:
             self._state = view.state
             self._color = state_color(view.state)
             palette = self.state.palette()
             palette.setColor(QPalette.ColorRole.Window, self._color)
             palette.setColor(QPalette.ColorRole.WindowText, QColor("#101114"))
             self.state.setPalette(palette)
-            no_fit = view.state == "failed" and (view.error or "").startswith(CONTEXT_FULL)
-            self.state.setText("did not fit" if no_fit else view.state)
+            no_fit = view.state is RequestState.FAILED and (view.error or "").startswith(
+                CONTEXT_FULL
+            )
+            self.state.setText("did not fit" if no_fit else view.state.label)
             self.setToolTip(plain_text.tooltip(view.error or ""))
-            if view.state == "failed" and view.error:
+            if view.state is RequestState.FAILED and view.error:
                 # Why, where the audience looks: a refused request has no text of its own.
                 self.append(f"\n\n✖ {view.error}")
             self.update()
@@ -260,10 +262,10 @@ class StreamGrid(QWidget):
         for pane in self._pool:
             pane.hide()
             pane.ensurePolished()
-        self.panes: dict[tuple[int, int, int], StreamPane] = {}
+        self.panes: dict[RequestKey, StreamPane] = {}
         self._views: list[RequestView] = []  # the panes' requests, in the panes' order
-        self._unbound: dict[tuple[int, int, int], None] = {}  # placed, to bind and show
-        self._news: dict[tuple[int, int, int], None] = {}  # shown, with news to draw
+        self._unbound: dict[RequestKey, None] = {}  # placed, to bind and show
+        self._news: dict[RequestKey, None] = {}  # shown, with news to draw
         self._ticks = 0
         self._warmed = False
         self._placeholder = QLabel(
@@ -330,7 +332,7 @@ class StreamGrid(QWidget):
     def sync(
         self,
         model: RunModel,
-        changed: set[tuple[int, int, int]],
+        changed: set[RequestKey],
         relayout: bool,
         now: float,
         budget: int | None = None,
@@ -364,7 +366,7 @@ class StreamGrid(QWidget):
             view = model.requests[key]
             pane = self.panes[key]
             pane.append(model.take_text(key))
-            pane.show_state(view, now, stats=budget is None or view.state in FINAL)
+            pane.show_state(view, now, stats=budget is None or view.state.finished)
             drawn.add(key)
             left -= 1
         if budget == 0:  # a frame that redraws a plot draws no pane
@@ -374,7 +376,12 @@ class StreamGrid(QWidget):
         for i, (key, pane) in enumerate(self.panes.items()):
             view = model.requests[key]
             due = (self._ticks + i) % STATS_EVERY_TICKS == 0
-            if due and view.state == "decoding" and key not in self._unbound and key not in drawn:
+            if (
+                due
+                and view.state is RequestState.DECODING
+                and key not in self._unbound
+                and key not in drawn
+            ):
                 pane.show_state(view, now)
 
     def _lay_out(self, views: list[RequestView]) -> None:
@@ -400,7 +407,7 @@ class StreamGrid(QWidget):
         self._placeholder.setVisible(not keys)
         self._place()  # sized before their text is bound: each shows the tail that fits
 
-    def _bind(self, model: RunModel, key: tuple[int, int, int], now: float) -> None:
+    def _bind(self, model: RunModel, key: RequestKey, now: float) -> None:
         view = model.requests[key]
         pane = self.panes[key]
         self._fit_font(pane)  # header and text
