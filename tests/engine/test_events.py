@@ -134,14 +134,14 @@ def test_run_ended_cuts_every_subscriptions_wait_short() -> None:
     subs = [bus.subscribe(), bus.subscribe(Notice)]
     returned: list[int] = []
     waiters = [
-        threading.Thread(target=lambda n=n, s=s: (s.wait(600), returned.append(n)))
+        threading.Thread(target=lambda n=n, s=s: (s.wait(600), returned.append(n)), daemon=True)
         for n, s in enumerate(subs)
     ]
     for waiter in waiters:
         waiter.start()
     bus.run_ended()
     for waiter in waiters:
-        waiter.join(30)  # without run_ended: 600 s each
+        waiter.join(10)  # without run_ended: 600 s each
         assert not waiter.is_alive()
     assert sorted(returned) == [0, 1]
     assert all(sub.ended.is_set() for sub in subs)
