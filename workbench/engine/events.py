@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from workbench.engine.base.columns import column
 from workbench.engine.base.records import ImportSource, RequestRecord, StartupFacts
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.summaries import ConfigSummary
@@ -38,7 +39,7 @@ class ConfigStarted:
 @dataclass(frozen=True)
 class ServerStateChanged:
     config_index: int
-    state: str  # starting / healthy / running / stopping / stopped / crashed
+    state: str  # a ServerState
     detail: str = ""
 
 
@@ -85,35 +86,38 @@ class RequestFinished:
     record: RequestRecord
 
 
+# The samples and the counters are their tables' declarations too (``store/rows.py``).
+
+
 @dataclass(frozen=True)
 class ProcessSample:
-    config_index: int
+    config_index: int = column("config_idx")
     t_ns: int
-    rss_bytes: int
-    cpu_percent: float
+    rss_bytes: int = column(nullable=True)
+    cpu_percent: float = column(nullable=True)
 
 
 @dataclass(frozen=True)
 class GpuSample:
     """GPU memory the server's processes hold (NVIDIA, through NVML)."""
 
-    config_index: int
+    config_index: int = column("config_idx")
     t_ns: int
-    gpu_bytes: int
+    gpu_bytes: int = column(nullable=True)
 
 
 @dataclass(frozen=True)
 class MetricsSample:
-    config_index: int
+    config_index: int = column("config_idx")
     t_ns: int
-    values: dict[str, float]
+    values: dict[str, float] = column("values_json", json=True, nullable=True)
 
 
 @dataclass(frozen=True)
 class SlotsSample:
-    config_index: int
+    config_index: int = column("config_idx")
     t_ns: int
-    slots: list[dict[str, Any]]
+    slots: list[dict[str, Any]] = column("slots_json", json=True, nullable=True)
 
 
 @dataclass(frozen=True)
@@ -137,18 +141,19 @@ class ClientLoadMeasured:
 
 @dataclass(frozen=True)
 class ServerCounters:
-    """The server's /metrics just before and just after one repeat (None: not exposed)."""
+    """The server's /metrics just before and just after one repeat (None: not exposed; in a
+    file, also anything but names to numbers)."""
 
-    config_index: int
+    config_index: int = column("config_idx")
     repeat: int
-    before: dict[str, float] | None
-    after: dict[str, float] | None
+    before: dict[str, float] | None = column("before_json", json=True, lenient=True)
+    after: dict[str, float] | None = column("after_json", json=True, lenient=True)
 
 
 @dataclass(frozen=True)
 class ConfigFinished:
     config_index: int
-    status: str  # ok / failed / cancelled
+    status: str  # a ConfigStatus
     error: str | None = None
     log_tail: str = ""
     summary: ConfigSummary | None = None
@@ -156,7 +161,7 @@ class ConfigFinished:
 
 @dataclass(frozen=True)
 class Notice:
-    level: str  # info / warning / error
+    level: str  # a NoticeLevel
     text: str
     config_index: int | None = None
 
@@ -180,7 +185,7 @@ class ReportedFigures:
 
 @dataclass(frozen=True)
 class ExperimentFinished:
-    status: str  # complete / cancelled / failed
+    status: str  # a RunStatus
     error: str | None = None
 
 

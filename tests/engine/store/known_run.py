@@ -158,8 +158,9 @@ STEADY = (
 )
 
 
-def steady_dump(path: Path) -> str:
-    """The file's tables and every row as SQL text (``iterdump``), its version first."""
+def steady_dump(path: Path, tables: bool = True) -> str:
+    """The file's tables and every row as SQL text (``iterdump``), its version first;
+    without ``tables``, the rows only (the tables are compared column by column)."""
     copy = path.with_name("steady-" + path.name)
     with (
         contextlib.closing(sqlite3.connect(path)) as source,
@@ -171,7 +172,8 @@ def steady_dump(path: Path) -> str:
             for statement in STEADY:
                 conn.execute(statement)
         version = conn.execute("PRAGMA user_version").fetchone()
-        lines = [f"PRAGMA user_version = {version[0]};", *conn.iterdump()]
+        dumped = [line for line in conn.iterdump() if tables or not line.startswith("CREATE")]
+        lines = [f"PRAGMA user_version = {version[0]};", *dumped]
     copy.unlink()
     return "\n".join(lines) + "\n"
 

@@ -6,25 +6,31 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
+import types
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import pytest
 
+from workbench.engine.base.columns import column, column_of
+from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
+from workbench.engine.base.states import ConfigStatus
+from workbench.engine.events import GpuSample
+from workbench.engine.store.checks import declared_fields
 from workbench.engine.store.rows import (
     CHUNKS,
     CONFIGS,
     GPU_SAMPLES,
     IMPORT_SOURCE,
+    REQUESTS,
     SESSION,
     TABLES,
+    ConfigRow,
     StoredChunk,
-    StoredConfig,
-    StoredGpuSample,
 )
 from workbench.engine.store.schema import SCHEMA_VERSION, create_tables
-from workbench.engine.store.table import Table, added_in
+from workbench.engine.store.table import Table
 
 STORE = Path(__file__).parents[3] / "workbench" / "engine" / "store"
 
@@ -37,22 +43,35 @@ def conn(tmp_path):
         yield conn
 
 
+def value_of(hint: typing.Any, name: str, k: int) -> typing.Any:
+    """A value of ``hint``, made of ``k``: different for every column and seed."""
+    kind = hint
+    if typing.get_origin(hint) is types.UnionType:  # X | None
+        (kind,) = [a for a in typing.get_args(hint) if a is not type(None)]
+    origin = typing.get_origin(kind)
+    if origin is dict:
+        return {f"{name} {k}": k + 0.5}
+    if origin is list:
+        (entry,) = typing.get_args(kind)
+        return [f"{name} {k}"] if entry is str else [{"id": k}]
+    if kind is StartupFacts:
+        return StartupFacts(n_slots=k)
+    if kind is bool:
+        return k % 2 == 1
+    if kind is str:
+        return f"{name} {k}"
+    return k + 0.25 if kind is float else k
+
+
 def example(row_type: type, seed: int) -> typing.Any:
-    """A row of ``row_type`` whose every column holds a value of its declared type, each
-    different from every other (and from the next ``seed``'s)."""
-    hints = typing.get_type_hints(row_type)
+    """A row of ``row_type`` whose every stored field holds a value of its declared type,
+    each different from every other (and from the next ``seed``'s); a field that is no
+    column keeps its default."""
     values = {}
-    for n, f in enumerate(fields(row_type)):
-        kinds = typing.get_args(hints[f.name]) or (hints[f.name],)
-        k = 1000 * seed + n
-        if f.name == "id":  # the header's one row
-            values[f.name] = 1
-        elif str in kinds:
-            values[f.name] = f"{f.name} {k}"
-        elif float in kinds:
-            values[f.name] = k + 0.25
-        else:
-            values[f.name] = k
+    for n, (f, hint) in enumerate(declared_fields(row_type)):
+        if not column_of(f).stored:
+            continue
+        values[f.name] = 1 if f.name == "id" else value_of(hint, f.name, 1000 * seed + n)
     return row_type(**values)
 
 
@@ -62,7 +81,8 @@ def test_every_row_reads_back_as_written(conn, table):
     written = [example(table.row, seed) for seed in seeds]
     with conn:
         table.insert(conn, written)
-    read = table.select(conn, SCHEMA_VERSION, order_by=table.columns[:1])
+    first = next(iter(table.fields))
+    read = table.select(conn, SCHEMA_VERSION, order_by=(first,))
     assert len(read) == len(written)
     for back, row in zip(read, written, strict=True):
         for f in fields(row):
@@ -72,26 +92,50 @@ def test_every_row_reads_back_as_written(conn, table):
             )
 
 
-def declared(table: Table) -> list[str]:
-    return [f.name for f in fields(table.row)]
+def stored_columns(table: Table) -> list[str]:
+    """The columns its declaration's stored fields name."""
+    return [column_of(f).name or f.name for f in fields(table.row) if column_of(f).stored]
 
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)
 def test_every_statement_names_the_declared_columns(table):
     insert = re.fullmatch(r"INSERT INTO (\w+) \((.*)\) VALUES \((.*)\)", table.insert_sql())
     assert insert is not None and insert[1] == table.name
-    assert insert[2].split(", ") == declared(table)
-    assert insert[3].split(", ") == [f":{name}" for name in declared(table)]
+    assert insert[2].split(", ") == list(table.columns)
+    assert insert[3].split(", ") == [f":{name}" for name in table.columns]
+    assert set(stored_columns(table)) <= set(table.columns)
     select = re.fullmatch(r"SELECT (.*) FROM (\w+)", table.select_sql(SCHEMA_VERSION))
     assert select is not None and select[2] == table.name
-    assert select[1].split(", ") == declared(table)
+    assert sorted(select[1].split(", ")) == sorted(stored_columns(table))
 
 
-@dataclass(frozen=True, kw_only=True)
-class WiderGpuSample(StoredGpuSample):
+def test_a_request_is_stored_by_its_record_alone(conn):
+    """The record is the requests table's declaration: every field but its chunks and slot
+    (tables of their own) is a column, under its stored name; the text and token count are
+    written beside them for SQL readers, and the record reads back whole."""
+    stored = {f.name for f in fields(RequestRecord)} - {"chunks", "slot"}
+    assert set(REQUESTS.fields) == stored
+    assert REQUESTS.fields["config_index"].name == "config_idx"
+    assert REQUESTS.fields["usage"].name == "usage_json"
+    record = RequestRecord(
+        0, 1, 2, "p", ok=True, usage={"completion_tokens": 2}, chunks=[TokenChunk(5, "ab")]
+    )
+    with conn:
+        REQUESTS.insert(conn, [record])
+    found = conn.execute(
+        "SELECT config_idx, idx, repeat, ok, usage_json, output_tokens, token_source, text "
+        "FROM requests"
+    ).fetchall()
+    assert found == [(0, 2, 1, 1, '{"completion_tokens": 2}', 2, "usage", "ab")]
+    (back,) = REQUESTS.select(conn, SCHEMA_VERSION)
+    assert back == replace(record, chunks=[])
+
+
+@dataclass(frozen=True)
+class WiderGpuSample(GpuSample):
     """The GPU sample of a version to come, with one more column."""
 
-    temperature_c: float | None = added_in(SCHEMA_VERSION + 1)
+    temperature_c: float | None = column(since=SCHEMA_VERSION + 1, default=None)
 
 
 def test_a_column_added_to_a_row_is_written_and_read(conn):
@@ -103,18 +147,18 @@ def test_a_column_added_to_a_row_is_written_and_read(conn):
     assert wider.select_sql(newer).startswith("SELECT config_idx, t_ns, gpu_bytes, temperature_c ")
     # A file of this version has no such column: it reads as not recorded.
     assert ", NULL AS temperature_c FROM" in wider.select_sql(SCHEMA_VERSION)
-    GPU_SAMPLES.insert(conn, [StoredGpuSample(config_idx=0, t_ns=1, gpu_bytes=2)])
+    GPU_SAMPLES.insert(conn, [GpuSample(0, 1, 2)])
     (old,) = wider.select(conn, SCHEMA_VERSION)
-    assert old == WiderGpuSample(config_idx=0, t_ns=1, gpu_bytes=2, temperature_c=None)
+    assert old == WiderGpuSample(0, 1, 2, temperature_c=None)
 
     conn.execute("ALTER TABLE gpu_samples ADD COLUMN temperature_c REAL")
-    written = WiderGpuSample(config_idx=0, t_ns=3, gpu_bytes=4, temperature_c=61.5)
+    written = WiderGpuSample(0, 3, 4, temperature_c=61.5)
     wider.insert(conn, [written])
     assert wider.select(conn, newer, {"t_ns": 3}) == [written]
 
 
 def test_a_table_newer_than_the_file_has_no_rows(conn):
-    GPU_SAMPLES.insert(conn, [StoredGpuSample(config_idx=0, t_ns=1, gpu_bytes=2)])
+    GPU_SAMPLES.insert(conn, [GpuSample(0, 1, 2)])
     assert GPU_SAMPLES.select(conn, GPU_SAMPLES.since - 1) == []
     assert len(GPU_SAMPLES.select(conn, GPU_SAMPLES.since)) == 1
 
@@ -122,28 +166,34 @@ def test_a_table_newer_than_the_file_has_no_rows(conn):
 def test_a_row_is_built_by_name_only():
     with pytest.raises(TypeError):
         StoredChunk(0, 1, 2, 3, "x")
-    chunk = StoredChunk(config_idx=0, request_idx=1, seq=2, t_ns=3, text="x")
+    chunk = StoredChunk(config_index=0, index=1, seq=2, t_ns=3, text="x")
     with pytest.raises(AttributeError):
         chunk.text = "y"
 
 
 def test_names_that_are_no_column_are_refused(conn):
     with pytest.raises(ValueError, match="no column 'colour'"):
-        CONFIGS.update(conn, {"idx": 0}, colour="red")
+        CONFIGS.update(conn, {"index": 0}, colour="red")
+    with pytest.raises(ValueError, match="no column 'idx'"):  # a field's name, not its column's
+        CONFIGS.update(conn, {"idx": 0}, label="np=1")
     with pytest.raises(ValueError, match="no column 'colour'"):
         CONFIGS.select(conn, SCHEMA_VERSION, {"colour": "red"})
     with pytest.raises(ValueError, match="no column 'colour'"):
         CONFIGS.select(conn, SCHEMA_VERSION, order_by=("colour",))
     with pytest.raises(TypeError, match="holds StoredChunk"):
-        CHUNKS.insert(conn, [StoredGpuSample(config_idx=0, t_ns=1, gpu_bytes=2)])
+        CHUNKS.insert(conn, [GpuSample(0, 1, 2)])
+
+
+def started(index: int, label: str) -> ConfigRow:
+    return ConfigRow(index=index, label=label, server={}, workload={}, status=ConfigStatus.RUNNING)
 
 
 def test_an_update_sets_only_what_it_names(conn):
-    CONFIGS.insert(conn, [StoredConfig.started(0, "np=1", {}, {})])
-    CONFIGS.insert(conn, [StoredConfig.started(1, "np=2", {}, {})])
-    CONFIGS.update(conn, {"idx": 1}, status="ok", log_tail="tail")
-    first, second = CONFIGS.select(conn, SCHEMA_VERSION, order_by=("idx",))
-    assert first == StoredConfig.started(0, "np=1", {}, {})
+    CONFIGS.insert(conn, [started(0, "np=1")])
+    CONFIGS.insert(conn, [started(1, "np=2")])
+    CONFIGS.update(conn, {"index": 1}, status=ConfigStatus.OK, log_tail="tail")
+    first, second = CONFIGS.select(conn, SCHEMA_VERSION, order_by=("index",))
+    assert first == started(0, "np=1")
     assert (second.status, second.log_tail, second.error, second.label) == (
         "ok",
         "tail",

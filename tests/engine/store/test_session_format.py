@@ -30,19 +30,15 @@ from tests.engine.store.known_run import (
     steady_dump,
     write_known_run,
 )
+from workbench.engine.events import GpuSample, MetricsSample, ProcessSample, SlotsSample
 from workbench.engine.figures.summaries import RunObservations
 from workbench.engine.store import SCHEMA_VERSION, ConfigRow, open_session
-from workbench.engine.store.rows import (
-    TABLES,
-    StoredGpuSample,
-    StoredMetricsSample,
-    StoredProcessSample,
-    StoredSlotsSample,
-)
-from workbench.engine.store.schema import SCHEMA
+from workbench.engine.store.rows import TABLES
+from workbench.engine.store.schema import create_tables
 
 BEFORE = Path(__file__).with_name("known_run_before_split.sql")
-PROCESS_ROW = StoredProcessSample(config_idx=0, t_ns=1000, rss_bytes=123_456_789, cpu_percent=12.5)
+HAND_WRITTEN = Path(__file__).with_name("schema_v6.sql")
+PROCESS_ROW = ProcessSample(0, 1000, 123_456_789, 12.5)
 
 
 def written_before(folder: Path) -> Path:
@@ -71,19 +67,42 @@ def test_a_run_is_written_as_before_the_split(tmp_path):
         conn.execute("ALTER TABLE requests DROP COLUMN prompt_tokens")
         conn.execute("ALTER TABLE requests DROP COLUMN streamed")
         conn.execute("PRAGMA user_version = 4")
-    assert steady_dump(now) == BEFORE.read_text()
+    # Every row, value by value and column by column (its tables: the test below).
+    assert steady_dump(now, tables=False) == steady_dump(written_before(tmp_path), tables=False)
 
 
-def test_every_row_declares_exactly_the_columns_of_its_table(tmp_path):
-    with contextlib.closing(sqlite3.connect(tmp_path / "s.sqlite")) as conn:
-        conn.executescript(SCHEMA)
-        created = {
-            name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+def tables_of(path: Path) -> dict[str, tuple]:
+    """Each table as SQLite describes it: its columns (place, name, type, NOT NULL,
+    default, place in the key), its other properties (WITHOUT ROWID, ...), and its
+    statement with the white space taken out (which holds what PRAGMAs do not say, such
+    as a CHECK)."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        found = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+        return {
+            name: (
+                conn.execute(f"PRAGMA table_info({name})").fetchall(),
+                conn.execute(f"PRAGMA table_list({name})").fetchall(),
+                "".join(sql.split()),
+            )
+            for name, sql in found.fetchall()
         }
-        assert created == {t.name for t in TABLES}
-        for table in TABLES:
-            info = conn.execute(f"PRAGMA table_info({table.name})").fetchall()
-            assert tuple(name for _, name, *_ in info) == table.columns, table.name
+
+
+def test_a_new_file_has_the_tables_the_schema_was_written_by_hand_with(tmp_path):
+    """Each table's SQL is derived from its declaration: a new file holds the tables,
+    columns, types, constraints and keys that the hand-written schema 6 made."""
+    assert SCHEMA_VERSION == 6  # a later version: compare with its own file
+    by_hand = load_dump(HAND_WRITTEN.read_text(), tmp_path / "by-hand.sqlite")
+    with contextlib.closing(sqlite3.connect(tmp_path / "derived.sqlite")) as conn, conn:
+        create_tables(conn)
+    derived, written = tables_of(tmp_path / "derived.sqlite"), tables_of(by_hand)
+    assert list(derived) == [t.name for t in TABLES]
+    assert sorted(derived) == sorted(written)
+    for name in written:
+        assert derived[name] == written[name], name
+    for table in TABLES:
+        info = derived[table.name][0]
+        assert tuple(name for _, name, *_ in info) == table.columns, table.name
 
 
 def assert_same_fields(read, written) -> None:
@@ -158,26 +177,21 @@ def test_every_value_reads_back_in_its_place(write, tmp_path):
             0: RunObservations(LOAD.load, COUNTERS.before, COUNTERS.after, slots_from_log=True)
         }
         assert session.samples("process_samples", 0) == [PROCESS_ROW]
-        assert session.samples("gpu_samples", 0) == [
-            StoredGpuSample(config_idx=0, t_ns=1000, gpu_bytes=5_000_000)
-        ]
+        # Each sample reads back as the event it was written from.
+        assert session.samples("gpu_samples", 0) == [GpuSample(0, 1000, 5_000_000)]
         assert session.samples("metrics_samples", 0) == [
-            StoredMetricsSample(
-                config_idx=0, t_ns=1000, values_json='{"llamacpp:requests_processing": 2.0}'
-            )
+            MetricsSample(0, 1000, {"llamacpp:requests_processing": 2.0})
         ]
         assert session.samples("slots_samples", 0) == [
-            StoredSlotsSample(
-                config_idx=0, t_ns=1000, slots_json='[{"id": 0, "is_processing": true}]'
-            )
+            SlotsSample(0, 1000, [{"id": 0, "is_processing": True}])
         ]
         states = session.samples("server_states", 0) + session.samples("server_states", 1)
-        assert [(s.config_idx, s.state, s.detail) for s in states] == [
+        assert [(s.config_index, s.state, s.detail) for s in states] == [
             (0, "starting", ""),
             (0, "healthy", "200 OK"),
             (1, "crashed", "exit code 1"),
         ]
-        assert [(n.config_idx, n.level, n.text) for n in session.notices()] == [
+        assert [(n.config_index, n.level, n.text) for n in session.notices()] == [
             (0, "warning", "the first notice"),
             (None, "info", "a notice of no configuration"),
         ]

@@ -15,7 +15,7 @@ from tests.made_sessions import Config, build_session, request
 from workbench.cli.main import main
 from workbench.engine.base.records import Gpu, Hardware, StartupFacts
 from workbench.engine.store import open_session
-from workbench.engine.store.checks import fingerprint, startup_facts
+from workbench.engine.store.checks import read_record
 
 TOML = "[server]\nslots = 4\n[workload]\nrequests = 1\n"
 
@@ -105,6 +105,14 @@ def test_the_stored_json_has_the_keys_it_always_had(tmp_path):
     external = Hardware(hostname="lab-host").to_dict()
     assert "llama_server" not in external and "llama_server_build" not in external
     assert list(external)[-1] == "apple_chip"
+
+
+def startup_facts(stored: dict) -> StartupFacts:
+    return read_record(StartupFacts, stored, lenient=True)
+
+
+def fingerprint(stored: dict) -> Hardware:
+    return read_record(Hardware, stored, lenient=True)
 
 
 def test_wrong_types_and_unknown_keys_read_back_as_unknown():

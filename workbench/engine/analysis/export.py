@@ -205,11 +205,11 @@ def session_document(session: Session) -> dict[str, Any]:
                     for g in session.samples("gpu_samples", config.index)
                 ],
                 "metrics_samples": [
-                    {"t_s": (m.t_ns - origin) / NS, **json.loads(m.values_json)}
+                    {"t_s": (m.t_ns - origin) / NS, **m.values}
                     for m in session.samples("metrics_samples", config.index)
                 ],
                 "slots_samples": [
-                    {"t_s": (s.t_ns - origin) / NS, "slots": json.loads(s.slots_json)}
+                    {"t_s": (s.t_ns - origin) / NS, "slots": s.slots}
                     for s in session.samples("slots_samples", config.index)
                 ],
             }

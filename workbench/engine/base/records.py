@@ -11,8 +11,10 @@ pass them on.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
+
+from workbench.engine.base.columns import column, not_stored
 
 CONTEXT_FULL = "did not fit the slot's context"
 """How a request's error starts when the server could not hold it: refused for a prompt longer
@@ -38,18 +40,24 @@ class TokenChunk:
 
 @dataclass
 class RequestRecord:
-    config_index: int
+    """One request, every raw time and what the server said: the declaration of the session
+    file's ``requests`` table too (each field its column, ``base/columns.py``)."""
+
+    config_index: int = column("config_idx")
     repeat: int
-    index: int
+    index: int = column("idx")
     prompt: str
     warmup: bool = False
-    prompt_tokens: int | None = None  # the prompt as built, by the server's tokenizer
-    streamed: bool = True  # False: the answer came whole, its text visible only at the end
-    t_intended_ns: int | None = None  # due by the arrival schedule
+    prompt_tokens: int | None = column(since=5, default=None)  # by the server's tokenizer
+    # False: the answer came whole, its text visible only at the end
+    streamed: bool = column(since=5, default=True)
+    t_intended_ns: int | None = column(since=4, default=None)  # due by the arrival schedule
     t_scheduled_ns: int | None = None  # woke up for its arrival (before any client-side limit)
-    t_ready_ns: int | None = None  # free to go: due, and a client-side concurrency slot free
-    connect_ns: int | None = None  # how long opening its connection took
-    t_connected_ns: int | None = None  # when it was open (before t_ready when opened ahead)
+    # free to go: due, and a client-side concurrency slot free
+    t_ready_ns: int | None = column(since=4, default=None)
+    connect_ns: int | None = column(since=4, default=None)  # how long opening its connection took
+    # when it was open (before t_ready when opened ahead)
+    t_connected_ns: int | None = column(since=4, default=None)
     t_submit_ns: int | None = None
     t_first_token_ns: int | None = None
     t_last_token_ns: int | None = None
@@ -58,10 +66,11 @@ class RequestRecord:
     ok: bool = False
     error: str | None = None
     finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
-    timings: dict[str, Any] | None = None
-    chunks: list[TokenChunk] = field(default_factory=list)
-    slot: int | None = None  # the server slot that served it, from the server's log
+    usage: dict[str, Any] | None = column("usage_json", json=True, default=None)
+    timings: dict[str, Any] | None = column("timings_json", json=True, default=None)
+    chunks: list[TokenChunk] = not_stored(default_factory=list)  # the chunks table
+    # the server slot that served it, from the server's log (the request_slots table)
+    slot: int | None = not_stored(default=None)
 
     @property
     def key(self) -> RequestKey:

@@ -8,12 +8,12 @@ time the session writer stored them (within a batch, well under a second).
 from __future__ import annotations
 
 import bisect
-import json
 from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.base.records import StartupFacts
+from workbench.engine.base.states import ServerState
 from workbench.engine.config.experiment import (
     Experiment,
     RunConfig,
@@ -28,15 +28,11 @@ from workbench.engine.events import (
     ExperimentFinished,
     ExperimentStarted,
     FirstToken,
-    GpuSample,
-    MetricsSample,
     Notice,
-    ProcessSample,
     RequestFinished,
     RequestSubmitted,
     ServerReady,
     ServerStateChanged,
-    SlotsSample,
     TokenChunkArrived,
 )
 from workbench.engine.store import (
@@ -45,6 +41,8 @@ from workbench.engine.store import (
     open_session,
     summarize_config_records,
 )
+
+SAMPLED = ("process_samples", "gpu_samples", "metrics_samples", "slots_samples")
 
 
 def run_config(row: ConfigRow) -> RunConfig:
@@ -90,7 +88,7 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
         for s in states:
             add(s.t_ns, ServerStateChanged(row.index, s.state, s.detail or ""))
         if row.base_url:  # the server got ready (managed) or was probed (external)
-            ready = next((s.t_ns for s in states if s.state == "healthy"), start)
+            ready = next((s.t_ns for s in states if s.state == ServerState.HEALTHY), start)
             add(
                 ready,
                 ServerReady(
@@ -119,21 +117,16 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
                     TokenChunkArrived(row.index, r.repeat, r.index, chunk.t_ns, chunk.text),
                 )
             add(r.t_done_ns or end, RequestFinished(r))
-        for p in session.samples("process_samples", row.index):
-            add(p.t_ns, ProcessSample(row.index, p.t_ns, p.rss_bytes, p.cpu_percent))
-        for g in session.samples("gpu_samples", row.index):
-            add(g.t_ns, GpuSample(row.index, g.t_ns, g.gpu_bytes))
-        for m in session.samples("metrics_samples", row.index):
-            add(m.t_ns, MetricsSample(row.index, m.t_ns, json.loads(m.values_json)))
-        for s in session.samples("slots_samples", row.index):
-            add(s.t_ns, SlotsSample(row.index, s.t_ns, json.loads(s.slots_json)))
+        for table in SAMPLED:  # each stored sample is the event that was published
+            for sample in session.samples(table, row.index):
+                add(sample.t_ns, sample)
         summary = summarize_config_records(
             row, records, session.observations(row.index), session.managed
         )
         add(end, ConfigFinished(row.index, row.status, row.error, row.log_tail or "", summary))
         last = end
     for n in session.notices():
-        add(last, Notice(n.level, n.text, n.config_idx))
+        add(last, Notice(n.level, n.text, n.config_index))
     add(last, ExperimentFinished(session.status, session.meta.get("error")))
     timed.sort(key=lambda item: (item[0], item[1]))
     return [(t, event) for t, _, event in timed]

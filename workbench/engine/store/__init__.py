@@ -1,9 +1,11 @@
 """Sessions on disk: one self-describing SQLite file per experiment run, written as it goes.
 
-- ``schema``: the tables and the schema version; what an older or a newer file means.
-- ``table``: a table declared once, by a dataclass of its columns; its statements from that.
-- ``rows``: the row of every table, and how records and configurations become rows and back.
-- ``checks``: what a value read from a file (which can come from anyone) must be to be used.
+- ``schema``: the schema version; what an older or a newer file means.
+- ``table``: a table declared once, by a dataclass of its columns; its SQL, its statements
+  and the reading of its rows from that.
+- ``rows``: every table, each declared by the record or event its rows stand for.
+- ``checks``: what a value read from a file (which can come from anyone) must be to be used,
+  by the annotation of its field.
 - ``writer``: ``create_session`` and ``SessionWriter``, the thread that records a run, and
   ``reopen_session`` for a run that goes on in the same file.
 - ``reader``: ``open_session`` and ``Session``, a file opened for reading.

@@ -1,25 +1,28 @@
 """A session file can come from anyone: every value read from one is checked before use.
 
+Every check is driven by the annotation of the field the value is for, in one walk over a
+record's fields (``read_record``): a row of a table, or a record kept as JSON inside one.
 A value of the wrong type raises ``TypeError``, a JSON text that does not parse
 ``ValueError``; the reader turns either into one ``SessionError`` naming the file. Inside
 the startup facts and the hardware fingerprint, which views show and summaries fall back
-from, a wrong value reads as unknown instead, so one odd entry costs only itself.
+from (records kept as JSON), and in a column declared ``lenient``, a wrong value reads as
+unknown instead, so one odd entry costs only itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
+import types
 import typing
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from workbench.engine.base.records import Hardware, StartupFacts
+from workbench.engine.base.columns import column_of
 
 R = TypeVar("R")
-
-INT_OR_NONE = (int, type(None))
-TEXT_OR_NONE = (str, type(None))
 
 
 def typed(value: Any, kinds: type | tuple[type, ...], what: str) -> Any:
@@ -30,92 +33,105 @@ def typed(value: Any, kinds: type | tuple[type, ...], what: str) -> Any:
     return value
 
 
-def checked_values(row: Any) -> dict[str, Any]:
-    """A stored row's values by column name, each of the kind its annotation names (``str``,
-    ``int``, ``float``, or one of them or None; a bool is no number and a float must be
-    finite): for a row whose every value is used as it is, such as the header's clock origin
-    that every time is measured from."""
-    hints = typing.get_type_hints(type(row))
-    values = {}
-    for f in dataclasses.fields(row):
-        hint, value = hints[f.name], getattr(row, f.name)
-        if not any(_is(value, kind) for kind in typing.get_args(hint) or (hint,)):
-            raise TypeError(f"{f.name} is a {type(value).__name__}")
-        values[f.name] = value
-    return values
+@functools.cache
+def declared_fields(cls: type) -> tuple[tuple[dataclasses.Field[Any], Any], ...]:
+    """A record's fields, each with its resolved annotation."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f, hints[f.name]) for f in dataclasses.fields(cls))
 
 
-def json_dict(text: Any, what: str, optional: bool = True) -> dict[str, Any] | None:
-    """A JSON object stored as text (None stays None where ``optional``)."""
-    if text is None and optional:
-        return None
-    value = json.loads(typed(text, str, what))
-    return typed(value, dict, what)
+def read_record(
+    cls: type[R],
+    stored: Mapping[str, Any],
+    *,
+    lenient: bool = False,
+    sql: bool = False,
+    **given: Any,
+) -> R:
+    """The record ``cls`` from ``stored`` (its values by field name), each checked against
+    its field's annotation (``read_value``), so a field added to a record is checked with no
+    change here. ``given``: fields whose values are already known (not read). A field that is
+    no column (``not_stored``) keeps its default. An unknown key of ``stored`` is dropped."""
+    values = dict(given)
+    for f, hint in declared_fields(cls):
+        stored_as = column_of(f)
+        if f.name in given or not stored_as.stored:
+            continue
+        values[f.name] = read_value(
+            hint,
+            stored.get(f.name),
+            f.name,
+            lenient=lenient or stored_as.lenient,
+            json_text=stored_as.json,
+            sql=sql,
+        )
+    return cls(**values)
 
 
-def json_strings(text: Any, what: str) -> list[str] | None:
-    """A list of strings stored as JSON text (none when empty)."""
-    value = json.loads(text) if text else None
-    if value is not None and not (
-        isinstance(value, list) and all(isinstance(a, str) for a in value)
-    ):
-        raise TypeError(f"{what} is not a list of strings")
+def read_value(
+    hint: Any,
+    value: Any,
+    what: str,
+    *,
+    lenient: bool = False,
+    json_text: bool = False,
+    sql: bool = False,
+) -> Any:
+    """``value`` as a ``hint``: ``X | None`` takes None; a bool is no number (but ``sql``: a
+    bool column holds 0 or 1), a number no bool, a float must be finite; ``tuple[X, ...]``
+    and ``list[X]`` take a list of X, ``dict[str, X]`` an object of X; a record takes an
+    object, read with ``lenient``. ``json_text``: ``value`` is JSON text (empty reads as
+    None). Where ``lenient``, a wrong value reads as None, a wrong entry is left out."""
+    try:
+        if json_text:
+            value = json.loads(typed(value, str, what)) if value not in (None, "") else None
+        return _checked(hint, value, what, lenient, sql)
+    except (TypeError, ValueError):
+        if lenient:
+            return () if typing.get_origin(hint) is tuple else None
+        raise
+
+
+def _checked(hint: Any, value: Any, what: str, lenient: bool, sql: bool) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (hint,) = [a for a in args if a is not type(None)]
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin in (tuple, list):
+        entries = typed(value, list, what)
+        return origin(_entries(args[0], entries, what, lenient, sql))
+    if origin is dict:
+        entries = typed(value, dict, what)
+        keys = [k for k in entries if isinstance(k, str)] if lenient else list(entries)
+        return dict(
+            zip(
+                keys, _entries(args[1], [entries[k] for k in keys], what, lenient, sql), strict=True
+            )
+        )
+    if dataclasses.is_dataclass(hint):
+        return read_record(typing.cast(type, hint), typed(value, dict, what), lenient=True)
+    if hint is bool and sql:
+        return typed(value, int, what) != 0
+    if not _is(value, hint):
+        raise TypeError(f"{what} is a {type(value).__name__}")
     return value
 
 
-def counters(text: Any) -> dict[str, float] | None:
-    """Stored /metrics, kept only if it is what was written: names to numbers (anything
-    else reads as not recorded, never as an error)."""
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(value, dict):
-        return None
-    return {
-        str(k): float(v)
-        for k, v in value.items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    }
-
-
-def startup_facts(stored: dict[str, Any]) -> StartupFacts:
-    """Stored startup facts: a value of the wrong type reads as not stated (None), an
-    unknown key is dropped."""
-    return stored_record(StartupFacts, stored)
-
-
-def fingerprint(stored: dict[str, Any]) -> Hardware:
-    """A stored fingerprint: a value of the wrong type reads as not known (None), a GPU
-    entry that is not an object is dropped, and so is an unknown key."""
-    return stored_record(Hardware, stored)
-
-
-def stored_record(cls: type[R], stored: dict[str, Any]) -> R:
-    """A record of optional fields read back from its JSON, each field checked against the
-    record's own annotation (so a field added to the record is checked with no change
-    here): ``X | None`` keeps a value of kind X (a bool is no int, a float must be finite)
-    else None; ``tuple[X, ...]`` keeps the entries of a list that are X, or, for a record
-    X, the entries that are objects, each read the same way."""
-    hints = typing.get_type_hints(cls)
-    values = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        hint, value = hints[f.name], stored.get(f.name)
-        if typing.get_origin(hint) is tuple:
-            (kind, _) = typing.get_args(hint)
-            entries = value if isinstance(value, list) else []
-            if dataclasses.is_dataclass(kind):
-                values[f.name] = tuple(
-                    stored_record(kind, e) for e in entries if isinstance(e, dict)
-                )
-            else:
-                values[f.name] = tuple(e for e in entries if _is(e, kind))
-        else:
-            (kind,) = [a for a in typing.get_args(hint) if a is not type(None)]
-            values[f.name] = value if _is(value, kind) else None
-    return cls(**values)
+def _entries(hint: Any, entries: list[Any], what: str, lenient: bool, sql: bool) -> list[Any]:
+    """Each entry as a ``hint``; where ``lenient``, the wrong ones left out."""
+    if not lenient:
+        return [_checked(hint, e, what, False, sql) for e in entries]
+    kept = []
+    for e in entries:
+        try:
+            kept.append(_checked(hint, e, what, True, sql))
+        except (TypeError, ValueError):
+            continue
+    return kept
 
 
 def _is(value: Any, kind: type) -> bool:

@@ -13,7 +13,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from workbench.engine.base.records import (
     StartupFacts,
     TokenChunk,
 )
+from workbench.engine.base.states import RunStatus
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.summaries import (
     ConfigSummary,
@@ -86,9 +87,9 @@ class Session:
 
     @property
     def status(self) -> str:
-        """'running' in the file means the writer never reached the end: incomplete."""
+        """Running in the file means the writer never reached the end: incomplete."""
         status = self.meta["status"]
-        return "incomplete" if status == "running" else status
+        return RunStatus.INCOMPLETE if status == RunStatus.RUNNING else status
 
     @property
     def managed(self) -> bool:
@@ -98,14 +99,15 @@ class Session:
 
     @_reads_content
     def records(self, config_index: int) -> list[RequestRecord]:
-        version, where = self.schema_version, {"config_idx": config_index}
+        version, where = self.schema_version, {"config_index": config_index}
         chunks: dict[int, list[TokenChunk]] = {}
-        for found in CHUNKS.found(self._conn, version, where, ("request_idx", "seq")):
-            chunks.setdefault(found["request_idx"], []).append(StoredChunk.read(found))
-        slots = {s.idx: s.slot for s in REQUEST_SLOTS.select(self._conn, version, where)}
+        request_of = CHUNKS.fields["index"].name
+        for found in CHUNKS.found(self._conn, version, where, ("index", "seq")):
+            chunks.setdefault(found[request_of], []).append(StoredChunk.read(found))
+        slots = {s.index: s.slot for s in REQUEST_SLOTS.select(self._conn, version, where)}
         return [
-            request.read(chunks.get(request.idx, []), slots.get(request.idx))
-            for request in REQUESTS.select(self._conn, version, where, ("idx",))
+            replace(r, chunks=chunks.get(r.index, []), slot=slots.get(r.index))
+            for r in REQUESTS.select(self._conn, version, where, ("index",))
         ]
 
     @_reads_content
@@ -115,7 +117,7 @@ class Session:
         counters = {
             c.repeat: c
             for c in SERVER_COUNTERS.select(
-                self._conn, self.schema_version, {"config_idx": config_index}
+                self._conn, self.schema_version, {"config_index": config_index}
             )
         }
         # Each request's slot was matched from the server's log (a managed server, recorded
@@ -126,8 +128,8 @@ class Session:
             measured = counters.get(repeat)
             observed[repeat] = RunObservations(
                 load=loads.get(repeat),
-                counters_before=measured.before() if measured else None,
-                counters_after=measured.after() if measured else None,
+                counters_before=measured.before if measured else None,
+                counters_after=measured.after if measured else None,
                 slots_from_log=from_log,
             )
         return observed
@@ -138,17 +140,18 @@ class Session:
         return {
             load.repeat: load.read()
             for load in CLIENT_LOAD.select(
-                self._conn, self.schema_version, {"config_idx": config_index}
+                self._conn, self.schema_version, {"config_index": config_index}
             )
         }
 
     @_reads_content
     def samples(self, table: str, config_index: int) -> list[Any]:
-        """The rows of one of the sample tables (``rows.SAMPLES``), oldest first."""
+        """The rows of one of the sample tables (``rows.SAMPLES``), oldest first: each a
+        sample event as it was published (server states: as stored, with their time)."""
         if table not in SAMPLES:
             raise ValueError(table)
         return SAMPLES[table].select(
-            self._conn, self.schema_version, {"config_idx": config_index}, ("t_ns",)
+            self._conn, self.schema_version, {"config_index": config_index}, ("t_ns",)
         )
 
     @_reads_content
@@ -159,23 +162,24 @@ class Session:
     @_reads_content
     def import_source(self) -> ImportSource | None:
         """Where an imported session came from; None for one the workbench measured."""
-        rows = IMPORT_SOURCE.select(self._conn, self.schema_version, {"id": 1})
-        return rows[0].read() if rows else None
+        rows = IMPORT_SOURCE.select(self._conn, self.schema_version)
+        return rows[0] if rows else None
 
     @_reads_content
     def reported_figures(self, config_index: int) -> dict[str, float]:
         """The figures an imported file stated for a configuration, under its own names (none
         for a measured session); a value that is not a finite number is left out."""
-        found = REPORTED_FIGURES.select(
-            self._conn, self.schema_version, {"config_idx": config_index}, ("name",)
+        found = REPORTED_FIGURES.found(
+            self._conn, self.schema_version, {"config_index": config_index}, ("name",)
         )
+        named = [(f["name"], f["value"]) for f in found]
         return {
-            f.name: float(f.value)
-            for f in found
-            if isinstance(f.name, str)
-            and isinstance(f.value, int | float)
-            and not isinstance(f.value, bool)
-            and math.isfinite(f.value)
+            name: float(value)
+            for name, value in named
+            if isinstance(name, str)
+            and isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
         }
 
     @_reads_content
@@ -277,7 +281,7 @@ def open_session(path: str | Path) -> Session:
             raise sqlite3.DatabaseError("no session header")
         meta = header.meta()
         hardware = header.hardware()
-        configs = [c.read() for c in CONFIGS.select(conn, version, order_by=("idx",))]
+        configs = CONFIGS.select(conn, version, order_by=("index",))
     except _DAMAGE as exc:
         conn.close()
         _remove(tmp)

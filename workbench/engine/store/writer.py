@@ -21,6 +21,7 @@ from typing import Any
 from workbench import __version__
 from workbench.engine.base.errors import SessionError
 from workbench.engine.base.records import Hardware
+from workbench.engine.base.states import ConfigStatus, NoticeLevel, RunStatus
 from workbench.engine.events import (
     ClientLoadMeasured,
     ConfigFinished,
@@ -57,21 +58,14 @@ from workbench.engine.store.rows import (
     SESSION,
     SLOTS_SAMPLES,
     TABLES,
+    ConfigRow,
     StoredChunk,
     StoredClientLoad,
-    StoredConfig,
-    StoredCounters,
-    StoredGpuSample,
-    StoredImportSource,
-    StoredMetricsSample,
     StoredNotice,
-    StoredProcessSample,
     StoredReportedFigure,
-    StoredRequest,
     StoredRequestSlot,
     StoredServerState,
     StoredSession,
-    StoredSlotsSample,
 )
 from workbench.engine.store.schema import SCHEMA_VERSION, create_tables
 
@@ -136,7 +130,7 @@ def create_session(
         hardware_json=json.dumps(hardware.to_dict()),
         created_at=created_at or _now(),
         finished_at=None,
-        status="running",
+        status=RunStatus.RUNNING,
         error=None,
         clock_origin_ns=clock_origin_ns,
         wall_origin=time.time(),
@@ -167,10 +161,10 @@ def reopen_session(path: Path, rerun: list[int]) -> int:
         with conn:
             for index in rerun:
                 for table in TABLES:
-                    key = "idx" if table is CONFIGS else "config_idx"
-                    if key in table.columns:
+                    key = "index" if table is CONFIGS else "config_index"
+                    if key in table.fields:
                         table.delete(conn, {key: index})
-            SESSION.update(conn, {"id": 1}, status="running", error=None, finished_at=None)
+            SESSION.update(conn, {"id": 1}, status=RunStatus.RUNNING, error=None, finished_at=None)
         highest = conn.execute("SELECT MAX(idx) AS highest FROM requests").fetchone()["highest"]
         return 0 if highest is None else int(highest) + 1
     finally:
@@ -220,7 +214,10 @@ class SessionWriter:
             # Nothing more can be recorded: say so now and stop the run, keeping the file.
             self.error = exc
             self._bus.publish(
-                Notice("error", f"the session file cannot be written ({exc}); stopping the run")
+                Notice(
+                    NoticeLevel.ERROR,
+                    f"the session file cannot be written ({exc}); stopping the run",
+                )
             )
             if self._on_failure is not None:
                 self._on_failure()
@@ -246,8 +243,8 @@ class SessionWriter:
             conn.execute("ROLLBACK TO event")
             lost = StoredNotice(
                 t_ns=time.perf_counter_ns(),
-                config_idx=getattr(event, "config_index", None),
-                level="error",
+                config_index=getattr(event, "config_index", None),
+                level=NoticeLevel.ERROR,
                 text=f"{REFUSED} {type(event).__name__}: {exc}",
             )
             NOTICES.insert(conn, [lost])
@@ -257,86 +254,67 @@ class SessionWriter:
         t_ns = time.perf_counter_ns()
         match event:
             case RequestFinished(record=r):
-                REQUESTS.insert(conn, [StoredRequest.of(r)], replace=True)
+                REQUESTS.insert(conn, [r], replace=True)
                 CHUNKS.insert(conn, StoredChunk.of(r), replace=True)
+            case ProcessSample() | GpuSample() | MetricsSample() | SlotsSample():
+                SAMPLED[type(event)].insert(conn, [event])
+            case ServerCounters():
+                SERVER_COUNTERS.insert(conn, [event], replace=True)
             case ClientLoadMeasured(load=load):
                 row = StoredClientLoad.of(event.config_index, event.repeat, load)
                 CLIENT_LOAD.insert(conn, [row], replace=True)
-            case ServerCounters():
-                row = StoredCounters.of(event.config_index, event.repeat, event.before, event.after)
-                SERVER_COUNTERS.insert(conn, [row], replace=True)
-            case ProcessSample():
-                sample = StoredProcessSample(
-                    config_idx=event.config_index,
-                    t_ns=event.t_ns,
-                    rss_bytes=event.rss_bytes,
-                    cpu_percent=event.cpu_percent,
-                )
-                PROCESS_SAMPLES.insert(conn, [sample])
-            case GpuSample():
-                gpu = StoredGpuSample(
-                    config_idx=event.config_index, t_ns=event.t_ns, gpu_bytes=event.gpu_bytes
-                )
-                GPU_SAMPLES.insert(conn, [gpu])
-            case MetricsSample():
-                metrics = StoredMetricsSample(
-                    config_idx=event.config_index,
-                    t_ns=event.t_ns,
-                    values_json=json.dumps(event.values),
-                )
-                METRICS_SAMPLES.insert(conn, [metrics])
             case SlotMatched():
                 slot = StoredRequestSlot(
-                    config_idx=event.config_index, idx=event.index, slot=event.slot
+                    config_index=event.config_index, index=event.index, slot=event.slot
                 )
                 REQUEST_SLOTS.insert(conn, [slot], replace=True)
-            case SlotsSample():
-                slots = StoredSlotsSample(
-                    config_idx=event.config_index,
-                    t_ns=event.t_ns,
-                    slots_json=json.dumps(event.slots),
-                )
-                SLOTS_SAMPLES.insert(conn, [slots])
             case ConfigStarted(config=config):
                 d = config.to_dict()
-                started = StoredConfig.started(
-                    config.index, config.label, d["server"], d["workload"]
+                started = ConfigRow(
+                    index=config.index,
+                    label=config.label,
+                    server=d["server"],
+                    workload=d["workload"],
+                    status=ConfigStatus.RUNNING,
                 )
                 CONFIGS.insert(conn, [started], replace=True)
             case ServerStateChanged():
                 state = StoredServerState(
-                    config_idx=event.config_index, t_ns=t_ns, state=event.state, detail=event.detail
+                    config_index=event.config_index,
+                    t_ns=t_ns,
+                    state=event.state,
+                    detail=event.detail,
                 )
                 SERVER_STATES.insert(conn, [state])
             case ServerReady():
                 CONFIGS.update(
                     conn,
-                    {"idx": event.config_index},
+                    {"index": event.config_index},
                     base_url=event.base_url,
                     pid=event.pid,
-                    command_json=json.dumps(event.command),
+                    command=event.command,
                     log_path=event.log_path,
-                    facts_json=json.dumps(event.facts.to_dict()),
+                    facts=event.facts,
                     slots=event.slots,
                 )
             case ConfigFinished():
                 CONFIGS.update(
                     conn,
-                    {"idx": event.config_index},
+                    {"index": event.config_index},
                     status=event.status,
                     error=event.error,
                     log_tail=event.log_tail,
                 )
             case Notice():
                 notice = StoredNotice(
-                    t_ns=t_ns, config_idx=event.config_index, level=event.level, text=event.text
+                    t_ns=t_ns, config_index=event.config_index, level=event.level, text=event.text
                 )
                 NOTICES.insert(conn, [notice])
             case ImportedFrom(source=source):
-                IMPORT_SOURCE.insert(conn, [StoredImportSource.of(source)], replace=True)
+                IMPORT_SOURCE.insert(conn, [source], replace=True)
             case ReportedFigures():
                 reported = [
-                    StoredReportedFigure(config_idx=event.config_index, name=name, value=value)
+                    StoredReportedFigure(config_index=event.config_index, name=name, value=value)
                     for name, value in event.figures.items()
                 ]
                 REPORTED_FIGURES.insert(conn, reported, replace=True)
@@ -344,3 +322,7 @@ class SessionWriter:
                 SESSION.update(
                     conn, {"id": 1}, status=event.status, error=event.error, finished_at=_now()
                 )
+
+
+# The samples, each written as it came: its event is its table's row.
+SAMPLED = {t.row: t for t in (PROCESS_SAMPLES, GPU_SAMPLES, METRICS_SAMPLES, SLOTS_SAMPLES)}

@@ -1,0 +1,66 @@
+"""How a record's field is kept in a session file, said on the field itself.
+
+An event or a record is declared once; where its table's column is named otherwise, came
+with a later schema version or holds JSON text, its field says so here, and the store
+derives the table's SQL, the writing of a row and its reading back from that declaration
+(``store/table.py``). This module holds only the words, no SQL: the records at the bottom
+of the engine can say how they are stored without knowing the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import MISSING, dataclass
+from typing import Any
+
+COLUMN = "column"  # the key of a field's metadata that holds its ``Column``
+
+
+@dataclass(frozen=True)
+class Column:
+    """How one field is stored. A field with no ``Column`` is a column of its own name,
+    came with its table, and holds its value as SQLite holds it (a bool as 0/1)."""
+
+    name: str | None = None  # the column's name where it is not the field's
+    since: int | None = None  # the schema version that added it (None: came with its table)
+    json: bool = False  # held as JSON text (a record as its ``to_dict()``)
+    lenient: bool = False  # a damaged value reads as not recorded (None), not as damage
+    sql_default: str | None = None  # the DEFAULT of the file's column
+    # The file's column takes NULL though the field takes no None: so the first sessions
+    # declared it; no workbench writes one, and one read is damage.
+    nullable: bool = False
+    stored: bool = True  # False: no column of its table (kept in a table of its own)
+
+
+PLAIN = Column()
+
+
+def column(
+    name: str | None = None,
+    *,
+    since: int | None = None,
+    json: bool = False,
+    lenient: bool = False,
+    sql_default: str | None = None,
+    nullable: bool = False,
+    default: Any = MISSING,
+    default_factory: Any = MISSING,
+) -> Any:
+    """A field kept in a column: named ``name`` in the file, added in schema ``since`` (a
+    file older than that reads the field's default), as JSON text where ``json``."""
+    stored = Column(name, since, json, lenient, sql_default, nullable)
+    return dataclasses.field(
+        default=default, default_factory=default_factory, metadata={COLUMN: stored}
+    )
+
+
+def not_stored(*, default: Any = MISSING, default_factory: Any = MISSING) -> Any:
+    """A field that is no column of its record's table (a request's chunks and slot have
+    tables of their own): read back as its default, then filled in by the reader."""
+    return dataclasses.field(
+        default=default, default_factory=default_factory, metadata={COLUMN: Column(stored=False)}
+    )
+
+
+def column_of(f: dataclasses.Field[Any]) -> Column:
+    return f.metadata.get(COLUMN, PLAIN)
