@@ -14,6 +14,7 @@ from PySide6.QtCore import QPoint, Qt
 from tests.ui.driving import run
 from workbench.engine.config.experiment import load_experiment
 from workbench.engine.server.llama_server import free_port
+from workbench.ui.panels.experiment_form import error_style
 
 
 def test_the_default_experiment_loads_into_the_form(window):
@@ -32,7 +33,7 @@ def test_invalid_fields_are_marked_before_run(window, qtbot):
     qtbot.mouseClick(window.run_button, Qt.MouseButton.LeftButton)
     assert window.runner is None
     assert "[server] slots: 'two' is not a whole number" in window.banner.text()
-    assert "e5484d" in slots.styleSheet()
+    assert slots.styleSheet() == error_style()  # in the theme's colour: test_theme_colours
     slots.setText("0")
     window.start_run()
     assert window.runner is None

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QCloseEvent, QColor
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -42,7 +42,8 @@ from workbench.engine.store import open_session
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.exports.report import write_report
 from workbench.ui.run_model import RunModel
-from workbench.ui.views.charts import SERIES_COLORS, MetricChart
+from workbench.ui.theme.qt_theme import session_colors, text_style
+from workbench.ui.views.charts import MetricChart
 from workbench.ui.views.gantt import GanttView
 from workbench.ui.widgets.plot_widget import Plot
 
@@ -94,14 +95,14 @@ class CompareWindow(QWidget):
         self.tasks = Tasks()  # the loads under way, cancelled when the window closes
         self._refreshes = 0  # numbers the refreshes: one that a later one overtook is dropped
         self.loading = QLabel()
-        self.loading.setStyleSheet("color:#8b929c;")
+        self.loading.setStyleSheet(text_style("quiet"))
         self.relative = QCheckBox("relative to 1 slot")
         self.relative.toggled.connect(self.refresh)
         self.export_button = export = QPushButton("Export report…")
         export.clicked.connect(self._export_dialog)
         self.warnings = QLabel()
         self.warnings.setWordWrap(True)
-        self.warnings.setStyleSheet("color:#e8a33d;")
+        self.warnings.setStyleSheet(text_style("warning"))
         self.table = QTableWidget()
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -215,7 +216,8 @@ class CompareWindow(QWidget):
                 gantt.setXLink(self.gantts[0])
             self.gantts.append(gantt)
             self.timeline_layout.addWidget(gantt)
-            color = QColor(SERIES_COLORS[number % len(SERIES_COLORS)])
+            colors = session_colors()
+            color = colors[number % len(colors)]
             self.memory.getPlotItem().plot(
                 *model.rss, pen=pg.mkPen(color, width=2), name=f"{model.name} ({path.name})"
             )

@@ -54,7 +54,7 @@ from workbench.ui.panels.server_panel import ServerPanel
 from workbench.ui.panels.slo_panel import SloPanel
 from workbench.ui.presentation import Presentation, Stage
 from workbench.ui.run_model import RunModel
-from workbench.ui.theme.qt_theme import app_icon
+from workbench.ui.theme.qt_theme import app_icon, theme_color
 from workbench.ui.views.gantt import GanttView
 from workbench.ui.views.legend import StateLegend
 from workbench.ui.views.results_view import ResultsView
@@ -63,11 +63,11 @@ from workbench.ui.views.stream_grid import StreamGrid
 
 DROPPED = (".sqlite", ".json", ".jsonl")  # sessions, and other tools' result files
 
-BANNER_STYLES = {
-    "info": "background:#23407a; color:white; padding:6px; border-radius:4px;",
-    "ok": "background:#1f6b4a; color:white; padding:6px; border-radius:4px;",
-    "error": "background:#8e2a2e; color:white; padding:6px; border-radius:4px;",
-}
+
+def banner_style(kind: str) -> str:
+    """The banner's look for ``kind`` ("info", "ok", "error"): white on the kind's colour."""
+    background, text = theme_color("banners", kind).name(), theme_color("text", "on_colour").name()
+    return f"background:{background}; color:{text}; padding:6px; border-radius:4px;"
 
 
 MARGIN = 6  # around the window's contents
@@ -123,8 +123,9 @@ class MainWindow(QMainWindow):
         self.run_button = QPushButton("▶  Run")
         self.run_button.setObjectName("runButton")
         self.run_button.setStyleSheet(
-            "QPushButton#runButton { background:#1f6b4a; color:white;"
-            " font-weight:bold; padding:6px 18px; }"
+            f"QPushButton#runButton {{ background:{theme_color('banners', 'ok').name()};"
+            f" color:{theme_color('text', 'on_colour').name()}; font-weight:bold;"
+            " padding:6px 18px; }"
         )
         self.stop_button = QPushButton("■  Stop")
         self.stop_button.setEnabled(False)
@@ -409,7 +410,7 @@ class MainWindow(QMainWindow):
 
     def show_banner(self, text: str, kind: str = "info") -> None:
         self.banner.setText(text)
-        self.banner.setStyleSheet(BANNER_STYLES[kind])
+        self.banner.setStyleSheet(banner_style(kind))
         self._banner_kind = kind
         self._show_banner()
 

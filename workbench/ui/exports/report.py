@@ -24,6 +24,7 @@ from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.untrusted import markdown
 from workbench.engine.figures.metrics import Figure, View, shown_in
 from workbench.engine.store import Session
+from workbench.ui.theme.palette import theme_data
 from workbench.ui.theme.qt_theme import apply_theme, theme
 from workbench.ui.views.charts import MetricChart, discard, export_widget
 
@@ -240,13 +241,15 @@ def _html(
     title: str, comparison: Any, charts: list[tuple[str, Path]], sessions: list[Session]
 ) -> str:
     e = html.escape
+    page = theme_data()["report_page"]
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
-        "padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
-        "img{max-width:100%;border:1px solid #eee}.warn{background:#fff4d6;padding:8px}"
-        "</style></head><body>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;"
+        f"color:{page['text']}}}table{{border-collapse:collapse;margin:1em 0}}"
+        f"td,th{{border:1px solid {page['rule']};padding:4px 8px;text-align:right}}"
+        "td:first-child,th:first-child{text-align:left}"
+        f"img{{max-width:100%;border:1px solid {page['image_border']}}}"
+        f".warn{{background:{page['warning']};padding:8px}}</style></head><body>",
         f"<h1>{e(title)}</h1>",
     ]
     if comparison.warnings:

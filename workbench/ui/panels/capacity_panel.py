@@ -14,7 +14,7 @@ from typing import Any
 
 import psutil
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QShowEvent
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QLabel,
     QTableWidgetItem,
@@ -27,9 +27,10 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import field_named
 from workbench.engine.server.discovery import resolve_model
+from workbench.ui.theme.qt_theme import signal_color, text_style
 from workbench.ui.widgets.read_only_table import read_only_table
 
-FIT_COLORS = {"fits": "#3fb27f", "tight": "#e8a33d", "does not fit": "#e5484d"}
+FIT_SIGNALS = {"fits": "ok", "tight": "warning", "does not fit": "error"}
 COLUMNS = ("ctx", "slots", "ctx/request", "KV MiB", "total MiB", "fits?")
 
 
@@ -74,7 +75,7 @@ class CapacityPanel(QWidget):
         self.table = read_only_table(COLUMNS, stretch=True)
         self.warnings = QLabel()
         self.warnings.setWordWrap(True)
-        self.warnings.setStyleSheet("color:#e8a33d;")
+        self.warnings.setStyleSheet(text_style("warning"))
         layout = QVBoxLayout(self)
         layout.addWidget(self.summary)
         layout.addWidget(self.table, 1)
@@ -158,7 +159,7 @@ class CapacityPanel(QWidget):
                 item = QTableWidgetItem(text)
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if c == len(cells) - 1:
-                    item.setForeground(QColor(FIT_COLORS[row.fit]))
+                    item.setForeground(signal_color(FIT_SIGNALS[row.fit]))
                 self.table.setItem(r, c, item)
         self.warnings.setText(
             "\n".join(

@@ -37,8 +37,8 @@ from workbench.engine.config.experiment import (
 )
 from workbench.engine.config.settings import Field, fields_of
 from workbench.ui.panels.pickers import ChoiceDialog, model_picker
+from workbench.ui.theme.qt_theme import signal_color, text_style
 
-ERROR_STYLE = "border: 2px solid #e5484d;"
 SERVER_DEFAULT = "server default"
 BOTH = "on and off"
 
@@ -80,6 +80,11 @@ def combo_items(f: Field) -> dict[str, Any]:
 def form_fields() -> list[Field]:
     """The schema's fields that the form shows, server first."""
     return [f for cls in SETTINGS for f in fields_of(cls) if f.setting.in_form]
+
+
+def error_style() -> str:
+    """A field's mark when what it holds is wrong."""
+    return f"border: 2px solid {signal_color('error').name()};"
 
 
 class ExperimentForm(QWidget):
@@ -141,7 +146,7 @@ class ExperimentForm(QWidget):
         self.error = QLabel()
         self.error.setWordWrap(True)
         self.error.setObjectName("formError")
-        self.error.setStyleSheet("color:#e5484d;")
+        self.error.setStyleSheet(text_style("error"))
         files = QHBoxLayout()
         files.addWidget(open_button)
         files.addWidget(save_button)
@@ -356,7 +361,7 @@ class ExperimentForm(QWidget):
             self.show_error(str(exc))
             raise
         if self.external.isChecked() and not self.base_url.text().strip():
-            self.base_url.setStyleSheet(ERROR_STYLE)
+            self.base_url.setStyleSheet(error_style())
             self.show_error("external mode needs a base URL, e.g. http://127.0.0.1:8080")
             raise ExperimentError("external mode needs a base URL")
         return experiment
@@ -373,7 +378,7 @@ class ExperimentForm(QWidget):
         match = re.search(r"\[(server|workload)\] (\w+)", message)
         if match and (match.group(1), match.group(2)) in self.fields:
             widget = self.fields[(match.group(1), match.group(2))]
-            widget.setStyleSheet(ERROR_STYLE)
+            widget.setStyleSheet(error_style())
             widget.setToolTip(message)
 
     def _clear_errors(self) -> None:

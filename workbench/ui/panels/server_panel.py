@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.base.states import ServerState
 from workbench.engine.server.llama_server import read_tail
-from workbench.ui.theme.qt_theme import server_state_color
+from workbench.ui.theme.qt_theme import theme_color
 
 FACTS = (
     ("n_slots", "n_slots"),
@@ -108,7 +108,7 @@ class ServerPanel(QWidget):
         """``state``: a ``ServerState`` (a signal hands it over as its text)."""
         state = ServerState(state)
         self.state.setText(state)
-        style = f"color:{server_state_color(state).name()}; font-weight:bold;"
+        style = f"color:{theme_color('server_states', state).name()}; font-weight:bold;"
         if self.state.styleSheet() != style:  # a style sheet set re-polishes, even the same
             self.state.setStyleSheet(style)
         self.detail.setText(detail if state is ServerState.CRASHED else "")

@@ -21,6 +21,7 @@ from workbench.engine.analysis.compare import chart_data_from
 from workbench.engine.analysis.slo import SHOWN, ConfigGoodput, Slo, goodput, recommend
 from workbench.engine.figures.metrics import figure
 from workbench.engine.store import open_session
+from workbench.ui.theme.qt_theme import signal_color
 from workbench.ui.views.charts import MetricChart
 from workbench.ui.widgets.read_only_table import read_only_table
 
@@ -61,9 +62,9 @@ class SloPanel(QWidget):
             self.chart = MetricChart(legend=False)
             self.slo_line = pg.InfiniteLine(
                 angle=0,
-                pen=pg.mkPen("#e5484d", width=2, style=Qt.PenStyle.DashLine),
+                pen=pg.mkPen(signal_color("error"), width=2, style=Qt.PenStyle.DashLine),
                 label="SLO",
-                labelOpts={"color": "#e5484d", "position": 0.95},
+                labelOpts={"color": signal_color("error"), "position": 0.95},
             )
             self.chart.getPlotItem().addItem(self.slo_line)
             self._layout.addWidget(self.chart, 1)

@@ -1,4 +1,5 @@
-"""Colours and fonts: one place, shared by the Gantt, the grid, the plots and the legends."""
+"""Colours and fonts: one place, shared by the Gantt, the grid, the plots and the legends.
+Every colour the window draws comes from ``theme.json`` through here."""
 
 from __future__ import annotations
 
@@ -16,16 +17,33 @@ from workbench.ui.theme.palette import DEFAULT_FONT_PT, theme_data
 THEME_PROPERTY = "workbenchTheme"  # the name apply_theme last applied, kept on the app
 
 
+def theme_color(group: str, name: str) -> QColor:
+    """One colour of the theme file: ``group`` is its section ("signals", "banners", ...)."""
+    return QColor(theme_data()[group][name])
+
+
 def state_color(state: str) -> QColor:
-    return QColor(theme_data()["states"][state])
-
-
-def server_state_color(state: str) -> QColor:
-    return QColor(theme_data()["server_states"][state])
+    return theme_color("states", state)
 
 
 def series_color(name: str) -> QColor:
-    return QColor(theme_data()["series"][name])
+    return theme_color("series", name)
+
+
+def signal_color(name: str) -> QColor:
+    """What a mark says: "ok", "warning", "error" or "quiet" (the same in every theme)."""
+    return theme_color("signals", name)
+
+
+def text_style(signal: str) -> str:
+    """A style sheet for a label written in a signal's colour."""
+    return f"color:{signal_color(signal).name()};"
+
+
+def session_colors() -> tuple[QColor, ...]:
+    """The sessions' colours, in order, where several share a chart (Okabe-Ito: distinct for
+    colour-blind eyes, readable on white and dark)."""
+    return tuple(QColor(c) for c in theme_data()["sessions"])
 
 
 @dataclass(frozen=True)
@@ -78,7 +96,7 @@ def apply_theme(app: QApplication, name: str = "dark", font_pt: float = DEFAULT_
     }
     for role, key in roles.items():
         palette.setColor(role, t.color(key))
-    palette.setColor(QPalette.ColorRole.HighlightedText, QColor("#ffffff"))
+    palette.setColor(QPalette.ColorRole.HighlightedText, theme_color("text", "on_colour"))
     app.setPalette(palette)
     pg.setConfigOptions(
         background=t.colors["plot_background"],

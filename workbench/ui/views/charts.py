@@ -18,10 +18,9 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from workbench.engine.analysis.compare import ChartData, ChartKind, Series
 from workbench.engine.base.errors import OutputDirError
+from workbench.ui.theme.qt_theme import session_colors
 from workbench.ui.widgets.plot_widget import Plot
 
-# Distinct, colour-blind-friendly series colours (Okabe-Ito), readable on white and dark.
-SERIES_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442")
 EXPORT_FORMATS = ("png", "svg", "pdf")
 # Qt's PNG "quality" sets zlib's effort: at 80 a 1200x800 chart writes in about 60 % of the
 # default's time (a report is written on the GUI thread) in a file about 40 % larger (~35 KB).
@@ -43,7 +42,8 @@ LINE_STEP = 4.0  # px between the points a line is sampled at, under the points'
 
 
 def series_color(series: Series) -> QColor:
-    return QColor(SERIES_COLORS[series.session % len(SERIES_COLORS)])
+    colors = session_colors()
+    return colors[series.session % len(colors)]
 
 
 class MetricChart(Plot):
@@ -116,7 +116,7 @@ class MetricChart(Plot):
             return
         color = series_color(series)
         # Past the last colour, the colours come back dashed.
-        dash = series.variant + series.session // len(SERIES_COLORS)
+        dash = series.variant + series.session // len(session_colors())
         pen = pg.mkPen(color, width=2, style=DASHES[dash % len(DASHES)])
         if kind == ChartKind.CDF:  # steps: the share stays until the next request's TTFT
             xs = [x for x in series.x for _ in (0, 1)]

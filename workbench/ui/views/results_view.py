@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -21,6 +20,7 @@ from workbench.engine.analysis.compare import chart_data_from
 from workbench.engine.base.states import ConfigStatus
 from workbench.engine.figures.metrics import Figure, View, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
+from workbench.ui.theme.qt_theme import signal_color
 from workbench.ui.views.charts import MetricChart
 from workbench.ui.views.roofline_view import RooflineView
 from workbench.ui.views.verdicts_view import VerdictsView
@@ -139,10 +139,10 @@ class ResultsView(QWidget):
                 if summary.status != ConfigStatus.OK or summary.not_same_task:
                     why = summary.error or summary.not_same_task or summary.status
                     item.setToolTip(plain_text.tooltip(why))
-                    item.setForeground(pg.mkColor("#e5484d"))
+                    item.setForeground(signal_color("error"))
                 elif summary.trust_notes:  # measured, but not by the server's numbers alone
                     item.setToolTip(plain_text.tooltip("\n".join(summary.trust_notes)))
-                    item.setForeground(pg.mkColor("#e8a317"))
+                    item.setForeground(signal_color("warning"))
                 if figure.key == "label" and summary.not_same_task:
                     item.setText(f"{item.text()} ✖ not the same task")
                 elif figure.key == "label" and summary.trust_notes:

@@ -12,7 +12,6 @@ import math
 
 from PySide6.QtCore import QEvent, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import (
-    QColor,
     QFont,
     QFontMetrics,
     QFontMetricsF,
@@ -36,7 +35,7 @@ from workbench.engine.base.records import CONTEXT_FULL, RequestKey
 from workbench.engine.base.states import RequestState
 from workbench.engine.figures.metrics import figure
 from workbench.ui.run_model import RequestView, RunModel
-from workbench.ui.theme.qt_theme import state_color
+from workbench.ui.theme.qt_theme import state_color, theme_color
 from workbench.ui.widgets import plain_text
 
 MAX_PANES = 64
@@ -178,7 +177,7 @@ class StreamPane(QFrame):
             self._color = state_color(view.state)
             palette = self.state.palette()
             palette.setColor(QPalette.ColorRole.Window, self._color)
-            palette.setColor(QPalette.ColorRole.WindowText, QColor("#101114"))
+            palette.setColor(QPalette.ColorRole.WindowText, theme_color("text", "on_state"))
             self.state.setPalette(palette)
             no_fit = view.state is RequestState.FAILED and (view.error or "").startswith(
                 CONTEXT_FULL

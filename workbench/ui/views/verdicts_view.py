@@ -6,9 +6,10 @@ from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.figures.summaries import ConfigSummary
+from workbench.ui.theme.qt_theme import text_style
 from workbench.ui.widgets.shown_late import DrawnWhenShown
 
-COLORS = {"supported": "#3fb27f", "not supported": "#e5484d", "inconclusive": "#e8a33d"}
+SIGNALS = {"supported": "ok", "not supported": "error", "inconclusive": "warning"}
 
 
 class VerdictsView(DrawnWhenShown, QScrollArea):
@@ -45,7 +46,7 @@ class VerdictsView(DrawnWhenShown, QScrollArea):
         for v in self.verdicts:
             numbers = "<br>".join(f"&nbsp;&nbsp;{n}" for n in v.numbers)
             parts.append(
-                f"<p><b style='color:{COLORS[v.verdict]}'>{v.verdict.upper()}</b> "
+                f"<p><b style='{text_style(SIGNALS[v.verdict])}'>{v.verdict.upper()}</b> "
                 f"{v.hypothesis}<br><small>{numbers}</small></p>"
             )
         self.text.setText("".join(parts))
