@@ -105,7 +105,7 @@ def request_rows(session: Session) -> list[dict[str, Any]]:
                 "config": r.config_index,
                 "label": labels[r.config_index],
                 "repeat": None if r.warmup else r.repeat + 1,
-                "request": numbers.get((r.config_index, r.repeat, r.index)),
+                "request": numbers.get(r.key),
                 "warmup": r.warmup,
                 "ok": r.ok,
                 "error": r.error,

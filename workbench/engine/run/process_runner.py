@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base import errors
+from workbench.engine.base.records import RequestKey
 from workbench.engine.config.experiment import Experiment, RunConfig
 from workbench.engine.events import EventBus, RequestFinished, TokenChunkArrived
 from workbench.engine.run.lifecycle import RunLifecycle
@@ -44,10 +45,10 @@ def coalesce(events: list[Any]) -> list[Any]:
     need its times and counts, the session keeps its chunks: 64 records of 300 chunks
     took the window's interpreter lock for about 25 ms to unpickle)."""
     out: list[Any] = []
-    pending: dict[tuple[int, int, int], int] = {}
+    pending: dict[RequestKey, int] = {}
     for event in events:
         if isinstance(event, TokenChunkArrived):
-            key = (event.config_index, event.repeat, event.index)
+            key = RequestKey(event.config_index, event.repeat, event.index)
             at = pending.get(key)
             if at is None:
                 pending[key] = len(out)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.records import RequestKey, RequestRecord
 
 # Recent builds (11434 here) write one line per figure:
 #   "slot print_timing: id  1 | task 0 | prompt eval time =     179.45 ms /    31 tokens (..."
@@ -101,7 +101,7 @@ class SlotLog:
         self.path = path
         self._offset = 0
         self._unmatched: list[SlotTiming] = []
-        self._named: dict[tuple[int, int, int], int] = {}
+        self._named: dict[RequestKey, int] = {}
         self._parser = SlotTimingParser()
 
     def _read_new(self) -> None:
@@ -121,9 +121,7 @@ class SlotLog:
         logged task explains one record at most, and a record that two logged tasks fit
         equally (same token counts, times within 0.01 ms) gets no slot."""
         waiting = [
-            r
-            for r in records
-            if r.slot is None and r.ok and r.timings and _key(r) not in self._named
+            r for r in records if r.slot is None and r.ok and r.timings and r.key not in self._named
         ]
         if not waiting:
             return []
@@ -133,7 +131,7 @@ class SlotLog:
             assert record.timings is not None
             fits = [t for t in self._unmatched if t.matches(record.timings)]
             if len(fits) == 1:
-                self._named[_key(record)] = fits[0].slot
+                self._named[record.key] = fits[0].slot
                 self._unmatched.remove(fits[0])
                 matched.append(SlotMatch(record, fits[0].slot))
         return matched
@@ -141,10 +139,4 @@ class SlotLog:
     def named(self, records: list[RequestRecord]) -> list[RequestRecord]:
         """``records`` with the slots named so far, as copies (for the summary's cross-check
         against the log); the published records stay as they were."""
-        return [
-            replace(r, slot=self._named[_key(r)]) if _key(r) in self._named else r for r in records
-        ]
-
-
-def _key(record: RequestRecord) -> tuple[int, int, int]:
-    return record.config_index, record.repeat, record.index
+        return [replace(r, slot=self._named[r.key]) if r.key in self._named else r for r in records]
