@@ -20,6 +20,7 @@ from typing import Any
 
 from workbench.engine.base.errors import ExperimentError, ImportFileError, OutputDirError
 from workbench.engine.base.records import Hardware, ImportSource, RequestRecord, TokenChunk
+from workbench.engine.base.states import ConfigStatus, NoticeLevel, RunStatus
 from workbench.engine.config.experiment import RunConfig, experiment_to_toml, parse_experiment
 from workbench.engine.events import (
     ConfigFinished,
@@ -231,14 +232,14 @@ def _distinct_labels(configs: list[RunConfig], runs: Sequence[ImportedRun]) -> l
 
 def _events(result: ImportedResult, configs: list[RunConfig]) -> Iterator[Any]:
     yield ImportedFrom(result.source)
-    yield Notice("info", f"This session was {result.source.describe()}.")
+    yield Notice(NoticeLevel.INFO, f"This session was {result.source.describe()}.")
     for text in result.notes:
-        yield Notice("warning", text)
+        yield Notice(NoticeLevel.WARNING, text)
     requests = [r for run in result.runs for r in run.requests]
     if any(r.text for r in requests):
-        yield Notice("info", TEXT_NOTE)
+        yield Notice(NoticeLevel.INFO, TEXT_NOTE)
     if any(r.start_s is None for r in requests):
-        yield Notice("warning", NO_START_NOTE)
+        yield Notice(NoticeLevel.WARNING, NO_START_NOTE)
     starts = [r.start_s for r in requests if r.start_s is not None]
     origin = min(starts, default=0.0)
     if starts and max(starts) - origin > MAX_SECONDS:
@@ -250,13 +251,13 @@ def _events(result: ImportedResult, configs: list[RunConfig]) -> Iterator[Any]:
         i = config.index
         yield ConfigStarted(config, len(run.requests))
         if run.name:
-            yield Notice("info", f"{config.label} is the file's {run.name}", i)
+            yield Notice(NoticeLevel.INFO, f"{config.label} is the file's {run.name}", i)
         for index, request in enumerate(run.requests):
             yield RequestFinished(request.record(i, index, origin))
         if run.reported:
             yield ReportedFigures(i, dict(run.reported))
-        yield ConfigFinished(i, "ok")
-    yield ExperimentFinished("complete")
+        yield ConfigFinished(i, ConfigStatus.OK)
+    yield ExperimentFinished(RunStatus.COMPLETE)
 
 
 def write_imported_session(result: ImportedResult, path: Path) -> Path:
