@@ -13,26 +13,29 @@ import math
 from dataclasses import dataclass
 
 from workbench.engine.config.experiment import ServerSettings
-from workbench.engine.config.settings import field_named
+from workbench.engine.config.settings import Field, field_named
 
 
 @dataclass(frozen=True)
 class Bounded:
     """A number within bounds: ``low`` and ``high`` are allowed (``low`` itself not when
-    ``above``), and so is any of ``also`` (e.g. -1 for 'auto')."""
+    ``above``), and so is any of ``also`` (e.g. -1 for 'auto'). A setting's value is checked
+    by the setting's own schema first (``schema``), so the flag can never allow what an
+    experiment file may not; the bounds here then say it in words, and may narrow it."""
 
     kind: type[int] | type[float]
     low: float | None = None
     high: float | None = None
     above: bool = False
     also: tuple[float, ...] = ()
+    schema: Field | None = None
 
     def __call__(self, text: str) -> int | float:
         try:
             value = self.kind(text)
         except ValueError:
             value = math.nan
-        if value in self.also or (math.isfinite(value) and self.allows(value)):
+        if math.isfinite(value) and self.allows(value):
             return value
         raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {text!r}")
 
@@ -41,10 +44,15 @@ class Bounded:
         """A server setting's own bounds, from its schema (``ServerSettings``), so a flag
         that takes the same value (``plan --slots``) never drifts from it; ``low`` narrows
         the floor where the flag means less (a plan's context cannot be 0, 'the model's')."""
-        s = field_named(ServerSettings, name).setting
-        return cls(int, s.low if low is None else low, s.high, also=s.also)
+        schema = field_named(ServerSettings, name)
+        s = schema.setting
+        return cls(int, s.low if low is None else low, s.high, also=s.also, schema=schema)
 
     def allows(self, value: float) -> bool:
+        if self.schema is not None and self.schema.problem(value) is not None:
+            return False
+        if value in self.also:
+            return True
         if self.low is not None and (value <= self.low if self.above else value < self.low):
             return False
         return self.high is None or value <= self.high
