@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
+from workbench.engine.figures.metrics import FIGURES
 from workbench.engine.figures.summaries import (
-    SPREAD_FIELDS,
     percentile,
     request_metrics,
     summarize_config,
@@ -256,7 +256,7 @@ def test_summarize_config_mean_and_sd_across_repeats() -> None:
     assert c.mean["agg_tok_s"] == pytest.approx(statistics.fmean(agg))
     assert c.sd["agg_tok_s"] == pytest.approx(statistics.stdev(agg))
     assert c.mean["ttft_p50_s"] == pytest.approx(0.050) and c.sd["ttft_p50_s"] == pytest.approx(0)
-    assert set(c.mean) == set(SPREAD_FIELDS) == set(c.sd)
+    assert list(c.mean) == [f.key for f in FIGURES if f.spread] == list(c.sd)
     assert (c.index, c.label, c.slots, c.ctx) == (3, "np=2", 2, 4096)
     assert (c.n_ctx_slot, c.n_slots, c.kv_unified) == (2048, 2, False)
     assert c.cont_batching is False

@@ -9,28 +9,35 @@ report, the SLO evaluation and the documentation's metric tables all read it, so
 Figures shown while a run goes and computed differently from the final ones are marked as
 estimates and named apart from the figures they approximate.
 
-No Qt here: the engine stays headless (import-linter contract), and ``analysis`` may one day
-read its repeat rules from this module, so it is imported only for type checking.
+It is the only source of the repeat rules (``Figure.over`` applies them: a configuration's
+summary, every table and export) and of the client-limited thresholds (``client_limits``
+applies them). No Qt here: the engine stays headless (import-linter contract).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from workbench.engine.figures.client_limits import (
-    CLIENT_LIMITED_RULE,
-    DISPATCH_LIMIT_MS,
-    DISPATCH_SHARE_OF_TTFT,
-    LOOP_BUSY_LIMIT,
-)
 from workbench.engine.figures.cross_checks import DELIVERY_JITTER_MS
 
 if TYPE_CHECKING:
     from workbench.engine.figures.summaries import ConfigSummary
+
+# The thresholds that mark a repeat client-limited, here beside the definitions that print
+# them; ``client_limits`` applies them.
+DISPATCH_LIMIT_MS = 5.0  # dispatch delay p99 above this may have shaped the numbers ...
+DISPATCH_SHARE_OF_TTFT = 0.01  # ... when it is at least this share of TTFT p50
+LOOP_BUSY_LIMIT = 0.85  # share of the run the measuring loop was busy: saturated above this
+
+CLIENT_LIMITED_RULE = (
+    f"dispatch delay p99 over {DISPATCH_LIMIT_MS:g} ms and at least "
+    f"{DISPATCH_SHARE_OF_TTFT:.0%} of TTFT p50, or the measuring loop busy over "
+    f"{LOOP_BUSY_LIMIT:.0%} of a repeat"
+)
 
 
 class Combine(Enum):
@@ -130,13 +137,18 @@ class Figure:
     def of(self, summary: Any) -> Any:
         """Its value for one configuration (a ``ConfigSummary``; for the SLO figures the
         ``ConfigGoodput``), by its repeat rule."""
-        if self.combine is Combine.RUNS:
-            return len(summary.runs)
         if self.combine in (Combine.SETTING, Combine.POOLED, Combine.LIVE):
             return getattr(summary, self.key)
         if self.combine in (Combine.MEAN_SD, Combine.MEAN) and self.key in summary.mean:
-            return summary.mean[self.key]  # the analysis's own mean, by the same rule
-        values = [getattr(run, self.key) for run in summary.runs]
+            return summary.mean[self.key]  # worked out by ``over`` when it was summarized
+        return self.over(summary.runs)
+
+    def over(self, runs: Sequence[Any]) -> Any:
+        """Its value over a configuration's repeats (``RunSummary`` each), by its repeat rule:
+        the one place the rules are applied to numbers."""
+        if self.combine is Combine.RUNS:
+            return len(runs)
+        values = [getattr(run, self.key) for run in runs]
         if self.combine is Combine.JOINED:
             return "+".join(sorted({str(v) for v in values if v is not None}))
         numbers = _numbers(values)
@@ -146,6 +158,11 @@ class Figure:
             return sum(numbers)
         return statistics.fmean(numbers)
 
+    def sd_over(self, runs: Sequence[Any]) -> float | None:
+        """Its standard deviation across ``runs``: None with fewer than two values."""
+        numbers = _numbers(getattr(run, self.key) for run in runs)
+        return statistics.stdev(numbers) if len(numbers) > 1 else None
+
     def sd_of(self, summary: ConfigSummary) -> float | None:
         """Its standard deviation across repeats: None with fewer than two, or for a figure
         that is not a mean."""
@@ -153,8 +170,7 @@ class Figure:
             return None
         if self.key in summary.sd:
             return summary.sd[self.key]
-        numbers = _numbers(getattr(run, self.key) for run in summary.runs)
-        return statistics.stdev(numbers) if len(numbers) > 1 else None
+        return self.sd_over(summary.runs)
 
     def cell(self, summary: ConfigSummary, with_sd: bool = False) -> str:
         """Its value for one configuration in the display format (with ``±sd`` on request,

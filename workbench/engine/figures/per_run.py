@@ -1,0 +1,177 @@
+"""One repeat of one configuration: makespan, aggregate throughput, percentiles over its
+requests, dispatch delay, the client's load (client-limited by ``client_limits``) and the
+cross-checks with the server.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from workbench.engine.base.records import RequestRecord
+from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
+from workbench.engine.figures.cross_checks import run_cross_checks, tokens_per_chunk
+from workbench.engine.figures.per_request import (
+    NS,
+    dispatch_delay_s,
+    percentile,
+    request_metrics,
+)
+from workbench.engine.figures.vllm_names import vllm_figures
+
+
+@dataclass(frozen=True)
+class RunObservations:
+    """What was measured about one run besides its requests: the client's load, and the
+    server's counters just before and just after it (for the cross-checks)."""
+
+    load: ClientLoad | None = None
+    counters_before: dict[str, float] | None = None
+    counters_after: dict[str, float] | None = None
+    slots_from_log: bool = False  # each request's slot was matched from the server's log
+
+
+@dataclass
+class RunSummary:
+    """One repeat of one configuration."""
+
+    requests: int
+    ok: int
+    failed: int
+    makespan_s: float | None
+    output_tokens: int
+    agg_tok_s: float | None
+    ttft_p50_s: float | None
+    ttft_p90_s: float | None
+    ttft_p99_s: float | None
+    ttft_max_s: float | None
+    tpot_p50_ms: float | None
+    tpot_p90_ms: float | None
+    tpot_p99_ms: float | None
+    itl_p50_ms: float | None
+    itl_p90_ms: float | None
+    itl_p99_ms: float | None
+    itl_max_ms: float | None
+    e2e_p50_s: float | None
+    e2e_p90_s: float | None
+    e2e_p99_s: float | None
+    decode_tok_s: float | None
+    queue_wait_p50_s: float | None
+    queue_wait_max_s: float | None
+    cache_hits: int
+    token_source: str
+    errors: list[str] = field(default_factory=list)
+    dispatch_p50_ms: float | None = None
+    dispatch_p99_ms: float | None = None
+    dispatch_max_ms: float | None = None
+    connect_p50_ms: float | None = None
+    connect_max_ms: float | None = None
+    ttft_from_intended_p50_s: float | None = None
+    ttft_from_intended_p99_s: float | None = None
+    e2e_from_intended_p50_s: float | None = None
+    e2e_from_intended_p99_s: float | None = None
+    loop_busy: float | None = None  # share of the run the measuring loop was busy
+    client_limited: str | None = None  # why the client, not the server, shaped the numbers
+    tokens_per_chunk: float | None = None  # by the server's count; > 1: ITL is per chunk
+    checks: list[str] = field(default_factory=list)  # each cross-check with the server
+    checks_failed: list[str] = field(default_factory=list)  # those off by over 5 %
+    prompt_tokens_p50: float | None = None  # by the server's count
+    prefill_tok_s: float | None = None
+    context_failed: int = 0  # requests a slot's context could not hold
+    cache_hit_rate: float | None = None  # prompt tokens reused from the cache, of all
+    ttft_hit_p50_s: float | None = None  # requests that reused some of their prompt
+    ttft_miss_p50_s: float | None = None  # and those that reused none
+    vllm: dict[str, float | None] = field(default_factory=dict)  # as vllm bench serve names them
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else value * 1000.0
+
+
+def makespan_s(records: Sequence[RequestRecord]) -> float | None:
+    """First submit to last done: the time the requests took together."""
+    submits = [r.t_submit_ns for r in records if r.t_submit_ns is not None]
+    ends = [r.t_done_ns for r in records if r.t_done_ns is not None and r.t_submit_ns is not None]
+    return (max(ends) - min(submits)) / NS if submits and ends else None
+
+
+def summarize_run(
+    records: list[RequestRecord], observed: RunObservations | None = None
+) -> RunSummary:
+    observed = observed or RunObservations()
+    load = observed.load
+    measured = [r for r in records if not r.warmup]
+    checks = run_cross_checks(
+        measured, observed.counters_before, observed.counters_after, observed.slots_from_log
+    )
+    metrics = [m for m in (request_metrics(r) for r in measured) if m is not None]
+    makespan = makespan_s(measured)
+    tokens = sum(m.output_tokens for m in metrics)
+    ttft = [m.ttft_s for m in metrics]
+    ttft_p50 = percentile(ttft, 50)
+    tpot = [m.tpot_s for m in metrics if m.tpot_s is not None]
+    itl = [gap for m in metrics for gap in m.itl_s]
+    e2e = [m.e2e_s for m in metrics]
+    waits = [m.queue_wait_s for m in metrics if m.queue_wait_s is not None]
+    decode = [m.decode_tok_s for m in metrics if m.decode_tok_s is not None]
+    sources = sorted({m.token_source for m in metrics})
+    # Dispatch delay and connect time count every request that was sent, failed or not.
+    dispatch = [d for d in (dispatch_delay_s(r) for r in measured) if d is not None]
+    connect = [r.connect_ns / NS for r in measured if r.connect_ns is not None]
+    from_intended = [m.ttft_from_intended_s for m in metrics if m.ttft_from_intended_s is not None]
+    e2e_intended = [m.e2e_from_intended_s for m in metrics if m.e2e_from_intended_s is not None]
+    dispatch_p99 = _ms(percentile(dispatch, 99))
+    prompts = [m.prompt_tokens for m in metrics if m.prompt_tokens is not None]
+    prefill = [m.prefill_tok_s for m in metrics if m.prefill_tok_s is not None]
+    counted = [m for m in metrics if m.prompt_tokens and m.cached_tokens is not None]
+    cached = sum(m.cached_tokens or 0 for m in counted)
+    return RunSummary(
+        requests=len(measured),
+        ok=sum(r.ok for r in measured),
+        failed=sum(not r.ok for r in measured),
+        makespan_s=makespan,
+        output_tokens=tokens,
+        agg_tok_s=tokens / makespan if makespan else None,
+        ttft_p50_s=ttft_p50,
+        ttft_p90_s=percentile(ttft, 90),
+        ttft_p99_s=percentile(ttft, 99),
+        ttft_max_s=max(ttft) if ttft else None,
+        tpot_p50_ms=_ms(percentile(tpot, 50)),
+        tpot_p90_ms=_ms(percentile(tpot, 90)),
+        tpot_p99_ms=_ms(percentile(tpot, 99)),
+        itl_p50_ms=_ms(percentile(itl, 50)),
+        itl_p90_ms=_ms(percentile(itl, 90)),
+        itl_p99_ms=_ms(percentile(itl, 99)),
+        itl_max_ms=_ms(max(itl)) if itl else None,
+        e2e_p50_s=percentile(e2e, 50),
+        e2e_p90_s=percentile(e2e, 90),
+        e2e_p99_s=percentile(e2e, 99),
+        decode_tok_s=statistics.fmean(decode) if decode else None,
+        queue_wait_p50_s=percentile(waits, 50),
+        queue_wait_max_s=max(waits) if waits else None,
+        cache_hits=sum(m.cache_hit for m in metrics),
+        token_source="+".join(sources) or "none",
+        errors=[r.error for r in measured if not r.ok and r.error],
+        dispatch_p50_ms=_ms(percentile(dispatch, 50)),
+        dispatch_p99_ms=dispatch_p99,
+        dispatch_max_ms=_ms(max(dispatch)) if dispatch else None,
+        connect_p50_ms=_ms(percentile(connect, 50)),
+        connect_max_ms=_ms(max(connect)) if connect else None,
+        ttft_from_intended_p50_s=percentile(from_intended, 50),
+        ttft_from_intended_p99_s=percentile(from_intended, 99),
+        e2e_from_intended_p50_s=percentile(e2e_intended, 50),
+        e2e_from_intended_p99_s=percentile(e2e_intended, 99),
+        loop_busy=load.loop_busy if load is not None else None,
+        client_limited=client_limited_reason(dispatch_p99, load, ttft_p50),
+        tokens_per_chunk=tokens_per_chunk(measured),
+        checks=[c.describe() for c in checks],
+        checks_failed=[c.describe() for c in checks if not c.agrees],
+        prompt_tokens_p50=percentile([float(n) for n in prompts], 50),
+        prefill_tok_s=statistics.fmean(prefill) if prefill else None,
+        context_failed=sum(r.context_full for r in measured),
+        cache_hit_rate=cached / sum(m.prompt_tokens or 0 for m in counted) if counted else None,
+        ttft_hit_p50_s=percentile([m.ttft_s for m in metrics if m.cache_hit], 50),
+        ttft_miss_p50_s=percentile([m.ttft_s for m in metrics if not m.cache_hit], 50),
+        vllm=vllm_figures(metrics, makespan),
+    )

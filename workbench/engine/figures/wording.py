@@ -1,0 +1,85 @@
+"""How a configuration's summary is put in words: why its numbers may not be the server's
+alone (trust notes), the short marks beside its label (flags), and the sentences behind them.
+
+Apart from the numbers (``summaries``) so that the wording every view prints can change
+without touching the maths; ``ConfigSummary``'s properties of the same names read these.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from workbench.engine.base.states import ConfigStatus
+from workbench.engine.base.words import plural
+
+if TYPE_CHECKING:
+    from workbench.engine.figures.summaries import ConfigSummary
+
+
+def unasked_cache_hits(summary: ConfigSummary) -> str | None:
+    """Requests that reused cached prompt tokens though the experiment turned the cache off
+    (a server that caches anyway, or a prompt file that repeats): their TTFT is flattered.
+    None when there were none, or when the cache was asked for."""
+    hits = summary.value("cache_hits")
+    if summary.cache_prompt or not hits:
+        return None
+    return f"{plural(hits, 'request')} reused cached prompt tokens though cache_prompt is off"
+
+
+def checks_failed(summary: ConfigSummary) -> list[str]:
+    """Cross-checks with the server that disagreed, in any repeat (named by repeat when
+    there are several)."""
+    many = len(summary.runs) > 1
+    return [
+        f"repeat {i + 1}: {text}" if many else text
+        for i, run in enumerate(summary.runs)
+        for text in run.checks_failed
+    ]
+
+
+def not_same_task(summary: ConfigSummary) -> str | None:
+    """Why the configuration did not do the task the others did: requests its slots'
+    context could not hold were refused or cut short, so its speed is not comparable.
+    None when every request was served whole (or failed for another reason)."""
+    failed = summary.value("context_failed")
+    if not failed:
+        return None
+    per_slot = f" ({summary.n_ctx_slot} tokens per slot)" if summary.n_ctx_slot else ""
+    return f"{failed} of {summary.value('requests')} requests did not fit the context{per_slot}"
+
+
+def client_limited(summary: ConfigSummary) -> str | None:
+    """Why any repeat's numbers were shaped by the client, or None."""
+    if len(summary.runs) == 1:
+        return summary.runs[0].client_limited
+    reasons = [
+        f"repeat {i + 1}: {r.client_limited}"
+        for i, r in enumerate(summary.runs)
+        if r.client_limited
+    ]
+    return "; ".join(reasons) or None
+
+
+def trust_notes(summary: ConfigSummary) -> list[str]:
+    """Why the configuration's numbers may not be the server's alone, or not the task the
+    others did."""
+    task = not_same_task(summary)
+    notes = [f"not the same task: {task}"] if task else []
+    if cache := unasked_cache_hits(summary):
+        notes.append(f"prompt cache: {cache} (TTFT flattered)")
+    if limited := client_limited(summary):
+        notes.append(f"client-limited: {limited}")
+    return notes + [f"cross-check: {text}" for text in checks_failed(summary)]
+
+
+def flags(summary: ConfigSummary) -> list[str]:
+    """Short marks for a table's label cell: a status other than ok, not the same task,
+    client-limited, a failed cross-check."""
+    marks = [] if summary.status == ConfigStatus.OK else [summary.status]
+    if not_same_task(summary):
+        marks.append("not the same task")
+    if client_limited(summary):
+        marks.append("client-limited")
+    if checks_failed(summary):
+        marks.append("cross-check off")
+    return marks
