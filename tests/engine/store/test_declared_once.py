@@ -7,10 +7,11 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 
 import pytest
 
-from tests.engine.store.known_run import EVENTS, FULL, RECORDS, write_known_run
+from tests.engine.store.known_run import EVENTS, FULL, RECORDS, load_dump, write_known_run
 from workbench.cli.main import main
 from workbench.engine.base.columns import column
 from workbench.engine.base.errors import SessionError
@@ -24,43 +25,54 @@ NEXT = SCHEMA_VERSION + 1
 
 
 @dataclass
-class TurnRecord(RequestRecord):
-    """The request record of a version to come, with two more fields."""
+class WiderRecord(RequestRecord):
+    """The request record of a version to come, with two more fields (named so that no real
+    field is likely to take their names)."""
 
-    conversation_id: str | None = column(since=NEXT, default=None)
-    turn: int | None = column(since=NEXT, default=None)
+    example_label: str | None = column(since=NEXT, default=None)
+    example_count: int | None = column(since=NEXT, default=None)
 
 
-WIDER = replace(REQUESTS, row=TurnRecord)  # the requests table, declared by the wider record
+WIDER = replace(REQUESTS, row=WiderRecord)  # the requests table, declared by the wider record
 
 
 def test_a_field_added_to_the_record_is_a_column_of_its_table():
-    assert WIDER.columns == (*REQUESTS.columns, "conversation_id", "turn")
+    assert WIDER.columns == (*REQUESTS.columns, "example_label", "example_count")
     sql = WIDER.create_sql()
     # Later columns take NULL: an older file's rows never had them.
-    assert "    conversation_id TEXT,\n    turn INTEGER,\n" in sql
-    assert WIDER.insert_sql().endswith(":conversation_id, :turn)")
-    assert ", NULL AS conversation_id, NULL AS turn FROM" in WIDER.select_sql(SCHEMA_VERSION)
+    assert "    example_label TEXT,\n    example_count INTEGER,\n" in sql
+    assert WIDER.insert_sql().endswith(":example_label, :example_count)")
+    assert ", NULL AS example_label, NULL AS example_count FROM" in WIDER.select_sql(SCHEMA_VERSION)
 
 
 def test_a_field_added_to_the_record_is_written_and_read_back(tmp_path):
-    record = TurnRecord(**{f.name: getattr(FULL, f.name) for f in fields(FULL)})
-    record = replace(record, chunks=[], conversation_id="c-7", turn=3)
+    record = WiderRecord(**{f.name: getattr(FULL, f.name) for f in fields(FULL)})
+    record = replace(record, chunks=[], example_label="c-7", example_count=3)
     with contextlib.closing(sqlite3.connect(tmp_path / "next.sqlite")) as conn:
         with conn:
             conn.execute(WIDER.create_sql())
             WIDER.insert(conn, [record])
         assert WIDER.select(conn, NEXT) == [record]
-        assert conn.execute("SELECT conversation_id, turn FROM requests").fetchall() == [("c-7", 3)]
+        assert conn.execute("SELECT example_label, example_count FROM requests").fetchall() == [
+            ("c-7", 3)
+        ]
 
 
-def test_a_file_of_this_version_reads_the_added_field_as_its_default(tmp_path):
-    path = write_known_run(tmp_path / "now.session.sqlite")
+OLDER = Path(__file__).with_name("known_run_before_split.sql")  # schema 4
+
+
+@pytest.mark.parametrize("version", [SCHEMA_VERSION, 4])
+def test_an_older_file_reads_the_added_field_as_its_default(version, tmp_path):
+    path = tmp_path / f"v{version}.session.sqlite"
+    if version == SCHEMA_VERSION:
+        write_known_run(path)
+    else:
+        load_dump(OLDER.read_text(), path)
     with contextlib.closing(sqlite3.connect(path)) as conn:
-        read = WIDER.select(conn, SCHEMA_VERSION, order_by=("index",))
-        now = REQUESTS.select(conn, SCHEMA_VERSION, order_by=("index",))
-    assert [(r.conversation_id, r.turn) for r in read] == [(None, None)] * len(RECORDS)
-    for wider, record in zip(read, now, strict=True):
+        read = WIDER.select(conn, version, order_by=("index",))
+        known = REQUESTS.select(conn, version, order_by=("index",))
+    assert [(r.example_label, r.example_count) for r in read] == [(None, None)] * len(RECORDS)
+    for wider, record in zip(read, known, strict=True):
         assert all(getattr(wider, f.name) == getattr(record, f.name) for f in fields(record))
 
 
