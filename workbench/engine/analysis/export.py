@@ -12,6 +12,7 @@ from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.records import StartupFacts, request_numbers
 from workbench.engine.base.untrusted import csv_cell
 from workbench.engine.figures import vllm_names
+from workbench.engine.figures.footprint import predicted_footprint_mib
 from workbench.engine.figures.metrics import REQUEST_FIGURES, Figure, Part, in_part
 from workbench.engine.figures.summaries import NS, ConfigSummary, request_metrics
 from workbench.engine.store import Session
@@ -252,12 +253,9 @@ def memory_checks(session: Session) -> list[MemoryCheck]:
     """The server's own buffer figures (model + KV + compute) against its measured RSS."""
     checks = []
     for config in session.configs:
-        facts = config.facts or StartupFacts()
-        parts = [facts.model_buffer_mib, facts.kv_buffer_mib, facts.compute_buffer_mib]
-        if any(p is None for p in parts):
+        predicted = predicted_footprint_mib(config.facts or StartupFacts())
+        if predicted is None:
             continue
         rss = [p.rss_bytes for p in session.samples("process_samples", config.index) if p.rss_bytes]
-        checks.append(
-            MemoryCheck(config.label, float(sum(parts)), max(rss) / 2**20 if rss else None)
-        )
+        checks.append(MemoryCheck(config.label, predicted, max(rss) / 2**20 if rss else None))
     return checks

@@ -27,12 +27,7 @@ from workbench.engine.base.records import (
 )
 from workbench.engine.base.states import RunStatus
 from workbench.engine.figures.client_limits import ClientLoad
-from workbench.engine.figures.summaries import (
-    ConfigSummary,
-    RunObservations,
-    summarize_config,
-    summarize_run,
-)
+from workbench.engine.figures.summaries import ConfigSummary, RunObservations, summarize
 from workbench.engine.store.rows import (
     CHUNKS,
     CLIENT_LOAD,
@@ -214,22 +209,17 @@ def summarize_config_records(
 ) -> ConfigSummary:
     """Analysis of one configuration's records, one run per repeat. ``managed``: the
     session started its servers (``Session.managed``), so their settings are facts."""
-    repeats = sorted({r.repeat for r in records if not r.warmup})
-    observed = observed or {}
-    runs = [
-        summarize_run([r for r in records if r.repeat == k and not r.warmup], observed.get(k))
-        for k in repeats
-    ]
-    return summarize_config(
+    return summarize(
         config.index,
         config.label,
         config.server,
         config.workload,
         config.facts or StartupFacts(),
-        runs,
-        config.status,
-        config.error,
-        slots_override=config.slots,
+        records,
+        observed,
+        status=config.status,
+        error=config.error,
+        slots=config.slots,
         managed=managed,
     )
 
