@@ -147,6 +147,7 @@ def test_the_result_charts_are_made_and_drawn_while_their_tab_shows(qtbot, tmp_p
         summaries = session.summaries()
     view = ResultsView()
     qtbot.addWidget(view)
+    view.show()
     view.sync([])
     assert view.charts == {}
     view.tabs.setCurrentIndex(1)  # the Charts tab, before any results: empty charts
@@ -156,6 +157,7 @@ def test_the_result_charts_are_made_and_drawn_while_their_tab_shows(qtbot, tmp_p
     assert all(chart.point_count() == 1 for chart in view.charts.values())
     fresh = ResultsView()
     qtbot.addWidget(fresh)
+    fresh.show()
     fresh.sync(summaries)
     assert fresh.charts == {} and fresh.table.rowCount() == 1  # on the table: none drawn
     fresh.tabs.setCurrentIndex(1)

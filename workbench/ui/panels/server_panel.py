@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontDatabase, QShowEvent
+from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
@@ -22,6 +22,7 @@ from workbench.engine.base.records import StartupFacts
 from workbench.engine.base.states import ServerState
 from workbench.engine.server.llama_server import read_tail
 from workbench.ui.theme.qt_theme import theme_color
+from workbench.ui.widgets.shown_late import DrawnWhenShown
 
 FACTS = (
     ("n_slots", "n_slots"),
@@ -44,7 +45,7 @@ def fact_text(key: str, value: Any) -> str:
     return str(value)
 
 
-class ServerPanel(QWidget):
+class ServerPanel(DrawnWhenShown, QWidget):
     start_requested = Signal()
     stop_requested = Signal()
 
@@ -138,17 +139,16 @@ class ServerPanel(QWidget):
         """Which kind of server its /metrics say it is, and what its plots can show."""
         self.kind.setText(text or "-")
 
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        self.refresh_log()
-
     def refresh_log(self) -> None:
         """Re-read the log's tail (called on a slow timer, not per event), while the panel
         shows: read and laid out in a hidden tab at every server event, it cost the frame
         that ends a configuration."""
-        if self._log_path is None or not self.isVisible():
-            return
-        self._show_log(read_tail(self._log_path, 200))
+        if self._log_path is not None:
+            self.content_changed()
+
+    def draw_content(self) -> None:
+        if self._log_path is not None:
+            self._show_log(read_tail(self._log_path, 200))
 
     def _show_log(self, text: str) -> None:
         if text != self._log_text:

@@ -26,6 +26,7 @@ from workbench.ui.views.roofline_view import RooflineView
 from workbench.ui.views.verdicts_view import VerdictsView
 from workbench.ui.widgets import plain_text
 from workbench.ui.widgets.read_only_table import read_only_table
+from workbench.ui.widgets.shown_late import DrawnWhenShown
 
 # A warning sign after the label of a configuration whose numbers the client shaped or whose
 # cross-checks disagree: short, so the lab's columns stay in view at 1366 px; the tooltip says why.
@@ -101,17 +102,12 @@ class ResultsView(QWidget):
         self.pinned = PinnedFirstColumn(self.table)
         for column, figure in enumerate(self.columns):
             self.table.horizontalHeaderItem(column).setToolTip(tooltip(figure))
-        # The charts are made, and drawn, while their tab shows: most windows stay on the
-        # table, and a session opened or a configuration ended redrew three unseen charts.
-        self.charts: dict[str, MetricChart] = {}
-        self._charts_page = QWidget()
-        self._chart_row = QHBoxLayout(self._charts_page)
-        self._chart_row.setContentsMargins(0, 0, 0, 0)
-        self.live_charts = shown_in(View.LIVE_CHART)
+        self._charts_page = LiveCharts()
+        self.charts = self._charts_page.charts
+        self.live_charts = self._charts_page.figures
         self.tabs = QTabWidget()
         self.tabs.addTab(self.table, "Results")
         self.tabs.addTab(self._charts_page, "Charts")
-        self.tabs.currentChanged.connect(lambda _: self._draw_charts_if_shown())
         self.verdicts = VerdictsView()
         self.tabs.addTab(self.verdicts, "Verdicts")
         self.roofline = RooflineView()
@@ -149,7 +145,7 @@ class ResultsView(QWidget):
                     item.setText(f"{item.text()} {TRUST_MARK}")
                 self.table.setItem(r, c, item)
         self._shown = len(summaries)
-        self._draw_charts_if_shown()
+        self._charts_page.sync(summaries)
         self.verdicts.sync(summaries)
 
     def natural_width(self) -> int:
@@ -161,13 +157,30 @@ class ResultsView(QWidget):
         )
         return columns + 2 * table.frameWidth() + table.verticalScrollBar().sizeHint().width()
 
-    def _draw_charts_if_shown(self) -> None:
-        if self.tabs.currentWidget() is not self._charts_page:
-            return
+
+class LiveCharts(DrawnWhenShown, QWidget):
+    """The results' small charts against the swept setting, made and drawn while their tab
+    shows: most windows stay on the table, and a session opened or a configuration ended
+    redrew three unseen charts."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.figures = shown_in(View.LIVE_CHART)
+        self.charts: dict[str, MetricChart] = {}
+        self._row = QHBoxLayout(self)
+        self._row.setContentsMargins(0, 0, 0, 0)
+        self._summaries: list[ConfigSummary] = []
+        self.content_changed()  # made (empty) when first shown
+
+    def sync(self, summaries: list[ConfigSummary]) -> None:
+        self._summaries = list(summaries)
+        self.content_changed()
+
+    def draw_content(self) -> None:
         if not self.charts:
-            for figure in self.live_charts:
+            for figure in self.figures:
                 self.charts[figure.key] = MetricChart(legend=False)
-                self._chart_row.addWidget(self.charts[figure.key])
+                self._row.addWidget(self.charts[figure.key])
         shown = [("this run", self._summaries)]
-        for data in chart_data_from(shown, metrics=self.live_charts):
+        for data in chart_data_from(shown, metrics=self.figures):
             self.charts[data.key].show_data(data)
