@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from workbench.engine.analysis.library import session_models
+from workbench.engine.base.states import ConfigStatus
 from workbench.engine.base.untrusted import markdown
 from workbench.engine.config.experiment import WorkloadSettings, short_name
 from workbench.engine.config.settings import from_stored, show_value
@@ -341,7 +342,7 @@ def chart_data_from(
             ok = [
                 s
                 for s in summaries
-                if s.status == "ok"
+                if s.status == ConfigStatus.OK
                 and metric.of(s) is not None
                 and (axis is None or getattr(s, axis[0]) is not None)  # unknown: not placed
             ]
@@ -407,7 +408,9 @@ def trade_off_chart(named: list[tuple[str, list[ConfigSummary]]]) -> ChartData |
         ok = [
             s
             for s in summaries
-            if s.status == "ok" and x_figure.of(s) is not None and y_figure.of(s) is not None
+            if s.status == ConfigStatus.OK
+            and x_figure.of(s) is not None
+            and y_figure.of(s) is not None
         ]
         if ok:
             series.append(
@@ -448,7 +451,7 @@ def ttft_cdf_charts(
     keyed: dict[tuple[object, ...], list[tuple[int, str, list[float], int]]] = {}
     labels: dict[tuple[object, ...], str] = {}
     for i, (session, summaries) in enumerate(zip(sessions, all_summaries, strict=True)):
-        for s in (s for s in summaries if s.status == "ok"):  # as the other charts
+        for s in (s for s in summaries if s.status == ConfigStatus.OK):  # as the other charts
             measured = [r for r in session.records(s.index) if not r.warmup]
             ttfts = sorted(m.ttft_s for m in map(request_metrics, measured) if m is not None)
             if ttfts:

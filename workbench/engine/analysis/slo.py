@@ -24,6 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
+from workbench.engine.base.states import ConfigStatus
 from workbench.engine.figures.metrics import figure
 from workbench.engine.figures.summaries import request_metrics
 from workbench.engine.store import Session, summarize_config_records
@@ -176,7 +177,7 @@ def goodput(session: Session, slo: Slo) -> list[ConfigGoodput]:
                 good=good,
                 goodput_rps=good / makespan if makespan else 0.0,
                 throughput_rps=len(metrics) / makespan if makespan else 0.0,
-                acceptable=not reasons and summary.status == "ok",
+                acceptable=not reasons and summary.status == ConfigStatus.OK,
                 ttft_p50_s=p50,
                 ttft_p90_s=p90,
                 e2e_p90_s=e2e90,

@@ -12,6 +12,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from workbench.engine.base.states import ConfigStatus
 from workbench.engine.base.words import plural
 from workbench.engine.figures.summaries import ConfigSummary
 
@@ -32,7 +33,11 @@ def _by_slots(summaries: list[ConfigSummary]) -> list[ConfigSummary]:
     sweep over slots x ctx, say, is judged on one ctx), one per slot count, by slots. A
     configuration whose requests did not fit its slots did not do the same task, so its
     speed says nothing about the others'."""
-    ok = [s for s in summaries if s.status == "ok" and (s.slots or 0) > 0 and not s.not_same_task]
+    ok = [
+        s
+        for s in summaries
+        if s.status == ConfigStatus.OK and (s.slots or 0) > 0 and not s.not_same_task
+    ]
     groups: dict[tuple[object, ...], dict[int, ConfigSummary]] = {}
     for s in ok:
         key = (s.ctx, s.cont_batching, s.kv_unified is True, s.concurrency, s.max_tokens)
