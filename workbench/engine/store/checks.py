@@ -17,7 +17,7 @@ import json
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from workbench.engine.base.columns import column_of
@@ -53,18 +53,9 @@ def read_record(
     change here. ``given``: fields whose values are already known (not read). A field that is
     no column (``not_stored``) keeps its default. An unknown key of ``stored`` is dropped."""
     values = dict(given)
-    for f, hint in declared_fields(cls):
-        stored_as = column_of(f)
-        if f.name in given or not stored_as.stored:
-            continue
-        values[f.name] = read_value(
-            hint,
-            stored.get(f.name),
-            f.name,
-            lenient=lenient or stored_as.lenient,
-            json_text=stored_as.json,
-            sql=sql,
-        )
+    for name, read in _readers(cls, lenient, sql):
+        if name not in given:
+            values[name] = read(stored.get(name))
     return cls(**values)
 
 
@@ -82,56 +73,80 @@ def read_value(
     and ``list[X]`` take a list of X, ``dict[str, X]`` an object of X; a record takes an
     object, read with ``lenient``. ``json_text``: ``value`` is JSON text (empty reads as
     None). Where ``lenient``, a wrong value reads as None, a wrong entry is left out."""
-    try:
-        if json_text:
-            value = json.loads(typed(value, str, what)) if value not in (None, "") else None
-        return _checked(hint, value, what, lenient, sql)
-    except (TypeError, ValueError):
-        if lenient:
-            return () if typing.get_origin(hint) is tuple else None
-        raise
+    return _reader(hint, what, lenient, json_text, sql)(value)
 
 
-def _checked(hint: Any, value: Any, what: str, lenient: bool, sql: bool) -> Any:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        (hint,) = [a for a in args if a is not type(None)]
-        origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return value
-    if origin in (tuple, list):
-        entries = typed(value, list, what)
-        return origin(_entries(args[0], entries, what, lenient, sql))
-    if origin is dict:
-        entries = typed(value, dict, what)
-        keys = [k for k in entries if isinstance(k, str)] if lenient else list(entries)
-        return dict(
-            zip(
-                keys, _entries(args[1], [entries[k] for k in keys], what, lenient, sql), strict=True
-            )
-        )
-    if dataclasses.is_dataclass(hint):
-        return read_record(typing.cast(type, hint), typed(value, dict, what), lenient=True)
-    if hint is bool and sql:
-        return typed(value, int, what) != 0
-    if not _is(value, hint):
-        raise TypeError(f"{what} is a {type(value).__name__}")
-    return value
+# Each check is worked out once per annotation (a session reads thousands of rows).
+Check = Callable[[Any], Any]
 
 
-def _entries(hint: Any, entries: list[Any], what: str, lenient: bool, sql: bool) -> list[Any]:
-    """Each entry as a ``hint``; where ``lenient``, the wrong ones left out."""
-    if not lenient:
-        return [_checked(hint, e, what, False, sql) for e in entries]
-    kept = []
-    for e in entries:
+@functools.cache
+def _readers(cls: type, lenient: bool, sql: bool) -> tuple[tuple[str, Check], ...]:
+    """Each stored field of ``cls`` with the check of its values."""
+    readers = []
+    for f, hint in declared_fields(cls):
+        stored_as = column_of(f)
+        if stored_as.stored:
+            read = _reader(hint, f.name, lenient or stored_as.lenient, stored_as.json, sql)
+            readers.append((f.name, read))
+    return tuple(readers)
+
+
+@functools.cache
+def _reader(hint: Any, what: str, lenient: bool, json_text: bool, sql: bool) -> Check:
+    check = _check(hint, what, lenient, sql)
+    empty = () if typing.get_origin(hint) is tuple else None
+
+    def read(value: Any) -> Any:
         try:
-            kept.append(_checked(hint, e, what, True, sql))
+            if json_text:
+                value = json.loads(typed(value, str, what)) if value not in (None, "") else None
+            return check(value)
         except (TypeError, ValueError):
-            continue
-    return kept
+            if lenient:
+                return empty
+            raise
+
+    return read
+
+
+def _check(hint: Any, what: str, lenient: bool, sql: bool) -> Check:
+    """The check of a value of ``hint`` (raising TypeError), as ``read_value`` says."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        (inner,) = [a for a in args if a is not type(None)]
+        present = _check(inner, what, lenient, sql)
+        return lambda value: None if value is None else present(value)
+    if hint is Any:
+        return lambda value: value
+    if origin in (tuple, list, dict):
+        entry = _check(args[1] if origin is dict else args[0], what, lenient, sql)
+
+        def entries(value: Any) -> Any:
+            """Each entry checked (a dict's keys text); where ``lenient``, a wrong one left out."""
+            given = typed(value, dict if origin is dict else list, what)
+            kept: dict[Any, Any] = {}
+            for key, e in given.items() if origin is dict else enumerate(given):
+                try:
+                    kept[typed(key, str, what) if origin is dict else key] = entry(e)
+                except (TypeError, ValueError):
+                    if not lenient:
+                        raise
+            return kept if origin is dict else origin(kept.values())
+
+        return entries
+    if dataclasses.is_dataclass(hint):
+        record = typing.cast(type, hint)
+        return lambda value: read_record(record, typed(value, dict, what), lenient=True)
+    if hint is bool and sql:
+        return lambda value: typed(value, int, what) != 0
+
+    def plain(value: Any) -> Any:
+        if (type(value) is hint and hint is not float) or _is(value, hint):
+            return value
+        raise TypeError(f"{what} is a {type(value).__name__}")
+
+    return plain
 
 
 def _is(value: Any, kind: type) -> bool:
