@@ -332,9 +332,9 @@ def test_a_version_1_session_reads_without_gpu_samples(tmp_path):
         [Config(burst(0, 3, slots=1, at_s=0.0), startup_facts(1, 8192), gpu)],
     )
     with open_session(made) as session:
-        assert [(g.config_idx, g.t_ns, g.gpu_bytes) for g in session.samples("gpu_samples", 0)] == [
-            (0, e.t_ns, e.gpu_bytes) for e in gpu
-        ]
+        assert [
+            (g.config_index, g.t_ns, g.gpu_bytes) for g in session.samples("gpu_samples", 0)
+        ] == [(0, e.t_ns, e.gpu_bytes) for e in gpu]
         assert [e for _, e in session_events(session) if isinstance(e, GpuSample)] == gpu
         records = session.records(0)
     old = older_session(made, tmp_path, 1, "gpu_samples")

@@ -4,7 +4,6 @@ made visible, and sampling recorded while a run goes."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
@@ -171,10 +170,10 @@ def test_runner_records_samples_and_requests(server_binary, write_experiment, tm
         metrics = session.samples("metrics_samples", 0)
         slots = session.samples("slots_samples", 0)
         assert len(processes) >= 3 and all(p.rss_bytes > 50_000_000 for p in processes)
-        assert metrics and "llamacpp:requests_processing" in json.loads(metrics[0].values_json)
-        assert max(json.loads(m.values_json)["llamacpp:requests_processing"] for m in metrics) >= 1
-        assert slots and {s["id"] for s in json.loads(slots[0].slots_json)} == {0, 1}
-        busy = [s for row in slots for s in json.loads(row.slots_json) if s["is_processing"]]
+        assert metrics and "llamacpp:requests_processing" in metrics[0].values
+        assert max(m.values["llamacpp:requests_processing"] for m in metrics) >= 1
+        assert slots and {s["id"] for s in slots[0].slots} == {0, 1}
+        busy = [s for row in slots for s in row.slots if s["is_processing"]]
         assert busy, "no sample caught a busy slot"
         records = session.records(0)
         assert len(records) == 5 and sum(r.warmup for r in records) == 1
