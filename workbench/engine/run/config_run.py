@@ -30,12 +30,7 @@ from workbench.engine.events import (
     ServerStateChanged,
     SlotMatched,
 )
-from workbench.engine.figures.summaries import (
-    ConfigSummary,
-    RunObservations,
-    summarize_config,
-    summarize_run,
-)
+from workbench.engine.figures.summaries import ConfigSummary, RunObservations, summarize
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sampler import ServerSampler, fetch_counters
 from workbench.engine.measure.sized_prompts import SizedPrompts
@@ -326,21 +321,18 @@ class ConfigRuns:
         status: str,
         error: str | None,
     ) -> ConfigSummary:
-        repeats = sorted({r.repeat for r in records})
-        runs = [
-            summarize_run([r for r in records if r.repeat == k], observed.get(k)) for k in repeats
-        ]
         d = config.to_dict()
-        summary = summarize_config(
+        summary = summarize(
             config.index,
             config.label,
             d["server"],
             d["workload"],
             facts,
-            runs,
-            status,
-            error,
-            slots_override=slots,
+            records,
+            observed,
+            status=status,
+            error=error,
+            slots=slots,
             managed=not self.external,
         )
         self.summaries.append(summary)
