@@ -1,12 +1,14 @@
 """The tables of a session file, each declared once by the type its rows stand for.
 
 Where a table holds what the engine already has a record or an event for (a request, a
-process sample, a configuration), that type is the declaration (its fields say how they are
-stored, ``base/columns.py``), and the writer writes the event itself, the reader reads it
-back. Only a table whose rows are no event's shape declares a ``Stored...`` row of its own
-(a request's chunks and slot, per-repeat load, the notices and server states with the time
-they were stored). Every table's SQL, INSERT, SELECT and the checked reading of its rows
-come from its declaration (``table.py``).
+sample, the server's counters, an import's source), that type is the declaration (its
+fields say how they are stored, ``base/columns.py``): the writer writes it as it is and the
+reader gives it back. The other tables declare a row of their own: the header, a
+configuration (``ConfigRow``: written at its start, its server's readiness and its end), a
+request's chunks and slot, the client's load per repeat (its event holds a ``ClientLoad``),
+the notices and server states (with the time they were stored) and an imported file's
+figures. Every table's SQL, INSERT, SELECT and the checked reading of its rows come from its
+declaration (``table.py``).
 """
 
 from __future__ import annotations
