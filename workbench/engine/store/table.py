@@ -223,15 +223,17 @@ class Table(Generic[R]):
             for c in self._columns
         }
 
-    def read(self, found: Mapping[str, Any], **given: Any) -> R:
+    def read(self, found: Mapping[str, Any]) -> R:
         """The declared row from a row of this table (by column name), every value checked;
         a NULL in a column newer than the table reads as the field's default (an older
-        file's row never had it). ``given``: fields read elsewhere."""
-        stored = {c.field: found[c.name] for c in self._columns if c.field is not None}
-        for name, c in self.fields.items():
-            if stored[name] is None and c.default is not None and name not in given:
-                given[name] = c.default()
-        return read_record(self.row, stored, sql=True, **given)
+        file's row never had it)."""
+        stored = {name: found[c.name] for name, c in self.fields.items()}
+        defaults = {
+            name: c.default()
+            for name, c in self.fields.items()
+            if c.default is not None and stored[name] is None
+        }
+        return read_record(self.row, stored, sql=True, **defaults)
 
     # The statements, run.
 
