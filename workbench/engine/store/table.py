@@ -3,11 +3,11 @@ whose fields are the table's columns, each field saying how it is stored where t
 plainly (``base/columns.py``: its column's name, the version that added it, JSON text).
 
 Everything about a table is derived from that declaration: its ``CREATE TABLE`` (types from
-the annotations, NOT NULL where a field takes no None, the key), the INSERT with ``:name``
-placeholders, the SELECT that names its columns and reads them by name, an UPDATE that
-names what it sets, and the reading of a row back into the declared type, every value
-checked against its annotation (``checks.read_record``). Callers name fields, never
-columns; no column order is kept by hand anywhere, so a field added to a declaration is
+the annotations, NOT NULL where a field takes no None and came with its table, the key), the
+INSERT with ``:name`` placeholders, the SELECT that names its columns and reads them by
+name, an UPDATE that names what it sets, and the reading of a row back into the declared
+type, every value checked against its annotation (``checks.read_record``). Callers name
+fields, never columns; no value passes by position, so a field added to a declaration is
 created, written and read at once, and a value can never land in its neighbour's column.
 """
 
