@@ -110,7 +110,7 @@ class GpuSample:
 class MetricsSample:
     config_index: int = column("config_idx")
     t_ns: int
-    values: dict[str, float] = column("values_json", json=True, nullable=True)
+    values: dict[str, float] = column("values_json", json=True, nullable=True, finite=False)
 
 
 @dataclass(frozen=True)
@@ -146,8 +146,8 @@ class ServerCounters:
 
     config_index: int = column("config_idx")
     repeat: int
-    before: dict[str, float] | None = column("before_json", json=True, lenient=True)
-    after: dict[str, float] | None = column("after_json", json=True, lenient=True)
+    before: dict[str, float] | None = column("before_json", json=True, lenient=True, finite=False)
+    after: dict[str, float] | None = column("after_json", json=True, lenient=True, finite=False)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ it as its default, and every stored sample is checked against its event's declar
 from __future__ import annotations
 
 import contextlib
+import math
 import sqlite3
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from workbench.engine.base.errors import SessionError
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.events import GpuSample, MetricsSample, ProcessSample, SlotsSample
 from workbench.engine.run.replay import load_session_events
+from workbench.engine.store import open_session
 from workbench.engine.store.rows import REQUESTS
 from workbench.engine.store.schema import SCHEMA_VERSION
 
@@ -106,3 +108,17 @@ def test_a_session_replays_its_samples_as_they_were_published(tmp_path):
     sampled = (ProcessSample, GpuSample, MetricsSample, SlotsSample)
     replayed = [e for _, e in load_session_events(path) if isinstance(e, sampled)]
     assert replayed == [e for e in EVENTS if isinstance(e, sampled)]
+
+
+def test_a_servers_own_numbers_may_be_nan_or_infinite(tmp_path):
+    """Prometheus allows NaN and the infinities, and the writer keeps them (JSON's NaN and
+    Infinity): a metrics sample or a counter holding one reads back as it was, where a
+    number the workbench measured must be finite."""
+    path = write_known_run(tmp_path / "nan.session.sqlite")
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("""UPDATE metrics_samples SET values_json = '{"a": NaN, "b": -Infinity}'""")
+        conn.execute("""UPDATE server_counters SET after_json = '{"c": Infinity}'""")
+    with open_session(path) as session:
+        (sample,) = session.samples("metrics_samples", 0)
+        assert math.isnan(sample.values["a"]) and sample.values["b"] == -math.inf
+        assert session.observations(0)[0].counters_after == {"c": math.inf}

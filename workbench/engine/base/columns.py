@@ -29,6 +29,9 @@ class Column:
     # The file's column takes NULL though the field takes no None: so the first sessions
     # declared it; no workbench writes one, and one read is damage.
     nullable: bool = False
+    # False: a server's own numbers, where NaN and the infinities are values (Prometheus
+    # allows them); a number the workbench measured must be finite.
+    finite: bool = True
     stored: bool = True  # False: no column of its table (kept in a table of its own)
 
 
@@ -43,12 +46,13 @@ def column(
     lenient: bool = False,
     sql_default: str | None = None,
     nullable: bool = False,
+    finite: bool = True,
     default: Any = MISSING,
     default_factory: Any = MISSING,
 ) -> Any:
     """A field kept in a column: named ``name`` in the file, added in schema ``since`` (a
     file older than that reads the field's default), as JSON text where ``json``."""
-    stored = Column(name, since, json, lenient, sql_default, nullable)
+    stored = Column(name, since, json, lenient, sql_default, nullable, finite)
     return dataclasses.field(
         default=default, default_factory=default_factory, metadata={COLUMN: stored}
     )

@@ -69,7 +69,8 @@ def read_value(
     sql: bool = False,
 ) -> Any:
     """``value`` as a ``hint``: ``X | None`` takes None; a bool is no number (but ``sql``: a
-    bool column holds 0 or 1), a number no bool, a float must be finite; ``tuple[X, ...]``
+    bool column holds 0 or 1), a number no bool, a float must be finite (but in a column
+    declared ``finite=False``, a server's own numbers); ``tuple[X, ...]``
     and ``list[X]`` take a list of X, ``dict[str, X]`` an object of X; a record takes an
     object, read with ``lenient``. ``json_text``: ``value`` is JSON text (empty reads as
     None). Where ``lenient``, a wrong value reads as None, a wrong entry is left out."""
@@ -87,14 +88,17 @@ def _readers(cls: type, lenient: bool, sql: bool) -> tuple[tuple[str, Check], ..
     for f, hint in declared_fields(cls):
         stored_as = column_of(f)
         if stored_as.stored:
-            read = _reader(hint, f.name, lenient or stored_as.lenient, stored_as.json, sql)
+            lenient_here = lenient or stored_as.lenient
+            read = _reader(hint, f.name, lenient_here, stored_as.json, sql, stored_as.finite)
             readers.append((f.name, read))
     return tuple(readers)
 
 
 @functools.cache
-def _reader(hint: Any, what: str, lenient: bool, json_text: bool, sql: bool) -> Check:
-    check = _check(hint, what, lenient, sql)
+def _reader(
+    hint: Any, what: str, lenient: bool, json_text: bool, sql: bool, finite: bool = True
+) -> Check:
+    check = _check(hint, what, lenient, sql, finite)
     empty = () if typing.get_origin(hint) is tuple else None
 
     def read(value: Any) -> Any:
@@ -110,17 +114,17 @@ def _reader(hint: Any, what: str, lenient: bool, json_text: bool, sql: bool) -> 
     return read
 
 
-def _check(hint: Any, what: str, lenient: bool, sql: bool) -> Check:
+def _check(hint: Any, what: str, lenient: bool, sql: bool, finite: bool) -> Check:
     """The check of a value of ``hint`` (raising TypeError), as ``read_value`` says."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType) and type(None) in args:
         (inner,) = [a for a in args if a is not type(None)]
-        present = _check(inner, what, lenient, sql)
+        present = _check(inner, what, lenient, sql, finite)
         return lambda value: None if value is None else present(value)
     if hint is Any:
         return lambda value: value
     if origin in (tuple, list, dict):
-        entry = _check(args[1] if origin is dict else args[0], what, lenient, sql)
+        entry = _check(args[1] if origin is dict else args[0], what, lenient, sql, finite)
 
         def entries(value: Any) -> Any:
             """Each entry checked (a dict's keys text); where ``lenient``, a wrong one left out."""
@@ -142,7 +146,7 @@ def _check(hint: Any, what: str, lenient: bool, sql: bool) -> Check:
         return lambda value: typed(value, int, what) != 0
 
     def plain(value: Any) -> Any:
-        if (type(value) is hint and hint is not float) or _is(value, hint):
+        if (type(value) is hint and (hint is not float or not finite)) or _is(value, hint):
             return value
         raise TypeError(f"{what} is a {type(value).__name__}")
 
