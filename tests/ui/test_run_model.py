@@ -22,8 +22,9 @@ from workbench.engine.events import (
     SlotsSample,
     TokenChunkArrived,
 )
+from workbench.engine.figures.footprint import predicted_footprint_mib
 from workbench.engine.measure.sampler import normalise_slots
-from workbench.ui.run_model import RunModel, predicted_footprint_mib
+from workbench.ui.run_model import RunModel
 from workbench.ui.views.gantt_rows import segments
 from workbench.ui.views.stream_grid import grid_shape, pane_stats
 

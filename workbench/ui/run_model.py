@@ -30,6 +30,7 @@ from workbench.engine.events import (
     SlotsSample,
     TokenChunkArrived,
 )
+from workbench.engine.figures.footprint import predicted_footprint_mib
 from workbench.engine.figures.server_kinds import ServerKind, describe, detect
 from workbench.engine.figures.summaries import ConfigSummary, request_metrics
 from workbench.engine.measure.sampler import slot_context_share
@@ -462,11 +463,3 @@ def _extend(series: tuple[list[float], list[float]], t: float, value: float) -> 
     else:
         times.append(t)
         values.append(value)
-
-
-def predicted_footprint_mib(facts: StartupFacts) -> float | None:
-    """Model + KV + compute buffers, as the server logged them at start-up."""
-    parts = [facts.model_buffer_mib, facts.kv_buffer_mib, facts.compute_buffer_mib]
-    if any(p is None for p in parts[:2]):
-        return None
-    return float(sum(p for p in parts if p is not None))
