@@ -16,6 +16,7 @@ from typing import Any
 
 from workbench.engine.base.columns import column
 from workbench.engine.base.records import ImportSource, RequestRecord, StartupFacts
+from workbench.engine.base.states import ConfigStatus, NoticeLevel, RunStatus, ServerState
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.summaries import ConfigSummary
 
@@ -39,7 +40,7 @@ class ConfigStarted:
 @dataclass(frozen=True)
 class ServerStateChanged:
     config_index: int
-    state: str  # a ServerState
+    state: ServerState
     detail: str = ""
 
 
@@ -153,7 +154,7 @@ class ServerCounters:
 @dataclass(frozen=True)
 class ConfigFinished:
     config_index: int
-    status: str  # a ConfigStatus
+    status: ConfigStatus
     error: str | None = None
     log_tail: str = ""
     summary: ConfigSummary | None = None
@@ -161,7 +162,7 @@ class ConfigFinished:
 
 @dataclass(frozen=True)
 class Notice:
-    level: str  # a NoticeLevel
+    level: NoticeLevel
     text: str
     config_index: int | None = None
 
@@ -185,7 +186,7 @@ class ReportedFigures:
 
 @dataclass(frozen=True)
 class ExperimentFinished:
-    status: str  # a RunStatus
+    status: RunStatus
     error: str | None = None
 
 

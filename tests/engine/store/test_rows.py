@@ -4,6 +4,7 @@ that declaration, values pass by column name, and every row reads back as it was
 from __future__ import annotations
 
 import contextlib
+import enum
 import re
 import sqlite3
 import types
@@ -56,6 +57,9 @@ def value_of(hint: typing.Any, name: str, k: int) -> typing.Any:
         return [f"{name} {k}"] if entry is str else [{"id": k}]
     if kind is StartupFacts:
         return StartupFacts(n_slots=k)
+    if isinstance(kind, type) and issubclass(kind, enum.StrEnum):
+        members = list(kind)
+        return members[k % len(members)]
     if kind is bool:
         return k % 2 == 1
     if kind is str:

@@ -12,6 +12,10 @@ import pytest
 from tests.made_sessions import write_session
 from workbench.cli.main import main
 from workbench.engine.analysis.library import scan
+from workbench.engine.base.errors import SessionError
+from workbench.engine.base.states import ConfigStatus
+from workbench.engine.run.replay import load_session
+from workbench.engine.store import open_session
 
 DAMAGE = {
     "bad-json-settings": "UPDATE configs SET server_json = '{bad'",
@@ -22,6 +26,8 @@ DAMAGE = {
     "chunk-a-blob": "UPDATE chunks SET text = X'00ff'",
     "command-an-object": "UPDATE configs SET command_json = '{\"a\": 1}'",
     "name-a-blob": "UPDATE session SET name = X'41'",
+    "run-status-unknown": "UPDATE session SET status = 'paused'",
+    "config-status-unknown": "UPDATE configs SET status = 'paused'",
 }
 
 
@@ -58,7 +64,14 @@ def test_one_damaged_file_leaves_the_rest_of_the_library_listed(library, capsys)
     # in the requests shows when they are read, as above).
     assert unreadable == {
         f"{name}.session.sqlite"
-        for name in ("bad-json-settings", "hardware-a-list", "command-an-object", "name-a-blob")
+        for name in (
+            "bad-json-settings",
+            "hardware-a-list",
+            "command-an-object",
+            "name-a-blob",
+            "run-status-unknown",
+            "config-status-unknown",
+        )
     }
     assert main(["sessions", str(library)]) == 0
     out = capsys.readouterr().out
@@ -81,3 +94,19 @@ def test_a_session_deleted_while_it_is_opened_does_not_come_back(tmp_path, monke
         open_session(gone)
     monkeypatch.undo()
     assert not gone.exists()
+
+
+def test_a_state_no_view_knows_is_damage_and_a_notice_level_reads_as_unknown(tmp_path):
+    """A state is read as one of its words (``base/states.py``): a view is never handed one it
+    has no name or colour for. A notice's level only styles it: an unknown one is dropped."""
+    path = write_session(tmp_path / "s.session.sqlite")
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("INSERT INTO notices VALUES (1, NULL, 'shout', 'kept')")
+    with open_session(path) as session:
+        (notice,) = [n for n in session.notices() if n.text == "kept"]
+        assert notice.level is None
+        assert session.configs[0].status is ConfigStatus.OK
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("INSERT INTO server_states VALUES (0, 1, 'paused', NULL)")
+    with pytest.raises(SessionError, match="'paused', not one of idle, starting"):
+        load_session(path)

@@ -12,6 +12,7 @@ unknown instead, so one odd entry costs only itself.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import json
 import math
@@ -144,6 +145,8 @@ def _check(hint: Any, what: str, lenient: bool, sql: bool, finite: bool) -> Chec
         return lambda value: read_record(record, typed(value, dict, what), lenient=True)
     if hint is bool and sql:
         return lambda value: typed(value, int, what) != 0
+    if isinstance(hint, type) and issubclass(hint, enum.StrEnum):
+        return _state_check(hint, what)
 
     def plain(value: Any) -> Any:
         if (type(value) is hint and (hint is not float or not finite)) or _is(value, hint):
@@ -151,6 +154,20 @@ def _check(hint: Any, what: str, lenient: bool, sql: bool, finite: bool) -> Chec
         raise TypeError(f"{what} is a {type(value).__name__}")
 
     return plain
+
+
+def _state_check(kind: type[enum.StrEnum], what: str) -> Check:
+    """A state is one of its words (``base/states.py``): read as its member, so no view
+    meets a state it has no name or colour for."""
+    members = {member.value: member for member in kind}
+
+    def state(value: Any) -> Any:
+        if (member := members.get(typed(value, str, what))) is None:
+            known = ", ".join(members)
+            raise ValueError(f"{what} is {value[:40]!r}, not one of {known}")
+        return member
+
+    return state
 
 
 def _is(value: Any, kind: type) -> bool:

@@ -25,7 +25,7 @@ from workbench.engine.base.records import (
     StartupFacts,
     TokenChunk,
 )
-from workbench.engine.base.states import ConfigStatus
+from workbench.engine.base.states import ConfigStatus, NoticeLevel, RunStatus, ServerState
 from workbench.engine.events import (
     GpuSample,
     MetricsSample,
@@ -52,7 +52,7 @@ class StoredSession:
     hardware_json: str
     created_at: str
     finished_at: str | None
-    status: str
+    status: RunStatus
     error: str | None
     clock_origin_ns: int
     wall_origin: float
@@ -75,7 +75,7 @@ class ConfigRow:
     label: str
     server: dict[str, Any] = column("server_json", json=True)
     workload: dict[str, Any] = column("workload_json", json=True)
-    status: str = column(sql_default=ConfigStatus.RUNNING)
+    status: ConfigStatus = column(sql_default=ConfigStatus.RUNNING)
     error: str | None = None
     base_url: str | None = None
     pid: int | None = None
@@ -157,7 +157,7 @@ class StoredClientLoad:
 class StoredServerState:
     config_index: int = column("config_idx")
     t_ns: int
-    state: str
+    state: ServerState
     detail: str | None
 
 
@@ -165,7 +165,7 @@ class StoredServerState:
 class StoredNotice:
     t_ns: int
     config_index: int | None = column("config_idx")
-    level: str | None
+    level: NoticeLevel | None = column(lenient=True)
     text: str | None
 
 
