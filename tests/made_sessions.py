@@ -86,17 +86,21 @@ def request(
     repeat: int = 0,
     warmup: bool = False,
     slot: int | None = 0,
+    reasoning: int | None = None,
 ) -> RequestRecord:
     """A successful request with a prompt of ``PROMPT_TOKENS``: sent at ``submit_s``, first
     chunk ``ttft_s`` later, then the server makes a token every ``itl_s`` and sends them
     ``per_chunk`` at a time. Its ``timings`` say what the server measured: ``prefill_s``
-    for the prompt, ``itl_s`` per token generated."""
+    for the prompt, ``itl_s`` per token generated. ``reasoning``: its first chunks streamed
+    as reasoning, and its first answer's time recorded (None: neither, as a session older
+    than schema 7 reads)."""
     first = submit_s + ttft_s
     gap = itl_s * per_chunk
     chunks = [
-        TokenChunk(round((first + k * gap) * NS), " tok" * per_chunk)
+        TokenChunk(round((first + k * gap) * NS), " tok" * per_chunk, k < (reasoning or 0))
         for k in range(math.ceil(tokens / per_chunk))
     ]
+    answer = [c.t_ns for c in chunks if not c.reasoning][:1] if reasoning is not None else []
     return RequestRecord(
         0,
         repeat,
@@ -105,6 +109,7 @@ def request(
         warmup=warmup,
         t_submit_ns=round(submit_s * NS),
         t_first_token_ns=chunks[0].t_ns,
+        t_first_answer_ns=answer[0] if answer else None,
         t_last_token_ns=chunks[-1].t_ns,
         t_done_ns=chunks[-1].t_ns,
         http_status=200,

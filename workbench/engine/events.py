@@ -80,6 +80,7 @@ class TokenChunkArrived:
     t_ns: int
     text: str
     count: int = 1  # > 1 when a front end's batch merged several chunks
+    reasoning: bool = False  # the server's reasoning, not its answer (merged only with its kind)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,40 @@ def test_the_servers_own_count_comes_first_and_chunks_last(fields, expected) -> 
     assert record(**fields).output_tokens == expected
 
 
+def reasoned(n: int, of: int) -> list[TokenChunk]:
+    return [TokenChunk(i, f"t{i} ", reasoning=i < n) for i in range(of)]
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        # The server's count first (vLLM with a reasoning parser), whatever the chunks say.
+        (
+            {"usage": {"completion_tokens_details": {"reasoning_tokens": 5}}, "chunks": chunks(3)},
+            (5, "usage"),
+        ),
+        ({"usage": {"completion_tokens_details": {"reasoning_tokens": 0}}}, (0, "usage")),
+        # Not a count: counted from the chunks, which say which were reasoning.
+        (
+            {
+                "usage": {"completion_tokens_details": {"reasoning_tokens": -2}},
+                "chunks": reasoned(2, 4),
+            },
+            (2, "chunks"),
+        ),
+        ({"usage": {"completion_tokens_details": "5"}, "chunks": reasoned(3, 3)}, (3, "chunks")),
+        ({"chunks": reasoned(3, 5), "t_first_answer_ns": 3}, (3, "chunks")),
+        ({"chunks": chunks(4), "t_first_answer_ns": 0}, (0, "chunks")),  # answered at once
+        # No answer time and no reasoning chunk: a file older than schema 7, which joined the
+        # two, or nothing came.
+        ({"chunks": chunks(4)}, (None, "none")),
+        ({"ok": True}, (None, "none")),
+    ],
+)
+def test_reasoning_tokens_are_the_servers_count_else_the_reasoning_chunks(fields, expected) -> None:
+    assert record(**fields).reasoning_tokens == expected
+
+
 def test_a_record_knows_its_key_its_text_and_a_full_context() -> None:
     r = RequestRecord(2, 1, 5, "p", chunks=chunks(2))
     assert r.key == RequestKey(2, 1, 5) and r.key.config_index == 2

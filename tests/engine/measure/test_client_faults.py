@@ -17,11 +17,11 @@ import httpx
 import pytest
 
 from tests.fakes.sse_server import Behaviour, FakeServer
-from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.records import RequestRecord, TokenChunk
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.events import FirstToken, RequestFinished, RequestSubmitted, TokenChunkArrived
 from workbench.engine.figures.summaries import request_metrics
-from workbench.engine.measure.client import stream_request
+from workbench.engine.measure.client import _apply_payload, stream_request
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.workload import (
     arrival_offsets,
@@ -113,10 +113,37 @@ async def test_role_only_delta_is_not_the_first_token() -> None:
 
 async def test_reasoning_content_counts_as_a_token() -> None:
     async with FakeServer(Behaviour(tokens=2, text_key="reasoning_content")) as server:
-        record, _ = await stream_one(server.base_url)
+        record, events = await stream_one(server.base_url)
     assert record.ok
     assert record.text == "tok0 tok1 "
     assert record.t_first_token_ns is not None
+    # All of it reasoning: no answer came, so no TTFO, and the reasoning chunks counted.
+    assert [c.reasoning for c in record.chunks] == [True, True]
+    assert record.t_first_answer_ns is None
+    assert record.reasoning_tokens == (2, "chunks")
+    assert [e.reasoning for e in events if isinstance(e, TokenChunkArrived)] == [True, True]
+
+
+@pytest.mark.parametrize("delta", ["delta", "message"])
+def test_a_delta_of_reasoning_and_answer_is_two_chunks_of_one_time(delta: str) -> None:
+    """The turn from reasoning to answer may come in one delta (vLLM's parser can give both),
+    or a whole answer holds both: the reasoning first, then the answer, at the same time."""
+    record, events = RequestRecord(0, 0, 0, "p"), []
+    choice = {delta: {"reasoning": "so ", "content": "yes"}}
+    _apply_payload(record, {"choices": [{"delta": {"reasoning_content": "hm "}}]}, 5, events.append)
+    _apply_payload(record, {"choices": [choice]}, 9, events.append)
+    assert record.chunks == [
+        TokenChunk(5, "hm ", reasoning=True),
+        TokenChunk(9, "so ", reasoning=True),
+        TokenChunk(9, "yes"),
+    ]
+    assert (record.t_first_token_ns, record.t_first_answer_ns, record.t_last_token_ns) == (5, 9, 9)
+    assert [(e.text, e.reasoning) for e in events if isinstance(e, TokenChunkArrived)] == [
+        ("hm ", True),
+        ("so ", True),
+        ("yes", False),
+    ]
+    assert sum(isinstance(e, FirstToken) for e in events) == 1
 
 
 async def test_completion_endpoint() -> None:

@@ -32,6 +32,15 @@ def test_coalesce_merges_each_requests_chunks_and_keeps_everything_else_in_place
     assert coalesce([]) == []
 
 
+def test_coalesce_keeps_a_run_of_reasoning_apart_from_the_answer_after_it():
+    think = [TokenChunkArrived(0, 0, 1, t, "hm ", reasoning=True) for t in (1, 2)]
+    answer = [TokenChunkArrived(0, 0, 1, t, "yes ") for t in (3, 4)]
+    assert coalesce([*think, *answer]) == [
+        TokenChunkArrived(0, 0, 1, 2, "hm hm ", count=2, reasoning=True),
+        TokenChunkArrived(0, 0, 1, 4, "yes yes ", count=2),
+    ]
+
+
 def test_finished_requests_travel_without_chunks_when_the_server_counted_tokens():
     chunks = [TokenChunk(i, "x") for i in range(300)]
     counted = RequestRecord(0, 0, 1, "p", ok=True, usage={"completion_tokens": 300}, chunks=chunks)

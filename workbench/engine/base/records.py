@@ -32,10 +32,13 @@ class RequestKey(NamedTuple):
 
 @dataclass(frozen=True)
 class TokenChunk:
-    """One SSE chunk that carried generated text, and when its bytes arrived."""
+    """One SSE chunk that carried generated text, and when its bytes arrived. ``reasoning``:
+    the text came as the server's reasoning (``reasoning_content`` or ``reasoning``), not
+    as the answer (``content``), so the pane can dim it and TTFO can skip it."""
 
     t_ns: int
     text: str
+    reasoning: bool = False
 
 
 @dataclass
@@ -59,7 +62,9 @@ class RequestRecord:
     # when it was open (before t_ready when opened ahead)
     t_connected_ns: int | None = column(since=4, default=None)
     t_submit_ns: int | None = None
-    t_first_token_ns: int | None = None
+    t_first_token_ns: int | None = None  # the first visible text, reasoning or answer
+    # the first answer text (``content``); None: none came, or a file older than schema 7
+    t_first_answer_ns: int | None = column(since=7, default=None)
     t_last_token_ns: int | None = None
     t_done_ns: int | None = None
     http_status: int | None = None
@@ -99,6 +104,22 @@ class RequestRecord:
         if self.chunks:
             return len(self.chunks), "chunks"
         return (0, "none") if self.ok else (None, "none")
+
+    @property
+    def reasoning_tokens(self) -> tuple[int | None, str]:
+        """Of the output, the tokens spent reasoning: the server's own count
+        (``usage.completion_tokens_details.reasoning_tokens``, as vLLM gives it), else the
+        reasoning chunks counted (llama-server's usage does not say). Counting needs a record
+        that told reasoning from answer: a file older than schema 7 joined them, and its
+        chunks, all read as answer, have no count to give ("none")."""
+        details = (self.usage or {}).get("completion_tokens_details")
+        count = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            return count, "usage"
+        reasoned = sum(1 for c in self.chunks if c.reasoning)
+        if reasoned or self.t_first_answer_ns is not None:
+            return reasoned, "chunks"
+        return None, "none"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,6 +1,8 @@
 """One request's figures, exactly as the README's Metrics section defines them (vLLM bench
 serve's terms): TTFT, E2E, TPOT, decode speed, ITL gaps, queue wait, prefill, dispatch delay,
-connect time and latency from the intended time.
+connect time, latency from the intended time, and for a server that streams reasoning apart
+from the answer, TTFO (AIPerf's time to first output token: the first answer text) and the
+tokens spent reasoning.
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ class RequestMetrics:
     prompt_tokens: int | None = None
     prefill_tok_s: float | None = None
     cached_tokens: int | None = None  # of the prompt, reused from the server's cache
+    # The first answer text, after any reasoning: TTFT where there was none; None where no
+    # answer came or the file (older than schema 7) did not tell reasoning from answer.
+    ttfo_s: float | None = None
+    reasoning_tokens: int | None = None
+    reasoning_token_source: str = "none"  # usage, chunks (counted) or none
 
 
 def _count(value: Any) -> int | None:
@@ -119,6 +126,8 @@ def request_metrics(record: RequestRecord) -> RequestMetrics | None:
         prefill = min(ttft, prompt_ms / 1000.0) if not record.streamed else ttft - queue_wait
     cache_n = timings.get("cache_n")
     intended = record.t_intended_ns
+    answer = record.t_first_answer_ns
+    reasoning, reasoning_source = record.reasoning_tokens
     return RequestMetrics(
         ttft_s=ttft,
         e2e_s=e2e,
@@ -139,4 +148,7 @@ def request_metrics(record: RequestRecord) -> RequestMetrics | None:
         prompt_tokens=prompt_tokens(record),
         prefill_tok_s=prefill_speed(record),
         cached_tokens=_count(cache_n),
+        ttfo_s=None if answer is None else (answer - record.t_submit_ns) / NS,
+        reasoning_tokens=reasoning,
+        reasoning_token_source=reasoning_source,
     )

@@ -60,15 +60,20 @@ def request_payload(
     return "/v1/completions", body
 
 
-def _chunk_text(choice: dict[str, Any]) -> str:
-    """A choice's text: a streamed chunk's ``delta``, a whole answer's ``message``, or a
-    completion's ``text``."""
+def _chunk_texts(choice: dict[str, Any]) -> tuple[str, str]:
+    """A choice's reasoning and its answer text: a streamed chunk's ``delta`` or a whole
+    answer's ``message`` (``reasoning_content`` as llama-server and SGLang name it,
+    ``reasoning`` as vLLM does, beside ``content``), or a completion's ``text`` (answer)."""
     delta = choice.get("delta", choice.get("message"))
     if isinstance(delta, dict):
-        parts = [delta.get("content"), delta.get("reasoning_content"), delta.get("reasoning")]
-        return "".join(p for p in parts if isinstance(p, str))
+        reasoning = [delta.get("reasoning_content"), delta.get("reasoning")]
+        content = delta.get("content")
+        return (
+            "".join(p for p in reasoning if isinstance(p, str)),
+            content if isinstance(content, str) else "",
+        )
     text = choice.get("text")
-    return text if isinstance(text, str) else ""
+    return "", text if isinstance(text, str) else ""
 
 
 class StreamFailure(Exception):
@@ -87,16 +92,25 @@ def _apply_payload(record: RequestRecord, payload: dict[str, Any], t_ns: int, em
     for choice in payload.get("choices") or []:
         if not isinstance(choice, dict):
             raise StreamFailure(f"malformed stream: choice is not an object: {choice!r:.200}")
-        text = _chunk_text(choice)
-        if text:
-            if record.t_first_token_ns is None:
-                record.t_first_token_ns = t_ns
-                emit(FirstToken(record.config_index, record.repeat, record.index, t_ns))
-            record.t_last_token_ns = t_ns
-            record.chunks.append(TokenChunk(t_ns, text))
-            emit(TokenChunkArrived(record.config_index, record.repeat, record.index, t_ns, text))
+        # A delta holding both (the turn from reasoning to answer) is two chunks of one time.
+        for text, reasoning in zip(_chunk_texts(choice), (True, False), strict=True):
+            if text:
+                _add_chunk(record, TokenChunk(t_ns, text, reasoning), emit)
         if choice.get("finish_reason"):
             record.finish_reason = untrusted.label(choice["finish_reason"])
+
+
+def _add_chunk(record: RequestRecord, chunk: TokenChunk, emit: Emit) -> None:
+    """TTFT's time is the first visible text of either kind, TTFO's the first answer's."""
+    key = record.config_index, record.repeat, record.index
+    if record.t_first_token_ns is None:
+        record.t_first_token_ns = chunk.t_ns
+        emit(FirstToken(*key, chunk.t_ns))
+    if not chunk.reasoning and record.t_first_answer_ns is None:
+        record.t_first_answer_ns = chunk.t_ns
+    record.t_last_token_ns = chunk.t_ns
+    record.chunks.append(chunk)
+    emit(TokenChunkArrived(*key, chunk.t_ns, chunk.text, reasoning=chunk.reasoning))
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ PREPARE_TIMEOUT_S = 120.0
 
 def coalesce(events: list[Any]) -> list[Any]:
     """Merge each request's token chunks within a batch into one event (text joined, the
-    last chunk's time, ``count`` chunks). Every other event keeps its place; a finished
+    last chunk's time, ``count`` chunks), a run of reasoning apart from the answer after it
+    (the pane dims the one). Every other event keeps its place; a finished
     request travels without its chunk list when the server counted its tokens (the views
     need its times and counts, the session keeps its chunks: 64 records of 300 chunks
     took the window's interpreter lock for about 25 ms to unpickle)."""
@@ -50,7 +51,7 @@ def coalesce(events: list[Any]) -> list[Any]:
         if isinstance(event, TokenChunkArrived):
             key = RequestKey(event.config_index, event.repeat, event.index)
             at = pending.get(key)
-            if at is None:
+            if at is None or out[at].reasoning != event.reasoning:
                 pending[key] = len(out)
                 out.append(event)
             else:

@@ -114,7 +114,14 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
             for chunk in r.chunks:
                 add(
                     chunk.t_ns,
-                    TokenChunkArrived(row.index, r.repeat, r.index, chunk.t_ns, chunk.text),
+                    TokenChunkArrived(
+                        row.index,
+                        r.repeat,
+                        r.index,
+                        chunk.t_ns,
+                        chunk.text,
+                        reasoning=chunk.reasoning,
+                    ),
                 )
             add(r.t_done_ns or end, RequestFinished(r))
         for table in SAMPLED:  # each stored sample is the event that was published

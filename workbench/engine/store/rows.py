@@ -88,19 +88,28 @@ class ConfigRow:
 
 @dataclass(frozen=True, kw_only=True)
 class StoredChunk:
-    """One chunk of a request's stream, ``seq`` its place in the stream."""
+    """One chunk of a request's stream, ``seq`` its place in the stream; ``reasoning``
+    since schema 7 (an older file's chunks read as answer: it joined the two)."""
 
     config_index: int = column("config_idx")
     index: int = column("request_idx")
     seq: int
     t_ns: int
     text: str
+    reasoning: bool = column(since=7, default=False)
 
     @classmethod
     def of(cls, r: RequestRecord) -> list[StoredChunk]:
         """Every chunk of a record."""
         return [
-            cls(config_index=r.config_index, index=r.index, seq=i, t_ns=c.t_ns, text=c.text)
+            cls(
+                config_index=r.config_index,
+                index=r.index,
+                seq=i,
+                t_ns=c.t_ns,
+                text=c.text,
+                reasoning=c.reasoning,
+            )
             for i, c in enumerate(r.chunks)
         ]
 
@@ -109,10 +118,16 @@ class StoredChunk:
         """The chunk in a row of this table (read by name, see ``Table.found``). A row per
         token: the usual case is checked by exact type first (a bool is no int either way),
         and only a wrong value goes the long way, to its error."""
-        t_ns, text = found["t_ns"], found["text"]
-        if type(t_ns) is int and type(text) is str:
-            return TokenChunk(t_ns=t_ns, text=text)
-        return TokenChunk(t_ns=typed(t_ns, int, "a chunk's time"), text=typed(text, str, "a chunk"))
+        t_ns, text, flag = found["t_ns"], found["text"], found["reasoning"]
+        # The flag is a bool column's 0 or 1 (read as ``checks`` reads any), NULL in a file
+        # older than schema 7.
+        if type(t_ns) is int and type(text) is str and (flag is None or type(flag) is int):
+            return TokenChunk(t_ns, text, bool(flag))
+        return TokenChunk(
+            typed(t_ns, int, "a chunk's time"),
+            typed(text, str, "a chunk"),
+            flag is not None and typed(flag, int, "a chunk's reasoning flag") != 0,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

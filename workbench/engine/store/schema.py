@@ -26,7 +26,10 @@ from workbench.engine.store.rows import TABLES
 #    streamed (older: every request was streamed)
 # 6: import_source and reported_figures, for a session made from another tool's result file
 #    (older: every session was measured by the workbench)
-SCHEMA_VERSION = 6
+# 7: requests' t_first_answer_ns and chunks' reasoning flag, for servers that stream reasoning
+#    apart from the answer (older: reasoning and answer were joined, every chunk reads as
+#    answer and no first answer time is known)
+SCHEMA_VERSION = 7
 
 SCHEMA = "".join(f"{table.create_sql()};\n" for table in TABLES)
 
