@@ -78,6 +78,42 @@ async def test_a_stream_ends_as_its_kinds_streams_end(key) -> None:
     assert (server.counters.processing, server.counters.held_tokens) == (0, 0)
 
 
+@pytest.mark.parametrize(
+    ("key", "field", "counted"),
+    [
+        ("llamacpp", "reasoning_content", None),
+        ("vllm", "reasoning", 3),
+        ("sglang", "reasoning_content", None),
+    ],
+)
+async def test_a_chat_answer_reasons_first_in_its_kinds_field(key, field, counted) -> None:
+    """The first ``reasoning_tokens`` of a chat answer come as reasoning, in chunks of their
+    own, then the answer; only vLLM's usage counts them. A completion has no reasoning."""
+    timing = Timing(0, 0, 6, 2, keep_alive=False, reasoning_tokens=3)
+    server = MockServer(timing, key)
+    await server.start()
+    try:
+        _, events = await _post(server, "/v1/chat/completions", {"messages": [], "max_tokens": 6})
+        _, whole = await _post(server, "/v1/completions", {"prompt": "abcdefgh"})
+    finally:
+        await server.close()
+    deltas = [e["choices"][0]["delta"] for e in events]
+    assert deltas == [
+        {field: "t0 t1 "},
+        {field: "t2 "},  # the last reasoning token: no answer in its chunk
+        {"content": "t3 t4 "},
+        {"content": "t5 "},
+        {},
+    ]
+    usage = events[-1]["usage"]
+    assert usage.get("completion_tokens_details") == (
+        None if counted is None else {"reasoning_tokens": counted}
+    )
+    assert usage["completion_tokens"] == 6  # reasoning is output too
+    assert [e["choices"][0]["text"] for e in whole] == ["t0 t1 ", "t2 t3 ", "t4 t5 ", ""]
+    assert "completion_tokens_details" not in whole[-1]["usage"]
+
+
 def test_a_bad_flag_is_refused_in_one_line() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "workbench.mock_server", "--tokens", "0"],

@@ -2,10 +2,11 @@
 
 A benchmark client's numbers can only be trusted if it recovers a latency it was not told.
 This server streams every request on a fixed schedule: the first chunk ``ttft_ms`` after the
-request arrived, then one chunk every ``itl_ms`` (each carrying ``tokens_per_chunk`` tokens),
-and logs when it actually wrote each chunk (``GET /mock/log``, on ``perf_counter_ns``, the
-clock the workbench timestamps with on Linux and macOS): a benchmark can then tell the
-server's own lateness from the client's error.
+request arrived, then one chunk every ``itl_ms`` (each carrying ``tokens_per_chunk`` tokens; a
+chat answer's first ``reasoning_tokens`` as reasoning, apart from the answer), and logs when
+it actually wrote each chunk (``GET /mock/log``, on ``perf_counter_ns``, the clock the
+workbench timestamps with on Linux and macOS): a benchmark can then tell the server's own
+lateness from the client's error.
 
 It speaks HTTP/1.1 with keep-alive (``--close`` answers ``Connection: close`` instead) and
 serves ``/health``, ``/v1/models`` and ``/metrics`` as the server ``--metrics`` names does

@@ -27,6 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slots", type=int, default=256, help="what /props reports")
     parser.add_argument("--close", action="store_true", help="no keep-alive")
     parser.add_argument(
+        "--reasoning-tokens",
+        type=int,
+        default=0,
+        help="of each chat answer's tokens, the first N are reasoning (reasoning_content, "
+        "or reasoning as vLLM), streamed before the answer at the same ITL",
+    )
+    parser.add_argument(
         "--metrics",
         choices=sorted(EXPOSITIONS),
         default=LLAMACPP.key,
@@ -41,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             args.tokens_per_chunk,
             args.slots,
             not args.close,
+            args.reasoning_tokens,
         )
     except ValueError as exc:
         parser.error(str(exc))

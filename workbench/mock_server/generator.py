@@ -23,12 +23,18 @@ class Timing:
     tokens_per_chunk: int = 1
     slots: int = 256
     keep_alive: bool = True
+    # A chat answer's first tokens are reasoning, streamed apart from the answer after them
+    # (as a reasoning model's, within the same max_tokens): TTFO comes this many ITLs after
+    # TTFT.
+    reasoning_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.ttft_ms < 0 or self.itl_ms < 0:
             raise ValueError("ttft_ms and itl_ms must be >= 0")
         if self.tokens < 1 or self.tokens_per_chunk < 1 or self.slots < 1:
             raise ValueError("tokens, tokens_per_chunk and slots must be >= 1")
+        if self.reasoning_tokens < 0:
+            raise ValueError("reasoning_tokens must be >= 0")
 
     def tokens_for(self, body: dict[str, Any]) -> int:
         """The tokens a request is answered with: ``tokens``, or its smaller ``max_tokens``."""
@@ -36,6 +42,12 @@ class Timing:
         if isinstance(max_tokens, int) and 0 < max_tokens < self.tokens:
             return max_tokens
         return self.tokens
+
+    def chunk_after(self, sent: int, tokens: int, reasoning: int) -> int:
+        """How many tokens the chunk after ``sent`` of ``tokens`` carries: ``tokens_per_chunk``,
+        fewer at the end, and none of the answer in a chunk of the ``reasoning`` first ones."""
+        end = reasoning if sent < reasoning else tokens
+        return min(self.tokens_per_chunk, end - sent)
 
     def due_s(self, sent: int, count: int) -> float:
         """When the chunk after ``sent`` tokens, carrying ``count``, is due, in seconds after
@@ -81,9 +93,13 @@ def prompt_text(body: dict[str, Any]) -> str:
     return prompt if isinstance(prompt, str) else ""
 
 
-def _choice(chat: bool, text: str, finish: str | None) -> dict[str, Any]:
+ANSWER = "content"  # a chat delta's answer field; the reasoning's is the server kind's
+
+
+def _choice(chat: bool, text: str, finish: str | None, delta_field: str = ANSWER) -> dict[str, Any]:
     if chat:
-        return {"index": 0, "delta": {"content": text} if text else {}, "finish_reason": finish}
+        delta = {delta_field: text} if text else {}
+        return {"index": 0, "delta": delta, "finish_reason": finish}
     return {"index": 0, "text": text, "finish_reason": finish}
 
 
@@ -91,32 +107,39 @@ class TokenChunks:
     """The chunks carrying tokens, each rendered once: 64 streams send the same few."""
 
     def __init__(self) -> None:
-        self._chunks: dict[tuple[bool, int, int], bytes] = {}
+        self._chunks: dict[tuple[bool, int, int, str], bytes] = {}
 
-    def carrying(self, chat: bool, first: int, count: int) -> bytes:
-        """The chunk carrying tokens ``first`` .. ``first + count - 1``."""
-        key = (chat, first, count)
+    def carrying(self, chat: bool, first: int, count: int, delta_field: str = ANSWER) -> bytes:
+        """The chunk carrying tokens ``first`` .. ``first + count - 1``, a chat's in its
+        delta's ``delta_field`` (the answer's, or the reasoning's)."""
+        key = (chat, first, count, delta_field)
         rendered = self._chunks.get(key)
         if rendered is None:
             text = "".join(f"t{first + i} " for i in range(count))
-            rendered = chunk(sse_event({"choices": [_choice(chat, text, None)]}))
+            rendered = chunk(sse_event({"choices": [_choice(chat, text, None, delta_field)]}))
             self._chunks[key] = rendered
         return rendered
 
 
 def final_chunks(
-    chat: bool, finish: str, n_prompt: int, tokens: int, timings: dict[str, Any] | None
+    chat: bool,
+    finish: str,
+    n_prompt: int,
+    tokens: int,
+    timings: dict[str, Any] | None,
+    reasoning_tokens: int | None = None,
 ) -> bytes:
-    """A stream's end: the finish reason with ``usage`` (and llama.cpp's ``timings``), then
+    """A stream's end: the finish reason with ``usage`` (and llama.cpp's ``timings``; and
+    ``completion_tokens_details.reasoning_tokens`` where the server kind counts them), then
     ``[DONE]`` and the end of the chunked body."""
-    final: dict[str, Any] = {
-        "choices": [_choice(chat, "", finish)],
-        "usage": {
-            "prompt_tokens": n_prompt,
-            "completion_tokens": tokens,
-            "total_tokens": n_prompt + tokens,
-        },
+    usage: dict[str, Any] = {
+        "prompt_tokens": n_prompt,
+        "completion_tokens": tokens,
+        "total_tokens": n_prompt + tokens,
     }
+    if reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    final: dict[str, Any] = {"choices": [_choice(chat, "", finish)], "usage": usage}
     if timings is not None:
         final["timings"] = timings
     return chunk(sse_event(final)) + chunk(DONE) + LAST_CHUNK

@@ -14,7 +14,7 @@ import socket
 import time
 from typing import Any
 
-from workbench.engine.figures.server_kinds import LLAMACPP
+from workbench.engine.figures.server_kinds import LLAMACPP, VLLM
 from workbench.engine.net.http_stream import (
     HttpStreamError,
     KernelStampedSocket,
@@ -22,6 +22,7 @@ from workbench.engine.net.http_stream import (
 )
 from workbench.mock_server.framing import BadRequest, Request, response_head, take_request
 from workbench.mock_server.generator import (
+    ANSWER,
     Served,
     Timing,
     TokenChunks,
@@ -34,6 +35,9 @@ from workbench.mock_server.metrics_page import EXPOSITIONS, MODEL, Counters
 MAX_LOG = 100_000  # served requests kept for /mock/log
 N_CTX = 4096  # each slot's context, as /props reports it: the KV pool is slots x N_CTX
 NOT_FOUND = '{"error":{"code":404}}'
+# Where a chat delta carries reasoning: vLLM's field, else llama-server's and SGLang's.
+REASONING_FIELD = {VLLM.key: "reasoning"}
+REASONING_CONTENT = "reasoning_content"
 
 
 class MockServer:
@@ -167,6 +171,10 @@ class MockServer:
     ) -> None:
         t = self.timing
         tokens = t.tokens_for(body)
+        kind = self.exposition.kind
+        # A completion's text has no reasoning field: only a chat answer reasons apart.
+        reasoning = min(t.reasoning_tokens, tokens) if chat else 0
+        thinking = REASONING_FIELD.get(kind.key, REASONING_CONTENT)
         n_prompt = prompt_tokens(body)
         served = Served(prompt_text(body), request.t_received_ns)
         if len(self.log) < MAX_LOG:
@@ -181,11 +189,13 @@ class MockServer:
         try:
             await conn.write(self._head(200, "text/event-stream", "Transfer-Encoding: chunked"))
             while sent < tokens:
-                n = min(t.tokens_per_chunk, tokens - sent)
+                n = t.chunk_after(sent, tokens, reasoning)
                 delay = origin + t.due_s(sent, n) - loop.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                data = self._chunks.carrying(chat, sent, n)
+                data = self._chunks.carrying(
+                    chat, sent, n, thinking if sent < reasoning else ANSWER
+                )
                 served.sent_ns.append(time.perf_counter_ns())
                 await conn.write(data)
                 sent += n
@@ -202,10 +212,13 @@ class MockServer:
                     "predicted_n": tokens,
                     "predicted_ms": t.predicted_ms(last - first, tokens),
                 }
-                if self.exposition.kind is LLAMACPP
+                if kind is LLAMACPP
                 else None
             )
-            await conn.write(final_chunks(chat, finish, n_prompt, tokens, timings))
+            # vLLM counts reasoning tokens in its usage (with a reasoning parser); llama-server
+            # and SGLang do not, so a client counts the reasoning chunks.
+            counted = reasoning if kind is VLLM and chat and t.reasoning_tokens else None
+            await conn.write(final_chunks(chat, finish, n_prompt, tokens, timings, counted))
             self.counters.finished[finish] += 1
         finally:
             self.counters.processing -= 1

@@ -334,3 +334,42 @@ def test_a_few_ms_of_delivery_on_short_answers_is_no_disagreement() -> None:
     held = decode_check([answer(84.0, 44.0, 4) for _ in range(8)])
     assert held is not None and not held.agrees
     assert "later than the server made them" in held.describe()
+
+
+REASONING = 8  # of TOKENS, streamed as reasoning before the answer
+
+
+@pytest.mark.parametrize(
+    ("kind", "source"),
+    [("llamacpp", "chunks"), ("vllm", "usage")],
+    ids=["llama-server counts none", "vllm counts them"],
+)
+async def test_ttfo_comes_the_reasoning_time_after_ttft(kind: str, source: str) -> None:
+    """TTFT is the first reasoning token, TTFO the first answer token: REASONING ITLs later.
+    llama-server's usage does not count reasoning tokens (the chunks are counted); vLLM's
+    does (``completion_tokens_details``)."""
+    server = Mock(
+        "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--tokens", str(TOKENS),
+        "--reasoning-tokens", str(REASONING), "--metrics", kind,
+    )  # fmt: skip
+    try:
+        records = await measure(server.url, workload(requests=4, endpoint="chat"))
+        served = server.served()
+    finally:
+        server.stop()
+    assert all(r.ok for r in records), [r.error for r in records]
+    metrics = [request_metrics(r) for r in records]
+    gaps = [(m.ttfo_s - m.ttft_s) * 1000 for m in metrics if m and m.ttfo_s is not None]
+    assert len(gaps) == len(records)
+    assert percentile(gaps, 50) == pytest.approx(REASONING * ITL_MS, abs=2.0), gaps
+    for r, gap in zip(records, gaps, strict=True):
+        sent = served[r.prompt]["sent_ns"]
+        # Against what the mock really sent (its timers slip on a busy machine).
+        assert gap == pytest.approx((sent[REASONING] - sent[0]) / MS, abs=2.0)
+        assert [c.reasoning for c in r.chunks] == [True] * REASONING + [False] * (
+            TOKENS - REASONING
+        )
+        assert r.text.startswith("t0 t1 ") and r.chunks[REASONING].text == f"t{REASONING} "
+    assert all(m and m.reasoning_tokens == REASONING for m in metrics)
+    assert all(m and m.reasoning_token_source == source for m in metrics)
+    assert all(m and m.output_tokens == TOKENS and m.token_source == "usage" for m in metrics)
