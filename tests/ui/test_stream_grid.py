@@ -9,6 +9,7 @@ from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QColor, QImage, QPalette
 from PySide6.QtWidgets import QLabel, QSplitter
 
+from tests.ui.conftest import ensure_dark_theme
 from tests.ui.test_run_model import S, started
 from workbench.engine.base.records import CONTEXT_FULL, RequestRecord
 from workbench.engine.config.experiment import parse_experiment
@@ -21,6 +22,7 @@ from workbench.engine.events import (
     TokenChunkArrived,
 )
 from workbench.ui.run_model import RunModel
+from workbench.ui.theme.qt_theme import theme
 from workbench.ui.views.stream_grid import (
     BIND_DRAWS,
     MAX_PANES,
@@ -319,3 +321,72 @@ def test_a_request_that_did_not_fit_says_why_in_its_pane(qtbot):
     assert refused_pane.state.text() == "did not fit" and busy_pane.state.text() == "failed"
     assert refused_pane.body.text().strip() == f"✖ {refused}"
     assert busy_pane.body.text().strip() == "✖ HTTP 503: busy"
+
+
+def ink(widget: TailText) -> dict[str, list[int]]:
+    """The rows holding answer ink (white, the text colour) and dimmed ink (red, the
+    placeholder colour) on black."""
+    image = QImage(widget.size(), QImage.Format.Format_ARGB32)
+    widget.render(image)
+    rows: dict[str, list[int]] = {"answer": [], "dimmed": []}
+    for y in range(image.height()):
+        pixels = [QColor(image.pixel(x, y)) for x in range(image.width())]
+        if any(p.green() > 128 for p in pixels):
+            rows["answer"].append(y)
+        if any(p.red() > 128 and p.green() < 64 for p in pixels):
+            rows["dimmed"].append(y)
+    return rows
+
+
+def test_reasoning_is_drawn_dimmed_above_the_answer(qtbot):
+    text = TailText()
+    qtbot.addWidget(text)
+    palette = text.palette()
+    palette.setColor(QPalette.ColorRole.Window, QColor("#000000"))
+    palette.setColor(QPalette.ColorRole.WindowText, QColor("#ffffff"))
+    palette.setColor(QPalette.ColorRole.PlaceholderText, QColor("#ff0000"))
+    text.setPalette(palette)
+    line = text.fontMetrics().lineSpacing()
+    text.resize(300, 6 * line)
+    text.setText("the answer", "thinking it over")
+    assert (text.text(), text.dimmed()) == ("the answer", "thinking it over")
+    rows = ink(text)
+    assert rows["answer"] and rows["dimmed"], rows
+    assert max(rows["dimmed"]) < min(rows["answer"])  # reasoning first, the answer below
+    assert max(rows["answer"]) > text.height() - line  # the newest line at the bottom
+    # An answer that fills the pane leaves no room for the reasoning.
+    text.setText(" ".join(f"word{i}" for i in range(300)), "thinking it over")
+    assert not ink(text)["dimmed"]
+
+
+def test_a_pane_dims_what_came_as_reasoning_in_the_themes_muted_colour(qtbot, qapp):
+    ensure_dark_theme(qapp)
+    grid = shown_grid(qtbot, 900, 500)
+    model = RunModel()
+    started(model, 1)
+    key = (0, 0, 0)
+    model.apply([FirstToken(*key, S)])
+    model.apply([TokenChunkArrived(*key, S, "let me think ", reasoning=True)])
+    grid.sync(model, {key}, True, 1.0)
+    pane = grid.panes[key]
+    assert (pane.body.dimmed(), pane.body.text()) == ("let me think ", "")
+    model.apply(
+        [
+            TokenChunkArrived(*key, 2 * S, "some more ", reasoning=True),
+            TokenChunkArrived(*key, 2 * S, "Yes."),
+        ]
+    )
+    grid.sync(model, {key}, False, 2.0)
+    assert (pane.body.dimmed(), pane.body.text()) == ("let me think some more ", "Yes.")
+    muted = theme("dark").color("muted")
+    assert pane.body.palette().color(QPalette.ColorRole.PlaceholderText) == muted
+    # A pane bound anew (a reopened session, a seek) gets both parts back.
+    grid.sync(model, set(), True, 2.0)
+    fresh = StreamGrid()
+    qtbot.addWidget(fresh)
+    fresh.resize(900, 500)
+    fresh.sync(model, {key}, True, 2.0)
+    assert (fresh.panes[key].body.dimmed(), fresh.panes[key].body.text()) == (
+        "let me think some more ",
+        "Yes.",
+    )

@@ -54,6 +54,9 @@ class RequestView:
     t_done: float | None = None
     text: str = ""
     pending_text: str = ""
+    # What the server streamed as reasoning, apart from the answer: the pane dims it.
+    reasoning: str = ""
+    pending_reasoning: str = ""
     chunks: int = 0
     output_tokens: int | None = None
     ttft_s: float | None = None
@@ -241,7 +244,10 @@ class RunModel:
             case TokenChunkArrived():
                 view = self.requests.get(RequestKey(event.config_index, event.repeat, event.index))
                 if view is not None:
-                    view.pending_text += event.text
+                    if event.reasoning:
+                        view.pending_reasoning += event.text
+                    else:
+                        view.pending_text += event.text
                     view.chunks += event.count
                     view.t_last = self._t(event.t_ns)
                     ch.requests.add(view.key)
@@ -440,6 +446,13 @@ class RunModel:
         view = self.requests[key]
         new, view.pending_text = view.pending_text, ""
         view.text += new
+        return new
+
+    def take_reasoning(self, key: RequestKey) -> str:
+        """Reasoning that arrived since the grid last drew this pane."""
+        view = self.requests[key]
+        new, view.pending_reasoning = view.pending_reasoning, ""
+        view.reasoning += new
         return new
 
     def ordered(self) -> list[RequestView]:

@@ -1,5 +1,6 @@
-"""One pane per concurrent request: its live text, its state as a colour, TTFT, its decode
-rate (a live estimate in chunks/s until the server's count gives tok/s) and tokens.
+"""One pane per concurrent request: its live text (reasoning dimmed, then the answer), its
+state as a colour, TTFT, its decode rate (a live estimate in chunks/s until the server's count
+gives tok/s) and tokens.
 
 Panes are reused across configurations and only touched when their request changed since
 they were last drawn, a bounded number of them a frame: 64 streams at full speed cost each
@@ -67,7 +68,9 @@ def grid_shape(n: int, area_aspect: float = 1.8, pane_aspect: float = 1.8) -> tu
 
 
 class TailText(QWidget):
-    """Word-wrapped text anchored at the bottom, showing whole lines only (the newest).
+    """Word-wrapped text anchored at the bottom, showing whole lines only (the newest), and
+    above it, dimmed (the palette's placeholder colour, the theme's muted one), what the
+    server streamed as reasoning before that answer.
 
     Painted by hand rather than by a QLabel: a label's new text re-lays out its pane and the
     grid every frame (size hints of wrapped text), while this widget only repaints itself."""
@@ -77,13 +80,17 @@ class TailText(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
         self._text = ""
+        self._dimmed = ""
 
     def text(self) -> str:
         return self._text
 
-    def setText(self, text: str) -> None:
-        if text != self._text:
-            self._text = text
+    def dimmed(self) -> str:
+        return self._dimmed
+
+    def setText(self, text: str, dimmed: str = "") -> None:
+        if (text, dimmed) != (self._text, self._dimmed):
+            self._text, self._dimmed = text, dimmed
             self.update()
 
     def sizeHint(self) -> QSize:
@@ -97,8 +104,19 @@ class TailText(QWidget):
         area = QRect(0, self.height() - whole, self.width(), whole)
         painter.setClipRect(area)
         painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
-        flags = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom
-        painter.drawText(area, int(flags) | int(Qt.TextFlag.TextWordWrap), self._text)
+        flags = int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom) | int(
+            Qt.TextFlag.TextWordWrap
+        )
+        used = 0
+        if self._text:
+            painter.drawText(area, flags, self._text)
+            used = painter.boundingRect(area, flags, self._text).height()
+        above = ((whole - used) // line) * line  # whole lines left above the answer
+        if self._dimmed and above > 0:
+            painter.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
+            painter.drawText(
+                QRect(0, self.height() - used - above, self.width(), above), flags, self._dimmed
+            )
         painter.end()
 
 
@@ -135,26 +153,34 @@ class StreamPane(QFrame):
         layout.addWidget(self.body, 1)
         self.key: RequestKey | None = None
         self.text = ""
+        self.reasoning = ""
         self._state: RequestState | None = None
         self._stats = ""
         self._stat_parts: list[str] = []
         self._color = state_color(RequestState.QUEUED)
 
-    def bind(self, view: RequestView, text: str) -> None:
+    def bind(self, view: RequestView, text: str, reasoning: str = "") -> None:
         self.key = view.key
         self.title.setText(f"#{view.number}")
-        self.text = ""
+        self.text = self.reasoning = ""
         self.body.setText("")
-        self.append(text)
+        self.append(text, reasoning)
         self._state, self._stats = None, ""
 
-    def append(self, text: str) -> None:
+    def append(self, text: str, reasoning: str = "") -> None:
         if text:
             self.text = word_tail(self.text + text, KEPT_CHARS)
+        if reasoning:
+            self.reasoning = word_tail(self.reasoning + reasoning, KEPT_CHARS)
+        if text or reasoning:
             self._show_tail()
 
     def _show_tail(self) -> None:
-        self.body.setText(word_tail(self.text, self.capacity()))
+        """The answer's tail, and the reasoning's in what room the answer leaves."""
+        keep = self.capacity()
+        answer = word_tail(self.text, keep)
+        room = keep - len(answer)
+        self.body.setText(answer, word_tail(self.reasoning, room) if room > 0 else "")
 
     def capacity(self) -> int:
         """About how many characters the body shows, with a margin: laying out (and
@@ -364,7 +390,7 @@ class StreamGrid(QWidget):
             del self._news[key]
             view = model.requests[key]
             pane = self.panes[key]
-            pane.append(model.take_text(key))
+            pane.append(model.take_text(key), model.take_reasoning(key))
             pane.show_state(view, now, stats=budget is None or view.state.finished)
             drawn.add(key)
             left -= 1
@@ -410,7 +436,9 @@ class StreamGrid(QWidget):
         view = model.requests[key]
         pane = self.panes[key]
         self._fit_font(pane)  # header and text
-        pane.bind(view, view.text + model.take_text(key))
+        pane.bind(
+            view, view.text + model.take_text(key), view.reasoning + model.take_reasoning(key)
+        )
         pane.show_state(view, now)
         pane.show()
 
