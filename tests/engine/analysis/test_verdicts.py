@@ -87,6 +87,15 @@ def test_ttft_linearity():
     assert linear_fit([0, 1, 2], [1, 3, 5]) == pytest.approx((1.0, 2.0, 1.0))
 
 
+def test_an_over_saturated_configuration_leaves_ttft_linearity_open():
+    linear = [summary(n, 1, 0.5 + 0.25 * 8 / n, 1) for n in (1, 2, 4, 8)]
+    saturated = replace(summarize_run([]), over_saturated="the queue grew 1.00 requests/s")
+    linear[0] = replace(linear[0], runs=[saturated])
+    verdict = ttft_linear_in_load(linear)
+    assert verdict.verdict == INCONCLUSIVE
+    assert verdict.numbers[-1] == "over-saturated, TTFT grows with the run's length: np=1"
+
+
 def test_context_per_slot():
     good = [summary(n, 1, 1, 1, n_ctx_slot=8192 // n) for n in (1, 2, 4)]
     assert context_per_slot(good).verdict == SUPPORTED

@@ -141,6 +141,10 @@ def ttft_linear_in_load(summaries: list[ConfigSummary]) -> Verdict:
     intercept, slope, r2 = linear_fit(xs, ys)
     numbers = [f"concurrency/slots {x:g}: TTFT p50 {y:.3f} s" for x, y in zip(xs, ys, strict=True)]
     numbers.append(f"fit: TTFT = {intercept:.3f} + {slope:.3f} x ratio, R^2 = {r2:.3f}")
+    # An over-saturated configuration's TTFT tells how long its run lasted, not its load.
+    if saturated := [s.label for s in points if s.over_saturated]:
+        numbers.append("over-saturated, TTFT grows with the run's length: " + ", ".join(saturated))
+        return Verdict(hypothesis, INCONCLUSIVE, numbers)
     if slope > 0 and r2 >= R2_SUPPORTED:
         return Verdict(hypothesis, SUPPORTED, numbers)
     if slope <= 0 or r2 < R2_REJECTED:

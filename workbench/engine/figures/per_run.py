@@ -1,15 +1,17 @@
 """One repeat of one configuration: makespan, aggregate throughput, percentiles over its
-requests, dispatch delay, the client's load (client-limited by ``client_limits``) and the
-cross-checks with the server.
+requests, dispatch delay, the client's load (client-limited by ``client_limits``), the
+cross-checks with the server, the same figures over its steady state (``steady_state``) and
+whether its queue grew without bound (``saturation``).
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from workbench.engine.base.records import RequestRecord
+from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
 from workbench.engine.figures.cross_checks import run_cross_checks, tokens_per_chunk
 from workbench.engine.figures.per_request import (
@@ -18,6 +20,8 @@ from workbench.engine.figures.per_request import (
     percentile,
     request_metrics,
 )
+from workbench.engine.figures.saturation import over_saturated
+from workbench.engine.figures.steady_state import steady_figures
 from workbench.engine.figures.vllm_names import vllm_figures
 
 
@@ -83,6 +87,14 @@ class RunSummary:
     ttft_hit_p50_s: float | None = None  # requests that reused some of their prompt
     ttft_miss_p50_s: float | None = None  # and those that reused none
     vllm: dict[str, float | None] = field(default_factory=dict)  # as vllm bench serve names them
+    # over the steady state (``steady_state``): None each for a burst, which has none
+    steady_s: float | None = None
+    steady_requests: int | None = None
+    steady_agg_tok_s: float | None = None
+    steady_ttft_p50_s: float | None = None
+    steady_ttft_p90_s: float | None = None
+    steady_tpot_p50_ms: float | None = None
+    over_saturated: str | None = None  # why its queue grew without bound (``saturation``)
 
 
 def _ms(value: float | None) -> float | None:
@@ -97,8 +109,12 @@ def makespan_s(records: Sequence[RequestRecord]) -> float | None:
 
 
 def summarize_run(
-    records: list[RequestRecord], observed: RunObservations | None = None
+    records: list[RequestRecord],
+    observed: RunObservations | None = None,
+    workload: WorkloadSettings | None = None,
 ) -> RunSummary:
+    """One repeat from its records. ``workload``: what its arrivals were, which decides its
+    steady state (without it, the steady figures are None)."""
     observed = observed or RunObservations()
     load = observed.load
     measured = [r for r in records if not r.warmup]
@@ -174,4 +190,6 @@ def summarize_run(
         ttft_hit_p50_s=percentile([m.ttft_s for m in metrics if m.cache_hit], 50),
         ttft_miss_p50_s=percentile([m.ttft_s for m in metrics if not m.cache_hit], 50),
         vllm=vllm_figures(metrics, makespan),
+        **asdict(steady_figures(measured, workload)),
+        over_saturated=over_saturated(measured),
     )

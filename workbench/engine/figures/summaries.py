@@ -131,6 +131,10 @@ class ConfigSummary:
     def client_limited(self) -> str | None:
         return wording.client_limited(self)
 
+    @property
+    def over_saturated(self) -> str | None:
+        return wording.over_saturated(self)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -201,9 +205,10 @@ def summarize(
     ``slots``: the slots the server ran with, when known. The one summary of a
     configuration: live, on reopening, in a replay and for an import."""
     observed = observed or {}
+    load = from_stored(WorkloadSettings, workload)
     repeats = sorted({r.repeat for r in records if not r.warmup})
     runs = [
-        summarize_run([r for r in records if r.repeat == k and not r.warmup], observed.get(k))
+        summarize_run([r for r in records if r.repeat == k and not r.warmup], observed.get(k), load)
         for k in repeats
     ]
     return summarize_config(

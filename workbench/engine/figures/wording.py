@@ -48,16 +48,28 @@ def not_same_task(summary: ConfigSummary) -> str | None:
     return f"{failed} of {summary.value('requests')} requests did not fit the context{per_slot}"
 
 
-def client_limited(summary: ConfigSummary) -> str | None:
-    """Why any repeat's numbers were shaped by the client, or None."""
+def _by_repeat(summary: ConfigSummary, reason: str) -> str | None:
+    """A reason each repeat may give (a ``RunSummary`` field), as one line naming the
+    repeats when there are several, or None when none gave it."""
     if len(summary.runs) == 1:
-        return summary.runs[0].client_limited
+        return getattr(summary.runs[0], reason)
     reasons = [
-        f"repeat {i + 1}: {r.client_limited}"
-        for i, r in enumerate(summary.runs)
-        if r.client_limited
+        f"repeat {i + 1}: {text}"
+        for i, run in enumerate(summary.runs)
+        if (text := getattr(run, reason))
     ]
     return "; ".join(reasons) or None
+
+
+def client_limited(summary: ConfigSummary) -> str | None:
+    """Why any repeat's numbers were shaped by the client, or None."""
+    return _by_repeat(summary, "client_limited")
+
+
+def over_saturated(summary: ConfigSummary) -> str | None:
+    """Why any repeat's queue grew without bound (``saturation``), or None: its latencies
+    tell how long the run lasted more than what the server does."""
+    return _by_repeat(summary, "over_saturated")
 
 
 def trust_notes(summary: ConfigSummary) -> list[str]:
@@ -69,17 +81,21 @@ def trust_notes(summary: ConfigSummary) -> list[str]:
         notes.append(f"prompt cache: {cache} (TTFT flattered)")
     if limited := client_limited(summary):
         notes.append(f"client-limited: {limited}")
+    if saturated := over_saturated(summary):
+        notes.append(f"over-saturated: {saturated} (latencies grow with the run's length)")
     return notes + [f"cross-check: {text}" for text in checks_failed(summary)]
 
 
 def flags(summary: ConfigSummary) -> list[str]:
     """Short marks for a table's label cell: a status other than ok, not the same task,
-    client-limited, a failed cross-check."""
+    client-limited, over-saturated, a failed cross-check."""
     marks = [] if summary.status == ConfigStatus.OK else [summary.status]
     if not_same_task(summary):
         marks.append("not the same task")
     if client_limited(summary):
         marks.append("client-limited")
+    if over_saturated(summary):
+        marks.append("over-saturated")
     if checks_failed(summary):
         marks.append("cross-check off")
     return marks

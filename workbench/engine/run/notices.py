@@ -65,8 +65,9 @@ def run_failed(error: str) -> Notice:
 
 
 def about_summary(config: RunConfig, summary: ConfigSummary) -> list[Notice]:
-    """What a configuration's figures call for: the client shaped them, a cross-check
-    failed, or chunks carried several tokens each (so ITL is between chunks)."""
+    """What a configuration's figures call for: the client shaped them, its queue grew
+    without bound, a cross-check failed, or chunks carried several tokens each (so ITL is
+    between chunks)."""
     said = []
     if summary.client_limited:
         said.append(
@@ -74,6 +75,14 @@ def about_summary(config: RunConfig, summary: ConfigSummary) -> list[Notice]:
                 config,
                 f"client-limited ({summary.client_limited}): the "
                 "client, not the server, shaped these numbers",
+            )
+        )
+    if summary.over_saturated:
+        said.append(
+            about_config(
+                config,
+                f"over-saturated ({summary.over_saturated}): its latencies grow with the "
+                "run's length, so they compare only with a run as long",
             )
         )
     said += [about_config(config, f"cross-check: {text}") for text in summary.checks_failed]

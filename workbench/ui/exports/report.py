@@ -158,8 +158,9 @@ def definitions() -> list[tuple[Figure, str]]:
 
 def trust_lines(session: Session) -> list[str]:
     """Per configuration, why its numbers may be the client's as much as the server's
-    (client-limited, a cross-check off by over 5 %) or not the task the others did (requests
-    that did not fit a slot), or one line saying none is."""
+    (client-limited, a cross-check off by over 5 %), why they grow with the run's length
+    (over-saturated) or not the task the others did (requests that did not fit a slot), or
+    one line saying none is."""
     lines = [
         f"{summary.label}: {note}"
         for summary in session.summaries()
@@ -167,7 +168,8 @@ def trust_lines(session: Session) -> list[str]:
     ]
     return lines or [
         "every configuration: dispatch delay p99 within 5 ms, measuring loop not saturated, "
-        "cross-checks with the server within 5 % (where the session recorded them)"
+        "no queue growing without bound, cross-checks with the server within 5 % (where the "
+        "session recorded them)"
     ]
 
 
