@@ -271,7 +271,7 @@ class ResultColumns:
 
 
 LABEL = "label"
-CHOOSABLE = (Part.CONFIG, Part.RUN, Part.SERVER)
+CHOOSABLE = (Part.CONFIG, Part.RUN, Part.SERVER, Part.STEADY)
 """The parts whose figures a configuration's summary holds (as the CSV export writes them)."""
 
 

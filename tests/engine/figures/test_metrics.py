@@ -27,7 +27,7 @@ def test_every_key_names_what_it_reads():
     for f in metrics.FIGURES:
         if f.combine is Combine.SETTING:  # a field, or a property over the repeats
             assert f.key in config_fields or hasattr(ConfigSummary, f.key), f.key
-        elif f.part is Part.RUN or f.combine is Combine.JOINED:
+        elif f.part in (Part.RUN, Part.STEADY) or f.combine is Combine.JOINED:
             assert f.key in run_fields, f.key
         elif f.part is Part.SLO:
             assert f.key in slo_fields, f.key
@@ -69,6 +69,9 @@ def test_concurrency_csv_keeps_its_columns(tmp_path):
         "output_throughput", "total_token_throughput",
         *(f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el")
           for s in ("mean", "median", "std", "p99")),
+        # over the steady state, and the over-saturation flag, after every older column
+        "steady_s", "steady_requests", "steady_agg_tok_s", "steady_ttft_p50_s",
+        "steady_ttft_p90_s", "steady_tpot_p50_ms", "over_saturated",
     ]  # fmt: skip
     with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
         summaries = session.summaries()

@@ -25,8 +25,9 @@ def _sd_column(f: Figure) -> str:
 def concurrency_columns() -> list[str]:
     """``concurrency.csv``'s columns, from the catalogue: the lab's first, exactly; then
     which configuration, every other measured figure, the spreads across repeats, the
-    server's set-up, and last the figures as ``vllm bench serve`` names them."""
-    figures = in_part(Part.CONFIG, Part.RUN, Part.SERVER)
+    server's set-up, the figures as ``vllm bench serve`` names them, and last those over the
+    steady state and the over-saturation flag."""
+    figures = in_part(Part.CONFIG, Part.RUN, Part.SERVER, Part.STEADY)
 
     def part(p: Part) -> list[str]:
         return [f.column for f in figures if f.part is p and not f.lab]
@@ -34,7 +35,8 @@ def concurrency_columns() -> list[str]:
     lab = [f.column for f in figures if f.lab]
     spreads = [_sd_column(f) for f in figures if f.spread]
     server = part(Part.SERVER)
-    return lab + part(Part.CONFIG) + part(Part.RUN) + spreads + server + list(vllm_names.COLUMNS)
+    columns = lab + part(Part.CONFIG) + part(Part.RUN) + spreads + server
+    return columns + list(vllm_names.COLUMNS) + part(Part.STEADY)
 
 
 # The lab's columns, which every version of concurrency.csv begins with.
@@ -56,7 +58,7 @@ REQUEST_COLUMNS = [
     "t_first_token_s",
     "t_last_token_s",
     "t_done_s",
-    *(f.column for f in REQUEST_FIGURES),
+    *(f.column for f in REQUEST_FIGURES if not f.appended),
     "output_tokens",
     "token_source",
     "chunks",
@@ -68,6 +70,8 @@ REQUEST_COLUMNS = [
     "predicted_n",
     "predicted_ms",
     "prompt",
+    *(f.column for f in REQUEST_FIGURES if f.appended),
+    "reasoning_token_source",
 ]
 
 
@@ -78,7 +82,7 @@ def _round(value: Any, digits: int = 4) -> Any:
 def concurrency_row(s: ConfigSummary) -> dict[str, Any]:
     """One configuration's row: each figure by its catalogue rule (4 decimals)."""
     row: dict[str, Any] = {}
-    for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER):
+    for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER, Part.STEADY):
         row[f.column] = f.of(s)
         if f.spread:
             row[_sd_column(f)] = f.sd_of(s)
@@ -130,6 +134,7 @@ def request_rows(session: Session) -> list[dict[str, Any]]:
                 "predicted_n": timings.get("predicted_n"),
                 "predicted_ms": timings.get("predicted_ms"),
                 "prompt": r.prompt,
+                "reasoning_token_source": m.reasoning_token_source if m else None,
             }
         )
     return rows
@@ -168,7 +173,7 @@ def figure_definitions() -> list[dict[str, str]]:
             "over_repeats": f.combine.value,
             "definition": f.definition,
         }
-        for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER)
+        for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER, Part.STEADY)
     ]
 
 

@@ -23,6 +23,13 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from workbench.engine.figures.cross_checks import DELIVERY_JITTER_MS
+from workbench.engine.figures.saturation import (
+    BIN_S,
+    CONFIDENCE,
+    MIN_GROWTH,
+    MIN_POINTS,
+    WINDOW_S,
+)
 
 if TYPE_CHECKING:
     from workbench.engine.figures.summaries import ConfigSummary
@@ -60,13 +67,17 @@ class Part(Enum):
     CONFIG = "which configuration: its settings, status and repeats"
     RUN = "measured in each repeat (RunSummary), then combined over repeats"
     SERVER = "how the server was set up and counted tokens"
+    STEADY = (
+        "over each repeat's steady state (the ramp-up and the drain left out), and whether its "
+        "queue grew without bound"
+    )
     SLO = "the SLO evaluation (per request, all repeats together)"
     LIVE = "while a run goes"
 
 
 class View(Enum):
     """The summary views that show a selection of the figures (the CSV and JSON exports show
-    every figure of the CONFIG, RUN and SERVER parts)."""
+    every figure of the CONFIG, RUN, SERVER and STEADY parts)."""
 
     WINDOW = "the window's results table"
     TERMINAL = "the terminal's results table (run, show)"
@@ -464,6 +475,51 @@ FIGURES: tuple[Figure, ...] = (
         Part.SERVER,
     ),
     Figure(
+        "steady_s", "Steady state", "steady s", "s", 2, Combine.MEAN,
+        "how long the steady state lasted: for a closed loop (burst arrivals, `concurrency` "
+        "below `requests`) from when the requests in flight first reach `concurrency` to the "
+        "last send; for open-loop arrivals (poisson, gamma, fixed) from the 10th to the 90th "
+        "percentile of the send times; a burst (every request at once) has none, so this and "
+        "every steady figure are empty",
+        Part.STEADY,
+    ),
+    Figure(
+        "steady_requests", "Steady requests", "steady req", "requests", None, Combine.SUM,
+        "requests sent inside the steady state",
+        Part.STEADY,
+    ),
+    Figure(
+        "steady_agg_tok_s", "Steady throughput", "steady tok/s", "tok/s", 1, Combine.MEAN,
+        "output tokens that arrived inside the steady state (each request's count shared "
+        "evenly over its chunks) / its length; empty for a burst",
+        Part.STEADY,
+    ),
+    Figure(
+        "steady_ttft_p50_s", "Steady TTFT p50", "steady TTFT p50 s", "s", 3, Combine.MEAN,
+        "median TTFT of the requests sent inside the steady state; empty for a burst",
+        Part.STEADY,
+    ),
+    Figure(
+        "steady_ttft_p90_s", "Steady TTFT p90", "steady TTFT p90 s", "s", 3, Combine.MEAN,
+        "90th percentile TTFT of the requests sent inside the steady state; empty for a burst",
+        Part.STEADY,
+    ),
+    Figure(
+        "steady_tpot_p50_ms", "Steady TPOT p50", "steady TPOT p50 ms", "ms", 2, Combine.MEAN,
+        "median TPOT of the requests sent inside the steady state; empty for a burst",
+        Part.STEADY,
+    ),
+    Figure(
+        "over_saturated", "Over-saturated", "over-saturated", "", None, Combine.SETTING,
+        f"why the queue grew without bound: over the last {WINDOW_S:g} s of arrivals, the "
+        "requests due and not done and their TTFT from the intended time both rose (a "
+        f"least-squares slope, one point per {BIN_S:g} s, above zero by a one-sided t-test at "
+        f"{CONFIDENCE:.0%}) and the queue by at least {MIN_GROWTH:g} requests; its latencies "
+        "then grow with the run's length. Empty when it did not, or with arrivals in under "
+        f"{MIN_POINTS} of those {BIN_S:g} s (a burst, a closed loop: every request due at once)",
+        Part.STEADY,
+    ),
+    Figure(
         "goodput_rps", "Goodput", "goodput req/s", "req/s", 2, Combine.POOLED,
         "requests that met every per-request SLO (TTFT, TPOT, decode speed, E2E latency), "
         "over the summed makespans",
@@ -521,6 +577,9 @@ class RequestFigure:
     scale: float  # from seconds (or as is) to ``unit``
     digits: int
     definition: str
+    # Came after requests.csv's columns settled: written after them all, so that a reader
+    # that takes the columns by place finds the older ones where they were.
+    appended: bool = False
 
     def value(self, metrics: Any) -> float | None:
         """Its value for one request's ``RequestMetrics`` (None: failed, or not measured)."""
@@ -569,5 +628,23 @@ REQUEST_FIGURES: tuple[RequestFigure, ...] = (
     RequestFigure(
         "e2e_from_intended_s", "e2e_from_intended_s", "E2E from intended", "s", 1, 6,
         "`t_last_token - t_intended`",
+    ),
+    RequestFigure(
+        "ttfo_s", "ttfo_s", "TTFO", "s", 1, 6,
+        "time to the first answer token (AIPerf's TTFO), `t_first_answer - t_submit`: the "
+        "first `content` text, after any reasoning the server streamed apart from it "
+        "(`reasoning_content`, or vLLM's `reasoning`); equal to TTFT where it streamed none "
+        "(reasoning inside the answer, as `<think>` tags, is answer); empty where no answer "
+        "came, or in a session older than schema 7, which did not tell the two apart",
+        appended=True,
+    ),
+    RequestFigure(
+        "reasoning_tokens", "reasoning_tokens", "Reasoning tokens", "tokens", 1, 0,
+        "output tokens spent reasoning (counted in `output_tokens` too): "
+        "`usage.completion_tokens_details.reasoning_tokens` (vLLM with a reasoning parser), "
+        "else the reasoning chunks counted (llama-server's usage does not say); "
+        "`reasoning_token_source` says which (`usage`, `chunks`); empty in a session older "
+        "than schema 7",
+        appended=True,
     ),
 )  # fmt: skip
