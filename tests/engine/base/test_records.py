@@ -60,6 +60,17 @@ def reasoned(n: int, of: int) -> list[TokenChunk]:
             (5, "usage"),
         ),
         ({"usage": {"completion_tokens_details": {"reasoning_tokens": 0}}}, (0, "usage")),
+        # More than the whole output: no count.
+        (
+            {
+                "usage": {
+                    "completion_tokens": 4,
+                    "completion_tokens_details": {"reasoning_tokens": 5},
+                },
+                "chunks": reasoned(2, 4),
+            },
+            (2, "chunks"),
+        ),
         # Not a count: counted from the chunks, which say which were reasoning.
         (
             {

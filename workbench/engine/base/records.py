@@ -109,13 +109,17 @@ class RequestRecord:
     def reasoning_tokens(self) -> tuple[int | None, str]:
         """Of the output, the tokens spent reasoning: the server's own count
         (``usage.completion_tokens_details.reasoning_tokens``, as vLLM gives it), else the
-        reasoning chunks counted (llama-server's usage does not say). Counting needs a record
-        that told reasoning from answer: a file older than schema 7 joined them, and its
-        chunks, all read as answer, have no count to give ("none")."""
+        reasoning chunks counted (llama-server's usage does not say). A count above the
+        server's own count of the whole output is no count (counted chunks bound nothing: a
+        chunk may hold several tokens). Counting needs a record that told reasoning from
+        answer: a file older than schema 7 joined them, and its chunks, all read as answer,
+        have no count to give ("none")."""
         details = (self.usage or {}).get("completion_tokens_details")
         count = details.get("reasoning_tokens") if isinstance(details, dict) else None
         if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
-            return count, "usage"
+            output, source = self.output_tokens
+            if source not in ("usage", "timings") or count <= (output or 0):
+                return count, "usage"
         reasoned = sum(1 for c in self.chunks if c.reasoning)
         if reasoned or self.t_first_answer_ns is not None:
             return reasoned, "chunks"
