@@ -103,3 +103,19 @@ def test_a_damaged_reasoning_flag_is_damage(tmp_path):
         conn.execute("UPDATE chunks SET reasoning = 'yes' WHERE seq = 2")
     with open_session(path) as session, pytest.raises(SessionError, match="reasoning flag"):
         session.records(0)
+
+
+@pytest.mark.parametrize("shift_s", [-0.05, 5.0])
+def test_a_first_answer_outside_the_tokens_times_gives_no_ttfo(tmp_path, shift_s):
+    """A file's first answer time before the first token or after the last is damaged: the
+    request keeps its other figures, and no TTFO."""
+    path = reasoned_session(tmp_path)
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "UPDATE requests SET t_first_answer_ns = t_first_token_ns + ? WHERE idx = 0",
+            (round(shift_s * NS),),
+        )
+    with open_session(path) as session:
+        reasoned, _ = session.records(0)
+    m = request_metrics(reasoned)
+    assert m is not None and m.ttft_s == pytest.approx(0.1) and m.ttfo_s is None

@@ -127,6 +127,8 @@ def request_metrics(record: RequestRecord) -> RequestMetrics | None:
     cache_n = timings.get("cache_n")
     intended = record.t_intended_ns
     answer = record.t_first_answer_ns
+    if answer is not None and not record.t_first_token_ns <= answer <= record.t_last_token_ns:
+        answer = None  # a file's time outside the tokens' own: no first answer known
     reasoning, reasoning_source = record.reasoning_tokens
     return RequestMetrics(
         ttft_s=ttft,
