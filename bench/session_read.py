@@ -39,7 +39,8 @@ from workbench.engine.store import SessionWriter, create_session, open_session
 
 BARE_REQUESTS = "SELECT * FROM requests WHERE config_idx = 0 ORDER BY idx"
 BARE_CHUNKS = (
-    "SELECT request_idx, seq, t_ns, text FROM chunks WHERE config_idx = 0 ORDER BY request_idx, seq"
+    "SELECT request_idx, seq, t_ns, text, reasoning FROM chunks WHERE config_idx = 0 "
+    "ORDER BY request_idx, seq"
 )
 
 
