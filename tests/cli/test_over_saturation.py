@@ -13,6 +13,7 @@ import csv
 
 from workbench.cli.main import main
 from workbench.engine.analysis.export import LAB_COLUMNS
+from workbench.engine.figures.saturation import LEFT_UNSENT
 from workbench.engine.store import open_session
 from workbench.mock_server import MockProcess as Mock
 
@@ -30,15 +31,22 @@ warmup = 0
 """
 
 
-def test_arrivals_above_capacity_are_flagged_and_below_it_are_not(tmp_path, capsys):
+def run(tmp_path, capsys, experiment_text: str):
+    """A CLI run of ``experiment_text`` against the mock: what it printed, its folder and
+    its session."""
     experiment = tmp_path / "saturation.toml"
-    experiment.write_text(EXPERIMENT)
+    experiment.write_text(experiment_text)
     out = tmp_path / "out"
     with Mock(*MOCK) as mock:
         code = main(["run", str(experiment), "--out", str(out), "--base-url", mock.url])
     printed = " ".join(capsys.readouterr().out.split())
     assert code == 0, printed
     (session_path,) = out.glob("*.session.sqlite")
+    return printed, out, session_path
+
+
+def test_arrivals_above_capacity_are_flagged_and_below_it_are_not(tmp_path, capsys):
+    printed, out, session_path = run(tmp_path, capsys, EXPERIMENT)
     with open_session(session_path) as session:
         below, above = session.summaries()
         due = [r.t_intended_ns for r in session.records(0) if r.t_intended_ns is not None]
@@ -68,3 +76,25 @@ def test_arrivals_above_capacity_are_flagged_and_below_it_are_not(tmp_path, caps
     ]  # fmt: skip
     assert rows[0]["over_saturated"] == "" and "queue grew" in rows[1]["over_saturated"]
     assert float(rows[0]["steady_agg_tok_s"]) > 0
+
+
+def test_a_run_asked_to_stop_when_over_saturated_stops(tmp_path, capsys):
+    # 8 requests/s, planned for 25 s: the watcher stops it once the queue has grown for
+    # the 10 s of arrivals the test needs at the least.
+    stopping = EXPERIMENT.replace("rate = [1.5, 8.0]", "rate = 8.0")
+    stopping = stopping.replace("requests = [30, 96]", "requests = 200\nstop_when_saturated = true")
+    stopping = stopping.replace('zip = ["workload.rate", "workload.requests"]\n', "")
+    printed, _, session_path = run(tmp_path, capsys, stopping)
+    with open_session(session_path) as session:
+        (summary,) = session.summaries()
+        records = session.records(0)
+    unsent = [r for r in records if r.error == LEFT_UNSENT]
+    sent = [r for r in records if r.t_submit_ns is not None]
+    assert len(unsent) + len(sent) == 200 and len(unsent) > 50
+    assert all(r.ok for r in sent)  # those sent finished
+    assert summary.value("requests") == len(sent) and summary.value("failed") == 0
+    assert summary.over_saturated and "over-saturated" in summary.flags
+    assert f"repeat 1 stopped when over-saturated (stop_when_saturated): {len(unsent)} " in printed
+    # Some waited for a place when it stopped (their time had come); the rest never came due.
+    waited = [r for r in unsent if r.t_intended_ns is not None]
+    assert waited and len(waited) < len(unsent)

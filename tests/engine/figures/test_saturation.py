@@ -73,6 +73,7 @@ def test_arrivals_above_capacity_for_20_s_are_flagged():
     records = served([i / 5 for i in range(100)])
     why = over_saturated(records)
     assert why is not None and "queue grew 1.0" in why and "last 20 s" in why
+    assert "and TTFT from the intended time 0.25" in why
 
 
 def test_arrivals_below_capacity_are_not_flagged():
@@ -101,6 +102,17 @@ def test_a_growing_queue_of_a_noisy_overload_is_flagged():
         arrivals.append(t)
         t += rng.expovariate(6.0)  # 6 a second at a server that answers 4
     assert over_saturated(served(arrivals)) is not None
+
+
+def test_a_run_far_over_capacity_is_flagged_before_its_waiting_requests_have_a_ttft():
+    # 20 requests/s for 12 s at a server that answers 4 a second, seen at 12 s: the first
+    # 48 have been answered (due in the first 2.4 s), the other 192 still wait.
+    records = served([i / 20 for i in range(240)])
+    for r in records[48:]:
+        r.t_first_token_ns = r.t_last_token_ns = r.t_done_ns = None
+        r.chunks, r.ok = [], False
+    why = over_saturated(records)
+    assert why is not None and "TTFT" not in why and "queue grew" in why
 
 
 def test_too_short_a_run_a_burst_and_a_closed_loop_are_not_flagged():

@@ -239,6 +239,15 @@ class WorkloadSettings:
         high=1000,
         note="gamma shape",
     )
+    stop_when_saturated: bool = setting(
+        False,
+        label="stop when saturated",
+        help=(
+            "stop sending a repeat's requests once its queue grows without bound (the test "
+            "behind `over_saturated`, checked every second as the requests go): those sent "
+            "finish, the rest are recorded as not sent and no figure counts them"
+        ),
+    )
     max_tokens: int = setting(
         64,
         label="max tokens",

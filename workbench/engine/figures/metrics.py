@@ -275,7 +275,8 @@ FIGURES: tuple[Figure, ...] = (
     ),
     Figure(
         "requests", "Requests", "requests", "requests", None, Combine.SUM,
-        "measured requests (warm-ups are recorded but not counted)",
+        "measured requests (warm-ups are recorded but not counted, nor the requests a "
+        "repeat stopped when over-saturated left unsent: `stop_when_saturated`)",
     ),
     Figure(
         "failed", "Failed", "failed", "requests", None, Combine.SUM,

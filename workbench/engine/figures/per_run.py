@@ -20,7 +20,7 @@ from workbench.engine.figures.per_request import (
     percentile,
     request_metrics,
 )
-from workbench.engine.figures.saturation import over_saturated
+from workbench.engine.figures.saturation import LEFT_UNSENT, over_saturated
 from workbench.engine.figures.steady_state import steady_figures
 from workbench.engine.figures.vllm_names import vllm_figures
 
@@ -117,7 +117,7 @@ def summarize_run(
     steady state (without it, the steady figures are None)."""
     observed = observed or RunObservations()
     load = observed.load
-    measured = [r for r in records if not r.warmup]
+    measured = [r for r in records if not r.warmup and r.error != LEFT_UNSENT]
     checks = run_cross_checks(
         measured, observed.counters_before, observed.counters_after, observed.slots_from_log
     )
@@ -191,5 +191,6 @@ def summarize_run(
         ttft_miss_p50_s=percentile([m.ttft_s for m in metrics if not m.cache_hit], 50),
         vllm=vllm_figures(metrics, makespan),
         **asdict(steady_figures(measured, workload)),
-        over_saturated=over_saturated(measured),
+        # The requests a stop left unsent were due (and waited) all the same.
+        over_saturated=over_saturated([r for r in records if not r.warmup]),
     )

@@ -8,7 +8,9 @@ slope that a one-sided t-test finds above zero at ``CONFIDENCE``:
 
 - the requests outstanding at each arrival (due and not done: those a server holds, and
   those a client-side concurrency limit holds back, which queue just the same), and
-- each request's TTFT from when it was due (the wait in either queue included).
+- each request's TTFT from when it was due (the wait in either queue included); while the
+  run goes, when too few of the window's requests have had a first token yet (the rest still
+  wait), the queue alone decides, as in GuideLLM.
 
 Requests close in time wait in the same queue, so they are not independent: each series is
 reduced to one point per ``BIN_S`` seconds (the mean of those seconds' arrivals) before the
@@ -36,6 +38,10 @@ BIN_S = 2.0  # the width of one point of each series
 MIN_POINTS = 6  # points in the window at the least: 10 s of arrivals, else noise and trend blur
 CONFIDENCE = 0.95  # one-sided, for each slope
 MIN_GROWTH = 2.0  # requests the fitted queue must grow by over the window
+
+# The error of a request never sent because its repeat stopped when over-saturated
+# (``stop_when_saturated``): asked for, not a failure, so no figure counts it.
+LEFT_UNSENT = "not sent: its repeat stopped when over-saturated"
 
 
 @dataclass(frozen=True)
@@ -117,16 +123,19 @@ def over_saturated(records: Sequence[RequestRecord]) -> str | None:
         if r.t_first_token_ns is not None:
             latency.append((x, (r.t_first_token_ns - t) / NS))
     queue, latency = _binned(queue), _binned(latency)
-    if min(len(queue), len(latency)) < MIN_POINTS:
+    if len(queue) < MIN_POINTS:
         return None
-    grows, slows = fit(queue), fit(latency)
-    if grows is None or slows is None or not (grows.rising and slows.rising):
+    grows = fit(queue)
+    # While a run goes, the requests still waiting have no TTFT yet: far enough over its
+    # capacity, too few of the window's have one, and the queue alone decides.
+    slows = fit(latency) if len(latency) >= MIN_POINTS else None
+    if grows is None or not grows.rising or (slows is not None and not slows.rising):
         return None
     span = (last - start) / NS
     if grows.slope * span < MIN_GROWTH:
         return None
+    ttft = "" if slows is None else f" and TTFT from the intended time {slows.slope:.3f} s/s"
     return (
-        f"the queue grew {grows.slope:.2f} requests/s and TTFT from the intended time "
-        f"{slows.slope:.3f} s/s over the last {span:.0f} s of arrivals "
-        f"({CONFIDENCE:.0%} confidence): arrivals outpaced the answers"
+        f"the queue grew {grows.slope:.2f} requests/s{ttft} over the last {span:.0f} s of "
+        f"arrivals ({CONFIDENCE:.0%} confidence): arrivals outpaced the answers"
     )

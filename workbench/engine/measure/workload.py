@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import random
 import time
 from collections.abc import Callable
@@ -14,12 +15,15 @@ from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.events import BatchedEmit, RequestFinished
 from workbench.engine.figures.client_limits import ClientLoad
+from workbench.engine.figures.saturation import LEFT_UNSENT, over_saturated
 from workbench.engine.measure.client import PreparedRequest, prepare_request, stream_request
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sized_prompts import SizedPrompts
 from workbench.engine.net.http_stream import StreamClient, StreamedResponse
 
 Emit = Callable[[Any], None]
+
+SATURATION_CHECK_S = 1.0  # how often a repeat that stops when over-saturated is tested
 
 
 def arrival_offsets(workload: WorkloadSettings, n: int, seed: int) -> list[float]:
@@ -127,6 +131,11 @@ async def run_requests(
     when a place under the concurrency limit freed, whichever is later: ``t_ready``), and
     ``t_submit`` when it was actually sent, as vLLM's benchmark does with --max-concurrency.
     Per-token events are published in batches (``BatchedEmit``).
+
+    With ``stop_when_saturated``, a watcher tests the requests due so far every
+    ``SATURATION_CHECK_S``; once their queue grows without bound, no more are sent: those
+    sent finish, the rest end as ``LEFT_UNSENT`` (one whose time had not come is no longer
+    due at all, so it has no intended time).
     """
     batched = BatchedEmit(emit)
     finished: set[int] = set()  # positions whose RequestFinished went out
@@ -140,6 +149,8 @@ async def run_requests(
 
     tasks: list[asyncio.Task[None]] = []
     flusher: asyncio.Task[None] | None = None
+    watcher: asyncio.Task[None] | None = None
+    stop = asyncio.Event()
     try:
         prepared = await _prepare(client, workload, records, offsets)
         flusher = asyncio.create_task(batched.run())
@@ -151,10 +162,16 @@ async def run_requests(
             try:
                 delay = (record.t_intended_ns - time.perf_counter_ns()) / 1e9
                 if delay > 0:
-                    await asyncio.sleep(delay)
+                    await _sleep_unless(stop, delay, workload.stop_when_saturated)
+                if stop.is_set():
+                    _leave_unsent(record)
+                    return
                 record.t_scheduled_ns = time.perf_counter_ns()
                 freed = await gate.acquire()
                 try:
+                    if stop.is_set():
+                        _leave_unsent(record)
+                        return
                     record.t_ready_ns = max(record.t_intended_ns, freed)
                     seed = workload.seed + record.index
                     await stream_request(client, record, workload, seed, batched, prepared[i])
@@ -167,11 +184,15 @@ async def run_requests(
             asyncio.create_task(one(i, r, o))
             for i, (r, o) in enumerate(zip(records, offsets, strict=True))
         ]
+        if workload.stop_when_saturated:
+            watcher = asyncio.create_task(_stop_when_saturated(records, stop))
         await asyncio.gather(*tasks)
     finally:
-        for task in tasks:
+        for task in [*tasks, *([watcher] if watcher is not None else [])]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if watcher is not None:
+            await asyncio.gather(watcher, return_exceptions=True)
         # Cancelled before its task ran (or before the tasks existed): still recorded.
         for i, record in enumerate(records):
             if i not in finished:
@@ -181,6 +202,36 @@ async def run_requests(
             flusher.cancel()
             await asyncio.gather(flusher, return_exceptions=True)
     return records
+
+
+async def _sleep_unless(stop: asyncio.Event, delay: float, stoppable: bool) -> None:
+    """Sleep ``delay`` seconds, or less if ``stop`` is set first (only when the repeat may
+    stop: a plain sleep is the cheaper timer)."""
+    if not stoppable:
+        await asyncio.sleep(delay)
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), delay)
+
+
+def _leave_unsent(record: RequestRecord) -> None:
+    """A request the over-saturated repeat will not send. One whose time had not come never
+    became due, so it keeps no intended time; one waiting for a place keeps its own (it
+    waited in the queue that grew)."""
+    assert record.t_intended_ns is not None
+    if time.perf_counter_ns() < record.t_intended_ns:
+        record.t_intended_ns = None
+    record.error = LEFT_UNSENT
+
+
+async def _stop_when_saturated(records: list[RequestRecord], stop: asyncio.Event) -> None:
+    """Set ``stop`` once the requests due so far are over-saturated (``saturation``)."""
+    while not stop.is_set():
+        await asyncio.sleep(SATURATION_CHECK_S)
+        now = time.perf_counter_ns()
+        due = [r for r in records if r.t_intended_ns is not None and r.t_intended_ns <= now]
+        if over_saturated(due) is not None:
+            stop.set()
 
 
 async def _prepare(

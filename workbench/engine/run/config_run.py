@@ -30,6 +30,7 @@ from workbench.engine.events import (
     ServerStateChanged,
     SlotMatched,
 )
+from workbench.engine.figures.saturation import LEFT_UNSENT
 from workbench.engine.figures.summaries import ConfigSummary, RunObservations, summarize
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sampler import ServerSampler, fetch_counters
@@ -191,6 +192,8 @@ class ConfigRuns:
                 after = await asyncio.to_thread(fetch_counters, base_url, headers)
                 measured.observed[repeat] = replace(measured.observed[repeat], counters_after=after)
                 self.emit(ServerCounters(idx, repeat, before, after))
+                if unsent := sum(r.error == LEFT_UNSENT for r in planned):
+                    self.emit(notices.stopped_when_saturated(config, repeat, unsent))
                 await self._check_server_alive(idx, measured.records)
                 self.emit(ServerStateChanged(idx, ServerState.HEALTHY, f"repeat {repeat + 1} done"))
 

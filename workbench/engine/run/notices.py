@@ -64,6 +64,15 @@ def run_failed(error: str) -> Notice:
     return Notice(NoticeLevel.ERROR, error)
 
 
+def stopped_when_saturated(config: RunConfig, repeat: int, unsent: int) -> Notice:
+    """A repeat that stopped sending once its queue grew without bound, as asked."""
+    return about_config(
+        config,
+        f"repeat {repeat + 1} stopped when over-saturated (stop_when_saturated): "
+        f"{plural(unsent, 'request')} not sent, left out of its figures",
+    )
+
+
 def about_summary(config: RunConfig, summary: ConfigSummary) -> list[Notice]:
     """What a configuration's figures call for: the client shaped them, its queue grew
     without bound, a cross-check failed, or chunks carried several tokens each (so ITL is
