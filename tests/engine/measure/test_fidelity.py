@@ -361,10 +361,12 @@ async def test_ttfo_comes_the_reasoning_time_after_ttft(kind: str, source: str) 
     metrics = [request_metrics(r) for r in records]
     gaps = [(m.ttfo_s - m.ttft_s) * 1000 for m in metrics if m and m.ttfo_s is not None]
     assert len(gaps) == len(records)
-    assert percentile(gaps, 50) == pytest.approx(REASONING * ITL_MS, abs=2.0), gaps
+    # Loosely against the configured time: the mock's timers slip on a busy machine (its
+    # first chunk up to 7 ms late on two shared cores, which shortens the gap) ...
+    assert percentile(gaps, 50) == pytest.approx(REASONING * ITL_MS, abs=10.0), gaps
     for r, gap in zip(records, gaps, strict=True):
         sent = served[r.prompt]["sent_ns"]
-        # Against what the mock really sent (its timers slip on a busy machine).
+        # ... and within 2 ms of what the mock really sent.
         assert gap == pytest.approx((sent[REASONING] - sent[0]) / MS, abs=2.0)
         assert [c.reasoning for c in r.chunks] == [True] * REASONING + [False] * (
             TOKENS - REASONING
