@@ -26,6 +26,7 @@ DAMAGE = {
     "chunk-a-blob": "UPDATE chunks SET text = X'00ff'",
     "command-an-object": "UPDATE configs SET command_json = '{\"a\": 1}'",
     "name-a-blob": "UPDATE session SET name = X'41'",
+    "usage-nested-deep": f"UPDATE requests SET usage_json = '{'[' * 100_000}{']' * 100_000}'",
     "run-status-unknown": "UPDATE session SET status = 'paused'",
     "config-status-unknown": "UPDATE configs SET status = 'paused'",
 }
@@ -110,3 +111,25 @@ def test_a_state_no_view_knows_is_damage_and_a_notice_level_reads_as_unknown(tmp
         conn.execute("INSERT INTO server_states VALUES (0, 1, 'paused', NULL)")
     with pytest.raises(SessionError, match="'paused', not one of idle, starting"):
         load_session(path)
+
+
+def test_a_number_too_large_for_a_float_reads_as_not_a_count(tmp_path, capsys):
+    """JSON holds integers of any size; a session's counts and a server's numbers are 64-bit
+    at most. A larger one is an infinity: no count (the next source counts instead), and a
+    server's own sample keeps it as the infinity it stands for, without an OverflowError
+    in the first float made of it."""
+    path = write_session(tmp_path / "s.session.sqlite")
+    huge = "1" + "0" * 400
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(f"UPDATE requests SET usage_json = '{{\"completion_tokens\": {huge}}}'")
+        conn.execute(
+            "INSERT INTO metrics_samples VALUES "
+            f"(0, 5, '{{\"llamacpp:requests_processing\": {huge}}}')"
+        )
+    with open_session(path) as session:
+        record = session.records(0)[0]
+        assert record.output_tokens == (11, "timings")  # usage's count is no count
+        (sample,) = session.samples("metrics_samples", 0)
+        assert sample.values == {"llamacpp:requests_processing": float("inf")}
+    assert main(["show", str(path)]) == 0
+    load_session(path)

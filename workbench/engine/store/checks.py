@@ -16,6 +16,7 @@ import enum
 import functools
 import json
 import math
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -78,6 +79,10 @@ def read_value(
     return _reader(hint, what, lenient, json_text, sql)(value)
 
 
+# What a wrong value raises on its way in: a wrong type or word, JSON that does not parse or
+# nests deeper than Python recurses, a number too large for a float.
+WRONG = (TypeError, ValueError, RecursionError, OverflowError)
+
 # Each check is worked out once per annotation (a session reads thousands of rows).
 Check = Callable[[Any], Any]
 
@@ -105,14 +110,25 @@ def _reader(
     def read(value: Any) -> Any:
         try:
             if json_text:
-                value = json.loads(typed(value, str, what)) if value not in (None, "") else None
+                text = None if value in (None, "") else typed(value, str, what)
+                value = None if text is None else json.loads(text, parse_int=_json_int)
             return check(value)
-        except (TypeError, ValueError):
+        except WRONG:
             if lenient:
                 return empty
             raise
 
     return read
+
+
+def _json_int(text: str) -> int | float:
+    """A JSON integer; one beyond 64 bits as an infinity: none larger is a count or a time,
+    and one would overflow the first float made of it. An infinity is no int, and no finite
+    float, so the field's own check refuses it (or a lenient record forgets it)."""
+    value = int(text)
+    if -(2**63) <= value < 2**64:
+        return value
+    return math.inf if value > 0 else -math.inf
 
 
 def _check(hint: Any, what: str, lenient: bool, sql: bool, finite: bool) -> Check:
@@ -134,7 +150,7 @@ def _check(hint: Any, what: str, lenient: bool, sql: bool, finite: bool) -> Chec
             for key, e in given.items() if origin is dict else enumerate(given):
                 try:
                     kept[typed(key, str, what) if origin is dict else key] = entry(e)
-                except (TypeError, ValueError):
+                except WRONG:
                     if not lenient:
                         raise
             return kept if origin is dict else origin(kept.values())
@@ -176,5 +192,7 @@ def _is(value: Any, kind: type) -> bool:
     if isinstance(value, bool) != (kind is bool):
         return False
     if kind is float:
-        return isinstance(value, int | float) and math.isfinite(value)
+        if isinstance(value, int):  # exact: an int too large for a float is none
+            return -sys.float_info.max <= value <= sys.float_info.max
+        return isinstance(value, float) and math.isfinite(value)
     return isinstance(value, kind)

@@ -28,6 +28,7 @@ from workbench.engine.base.records import (
 from workbench.engine.base.states import RunStatus
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.summaries import ConfigSummary, RunObservations, summarize
+from workbench.engine.store.checks import WRONG
 from workbench.engine.store.rows import (
     CHUNKS,
     CLIENT_LOAD,
@@ -47,7 +48,7 @@ from workbench.engine.store.rows import (
 from workbench.engine.store.schema import SCHEMA_VERSION
 
 # What a valid SQLite file with content no workbench wrote raises on reading.
-_DAMAGE = (sqlite3.DatabaseError, ValueError, TypeError, KeyError, AttributeError)
+_DAMAGE = (sqlite3.DatabaseError, KeyError, AttributeError, *WRONG)
 
 
 def _reads_content(method: Callable[..., Any]) -> Callable[..., Any]:
