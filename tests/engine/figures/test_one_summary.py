@@ -8,40 +8,59 @@ import pytest
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.figures.summaries import summarize
+from workbench.engine.run.lifecycle import run_experiment
+from workbench.engine.run.runner import RunOptions
 from workbench.engine.store import open_session
+from workbench.mock_server import MockProcess as Mock
 
 
-def test_the_live_summary_is_the_reopened_one(sweep_session):
-    """The made sweep has a warm-up per configuration: the live list never holds them (they
-    are planned apart), the stored records do, and the summaries agree either way."""
+def test_the_warm_ups_make_no_repeat_of_their_own(sweep_session):
+    """The made sweep has a warm-up per configuration: the stored records hold them, and
+    the summary leaves them out whether or not the list it is given does."""
     with open_session(sweep_session) as session:
         reopened = session.summaries()
         for config, stored in zip(session.configs, reopened, strict=True):
             records = session.records(config.index)
             assert any(r.warmup for r in records)
-            for held in (records, [r for r in records if not r.warmup]):
-                live = summarize(
-                    config.index,
-                    config.label,
-                    config.server,
-                    config.workload,
-                    config.facts or StartupFacts(),
-                    held,
-                    session.observations(config.index),
-                    status=config.status,
-                    error=config.error,
-                    slots=config.slots,
-                    managed=session.managed,
-                )
-                assert live == stored
-    assert [len(s.runs) for s in reopened] == [1, 1]  # the warm-ups make no repeat of their own
+            measured = [r for r in records if not r.warmup]
+            given = config, session.observations(config.index)
+            assert summary_of(*given, records, session.managed) == stored
+            assert summary_of(*given, measured, session.managed) == stored
+    assert [len(s.runs) for s in reopened] == [1, 1]
+
+
+def summary_of(config, observed, records, managed):
+    return summarize(
+        config.index,
+        config.label,
+        config.server,
+        config.workload,
+        config.facts or StartupFacts(),
+        records,
+        observed,
+        status=config.status,
+        error=config.error,
+        slots=config.slots,
+        managed=managed,
+    )
+
+
+def test_a_runs_live_summaries_are_its_reopened_ones(tmp_path):
+    """The live path itself (the runner's summaries as the run ends) against the reopened
+    file's, for a run of two repeats with a warm-up, against the mock server."""
+    experiment = parse_experiment(
+        'name = "one summary"\n[workload]\nrequests = 3\nmax_tokens = 8\nwarmup = 1\nrepeats = 2\n'
+    )
+    with Mock("--ttft-ms", "10", "--itl-ms", "2", "--tokens", "8", "--slots", "2") as mock:
+        result = run_experiment(experiment, RunOptions(tmp_path, base_url=mock.url))
+    with open_session(result.session_path) as session:
+        assert result.summaries == session.summaries()
+    assert [len(s.runs) for s in result.summaries] == [2]
+    assert [run.requests for run in result.summaries[0].runs] == [3, 3]
 
 
 @pytest.mark.server
 def test_a_real_runs_live_summaries_are_its_reopened_ones(tmp_path, server_binary, model_path):
-    from workbench.engine.run.lifecycle import run_experiment
-    from workbench.engine.run.runner import RunOptions
-
     experiment = parse_experiment(
         'name = "one summary"\n[server]\nslots = 2\nctx = 2048\n'
         "[workload]\nrequests = 3\nmax_tokens = 8\nwarmup = 1\nrepeats = 2\n"
