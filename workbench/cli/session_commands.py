@@ -40,6 +40,7 @@ from workbench.engine.analysis.export import (
 from workbench.engine.analysis.library import data_folder, scan
 from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.states import NoticeLevel
 from workbench.engine.base.words import plural
 from workbench.engine.interop.formats import KNOWN_FORMATS, import_file, one_per_run
 from workbench.engine.interop.vllm_result import write_vllm_results
@@ -203,7 +204,7 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
         if checks:
             console.print(memory_table(checks))
         for notice in session.notices():
-            if notice.level == "warning":
+            if notice.level is NoticeLevel.WARNING:
                 console.print(
                     f"[yellow]warning:[/yellow] {escape(notice.text or '')}", highlight=False
                 )

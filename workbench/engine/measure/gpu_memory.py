@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.records import Gpu
+from workbench.engine.base.states import NoticeLevel
 
 MAX_DEVICES = 64
 NOT_AVAILABLE = 2**64 - 1  # NVML_VALUE_NOT_AVAILABLE_ulonglong
@@ -166,7 +167,7 @@ class GpuProbe:
     _in_flight = threading.Lock()
 
     def __init__(self) -> None:
-        self.notices: list[tuple[str, str]] = []  # (level, text)
+        self.notices: list[tuple[NoticeLevel, str]] = []  # (level, text)
         self.stopped = False
         self.samples = 0
         self._asked = False  # NVML was there to ask (never started by ``finish``)
@@ -181,9 +182,11 @@ class GpuProbe:
         if session.module is None:
             self.stopped = True
             if session.unavailable and nvidia_driver_present():
-                self._notice("warning", f"GPU memory is not sampled: {session.unavailable}")
+                self._notice(
+                    NoticeLevel.WARNING, f"GPU memory is not sampled: {session.unavailable}"
+                )
             elif session.unavailable and "not installed" not in session.unavailable:
-                self._notice("info", f"GPU memory is not sampled: {session.unavailable}")
+                self._notice(NoticeLevel.INFO, f"GPU memory is not sampled: {session.unavailable}")
             return None
         self._asked = True
         if not self._in_flight.acquire(blocking=False):
@@ -195,7 +198,9 @@ class GpuProbe:
             usage = session.used_by(pids)
         except Exception as exc:
             self.stopped = True
-            self._notice("warning", f"GPU memory sampling stopped: NVML failed ({describe(exc)})")
+            self._notice(
+                NoticeLevel.WARNING, f"GPU memory sampling stopped: NVML failed ({describe(exc)})"
+            )
             return None
         finally:
             self._querying = False
@@ -204,7 +209,7 @@ class GpuProbe:
         if took > self.SLOW_S:
             self.stopped = True
             self._notice(
-                "warning",
+                NoticeLevel.WARNING,
                 f"GPU memory sampling stopped: NVML took {took:.1f} s to list the GPU's processes",
             )
         if usage.listed and usage.bytes is None:
@@ -218,19 +223,19 @@ class GpuProbe:
         if self.stopped or self.samples or not self._asked:
             return
         if self._querying or self._skipped:
-            self._notice("warning", "no GPU memory curve: an NVML query has not returned")
+            self._notice(NoticeLevel.WARNING, "no GPU memory curve: an NVML query has not returned")
         elif self._listed_without_figure:
             self._notice(
-                "info",
+                NoticeLevel.INFO,
                 "no GPU memory curve: NVML lists the server's processes but gives no "
                 "figure for them (NVML_VALUE_NOT_AVAILABLE: Windows WDDM, or a MIG slice)",
             )
         else:
             self._notice(
-                "info",
+                NoticeLevel.INFO,
                 "no GPU memory curve: NVML did not list the server's processes (a server "
                 "on the CPU, or a container whose process ids are not the host's)",
             )
 
-    def _notice(self, level: str, words: str) -> None:
+    def _notice(self, level: NoticeLevel, words: str) -> None:
         self.notices.append((level, words))

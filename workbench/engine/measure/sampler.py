@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from workbench.engine.base.states import NoticeLevel
 from workbench.engine.events import GpuSample, MetricsSample, Notice, ProcessSample, SlotsSample
 from workbench.engine.figures.server_kinds import parse_metrics
 from workbench.engine.measure.gpu_memory import GpuProbe
@@ -168,7 +169,7 @@ _told: set[str] = set()
 _told_lock = threading.Lock()
 
 
-def tell_once(emit: Emit, level: str, text: str, config_index: int | None) -> None:
+def tell_once(emit: Emit, level: NoticeLevel, text: str, config_index: int | None) -> None:
     """A notice about the machine (how memory is counted, why GPU memory is missing) is the
     same for every repeat and configuration: it is emitted once per process."""
     with _told_lock:
@@ -242,7 +243,9 @@ class ServerSampler:
             self._gpu_thread = _Ticker("sampler-gpu", 1.0 / gpu_hz, self._sample_gpu, self._stop)
             self._threads.append(self._gpu_thread)
             if (notice := self._probe.memory.notice) is not None:
-                level = "warning" if self._probe.memory.fallback_reason else "info"
+                level = (
+                    NoticeLevel.WARNING if self._probe.memory.fallback_reason else NoticeLevel.INFO
+                )
                 tell_once(emit, level, notice, None)
 
     def start(self) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.states import NoticeLevel
 from workbench.engine.config.experiment import RunConfig
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sized_prompts import (
@@ -33,7 +34,7 @@ from workbench.engine.server.discovery import resolve_model
 @dataclass(frozen=True)
 class BuiltPrompts:
     source: PromptSource | SizedPrompts
-    notice: tuple[str, str] | None = None  # (level, text) for the run to say
+    notice: tuple[NoticeLevel, str] | None = None  # (level, text) for the run to say
 
 
 async def build_prompts(
@@ -71,7 +72,7 @@ async def build_prompts(
             return BuiltPrompts(
                 approximate_prompts(prompts, targets, workload.seed, estimate),
                 (
-                    "warning",
+                    NoticeLevel.WARNING,
                     f"[{config.label}] the server has no tokenizer to count with ({exc}): "
                     f"prompts of about {target} tokens, {how}, the chat template not counted; "
                     "their true length is the server's own count (prompt tokens in the "
@@ -93,7 +94,7 @@ async def build_prompts(
     return BuiltPrompts(
         sized,
         (
-            "info",
+            NoticeLevel.INFO,
             f"[{config.label}] {count} prompts {what} built with the server's tokenizer in "
             f"{time.monotonic() - started:.1f} s (the chat template and special tokens take "
             f"{overhead} of them"
