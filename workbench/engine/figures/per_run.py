@@ -88,6 +88,8 @@ class RunSummary:
     ttft_miss_p50_s: float | None = None  # and those that reused none
     vllm: dict[str, float | None] = field(default_factory=dict)  # as vllm bench serve names them
     # over the steady state (``steady_state``): None each for a burst, which has none
+    steady_start_ns: int | None = None  # its bounds, on the records' clock
+    steady_end_ns: int | None = None
     steady_s: float | None = None
     steady_requests: int | None = None
     steady_agg_tok_s: float | None = None

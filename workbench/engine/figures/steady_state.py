@@ -44,8 +44,11 @@ class SteadyWindow:
 
 @dataclass(frozen=True)
 class SteadyFigures:
-    """Throughput and latency over a repeat's steady state (None each without one)."""
+    """Throughput and latency over a repeat's steady state, and its bounds on the records'
+    clock (the Gantt shades it): None each without one."""
 
+    steady_start_ns: int | None = None
+    steady_end_ns: int | None = None
     steady_s: float | None = None
     steady_requests: int | None = None
     steady_agg_tok_s: float | None = None
@@ -116,6 +119,8 @@ def steady_figures(
     ttft = [m.ttft_s for m in inside]
     tpot = percentile([m.tpot_s for m in inside if m.tpot_s is not None], 50)
     return SteadyFigures(
+        steady_start_ns=window.start_ns,
+        steady_end_ns=window.end_ns,
         steady_s=window.duration_s,
         steady_requests=len(sent),
         steady_agg_tok_s=tokens / window.duration_s,

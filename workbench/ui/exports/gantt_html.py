@@ -17,7 +17,14 @@ from typing import Any
 
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme.palette import theme_data
-from workbench.ui.views.gantt_rows import SEGMENTS, lane_rows, request_tooltip, segments
+from workbench.ui.views.gantt_rows import (
+    SEGMENTS,
+    STEADY_OPACITY,
+    lane_rows,
+    request_tooltip,
+    segments,
+    steady_spans,
+)
 
 
 def _resource(name: str) -> str:
@@ -31,7 +38,8 @@ def state_colors() -> dict[str, str]:
 
 def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str, Any]:
     """What the page draws: each request's spans (seconds from the run's start), its row
-    and its slot lane, its tooltip, and the configurations' start marks."""
+    and its slot lane, its tooltip, the configurations' start marks and each repeat's
+    steady state, shaded."""
     now = model.last_t
     lanes, lane_names = lane_rows(model)
     requests = [
@@ -50,6 +58,9 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
         "rows": len(requests),
         "lanes": lane_names,
         "marks": [[round(t, 4), label] for t, label in model.config_marks],
+        "steady": [[round(a, 4), round(b, 4)] for a, b in steady_spans(model)],
+        "steadyColor": theme_data()["series"]["steady"],
+        "steadyOpacity": STEADY_OPACITY,
         "requests": requests,
         "colors": state_colors(),
         "labels": {state: state.label for state in SEGMENTS},

@@ -15,7 +15,14 @@ from PySide6.QtWidgets import QToolTip, QWidget
 from workbench.engine.base.states import RequestState, RunStatus
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme.qt_theme import series_color, state_color
-from workbench.ui.views.gantt_rows import SEGMENTS, lane_rows, request_tooltip, segments
+from workbench.ui.views.gantt_rows import (
+    SEGMENTS,
+    STEADY_OPACITY,
+    lane_rows,
+    request_tooltip,
+    segments,
+    steady_spans,
+)
 from workbench.ui.widgets import plain_text
 from workbench.ui.widgets.live_plot import EmptyNote, cache_axes
 from workbench.ui.widgets.plot_widget import Plot
@@ -70,6 +77,7 @@ class GanttView(Plot):
             plot.addItem(item)
             self.bars[name] = item
         self._marks: list[pg.InfiniteLine] = []
+        self.steady: list[pg.LinearRegionItem] = []  # each repeat's steady state, shaded
         self._views: list[RequestView] = []
         self.note = EmptyNote(self, "each request as it is sent: waiting, prefill, decoding")
         self.scene().sigMouseMoved.connect(self._hover)
@@ -114,6 +122,7 @@ class GanttView(Plot):
         if rows and self._row_count != self._rows_shown:
             self.getPlotItem().getAxis("left").setTicks([list(enumerate(rows[1]))])
         self._sync_marks(model)
+        self._sync_steady(steady_spans(model))
         self._sync_ranges(now, final=ended)
 
     def _sync_ranges(self, now: float, final: bool = False) -> None:
@@ -172,6 +181,24 @@ class GanttView(Plot):
             self._marks.append(line)
         while len(self._marks) > len(model.config_marks):
             self.getPlotItem().removeItem(self._marks.pop())
+
+    def _sync_steady(self, spans: list[tuple[float, float]]) -> None:
+        """A shade behind the bars over each finished repeat's steady state (new ones come
+        only as configurations finish, so they are added, never redrawn)."""
+        plot = self.getPlotItem()
+        if len(spans) < len(self.steady):  # another run or session
+            for region in self.steady:
+                plot.removeItem(region)
+            self.steady = []
+        color = series_color("steady")
+        color.setAlphaF(STEADY_OPACITY)
+        for start, end in spans[len(self.steady) :]:
+            region = pg.LinearRegionItem(
+                values=(start, end), movable=False, brush=color, pen=pg.mkPen(None)
+            )
+            region.setZValue(-10)  # behind the bars
+            plot.addItem(region)
+            self.steady.append(region)
 
     def _hover(self, pos: QPointF) -> None:
         plot = self.getPlotItem()

@@ -9,6 +9,7 @@ from workbench.ui.run_model import RequestView, RunModel
 
 # The states a bar is drawn in.
 SEGMENTS = (RequestState.QUEUED, RequestState.PREFILL, RequestState.DECODING, RequestState.FAILED)
+STEADY_OPACITY = 0.14  # of the theme's steady colour: a shade behind the bars, not over them
 
 
 def segments(view: RequestView, now: float) -> list[tuple[RequestState, float, float]]:
@@ -84,3 +85,15 @@ def request_tooltip(view: RequestView) -> str:
     if view.error:
         lines.append(f"error: {view.error}")
     return "\n".join(lines)
+
+
+def steady_spans(model: RunModel) -> list[tuple[float, float]]:
+    """Each finished repeat's steady state (the engine's ``steady_state``), in seconds from
+    the run's start: the Gantt shades them, so the ramp-up and the drain show outside. A
+    burst has none."""
+    return [
+        (model.seconds(run.steady_start_ns), model.seconds(run.steady_end_ns))
+        for summary in model.summaries
+        for run in summary.runs
+        if run.steady_start_ns is not None and run.steady_end_ns is not None
+    ]
