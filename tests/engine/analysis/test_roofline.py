@@ -3,6 +3,9 @@ server offloaded, and each configuration's share of its bound."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import sqlite3
 from dataclasses import replace
 
 import pytest
@@ -62,6 +65,18 @@ def test_roofline_of_a_session(sweep_session, capsys):
     out = capsys.readouterr().out
     assert "20.0 GB/s (given)" in out
     assert "│ np=2   │     2 │     2 │          92 │              0.57 │         205 │" in out
+
+
+def test_a_prompt_count_that_is_no_count_is_left_out(sweep_session, tmp_path):
+    """``timings`` is the server's, kept as it came: a ``prompt_n`` that is no count gives
+    the KV in use of the output alone, not a TypeError."""
+    damaged = tmp_path / "damaged.session.sqlite"
+    shutil.copy(sweep_session, damaged)
+    with contextlib.closing(sqlite3.connect(damaged)) as conn, conn:
+        conn.execute("""UPDATE requests SET timings_json = '{"prompt_n": "x"}'""")
+    with open_session(damaged) as session:
+        rows = rl.roofline(session, bandwidth=20e9)
+    assert [r.kv_in_use_mib for r in rows] == pytest.approx([12 / 2 * 23040 / 2**20] * 2)
 
 
 def test_a_session_from_another_machine_says_so(sweep_session, tmp_path, monkeypatch):

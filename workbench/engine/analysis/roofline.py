@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.engine.base.records import Hardware, StartupFacts
+from workbench.engine.figures.per_request import token_count
 from workbench.engine.measure.hardware import cpu_model
 from workbench.engine.store import Session, open_session, summarize_config_records
 
@@ -205,7 +206,8 @@ def roofline(session: Session, bandwidth: float, gpu: float | None = None) -> li
         # KV read per step for one sequence: its cached tokens, on average the prompt plus
         # half the output.
         lengths = [
-            (r.timings or {}).get("prompt_n", 0) + (r.output_tokens[0] or 0) / 2 for r in records
+            (token_count((r.timings or {}).get("prompt_n")) or 0) + (r.output_tokens[0] or 0) / 2
+            for r in records
         ]
         kv_in_use = (sum(lengths) / len(lengths) if lengths else 0.0) * per_token
         batch = max(1, min(summary.slots, summary.concurrency))

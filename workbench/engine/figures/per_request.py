@@ -67,26 +67,27 @@ class RequestMetrics:
     reasoning_token_source: str = "none"  # usage, chunks (counted) or none
 
 
-def _count(value: Any) -> int | None:
+def token_count(value: Any) -> int | None:
+    """A count a server stated (in ``usage`` or ``timings``), if it is one."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def prompt_tokens(record: RequestRecord) -> int | None:
     """The prompt's length by the server's count: ``usage.prompt_tokens``, else the tokens
     it processed and found cached (``timings.prompt_n + cache_n``)."""
-    counted = _count((record.usage or {}).get("prompt_tokens"))
+    counted = token_count((record.usage or {}).get("prompt_tokens"))
     if counted is not None:
         return counted
     timings = record.timings or {}
-    processed = _count(timings.get("prompt_n"))
-    return None if processed is None else processed + (_count(timings.get("cache_n")) or 0)
+    processed = token_count(timings.get("prompt_n"))
+    return None if processed is None else processed + (token_count(timings.get("cache_n")) or 0)
 
 
 def prefill_speed(record: RequestRecord) -> float | None:
     """Prompt tokens processed per second of prefill (``timings.prompt_n / prompt_ms``):
     cached tokens were not processed, so they do not count."""
     timings = record.timings or {}
-    processed, ms = _count(timings.get("prompt_n")), timings.get("prompt_ms")
+    processed, ms = token_count(timings.get("prompt_n")), timings.get("prompt_ms")
     if not processed or not isinstance(ms, int | float) or isinstance(ms, bool) or ms <= 0:
         return None
     return processed / (ms / 1000.0)
@@ -149,7 +150,7 @@ def request_metrics(record: RequestRecord) -> RequestMetrics | None:
         e2e_from_intended_s=None if intended is None else (record.t_last_token_ns - intended) / NS,
         prompt_tokens=prompt_tokens(record),
         prefill_tok_s=prefill_speed(record),
-        cached_tokens=_count(cache_n),
+        cached_tokens=token_count(cache_n),
         ttfo_s=None if answer is None else (answer - record.t_submit_ns) / NS,
         reasoning_tokens=reasoning,
         reasoning_token_source=reasoning_source,
