@@ -414,7 +414,7 @@ class StreamGrid(QWidget):
         shows) each. A pane that keeps its request (more requests joined it) stays as it
         is; panes already showing stay shown (a first show is the costly part of laying out
         64 panes) until they are bound anew."""
-        keys = [(v.config_index, v.repeat, v.index) for v in views]
+        keys = [v.key for v in views]
         before = self._views
         for pane in self._pool[len(keys) : len(before)]:
             pane.hide()
