@@ -41,8 +41,7 @@ from workbench.engine.store import (
     open_session,
     summarize_config_records,
 )
-
-SAMPLED = ("process_samples", "gpu_samples", "metrics_samples", "slots_samples")
+from workbench.engine.store.rows import SAMPLED
 
 
 def run_config(row: ConfigRow) -> RunConfig:
@@ -125,7 +124,7 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
                 )
             add(r.t_done_ns or end, RequestFinished(r))
         for table in SAMPLED:  # each stored sample is the event that was published
-            for sample in session.samples(table, row.index):
+            for sample in session.samples(table.name, row.index):
                 add(sample.t_ns, sample)
         summary = summarize_config_records(
             row, records, session.observations(row.index), session.managed

@@ -238,7 +238,7 @@ TABLES: tuple[Table[Any], ...] = (
     IMPORT_SOURCE,
     REPORTED_FIGURES,
 )
+# The samples whose rows are the events that were published: written and replayed as they are.
+SAMPLED: tuple[Table[Any], ...] = (PROCESS_SAMPLES, GPU_SAMPLES, METRICS_SAMPLES, SLOTS_SAMPLES)
 # What ``Session.samples`` reads, by table name.
-SAMPLES: dict[str, Table[Any]] = {
-    t.name: t for t in (PROCESS_SAMPLES, GPU_SAMPLES, METRICS_SAMPLES, SLOTS_SAMPLES, SERVER_STATES)
-}
+SAMPLES: dict[str, Table[Any]] = {t.name: t for t in (*SAMPLED, SERVER_STATES)}

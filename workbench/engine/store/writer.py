@@ -45,18 +45,15 @@ from workbench.engine.store.rows import (
     CHUNKS,
     CLIENT_LOAD,
     CONFIGS,
-    GPU_SAMPLES,
     IMPORT_SOURCE,
-    METRICS_SAMPLES,
     NOTICES,
-    PROCESS_SAMPLES,
     REPORTED_FIGURES,
     REQUEST_SLOTS,
     REQUESTS,
+    SAMPLED,
     SERVER_COUNTERS,
     SERVER_STATES,
     SESSION,
-    SLOTS_SAMPLES,
     TABLES,
     ConfigRow,
     StoredChunk,
@@ -257,7 +254,7 @@ class SessionWriter:
                 REQUESTS.insert(conn, [r], replace=True)
                 CHUNKS.insert(conn, StoredChunk.of(r), replace=True)
             case ProcessSample() | GpuSample() | MetricsSample() | SlotsSample():
-                SAMPLED[type(event)].insert(conn, [event])
+                SAMPLE_TABLES[type(event)].insert(conn, [event])
             case ServerCounters():
                 SERVER_COUNTERS.insert(conn, [event], replace=True)
             case ClientLoadMeasured(load=load):
@@ -325,4 +322,4 @@ class SessionWriter:
 
 
 # The samples, each written as it came: its event is its table's row.
-SAMPLED = {t.row: t for t in (PROCESS_SAMPLES, GPU_SAMPLES, METRICS_SAMPLES, SLOTS_SAMPLES)}
+SAMPLE_TABLES = {t.row: t for t in SAMPLED}
