@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import raw_client  # noqa: E402
 
-from workbench.engine.figures.summaries import percentile  # noqa: E402
+from workbench.engine.figures.per_request import percentile  # noqa: E402
 from workbench.engine.store import open_session  # noqa: E402
 from workbench.mock_server import MockProcess  # noqa: E402
 

@@ -41,7 +41,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from workbench.engine.config.experiment import parse_experiment  # noqa: E402
 from workbench.engine.events import ConfigFinished  # noqa: E402
-from workbench.engine.figures.summaries import percentile  # noqa: E402
+from workbench.engine.figures.per_request import percentile  # noqa: E402
 from workbench.ui.main_window import MainWindow  # noqa: E402
 from workbench.ui.theme.qt_theme import apply_theme  # noqa: E402
 

@@ -14,7 +14,8 @@ from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChun
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.events import ConfigStarted, ExperimentStarted
 from workbench.engine.figures.metrics import View, figure, shown_in
-from workbench.engine.figures.summaries import ConfigSummary, summarize_config, summarize_run
+from workbench.engine.figures.per_run import summarize_run
+from workbench.engine.figures.summaries import ConfigSummary, summarize_config
 
 BOX = re.compile("[\u2500-\u257f]")  # rich's box drawing
 

@@ -21,12 +21,8 @@ from workbench.engine.events import (
     ServerStateChanged,
 )
 from workbench.engine.figures.client_limits import ClientLoad
-from workbench.engine.figures.summaries import (
-    ConfigSummary,
-    RunObservations,
-    summarize_config,
-    summarize_run,
-)
+from workbench.engine.figures.per_run import RunObservations, summarize_run
+from workbench.engine.figures.summaries import ConfigSummary, summarize_config
 
 
 def summary(index: int = 0) -> ConfigSummary:

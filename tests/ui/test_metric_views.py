@@ -98,11 +98,8 @@ def test_the_slo_tab_shows_the_results_tables_ttft_p50_with_repeats(qtbot, tmp_p
 
 def test_a_client_limited_configuration_is_marked_in_the_results_table(qtbot):
     from workbench.engine.figures.client_limits import ClientLoad
-    from workbench.engine.figures.summaries import (
-        RunObservations,
-        summarize_config,
-        summarize_run,
-    )
+    from workbench.engine.figures.per_run import RunObservations, summarize_run
+    from workbench.engine.figures.summaries import summarize_config
 
     busy = summarize_run([], RunObservations(ClientLoad(1.0, 0.9, 0.95)))
     calm = summarize_run([], RunObservations(ClientLoad(1.0, 0.1, 0.2)))

@@ -23,7 +23,7 @@ def test_the_legend_names_every_state_by_its_label(qtbot):
     legend = StateLegend()
     qtbot.addWidget(legend)
     assert [short for _, short, _ in legend.labels] == [s.label for s in RequestState]
-    assert [full for _, _, full in legend.labels][0] == "queued (waiting for a slot)"
+    assert legend.labels[0][2] == "queued (waiting for a slot)"
 
 
 def test_a_decoding_request_is_called_decode_in_its_pane_and_its_tooltip(qtbot):

@@ -31,8 +31,9 @@ from workbench.engine.events import (
     TokenChunkArrived,
 )
 from workbench.engine.figures.footprint import predicted_footprint_mib
+from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.figures.server_kinds import ServerKind, describe, detect
-from workbench.engine.figures.summaries import ConfigSummary, request_metrics
+from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.measure.sampler import slot_context_share
 
 NS = 1e9

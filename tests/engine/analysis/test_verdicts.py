@@ -17,7 +17,8 @@ from workbench.engine.analysis.verdicts import (
     ttft_linear_in_load,
 )
 from workbench.engine.base.records import CONTEXT_FULL, RequestRecord
-from workbench.engine.figures.summaries import ConfigSummary, summarize_run
+from workbench.engine.figures.per_run import summarize_run
+from workbench.engine.figures.summaries import ConfigSummary
 
 
 def summary(

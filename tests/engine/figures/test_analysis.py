@@ -9,12 +9,9 @@ import pytest
 
 from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.figures.metrics import FIGURES
-from workbench.engine.figures.summaries import (
-    percentile,
-    request_metrics,
-    summarize_config,
-    summarize_run,
-)
+from workbench.engine.figures.per_request import percentile, request_metrics
+from workbench.engine.figures.per_run import summarize_run
+from workbench.engine.figures.summaries import summarize_config
 
 MS = 1_000_000  # ns
 

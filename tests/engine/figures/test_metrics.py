@@ -13,10 +13,8 @@ from workbench.engine.analysis.export import concurrency_columns, write_concurre
 from workbench.engine.analysis.slo import ConfigGoodput, Slo, goodput
 from workbench.engine.figures import metrics
 from workbench.engine.figures.metrics import Combine, Part, figure
-from workbench.engine.figures.summaries import (
-    ConfigSummary,
-    RunSummary,
-)
+from workbench.engine.figures.per_run import RunSummary
+from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.store import open_session
 
 

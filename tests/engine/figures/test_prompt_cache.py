@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
-from workbench.engine.figures.summaries import summarize_config, summarize_run
+from workbench.engine.figures.per_run import summarize_run
+from workbench.engine.figures.summaries import summarize_config
 
 S = 1_000_000_000
 

@@ -17,7 +17,8 @@ from workbench.engine.base.records import StartupFacts
 from workbench.engine.figures import metrics
 from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
 from workbench.engine.figures.metrics import Combine, Part, figure
-from workbench.engine.figures.summaries import RunObservations, summarize_config, summarize_run
+from workbench.engine.figures.per_run import RunObservations, summarize_run
+from workbench.engine.figures.summaries import summarize_config
 from workbench.engine.store import open_session
 
 

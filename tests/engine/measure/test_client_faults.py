@@ -20,7 +20,7 @@ from tests.fakes.sse_server import Behaviour, FakeServer
 from workbench.engine.base.records import RequestRecord, TokenChunk
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.events import FirstToken, RequestFinished, RequestSubmitted, TokenChunkArrived
-from workbench.engine.figures.summaries import request_metrics
+from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.measure.client import _apply_payload, stream_request
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.workload import (

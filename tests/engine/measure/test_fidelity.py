@@ -19,13 +19,8 @@ from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings, parse_experiment
 from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
 from workbench.engine.figures.cross_checks import token_checks
-from workbench.engine.figures.summaries import (
-    RunObservations,
-    dispatch_delay_s,
-    percentile,
-    request_metrics,
-    summarize_run,
-)
+from workbench.engine.figures.per_request import dispatch_delay_s, percentile, request_metrics
+from workbench.engine.figures.per_run import RunObservations, summarize_run
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.workload import (
     ClientLoadMeter,

@@ -10,7 +10,7 @@ import pytest
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings, parse_experiment
 from workbench.engine.events import EventBus, RequestFinished
 from workbench.engine.figures.cross_checks import DELIVERY_JITTER_MS, decode_check
-from workbench.engine.figures.summaries import request_metrics
+from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.workload import make_client, plan_records, run_requests
 from workbench.engine.run.lifecycle import run_experiment

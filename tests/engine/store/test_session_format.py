@@ -31,7 +31,7 @@ from tests.engine.store.known_run import (
     write_known_run,
 )
 from workbench.engine.events import GpuSample, MetricsSample, ProcessSample, SlotsSample
-from workbench.engine.figures.summaries import RunObservations
+from workbench.engine.figures.per_run import RunObservations
 from workbench.engine.store import SCHEMA_VERSION, ConfigRow, open_session
 from workbench.engine.store.rows import TABLES
 from workbench.engine.store.schema import create_tables

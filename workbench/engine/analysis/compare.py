@@ -14,7 +14,8 @@ from workbench.engine.base.untrusted import markdown
 from workbench.engine.config.experiment import WorkloadSettings, short_name
 from workbench.engine.config.settings import from_stored, show_value
 from workbench.engine.figures.metrics import Figure, View, figure, shown_in
-from workbench.engine.figures.summaries import ConfigSummary, request_metrics
+from workbench.engine.figures.per_request import request_metrics
+from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.store import Session
 
 RELATIVE_UNIT = "x of 1 slot"

@@ -14,7 +14,8 @@ from workbench.engine.base.untrusted import csv_cell
 from workbench.engine.figures import vllm_names
 from workbench.engine.figures.footprint import predicted_footprint_mib
 from workbench.engine.figures.metrics import REQUEST_FIGURES, Figure, Part, in_part
-from workbench.engine.figures.summaries import NS, ConfigSummary, request_metrics
+from workbench.engine.figures.per_request import NS, request_metrics
+from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.store import Session
 
 

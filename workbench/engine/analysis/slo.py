@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, fields
 
 from workbench.engine.base.states import ConfigStatus
 from workbench.engine.figures.metrics import figure
-from workbench.engine.figures.summaries import request_metrics
+from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.store import Session, summarize_config_records
 
 # What the SLO views (the window's SLO tab, ``workbench slo``) show per configuration.

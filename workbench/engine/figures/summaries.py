@@ -3,8 +3,8 @@ repeats combined by the catalogue's rules (``metrics``). ``summarize`` makes it 
 records of every repeat, the one way the live run, a reopened session, a replay and an import
 all do, so they agree.
 
-Here for every caller: the figures of one request (``per_request``) and of one repeat
-(``per_run``); the summary's wording (trust notes, flags) is in ``wording``.
+The figures of one request are in ``per_request``, of one repeat in ``per_run``; the
+summary's wording (trust notes, flags) is in ``wording``.
 """
 
 from __future__ import annotations
@@ -20,39 +20,12 @@ from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import from_stored
 from workbench.engine.figures import wording
 from workbench.engine.figures.metrics import Part, figure, in_part
-from workbench.engine.figures.per_request import (
-    NS,
-    RequestMetrics,
-    dispatch_delay_s,
-    percentile,
-    prefill_speed,
-    prompt_tokens,
-    request_metrics,
-)
 from workbench.engine.figures.per_run import (
     RunObservations,
     RunSummary,
-    makespan_s,
     summarize_run,
 )
 from workbench.engine.figures.vllm_names import COUNTS as VLLM_COUNTS
-
-__all__ = [
-    "NS",
-    "ConfigSummary",
-    "RequestMetrics",
-    "RunObservations",
-    "RunSummary",
-    "dispatch_delay_s",
-    "makespan_s",
-    "percentile",
-    "prefill_speed",
-    "prompt_tokens",
-    "request_metrics",
-    "summarize",
-    "summarize_config",
-    "summarize_run",
-]
 
 
 @dataclass

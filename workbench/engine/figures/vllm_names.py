@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:  # the summaries compute these figures, from their own per-request numbers
-    from workbench.engine.figures.summaries import RequestMetrics
+    from workbench.engine.figures.per_request import RequestMetrics
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATISTICS = ("mean", "median", "std", "p99")

@@ -24,7 +24,8 @@ from typing import Any
 
 from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.records import ImportSource, RequestRecord
-from workbench.engine.figures.summaries import NS, makespan_s, prompt_tokens, request_metrics
+from workbench.engine.figures.per_request import NS, prompt_tokens, request_metrics
+from workbench.engine.figures.per_run import makespan_s
 from workbench.engine.figures.vllm_names import COUNTS, THROUGHPUTS, vllm_figures
 from workbench.engine.interop.checked import MAX_ANSWER, MAX_ERROR, Fields, figures
 from workbench.engine.interop.imported import ImportedRequest, ImportedResult, ImportedRun

@@ -30,8 +30,9 @@ from workbench.engine.events import (
     ServerStateChanged,
     SlotMatched,
 )
+from workbench.engine.figures.per_run import RunObservations
 from workbench.engine.figures.saturation import LEFT_UNSENT
-from workbench.engine.figures.summaries import ConfigSummary, RunObservations, summarize
+from workbench.engine.figures.summaries import ConfigSummary, summarize
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sampler import ServerSampler, fetch_counters
 from workbench.engine.measure.sized_prompts import SizedPrompts

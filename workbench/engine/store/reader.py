@@ -27,7 +27,8 @@ from workbench.engine.base.records import (
 )
 from workbench.engine.base.states import RunStatus
 from workbench.engine.figures.client_limits import ClientLoad
-from workbench.engine.figures.summaries import ConfigSummary, RunObservations, summarize
+from workbench.engine.figures.per_run import RunObservations
+from workbench.engine.figures.summaries import ConfigSummary, summarize
 from workbench.engine.store.checks import WRONG
 from workbench.engine.store.rows import (
     CHUNKS,
