@@ -73,6 +73,8 @@ REQUEST_COLUMNS = [
     "prompt",
     *(f.column for f in REQUEST_FIGURES if f.appended),
     "reasoning_token_source",
+    "conversation",
+    "turn",
 ]
 
 
@@ -136,6 +138,8 @@ def request_rows(session: Session) -> list[dict[str, Any]]:
                 "predicted_ms": timings.get("predicted_ms"),
                 "prompt": r.prompt,
                 "reasoning_token_source": m.reasoning_token_source if m else None,
+                "conversation": r.conversation_id,
+                "turn": r.turn,
             }
         )
     return rows

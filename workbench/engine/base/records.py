@@ -73,6 +73,10 @@ class RequestRecord:
     finish_reason: str | None = None
     usage: dict[str, Any] | None = column("usage_json", json=True, default=None)
     timings: dict[str, Any] | None = column("timings_json", json=True, default=None)
+    # a conversations run's: which conversation the request belongs to, and its turn (from
+    # 1); None for an independent request, or a file older than schema 8
+    conversation_id: str | None = column(since=8, default=None)
+    turn: int | None = column(since=8, default=None)
     chunks: list[TokenChunk] = not_stored(default_factory=list)  # the chunks table
     # the server slot that served it, from the server's log (the request_slots table)
     slot: int | None = not_stored(default=None)

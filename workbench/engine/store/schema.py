@@ -29,7 +29,9 @@ from workbench.engine.store.rows import TABLES
 # 7: requests' t_first_answer_ns and chunks' reasoning flag, for servers that stream reasoning
 #    apart from the answer (older: reasoning and answer were joined, every chunk reads as
 #    answer and no first answer time is known)
-SCHEMA_VERSION = 7
+# 8: requests' conversation_id and turn, for a conversations run (older: every request was
+#    an independent one)
+SCHEMA_VERSION = 8
 
 SCHEMA = "".join(f"{table.create_sql()};\n" for table in TABLES)
 
