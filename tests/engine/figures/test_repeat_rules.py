@@ -67,6 +67,20 @@ def _with_rule(monkeypatch, **rules: Combine) -> None:
     monkeypatch.setattr(metrics, "FIGURES", changed)
 
 
+def test_vllms_figures_combine_by_the_catalogues_rules(tmp_path):
+    """vLLM's names over repeats: its counts summed (``Combine.SUM``), its times and rates
+    averaged (``Combine.MEAN``), as each of our own figures of the kind."""
+    summary, alone = _made(tmp_path)
+    for name in ("completed", "total_output_tokens"):
+        assert summary.vllm_value(name) == sum(run.vllm[name] for run in alone)
+    for name in ("mean_ttft_ms", "output_throughput"):
+        assert summary.vllm_value(name) == pytest.approx(
+            statistics.fmean(run.vllm[name] for run in alone)
+        )
+    assert summary.vllm_value("no such figure") is None
+    assert summary.vllm_value("completed") == 6
+
+
 def test_the_catalogue_alone_decides_the_rules(tmp_path, monkeypatch):
     """A rule changed in the catalogue changes the summary, its mean and spread (the JSON
     export's) and concurrency.csv's spread columns: no list elsewhere restates it."""

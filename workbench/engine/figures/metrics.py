@@ -60,6 +60,17 @@ class Combine(Enum):
     POOLED = "all repeats' requests pooled"
     LIVE = "not combined: shown only while it runs"
 
+    def apply(self, values: Sequence[Any]) -> Any:
+        """The rule applied to each repeat's value (the one place a rule becomes a number):
+        None when no repeat has a number. Not for the rules that are no arithmetic
+        (``SETTING``, ``RUNS``, ``POOLED``, ``LIVE``): their figures work them out."""
+        if self is Combine.JOINED:
+            return "+".join(sorted({str(v) for v in values if v is not None}))
+        numbers = _numbers(values)
+        if not numbers:
+            return None
+        return sum(numbers) if self is Combine.SUM else statistics.fmean(numbers)
+
 
 class Part(Enum):
     """Where a figure comes from; ``concurrency.csv`` lays its columns out in this order."""
@@ -157,17 +168,9 @@ class Figure:
     def over(self, runs: Sequence[Any]) -> Any:
         """Its value over a configuration's repeats (``RunSummary`` each), by its repeat rule:
         the one place the rules are applied to numbers."""
-        if self.combine is Combine.RUNS:
+        if self.combine is Combine.RUNS:  # a count of repeats: no repeat has a value of it
             return len(runs)
-        values = [getattr(run, self.key) for run in runs]
-        if self.combine is Combine.JOINED:
-            return "+".join(sorted({str(v) for v in values if v is not None}))
-        numbers = _numbers(values)
-        if not numbers:
-            return None
-        if self.combine is Combine.SUM:
-            return sum(numbers)
-        return statistics.fmean(numbers)
+        return self.combine.apply([getattr(run, self.key) for run in runs])
 
     def sd_over(self, runs: Sequence[Any]) -> float | None:
         """Its standard deviation across ``runs``: None with fewer than two values."""

@@ -9,7 +9,6 @@ summary's wording (trust notes, flags) is in ``wording``.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -19,7 +18,7 @@ from workbench.engine.base.states import ConfigStatus
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import from_stored
 from workbench.engine.figures import wording
-from workbench.engine.figures.metrics import Part, figure, in_part
+from workbench.engine.figures.metrics import Combine, Part, figure, in_part
 from workbench.engine.figures.per_run import (
     RunObservations,
     RunSummary,
@@ -72,12 +71,10 @@ class ConfigSummary:
         return figure(name).of(self)
 
     def vllm_value(self, name: str) -> float | None:
-        """A figure as vLLM names it (``vllm_names.COLUMNS``): counts summed over repeats,
-        the rest averaged."""
-        numbers = [v for run in self.runs if isinstance(v := run.vllm.get(name), int | float)]
-        if not numbers:
-            return None
-        return sum(numbers) if name in VLLM_COUNTS else statistics.fmean(numbers)
+        """A figure as vLLM names it (``vllm_names.COLUMNS``), by the catalogue's rules:
+        its counts summed over repeats, the rest averaged."""
+        rule = Combine.SUM if name in VLLM_COUNTS else Combine.MEAN
+        return rule.apply([run.vllm.get(name) for run in self.runs])
 
     @property
     def checks_failed(self) -> list[str]:
