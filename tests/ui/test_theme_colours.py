@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+import workbench.resources
 import workbench.ui
+from workbench.ui.exports.gantt_html import gantt_document
+from workbench.ui.run_model import RunModel
 from workbench.ui.theme import qt_theme
 from workbench.ui.theme.palette import theme_data
 
@@ -30,6 +33,15 @@ def test_the_finder_sees_a_colour_in_a_string_and_not_in_a_comment():
         "#abc",
     ]
     assert hex_literals('title = f"#{number}"\n') == []
+
+
+def test_the_gantt_page_takes_its_colours_from_the_theme():
+    """The exported Gantt page's own colours (its text, grid, tooltip) are the theme's too:
+    the page's template names none."""
+    page = (Path(workbench.resources.__file__).parent / "gantt.html").read_text("utf-8")
+    assert HEX_COLOUR.findall(page) == []
+    colours = gantt_document(RunModel(), "t")["page"]
+    assert colours == theme_data()["gantt_page"]
 
 
 def test_no_ui_module_writes_a_colour_of_its_own():

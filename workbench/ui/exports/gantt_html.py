@@ -63,6 +63,7 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
         "steadyOpacity": STEADY_OPACITY,
         "requests": requests,
         "colors": state_colors(),
+        "page": theme_data()["gantt_page"],
         "labels": {state: state.label for state in SEGMENTS},
     }
 
