@@ -31,6 +31,7 @@ from workbench.engine.config.settings import (
 ARRIVALS = ("burst", "poisson", "gamma", "fixed")
 ENDPOINTS = ("chat", "completion")
 SPREADS = ("fixed", "uniform", "normal")
+KINDS = ("requests", "conversations")
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
@@ -188,8 +189,74 @@ class WorkloadSettings:
 
     TABLE = "workload"
 
+    kind: str = setting(
+        "requests",
+        label="kind",
+        help=(
+            "`requests` (independent requests, as `requests`, `arrival` and `concurrency` "
+            "say) or `conversations`: `users` chats at once, each sending `turns` questions "
+            "in order, every turn carrying the conversation so far with the server's real "
+            "answers (`cache_prompt` is on unless the file says otherwise)"
+        ),
+        choices=KINDS,
+    )
     requests: int = setting(
-        8, label="requests", help="requests per repeat", low=1, high=100_000, in_form=True, hint="8"
+        8,
+        label="requests",
+        help="requests per repeat (a `conversations` run sends `users` x `turns` instead)",
+        low=1,
+        high=100_000,
+        in_form=True,
+        hint="8",
+    )
+    users: int = setting(
+        4,
+        label="users",
+        help="for `conversations`: the conversations going on at once",
+        low=1,
+        high=10_000,
+        short="users",
+    )
+    turns: int = setting(
+        3,
+        label="turns",
+        help="for `conversations`: the questions each conversation asks, one after another",
+        low=1,
+        high=1000,
+        short="turns",
+    )
+    think_time_s: float = setting(
+        0.0,
+        label="think time (s)",
+        help="for `conversations`: seconds between an answer's end and the next question",
+        low=0,
+        high=DAY_S,
+        note="seconds",
+        short="think",
+    )
+    user_tokens: int = setting(
+        64,
+        label="user tokens",
+        help=(
+            "for `conversations`: each new user message's length in tokens, its text alone "
+            "as the server's `/tokenize` counts it (the chat template's tokens come on top)"
+        ),
+        low=1,
+        high=10_000_000,
+        note="tokens",
+        short="user",
+    )
+    system_prompt_tokens: int = setting(
+        0,
+        label="system prompt tokens",
+        help=(
+            "for `conversations`: a system prompt of this many tokens, the same for every "
+            "conversation of a configuration; `0` = none"
+        ),
+        low=0,
+        high=10_000_000,
+        note="tokens",
+        short="system",
     )
     concurrency: int = setting(
         0,
@@ -387,9 +454,22 @@ class WorkloadSettings:
     )
 
     @property
+    def conversations(self) -> bool:
+        return self.kind == "conversations"
+
+    @property
+    def per_repeat(self) -> int:
+        """Requests one repeat sends: a conversations run sends every turn of every
+        conversation, whatever ``requests`` says."""
+        return self.users * self.turns if self.conversations else self.requests
+
+    @property
     def effective_concurrency(self) -> int:
         """How many requests may be in flight at once, as sent: 0 means no client-side
-        limit, and a limit above the request count holds no more than the requests."""
+        limit, and a limit above the request count holds no more than the requests; a
+        conversations run has one request in flight per conversation at most."""
+        if self.conversations:
+            return self.users
         return min(self.concurrency or self.requests, self.requests)
 
 
@@ -477,7 +557,9 @@ class Experiment:
             picked = sorted((p for part in parts for p in part), key=lambda p: _axis_order(axes, p))
             chosen = {(table, f.name): v for table, f, v in picked}
             s = {k: chosen.get(("server", k), v) for k, v in server.items()}
-            w = {k: chosen.get(("workload", k), v) for k, v in self.workload.items()}
+            w = _conversation_defaults(
+                {k: chosen.get(("workload", k), v) for k, v in self.workload.items()}
+            )
             server_settings = from_stored(ServerSettings, s)
             followed = _follow(w, None if external else server_settings)
             workload_settings = from_stored(WorkloadSettings, followed)
@@ -532,6 +614,14 @@ def _follow(workload: dict[str, Any], server: ServerSettings | None) -> dict[str
             value = None if server is None else getattr(server, f.setting.follows)
             out[f.name] = value if isinstance(value, int) and value > 0 else f.default
     return out
+
+
+def _conversation_defaults(workload: dict[str, Any]) -> dict[str, Any]:
+    """A conversations workload turns the prompt cache on unless the file says otherwise:
+    real chat clients send ``cache_prompt``, and coming back to a slot is what is measured."""
+    if workload.get("kind") == "conversations" and "cache_prompt" not in workload:
+        return {**workload, "cache_prompt": True}
+    return workload
 
 
 def _default_label(server: ServerSettings, external: bool) -> str:
@@ -640,7 +730,41 @@ def _validate_table(cls: type, values: dict[str, Any]) -> None:
         known[key].check(value)
 
 
+def _values(workload: dict[str, Any], name: str) -> list[Any]:
+    """A field's values in the file: its sweep's, its one value, or its default."""
+    value = workload.get(name, field_named(WorkloadSettings, name).default)
+    return value if isinstance(value, list) else [value]
+
+
+# What a conversations workload cannot take: its messages are sized by user_tokens and
+# system_prompt_tokens, its turns go when the previous answer came back, and a history of
+# messages needs the chat endpoint.
+_NOT_FOR_CONVERSATIONS = (
+    ("endpoint", "completion", "sends messages: it needs endpoint = 'chat'"),
+    ("arrival", None, "starts every conversation at once: arrival must be 'burst'"),
+    ("input_tokens", None, "sizes each new message by user_tokens: input_tokens must be 0"),
+    (
+        "shared_prefix_tokens",
+        None,
+        "shares system_prompt_tokens: shared_prefix_tokens must be 0",
+    ),
+)
+
+
+def _validate_conversations(workload: dict[str, Any]) -> None:
+    if "conversations" not in _values(workload, "kind"):
+        return
+    for name, refused, why in _NOT_FOR_CONVERSATIONS:
+        default = field_named(WorkloadSettings, name).default
+        bad = [
+            v for v in _values(workload, name) if v == refused or (refused is None and v != default)
+        ]
+        if bad:
+            raise ExperimentError(f"[workload] {name} = {bad[0]!r}: kind = 'conversations' {why}")
+
+
 def _validate_workload_consistency(workload: dict[str, Any]) -> None:
+    _validate_conversations(workload)
     arrivals = workload.get("arrival", "burst")
     rates = workload.get("rate", 0.0)
     arrival_list = arrivals if isinstance(arrivals, list) else [arrivals]

@@ -36,11 +36,15 @@ def max_chunks(workload: WorkloadSettings) -> int:
     return 4 * workload.max_tokens + 64
 
 
+Message = dict[str, str]  # one chat message: its role and content
+
+
 def request_payload(
-    workload: WorkloadSettings, prompt: str, seed: int
+    workload: WorkloadSettings, prompt: str, seed: int, messages: list[Message] | None = None
 ) -> tuple[str, dict[str, Any]]:
     """The endpoint path and JSON body for one request, streamed unless the workload says
-    otherwise."""
+    otherwise. A chat request's messages are ``prompt`` as one user message, or a
+    conversation's ``messages`` so far."""
     body: dict[str, Any] = {
         "model": workload.model_name,
         "max_tokens": workload.max_tokens,
@@ -54,7 +58,7 @@ def request_payload(
     if workload.ignore_eos:
         body["ignore_eos"] = True
     if workload.endpoint == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = messages or [{"role": "user", "content": prompt}]
         return "/v1/chat/completions", body
     body["prompt"] = prompt
     return "/v1/completions", body
@@ -123,9 +127,13 @@ class PreparedRequest:
 
 
 def prepare_request(
-    client: StreamClient, workload: WorkloadSettings, prompt: str, seed: int
+    client: StreamClient,
+    workload: WorkloadSettings,
+    prompt: str,
+    seed: int,
+    messages: list[Message] | None = None,
 ) -> PreparedRequest:
-    path, body = request_payload(workload, prompt, seed)
+    path, body = request_payload(workload, prompt, seed, messages)
     payload = json.dumps(body).encode()
     return PreparedRequest(client.request_head("POST", path, len(payload), {}), payload)
 

@@ -122,9 +122,11 @@ class SizedPrompt:
 
 
 async def sized_prompt(
-    tokenizer: ServerTokenizer, opening: str, target: int, seed: int
+    tokenizer: ServerTokenizer, opening: str, target: int, seed: int, alone: bool = False
 ) -> SizedPrompt:
-    """``opening`` padded (or cut) so that the whole prompt counts ``target`` tokens.
+    """``opening`` padded (or cut) so that the whole prompt counts ``target`` tokens (or,
+    ``alone``, its text by itself: a conversation's message, whose template tokens depend on
+    where it stands).
 
     Cutting the token ids of opening plus padding and counting the result converges in one
     or two steps (the template adds a fixed number); a cut whose text re-tokenizes
@@ -136,7 +138,7 @@ async def sized_prompt(
     for _ in range(MAX_TRIES):
         tried.add(keep)
         text = await tokenizer.text(body_ids[:keep])
-        counted = await tokenizer.count(text)
+        counted = len(await tokenizer.tokens(text)) if alone else await tokenizer.count(text)
         if best is None or abs(counted - target) < abs(best.tokens - target):
             best = SizedPrompt(text, counted)
         if counted == target:
@@ -235,15 +237,17 @@ async def size_prompts(
     targets: dict[int, int],
     seed: int,
     prefix: str = "",
+    alone: bool = False,
 ) -> SizedPrompts:
     """Request ``i``'s prompt for every ``i`` of ``targets``: ``prefix`` (shared by all),
-    then ``base.get(i)``, sized to ``targets[i]`` tokens with padding seeded by ``seed + i``
-    (or as it is, counted, when that is 0)."""
+    then ``base.get(i)``, sized to ``targets[i]`` tokens (the text ``alone``, or as the
+    endpoint sends it) with padding seeded by ``seed + i`` (or as it is, counted, when that
+    is 0)."""
     built = {}
     for i, target in targets.items():
         opening = f"{prefix}\n\n{base.get(i)}" if prefix else base.get(i)
         if target:
-            built[i] = await sized_prompt(tokenizer, opening, target, seed + i)
+            built[i] = await sized_prompt(tokenizer, opening, target, seed + i, alone)
         else:
             built[i] = SizedPrompt(opening, await tokenizer.count(opening))
     return SizedPrompts(base, built)

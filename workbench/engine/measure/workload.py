@@ -141,9 +141,7 @@ async def run_requests(
     finished: set[int] = set()  # positions whose RequestFinished went out
 
     def finish(i: int, record: RequestRecord) -> None:
-        if not record.ok and record.error is None:
-            sent = record.t_submit_ns is not None
-            record.error = "cancelled" if sent else "cancelled before it was sent"
+        name_unfinished(record)
         finished.add(i)
         batched(RequestFinished(record))
 
@@ -204,6 +202,14 @@ async def run_requests(
     return records
 
 
+def name_unfinished(record: RequestRecord) -> None:
+    """A request that ended neither done nor failed was cancelled: said so, and whether it
+    had been sent."""
+    if not record.ok and record.error is None:
+        sent = record.t_submit_ns is not None
+        record.error = "cancelled" if sent else "cancelled before it was sent"
+
+
 async def _sleep_unless(stop: asyncio.Event, delay: float, stoppable: bool) -> None:
     """Sleep ``delay`` seconds, or less if ``stop`` is set first (only when the repeat may
     stop: a plain sleep is the cheaper timer)."""
@@ -248,7 +254,15 @@ async def _prepare(
         prepare_request(client, workload, r.prompt, workload.seed + r.index) for r in records
     ]
     wave = [i for i, offset in enumerate(offsets) if offset == 0.0]
-    wave = wave[: workload.effective_concurrency]
+    return await open_ahead(client, prepared, wave[: workload.effective_concurrency])
+
+
+async def open_ahead(
+    client: StreamClient, prepared: list[PreparedRequest], wave: list[int]
+) -> list[PreparedRequest]:
+    """``prepared`` with a connection opened for each request of ``wave`` (those due at t0),
+    so that they go out together when the clock starts."""
+    prepared = list(prepared)
     opened = await asyncio.gather(*(client.connect() for _ in wave), return_exceptions=True)
     for i, connection in zip(wave, opened, strict=True):
         if isinstance(connection, StreamedResponse):

@@ -33,6 +33,7 @@ from workbench.engine.events import (
 from workbench.engine.figures.per_run import RunObservations
 from workbench.engine.figures.saturation import LEFT_UNSENT
 from workbench.engine.figures.summaries import ConfigSummary, summarize
+from workbench.engine.measure.conversations import plan_conversations, run_conversations
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sampler import ServerSampler, fetch_counters
 from workbench.engine.measure.sized_prompts import SizedPrompts
@@ -89,7 +90,7 @@ class ConfigRuns:
         """One configuration: a ``WorkbenchError`` fails it (said, and the run goes on);
         a cancel is recorded, then propagates."""
         workload = config.workload
-        self.emit(ConfigStarted(config, workload.requests * workload.repeats))
+        self.emit(ConfigStarted(config, workload.per_repeat * workload.repeats))
         self._warn_about_reuse(config)
         measured = Measured()
         watch: asyncio.Task[None] | None = None
@@ -112,7 +113,7 @@ class ConfigRuns:
         """Fewer prompts than requests: said once, with the first configuration."""
         workload = config.workload
         size = self.setup.prompts.size
-        needed = self._next_index + workload.warmup + workload.requests * workload.repeats
+        needed = self._next_index + workload.warmup + workload.per_repeat * workload.repeats
         if size is not None and size < needed and config.index == 0:
             self.emit(notices.prompts_reused(size, needed, config.index))
 
@@ -162,9 +163,9 @@ class ConfigRuns:
         """Warm-up (one at a time), then each repeat with its sampler and the server's
         counters before and after; the server checked alive after each."""
         idx, workload = config.index, config.workload
-        per_repeat = workload.requests
+        per_repeat = workload.per_repeat
         headers = self.setup.headers
-        prompts = await self._size_prompts(config, base_url)
+        prompts, system_prompt = await self._size_prompts(config, base_url)
         async with contextlib.AsyncExitStack() as stack:
             client = await stack.enter_async_context(make_client(base_url, workload, headers))
             if workload.warmup:
@@ -182,7 +183,13 @@ class ConfigRuns:
                 before = await asyncio.to_thread(fetch_counters, base_url, headers)
                 meter = ClientLoadMeter()
                 try:
-                    await run_requests(client, workload, planned, offsets, self.emit)
+                    if workload.conversations:
+                        conversations = plan_conversations(planned, workload.users)
+                        await run_conversations(
+                            client, workload, conversations, system_prompt, self.emit
+                        )
+                    else:
+                        await run_requests(client, workload, planned, offsets, self.emit)
                 finally:
                     sampler.stop()
                     load = meter.read()
@@ -257,9 +264,11 @@ class ConfigRuns:
         self._next_index += count
         return planned
 
-    async def _size_prompts(self, config: RunConfig, base_url: str) -> PromptSource | SizedPrompts:
-        """This configuration's prompts, built before its clock starts (``prompt_building``),
-        and what the run says about how."""
+    async def _size_prompts(
+        self, config: RunConfig, base_url: str
+    ) -> tuple[PromptSource | SizedPrompts, str]:
+        """This configuration's prompts and a conversations run's system prompt, built
+        before its clock starts (``prompt_building``), and what the run says about how."""
         setup = self.setup
         built = await build_prompts(
             config,
@@ -272,7 +281,7 @@ class ConfigRuns:
         )
         if built.notice is not None:
             self.emit(Notice(*built.notice, config.index))
-        return built.source
+        return built.source, built.system_prompt
 
     async def _start_server(self, config: RunConfig) -> LlamaServer:
         setup = self.setup
@@ -311,7 +320,11 @@ class ConfigRuns:
         """Say before the requests go (in the terminal, the window and the session) that
         they will not fit a slot: planned from the settings, then from the server's log
         when that differs."""
-        need = request_tokens(config.workload.input_tokens, config.workload.max_tokens)
+        w = config.workload
+        prompt = w.input_tokens
+        if w.conversations:  # the last turn's: every question and all but its own answer
+            prompt = w.system_prompt_tokens + w.turns * w.user_tokens + (w.turns - 1) * w.max_tokens
+        need = request_tokens(prompt, w.max_tokens)
         if why := context_shortfall(per_slot, need):
             self.emit(notices.about_config(config, why))
 

@@ -20,6 +20,7 @@ from workbench.engine.config.experiment import RunConfig
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sized_prompts import (
     ServerTokenizer,
+    SizedPrompt,
     SizedPrompts,
     TokenizerUnavailable,
     approximate_prompts,
@@ -35,6 +36,7 @@ from workbench.engine.server.discovery import resolve_model
 class BuiltPrompts:
     source: PromptSource | SizedPrompts
     notice: tuple[NoticeLevel, str] | None = None  # (level, text) for the run to say
+    system_prompt: str = ""  # a conversations run's, the same for all its conversations
 
 
 async def build_prompts(
@@ -50,6 +52,8 @@ async def build_prompts(
     ``input_tokens`` long (or drawn around it), all opening with the same
     ``shared_prefix_tokens``; the prompts as written when both are 0."""
     workload = config.workload
+    if workload.conversations:
+        return await _conversation_prompts(config, prompts, first_index, base_url, headers)
     target, shared = workload.input_tokens, workload.shared_prefix_tokens
     if not target and not shared:
         return BuiltPrompts(prompts)
@@ -58,7 +62,7 @@ async def build_prompts(
             f"shared_prefix_tokens = {shared} leaves no room for a question in "
             f"input_tokens = {target}"
         )
-    count = workload.warmup + workload.requests * workload.repeats
+    count = workload.warmup + workload.per_repeat * workload.repeats
     tokenizer = ServerTokenizer(base_url, workload.endpoint, headers)
     targets = {first_index + k: n for k, n in enumerate(input_lengths(workload, count))}
     started = time.monotonic()
@@ -102,6 +106,50 @@ async def build_prompts(
             + ")"
             + (f"; {missed} missed their length by a token or more" if missed else ""),
         ),
+    )
+
+
+async def _conversation_prompts(
+    config: RunConfig,
+    prompts: PromptSource,
+    first_index: int,
+    base_url: str,
+    headers: dict[str, str],
+) -> BuiltPrompts:
+    """Every new user message of a conversations run (and its warm-ups' prompts), each of
+    ``user_tokens`` by the server's own tokenizer, its text alone, opening with its own
+    request's prompt (so no two conversations share more than the system prompt), and the
+    system prompt of ``system_prompt_tokens``. Exact counts need the tokenizer: a server
+    without one cannot run conversations."""
+    workload = config.workload
+    count = workload.warmup + workload.per_repeat * workload.repeats
+    tokenizer = ServerTokenizer(base_url, workload.endpoint, headers)
+    targets = dict.fromkeys(range(first_index, first_index + count), workload.user_tokens)
+    started = time.monotonic()
+    system_tokens = workload.system_prompt_tokens
+    try:
+        system = (
+            await shared_prefix(tokenizer, system_tokens, workload.seed) if system_tokens else ""
+        )
+        sized = await size_prompts(tokenizer, prompts, targets, workload.seed, alone=True)
+    except TokenizerUnavailable as exc:
+        raise WorkbenchError(
+            f"kind = 'conversations' sizes its messages with the server's tokenizer, and {exc}"
+        ) from None
+    missed = sum(p.tokens != workload.user_tokens for p in sized.built.values())
+    # A message's count is not its request's prompt length (the conversation so far and
+    # the template come with it): the server's own count is in each answer's usage.
+    messages = {i: SizedPrompt(p.text, None) for i, p in sized.built.items()}
+    return BuiltPrompts(
+        SizedPrompts(prompts, messages),
+        (
+            NoticeLevel.INFO,
+            f"[{config.label}] {count} user messages of {workload.user_tokens} tokens built "
+            f"with the server's tokenizer in {time.monotonic() - started:.1f} s"
+            + (f", and a system prompt of {system_tokens} tokens" if system_tokens else "")
+            + (f"; {missed} missed their length by a token or more" if missed else ""),
+        ),
+        system,
     )
 
 

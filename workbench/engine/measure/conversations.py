@@ -1,0 +1,148 @@
+"""Conversations: ``users`` chats going on at once, each asking its ``turns`` in order.
+
+A chat client sends the whole conversation with every question, and the server's prompt
+cache can serve what a slot already holds of it: how much it reuses depends on whether the
+conversation comes back to the slot that served its last turn. So each turn carries the
+system prompt (if any), every earlier question with the server's real answer to it, and the
+new question; it goes ``think_time_s`` after the previous answer ended. Each request is
+streamed by the same path as any other (``client.stream_request``), so every timestamp
+means what it means in ``workload.run_requests``: a turn is due (``t_intended``) when its
+conversation's think time is over, and ready at once (no client-side limit but the
+conversation itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from workbench.engine.base.records import RequestRecord
+from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.events import BatchedEmit, RequestFinished
+from workbench.engine.measure.client import Message, prepare_request, stream_request
+from workbench.engine.measure.workload import Emit, name_unfinished, open_ahead
+from workbench.engine.net.http_stream import StreamClient
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One conversation's requests, turn 1 first."""
+
+    id: str
+    turns: list[RequestRecord]
+
+
+def plan_conversations(records: list[RequestRecord], users: int) -> list[Conversation]:
+    """A repeat's planned records as ``users`` conversations: numbered turn by turn (turn 1
+    of every conversation, then turn 2 of every one, ...), the order they are sent in, so
+    each record's index numbers its prompt as an independent request's would. Each record
+    is marked with its conversation and turn (from 1)."""
+    conversations = []
+    for user in range(users):
+        turns = records[user::users]
+        cid = f"r{turns[0].repeat + 1}u{user + 1}" if turns else f"u{user + 1}"
+        for turn, record in enumerate(turns, 1):
+            record.conversation_id, record.turn = cid, turn
+        conversations.append(Conversation(cid, turns))
+    return conversations
+
+
+def answer_text(record: RequestRecord) -> str:
+    """What the assistant said, as the next turn sends it back: the answer, without the
+    reasoning (chat clients do not send reasoning back)."""
+    return "".join(c.text for c in record.chunks if not c.reasoning)
+
+
+def turn_messages(system_prompt: str, earlier: list[RequestRecord], question: str) -> list[Message]:
+    """A turn's messages: the system prompt, each earlier question and its real answer,
+    then the new question."""
+    messages: list[Message] = (
+        [{"role": "system", "content": system_prompt}] if system_prompt else []
+    )
+    for record in earlier:
+        messages.append({"role": "user", "content": record.prompt})
+        messages.append({"role": "assistant", "content": answer_text(record)})
+    messages.append({"role": "user", "content": question})
+    return messages
+
+
+async def run_conversations(
+    client: StreamClient,
+    workload: WorkloadSettings,
+    conversations: list[Conversation],
+    system_prompt: str,
+    emit: Emit,
+) -> None:
+    """Every conversation at once, each turn after the previous one's answer and the think
+    time. A turn that fails ends its conversation: the turns after it are recorded as not
+    sent (their question would have carried an answer that never came)."""
+    batched = BatchedEmit(emit)
+    finished: set[int] = set()  # ids of the records whose RequestFinished went out
+
+    def finish(record: RequestRecord) -> None:
+        name_unfinished(record)
+        finished.add(id(record))
+        batched(RequestFinished(record))
+
+    firsts = [c.turns[0] for c in conversations if c.turns]
+    tasks: list[asyncio.Task[None]] = []
+    flusher: asyncio.Task[None] | None = None
+    try:
+        encoded = [
+            prepare_request(
+                client,
+                workload,
+                r.prompt,
+                workload.seed + r.index,
+                turn_messages(system_prompt, [], r.prompt),
+            )
+            for r in firsts
+        ]
+        opened = await open_ahead(client, encoded, list(range(len(firsts))))
+        ahead = {id(r): p for r, p in zip(firsts, opened, strict=True)}
+        flusher = asyncio.create_task(batched.run())
+        t0_ns = time.perf_counter_ns()
+
+        async def converse(conversation: Conversation) -> None:
+            due = t0_ns
+            for k, record in enumerate(conversation.turns):
+                record.t_intended_ns = due
+                if (delay := (due - time.perf_counter_ns()) / 1e9) > 0:
+                    await asyncio.sleep(delay)
+                record.t_scheduled_ns = time.perf_counter_ns()
+                record.t_ready_ns = due  # nothing holds a turn back once it is due
+                seed = workload.seed + record.index
+                prepared = ahead.get(id(record)) or prepare_request(
+                    client,
+                    workload,
+                    record.prompt,
+                    seed,
+                    turn_messages(system_prompt, conversation.turns[:k], record.prompt),
+                )
+                try:
+                    await stream_request(client, record, workload, seed, batched, prepared)
+                finally:
+                    finish(record)
+                if not record.ok:
+                    for unsent in conversation.turns[k + 1 :]:
+                        unsent.error = f"not sent: turn {record.turn} of its conversation failed"
+                        finish(unsent)
+                    return
+                assert record.t_done_ns is not None
+                due = record.t_done_ns + round(workload.think_time_s * 1e9)
+
+        tasks = [asyncio.create_task(converse(c)) for c in conversations]
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for conversation in conversations:  # cancelled before they were sent: still recorded
+            for record in conversation.turns:
+                if id(record) not in finished:
+                    finish(record)
+        batched.flush()
+        if flusher is not None:
+            flusher.cancel()
+            await asyncio.gather(flusher, return_exceptions=True)
