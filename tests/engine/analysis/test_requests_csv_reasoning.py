@@ -22,7 +22,8 @@ EARLIER = [
 
 
 def test_the_reasoning_columns_come_last(tmp_path):
-    assert [*EARLIER, "ttfo_s", "reasoning_tokens", "reasoning_token_source"] == REQUEST_COLUMNS
+    reasoning = ["ttfo_s", "reasoning_tokens", "reasoning_token_source"]
+    assert [*EARLIER, *reasoning] == REQUEST_COLUMNS[: len(EARLIER) + 3]  # then conversation's
     with open_session(reasoned_session(tmp_path)) as session:
         write_requests_csv(tmp_path / "requests.csv", session)
     with (tmp_path / "requests.csv").open() as fh:
