@@ -49,6 +49,11 @@ def test_slots_by_users_is_a_sweep():
         ("turns = 0", r"\[workload\] turns must be between 1 and"),
         ("think_time_s = -1", r"\[workload\] think_time_s must be between 0 and"),
         ("user_tokens = 0", r"\[workload\] user_tokens must be between 1 and"),
+        (
+            'think_time_spread = "gamma"',
+            r"\[workload\] think_time_spread must be one of fixed, exp",
+        ),
+        ("stop_when_saturated = true", r"\[workload\] stop_when_saturated = True: .*false"),
         ('endpoint = "completion"', r"\[workload\] endpoint = 'completion': kind = 'conv"),
         ('arrival = "poisson"\nrate = 2', r"\[workload\] arrival = 'poisson': .*'burst'"),
         ("input_tokens = 128", r"\[workload\] input_tokens = 128: .*user_tokens"),

@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 from typing import Any
+
+import pytest
 
 from tests.fakes.sse_server import Behaviour, FakeServer
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.events import RequestFinished
-from workbench.engine.measure.conversations import plan_conversations, run_conversations
+from workbench.engine.measure.conversations import (
+    plan_conversations,
+    run_conversations,
+    think_time_ns,
+)
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.workload import make_client, plan_records
 
@@ -31,12 +38,15 @@ def answering(fail: str | None = None):
     return behaviour
 
 
-def converse(fail: str | None = None, system: str = "") -> tuple[list, list, list]:
+def converse(
+    fail: str | None = None, system: str = "", spread: str = "fixed"
+) -> tuple[list, list, list]:
     workload = WorkloadSettings(
         kind="conversations",
         users=2,
         turns=3,
         think_time_s=THINK_S,
+        think_time_spread=spread,
         max_tokens=2,
         request_timeout_s=5.0,
         cache_prompt=True,
@@ -79,16 +89,30 @@ def test_each_turn_carries_the_conversation_with_its_real_answers():
     assert sum(isinstance(e, RequestFinished) for e in events) == 6
 
 
-def test_a_turn_goes_after_the_previous_answer_and_the_think_time():
-    conversations, _, _ = converse()
+@pytest.mark.parametrize("spread", ["fixed", "exponential"])
+def test_a_turn_goes_after_the_previous_answer_and_the_think_time(spread):
+    conversations, _, _ = converse(spread=spread)
+    pauses = []
     for conversation in conversations:
         first = conversation.turns[0]
         assert first.t_intended_ns == first.t_ready_ns
         for before, after in itertools.pairwise(conversation.turns):
             assert before.ok and after.ok
             assert before.t_done_ns is not None and after.t_submit_ns is not None
-            assert after.t_intended_ns == after.t_ready_ns == before.t_done_ns + THINK_S * 1e9
+            assert after.t_intended_ns == after.t_ready_ns
+            pauses.append(after.t_intended_ns - before.t_done_ns)
             assert after.t_submit_ns >= after.t_intended_ns
+    if spread == "fixed":
+        assert pauses == [THINK_S * 1e9] * 4
+    else:  # drawn from each turn's seed: the same every run, one pause unlike another
+        workload = WorkloadSettings(think_time_s=THINK_S, think_time_spread=spread)
+        assert pauses == [
+            think_time_ns(workload, before) for c in conversations for before in c.turns[:-1]
+        ]
+        assert len(set(pauses)) == 4 and all(p > 0 for p in pauses)
+        assert think_time_ns(workload, conversations[0].turns[0]) == round(
+            random.Random(42 + 0).expovariate(1 / THINK_S) * 1e9
+        )
 
 
 def test_a_failed_turn_ends_its_conversation_and_no_other():

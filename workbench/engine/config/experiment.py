@@ -32,6 +32,7 @@ ARRIVALS = ("burst", "poisson", "gamma", "fixed")
 ENDPOINTS = ("chat", "completion")
 SPREADS = ("fixed", "uniform", "normal")
 KINDS = ("requests", "conversations")
+THINK_SPREADS = ("fixed", "exponential")
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
@@ -233,6 +234,16 @@ class WorkloadSettings:
         high=DAY_S,
         note="seconds",
         short="think",
+    )
+    think_time_spread: str = setting(
+        "fixed",
+        label="think time spread",
+        help=(
+            "for `conversations`: `fixed` (every pause `think_time_s`) or `exponential` (each "
+            "pause drawn with mean `think_time_s`, request *i*'s from `seed + i`, so a sweep "
+            "gives every configuration the same pauses)"
+        ),
+        choices=THINK_SPREADS,
     )
     user_tokens: int = setting(
         64,
@@ -742,6 +753,11 @@ def _values(workload: dict[str, Any], name: str) -> list[Any]:
 _NOT_FOR_CONVERSATIONS = (
     ("endpoint", "completion", "sends messages: it needs endpoint = 'chat'"),
     ("arrival", None, "starts every conversation at once: arrival must be 'burst'"),
+    (
+        "stop_when_saturated",
+        None,
+        "has at most one request of each conversation waiting: stop_when_saturated must be false",
+    ),
     ("input_tokens", None, "sizes each new message by user_tokens: input_tokens must be 0"),
     (
         "shared_prefix_tokens",

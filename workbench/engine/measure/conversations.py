@@ -4,16 +4,17 @@ A chat client sends the whole conversation with every question, and the server's
 cache can serve what a slot already holds of it: how much it reuses depends on whether the
 conversation comes back to the slot that served its last turn. So each turn carries the
 system prompt (if any), every earlier question with the server's real answer to it, and the
-new question; it goes ``think_time_s`` after the previous answer ended. Each request is
-streamed by the same path as any other (``client.stream_request``), so every timestamp
-means what it means in ``workload.run_requests``: a turn is due (``t_intended``) when its
-conversation's think time is over, and ready at once (no client-side limit but the
-conversation itself).
+new question; it goes a think time after the previous answer ended (``think_time_s``, or
+drawn around it). Each request is streamed by the same path as any other
+(``client.stream_request``), so every timestamp means what it means in
+``workload.run_requests``: a turn is due (``t_intended``) when its conversation's think time
+is over, and ready at once (no client-side limit but the conversation itself).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from dataclasses import dataclass
 
@@ -37,15 +38,25 @@ def plan_conversations(records: list[RequestRecord], users: int) -> list[Convers
     """A repeat's planned records as ``users`` conversations: numbered turn by turn (turn 1
     of every conversation, then turn 2 of every one, ...), the order they are sent in, so
     each record's index numbers its prompt as an independent request's would. Each record
-    is marked with its conversation and turn (from 1)."""
+    is marked with its conversation (``r1u2``: the repeat's second user, as its
+    configuration's repeats number from 1) and turn (from 1)."""
     conversations = []
     for user in range(users):
         turns = records[user::users]
-        cid = f"r{turns[0].repeat + 1}u{user + 1}" if turns else f"u{user + 1}"
+        cid = f"r{turns[0].repeat + 1}u{user + 1}"
         for turn, record in enumerate(turns, 1):
             record.conversation_id, record.turn = cid, turn
         conversations.append(Conversation(cid, turns))
     return conversations
+
+
+def think_time_ns(workload: WorkloadSettings, record: RequestRecord) -> int:
+    """The pause before the turn after ``record``: ``think_time_s``, or drawn around it
+    (exponential, seeded by the record's index, as every seed of a run is)."""
+    mean = workload.think_time_s
+    if workload.think_time_spread == "exponential" and mean > 0:
+        return round(random.Random(workload.seed + record.index).expovariate(1 / mean) * 1e9)
+    return round(mean * 1e9)
 
 
 def answer_text(record: RequestRecord) -> str:
@@ -130,7 +141,7 @@ async def run_conversations(
                         finish(unsent)
                     return
                 assert record.t_done_ns is not None
-                due = record.t_done_ns + round(workload.think_time_s * 1e9)
+                due = record.t_done_ns + think_time_ns(workload, record)
 
         tasks = [asyncio.create_task(converse(c)) for c in conversations]
         await asyncio.gather(*tasks)
