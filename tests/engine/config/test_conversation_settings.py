@@ -29,6 +29,16 @@ def test_a_repeat_sends_every_turn_of_every_conversation():
     assert plain.workload.per_repeat == 2
 
 
+def test_the_last_turn_is_the_longest_prompt_a_slot_must_hold():
+    text = (
+        CONVERSATIONS + "turns = 3\nuser_tokens = 50\nmax_tokens = 20\nsystem_prompt_tokens = 7\n"
+    )
+    (config,) = parse_experiment(text).configs()
+    assert config.workload.longest_prompt_tokens == 7 + 3 * 50 + 2 * 20
+    (plain,) = parse_experiment("[workload]\ninput_tokens = 300\n").configs()
+    assert plain.workload.longest_prompt_tokens == 300
+
+
 def test_slots_by_users_is_a_sweep():
     text = "[server]\nslots = [1, 4]\n" + CONVERSATIONS + "users = [1, 4]\n"
     configs = parse_experiment(text).configs()

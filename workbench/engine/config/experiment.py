@@ -475,6 +475,16 @@ class WorkloadSettings:
         return self.users * self.turns if self.conversations else self.requests
 
     @property
+    def longest_prompt_tokens(self) -> int:
+        """The longest prompt a slot must hold, the chat template's tokens aside (0: not
+        known, prompts as written): ``input_tokens``, or a conversation's last turn, which
+        carries the system prompt, every question and every answer but its own."""
+        if self.conversations:
+            questions = self.turns * self.user_tokens
+            return self.system_prompt_tokens + questions + (self.turns - 1) * self.max_tokens
+        return self.input_tokens
+
+    @property
     def effective_concurrency(self) -> int:
         """How many requests may be in flight at once, as sent: 0 means no client-side
         limit, and a limit above the request count holds no more than the requests; a

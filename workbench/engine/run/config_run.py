@@ -320,11 +320,8 @@ class ConfigRuns:
         """Say before the requests go (in the terminal, the window and the session) that
         they will not fit a slot: planned from the settings, then from the server's log
         when that differs."""
-        w = config.workload
-        prompt = w.input_tokens
-        if w.conversations:  # the last turn's: every question and all but its own answer
-            prompt = w.system_prompt_tokens + w.turns * w.user_tokens + (w.turns - 1) * w.max_tokens
-        need = request_tokens(prompt, w.max_tokens)
+        workload = config.workload
+        need = request_tokens(workload.longest_prompt_tokens, workload.max_tokens)
         if why := context_shortfall(per_slot, need):
             self.emit(notices.about_config(config, why))
 
