@@ -17,6 +17,7 @@ from typing import Any
 
 from mkdocs.exceptions import PluginError
 
+from workbench.engine.analysis import export
 from workbench.engine.config.experiment import SETTINGS
 from workbench.engine.config.settings import Field, fields_of
 from workbench.engine.figures import metrics
@@ -82,15 +83,15 @@ def _number(value: float) -> str:
 
 
 def metric_tables() -> str:
-    """Every figure of the catalogue, one table per part it belongs to. Only the settings,
-    measured and server parts are columns of ``concurrency.csv`` (and the JSON export)."""
-    exported = (metrics.Part.CONFIG, metrics.Part.RUN, metrics.Part.SERVER)
+    """Every figure of the catalogue, one table per part it belongs to, with its column of
+    ``concurrency.csv`` (and the JSON export) where it has one."""
+    exported = set(export.concurrency_columns())
     parts = []
     for part in metrics.Part:
         rows = [
             (
                 f.title,
-                _code(f.column) if part in exported else "",
+                _code(f.column) if f.column in exported else "",
                 f.unit,
                 f.combine.value,
                 f.definition,

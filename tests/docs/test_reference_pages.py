@@ -10,6 +10,7 @@ from types import ModuleType
 import pytest
 from mkdocs.exceptions import PluginError
 
+from workbench.engine.analysis.export import concurrency_columns
 from workbench.engine.config.experiment import SETTINGS
 from workbench.engine.config.settings import fields_of
 from workbench.engine.figures import metrics
@@ -59,10 +60,15 @@ def test_every_figure_has_its_row() -> None:
     assert [(row[0], row[3], row[4]) for row in rows] == [
         (f.title, f.combine.value, f.definition) for f in by_part
     ]
-    exported = {metrics.Part.CONFIG, metrics.Part.RUN, metrics.Part.SERVER}
-    assert [row[1] for row in rows] == [
-        f"`{f.column}`" if f.part in exported else "" for f in by_part
-    ]
+    columns = {f.title: row[1] for f, row in zip(by_part, rows, strict=True)}
+    exported = set(concurrency_columns())
+    assert {f.title for f in by_part if columns[f.title]} == {
+        f.title for f in by_part if f.column in exported
+    }
+    # The steady state's figures are columns (the last ones); a live-only figure is none.
+    steady = metrics.figure("steady_agg_tok_s")
+    assert columns[steady.title] == "`steady_agg_tok_s`"
+    assert not any(columns[f.title] for f in metrics.in_part(metrics.Part.LIVE))
 
 
 def test_every_request_figure_has_its_row() -> None:
