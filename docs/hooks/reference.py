@@ -146,12 +146,28 @@ def shipped_experiments() -> str:
     return _table(("file", "what it is for"), rows)
 
 
+def _columns(names: list[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names)
+
+
+def concurrency_columns() -> str:
+    """``concurrency.csv``'s header, in order."""
+    return _columns(export.concurrency_columns())
+
+
+def request_columns() -> str:
+    """``requests.csv``'s header, in order."""
+    return _columns(export.REQUEST_COLUMNS)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "settings": settings_tables,
     "metrics": metric_tables,
     "request-metrics": request_metric_table,
     "server-kinds": server_kinds_table,
     "experiments": shipped_experiments,
+    "concurrency-columns": concurrency_columns,
+    "request-columns": request_columns,
 }
 
 

@@ -10,6 +10,7 @@ from types import ModuleType
 import pytest
 from mkdocs.exceptions import PluginError
 
+from workbench.engine.analysis import export
 from workbench.engine.analysis.export import concurrency_columns
 from workbench.engine.config.experiment import SETTINGS
 from workbench.engine.config.settings import fields_of
@@ -94,12 +95,22 @@ def test_every_shipped_experiment_is_listed() -> None:
     assert all(row[1] for row in rows), "an experiment without a description"
 
 
+def test_the_csv_headers_are_the_exports() -> None:
+    assert reference.concurrency_columns().split(", ") == [
+        f"`{name}`" for name in concurrency_columns()
+    ]
+    assert reference.request_columns().split(", ") == [
+        f"`{name}`" for name in export.REQUEST_COLUMNS
+    ]
+
+
 @pytest.mark.parametrize(
     ("page", "tables"),
     [
         ("reference/experiment-file.md", ["settings", "experiments"]),
         ("reference/metrics.md", ["metrics", "request-metrics"]),
         ("guides/remote.md", ["server-kinds"]),
+        ("reference/outputs.md", ["concurrency-columns", "request-columns"]),
     ],
 )
 def test_the_pages_get_their_tables(page: str, tables: list[str]) -> None:
