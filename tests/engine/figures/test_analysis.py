@@ -1,4 +1,5 @@
-"""Derived numbers (the README's Metrics section) from constructed records with known timestamps."""
+"""Derived numbers, as the catalogue (``metrics``) defines them, from constructed records
+with known timestamps."""
 
 from __future__ import annotations
 

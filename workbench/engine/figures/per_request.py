@@ -1,4 +1,4 @@
-"""One request's figures, exactly as the README's Metrics section defines them (vLLM bench
+"""One request's figures, exactly as the catalogue (``metrics``) defines them (vLLM bench
 serve's terms): TTFT, E2E, TPOT, decode speed, ITL gaps, queue wait, prefill, dispatch delay,
 connect time, latency from the intended time, and for a server that streams reasoning apart
 from the answer, TTFO (AIPerf's time to first output token: the first answer text) and the
