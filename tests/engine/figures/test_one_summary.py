@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.engine.base.records import StartupFacts
 from workbench.engine.config.experiment import parse_experiment
-from workbench.engine.figures.summaries import summarize
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import RunOptions
-from workbench.engine.store import open_session
+from workbench.engine.store import open_session, summarize_config_records
 from workbench.mock_server import MockProcess as Mock
 
 
@@ -23,26 +21,10 @@ def test_the_warm_ups_make_no_repeat_of_their_own(sweep_session):
             records = session.records(config.index)
             assert any(r.warmup for r in records)
             measured = [r for r in records if not r.warmup]
-            given = config, session.observations(config.index)
-            assert summary_of(*given, records, session.managed) == stored
-            assert summary_of(*given, measured, session.managed) == stored
+            observed = session.observations(config.index)
+            for given in (records, measured):
+                assert summarize_config_records(config, given, observed, session.managed) == stored
     assert [len(s.runs) for s in reopened] == [1, 1]
-
-
-def summary_of(config, observed, records, managed):
-    return summarize(
-        config.index,
-        config.label,
-        config.server,
-        config.workload,
-        config.facts or StartupFacts(),
-        records,
-        observed,
-        status=config.status,
-        error=config.error,
-        slots=config.slots,
-        managed=managed,
-    )
 
 
 def test_a_runs_live_summaries_are_its_reopened_ones(tmp_path):
