@@ -1,5 +1,5 @@
-"""Reading a result file whole, with its size bounded: a JSON document, or a JSON Lines file
-line by line."""
+"""Reading a file someone else wrote, with its size bounded: a JSON document whole, or a JSON
+Lines file line by line (another tool's results, a recorded trace, a conversations file)."""
 
 from __future__ import annotations
 
@@ -8,23 +8,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.base.errors import ImportFileError
+from workbench.engine.base.errors import ImportFileError, WorkbenchError
 
 MAX_FILE_BYTES = 128 * 2**20  # a JSON document takes ~10x its size in memory to read
 MAX_LINE_BYTES = 64 * 2**20
 
 
-def _size(path: Path) -> int:
+def _size(path: Path, error: type[WorkbenchError] = ImportFileError) -> int:
     if not path.is_file():  # a folder, a FIFO (reading one would wait for ever), a device
-        raise ImportFileError(f"{path.name}: not a file")
+        raise error(f"{path.name}: not a file")
     try:
         size = path.stat().st_size
     except OSError as exc:
-        raise ImportFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
     if size > MAX_FILE_BYTES:
-        raise ImportFileError(
+        raise error(
             f"{path.name}: {size / 2**20:.0f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB "
-            "an import reads"
+            "the workbench reads"
         )
     return size
 
@@ -41,14 +41,25 @@ def read_json(path: Path) -> Any:
         raise ImportFileError(f"{path.name}: not valid JSON ({exc})") from None
 
 
-def bounded_lines(path: Path) -> Iterator[str]:
-    """The lines of a text file of bounded size, each bounded too."""
-    _size(path)
+def bounded_lines(
+    path: Path,
+    error: type[WorkbenchError] = ImportFileError,
+    max_lines: int | None = None,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> Iterator[str]:
+    """The lines of a text file of bounded size, each bounded too, and at most ``max_lines``
+    of them (blank ones count): a line too long or one too many is ``error`` naming the file
+    and the line, found without reading either whole."""
+    _size(path, error)
     try:
         with path.open("rb") as fh:
-            while line := fh.readline(MAX_LINE_BYTES + 1):
-                if len(line) > MAX_LINE_BYTES:
-                    raise ImportFileError(f"{path.name}: a line over {MAX_LINE_BYTES} bytes")
+            number = 0
+            while line := fh.readline(max_line_bytes + 1):
+                number += 1
+                if len(line) > max_line_bytes:
+                    raise error(f"{path.name}:{number}: a line over {max_line_bytes:,} bytes")
+                if max_lines is not None and number > max_lines:
+                    raise error(f"{path.name}: over {max_lines:,} lines, the most it may hold")
                 yield line.decode("utf-8", errors="replace")
     except OSError as exc:
-        raise ImportFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise error(f"cannot read {path}: {exc.strerror or exc}") from None
