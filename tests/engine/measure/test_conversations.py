@@ -52,13 +52,13 @@ def converse(
         cache_prompt=True,
     )
     records = plan_records(0, 0, 0, workload.per_repeat, PromptSource(QUESTIONS))
-    conversations = plan_conversations(records, workload.users)
+    conversations = plan_conversations(records, workload.users, system)
     events: list = []
 
     async def run() -> list:
         async with FakeServer(answering(fail)) as server:
             async with make_client(server.base_url, workload) as client:
-                await run_conversations(client, workload, conversations, system, events.append)
+                await run_conversations(client, workload, conversations, events.append)
             return server.completions
 
     received = asyncio.run(run())

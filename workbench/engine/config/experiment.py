@@ -33,6 +33,7 @@ ENDPOINTS = ("chat", "completion")
 SPREADS = ("fixed", "uniform", "normal")
 KINDS = ("requests", "conversations")
 THINK_SPREADS = ("fixed", "exponential")
+ID_SLOTS = ("auto", "conversation")
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
@@ -167,6 +168,31 @@ class ServerSettings:
         note="-1 = no limit",
         flag="--cache-ram",
     )
+    cache_idle_slots: bool | None = setting(
+        None,
+        label="cache idle slots",
+        help=(
+            "llama-server's `--cache-idle-slots`: when a new task comes, save idle slots' "
+            "prompts to the RAM prompt cache (so a conversation that lost its slot can have "
+            "its history restored) and clear them under a unified KV pool; needs "
+            "`cache_ram_mib` other than 0 (on by default in llama-server)"
+        ),
+        switch=("--cache-idle-slots", "--no-cache-idle-slots"),
+    )
+    cache_reuse: int | None = setting(
+        None,
+        label="cache reuse (tokens)",
+        help=(
+            "llama-server's `--cache-reuse`: the shortest chunk of a slot's cache the server "
+            "tries to reuse by shifting it in the KV cache when the prompt differs before it "
+            "(not only the common prefix); needs `cache_prompt`; `0` = off (the server's "
+            "default)"
+        ),
+        low=0,
+        high=10_000_000,
+        note="tokens",
+        flag="--cache-reuse",
+    )
     extra_args: tuple[str, ...] = setting(
         (),
         label="extra args",
@@ -268,6 +294,33 @@ class WorkloadSettings:
         high=10_000_000,
         note="tokens",
         short="system",
+    )
+    conversations_file: str = setting(
+        "",
+        label="conversations file",
+        help=(
+            "for `conversations`: replay a file's conversations instead of made-up ones, "
+            'OpenAI messages as JSON Lines (`{"messages": [{"role": ..., "content": ...}]}` '
+            'a line) or ShareGPT (`{"conversations": [{"from": ..., "value": ...}]}` a line, '
+            "or a `.json` array of them); each turn sends the next recorded user message "
+            "after the server's real answers (the recorded ones are not sent), `users` "
+            "conversations at once, the next one starting when one ends, so a repeat sends "
+            "every user message of the file once; relative to the experiment file"
+        ),
+        in_form=True,
+        hint="a .jsonl or .json file, or empty",
+        file_filter="Conversations (*.jsonl *.json)",
+        short="file",
+    )
+    id_slot: str = setting(
+        "auto",
+        label="slot per conversation",
+        help=(
+            "for `conversations`: `auto` (the server picks each turn's slot) or "
+            "`conversation` (conversation *n* pinned to slot (*n* - 1) mod the server's "
+            "slots, sent as llama-server's `id_slot` with each of its turns)"
+        ),
+        choices=ID_SLOTS,
     )
     concurrency: int = setting(
         0,
@@ -471,14 +524,19 @@ class WorkloadSettings:
     @property
     def per_repeat(self) -> int:
         """Requests one repeat sends: a conversations run sends every turn of every
-        conversation, whatever ``requests`` says."""
-        return self.users * self.turns if self.conversations else self.requests
+        conversation, whatever ``requests`` says; one from a file sends the file's user
+        messages, which the run's setup counts into ``requests``."""
+        if self.conversations and not self.conversations_file:
+            return self.users * self.turns
+        return self.requests
 
     @property
     def longest_prompt_tokens(self) -> int:
         """The longest prompt a slot must hold, the chat template's tokens aside (0: not
         known, prompts as written): ``input_tokens``, or a conversation's last turn, which
         carries the system prompt, every question and every answer but its own."""
+        if self.conversations_file:
+            return 0  # the file's messages, as written
         if self.conversations:
             questions = self.turns * self.user_tokens
             return self.system_prompt_tokens + questions + (self.turns - 1) * self.max_tokens
@@ -777,8 +835,30 @@ _NOT_FOR_CONVERSATIONS = (
 )
 
 
+# What a conversations file gives instead: its own turns, user and system messages.
+_NOT_WITH_A_FILE = (
+    ("turns", "replays each conversation's own turns"),
+    ("user_tokens", "sends its user messages as written"),
+    ("system_prompt_tokens", "sends each conversation's own system message"),
+    ("prompts", "takes its user messages from the file"),
+)
+
+
+def _changed(workload: dict[str, Any], name: str) -> list[Any]:
+    """A field's values in the file other than its default."""
+    default = field_named(WorkloadSettings, name).default
+    return [v for v in _values(workload, name) if v != default]
+
+
 def _validate_conversations(workload: dict[str, Any]) -> None:
-    if "conversations" not in _values(workload, "kind"):
+    kinds = _values(workload, "kind")
+    if "requests" in kinds:
+        for name in ("conversations_file", "id_slot"):
+            if bad := _changed(workload, name):
+                raise ExperimentError(
+                    f"[workload] {name} = {bad[0]!r} needs kind = 'conversations'"
+                )
+    if "conversations" not in kinds:
         return
     for name, refused, why in _NOT_FOR_CONVERSATIONS:
         default = field_named(WorkloadSettings, name).default
@@ -787,6 +867,12 @@ def _validate_conversations(workload: dict[str, Any]) -> None:
         ]
         if bad:
             raise ExperimentError(f"[workload] {name} = {bad[0]!r}: kind = 'conversations' {why}")
+    if _changed(workload, "conversations_file"):
+        for name, why in _NOT_WITH_A_FILE:
+            if bad := _changed(workload, name):
+                raise ExperimentError(
+                    f"[workload] {name} = {bad[0]!r}: a conversations_file {why}; leave {name} out"
+                )
 
 
 def _validate_workload_consistency(workload: dict[str, Any]) -> None:

@@ -40,11 +40,15 @@ Message = dict[str, str]  # one chat message: its role and content
 
 
 def request_payload(
-    workload: WorkloadSettings, prompt: str, seed: int, messages: list[Message] | None = None
+    workload: WorkloadSettings,
+    prompt: str,
+    seed: int,
+    messages: list[Message] | None = None,
+    id_slot: int | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The endpoint path and JSON body for one request, streamed unless the workload says
     otherwise. A chat request's messages are ``prompt`` as one user message, or a
-    conversation's ``messages`` so far."""
+    conversation's ``messages`` so far; ``id_slot`` asks llama-server for that slot."""
     body: dict[str, Any] = {
         "model": workload.model_name,
         "max_tokens": workload.max_tokens,
@@ -55,6 +59,8 @@ def request_payload(
     }
     if workload.stream:
         body["stream_options"] = {"include_usage": True}
+    if id_slot is not None:
+        body["id_slot"] = id_slot
     if workload.ignore_eos:
         body["ignore_eos"] = True
     if workload.endpoint == "chat":
@@ -132,8 +138,9 @@ def prepare_request(
     prompt: str,
     seed: int,
     messages: list[Message] | None = None,
+    id_slot: int | None = None,
 ) -> PreparedRequest:
-    path, body = request_payload(workload, prompt, seed, messages)
+    path, body = request_payload(workload, prompt, seed, messages, id_slot)
     payload = json.dumps(body).encode()
     return PreparedRequest(client.request_head("POST", path, len(payload), {}), payload)
 

@@ -9,45 +9,101 @@ drawn around it). Each request is streamed by the same path as any other
 (``client.stream_request``), so every timestamp means what it means in
 ``workload.run_requests``: a turn is due (``t_intended``) when its conversation's think time
 is over, and ready at once (no client-side limit but the conversation itself).
+
+A conversations file is replayed the same way (``plan_replay``): each conversation's
+recorded user messages in order, the server's real answers between them, ``users`` of them
+at once and the next one of the file starting when one ends. With ``id_slot =
+"conversation"`` each turn asks for its conversation's own slot (llama-server's ``id_slot``,
+which the server honours: measured on it, ``tests/engine/measure/test_conversation_file_real.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 from dataclasses import dataclass
 
+from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.events import BatchedEmit, RequestFinished
-from workbench.engine.measure.client import Message, prepare_request, stream_request
+from workbench.engine.measure.client import (
+    Message,
+    PreparedRequest,
+    prepare_request,
+    stream_request,
+)
 from workbench.engine.measure.workload import Emit, name_unfinished, open_ahead
 from workbench.engine.net.http_stream import StreamClient
 
 
 @dataclass(frozen=True)
+class RecordedConversation:
+    """A conversation of a file, as a replay sends it: its system message (empty: none) and
+    its user messages in order (the recorded answers are not sent: the server's own are)."""
+
+    system: str
+    questions: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Conversation:
-    """One conversation's requests, turn 1 first."""
+    """One conversation's requests, turn 1 first, its number (from 1) and system prompt."""
 
     id: str
+    number: int
     turns: list[RequestRecord]
+    system_prompt: str = ""
 
 
-def plan_conversations(records: list[RequestRecord], users: int) -> list[Conversation]:
+def _numbered(number: int, turns: list[RequestRecord], system_prompt: str) -> Conversation:
+    """Each record marked with its conversation (``r1u2``: the repeat's second, as its
+    configuration's repeats number from 1) and turn (from 1)."""
+    cid = f"r{turns[0].repeat + 1}u{number}"
+    for turn, record in enumerate(turns, 1):
+        record.conversation_id, record.turn = cid, turn
+    return Conversation(cid, number, turns, system_prompt)
+
+
+def plan_conversations(
+    records: list[RequestRecord], users: int, system_prompt: str = ""
+) -> list[Conversation]:
     """A repeat's planned records as ``users`` conversations: numbered turn by turn (turn 1
     of every conversation, then turn 2 of every one, ...), the order they are sent in, so
-    each record's index numbers its prompt as an independent request's would. Each record
-    is marked with its conversation (``r1u2``: the repeat's second user, as its
-    configuration's repeats number from 1) and turn (from 1)."""
-    conversations = []
-    for user in range(users):
-        turns = records[user::users]
-        cid = f"r{turns[0].repeat + 1}u{user + 1}"
-        for turn, record in enumerate(turns, 1):
-            record.conversation_id, record.turn = cid, turn
-        conversations.append(Conversation(cid, turns))
-    return conversations
+    each record's index numbers its prompt as an independent request's would."""
+    return [_numbered(user + 1, records[user::users], system_prompt) for user in range(users)]
+
+
+def plan_replay(
+    records: list[RequestRecord], recorded: tuple[RecordedConversation, ...]
+) -> list[Conversation]:
+    """A repeat's planned records as a file's conversations, in file order: the records
+    follow the file's user messages (conversation 1's turns, then conversation 2's, ...),
+    as their prompts were built, and conversation *n* is the file's *n*-th."""
+    if len(records) != sum(len(c.questions) for c in recorded):
+        raise ValueError("a replay plans one record per user message of the file")
+    taken = iter(records)
+    return [
+        _numbered(number, list(itertools.islice(taken, len(c.questions))), c.system)
+        for number, c in enumerate(recorded, 1)
+    ]
+
+
+def pinned_slot(
+    workload: WorkloadSettings, conversation: Conversation, slots: int | None
+) -> int | None:
+    """The slot a conversation's turns ask for: none (``id_slot = "auto"``), or conversation
+    *n*'s slot (*n* - 1) mod the server's slots."""
+    if workload.id_slot != "conversation":
+        return None
+    if not slots or slots < 1:
+        raise WorkbenchError(
+            "id_slot = 'conversation' pins each conversation to a slot, and the server did "
+            "not say how many slots it has"
+        )
+    return (conversation.number - 1) % slots
 
 
 def think_time_ns(workload: WorkloadSettings, record: RequestRecord) -> int:
@@ -82,12 +138,14 @@ async def run_conversations(
     client: StreamClient,
     workload: WorkloadSettings,
     conversations: list[Conversation],
-    system_prompt: str,
     emit: Emit,
+    slots: int | None = None,
 ) -> None:
-    """Every conversation at once, each turn after the previous one's answer and the think
-    time. A turn that fails ends its conversation: the turns after it are recorded as not
-    sent (their question would have carried an answer that never came)."""
+    """``users`` conversations at once (the next one starting when one ends), each turn
+    after the previous one's answer and the think time, pinned to its conversation's slot
+    if the workload says so (``slots``: the server's). A turn that fails ends its
+    conversation: the turns after it are recorded as not sent (their question would have
+    carried an answer that never came)."""
     batched = BatchedEmit(emit)
     finished: set[int] = set()  # ids of the records whose RequestFinished went out
 
@@ -96,27 +154,33 @@ async def run_conversations(
         finished.add(id(record))
         batched(RequestFinished(record))
 
-    firsts = [c.turns[0] for c in conversations if c.turns]
+    pins: dict[int, int | None] = {}
+    waiting = iter(conversations)
+    starting = list(itertools.islice(waiting, workload.users))
+    firsts = [(c, c.turns[0]) for c in starting if c.turns]
     tasks: list[asyncio.Task[None]] = []
     flusher: asyncio.Task[None] | None = None
+
+    def prepared_turn(conversation: Conversation, k: int) -> PreparedRequest:
+        record = conversation.turns[k]
+        return prepare_request(
+            client,
+            workload,
+            record.prompt,
+            workload.seed + record.index,
+            turn_messages(conversation.system_prompt, conversation.turns[:k], record.prompt),
+            pins[conversation.number],
+        )
+
     try:
-        encoded = [
-            prepare_request(
-                client,
-                workload,
-                r.prompt,
-                workload.seed + r.index,
-                turn_messages(system_prompt, [], r.prompt),
-            )
-            for r in firsts
-        ]
+        pins.update((c.number, pinned_slot(workload, c, slots)) for c in conversations)
+        encoded = [prepared_turn(c, 0) for c, _ in firsts]
         opened = await open_ahead(client, encoded, list(range(len(firsts))))
-        ahead = {id(r): p for r, p in zip(firsts, opened, strict=True)}
+        ahead = {id(r): p for (_, r), p in zip(firsts, opened, strict=True)}
         flusher = asyncio.create_task(batched.run())
         t0_ns = time.perf_counter_ns()
 
-        async def converse(conversation: Conversation) -> None:
-            due = t0_ns
+        async def converse(conversation: Conversation, due: int) -> None:
             for k, record in enumerate(conversation.turns):
                 record.t_intended_ns = due
                 if (delay := (due - time.perf_counter_ns()) / 1e9) > 0:
@@ -124,13 +188,7 @@ async def run_conversations(
                 record.t_scheduled_ns = time.perf_counter_ns()
                 record.t_ready_ns = due  # nothing holds a turn back once it is due
                 seed = workload.seed + record.index
-                prepared = ahead.get(id(record)) or prepare_request(
-                    client,
-                    workload,
-                    record.prompt,
-                    seed,
-                    turn_messages(system_prompt, conversation.turns[:k], record.prompt),
-                )
+                prepared = ahead.get(id(record)) or prepared_turn(conversation, k)
                 try:
                     await stream_request(client, record, workload, seed, batched, prepared)
                 finally:
@@ -143,7 +201,17 @@ async def run_conversations(
                 assert record.t_done_ns is not None
                 due = record.t_done_ns + think_time_ns(workload, record)
 
-        tasks = [asyncio.create_task(converse(c)) for c in conversations]
+        async def user(conversation: Conversation) -> None:
+            """One user's conversations: the next waiting one is due when one ends."""
+            due = t0_ns
+            while True:
+                await converse(conversation, due)
+                following = next(waiting, None)
+                if following is None:
+                    return
+                conversation, due = following, time.perf_counter_ns()
+
+        tasks = [asyncio.create_task(user(c)) for c in starting]
         await asyncio.gather(*tasks)
     finally:
         for task in tasks:

@@ -33,7 +33,11 @@ from workbench.engine.events import (
 from workbench.engine.figures.per_run import RunObservations
 from workbench.engine.figures.saturation import LEFT_UNSENT
 from workbench.engine.figures.summaries import ConfigSummary, summarize
-from workbench.engine.measure.conversations import plan_conversations, run_conversations
+from workbench.engine.measure.conversations import (
+    plan_conversations,
+    plan_replay,
+    run_conversations,
+)
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sampler import ServerSampler, fetch_counters
 from workbench.engine.measure.sized_prompts import SizedPrompts
@@ -184,9 +188,13 @@ class ConfigRuns:
                 meter = ClientLoadMeter()
                 try:
                     if workload.conversations:
-                        conversations = plan_conversations(planned, workload.users)
+                        conversations = (
+                            plan_replay(planned, self.setup.conversations)
+                            if workload.conversations_file
+                            else plan_conversations(planned, workload.users, system_prompt)
+                        )
                         await run_conversations(
-                            client, workload, conversations, system_prompt, self.emit
+                            client, workload, conversations, self.emit, measured.slots
                         )
                     else:
                         await run_requests(client, workload, planned, offsets, self.emit)
@@ -278,6 +286,7 @@ class ConfigRuns:
             setup.headers,
             self.external,
             setup.base_dir,
+            setup.conversations,
         )
         if built.notice is not None:
             self.emit(Notice(*built.notice, config.index))

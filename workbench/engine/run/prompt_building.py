@@ -17,6 +17,7 @@ from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.states import NoticeLevel
 from workbench.engine.config.experiment import RunConfig
+from workbench.engine.measure.conversations import RecordedConversation
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sized_prompts import (
     ServerTokenizer,
@@ -47,11 +48,15 @@ async def build_prompts(
     headers: dict[str, str],
     external: bool,
     base_dir: Path | None,
+    recorded: tuple[RecordedConversation, ...] = (),
 ) -> BuiltPrompts:
     """The prompts of ``config``'s requests (indices from ``first_index``): each
     ``input_tokens`` long (or drawn around it), all opening with the same
-    ``shared_prefix_tokens``; the prompts as written when both are 0."""
+    ``shared_prefix_tokens``; the prompts as written when both are 0; a conversations
+    file's user messages (``recorded``, read at setup) for a replay."""
     workload = config.workload
+    if workload.conversations_file:
+        return _replayed_prompts(config, prompts, first_index, recorded)
     if workload.conversations:
         return await _conversation_prompts(config, prompts, first_index, base_url, headers)
     target, shared = workload.input_tokens, workload.shared_prefix_tokens
@@ -150,6 +155,33 @@ async def _conversation_prompts(
             + (f"; {missed} missed their length by a token or more" if missed else ""),
         ),
         system,
+    )
+
+
+def _replayed_prompts(
+    config: RunConfig,
+    prompts: PromptSource,
+    first_index: int,
+    recorded: tuple[RecordedConversation, ...],
+) -> BuiltPrompts:
+    """A replay's user messages as written, in file order for each repeat (``plan_replay``
+    splits them into the file's conversations), and its warm-ups the file's first ones;
+    nothing is counted, so a server without a tokenizer can replay a file too."""
+    workload = config.workload
+    questions = [q for c in recorded for q in c.questions]
+    if workload.per_repeat != len(questions):
+        raise ValueError("a replay's requests are the file's user messages, counted at setup")
+    texts = [questions[k % len(questions)] for k in range(workload.warmup)]
+    texts += questions * workload.repeats
+    built = {first_index + k: SizedPrompt(text, None) for k, text in enumerate(texts)}
+    return BuiltPrompts(
+        SizedPrompts(prompts, built),
+        (
+            NoticeLevel.INFO,
+            f"[{config.label}] replays the {len(recorded)} conversations of "
+            f"{Path(workload.conversations_file).name} ({len(questions)} user messages), "
+            f"{workload.users} at once",
+        ),
     )
 
 

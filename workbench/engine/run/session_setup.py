@@ -15,11 +15,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from workbench.engine.base.errors import OutputDirError, WorkbenchError
+from workbench.engine.base.errors import ExperimentError, OutputDirError, WorkbenchError
 from workbench.engine.base.records import Hardware
 from workbench.engine.base.states import ConfigStatus, RunStatus
 from workbench.engine.config.experiment import Experiment, RunConfig
 from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.interop.conversation_file import read_conversations
+from workbench.engine.measure.conversations import RecordedConversation
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.prompts import PromptSource, load_prompts
 from workbench.engine.run import notices
@@ -61,6 +63,7 @@ class RunSetup:
     kept: list[ConfigSummary] = field(default_factory=list)
     next_index: int = 0
     notices: list[str] = field(default_factory=list)
+    conversations: tuple[RecordedConversation, ...] = ()  # a conversations file's, read whole
 
     @property
     def external(self) -> bool:
@@ -101,6 +104,7 @@ def prepare_run(
         raise WorkbenchError("a sweep over [workload] prompts is not supported")
     prompts = load_prompts(prompt_specs.pop(), base_dir)
     setup = RunSetup(configs, prompts, base_dir, log_dir, options.base_url)
+    _load_conversations(setup)
     if setup.external:
         _connect_external(setup, options.api_key_env)
     else:
@@ -126,6 +130,30 @@ def prepare_run(
     except OSError as exc:
         raise OutputDirError(f"cannot create the session file {session_path}: {exc}") from None
     return setup
+
+
+def _load_conversations(setup: RunSetup) -> None:
+    """A conversations file, read whole and checked before any server starts (a replay never
+    runs from a half-read file); each configuration's ``requests`` becomes its user
+    messages, what one repeat of the replay sends."""
+    files = {c.workload.conversations_file for c in setup.configs} - {""}
+    if not files:
+        return
+    if len(files) > 1:
+        raise WorkbenchError("a sweep over [workload] conversations_file is not supported")
+    path = Path(files.pop()).expanduser()
+    if not path.is_absolute() and setup.base_dir is not None and (setup.base_dir / path).exists():
+        path = setup.base_dir / path
+    if not path.exists():
+        raise ExperimentError(f"[workload] conversations_file: cannot read {path}: no such file")
+    try:
+        setup.conversations = read_conversations(path)
+    except ExperimentError as exc:
+        raise ExperimentError(f"[workload] conversations_file: {exc}") from None
+    turns = sum(len(c.questions) for c in setup.conversations)
+    setup.configs = [
+        replace(c, workload=replace(c.workload, requests=turns)) for c in setup.configs
+    ]
 
 
 def check_out_dir(out_dir: Path) -> None:
