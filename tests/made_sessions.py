@@ -251,14 +251,16 @@ def _config_events(run: RunConfig, made: Config, folder: Path, base_url: str | N
 
 def _repeat_events(i: int, made: Config):
     """Per repeat: the client's load over the repeat's wall time, and the server's
-    /metrics counters, which count every request since the server started."""
+    /metrics counters, which count every request since the server started (its prompt
+    tokens those it processed, ``timings.prompt_n``: a cached token is not counted)."""
     counted = {"llamacpp:tokens_predicted_total": 0.0, "llamacpp:prompt_tokens_total": 0.0}
 
     def count(records: list[RequestRecord]) -> dict[str, float]:
         for r in records:
             usage = r.usage or {}
             counted["llamacpp:tokens_predicted_total"] += usage.get("completion_tokens", 0)
-            counted["llamacpp:prompt_tokens_total"] += usage.get("prompt_tokens", 0)
+            processed = (r.timings or {}).get("prompt_n", usage.get("prompt_tokens", 0))
+            counted["llamacpp:prompt_tokens_total"] += processed
         return dict(counted)
 
     count([r for r in made.requests if r.warmup])
@@ -326,3 +328,61 @@ def write_sweep(path: Path) -> Path:
             ),
         ],
     )
+
+
+CONVERSATIONS = """name = "chats"
+[server]
+slots = [1, 2]
+ctx = 4096
+[workload]
+kind = "conversations"
+users = 2
+turns = 3
+max_tokens = 8
+warmup = 0
+"""
+TURN_PROMPTS = (100, 180, 260)  # each turn's prompt by the server's count: history + 80
+
+
+def turn(
+    index: int, user: int, n: int, *, cache_n: int, submit_s: float, ttft_s: float, slot: int
+) -> RequestRecord:
+    """Turn ``n`` of conversation ``r1u{user}``: its prompt ``TURN_PROMPTS[n - 1]``, of which
+    the server took ``cache_n`` from its cache."""
+    prompt = TURN_PROMPTS[n - 1]
+    made = request(index, submit_s=submit_s, ttft_s=ttft_s, tokens=8, slot=slot)
+    return replace(
+        made,
+        conversation_id=f"r1u{user}",
+        turn=n,
+        usage={"completion_tokens": 8, "prompt_tokens": prompt},
+        timings={**(made.timings or {}), "prompt_n": prompt - cache_n, "cache_n": cache_n},
+    )
+
+
+def write_conversations(path: Path) -> Path:
+    """Two conversations of three turns at 1 slot and at 2, each turn 2 s after the last.
+
+    np=1: the slot always holds the other conversation, so every later turn finds only the
+    chat template's 26 tokens: 74 and 154 tokens re-prefilled per conversation (456 in all),
+    4 of 4 later turns lost, cache reuse 104 / 560; TTFT 0.2 s on turn 1, 0.4 s later.
+    np=2: each conversation keeps its slot and the server takes its whole history (and the
+    answer's start) from the cache: nothing re-prefilled; TTFT 0.2 s on turn 1, 0.05 s later.
+    """
+    configs = []
+    for slots, later_ttft in ((1, 0.4), (2, 0.05)):
+        requests = [
+            turn(
+                2 * (n - 1) + user - 1,
+                user,
+                n,
+                cache_n=0 if n == 1 else 26 if slots == 1 else TURN_PROMPTS[n - 2] + 7,
+                submit_s=2.0 * (n - 1),
+                ttft_s=0.2 if n == 1 else later_ttft,
+                slot=(user - 1) % slots,
+            )
+            for n in (1, 2, 3)
+            for user in (1, 2)
+        ]
+        configs.append(Config(requests, startup_facts(slots, 4096)))
+    return build_session(path, CONVERSATIONS, configs)

@@ -70,6 +70,10 @@ def test_concurrency_csv_keeps_its_columns(tmp_path):
         # over the steady state, and the over-saturation flag, after every older column
         "steady_s", "steady_requests", "steady_agg_tok_s", "steady_ttft_p50_s",
         "steady_ttft_p90_s", "steady_tpot_p50_ms", "over_saturated",
+        # TTFO where reasoning was streamed, then a conversations run's turns
+        "ttfo_p50_s", "ttfo_p50_s_sd", "ttfo_p90_s", "turn1_ttft_p50_s", "turn1_ttft_p90_s",
+        "later_ttft_p50_s", "later_ttft_p90_s", "later_cache_share", "reprefilled_tokens",
+        "later_turns", "lost_turns", "lost_turn_share", "conversations_per_slot",
     ]  # fmt: skip
     with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
         summaries = session.summaries()

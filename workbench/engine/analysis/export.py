@@ -12,8 +12,15 @@ from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.records import StartupFacts, request_numbers
 from workbench.engine.base.untrusted import csv_cell
 from workbench.engine.figures import vllm_names
+from workbench.engine.figures.conversation_cache import turn_caches
 from workbench.engine.figures.footprint import predicted_footprint_mib
-from workbench.engine.figures.metrics import REQUEST_FIGURES, Figure, Part, in_part
+from workbench.engine.figures.metrics import (
+    REQUEST_FIGURES,
+    SUMMARY_PARTS,
+    Figure,
+    Part,
+    in_part,
+)
 from workbench.engine.figures.per_request import NS, request_metrics
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.store import Session
@@ -23,12 +30,18 @@ def _sd_column(f: Figure) -> str:
     return f"{f.column}_sd"
 
 
+LATER_PARTS = (Part.STEADY, Part.REASONING, Part.CONVERSATION)
+"""The parts that came after concurrency.csv's columns settled: written after them all, in
+this order, each figure followed by its spread, so a reader that takes the columns by place
+finds the older ones where they were."""
+
+
 def concurrency_columns() -> list[str]:
     """``concurrency.csv``'s columns, from the catalogue: the lab's first, exactly; then
     which configuration, every other measured figure, the spreads across repeats, the
     server's set-up, the figures as ``vllm bench serve`` names them, and last those over the
-    steady state and the over-saturation flag."""
-    figures = in_part(Part.CONFIG, Part.RUN, Part.SERVER, Part.STEADY)
+    steady state with the over-saturation flag, TTFO, and a conversations run's turns."""
+    figures = in_part(Part.CONFIG, Part.RUN, Part.SERVER)
 
     def part(p: Part) -> list[str]:
         return [f.column for f in figures if f.part is p and not f.lab]
@@ -37,7 +50,8 @@ def concurrency_columns() -> list[str]:
     spreads = [_sd_column(f) for f in figures if f.spread]
     server = part(Part.SERVER)
     columns = lab + part(Part.CONFIG) + part(Part.RUN) + spreads + server
-    return columns + list(vllm_names.COLUMNS) + part(Part.STEADY)
+    later = [c for f in in_part(*LATER_PARTS) for c in (f.column, _sd_column(f))[: 1 + f.spread]]
+    return columns + list(vllm_names.COLUMNS) + later
 
 
 # The lab's columns, which every version of concurrency.csv begins with.
@@ -75,6 +89,7 @@ REQUEST_COLUMNS = [
     "reasoning_token_source",
     "conversation",
     "turn",
+    "reprefilled_tokens",
 ]
 
 
@@ -85,7 +100,7 @@ def _round(value: Any, digits: int = 4) -> Any:
 def concurrency_row(s: ConfigSummary) -> dict[str, Any]:
     """One configuration's row: each figure by its catalogue rule (4 decimals)."""
     row: dict[str, Any] = {}
-    for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER, Part.STEADY):
+    for f in in_part(*SUMMARY_PARTS):
         row[f.column] = f.of(s)
         if f.spread:
             row[_sd_column(f)] = f.sd_of(s)
@@ -104,6 +119,7 @@ def request_rows(session: Session) -> list[dict[str, Any]]:
     records = [r for config in session.configs for r in session.records(config.index)]
     numbers = request_numbers(records)
     labels = {config.index: config.label for config in session.configs}
+    caches = turn_caches(records)
     for r in records:
         m = request_metrics(r)
         timings = r.timings or {}
@@ -140,6 +156,9 @@ def request_rows(session: Session) -> list[dict[str, Any]]:
                 "reasoning_token_source": m.reasoning_token_source if m else None,
                 "conversation": r.conversation_id,
                 "turn": r.turn,
+                "reprefilled_tokens": c.reprefilled
+                if (c := caches.get(r.key)) is not None
+                else None,
             }
         )
     return rows
@@ -178,7 +197,7 @@ def figure_definitions() -> list[dict[str, str]]:
             "over_repeats": f.combine.value,
             "definition": f.definition,
         }
-        for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER, Part.STEADY)
+        for f in in_part(*SUMMARY_PARTS)
     ]
 
 

@@ -82,13 +82,20 @@ class Part(Enum):
         "over each repeat's steady state (the ramp-up and the drain left out), and whether its "
         "queue grew without bound"
     )
+    REASONING = (
+        "the answer after the reasoning: where a server streamed reasoning apart from the answer"
+    )
+    CONVERSATION = (
+        "a conversations run's turns against the server's cache: turn 1 against the later "
+        "turns, which resend their history (empty for any other run)"
+    )
     SLO = "the SLO evaluation (per request, all repeats together)"
     LIVE = "while a run goes"
 
 
 class View(Enum):
     """The summary views that show a selection of the figures (the CSV and JSON exports show
-    every figure of the CONFIG, RUN, SERVER and STEADY parts)."""
+    every figure of the ``SUMMARY_PARTS``)."""
 
     WINDOW = "the window's results table"
     TERMINAL = "the terminal's results table (run, show)"
@@ -114,6 +121,9 @@ class Figure:
     lab: bool = False  # one of the lab's concurrency.csv columns, which come first
     csv: str | None = None  # its concurrency.csv column when that is not the key
     estimate: bool = False  # a live figure that approximates a final one
+    # Only some runs have it (a steady state, streamed reasoning, conversations): a view
+    # shows it only where one of its configurations has a value (``shown_in``'s ``having``).
+    optional: bool = False
 
     @property
     def column(self) -> str:
@@ -191,6 +201,11 @@ class Figure:
         for the figures that report one)."""
         sd = self.sd_of(summary) if with_sd and self.spread else None
         return self.text(self.of(summary), sd)
+
+
+SUMMARY_PARTS = (Part.CONFIG, Part.RUN, Part.SERVER, Part.STEADY, Part.REASONING, Part.CONVERSATION)
+"""The parts whose figures a configuration's summary holds, as ``concurrency.csv`` and the
+JSON export write them."""
 
 
 def _numbers(values: Iterable[Any]) -> list[float]:
@@ -485,7 +500,7 @@ FIGURES: tuple[Figure, ...] = (
         "last send; for open-loop arrivals (poisson, gamma, fixed) from the 10th to the 90th "
         "percentile of the send times; a burst (every request at once) has none, so this and "
         "every steady figure are empty",
-        Part.STEADY,
+        Part.STEADY, frozenset({_T}), optional=True,
     ),
     Figure(
         "steady_requests", "Steady requests", "steady req", "requests", None, Combine.SUM,
@@ -496,22 +511,22 @@ FIGURES: tuple[Figure, ...] = (
         "steady_agg_tok_s", "Steady throughput", "steady tok/s", "tok/s", 1, Combine.MEAN,
         "output tokens that arrived inside the steady state (each request's count shared "
         "evenly over its chunks) / its length; empty for a burst",
-        Part.STEADY,
+        Part.STEADY, frozenset({_W, _T}), optional=True,
     ),
     Figure(
         "steady_ttft_p50_s", "Steady TTFT p50", "steady TTFT p50 s", "s", 3, Combine.MEAN,
         "median TTFT of the requests sent inside the steady state; empty for a burst",
-        Part.STEADY,
+        Part.STEADY, frozenset({_W, _T}), optional=True,
     ),
     Figure(
         "steady_ttft_p90_s", "Steady TTFT p90", "steady TTFT p90 s", "s", 3, Combine.MEAN,
         "90th percentile TTFT of the requests sent inside the steady state; empty for a burst",
-        Part.STEADY,
+        Part.STEADY, frozenset({_T}), optional=True,
     ),
     Figure(
         "steady_tpot_p50_ms", "Steady TPOT p50", "steady TPOT p50 ms", "ms", 2, Combine.MEAN,
         "median TPOT of the requests sent inside the steady state; empty for a burst",
-        Part.STEADY,
+        Part.STEADY, frozenset({_T}), optional=True,
     ),
     Figure(
         "over_saturated", "Over-saturated", "over-saturated", "", None, Combine.SETTING,
@@ -522,6 +537,82 @@ FIGURES: tuple[Figure, ...] = (
         "then grow with the run's length. Empty when it did not, or with arrivals in under "
         f"{MIN_POINTS} of those {BIN_S:g} s (a burst, a closed loop: every request due at once)",
         Part.STEADY,
+    ),
+    Figure(
+        "ttfo_p50_s", "TTFO p50", "TTFO p50 s", "s", 3, Combine.MEAN_SD,
+        "median over requests of TTFO, `t_first_answer - t_submit`: the first answer text, "
+        "after the reasoning the server streamed apart from it; empty where no request "
+        "streamed reasoning apart (TTFO is then TTFT), and in a session older than schema 7",
+        Part.REASONING, frozenset({_W, _T}), optional=True,
+    ),
+    Figure(
+        "ttfo_p90_s", "TTFO p90", "TTFO p90 s", "s", 3, Combine.MEAN,
+        "90th percentile over requests of TTFO; empty where no request streamed reasoning "
+        "apart",
+        Part.REASONING, frozenset({_T}), optional=True,
+    ),
+    Figure(
+        "turn1_ttft_p50_s", "TTFT p50, turn 1", "turn 1 TTFT p50 s", "s", 3, Combine.MEAN,
+        "median TTFT of the conversations' first turns, which carry no history; empty for a "
+        "run that is not a conversations run (as every figure of this part)",
+        Part.CONVERSATION, frozenset({_W, _T}), optional=True,
+    ),
+    Figure(
+        "turn1_ttft_p90_s", "TTFT p90, turn 1", "turn 1 TTFT p90 s", "s", 3, Combine.MEAN,
+        "90th percentile TTFT of the conversations' first turns",
+        Part.CONVERSATION, frozenset({_T}), optional=True,
+    ),
+    Figure(
+        "later_ttft_p50_s", "TTFT p50, later turns", "later TTFT p50 s", "s", 3, Combine.MEAN,
+        "median TTFT of the turns after the first, each sending its whole conversation so "
+        "far: low where the server took that history from its cache",
+        Part.CONVERSATION, frozenset({_W, _T}), optional=True,
+    ),
+    Figure(
+        "later_ttft_p90_s", "TTFT p90, later turns", "later TTFT p90 s", "s", 3, Combine.MEAN,
+        "90th percentile TTFT of the turns after the first",
+        Part.CONVERSATION, frozenset({_T}), optional=True,
+    ),
+    Figure(
+        "later_cache_share", "Cache reuse, later turns", "later cached", "share", 2,
+        Combine.MEAN,
+        "of the history later turns resent (each one's previous turn's prompt by the "
+        "server's count), the share the server took from its cache: sum of "
+        "`min(timings.cache_n, history)` over the sum of the histories; 1 where the slots "
+        "held every conversation",
+        Part.CONVERSATION, frozenset({_W, _T}), optional=True,
+    ),
+    Figure(
+        "reprefilled_tokens", "Re-prefilled tokens", "re-prefilled tok", "tokens", None,
+        Combine.SUM,
+        "history tokens later turns had to process again although the server had processed "
+        "them once: per later turn its history less `timings.cache_n` (floored at 0), summed",
+        Part.CONVERSATION, frozenset({_W, _T}), optional=True,
+    ),
+    Figure(
+        "later_turns", "Later turns", "later turns", "requests", None, Combine.SUM,
+        "turns after the first whose own and previous turn's token counts the server gave "
+        "(a turn after a failed one is not sent)",
+        Part.CONVERSATION, optional=True,
+    ),
+    Figure(
+        "lost_turns", "Later turns that lost their cache", "lost turns", "requests", None,
+        Combine.SUM,
+        "later turns that processed over half their history again: their slot had served "
+        "another conversation in between",
+        Part.CONVERSATION, optional=True,
+    ),
+    Figure(
+        "lost_turn_share", "Lost-cache share", "lost share", "share", 2, Combine.MEAN,
+        "later turns that lost their cache, of the later turns",
+        Part.CONVERSATION, frozenset({_T}), optional=True,
+    ),
+    Figure(
+        "conversations_per_slot", "Conversations per slot", "conv/slot", "", 2,
+        Combine.SETTING,
+        "`users` over the slots the server ran with, where both are known: above 1, "
+        "conversations share slots and a returning one may find another's history there",
+        Part.CONVERSATION, frozenset({_T}), optional=True,
     ),
     Figure(
         "goodput_rps", "Goodput", "goodput req/s", "req/s", 2, Combine.POOLED,
@@ -558,10 +649,16 @@ def figure(key: str) -> Figure:
     raise KeyError(key)
 
 
-def shown_in(*views: View) -> tuple[Figure, ...]:
-    """The figures any of ``views`` shows, in catalogue order. Read at call time, so a figure
-    added to ``FIGURES`` reaches every view."""
-    return tuple(f for f in FIGURES if f.views & set(views))
+def shown_in(*views: View, having: Sequence[ConfigSummary] = ()) -> tuple[Figure, ...]:
+    """The figures any of ``views`` shows, in catalogue order, the optional ones only where
+    a configuration of ``having`` has a value of them (none without it): a plain burst's
+    table gets no empty steady-state, reasoning or conversation columns. Read at call time,
+    so a figure added to ``FIGURES`` reaches every view."""
+    return tuple(
+        f
+        for f in FIGURES
+        if f.views & set(views) and (not f.optional or any(f.of(s) is not None for s in having))
+    )
 
 
 def in_part(*parts: Part) -> tuple[Figure, ...]:

@@ -1,7 +1,8 @@
 """One repeat of one configuration: makespan, aggregate throughput, percentiles over its
 requests, dispatch delay, the client's load (client-limited by ``client_limits``), the
-cross-checks with the server, the same figures over its steady state (``steady_state``) and
-whether its queue grew without bound (``saturation``).
+cross-checks with the server, the same figures over its steady state (``steady_state``),
+whether its queue grew without bound (``saturation``), TTFO where reasoning was streamed, and
+a conversations run's turns against the server's cache (``conversation_cache``).
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.records import RequestKey, RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
+from workbench.engine.figures.conversation_cache import turn_caches
 from workbench.engine.figures.cross_checks import run_cross_checks, tokens_per_chunk
 from workbench.engine.figures.per_request import (
     NS,
+    RequestMetrics,
     dispatch_delay_s,
     percentile,
     request_metrics,
@@ -97,6 +100,62 @@ class RunSummary:
     steady_ttft_p90_s: float | None = None
     steady_tpot_p50_ms: float | None = None
     over_saturated: str | None = None  # why its queue grew without bound (``saturation``)
+    # where a request streamed reasoning apart from its answer; else None each
+    ttfo_p50_s: float | None = None
+    ttfo_p90_s: float | None = None
+    # a conversations run's turns (``ConversationFigures``): None each for any other run
+    turn1_ttft_p50_s: float | None = None
+    turn1_ttft_p90_s: float | None = None
+    later_ttft_p50_s: float | None = None
+    later_ttft_p90_s: float | None = None
+    later_cache_share: float | None = None
+    reprefilled_tokens: int | None = None
+    later_turns: int | None = None
+    lost_turns: int | None = None
+    lost_turn_share: float | None = None
+
+
+@dataclass(frozen=True)
+class ConversationFigures:
+    """A repeat's conversation turns: TTFT of turn 1 against the later turns, and how the
+    later turns' history fared against the server's cache (``conversation_cache``); None
+    each for a repeat with no conversations."""
+
+    turn1_ttft_p50_s: float | None = None
+    turn1_ttft_p90_s: float | None = None
+    later_ttft_p50_s: float | None = None
+    later_ttft_p90_s: float | None = None
+    later_cache_share: float | None = None
+    reprefilled_tokens: int | None = None
+    later_turns: int | None = None
+    lost_turns: int | None = None
+    lost_turn_share: float | None = None
+
+
+def conversation_figures(
+    records: Sequence[RequestRecord], metrics: dict[RequestKey, RequestMetrics]
+) -> ConversationFigures:
+    """The figures of one repeat's measured ``records`` (``metrics``: each successful
+    one's, by its key) that are turns of conversations."""
+    turns = [r for r in records if r.turn is not None and r.conversation_id is not None]
+    if not turns:
+        return ConversationFigures()
+    first = [metrics[r.key].ttft_s for r in turns if r.turn == 1 and r.key in metrics]
+    later = [metrics[r.key].ttft_s for r in turns if r.turn > 1 and r.key in metrics]
+    caches = list(turn_caches(turns).values())
+    seen = sum(c.seen for c in caches)
+    lost = sum(c.lost for c in caches)
+    return ConversationFigures(
+        turn1_ttft_p50_s=percentile(first, 50),
+        turn1_ttft_p90_s=percentile(first, 90),
+        later_ttft_p50_s=percentile(later, 50),
+        later_ttft_p90_s=percentile(later, 90),
+        later_cache_share=sum(min(c.cached, c.seen) for c in caches) / seen if seen else None,
+        reprefilled_tokens=sum(c.reprefilled for c in caches) if caches else None,
+        later_turns=len(caches) if caches else None,
+        lost_turns=lost if caches else None,
+        lost_turn_share=lost / len(caches) if caches else None,
+    )
 
 
 def _ms(value: float | None) -> float | None:
@@ -123,7 +182,8 @@ def summarize_run(
     checks = run_cross_checks(
         measured, observed.counters_before, observed.counters_after, observed.slots_from_log
     )
-    metrics = [m for m in (request_metrics(r) for r in measured) if m is not None]
+    by_key = {r.key: m for r in measured if (m := request_metrics(r)) is not None}
+    metrics = list(by_key.values())
     makespan = makespan_s(measured)
     tokens = sum(m.output_tokens for m in metrics)
     ttft = [m.ttft_s for m in metrics]
@@ -143,6 +203,9 @@ def summarize_run(
     prompts = [m.prompt_tokens for m in metrics if m.prompt_tokens is not None]
     prefill = [m.prefill_tok_s for m in metrics if m.prefill_tok_s is not None]
     counted = [m for m in metrics if m.prompt_tokens and m.cached_tokens is not None]
+    # TTFO says more than TTFT only where some request streamed reasoning before its answer.
+    reasoned = any((m.reasoning_tokens or 0) > 0 for m in metrics)
+    ttfo = [m.ttfo_s for m in metrics if m.ttfo_s is not None] if reasoned else []
     cached = sum(m.cached_tokens or 0 for m in counted)
     return RunSummary(
         requests=len(measured),
@@ -195,4 +258,7 @@ def summarize_run(
         **asdict(steady_figures(measured, workload)),
         # The requests a stop left unsent were due (and waited) all the same.
         over_saturated=over_saturated([r for r in records if not r.warmup]),
+        ttfo_p50_s=percentile(ttfo, 50),
+        ttfo_p90_s=percentile(ttfo, 90),
+        **asdict(conversation_figures(measured, by_key)),
     )

@@ -18,7 +18,7 @@ from workbench.engine.base.states import ConfigStatus
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import from_stored
 from workbench.engine.figures import wording
-from workbench.engine.figures.metrics import Combine, Part, figure, in_part
+from workbench.engine.figures.metrics import SUMMARY_PARTS, Combine, figure, in_part
 from workbench.engine.figures.per_run import (
     RunObservations,
     RunSummary,
@@ -49,6 +49,14 @@ class ConfigSummary:
     input_tokens: int = 0
     cache_prompt: bool = False
     warmup: int = 0
+    users: int | None = None  # a conversations run's conversations at once; else None
+
+    @property
+    def conversations_per_slot(self) -> float | None:
+        """Conversations over the slots they shared, where both are known."""
+        if self.users is None or not self.slots or self.slots < 0:
+            return None
+        return self.users / self.slots
 
     @property
     def cache_state(self) -> str:
@@ -125,7 +133,7 @@ def summarize_config(
     facts; otherwise (an external server, an imported file) only what the server itself
     said is known, and the rest is None. The figures with a spread keep their mean and sd
     (the JSON export's ``mean`` and ``sd``), by the catalogue's rule."""
-    spread = [f for f in in_part(Part.RUN) if f.spread]
+    spread = [f for f in in_part(*SUMMARY_PARTS) if f.spread]
     mean = {f.key: f.over(runs) for f in spread}
     sd = {f.key: f.sd_over(runs) for f in spread}
     # A stored configuration may come from another version: missing fields take the
@@ -148,6 +156,7 @@ def summarize_config(
         input_tokens=load.input_tokens,
         cache_prompt=load.cache_prompt,
         warmup=load.warmup,
+        users=load.users if load.conversations else None,
         status=status,
         runs=runs,
         mean=mean,
