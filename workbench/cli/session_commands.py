@@ -18,6 +18,7 @@ from workbench.cli.exit_codes import EXIT_ERROR
 from workbench.cli.paths import SESSION_HELP, existing_folder, out_folder, session_file
 from workbench.cli.tables import (
     add_table_flags,
+    cache_line,
     comparison_table,
     hardware_line,
     memory_table,
@@ -38,7 +39,7 @@ from workbench.engine.analysis.export import (
     write_requests_csv,
 )
 from workbench.engine.analysis.library import data_folder, scan
-from workbench.engine.analysis.verdicts import lab_verdicts
+from workbench.engine.analysis.verdicts import cache_verdicts, lab_verdicts
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.states import NoticeLevel
 from workbench.engine.base.words import plural
@@ -193,7 +194,10 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
         if source is not None:
             console.print(source.describe(), highlight=False, markup=False)
         console.print(hardware_line(session.hardware), highlight=False, markup=False)
-        console.print(results_table(session.summaries(), "Results", args.results_columns))
+        summaries = session.summaries()
+        console.print(results_table(summaries, "Results", args.results_columns))
+        for verdict in cache_verdicts(summaries):
+            console.print(cache_line(verdict), highlight=False)
         if source is not None:
             console.print(reported_table(session, source))
         for config in session.configs:

@@ -20,17 +20,25 @@ from rich.table import Table
 from rich.text import Text
 
 from workbench.engine.analysis.compare import Comparison
-from workbench.engine.analysis.export import MemoryCheck, request_rows
+from workbench.engine.analysis.export import LATER_PARTS, MemoryCheck, request_rows
 from workbench.engine.analysis.library import SessionInfo
 from workbench.engine.analysis.planner import ModelFacts, PlanRow
 from workbench.engine.analysis.roofline import RooflineRow
 from workbench.engine.analysis.slo import SHOWN, ConfigGoodput, machines_needed
-from workbench.engine.analysis.verdicts import Verdict
+from workbench.engine.analysis.verdicts import HELD, LOST, CacheVerdict, Verdict
 from workbench.engine.base.records import Hardware, ImportSource
 from workbench.engine.base.states import NoticeLevel, RunStatus
 from workbench.engine.base.words import plural
 from workbench.engine.events import ConfigFinished, ConfigStarted, Notice, ServerReady
-from workbench.engine.figures.metrics import Figure, Part, View, figure, in_part, shown_in
+from workbench.engine.figures.metrics import (
+    SUMMARY_PARTS,
+    Figure,
+    Part,
+    View,
+    figure,
+    in_part,
+    shown_in,
+)
 from workbench.engine.figures.summaries import ConfigSummary
 
 # The width to lay tables out at when neither a terminal nor ``COLUMNS`` says one (a log, a
@@ -247,23 +255,28 @@ class Fitted:
 class ResultColumns:
     """Which figures the results tables show. By default the lab's (total time, aggregate
     tok/s, TTFT p50 and max, decode tok/s), then the settings, then the rest of the
-    terminal's figures, a table each; ``wide``: all of them in one; ``keys``: those figures
-    of the catalogue, in one. Each table leads with the configuration and its marks. Read
-    when printed, so a figure added to the catalogue is in them."""
+    terminal's figures, a table each, and a table each for the steady state, TTFO and the
+    conversations' turns where a configuration has them; ``wide``: all of them in one;
+    ``keys``: those figures of the catalogue, in one. Each table leads with the
+    configuration and its marks. Read when printed, so a figure added to the catalogue is
+    in them."""
 
     keys: tuple[str, ...] = ()
     wide: bool = False
 
-    def groups(self) -> list[tuple[Figure, ...]]:
+    def groups(self, having: Sequence[ConfigSummary] = ()) -> list[tuple[Figure, ...]]:
+        """The tables' figures for the configurations ``having`` (an optional figure only
+        where one of them has a value)."""
         if self.keys:
             return [tuple(figure(key) for key in self.keys)]
-        shown = tuple(f for f in shown_in(View.TERMINAL) if f.key != LABEL)
+        shown = tuple(f for f in shown_in(View.TERMINAL, having=having) if f.key != LABEL)
         if self.wide:
             return [shown]
         lab = tuple(f for f in shown if f.lab and f.part is Part.RUN)
-        settings = tuple(f for f in shown if f.part is not Part.RUN)
-        rest = tuple(f for f in shown if f not in lab and f not in settings)
-        return [group for group in (lab, settings, rest) if group]
+        settings = tuple(f for f in shown if f.part in (Part.CONFIG, Part.SERVER))
+        rest = tuple(f for f in shown if f.part is Part.RUN and f not in lab)
+        later = [tuple(f for f in shown if f.part is p) for p in LATER_PARTS]
+        return [group for group in (lab, settings, rest, *later) if group]
 
     def lead(self) -> ResultColumns:
         """Only the first table: the live display's, small enough to watch."""
@@ -271,14 +284,12 @@ class ResultColumns:
 
 
 LABEL = "label"
-CHOOSABLE = (Part.CONFIG, Part.RUN, Part.SERVER, Part.STEADY)
-"""The parts whose figures a configuration's summary holds (as the CSV export writes them)."""
 
 
 def parse_columns(text: str) -> ResultColumns:
     """``--columns``: figures by their ``concurrency.csv`` columns (``total_s``) or catalogue
     keys (``makespan_s``), comma-separated."""
-    figures = [f for f in in_part(*CHOOSABLE) if f.key != LABEL]
+    figures = [f for f in in_part(*SUMMARY_PARTS) if f.key != LABEL]
     known = {f.column: f.key for f in figures} | {f.key: f.key for f in figures}
     asked = [name.strip() for name in text.split(",") if name.strip()]
     for name in asked:
@@ -322,7 +333,7 @@ def results_table(
     label = figure(LABEL)
     names = [Text(s.label + "".join(f" [{flag}]" for flag in s.flags)) for s in summaries]
     tables = []
-    for n, group in enumerate((columns or ResultColumns()).groups()):
+    for n, group in enumerate((columns or ResultColumns()).groups(summaries)):
         rows = [
             [name, *(_result_cell(f, s) for f in group)]
             for name, s in zip(names, summaries, strict=True)
@@ -356,11 +367,16 @@ def hardware_line(hw: Hardware) -> str:
 
 def requests_table(session: Any) -> Fitted:
     """Every measured request of a session, one row each, under its configuration's label
-    and its number (as its stream pane and Gantt row show it)."""
+    and its number (as its stream pane and Gantt row show it); in a session with
+    conversations, each one's conversation and turn, and the history a later turn
+    processed again."""
+    measured = [row for row in request_rows(session) if not row["warmup"]]
+    turns = ("conversation", "turn", "reprefilled_tokens")
     names = (
         "label",
         "repeat",
         "request",
+        *(turns if any(row["conversation"] is not None for row in measured) else ()),
         "ok",
         "ttft_s",
         "queue_wait_s",
@@ -370,12 +386,15 @@ def requests_table(session: Any) -> Fitted:
         "cache_hit",
         "error",
     )
-    rows = [[_num(row[c], 3) for c in names] for row in request_rows(session) if not row["warmup"]]
+    rows = [[_num(row[c], 3) for c in names] for row in measured]
     columns = [
-        Column("config" if n == "label" else n, "left" if n in ("label", "error") else "right")
+        Column(
+            {"label": "config", "reprefilled_tokens": "re-prefilled"}.get(n, n),
+            "left" if n in ("label", "conversation", "error") else "right",
+        )
         for n in names
     ]
-    return Fitted(columns, rows, title="Requests", keys=3)
+    return Fitted(columns, rows, title="Requests", keys=5 if "turn" in names else 3)
 
 
 # -- run ------------------------------------------------------------------------------------
@@ -517,6 +536,13 @@ def verdict_line(verdict: Verdict) -> Text:
     return Text(f"{verdict.verdict.upper()}", style=f"bold {styles[verdict.verdict]}") + Text(
         f"  {verdict.hypothesis}"
     )
+
+
+def cache_line(verdict: CacheVerdict) -> Text:
+    """Whether a conversations configuration's slots held its conversations' caches, in the
+    colour of how it went."""
+    style = {HELD: "green", LOST: "red"}.get(verdict.state, "yellow")
+    return Text("caches: ", style=f"bold {style}") + Text(verdict.sentence)
 
 
 # -- capacity -------------------------------------------------------------------------------

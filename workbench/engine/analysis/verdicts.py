@@ -3,6 +3,10 @@ inconclusive (too few configurations, or differences inside the noise).
 
 Noise is the spread across repeats when the session has repeats; otherwise a 5 % guess, and
 the verdict says so (run with ``repeats >= 3`` for a real noise floor).
+
+A conversations run also gets a sentence per configuration saying whether its slots held the
+conversations' caches (``cache_verdicts``), from the figures of the catalogue's conversation
+part, and the lab's hypothesis about slots and conversations is judged on those sentences.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from dataclasses import dataclass, field
 
 from workbench.engine.base.states import ConfigStatus
 from workbench.engine.base.words import plural
+from workbench.engine.figures.metrics import figure
 from workbench.engine.figures.summaries import ConfigSummary
 
 SUPPORTED, NOT_SUPPORTED, INCONCLUSIVE = "supported", "not supported", "inconclusive"
+HELD, PARTLY_HELD, LOST = "held", "partly held", "lost"
 NOISE_GUESS = 0.05
 R2_SUPPORTED, R2_REJECTED = 0.9, 0.6
 
@@ -200,10 +206,123 @@ def decode_speed_falls(summaries: list[ConfigSummary]) -> Verdict:
     return Verdict(hypothesis, INCONCLUSIVE, numbers)
 
 
-def lab_verdicts(summaries: list[ConfigSummary]) -> list[Verdict]:
+@dataclass(frozen=True)
+class CacheVerdict:
+    """Whether one conversations configuration's slots held its conversations' caches
+    (``HELD``: no later turn lost its cache, ``LOST``: most did, else ``PARTLY_HELD``), in
+    one sentence."""
+
+    label: str
+    state: str
+    sentence: str
+    conversations_per_slot: float | None
+
+
+def _cache_state(s: ConfigSummary) -> str | None:
+    turns, lost = s.value("later_turns"), s.value("lost_turns")
+    if not turns or lost is None:
+        return None  # not a conversations run, or no later turn the server counted
+    if lost == 0:
+        return HELD
+    return LOST if 2 * lost > turns else PARTLY_HELD
+
+
+def _tokens(count: int) -> str:
+    return f"{count:,} token" + ("" if count == 1 else "s")
+
+
+def _cache_sentence(s: ConfigSummary, state: str, other: ConfigSummary | None) -> str:
+    """``np=4: the slots held ...``, with the later turns' TTFT against ``other``'s."""
+    turns, lost = s.value("later_turns"), s.value("lost_turns")
+    tokens = s.value("reprefilled_tokens") or 0
+    if state == HELD:
+        share = s.value("later_cache_share")
+        took = f"{share:.0%} of their history" if share is not None else "their history"
+        text = (
+            f"{s.label}: the slots held the conversations' caches: later turns took {took} "
+            f"from the cache ({_tokens(tokens)} re-prefilled)"
+        )
+    else:
+        head = (
+            "the conversations lost their caches"
+            if state == LOST
+            else "the slots held only some of the conversations' caches"
+        )
+        off = " (cache_prompt is off)" if not s.cache_prompt else ""
+        text = (
+            f"{s.label}: {head}{off}: {lost} of {plural(turns, 'later turn')} re-prefilled, "
+            f"{tokens:,} history tokens processed again"
+        )
+    ttft = figure("later_ttft_p50_s")
+    mine, theirs = ttft.of(s), None if other is None else ttft.of(other)
+    if other is not None and mine is not None and theirs is not None:
+        text += (
+            f"; later turns' TTFT p50 {ttft.text(mine)} s vs {ttft.text(theirs)} s at {other.label}"
+        )
+    return text
+
+
+def cache_verdicts(summaries: list[ConfigSummary]) -> list[CacheVerdict]:
+    """A sentence per conversations configuration; one that lost caches is set beside the
+    one that held them best, one that held them beside the one that lost most, where the
+    sweep has both."""
+    judged = [(s, state) for s in summaries if (state := _cache_state(s)) is not None]
+    share = figure("later_cache_share")
+
+    def reuse(s: ConfigSummary) -> float:
+        return share.of(s) or 0.0
+
+    held = [s for s, state in judged if state == HELD]
+    lost = [s for s, state in judged if state != HELD]
+    best = max(held, key=reuse, default=None)
+    worst = min(lost, key=reuse, default=None)
     return [
+        CacheVerdict(
+            s.label,
+            state,
+            _cache_sentence(s, state, worst if state == HELD else best),
+            s.conversations_per_slot,
+        )
+        for s, state in judged
+    ]
+
+
+def slots_hold_conversations(summaries: list[ConfigSummary]) -> Verdict | None:
+    """Judged on each conversations configuration: held where each conversation had a slot
+    of its own, lost (in part or whole) where conversations shared slots. None for a session
+    with no conversations run."""
+    hypothesis = (
+        "a slot per conversation holds each conversation's cache between its turns, and "
+        "fewer slots than conversations lose it"
+    )
+    verdicts = cache_verdicts(summaries)
+    if not verdicts:
+        return None
+    numbers = [v.sentence for v in verdicts]
+    unknown, against = [], []
+    for v in verdicts:
+        per_slot = v.conversations_per_slot
+        if per_slot is None:
+            unknown.append(v.label)
+        elif (per_slot <= 1) != (v.state == HELD):
+            against.append(f"{v.label}: {v.state} at {per_slot:g} conversations per slot")
+    if against:
+        return Verdict(hypothesis, NOT_SUPPORTED, [*against, *numbers])
+    if unknown:
+        numbers.append(
+            "slots unknown (a server the workbench did not start): " + ", ".join(unknown)
+        )
+        return Verdict(hypothesis, INCONCLUSIVE, numbers)
+    return Verdict(hypothesis, SUPPORTED, numbers)
+
+
+def lab_verdicts(summaries: list[ConfigSummary]) -> list[Verdict]:
+    """The lab's hypotheses, and the one about conversations where the session has them."""
+    verdicts = [
         throughput_diminishing(summaries),
         ttft_linear_in_load(summaries),
         context_per_slot(summaries),
         decode_speed_falls(summaries),
     ]
+    conversations = slots_hold_conversations(summaries)
+    return verdicts if conversations is None else [*verdicts, conversations]

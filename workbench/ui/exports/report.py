@@ -9,7 +9,7 @@ import html
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,8 @@ from workbench.engine.analysis.export import write_csv
 from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.untrusted import markdown
-from workbench.engine.figures.metrics import Figure, View, shown_in
+from workbench.engine.figures.metrics import Figure, Part, View, shown_in
+from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.store import Session
 from workbench.ui.theme.palette import theme_data
 from workbench.ui.theme.qt_theme import apply_theme, theme
@@ -147,12 +148,21 @@ def _settings(session: Session) -> list[tuple[str, str]]:
     return [("configurations", ", ".join(c.label for c in session.configs)), *server, *workload]
 
 
-def definitions() -> list[tuple[Figure, str]]:
-    """Each figure the report shows (its table and charts) with its unit, repeat rule and
-    definition, from the catalogue: a reader of the report needs no other document."""
+def conversation_figures(summaries: Sequence[ConfigSummary]) -> tuple[Figure, ...]:
+    """The conversation figures ``workbench show`` prints for ``summaries``: none where no
+    configuration is a conversations run."""
+    shown = shown_in(View.TERMINAL, having=summaries)
+    return tuple(f for f in shown if f.part is Part.CONVERSATION)
+
+
+def definitions(sessions: Sequence[Session] = ()) -> list[tuple[Figure, str]]:
+    """Each figure the report shows (its table and charts, the conversation figures beside
+    the verdicts) with its unit, repeat rule and definition, from the catalogue: a reader of
+    the report needs no other document."""
+    summaries = [s for session in sessions for s in session.summaries()]
     return [
         (f, f"{f.unit + '; ' if f.unit else ''}over repeats: {f.combine.value}")
-        for f in shown_in(View.COMPARISON, View.CHART)
+        for f in shown_in(View.COMPARISON, View.CHART) + conversation_figures(summaries)
     ]
 
 
@@ -214,7 +224,7 @@ def write_report(
     md += ["## Charts", ""]
     md += [f"![{t}](charts/{p.name})" for t, p in charts] + [""]
     md += ["## Results", "", table_md, "## Definitions", ""]
-    md += [f"- **{f.title}** ({how}): {f.definition}" for f, how in definitions()] + [""]
+    md += [f"- **{f.title}** ({how}): {f.definition}" for f, how in definitions(sessions)] + [""]
     md += ["## Can these numbers be trusted?", ""]
     for session, column in zip(sessions, comparison.columns, strict=True):
         md += [f"### {markdown(column)}", ""]
@@ -222,10 +232,19 @@ def write_report(
     md += ["## Verdicts", ""]
     for session, column in zip(sessions, comparison.columns, strict=True):
         md += [f"### {markdown(column)}", ""]
-        for verdict in lab_verdicts(session.summaries()):
+        summaries = session.summaries()
+        for verdict in lab_verdicts(summaries):
             md.append(f"- **{verdict.verdict}**: {markdown(verdict.hypothesis)}")
             md += [f"  - {markdown(line)}" for line in verdict.numbers]
         md.append("")
+        if figures := conversation_figures(summaries):
+            md += ["| configuration | " + " | ".join(markdown(f.heading) for f in figures) + " |"]
+            md.append("|---" * (len(figures) + 1) + "|")
+            for s in summaries:
+                md.append(
+                    f"| {markdown(s.label)} | " + " | ".join(f.cell(s) for f in figures) + " |"
+                )
+            md.append("")
     md += ["## Sessions", ""]
     for session, column in zip(sessions, comparison.columns, strict=True):
         md += [f"### {markdown(column)}", "", "| | |", "|---|---|"]
@@ -276,7 +295,8 @@ def _html(
         )
     parts.append("</table><h2>Definitions</h2><ul>")
     parts += [
-        f"<li><b>{e(f.title)}</b> ({e(how)}): {e(f.definition)}</li>" for f, how in definitions()
+        f"<li><b>{e(f.title)}</b> ({e(how)}): {e(f.definition)}</li>"
+        for f, how in definitions(sessions)
     ]
     parts.append("</ul><h2>Can these numbers be trusted?</h2>")
     for session, column in zip(sessions, comparison.columns, strict=True):
@@ -286,12 +306,26 @@ def _html(
     parts.append("<h2>Verdicts</h2>")
     for session, column in zip(sessions, comparison.columns, strict=True):
         parts.append(f"<h3>{e(column)}</h3><ul>")
-        for verdict in lab_verdicts(session.summaries()):
+        summaries = session.summaries()
+        for verdict in lab_verdicts(summaries):
             numbers = "".join(f"<li>{e(n)}</li>" for n in verdict.numbers)
             parts.append(
                 f"<li><b>{e(verdict.verdict)}</b>: {e(verdict.hypothesis)}<ul>{numbers}</ul></li>"
             )
         parts.append("</ul>")
+        if figures := conversation_figures(summaries):
+            parts.append(
+                "<table><tr><th>configuration</th>"
+                + "".join(f"<th>{e(f.heading)}</th>" for f in figures)
+                + "</tr>"
+            )
+            parts += [
+                f"<tr><td>{e(s.label)}</td>"
+                + "".join(f"<td>{e(f.cell(s))}</td>" for f in figures)
+                + "</tr>"
+                for s in summaries
+            ]
+            parts.append("</table>")
     parts.append("<h2>Sessions</h2>")
     for session, column in zip(sessions, comparison.columns, strict=True):
         parts.append(f"<h3>{e(column)}</h3><table>")
