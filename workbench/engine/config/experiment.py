@@ -28,7 +28,7 @@ from workbench.engine.config.settings import (
     show_value,
 )
 
-ARRIVALS = ("burst", "poisson", "gamma", "fixed")
+ARRIVALS = ("burst", "poisson", "gamma", "fixed", "trace")
 ENDPOINTS = ("chat", "completion")
 SPREADS = ("fixed", "uniform", "normal")
 KINDS = ("requests", "conversations")
@@ -342,7 +342,7 @@ class WorkloadSettings:
         label="arrival",
         help=(
             "`burst` (all at t0), or at `rate`: `poisson`, `gamma` (gaps as bursty as "
-            "`burstiness` says) or `fixed`"
+            "`burstiness` says) or `fixed`; or `trace`: when a recorded `trace` says"
         ),
         choices=ARRIVALS,
         in_form=True,
@@ -369,6 +369,66 @@ class WorkloadSettings:
         low=0.01,
         high=1000,
         note="gamma shape",
+    )
+    trace: str = setting(
+        "",
+        label="trace",
+        help=(
+            "for `trace` arrivals: a recorded trace to replay, JSON Lines in Mooncake's format "
+            "(`timestamp` in ms, `input_length`, `output_length`, `hash_ids`) or AIPerf's "
+            "(rows with `session_id`, later turns `delay` ms after the previous reply); every "
+            "row is sent (up to `max_requests`), whatever `requests` says; relative to the "
+            "experiment file"
+        ),
+        in_form=True,
+        hint="a .jsonl trace, for arrival = trace",
+        file_filter="Traces (*.jsonl)",
+    )
+    time_scale: float = setting(
+        1.0,
+        label="time scale",
+        help="for `trace`: how much faster than recorded the trace is replayed (2 = twice as fast)",
+        low=0.001,
+        high=1000,
+        note="2 = twice as fast",
+    )
+    length_scale: float = setting(
+        1.0,
+        label="length scale",
+        help=(
+            "for `trace`: each row's `input_length`, `output_length` and the block of a hash "
+            "id are multiplied by this (0.25 fits a production trace to a small model)"
+        ),
+        low=0.001,
+        high=1000,
+        note="a factor",
+    )
+    block_size: int = setting(
+        512,
+        label="block size",
+        help="for `trace`: tokens of prompt per hash id, before `length_scale`",
+        low=1,
+        high=1_000_000,
+        note="tokens",
+    )
+    max_requests: int = setting(
+        0,
+        label="max requests",
+        help="for `trace`: send at most this many rows (after `trace_start_s`); `0` = every row",
+        low=0,
+        high=100_000,
+        note="0 = every row",
+    )
+    trace_start_s: float = setting(
+        0.0,
+        label="trace start (s)",
+        help=(
+            "for `trace`: skip the rows before this point of the trace (seconds, as "
+            "recorded) and start the rest at 0"
+        ),
+        low=0,
+        high=DAY_S * 365,
+        note="seconds",
     )
     stop_when_saturated: bool = setting(
         False,
@@ -875,20 +935,54 @@ def _validate_conversations(workload: dict[str, Any]) -> None:
                 )
 
 
+# What a trace run cannot take: its rows give each request's time, prompt length and shared
+# blocks (a conversations run refuses arrival 'trace' as it refuses every arrival but burst).
+_NOT_FOR_TRACES = (
+    ("input_tokens", "sizes each prompt by its row's input_length: input_tokens must be 0"),
+    ("input_spread", "takes each prompt's length from its row: input_spread must be 'fixed'"),
+    (
+        "shared_prefix_tokens",
+        "shares prompt blocks as its rows' hash_ids say: shared_prefix_tokens must be 0",
+    ),
+    ("rate", "sends each row when the trace says: rate must be 0"),
+)
+
+
+def _validate_trace(workload: dict[str, Any]) -> None:
+    """``arrival = "trace"`` and ``trace`` go together, and the trace decides what it gives."""
+    arrivals, traces = _values(workload, "arrival"), _values(workload, "trace")
+    if "trace" not in arrivals:
+        if named := [t for t in traces if t]:
+            raise ExperimentError(f"[workload] trace = {named[0]!r} needs arrival = 'trace'")
+        return
+    if len(arrivals) > 1:
+        raise ExperimentError(
+            "[workload] arrival = 'trace' cannot be swept with other arrivals: a trace run's "
+            "times are the trace's"
+        )
+    if not all(traces):
+        raise ExperimentError("[workload] arrival = 'trace' needs trace = \"FILE.jsonl\"")
+    for name, why in _NOT_FOR_TRACES:
+        if bad := _changed(workload, name):
+            raise ExperimentError(f"[workload] {name} = {bad[0]!r}: arrival = 'trace' {why}")
+
+
 def _validate_workload_consistency(workload: dict[str, Any]) -> None:
     _validate_conversations(workload)
+    _validate_trace(workload)
     arrivals = workload.get("arrival", "burst")
     rates = workload.get("rate", 0.0)
     arrival_list = arrivals if isinstance(arrivals, list) else [arrivals]
     rate_list = rates if isinstance(rates, list) else [rates]
-    if any(a != "burst" for a in arrival_list) and any(r <= 0 for r in rate_list):
+    timed = [a for a in arrival_list if a not in ("burst", "trace")]
+    if timed and any(r <= 0 for r in rate_list):
         raise ExperimentError(
             "[workload] arrival 'poisson', 'gamma' or 'fixed' needs rate > 0 (requests/s)"
         )
     requests = workload.get("requests", 8)
     most = max(requests) if isinstance(requests, list) else requests
     slowest = min((r for r in rate_list if r > 0), default=0)
-    if any(a != "burst" for a in arrival_list) and slowest and most / slowest > DAY_S:
+    if timed and slowest and most / slowest > DAY_S:
         raise ExperimentError(
             f"[workload] {most} requests at {slowest:g}/s would take {most / slowest / 3600:.0f} "
             "hours to send: raise rate or lower requests (a run is bounded to a day)"

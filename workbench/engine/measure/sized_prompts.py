@@ -12,9 +12,10 @@ serve one from another.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,6 +180,33 @@ async def shared_prefix(tokenizer: ServerTokenizer, tokens: int, seed: int) -> s
     request of a configuration: the part a prompt cache can reuse."""
     ids = await tokenizer.tokens("System instructions. " + padding(seed, tokens))
     return await tokenizer.text(ids[:tokens])
+
+
+class HashedBlocks:
+    """A recorded trace's prompt blocks: the text of each hash id, ``tokens`` long by the
+    server's tokenizer, made from the id alone (and the seed and repeat), so rows that share
+    ids open with the same text, token for token. Each block starts a word with a space, so
+    the tokenizer never merges two blocks' tokens and a block counts the same wherever it
+    stands. Repeats get their own blocks: a repeat's cache hits are its own rows'."""
+
+    def __init__(self, tokenizer: ServerTokenizer, tokens: int, seed: int) -> None:
+        self.tokenizer, self.tokens, self.seed = tokenizer, tokens, seed
+        self._made: dict[tuple[int, int], str] = {}
+
+    async def opening(self, hash_ids: Sequence[int], target: int, repeat: int) -> str:
+        """The blocks of ``hash_ids`` in order, as many as a prompt of ``target`` tokens can
+        hold (the last is cut to fit when the prompt is sized)."""
+        return "".join(
+            [await self._block(h, repeat) for h in hash_ids[: -(-target // self.tokens)]]
+        )
+
+    async def _block(self, hash_id: int, repeat: int) -> str:
+        if (hash_id, repeat) not in self._made:
+            key = f"{self.seed}:{repeat}:{hash_id}".encode()
+            seed = int.from_bytes(hashlib.sha256(key).digest()[:8], "big")
+            ids = await self.tokenizer.tokens(" " + padding(seed, self.tokens + 8))
+            self._made[hash_id, repeat] = await self.tokenizer.text(ids[: self.tokens])
+        return self._made[hash_id, repeat]
 
 
 def approximate_prompts(

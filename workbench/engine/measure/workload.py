@@ -7,7 +7,7 @@ import collections
 import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -124,8 +124,14 @@ async def run_requests(
     records: list[RequestRecord],
     offsets: list[float],
     emit: Emit,
+    follows: Sequence[tuple[int, float] | None] | None = None,
+    max_tokens: Sequence[int] | None = None,
 ) -> list[RequestRecord]:
     """Stream every record's request, each starting at its offset and within the limit.
+
+    A trace says more: a request that ``follows`` another (a later turn of a recorded
+    session: the other's position and a delay in seconds) is due that long after the other's
+    reply ended, and not sent if the other failed; ``max_tokens`` gives each its own.
 
     Each record gets its intended time (``t0 + offset``), the time it was free to go (that, or
     when a place under the concurrency limit freed, whichever is later: ``t_ready``), and
@@ -149,15 +155,35 @@ async def run_requests(
     flusher: asyncio.Task[None] | None = None
     watcher: asyncio.Task[None] | None = None
     stop = asyncio.Event()
+    asked = (
+        [workload] * len(records)
+        if max_tokens is None
+        else [replace(workload, max_tokens=n) for n in max_tokens]
+    )
+    ended = [asyncio.Event() for _ in records]
     try:
-        prepared = await _prepare(client, workload, records, offsets)
+        prepared = await _prepare(client, workload, asked, records, offsets, follows)
         flusher = asyncio.create_task(batched.run())
         t0_ns = time.perf_counter_ns()
         gate = ReleaseGate(workload.effective_concurrency, t0_ns)
 
         async def one(i: int, record: RequestRecord, offset: float) -> None:
-            record.t_intended_ns = t0_ns + round(offset * 1e9)
             try:
+                after = follows[i] if follows is not None else None
+                if after is not None:
+                    before = records[after[0]]
+                    await ended[after[0]].wait()
+                    if not before.ok:
+                        record.error = (
+                            LEFT_UNSENT
+                            if before.error == LEFT_UNSENT
+                            else "not sent: the turn before it in its session failed"
+                        )
+                        return
+                    assert before.t_done_ns is not None
+                    record.t_intended_ns = before.t_done_ns + round(after[1] * 1e9)
+                else:
+                    record.t_intended_ns = t0_ns + round(offset * 1e9)
                 delay = (record.t_intended_ns - time.perf_counter_ns()) / 1e9
                 if delay > 0:
                     await _sleep_unless(stop, delay, workload.stop_when_saturated)
@@ -172,11 +198,12 @@ async def run_requests(
                         return
                     record.t_ready_ns = max(record.t_intended_ns, freed)
                     seed = workload.seed + record.index
-                    await stream_request(client, record, workload, seed, batched, prepared[i])
+                    await stream_request(client, record, asked[i], seed, batched, prepared[i])
                 finally:
                     gate.release()
             finally:
                 finish(i, record)
+                ended[i].set()
 
         tasks = [
             asyncio.create_task(one(i, r, o))
@@ -243,17 +270,25 @@ async def _stop_when_saturated(records: list[RequestRecord], stop: asyncio.Event
 async def _prepare(
     client: StreamClient,
     workload: WorkloadSettings,
+    asked: list[WorkloadSettings],
     records: list[RequestRecord],
     offsets: list[float],
+    follows: Sequence[tuple[int, float] | None] | None,
 ) -> list[PreparedRequest]:
-    """Every request encoded, and the first wave's connections opened, before the clock
-    starts. Opening 64 connections after t0 spread a burst over 20 to 50 ms (one loop
-    connects them in turn), so the burst the experiment asked for never happened; encoded
-    and connected ahead, the wave goes out as fast as the loop can write."""
+    """Every request encoded (each as ``asked`` says), and the first wave's connections
+    opened, before the clock starts. Opening 64 connections after t0 spread a burst over 20
+    to 50 ms (one loop connects them in turn), so the burst the experiment asked for never
+    happened; encoded and connected ahead, the wave goes out as fast as the loop can write.
+    A request that follows another is not in the wave, whatever its offset."""
     prepared = [
-        prepare_request(client, workload, r.prompt, workload.seed + r.index) for r in records
+        prepare_request(client, w, r.prompt, w.seed + r.index)
+        for w, r in zip(asked, records, strict=True)
     ]
-    wave = [i for i, offset in enumerate(offsets) if offset == 0.0]
+    wave = [
+        i
+        for i, offset in enumerate(offsets)
+        if offset == 0.0 and (follows is None or follows[i] is None)
+    ]
     return await open_ahead(client, prepared, wave[: workload.effective_concurrency])
 
 

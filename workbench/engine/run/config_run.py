@@ -179,7 +179,12 @@ class ConfigRuns:
                 await self._check_server_alive(idx, warm)
             for repeat in range(workload.repeats):
                 planned = self._plan(idx, repeat, per_repeat, prompts)
-                offsets = arrival_offsets(workload, per_repeat, workload.seed + repeat)
+                trace = self.setup.traces.get(idx)
+                offsets = (
+                    trace.offsets
+                    if trace is not None
+                    else arrival_offsets(workload, per_repeat, workload.seed + repeat)
+                )
                 sampler = ServerSampler(self.emit, idx, base_url, pid, headers=headers)
                 sampler.start()
                 self.emit(ServerStateChanged(idx, ServerState.RUNNING, f"repeat {repeat + 1}"))
@@ -197,7 +202,15 @@ class ConfigRuns:
                             client, workload, conversations, self.emit, measured.slots
                         )
                     else:
-                        await run_requests(client, workload, planned, offsets, self.emit)
+                        await run_requests(
+                            client,
+                            workload,
+                            planned,
+                            offsets,
+                            self.emit,
+                            trace.follows if trace is not None else None,
+                            trace.output_tokens if trace is not None else None,
+                        )
                 finally:
                     sampler.stop()
                     load = meter.read()
@@ -287,6 +300,7 @@ class ConfigRuns:
             self.external,
             setup.base_dir,
             setup.conversations,
+            setup.traces.get(config.index),
         )
         if built.notice is not None:
             self.emit(Notice(*built.notice, config.index))
@@ -330,7 +344,12 @@ class ConfigRuns:
         they will not fit a slot: planned from the settings, then from the server's log
         when that differs."""
         workload = config.workload
-        need = request_tokens(workload.longest_prompt_tokens, workload.max_tokens)
+        trace = self.setup.traces.get(config.index)
+        need = (
+            trace.longest_request
+            if trace is not None
+            else request_tokens(workload.longest_prompt_tokens, workload.max_tokens)
+        )
         if why := context_shortfall(per_slot, need):
             self.emit(notices.about_config(config, why))
 

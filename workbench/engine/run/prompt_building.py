@@ -17,9 +17,11 @@ from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.states import NoticeLevel
 from workbench.engine.config.experiment import RunConfig
+from workbench.engine.interop.trace_file import TracePlan
 from workbench.engine.measure.conversations import RecordedConversation
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sized_prompts import (
+    HashedBlocks,
     ServerTokenizer,
     SizedPrompt,
     SizedPrompts,
@@ -28,6 +30,7 @@ from workbench.engine.measure.sized_prompts import (
     input_lengths,
     shared_prefix,
     size_prompts,
+    sized_prompt,
     template_overhead,
 )
 from workbench.engine.server.discovery import resolve_model
@@ -49,16 +52,19 @@ async def build_prompts(
     external: bool,
     base_dir: Path | None,
     recorded: tuple[RecordedConversation, ...] = (),
+    trace: TracePlan | None = None,
 ) -> BuiltPrompts:
     """The prompts of ``config``'s requests (indices from ``first_index``): each
     ``input_tokens`` long (or drawn around it), all opening with the same
     ``shared_prefix_tokens``; the prompts as written when both are 0; a conversations
-    file's user messages (``recorded``, read at setup) for a replay."""
+    file's user messages (``recorded``, read at setup) for a replay; a trace's rows'."""
     workload = config.workload
     if workload.conversations_file:
         return _replayed_prompts(config, prompts, first_index, recorded)
     if workload.conversations:
         return await _conversation_prompts(config, prompts, first_index, base_url, headers)
+    if trace is not None:
+        return await _trace_prompts(config, prompts, first_index, base_url, headers, trace)
     target, shared = workload.input_tokens, workload.shared_prefix_tokens
     if not target and not shared:
         return BuiltPrompts(prompts)
@@ -181,6 +187,60 @@ def _replayed_prompts(
             f"[{config.label}] replays the {len(recorded)} conversations of "
             f"{Path(workload.conversations_file).name} ({len(questions)} user messages), "
             f"{workload.users} at once",
+        ),
+    )
+
+
+async def _trace_prompts(
+    config: RunConfig,
+    prompts: PromptSource,
+    first_index: int,
+    base_url: str,
+    headers: dict[str, str],
+    trace: TracePlan,
+) -> BuiltPrompts:
+    """Every repeat's prompt of each trace row, its scaled ``input_length`` exactly by the
+    server's tokenizer, the chat template's tokens counted (a length under the template is
+    raised to the template and a token of text), opening with its hash ids' blocks. The
+    warm-ups keep the prompts as written. Exact lengths need the tokenizer: a server without
+    one cannot replay a trace."""
+    workload = config.workload
+    tokenizer = ServerTokenizer(base_url, workload.endpoint, headers)
+    blocks = HashedBlocks(tokenizer, trace.block_tokens, workload.seed)
+    rows = len(trace.rows)
+    started = time.monotonic()
+    built: dict[int, SizedPrompt] = {}
+    try:
+        least = await template_overhead(tokenizer) + 1
+        targets = [max(least, n) for n in trace.input_tokens]
+        for repeat in range(workload.repeats):
+            for k, row in enumerate(trace.rows):
+                i = first_index + workload.warmup + repeat * rows + k
+                opening = await blocks.opening(row.hash_ids, targets[k], repeat)
+                built[i] = await sized_prompt(tokenizer, opening, targets[k], workload.seed + i)
+    except TokenizerUnavailable as exc:
+        raise WorkbenchError(
+            f"arrival = 'trace' sizes its prompts with the server's tokenizer, and {exc}"
+        ) from None
+    raised = sum(n < least for n in trace.input_tokens)
+    missed = sum(
+        p.tokens != targets[(i - first_index - workload.warmup) % rows] for i, p in built.items()
+    )
+    made = sorted(p.tokens or 0 for p in built.values())
+    return BuiltPrompts(
+        SizedPrompts(prompts, built),
+        (
+            NoticeLevel.WARNING if raised or missed else NoticeLevel.INFO,
+            f"[{config.label}] {len(built)} prompts of {made[0]} to {made[-1]} tokens from "
+            f"{trace.name} built with the server's tokenizer in "
+            f"{time.monotonic() - started:.1f} s ({trace.block_tokens} tokens a hash id; "
+            f"the chat template and special tokens take {least - 1} of each)"
+            + (
+                f"; {raised} of its {rows} rows are shorter than that: raised to {least}"
+                if raised
+                else ""
+            )
+            + (f"; {missed} missed their length by a token or more" if missed else ""),
         ),
     )
 

@@ -21,6 +21,7 @@ from workbench.engine.base.states import ConfigStatus, RunStatus
 from workbench.engine.config.experiment import Experiment, RunConfig
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.interop.conversation_file import read_conversations
+from workbench.engine.interop.trace_file import TracePlan, trace_plans
 from workbench.engine.measure.conversations import RecordedConversation
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.prompts import PromptSource, load_prompts
@@ -64,6 +65,7 @@ class RunSetup:
     next_index: int = 0
     notices: list[str] = field(default_factory=list)
     conversations: tuple[RecordedConversation, ...] = ()  # a conversations file's, read whole
+    traces: dict[int, TracePlan] = field(default_factory=dict)  # a trace configuration's, by index
 
     @property
     def external(self) -> bool:
@@ -105,6 +107,7 @@ def prepare_run(
     prompts = load_prompts(prompt_specs.pop(), base_dir)
     setup = RunSetup(configs, prompts, base_dir, log_dir, options.base_url)
     _load_conversations(setup)
+    _load_traces(setup)
     if setup.external:
         _connect_external(setup, options.api_key_env)
     else:
@@ -153,6 +156,18 @@ def _load_conversations(setup: RunSetup) -> None:
     turns = sum(len(c.questions) for c in setup.conversations)
     setup.configs = [
         replace(c, workload=replace(c.workload, requests=turns)) for c in setup.configs
+    ]
+
+
+def _load_traces(setup: RunSetup) -> None:
+    """Each trace, read whole and checked before any server starts (nothing runs from a
+    half-read file); a trace configuration's ``requests`` becomes the rows it sends."""
+    setup.traces = trace_plans(setup.configs, setup.base_dir)
+    setup.configs = [
+        replace(c, workload=replace(c.workload, requests=len(setup.traces[c.index].rows)))
+        if c.index in setup.traces
+        else c
+        for c in setup.configs
     ]
 
 

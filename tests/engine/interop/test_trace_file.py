@@ -1,0 +1,277 @@
+"""Recorded traces read whole and checked: Mooncake's rows and AIPerf's sessions, their times
+and lengths scaled for one configuration, and every file that is not what it claims refused
+in one line naming the file, the line and the field, within bounded time and memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.cli.main import main
+from workbench.engine.base.errors import ExperimentError
+from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.interop.trace_file import (
+    AIPERF,
+    MAX_ROWS,
+    MOONCAKE,
+    plan_trace,
+    read_trace,
+)
+
+MOONCAKE_ROWS = [
+    {"timestamp": 0, "input_length": 700, "output_length": 40, "hash_ids": [0, 1]},
+    {"timestamp": 500, "input_length": 1200, "output_length": 20, "hash_ids": [0, 1, 2]},
+    {"timestamp": 500, "input_length": 300, "output_length": 10, "hash_ids": [7]},
+    {"timestamp": 2250.5, "input_length": 100, "output_length": 1, "hash_ids": []},
+]
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def write(tmp_path: Path, rows: list, name: str = "t.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def trace_workload(**settings) -> WorkloadSettings:
+    return WorkloadSettings(arrival="trace", trace="t.jsonl", **settings)
+
+
+def test_a_mooncake_trace_reads_as_written(tmp_path):
+    trace = read_trace(write(tmp_path, ["", *MOONCAKE_ROWS]))
+    assert trace.format == MOONCAKE and trace.name == "t.jsonl"
+    assert [r.line for r in trace.rows] == [2, 3, 4, 5]  # a blank line is no row
+    assert [r.timestamp_ms for r in trace.rows] == [0, 500, 500, 2250.5]
+    assert trace.rows[1].hash_ids == (0, 1, 2) and trace.rows[1].input_length == 1200
+
+
+def test_scaled_for_a_configuration(tmp_path):
+    """time_scale 2 halves every gap; length_scale 0.5 halves the lengths and the blocks."""
+    trace = read_trace(write(tmp_path, MOONCAKE_ROWS))
+    plan = plan_trace(trace, trace_workload(time_scale=2.0, length_scale=0.5, block_size=512))
+    assert plan.offsets == [0.0, 0.25, 0.25, 1.12525]
+    assert plan.input_tokens == [350, 600, 150, 50]
+    assert plan.output_tokens == [20, 10, 5, 1]  # never under one token
+    assert plan.block_tokens == 256
+    assert plan.follows == [None] * 4
+    assert plan.longest_request == 610
+
+
+def test_start_offset_and_max_requests_cut_the_trace(tmp_path):
+    trace = read_trace(write(tmp_path, MOONCAKE_ROWS))
+    plan = plan_trace(trace, trace_workload(trace_start_s=0.5, max_requests=2))
+    assert [r.line for r in plan.rows] == [2, 3]
+    assert plan.offsets == [0.0, 0.0]  # shifted to start at 0
+    with pytest.raises(ExperimentError, match=r"t\.jsonl: no rows from trace_start_s = 3 s on"):
+        plan_trace(trace, trace_workload(trace_start_s=3))
+
+
+def test_a_row_without_output_length_asks_the_workloads_max_tokens(tmp_path):
+    trace = read_trace(write(tmp_path, [{"timestamp": 0, "input_length": 10}]))
+    assert plan_trace(trace, trace_workload(max_tokens=33)).output_tokens == [33]
+
+
+def test_aiperf_sessions_follow_their_previous_turn(tmp_path):
+    """A session's first turn at its timestamp (or 0), each later one `delay` after the
+    previous turn of its own session, whatever lies between them in the file."""
+    rows = [
+        {"session_id": "a", "timestamp": 0, "input_length": 10, "output_length": 2},
+        {"session_id": "b", "timestamp": 1000, "input_length": 20, "hash_ids": [1]},
+        {"session_id": "a", "delay": 400, "input_length": 30, "output_length": 2},
+        {"session_id": "a", "input_length": 40, "output_length": 2},
+        {"session_id": 7, "input_length": 50, "output_length": 2},
+    ]
+    trace = read_trace(write(tmp_path, rows))
+    assert trace.format == AIPERF
+    assert [r.session_id for r in trace.rows] == ["a", "b", "a", "a", "7"]
+    plan = plan_trace(trace, trace_workload(time_scale=2.0))
+    assert plan.follows == [None, None, (0, 0.2), (2, 0.0), None]
+    assert plan.offsets[:2] == [0.0, 0.5] and plan.offsets[4] == 0.0
+
+
+def test_a_session_that_began_before_the_start_is_left_out_whole(tmp_path):
+    rows = [
+        {"session_id": "a", "timestamp": 0, "input_length": 10},
+        {"session_id": "b", "timestamp": 1000, "input_length": 20},
+        {"session_id": "a", "delay": 5000, "input_length": 30},
+    ]
+    plan = plan_trace(read_trace(write(tmp_path, rows)), trace_workload(trace_start_s=0.5))
+    assert [r.session_id for r in plan.rows] == ["b"] and plan.offsets == [0.5]
+
+
+def test_a_trace_over_a_day_is_refused(tmp_path):
+    trace = read_trace(write(tmp_path, [{"timestamp": 9e7, "input_length": 1}]))
+    with pytest.raises(ExperimentError, match="over a day to send at time_scale = 1"):
+        plan_trace(trace, trace_workload())
+    assert plan_trace(trace, trace_workload(time_scale=2)).offsets == [45_000.0]
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (["{not json"], r"t\.jsonl:1: not valid JSON"),
+        (["[1, 2]"], r"t\.jsonl:1: a row should be a JSON object, not a list"),
+        (["[" * 100_000 + "]" * 100_000], r"t\.jsonl:1: not valid JSON"),
+        ([{"input_length": 5}], r"t\.jsonl:1: neither 'timestamp' .* nor 'session_id'"),
+        (
+            [{"timestamp": 0, "input_len": 5}],
+            r"t\.jsonl:1: unknown field 'input_len' for a Mooncake trace",
+        ),
+        ([{"timestamp": 0}], r"t\.jsonl:1: input_length is missing"),
+        (
+            [{"timestamp": 0, "input_length": -5}],
+            r"t\.jsonl:1: input_length is -5, not a count of tokens",
+        ),
+        (
+            [{"timestamp": 0, "input_length": 5, "output_length": 0}],
+            r"t\.jsonl:1: output_length is 0, not a count of tokens from 1",
+        ),
+        (
+            [{"timestamp": 0, "input_length": 5.5}],
+            r"t\.jsonl:1: input_length should be a whole number, not 5\.5",
+        ),
+        (
+            [{"timestamp": 0, "input_length": True}],
+            r"t\.jsonl:1: input_length should be a whole number, not True",
+        ),
+        (
+            [{"timestamp": 0, "input_length": 10**12}],
+            r"t\.jsonl:1: input_length is 1000000000000, not a count",
+        ),
+        ([{"timestamp": -1, "input_length": 5}], r"t\.jsonl:1: timestamp is -1, not a time"),
+        (['{"timestamp": 1e999, "input_length": 5}'], r"t\.jsonl:1: timestamp is inf"),
+        ([{"timestamp": "0", "input_length": 5}], r"t\.jsonl:1: timestamp should be a number"),
+        (
+            [{"timestamp": 10, "input_length": 5}, {"timestamp": 9, "input_length": 5}],
+            r"t\.jsonl:2: timestamp 9 is before line 1's 10: timestamps must not go backwards",
+        ),
+        (
+            [{"timestamp": 0, "input_length": 5}, {"input_length": 5}],
+            r"t\.jsonl:2: timestamp is missing",
+        ),
+        (
+            [{"timestamp": 0, "input_length": 5, "hash_ids": 3}],
+            r"t\.jsonl:1: hash_ids should be a list, not int",
+        ),
+        (
+            [{"timestamp": 0, "input_length": 5, "hash_ids": [1, -2]}],
+            r"t\.jsonl:1: hash_ids\[1\] is -2, not a hash id",
+        ),
+        (
+            [{"timestamp": 0, "input_length": 5, "hash_ids": [1, False]}],
+            r"t\.jsonl:1: hash_ids\[1\] is False, not a hash id",
+        ),
+        (
+            [{"timestamp": 0, "input_length": 5, "hash_ids": list(range(20_001))}],
+            r"t\.jsonl:1: hash_ids has 20,001, over 20,000 a row",
+        ),
+        (
+            [{"session_id": "a", "input_length": 5}, {"timestamp": 0, "input_length": 5}],
+            r"t\.jsonl:2: session_id is missing",
+        ),
+        (
+            [{"session_id": "a", "input_length": 5, "delay": -1}],
+            r"t\.jsonl:1: delay on the first turn of session 'a'",
+        ),
+        (
+            [
+                {"session_id": "a", "input_length": 5},
+                {"session_id": "a", "input_length": 5, "delay": -1},
+            ],
+            r"t\.jsonl:2: delay is -1, not a time",
+        ),
+        (
+            [
+                {"session_id": "a", "input_length": 5},
+                {"session_id": "a", "input_length": 5, "timestamp": 9},
+            ],
+            r"t\.jsonl:2: timestamp on a later turn of session 'a'",
+        ),
+        (
+            [{"session_id": ["a"], "input_length": 5}],
+            r"t\.jsonl:1: session_id should be text, not \['a'\]",
+        ),
+        (
+            [{"session_id": "a", "input_length": 5, "text_input": "hi"}],
+            r"t\.jsonl:1: unknown field 'text_input' for a AIPerf trace",
+        ),
+        ([""], r"t\.jsonl: no rows: not a trace"),
+    ],
+)
+def test_a_file_that_is_not_a_trace_says_where(tmp_path, rows, message):
+    with pytest.raises(ExperimentError, match=message):
+        read_trace(write(tmp_path, rows))
+
+
+def test_the_whole_file_hash_ids_are_bounded(tmp_path):
+    row = {"timestamp": 0, "input_length": 5, "hash_ids": list(range(20_000))}
+    with pytest.raises(ExperimentError, match=r"t\.jsonl:251: hash_ids brings the file's"):
+        read_trace(write(tmp_path, [row] * 260))
+
+
+def test_a_billion_lines_are_refused_by_the_bound_not_read(tmp_path):
+    """A sparse file of 10^9 newlines (1 GB, nothing on disk) is refused by its size at once;
+    the row bound stops a smaller file of more rows than a run may send at its first extra
+    line, without reading the rest."""
+    huge = tmp_path / "huge.jsonl"
+    with huge.open("wb") as fh:
+        fh.truncate(10**9)
+    started = time.monotonic()
+    with pytest.raises(ExperimentError, match=r"huge\.jsonl: 954 MiB, over the 128 MiB"):
+        read_trace(huge)
+    many = tmp_path / "many.jsonl"
+    many.write_text("\n" * (MAX_ROWS + 1) + "not even JSON\n" * 1000)
+    with pytest.raises(ExperimentError, match=r"many\.jsonl: over 100,000 lines"):
+        read_trace(many)
+    assert time.monotonic() - started < 5
+
+
+def test_a_line_of_100_mb_is_refused_at_its_bound(tmp_path):
+    """A sparse file of one 100 MB line: refused after reading the line bound (1 MiB), not
+    the line."""
+    long_line = tmp_path / "long.jsonl"
+    with long_line.open("wb") as fh:
+        fh.write(b'{"timestamp": 0, "input_length": 5}\n')
+        fh.truncate(100 * 10**6)
+    started = time.monotonic()
+    with pytest.raises(ExperimentError, match=r"long\.jsonl:2: a line over 1,048,576 bytes"):
+        read_trace(long_line)
+    assert time.monotonic() - started < 5
+
+
+def test_a_fifo_is_refused_without_waiting(tmp_path):
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(ExperimentError, match=r"pipe\.jsonl: not a file"):
+        read_trace(fifo)
+
+
+def test_a_bad_trace_stops_the_run_before_anything_starts(tmp_path, capsys):
+    """One line on stderr naming the file, the line and the field, exit 1, and no session:
+    the file is read whole before a server is looked for."""
+    write(tmp_path, [MOONCAKE_ROWS[0], {"timestamp": 1, "input_length": -3}])
+    experiment = tmp_path / "e.toml"
+    experiment.write_text("[workload]\narrival = 'trace'\ntrace = 't.jsonl'\n")
+    out = tmp_path / "out"
+    code = main(["run", str(experiment), "--out", str(out), "--server-bin", "/nowhere"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip().count("\n") == 0 and "Traceback" not in err
+    assert "t.jsonl:2: input_length is -3" in err
+    assert not out.exists()
+
+
+def test_the_shipped_sample_is_a_trace_that_fits_the_default_model():
+    """The sample replays at 1 to 4 slots of the default 8,192-token context as the shipped
+    experiment scales it, and its rows share blocks."""
+    sample = ROOT / "resources" / "traces" / "sample-mooncake.jsonl"
+    trace = read_trace(sample)
+    assert trace.format == MOONCAKE and 30 <= len(trace.rows) <= 50
+    plan = plan_trace(trace, trace_workload(length_scale=0.25, time_scale=2.0))
+    assert plan.longest_request + 30 <= 8192 // 4
+    ids = [h for r in trace.rows for h in r.hash_ids]
+    assert len(ids) > len(set(ids))
