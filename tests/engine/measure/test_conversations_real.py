@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
+from workbench.engine.analysis.verdicts import HELD, LOST, SUPPORTED, cache_verdicts, lab_verdicts
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.run.lifecycle import run_experiment
@@ -42,14 +44,21 @@ warmup = 0
 
 
 @pytest.fixture(scope="module")
-def conversed(tmp_path_factory) -> dict[int, dict[str, list[RequestRecord]]]:
-    """Each configuration's conversations (0: one slot, 1: four), turn 1 first."""
+def session_path(tmp_path_factory) -> Path:
+    """The session of the experiment's run, both configurations ok."""
     result = run_experiment(
         parse_experiment(EXPERIMENT), RunOptions(tmp_path_factory.mktemp("conversations"))
     )
     assert [s.status for s in result.summaries] == ["ok", "ok"]
+    assert result.session_path is not None
+    return result.session_path
+
+
+@pytest.fixture(scope="module")
+def conversed(session_path) -> dict[int, dict[str, list[RequestRecord]]]:
+    """Each configuration's conversations (0: one slot, 1: four), turn 1 first."""
     by_config: dict[int, dict[str, list[RequestRecord]]] = defaultdict(lambda: defaultdict(list))
-    with open_session(result.session_path) as session:
+    with open_session(session_path) as session:
         for config in session.configs:
             for record in sorted(session.records(config.index), key=lambda r: r.turn or 0):
                 assert record.ok, record.error
@@ -107,3 +116,25 @@ def test_at_one_slot_each_turn_is_prefilled_again(conversed):
             assert cached <= TEMPLATE_TOKENS  # at most the template's shared opening
             assert cached * 2 < figures(before)[0]
             assert processed == prompt - cached
+
+
+def test_the_verdict_says_four_slots_held_the_caches_and_one_lost_them(session_path):
+    """The figures and the sentences, from the session as ``show`` reads it."""
+    with open_session(session_path) as session:
+        one, four = session.summaries()
+    later = USERS * (TURNS - 1)
+    assert (one.value("later_turns"), one.value("lost_turns")) == (later, later)
+    assert (four.value("later_turns"), four.value("lost_turns")) == (later, 0)
+    assert four.value("reprefilled_tokens") == 0 and four.value("later_cache_share") == 1.0
+    assert one.value("reprefilled_tokens") > later * USER_TOKENS  # the history, each time
+    assert one.value("later_ttft_p50_s") > four.value("later_ttft_p50_s")
+    assert (one.value("conversations_per_slot"), four.value("conversations_per_slot")) == (4, 1)
+    lost, held = cache_verdicts([one, four])
+    assert (lost.state, held.state) == (LOST, HELD)
+    assert lost.sentence.startswith(
+        f"np=1: the conversations lost their caches: {later} of {later}"
+    )
+    assert held.sentence.startswith(
+        "np=4: the slots held the conversations' caches: later turns took 100%"
+    )
+    assert lab_verdicts([one, four])[-1].verdict == SUPPORTED
