@@ -138,3 +138,8 @@ def test_a_plain_burst_gets_no_empty_columns_and_a_reasoning_or_steady_run_gets_
         ],
     )
     assert {"steady tok/s", "steady TTFT p50 s"} <= set(headers(show(capsys, steady)))
+
+
+def test_the_new_figures_can_be_chosen_by_their_columns(conversations, capsys):
+    text = show(capsys, conversations, "--columns", "reprefilled_tokens,ttfo_p50_s")
+    assert header_of(tables_of(text)[0]) == ["config", "re-prefilled tok", "TTFO p50 s"]
