@@ -201,9 +201,9 @@ async def _trace_prompts(
 ) -> BuiltPrompts:
     """Every repeat's prompt of each trace row, its scaled ``input_length`` exactly by the
     server's tokenizer, the chat template's tokens counted (a length under the template is
-    raised to the template and a token of text), opening with its hash ids' blocks. The
-    warm-ups keep the prompts as written. Exact lengths need the tokenizer: a server without
-    one cannot replay a trace."""
+    raised to the template and a token of text), opening with its hash ids' blocks (one
+    without, with its prompt as written). The warm-ups keep the prompts as written. Exact
+    lengths need the tokenizer: a server without one cannot replay a trace."""
     workload = config.workload
     tokenizer = ServerTokenizer(base_url, workload.endpoint, headers)
     blocks = HashedBlocks(tokenizer, trace.block_tokens, workload.seed)
@@ -216,7 +216,9 @@ async def _trace_prompts(
         for repeat in range(workload.repeats):
             for k, row in enumerate(trace.rows):
                 i = first_index + workload.warmup + repeat * rows + k
-                opening = await blocks.opening(row.hash_ids, targets[k], repeat)
+                # A row without blocks opens as a prompt as written does (text, not the
+                # padding's blank line, which a template may strip).
+                opening = await blocks.opening(row.hash_ids, targets[k], repeat) or prompts.get(i)
                 built[i] = await sized_prompt(tokenizer, opening, targets[k], workload.seed + i)
     except TokenizerUnavailable as exc:
         raise WorkbenchError(
