@@ -62,6 +62,10 @@ class RequestSubmitted:
     index: int
     warmup: bool
     t_ns: int
+    # a conversations run's turn (the record's fields): the window colours it by its
+    # conversation from the moment it is sent
+    conversation_id: str | None = None
+    turn: int | None = None
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ from workbench.ui.presentation import Presentation, Stage
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme.qt_theme import app_icon, theme_color
 from workbench.ui.views.gantt import GanttView
-from workbench.ui.views.legend import StateLegend
+from workbench.ui.views.legend import ConversationLegend, StateLegend
 from workbench.ui.views.results_view import ResultsView
 from workbench.ui.views.server_plots import ServerPlots
 from workbench.ui.views.stream_grid import StreamGrid
@@ -143,7 +143,8 @@ class MainWindow(QMainWindow):
         self.banner.hide()
 
         self.grid = StreamGrid()
-        self.gantt = GanttView()
+        self.conversation_legend = ConversationLegend()
+        self.gantt = GanttView(legend=self.conversation_legend)
         self.plots = ServerPlots()
         self.plots.memory.setXLink(self.gantt)
         self.results = ResultsView()
@@ -192,6 +193,7 @@ class MainWindow(QMainWindow):
         legend_row.addWidget(StateLegend(), 1)
         legend_row.addWidget(self.lanes_box)
         center_layout.addLayout(legend_row)
+        center_layout.addWidget(self.conversation_legend)
         center_layout.addWidget(self.views, 1)
         self.side = QSplitter(Qt.Orientation.Vertical)
         self.side.addWidget(self.plots)

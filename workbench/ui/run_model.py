@@ -7,10 +7,11 @@ redraws only when its part changed, at the pump's rate and never per token.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.engine.base.records import RequestKey, StartupFacts
+from workbench.engine.base.records import RequestKey, RequestRecord, StartupFacts
 from workbench.engine.base.states import RequestState, RunStatus, ServerState
 from workbench.engine.events import (
     ConfigFinished,
@@ -30,6 +31,7 @@ from workbench.engine.events import (
     SlotsSample,
     TokenChunkArrived,
 )
+from workbench.engine.figures.conversation_cache import TurnCache, turn_caches
 from workbench.engine.figures.footprint import predicted_footprint_mib
 from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.figures.server_kinds import ServerKind, describe, detect
@@ -68,6 +70,11 @@ class RequestView:
     # The server slot that served it: guessed live from /slots, then named by the server's
     # log (exact) once the request is done.
     slot: int | None = None
+    # A conversations run's: the conversation ("r1u2") and turn (from 1), and once the turn
+    # is done, how it found its history in the server's cache (turn 2 on, where counted).
+    conversation_id: str | None = None
+    turn: int | None = None
+    cache: TurnCache | None = None
 
     @property
     def key(self) -> RequestKey:
@@ -88,6 +95,13 @@ class RequestView:
         end = self.t_last if self.state.finished else now
         span = (end or now) - self.t_first
         return (self.chunks - 1) / span if span > 0 else None
+
+
+def conversation_user(conversation_id: str) -> str:
+    """A conversation as the window names it: its user (``u2`` of ``r1u2``), so every
+    repeat's second user shares a name and a colour; an id of another shape names itself."""
+    match = re.fullmatch(r"r\d+(u\d+)", conversation_id)
+    return match.group(1) if match else conversation_id
 
 
 @dataclass
@@ -176,6 +190,10 @@ class RunModel:
         self.predicted: list[list[float | None]] = []
         self.summaries: list[ConfigSummary] = []
         self.notices: list[Notice] = []
+        # A conversations run's users, in the order their colours go (``u3`` third), and
+        # each conversation's last finished turn, which the next turn's cache is read against.
+        self.users: dict[str, int] = {}
+        self._last_turns: dict[tuple[int, int, str], RequestRecord] = {}
         self._busy_now = 0
         self.last_t = 0.0
 
@@ -230,6 +248,7 @@ class RunModel:
                     event.config_index, event.repeat, event.index, row=len(self.requests)
                 )
                 view.t_submit = self._t(event.t_ns)
+                self._join_conversation(view, event.conversation_id, event.turn)
                 self.requests[key] = view
                 ch.requests.add(key)
                 ch.layout = ch.gantt = True
@@ -404,6 +423,9 @@ class RunModel:
         view.output_tokens = record.output_tokens[0]
         if record.slot is not None:
             view.slot = record.slot
+        self._join_conversation(view, record.conversation_id, record.turn)
+        if record.conversation_id is not None:
+            self._read_cache(view, record)
         if metrics is not None:
             view.state = RequestState.DONE
             view.ttft_s, view.queue_s, view.prefill_s = (
@@ -417,6 +439,27 @@ class RunModel:
             view.error = record.error
         ch.requests.add(key)
         ch.gantt = True
+
+    def _join_conversation(
+        self, view: RequestView, conversation_id: str | None, turn: int | None
+    ) -> None:
+        if conversation_id is None or view.conversation_id is not None:
+            return
+        view.conversation_id, view.turn = conversation_id, turn
+        user = conversation_user(conversation_id)
+        if user not in self.users:
+            numbered = re.fullmatch(r"u(\d+)", user)
+            self.users[user] = int(numbered.group(1)) - 1 if numbered else len(self.users)
+
+    def _read_cache(self, view: RequestView, record: RequestRecord) -> None:
+        """The turn's history against the cache (``turn_caches``' rule), read against its
+        conversation's previous turn, which finished before this one was sent."""
+        assert record.conversation_id is not None
+        conversation = (record.config_index, record.repeat, record.conversation_id)
+        previous = self._last_turns.get(conversation)
+        view.cache = turn_caches([previous, record]).get(record.key) if previous else None
+        if record.ok:
+            self._last_turns[conversation] = record
 
     def _estimate_prefill(self, ch: Changes) -> None:
         """Live, a request without its first token is queued or in prefill; the server's
@@ -466,6 +509,16 @@ class RunModel:
         current = max(v.config_index for v in self.requests.values())
         repeat = max(v.repeat for v in self.requests.values() if v.config_index == current)
         return [v for v in self.ordered() if v.config_index == current and v.repeat == repeat]
+
+    def current_conversations(self) -> list[list[RequestView]]:
+        """The conversations of what the grid shows, each one's turns in order, in their
+        users' order; empty when its requests are independent."""
+        turns: dict[str, list[RequestView]] = {}
+        for view in self.current_requests():
+            if view.conversation_id is not None:
+                turns.setdefault(view.conversation_id, []).append(view)
+        order = sorted(turns, key=lambda c: (self.users[conversation_user(c)], c))
+        return [sorted(turns[c], key=lambda v: (v.turn or 0, v.row)) for c in order]
 
 
 def _extend(series: tuple[list[float], list[float]], t: float, value: float) -> None:

@@ -181,6 +181,8 @@ async def stream_request(
                     record.index,
                     record.warmup,
                     record.t_submit_ns,
+                    record.conversation_id,
+                    record.turn,
                 )
             )
             status = (await response.read_head()).status

@@ -104,7 +104,15 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
             if r.t_submit_ns is not None:
                 add(
                     r.t_submit_ns,
-                    RequestSubmitted(row.index, r.repeat, r.index, r.warmup, r.t_submit_ns),
+                    RequestSubmitted(
+                        row.index,
+                        r.repeat,
+                        r.index,
+                        r.warmup,
+                        r.t_submit_ns,
+                        r.conversation_id,
+                        r.turn,
+                    ),
                 )
             if r.t_first_token_ns is not None:
                 add(

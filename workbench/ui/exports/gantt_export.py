@@ -10,6 +10,7 @@ from pathlib import Path
 
 from workbench.engine.analysis.compare import session_column, workload_caption
 from workbench.engine.base.errors import OutputDirError
+from workbench.engine.base.states import RequestState
 from workbench.engine.run.replay import session_events
 from workbench.engine.store import Session
 from workbench.ui.exports.gantt_html import gantt_html
@@ -17,7 +18,7 @@ from workbench.ui.exports.report import ChartOptions, on_white
 from workbench.ui.run_model import RunModel
 from workbench.ui.views.charts import discard, export_widget
 from workbench.ui.views.gantt import TITLES, GanttView
-from workbench.ui.views.gantt_rows import SEGMENTS
+from workbench.ui.views.gantt_rows import REPREFILLED, SEGMENTS, conversation_legend
 
 VIEWS = (("gantt", False), ("gantt-slots", True))  # file stem, lanes by slot
 
@@ -39,8 +40,16 @@ def drawn_views(model: RunModel, title: str) -> Iterator[tuple[str, GanttView]]:
             view.set_lanes(lanes)
             view.sync(model, model.last_t)
             legend.clear()
+            users, count = conversation_legend(model)
             for name in SEGMENTS[1:] if lanes else SEGMENTS:  # a slot's lane never waits
-                legend.addItem(view.bars[name], name.label)
+                if not (users and name is RequestState.DECODING):  # a conversation's colour
+                    legend.addItem(view.bars[name], name.label)
+            for user, colour in users:
+                legend.addItem(view.conversation_bars[colour], user)
+            if count > len(users):
+                legend.addItem(view.conversation_bars[0], f"… {count} users: colours repeat")
+            if users:
+                legend.addItem(view.lost, REPREFILLED)
             view.getPlotItem().setTitle(
                 f"{TITLES[lanes]}<br><span style='font-size:9pt'>{html.escape(title)}</span>"
             )

@@ -18,9 +18,14 @@ from typing import Any
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme.palette import theme_data
 from workbench.ui.views.gantt_rows import (
+    REPREFILLED,
     SEGMENTS,
     STEADY_OPACITY,
+    conversation_colour,
+    conversation_legend,
+    conversation_palette,
     lane_rows,
+    lost_span,
     request_tooltip,
     segments,
     steady_spans,
@@ -38,8 +43,8 @@ def state_colors() -> dict[str, str]:
 
 def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str, Any]:
     """What the page draws: each request's spans (seconds from the run's start), its row
-    and its slot lane, its tooltip, the configurations' start marks and each repeat's
-    steady state, shaded."""
+    and its slot lane, its tooltip, a conversations run's colour and lost turns, the
+    configurations' start marks and each repeat's steady state, shaded."""
     now = model.last_t
     lanes, lane_names = lane_rows(model)
     requests = [
@@ -48,9 +53,12 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
             "lane": lanes[(view.config_index, view.slot)],
             "spans": [[name, round(x0, 4), round(x1, 4)] for name, x0, x1 in segments(view, now)],
             "tip": request_tooltip(view),
+            "colour": conversation_colour(model, view),
+            "lost": [round(t, 4) for t in lost] if (lost := lost_span(view, now)) else None,
         }
         for view in model.ordered()
     ]
+    users, count = conversation_legend(model)
     return {
         "title": title,
         "subtitle": subtitle,
@@ -65,6 +73,13 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
         "colors": state_colors(),
         "page": theme_data()["gantt_page"],
         "labels": {state: state.label for state in SEGMENTS},
+        "conversations": {
+            "colors": conversation_palette(),
+            "users": users,
+            "count": count,
+            "lostColor": theme_data()["series"]["reprefilled"],
+            "lostLabel": REPREFILLED,
+        },
     }
 
 

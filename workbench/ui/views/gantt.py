@@ -1,4 +1,6 @@
 """The queue Gantt: one row per request, grey while queued, a prefill and a decode segment.
+A conversations run decodes in its conversation's colour, and a turn that re-prefilled its
+history is outlined.
 
 Drawn with one ``BarGraphItem`` per colour whose arrays are replaced on each tick
 (pyqtgraph's fast path), never one item per bar.
@@ -8,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF
-from PySide6.QtGui import QPen
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QToolTip, QWidget
 
 from workbench.engine.base.states import RequestState, RunStatus
@@ -18,11 +20,15 @@ from workbench.ui.theme.qt_theme import series_color, state_color
 from workbench.ui.views.gantt_rows import (
     SEGMENTS,
     STEADY_OPACITY,
+    conversation_colour,
+    conversation_palette,
     lane_rows,
+    lost_span,
     request_tooltip,
     segments,
     steady_spans,
 )
+from workbench.ui.views.legend import ConversationLegend
 from workbench.ui.widgets import plain_text
 from workbench.ui.widgets.live_plot import EmptyNote, cache_axes
 from workbench.ui.widgets.plot_widget import Plot
@@ -31,6 +37,7 @@ BAR_HEIGHT = 0.72
 MIN_SPAN_S = 10.0  # while a run goes: the time axis grows in steps from here
 FINAL_MIN_SPAN_S = 1.0  # a run that ended: fitted to its data (a 1 s import fills the chart)
 FAILED_MIN_SHARE = 0.012  # of the time shown: a refused request lasts milliseconds
+LOST_PEN_WIDTH = 3  # pixels: the outline of a turn that re-prefilled its history
 TITLES = {  # by lanes: rows per request, or lanes per server slot
     False: "Queue Gantt: waiting, prefill, decode per request",
     True: "Slots: prefill and decode per server slot",
@@ -48,8 +55,31 @@ def request_ticks(rows: int, most: int = 12) -> list[tuple[int, str]]:
     return [(n - 1, str(n)) for n in numbers]
 
 
+def bar_item(brush: QBrush | QColor, pen: QPen | None = None) -> pg.BarGraphItem:
+    return pg.BarGraphItem(
+        x0=[], width=[], y=[], height=BAR_HEIGHT, brush=brush, pen=pen or pg.mkPen(None)
+    )
+
+
+def lost_pen() -> QPen:
+    pen = QPen(series_color("reprefilled"))
+    pen.setCosmetic(True)
+    pen.setWidth(LOST_PEN_WIDTH)
+    return pen
+
+
+def set_bars(item: pg.BarGraphItem, x0s: list[float], widths: list[float], ys: list[int]) -> None:
+    item.setOpts(x0=np.array(x0s), width=np.array(widths), y=np.array(ys), height=BAR_HEIGHT)
+
+
+Spans = tuple[list[float], list[float], list[int]]  # a bar item's starts, widths and rows
+
+
 class GanttView(Plot):
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, parent: QWidget | None = None, legend: ConversationLegend | None = None
+    ) -> None:
+        """``legend``: the window's legend of conversations, kept in step with the bars."""
         super().__init__(parent)
         self.setObjectName("gantt")
         plot = self.getPlotItem()
@@ -70,12 +100,15 @@ class GanttView(Plot):
         self.lanes = False
         self.bars: dict[RequestState, pg.BarGraphItem] = {}
         for name in SEGMENTS:
-            color = state_color(name)
-            item = pg.BarGraphItem(
-                x0=[], width=[], y=[], height=BAR_HEIGHT, brush=color, pen=pg.mkPen(None)
-            )
+            self.bars[name] = bar_item(state_color(name))
+            plot.addItem(self.bars[name])
+        # A conversations run's decoding, one item per palette colour, and its lost turns'
+        # outlines over the bars (hollow: the conversation's colour still shows).
+        self.conversation_bars = [bar_item(QColor(c)) for c in conversation_palette()]
+        self.lost = bar_item(QBrush(Qt.BrushStyle.NoBrush), lost_pen())
+        for item in [*self.conversation_bars, self.lost]:
             plot.addItem(item)
-            self.bars[name] = item
+        self.legend = legend
         self._marks: list[pg.InfiniteLine] = []
         self.steady: list[pg.LinearRegionItem] = []  # each repeat's steady state, shaded
         self._views: list[RequestView] = []
@@ -96,9 +129,9 @@ class GanttView(Plot):
         self._views = model.ordered()
         self.note.show_empty(not self._views)
         rows = lane_rows(model) if self.lanes else None
-        spans: dict[RequestState, tuple[list[float], list[float], list[float]]] = {
-            name: ([], [], []) for name in SEGMENTS
-        }
+        spans: dict[RequestState, Spans] = {name: ([], [], []) for name in SEGMENTS}
+        talks: list[Spans] = [([], [], []) for _ in self.conversation_bars]
+        lost: Spans = ([], [], [])
         self._row_of = {}
         starts = [v.t_submit for v in self._views if v.t_submit is not None]
         ended = model.status is not None and model.status is not RunStatus.RUNNING
@@ -106,18 +139,27 @@ class GanttView(Plot):
         for view in self._views:
             row = rows[0][(view.config_index, view.slot)] if rows else view.row
             self._row_of[id(view)] = row
+            colour = conversation_colour(model, view)
             for name, x0, x1 in segments(view, now):
                 if rows and name is RequestState.QUEUED:
                     continue  # a slot's lane shows what the slot did
-                x0s, widths, ys = spans[name]
+                talking = colour is not None and name is RequestState.DECODING
+                x0s, widths, ys = talks[colour] if talking else spans[name]
                 x0s.append(x0)
                 least = FAILED_MIN_SHARE * shown if name is RequestState.FAILED else 0.0
                 widths.append(max(x1 - x0, least))
                 ys.append(row)
-        for name, (x0s, widths, ys) in spans.items():
-            self.bars[name].setOpts(
-                x0=np.array(x0s), width=np.array(widths), y=np.array(ys), height=BAR_HEIGHT
-            )
+            if (marked := lost_span(view, now)) is not None:
+                lost[0].append(marked[0])
+                lost[1].append(marked[1] - marked[0])
+                lost[2].append(row)
+        for name, drawn in spans.items():
+            set_bars(self.bars[name], *drawn)
+        for item, drawn in zip(self.conversation_bars, talks, strict=True):
+            set_bars(item, *drawn)
+        set_bars(self.lost, *lost)
+        if self.legend is not None:
+            self.legend.show_users(model)
         self._row_count = len(rows[1]) if rows else len(self._views)
         if rows and self._row_count != self._rows_shown:
             self.getPlotItem().getAxis("left").setTicks([list(enumerate(rows[1]))])
@@ -155,7 +197,7 @@ class GanttView(Plot):
 
     def _rows(self) -> list[int]:
         rows: list[int] = []
-        for item in self.bars.values():
+        for item in [*self.bars.values(), *self.conversation_bars]:
             y = item.opts.get("y")
             rows.extend(int(v) for v in (y if y is not None else []))
         return rows

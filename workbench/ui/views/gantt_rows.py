@@ -1,15 +1,48 @@
-"""What the queue Gantt draws, in plain Python (no Qt): each request's spans, the slot lanes
-and the tooltip text. The window's Gantt and the exported interactive HTML both read them, so
-the two show the same bars."""
+"""What the queue Gantt draws, in plain Python (no Qt): each request's spans, the slot lanes,
+a conversations run's colours and lost turns, and the tooltip text. The window's Gantt and
+the exported interactive HTML both read them, so the two show the same bars."""
 
 from __future__ import annotations
 
 from workbench.engine.base.states import RequestState
-from workbench.ui.run_model import RequestView, RunModel
+from workbench.ui.run_model import RequestView, RunModel, conversation_user
+from workbench.ui.theme.palette import theme_data
 
 # The states a bar is drawn in.
 SEGMENTS = (RequestState.QUEUED, RequestState.PREFILL, RequestState.DECODING, RequestState.FAILED)
 STEADY_OPACITY = 0.14  # of the theme's steady colour: a shade behind the bars, not over them
+REPREFILLED = "history re-prefilled"  # a lost turn's mark, as its legend names it
+
+
+def conversation_palette() -> list[str]:
+    """The conversations' colours: distinct from each other and from the queued, prefill
+    and failed states, which a conversation's bar keeps."""
+    return list(theme_data()["conversations"])
+
+
+def conversation_colour(model: RunModel, view: RequestView) -> int | None:
+    """Which palette colour a conversations run's request decodes in: its user's (the
+    palette repeats past its end); None for an independent request, drawn by its state."""
+    if view.conversation_id is None:
+        return None
+    return model.users[conversation_user(view.conversation_id)] % len(conversation_palette())
+
+
+def conversation_legend(model: RunModel) -> tuple[list[tuple[str, int]], int]:
+    """The users the legend names with their palette colours (one palette's worth, in
+    order), and how many users the run has: past the palette's end, colours repeat."""
+    palette = len(conversation_palette())
+    users = sorted(model.users.items(), key=lambda item: item[1])
+    return [(user, n % palette) for user, n in users[:palette]], len(users)
+
+
+def lost_span(view: RequestView, now: float) -> tuple[float, float] | None:
+    """Where a turn that re-prefilled its history is marked: the time a slot worked on it
+    (its prefill and decoding, not its wait), once the server's counts say it lost it."""
+    if view.cache is None or not view.cache.lost:
+        return None
+    served = [(x0, x1) for name, x0, x1 in segments(view, now) if name is not RequestState.QUEUED]
+    return (served[0][0], served[-1][1]) if served else None
 
 
 def segments(view: RequestView, now: float) -> list[tuple[RequestState, float, float]]:
@@ -82,6 +115,11 @@ def request_tooltip(view: RequestView) -> str:
         f"tokens: {view.output_tokens if view.output_tokens is not None else view.chunks}",
         f"decode: {fmt(view.decode_tok_s, 'tok/s', 1)}",
     ]
+    if view.conversation_id is not None:
+        lines.append(f"conversation {view.conversation_id}, turn {view.turn}")
+    if view.cache is not None:
+        history = f"history: {view.cache.reprefilled} of {view.cache.seen} tokens re-prefilled"
+        lines.append(history + (" (cache lost)" if view.cache.lost else ""))
     if view.error:
         lines.append(f"error: {view.error}")
     return "\n".join(lines)

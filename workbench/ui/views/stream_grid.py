@@ -1,6 +1,8 @@
 """One pane per concurrent request: its live text (reasoning dimmed, then the answer), its
 state as a colour, TTFT, its decode rate (a live estimate in chunks/s until the server's count
-gives tok/s) and tokens.
+gives tok/s) and tokens. A conversations run has one pane per conversation instead, in its
+colour, that fills with its turns one after another: each pane stays in its place for the
+whole repeat, so an audience follows a user's chat rather than panes that reflow every turn.
 
 Panes are reused across configurations and only touched when their request changed since
 they were last drawn, a bounded number of them a frame: 64 streams at full speed cost each
@@ -13,6 +15,7 @@ import math
 
 from PySide6.QtCore import QEvent, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import (
+    QColor,
     QFont,
     QFontMetrics,
     QFontMetricsF,
@@ -35,8 +38,9 @@ from PySide6.QtWidgets import (
 from workbench.engine.base.records import CONTEXT_FULL, RequestKey
 from workbench.engine.base.states import RequestState
 from workbench.engine.figures.metrics import figure
-from workbench.ui.run_model import RequestView, RunModel
+from workbench.ui.run_model import RequestView, RunModel, conversation_user
 from workbench.ui.theme.qt_theme import state_color, theme_color
+from workbench.ui.views.gantt_rows import conversation_colour, conversation_palette
 from workbench.ui.widgets import plain_text
 
 MAX_PANES = 64
@@ -50,6 +54,24 @@ STATS_EVERY_TICKS = 12  # the numbers in a pane's header change at ~5 Hz (60 Hz 
 # 24 times a second.
 PANE_DRAWS_PER_FRAME = 32
 BIND_DRAWS = 4
+
+Run = tuple[str, bool]  # a stretch of a pane's text, and whether it is dimmed (reasoning)
+
+
+def turn_heading(turn: int) -> Run:
+    return f"── turn {turn} ──", False
+
+
+def runs_tail(runs: list[Run], keep: int) -> list[Run]:
+    """The last ``keep`` characters of ``runs`` or fewer, the first run kept cut at a word."""
+    kept: list[Run] = []
+    for text, dimmed in reversed(runs):
+        if keep <= 0:
+            break
+        if text:
+            kept.append((word_tail(text, keep), dimmed))
+            keep -= len(text)
+    return kept[::-1]
 
 
 def grid_shape(n: int, area_aspect: float = 1.8, pane_aspect: float = 1.8) -> tuple[int, int]:
@@ -70,7 +92,8 @@ def grid_shape(n: int, area_aspect: float = 1.8, pane_aspect: float = 1.8) -> tu
 class TailText(QWidget):
     """Word-wrapped text anchored at the bottom, showing whole lines only (the newest), and
     above it, dimmed (the palette's placeholder colour, the theme's muted one), what the
-    server streamed as reasoning before that answer.
+    server streamed as reasoning before that answer; a conversation's pane shows its turns'
+    runs so, one above the other.
 
     Painted by hand rather than by a QLabel: a label's new text re-lays out its pane and the
     grid every frame (size hints of wrapped text), while this widget only repaints itself."""
@@ -79,18 +102,23 @@ class TailText(QWidget):
         super().__init__(parent)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
-        self._text = ""
-        self._dimmed = ""
+        self._runs: list[Run] = []
 
     def text(self) -> str:
-        return self._text
+        """The answer shown (a conversation's: every turn's, and their headings)."""
+        return "\n".join(text for text, dimmed in self._runs if not dimmed)
 
     def dimmed(self) -> str:
-        return self._dimmed
+        return "\n".join(text for text, dimmed in self._runs if dimmed)
 
     def setText(self, text: str, dimmed: str = "") -> None:
-        if (text, dimmed) != (self._text, self._dimmed):
-            self._text, self._dimmed = text, dimmed
+        self.set_runs([(dimmed, True), (text, False)])
+
+    def set_runs(self, runs: list[Run]) -> None:
+        """Stretches of text top to bottom, each from a new line."""
+        runs = [run for run in runs if run[0]]
+        if runs != self._runs:
+            self._runs = runs
             self.update()
 
     def sizeHint(self) -> QSize:
@@ -103,20 +131,22 @@ class TailText(QWidget):
         whole = (self.height() // line) * line  # the top line never shows cut in half
         area = QRect(0, self.height() - whole, self.width(), whole)
         painter.setClipRect(area)
-        painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
         flags = int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom) | int(
             Qt.TextFlag.TextWordWrap
         )
-        used = 0
-        if self._text:
-            painter.drawText(area, flags, self._text)
-            used = painter.boundingRect(area, flags, self._text).height()
-        above = ((whole - used) // line) * line  # whole lines left above the answer
-        if self._dimmed and above > 0:
-            painter.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
-            painter.drawText(
-                QRect(0, self.height() - used - above, self.width(), above), flags, self._dimmed
-            )
+        colours = {
+            False: self.palette().color(QPalette.ColorRole.WindowText),
+            True: self.palette().color(QPalette.ColorRole.PlaceholderText),
+        }
+        left = whole  # whole lines left above the runs drawn: the newest at the bottom
+        for text, dimmed in reversed(self._runs):
+            if left <= 0:
+                break
+            room = QRect(0, area.top(), self.width(), left)  # above the runs drawn
+            painter.setPen(colours[dimmed])
+            painter.drawText(room, flags, text)
+            used = painter.boundingRect(room, flags, text).height()
+            left = ((left - used) // line) * line
         painter.end()
 
 
@@ -154,18 +184,52 @@ class StreamPane(QFrame):
         self.key: RequestKey | None = None
         self.text = ""
         self.reasoning = ""
+        self.history: list[Run] = []  # a conversation's earlier turns, kept to KEPT_CHARS
+        self.turn: int | None = None  # the turn shown now
+        self._title_colour: QColor | None = None
         self._state: RequestState | None = None
         self._stats = ""
         self._stat_parts: list[str] = []
         self._color = state_color(RequestState.QUEUED)
 
-    def bind(self, view: RequestView, text: str, reasoning: str = "") -> None:
+    def bind(
+        self,
+        view: RequestView,
+        text: str,
+        reasoning: str = "",
+        history: list[Run] | None = None,
+        colour: QColor | None = None,
+    ) -> None:
+        """``history``: a conversation's earlier turns (``colour`` its colour, the title's
+        background); None for an independent request."""
         self.key = view.key
-        self.title.setText(f"#{view.number}")
-        self.text = self.reasoning = ""
-        self.body.setText("")
-        self.append(text, reasoning)
+        conversation = history is not None and view.conversation_id is not None
+        self.turn = view.turn if conversation else None
+        self.history = runs_tail(history or [], KEPT_CHARS)
+        self.title.setText(
+            f"{conversation_user(view.conversation_id)} · turn {view.turn}"
+            if conversation and view.conversation_id is not None
+            else f"#{view.number}"
+        )
+        self._show_title_colour(colour)
+        self.text, self.reasoning = word_tail(text, KEPT_CHARS), word_tail(reasoning, KEPT_CHARS)
+        self._show_tail()
         self._state, self._stats = None, ""
+
+    def _show_title_colour(self, colour: QColor | None) -> None:
+        if colour == self._title_colour:
+            return
+        self._title_colour = colour
+        self.title.setAutoFillBackground(colour is not None)
+        if colour is None:
+            self.title.setPalette(self.palette())
+            self.title.setMargin(0)
+            return
+        palette = self.title.palette()
+        palette.setColor(QPalette.ColorRole.Window, colour)
+        palette.setColor(QPalette.ColorRole.WindowText, theme_color("text", "on_state"))
+        self.title.setPalette(palette)
+        self.title.setMargin(2)
 
     def append(self, text: str, reasoning: str = "") -> None:
         if text:
@@ -176,11 +240,12 @@ class StreamPane(QFrame):
             self._show_tail()
 
     def _show_tail(self) -> None:
-        """The answer's tail, and the reasoning's in what room the answer leaves."""
-        keep = self.capacity()
-        answer = word_tail(self.text, keep)
-        room = keep - len(answer)
-        self.body.setText(answer, word_tail(self.reasoning, room) if room > 0 else "")
+        """The answer's tail, and the reasoning's in what room the answer leaves (above
+        them, a conversation's turn heading and its earlier turns)."""
+        now = [(self.reasoning, True), (self.text, False)]
+        if self.turn is not None:
+            now.insert(0, turn_heading(self.turn))
+        self.body.set_runs(runs_tail([*self.history, *now], self.capacity()))
 
     def capacity(self) -> int:
         """About how many characters the body shows, with a margin: laying out (and
@@ -289,6 +354,9 @@ class StreamGrid(QWidget):
             pane.ensurePolished()
         self.panes: dict[RequestKey, StreamPane] = {}
         self._views: list[RequestView] = []  # the panes' requests, in the panes' order
+        # A conversations run's panes show each conversation's latest turn, under these
+        # earlier ones (by the latest turn's key).
+        self._earlier: dict[RequestKey, list[RequestView]] = {}
         self._unbound: dict[RequestKey, None] = {}  # placed, to bind and show
         self._news: dict[RequestKey, None] = {}  # shown, with news to draw
         self._ticks = 0
@@ -367,7 +435,13 @@ class StreamGrid(QWidget):
         first, in order, then those whose news waited longest; the rest wait for the next
         frames. None (a session opened, a seek, a run's last frame) draws everything now."""
         if relayout:
-            views = model.current_requests()[:MAX_PANES]
+            conversations = model.current_conversations()[:MAX_PANES]
+            self._earlier = {turns[-1].key: turns[:-1] for turns in conversations}
+            views = (
+                [turns[-1] for turns in conversations]
+                if conversations
+                else model.current_requests()[:MAX_PANES]
+            )
             # The same requests, not only the same keys: a new run's first requests have the
             # last run's keys, and may come in the frame that started it.
             if len(views) != len(self._views) or any(
@@ -436,8 +510,25 @@ class StreamGrid(QWidget):
         view = model.requests[key]
         pane = self.panes[key]
         self._fit_font(pane)  # header and text
+        history, colour = None, None
+        if key in self._earlier:
+            history = []
+            for turn in self._earlier[key]:
+                model.take_text(turn.key)  # what its pane had not drawn yet
+                model.take_reasoning(turn.key)
+                history += [
+                    turn_heading(turn.turn or 0),
+                    (turn.reasoning, True),
+                    (turn.text, False),
+                ]
+            slot = conversation_colour(model, view)
+            colour = QColor(conversation_palette()[slot]) if slot is not None else None
         pane.bind(
-            view, view.text + model.take_text(key), view.reasoning + model.take_reasoning(key)
+            view,
+            view.text + model.take_text(key),
+            view.reasoning + model.take_reasoning(key),
+            history,
+            colour,
         )
         pane.show_state(view, now)
         pane.show()
