@@ -40,7 +40,9 @@ class ReplayController(QObject):
     opened = Signal(Path)  # a session's final state is on the views
     closed = Signal()  # the open session let go of the views (a run took them)
     loaded = Signal(object)  # the Playback of the session just opened
-    experiment = Signal(object, str)  # the experiment it ran (when it parses), its file name
+    # The experiment it ran (when it parses), its file name, and the address of the server
+    # it ran against when that was started elsewhere (None: the workbench started its own).
+    experiment = Signal(object, str, object)
     moved = Signal(object)  # the Playback, at its new position
     playing = Signal(bool)
     finished = Signal(str)  # a replay reached the end: the session's status
@@ -101,7 +103,8 @@ class ReplayController(QObject):
         self.status.emit(f"session {path.name}")
         self.opened.emit(path)
         if experiment is not None:
-            self.experiment.emit(experiment, path.name)
+            external = self.model.server.base_url if self.model.mode == "external" else None
+            self.experiment.emit(experiment, path.name, external)
         return True
 
     def play(self) -> None:

@@ -41,6 +41,7 @@ from workbench.ui.theme.qt_theme import signal_color, text_style
 
 SERVER_DEFAULT = "server default"
 BOTH = "on and off"
+CONVERSATIONS = "conversations"  # the workload kind whose own fields have a box of their own
 
 
 def parse_number_list(text: str, kind: type) -> Any:
@@ -82,6 +83,14 @@ def form_fields() -> list[Field]:
     return [f for cls in SETTINGS for f in fields_of(cls) if f.setting.in_form]
 
 
+def form_box(f: Field) -> str:
+    """The box a field is in: its table's, or for a workload field that only a
+    conversations run reads (its help says so first), the conversations' box, shown only
+    while the kind is conversations: a short form for the other runs, on a small screen."""
+    only_conversations = f.setting.help.startswith(f"for `{CONVERSATIONS}`")
+    return CONVERSATIONS if f.table == "workload" and only_conversations else f.table
+
+
 def error_style() -> str:
     """A field's mark when what it holds is wrong."""
     return f"border: 2px solid {signal_color('error').name()};"
@@ -98,6 +107,9 @@ class ExperimentForm(QWidget):
         super().__init__(parent)
         self.experiment: Experiment | None = None
         self._kept: dict[tuple[str, str], Any] = {}
+        # What each field the file leaves out showed when loaded: left out again unless
+        # changed, so the file's own rules still decide it (a conversations run's cache).
+        self._unset: dict[tuple[str, str], Any] = {}
         self.path_label = QLabel("(no file)")
         self.path_label.setWordWrap(True)
         # A reopened session's experiment is shown as it ran, not as editable fields.
@@ -137,12 +149,17 @@ class ExperimentForm(QWidget):
             widget = self._combo(f) if f.kind is bool or f.setting.choices else self._line(f)
             widget.setToolTip(f.setting.help)
             self.fields[key] = widget
-            if f.table not in boxes:
-                boxes[f.table] = QGroupBox(f.table.capitalize())
-                QFormLayout(boxes[f.table])
-            rows = boxes[f.table].layout()
+            box = form_box(f)
+            if box not in boxes:
+                boxes[box] = QGroupBox(box.capitalize())
+                QFormLayout(boxes[box])
+            rows = boxes[box].layout()
             assert isinstance(rows, QFormLayout)
             rows.addRow(f.setting.label, self._with_picker(f, widget))
+        self.conversations_box = boxes.get(CONVERSATIONS)
+        kind = self.fields.get(("workload", "kind"))
+        if isinstance(kind, QComboBox):
+            kind.currentTextChanged.connect(self._show_conversations)
         self.error = QLabel()
         self.error.setWordWrap(True)
         self.error.setObjectName("formError")
@@ -167,6 +184,12 @@ class ExperimentForm(QWidget):
             layout.addWidget(box)
         layout.addWidget(self.error)
         layout.addStretch(1)
+        self._show_conversations()  # once in the layout: a box without a parent is a window
+
+    def _show_conversations(self) -> None:
+        kind = self.fields.get(("workload", "kind"))
+        if self.conversations_box is not None and isinstance(kind, QComboBox):
+            self.conversations_box.setVisible(kind.currentText() == CONVERSATIONS)
 
     # -- building ------------------------------------------------------------------------------
     def _line(self, f: Field) -> QLineEdit:
@@ -194,10 +217,18 @@ class ExperimentForm(QWidget):
         return row
 
     # -- loading and saving --------------------------------------------------------------------
-    def show_session(self, experiment: Experiment, session_name: str) -> None:
-        """The experiment a reopened session ran, read-only: Run runs it again as it was;
-        "Edit a copy" makes the fields editable."""
+    def show_session(
+        self, experiment: Experiment, session_name: str, external_url: str | None = None
+    ) -> None:
+        """The experiment a reopened session ran, read-only, against the server it ran
+        against (``external_url``: a server started elsewhere, at that address): Run runs
+        it again as it was; "Edit a copy" makes the fields editable."""
         self.load(experiment)
+        self.external.setChecked(external_url is not None)
+        if external_url is not None:
+            self.base_url.setText(external_url)
+        for widget in (self.external, self.base_url, self.api_key_env):
+            widget.setEnabled(False)
         self._session_name = session_name
         self.path_label.setText(f"the experiment of {session_name}")
         self.session_note.setText("As the session ran it (read-only). Run runs it again.")
@@ -224,16 +255,21 @@ class ExperimentForm(QWidget):
         self.session_note.hide()
         self.edit_button.hide()
         self.name.setEnabled(True)
+        self.external.setEnabled(True)
+        self.base_url.setEnabled(self.external.isChecked())
+        self.api_key_env.setEnabled(self.external.isChecked())
         self.experiment = experiment
         self._kept = {}
         for widget in self.fields.values():
             widget.setEnabled(True)
         self.path_label.setText(experiment.path or "(unsaved)")
         self.name.setText(experiment.name)
+        first = experiment.configs()[0]  # what a field the file leaves out comes to
         for key, widget in self.fields.items():
             f = self.schema[key]
             values = experiment.server if f.table == "server" else experiment.workload
             value = values.get(f.name)
+            ran = getattr(first.server if f.table == "server" else first.workload, f.name)
             if self._cannot_show(f, value):
                 # A sweep this widget cannot show (e.g. KV cache types): keep it as it is.
                 self._kept[key] = value
@@ -242,7 +278,7 @@ class ExperimentForm(QWidget):
                 if isinstance(widget, QLineEdit):
                     widget.setText(" | ".join(shlex.join(v) for v in value))
             elif isinstance(widget, QComboBox):
-                shown = f.default if value is None and not f.optional else value
+                shown = ran if value is None and not f.optional else value
                 widget.setCurrentText(
                     next((text for text, v in combo_items(f).items() if v == shown), "")
                 )
@@ -251,6 +287,11 @@ class ExperimentForm(QWidget):
             else:
                 shown = value if value is not None else f.default if f.kind is str else None
                 widget.setText(format_value(shown))
+        self._unset = {
+            key: self._widget_value(*key, widget)
+            for key, widget in self.fields.items()
+            if key[1] not in (experiment.server if key[0] == "server" else experiment.workload)
+        }
         self._clear_errors()
 
     def _cannot_show(self, f: Field, value: Any) -> bool:
@@ -322,6 +363,8 @@ class ExperimentForm(QWidget):
                 value = self._widget_value(table, key, widget)
             except ValueError as exc:
                 raise ExperimentError(f"[{table}] {key}: {exc}") from None
+            if (table, key) in self._unset and value == self._unset[(table, key)]:
+                continue  # left out by the file, and unchanged: still left out
             if value is None:
                 target.pop(key, None)
             else:

@@ -1,0 +1,68 @@
+"""The experiment form's conversations fields, and a replayed session's server as it ran."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLineEdit, QPushButton
+
+from tests.made_sessions import Config, build_session, request, startup_facts
+from tests.ui.conversation_sessions import write_conversations
+from workbench.engine.config.experiment import parse_experiment
+from workbench.ui.panels.experiment_form import ExperimentForm, form_fields
+
+CHAT = """name = "chat"
+[workload]
+kind = "conversations"
+users = 6
+turns = 3
+think_time_s = 0.5
+user_tokens = 32
+system_prompt_tokens = 16
+"""
+
+
+def test_a_field_the_file_leaves_out_is_shown_as_it_runs_and_left_to_the_file(qtbot):
+    """A conversations run gets the prompt cache unless the file says otherwise: the form
+    shows it on, and leaves it out (written as "off", it turned the cache off)."""
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load(parse_experiment(CHAT))
+    assert form.fields[("workload", "cache_prompt")].currentText() == "on"
+    built = form.build()
+    assert "cache_prompt" not in built.workload
+    assert built.configs()[0].workload.cache_prompt
+    form.fields[("workload", "cache_prompt")].setCurrentText("off")  # changed: written
+    assert form.build().workload["cache_prompt"] is False
+
+
+def test_every_file_field_has_its_picker(qtbot):
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    for f in form_fields():
+        if f.setting.file_filter:
+            widget = form.fields[(f.table, f.name)]
+            assert isinstance(widget, QLineEdit)
+            row = widget.parentWidget().findChildren(QPushButton)
+            assert any(b.text() == "…" for b in row), f.name
+
+
+def test_a_replayed_external_session_shows_the_server_it_ran_against(window, loop, tmp_path):
+    url = "http://127.0.0.1:18999"
+    external = build_session(
+        tmp_path / "external.session.sqlite",
+        "[workload]\nrequests = 1\n",
+        [Config([request(0)], startup_facts(1, 8192))],
+        base_url=url,
+    )
+    form = window.form
+    assert loop.run_until_complete(window.replay.open(external))
+    assert form.read_only
+    assert form.external.isChecked() and form.base_url.text() == url
+    assert not form.external.isEnabled() and not form.base_url.isEnabled()
+    assert window.form.external_url() == url  # Run runs it again against that server
+    form.edit_copy()
+    assert form.external.isEnabled() and form.base_url.isEnabled()
+    assert form.external.isChecked() and form.base_url.text() == url
+    assert loop.run_until_complete(
+        window.replay.open(write_conversations(tmp_path / "managed.session.sqlite"))
+    )
+    assert not form.external.isChecked() and not form.base_url.isEnabled()
