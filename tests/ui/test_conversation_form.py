@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLineEdit, QPushButton
+from PySide6.QtWidgets import QGroupBox, QLineEdit, QPushButton
 
 from tests.made_sessions import Config, build_session, request, startup_facts
 from tests.ui.conversation_sessions import write_conversations
 from workbench.engine.config.experiment import parse_experiment
 from workbench.ui.panels.experiment_form import ExperimentForm, form_fields
 
+CONVERSATION_FIELDS = ("users", "turns", "think_time_s", "user_tokens", "system_prompt_tokens")
 CHAT = """name = "chat"
 [workload]
 kind = "conversations"
@@ -18,6 +19,55 @@ think_time_s = 0.5
 user_tokens = 32
 system_prompt_tokens = 16
 """
+
+
+def box_of(form: ExperimentForm, name: str) -> QGroupBox:
+    widget = form.fields[("workload", name)]
+    box = widget.parentWidget()
+    assert isinstance(box, QGroupBox)
+    return box
+
+
+def test_the_conversations_fields_are_in_a_box_shown_for_a_conversations_run(qtbot):
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    assert ("workload", "kind") in form.fields
+    boxes = {box_of(form, name).title() for name in CONVERSATION_FIELDS}
+    assert boxes == {"Conversations"}
+    assert box_of(form, "kind").title() == "Workload"
+    form.load(parse_experiment("[workload]\nrequests = 4\n"))
+    assert box_of(form, "users").isHidden()  # a short form for independent requests
+    form.load(parse_experiment(CHAT))
+    assert not box_of(form, "users").isHidden()
+    form.fields[("workload", "kind")].setCurrentText("requests")
+    assert box_of(form, "users").isHidden()
+
+
+def test_the_conversations_fields_round_trip_through_the_experiment_file(qtbot):
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load(parse_experiment(CHAT))
+    shown = {name: form.fields[("workload", name)].text() for name in CONVERSATION_FIELDS}
+    assert shown == {
+        "users": "6",
+        "turns": "3",
+        "think_time_s": "0.5",
+        "user_tokens": "32",
+        "system_prompt_tokens": "16",
+    }
+    assert form.fields[("workload", "kind")].currentText() == "conversations"
+    form.fields[("workload", "users")].setText("7")
+    built = form.build()
+    assert "users = 7" in built.source
+    workload = built.configs()[0].workload
+    assert (workload.kind, workload.users, workload.turns) == ("conversations", 7, 3)
+    assert (workload.think_time_s, workload.user_tokens, workload.system_prompt_tokens) == (
+        0.5,
+        32,
+        16,
+    )
+    form.fields[("workload", "kind")].setCurrentText("requests")
+    assert form.build().workload["kind"] == "requests"
 
 
 def test_a_field_the_file_leaves_out_is_shown_as_it_runs_and_left_to_the_file(qtbot):

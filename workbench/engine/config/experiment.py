@@ -226,6 +226,7 @@ class WorkloadSettings:
             "answers (`cache_prompt` is on unless the file says otherwise)"
         ),
         choices=KINDS,
+        in_form=True,
     )
     requests: int = setting(
         8,
@@ -243,6 +244,8 @@ class WorkloadSettings:
         low=1,
         high=10_000,
         short="users",
+        in_form=True,
+        hint="4",
     )
     turns: int = setting(
         3,
@@ -251,6 +254,8 @@ class WorkloadSettings:
         low=1,
         high=1000,
         short="turns",
+        in_form=True,
+        hint="3",
     )
     think_time_s: float = setting(
         0.0,
@@ -260,6 +265,8 @@ class WorkloadSettings:
         high=DAY_S,
         note="seconds",
         short="think",
+        in_form=True,
+        hint="0",
     )
     think_time_spread: str = setting(
         "fixed",
@@ -282,6 +289,8 @@ class WorkloadSettings:
         high=10_000_000,
         note="tokens",
         short="user",
+        in_form=True,
+        hint="64",
     )
     system_prompt_tokens: int = setting(
         0,
@@ -294,6 +303,8 @@ class WorkloadSettings:
         high=10_000_000,
         note="tokens",
         short="system",
+        in_form=True,
+        hint="0 (none)",
     )
     conversations_file: str = setting(
         "",
