@@ -4,6 +4,8 @@ the exported interactive HTML both read them, so the two show the same bars."""
 
 from __future__ import annotations
 
+from functools import cache
+
 from workbench.engine.base.states import RequestState
 from workbench.ui.run_model import RequestView, RunModel, conversation_user
 from workbench.ui.theme.palette import theme_data
@@ -14,10 +16,11 @@ STEADY_OPACITY = 0.14  # of the theme's steady colour: a shade behind the bars, 
 REPREFILLED = "history re-prefilled"  # a lost turn's mark, as its legend names it
 
 
-def conversation_palette() -> list[str]:
+@cache
+def conversation_palette() -> tuple[str, ...]:
     """The conversations' colours: distinct from each other and from the queued, prefill
     and failed states, which a conversation's bar keeps."""
-    return list(theme_data()["conversations"])
+    return tuple(theme_data()["conversations"])
 
 
 def conversation_colour(model: RunModel, view: RequestView) -> int | None:
