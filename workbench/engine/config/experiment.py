@@ -231,7 +231,10 @@ class WorkloadSettings:
     requests: int = setting(
         8,
         label="requests",
-        help="requests per repeat (a `conversations` run sends `users` x `turns` instead)",
+        help=(
+            "requests per repeat (a `conversations` run sends `users` x `turns` instead, a "
+            "`trace` run its rows)"
+        ),
         low=1,
         high=100_000,
         in_form=True,
@@ -438,7 +441,7 @@ class WorkloadSettings:
             "recorded) and start the rest at 0"
         ),
         low=0,
-        high=DAY_S * 365,
+        high=10_000_000,
         note="seconds",
     )
     stop_when_saturated: bool = setting(
@@ -453,7 +456,7 @@ class WorkloadSettings:
     max_tokens: int = setting(
         64,
         label="max tokens",
-        help="tokens to generate per request",
+        help="tokens to generate per request (a `trace` row asks its own `output_length`)",
         low=1,
         high=1_000_000,
         in_form=True,
