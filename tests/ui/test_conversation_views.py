@@ -174,6 +174,12 @@ def test_the_grid_has_one_pane_per_conversation_filling_with_its_turns(qtbot, co
     assert " tok" in text.split("── turn 2 ──")[1]  # the second turn's answer, below its number
     assert panes[1].body.dimmed() == "pondering"
     assert panes[1].title.autoFillBackground()
+    plain = RunModel()  # the next run's requests are independent: the panes are the usual
+    plain.apply([e for i in range(2) for e in sent(request(i))])
+    grid.sync(plain, set(), relayout=True, now=5.0)
+    assert [p.title.text() for p in grid.panes.values()] == ["#1", "#2"]
+    assert not any(p.title.autoFillBackground() for p in grid.panes.values())
+    assert "turn" not in panes[1].body.text()
 
 
 def test_the_grid_keeps_its_bound_on_conversations(qtbot):

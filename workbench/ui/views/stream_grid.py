@@ -203,14 +203,11 @@ class StreamPane(QFrame):
         """``history``: a conversation's earlier turns (``colour`` its colour, the title's
         background); None for an independent request."""
         self.key = view.key
-        conversation = history is not None and view.conversation_id is not None
-        self.turn = view.turn if conversation else None
+        cid = view.conversation_id if history is not None else None
+        user = conversation_user(cid) if cid else ""
+        self.turn = view.turn if user else None
         self.history = runs_tail(history or [], KEPT_CHARS)
-        self.title.setText(
-            f"{conversation_user(view.conversation_id)} · turn {view.turn}"
-            if conversation and view.conversation_id is not None
-            else f"#{view.number}"
-        )
+        self.title.setText(f"{user} · turn {view.turn}" if user else f"#{view.number}")
         self._show_title_colour(colour)
         self.text, self.reasoning = word_tail(text, KEPT_CHARS), word_tail(reasoning, KEPT_CHARS)
         self._show_tail()
@@ -222,7 +219,7 @@ class StreamPane(QFrame):
         self._title_colour = colour
         self.title.setAutoFillBackground(colour is not None)
         if colour is None:
-            self.title.setPalette(self.palette())
+            self.title.setPalette(QPalette())  # the pane's again, following the theme
             self.title.setMargin(0)
             return
         palette = self.title.palette()
