@@ -37,7 +37,8 @@ BAR_HEIGHT = 0.72
 MIN_SPAN_S = 10.0  # while a run goes: the time axis grows in steps from here
 FINAL_MIN_SPAN_S = 1.0  # a run that ended: fitted to its data (a 1 s import fills the chart)
 FAILED_MIN_SHARE = 0.012  # of the time shown: a refused request lasts milliseconds
-LOST_PEN_WIDTH = 3  # pixels: the outline of a turn that re-prefilled its history
+LOST_PEN_WIDTH = 2  # pixels: the outline of a turn that re-prefilled its history, drawn
+LOST_HEIGHT = 0.96  # around its bar, not over it, so a thin bar keeps its colour
 TITLES = {  # by lanes: rows per request, or lanes per server slot
     False: "Queue Gantt: waiting, prefill, decode per request",
     True: "Slots: prefill and decode per server slot",
@@ -68,8 +69,14 @@ def lost_pen() -> QPen:
     return pen
 
 
-def set_bars(item: pg.BarGraphItem, x0s: list[float], widths: list[float], ys: list[int]) -> None:
-    item.setOpts(x0=np.array(x0s), width=np.array(widths), y=np.array(ys), height=BAR_HEIGHT)
+def set_bars(
+    item: pg.BarGraphItem,
+    x0s: list[float],
+    widths: list[float],
+    ys: list[int],
+    height: float = BAR_HEIGHT,
+) -> None:
+    item.setOpts(x0=np.array(x0s), width=np.array(widths), y=np.array(ys), height=height)
 
 
 Spans = tuple[list[float], list[float], list[int]]  # a bar item's starts, widths and rows
@@ -157,7 +164,7 @@ class GanttView(Plot):
             set_bars(self.bars[name], *drawn)
         for item, drawn in zip(self.conversation_bars, talks, strict=True):
             set_bars(item, *drawn)
-        set_bars(self.lost, *lost)
+        set_bars(self.lost, *lost, height=LOST_HEIGHT)
         if self.legend is not None:
             self.legend.show_users(model)
         self._row_count = len(rows[1]) if rows else len(self._views)
