@@ -70,9 +70,11 @@ class RequestView:
     # The server slot that served it: guessed live from /slots, then named by the server's
     # log (exact) once the request is done.
     slot: int | None = None
-    # A conversations run's: the conversation ("r1u2") and turn (from 1), and once the turn
-    # is done, how it found its history in the server's cache (turn 2 on, where counted).
+    # A conversations run's: the conversation ("r1u2"), its user as the window names it
+    # ("u2"), the turn (from 1), and once the turn is done, how it found its history in the
+    # server's cache (turn 2 on, where counted).
     conversation_id: str | None = None
+    user: str | None = None
     turn: int | None = None
     cache: TurnCache | None = None
 
@@ -446,7 +448,7 @@ class RunModel:
         if conversation_id is None or view.conversation_id is not None:
             return
         view.conversation_id, view.turn = conversation_id, turn
-        user = conversation_user(conversation_id)
+        view.user = user = conversation_user(conversation_id)
         if user not in self.users:
             numbered = re.fullmatch(r"u(\d+)", user)
             self.users[user] = int(numbered.group(1)) - 1 if numbered else len(self.users)
@@ -517,8 +519,8 @@ class RunModel:
         for view in self.current_requests():
             if view.conversation_id is not None:
                 turns.setdefault(view.conversation_id, []).append(view)
-        order = sorted(turns, key=lambda c: (self.users[conversation_user(c)], c))
-        return [sorted(turns[c], key=lambda v: (v.turn or 0, v.row)) for c in order]
+        chats = [sorted(t, key=lambda v: (v.turn or 0, v.row)) for t in turns.values()]
+        return sorted(chats, key=lambda t: (self.users[t[0].user or ""], t[0].conversation_id))
 
 
 def _extend(series: tuple[list[float], list[float]], t: float, value: float) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import cache
 
 from workbench.engine.base.states import RequestState
-from workbench.ui.run_model import RequestView, RunModel, conversation_user
+from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme.palette import theme_data
 
 # The states a bar is drawn in.
@@ -26,9 +26,9 @@ def conversation_palette() -> tuple[str, ...]:
 def conversation_colour(model: RunModel, view: RequestView) -> int | None:
     """Which palette colour a conversations run's request decodes in: its user's (the
     palette repeats past its end); None for an independent request, drawn by its state."""
-    if view.conversation_id is None:
+    if view.user is None:
         return None
-    return model.users[conversation_user(view.conversation_id)] % len(conversation_palette())
+    return model.users[view.user] % len(conversation_palette())
 
 
 def conversation_legend(model: RunModel) -> tuple[list[tuple[str, int]], int]:

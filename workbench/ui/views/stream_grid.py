@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 from workbench.engine.base.records import CONTEXT_FULL, RequestKey
 from workbench.engine.base.states import RequestState
 from workbench.engine.figures.metrics import figure
-from workbench.ui.run_model import RequestView, RunModel, conversation_user
+from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme.qt_theme import state_color, theme_color
 from workbench.ui.views.gantt_rows import conversation_colour, conversation_palette
 from workbench.ui.widgets import plain_text
@@ -203,8 +203,7 @@ class StreamPane(QFrame):
         """``history``: a conversation's earlier turns (``colour`` its colour, the title's
         background); None for an independent request."""
         self.key = view.key
-        cid = view.conversation_id if history is not None else None
-        user = conversation_user(cid) if cid else ""
+        user = view.user if history is not None else None
         self.turn = view.turn if user else None
         self.history = runs_tail(history or [], KEPT_CHARS)
         self.title.setText(f"{user} · turn {view.turn}" if user else f"#{view.number}")
