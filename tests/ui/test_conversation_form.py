@@ -116,3 +116,21 @@ def test_a_replayed_external_session_shows_the_server_it_ran_against(window, loo
         window.replay.open(write_conversations(tmp_path / "managed.session.sqlite"))
     )
     assert not form.external.isChecked() and not form.base_url.isEnabled()
+
+
+def test_choosing_conversations_shows_the_prompt_cache_it_turns_on(qtbot):
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load(parse_experiment("[workload]\nrequests = 4\n"))
+    cache, kind = form.fields[("workload", "cache_prompt")], form.fields[("workload", "kind")]
+    assert cache.currentText() == "off"
+    kind.setCurrentText("conversations")
+    assert cache.currentText() == "on"
+    built = form.build()
+    assert "cache_prompt" not in built.workload and built.configs()[0].workload.cache_prompt
+    kind.setCurrentText("requests")
+    assert cache.currentText() == "off"
+    cache.setCurrentText("on")  # chosen: kept whatever the kind
+    kind.setCurrentText("conversations")
+    kind.setCurrentText("requests")
+    assert cache.currentText() == "on" and form.build().workload["cache_prompt"] is True

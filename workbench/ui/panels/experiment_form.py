@@ -31,6 +31,7 @@ from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.config.experiment import (
     SETTINGS,
     Experiment,
+    RunConfig,
     experiment_to_toml,
     load_experiment,
     parse_experiment,
@@ -91,6 +92,15 @@ def form_box(f: Field) -> str:
     return CONVERSATIONS if f.table == "workload" and only_conversations else f.table
 
 
+def show_choice(combo: QComboBox, f: Field, value: Any) -> None:
+    combo.setCurrentText(next((text for text, v in combo_items(f).items() if v == value), ""))
+
+
+def ran_value(config: RunConfig, f: Field) -> Any:
+    """What a configuration runs with for a field (the file's, its default or its rule)."""
+    return getattr(config.server if f.table == "server" else config.workload, f.name)
+
+
 def error_style() -> str:
     """A field's mark when what it holds is wrong."""
     return f"border: 2px solid {signal_color('error').name()};"
@@ -110,6 +120,7 @@ class ExperimentForm(QWidget):
         # What each field the file leaves out showed when loaded: left out again unless
         # changed, so the file's own rules still decide it (a conversations run's cache).
         self._unset: dict[tuple[str, str], Any] = {}
+        self._loading = False
         self.path_label = QLabel("(no file)")
         self.path_label.setWordWrap(True)
         # A reopened session's experiment is shown as it ran, not as editable fields.
@@ -159,7 +170,7 @@ class ExperimentForm(QWidget):
         self.conversations_box = boxes.get(CONVERSATIONS)
         kind = self.fields.get(("workload", "kind"))
         if isinstance(kind, QComboBox):
-            kind.currentTextChanged.connect(self._show_conversations)
+            kind.currentTextChanged.connect(self._kind_changed)
         self.error = QLabel()
         self.error.setWordWrap(True)
         self.error.setObjectName("formError")
@@ -190,6 +201,24 @@ class ExperimentForm(QWidget):
         kind = self.fields.get(("workload", "kind"))
         if self.conversations_box is not None and isinstance(kind, QComboBox):
             self.conversations_box.setVisible(kind.currentText() == CONVERSATIONS)
+
+    def _kind_changed(self) -> None:
+        self._show_conversations()
+        if not self._loading:
+            self._show_left_out()
+
+    def _show_left_out(self) -> None:
+        """Each choice the file leaves out, still as loaded, shows what the run will get
+        now: a kind changed to conversations turns the prompt cache on."""
+        try:
+            first = self._parsed().configs()[0]
+        except ExperimentError:
+            return
+        for key, shown in self._unset.items():
+            widget = self.fields[key]
+            if isinstance(widget, QComboBox) and self._widget_value(*key, widget) == shown:
+                show_choice(widget, self.schema[key], ran_value(first, self.schema[key]))
+                self._unset[key] = self._widget_value(*key, widget)
 
     # -- building ------------------------------------------------------------------------------
     def _line(self, f: Field) -> QLineEdit:
@@ -260,6 +289,7 @@ class ExperimentForm(QWidget):
         self.api_key_env.setEnabled(self.external.isChecked())
         self.experiment = experiment
         self._kept = {}
+        self._loading = True
         for widget in self.fields.values():
             widget.setEnabled(True)
         self.path_label.setText(experiment.path or "(unsaved)")
@@ -269,7 +299,6 @@ class ExperimentForm(QWidget):
             f = self.schema[key]
             values = experiment.server if f.table == "server" else experiment.workload
             value = values.get(f.name)
-            ran = getattr(first.server if f.table == "server" else first.workload, f.name)
             if self._cannot_show(f, value):
                 # A sweep this widget cannot show (e.g. KV cache types): keep it as it is.
                 self._kept[key] = value
@@ -278,10 +307,7 @@ class ExperimentForm(QWidget):
                 if isinstance(widget, QLineEdit):
                     widget.setText(" | ".join(shlex.join(v) for v in value))
             elif isinstance(widget, QComboBox):
-                shown = ran if value is None and not f.optional else value
-                widget.setCurrentText(
-                    next((text for text, v in combo_items(f).items() if v == shown), "")
-                )
+                show_choice(widget, f, ran_value(first, f) if value is None else value)
             elif f.is_args:
                 widget.setText(shlex.join(value) if value else "")
             else:
@@ -292,6 +318,7 @@ class ExperimentForm(QWidget):
             for key, widget in self.fields.items()
             if key[1] not in (experiment.server if key[0] == "server" else experiment.workload)
         }
+        self._loading = False
         self._clear_errors()
 
     def _cannot_show(self, f: Field, value: Any) -> bool:
@@ -389,17 +416,7 @@ class ExperimentForm(QWidget):
         """A validated experiment from the form, or ExperimentError shown on its field."""
         self._clear_errors()
         try:
-            server, workload = self.values()
-            base = self.experiment
-            text = experiment_to_toml(
-                self.name.text().strip() or "experiment",
-                base.description if base else "",
-                server,
-                workload,
-                base.zipped if base else (),
-            )
-            path = base.path if base else None
-            experiment = parse_experiment(text, path=path)
+            experiment = self._parsed()
         except ExperimentError as exc:
             self.show_error(str(exc))
             raise
@@ -408,6 +425,19 @@ class ExperimentForm(QWidget):
             self.show_error("external mode needs a base URL, e.g. http://127.0.0.1:8080")
             raise ExperimentError("external mode needs a base URL")
         return experiment
+
+    def _parsed(self) -> Experiment:
+        """The form's experiment, by the engine's own rules (ExperimentError if not)."""
+        server, workload = self.values()
+        base = self.experiment
+        text = experiment_to_toml(
+            self.name.text().strip() or "experiment",
+            base.description if base else "",
+            server,
+            workload,
+            base.zipped if base else (),
+        )
+        return parse_experiment(text, path=base.path if base else None)
 
     def external_url(self) -> str | None:
         return self.base_url.text().strip() if self.external.isChecked() else None
