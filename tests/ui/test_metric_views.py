@@ -159,3 +159,27 @@ def test_the_result_charts_are_made_and_drawn_while_their_tab_shows(qtbot, tmp_p
     assert fresh.charts == {} and fresh.table.rowCount() == 1  # on the table: none drawn
     fresh.tabs.setCurrentIndex(1)
     assert all(chart.point_count() == 1 for chart in fresh.charts.values())
+
+
+def test_the_results_table_gains_the_optional_columns_a_session_has(qtbot, tmp_path):
+    """A plain burst shows the lab's columns alone; a conversations session the conversation
+    figures too, and a plain one after it drops them again."""
+    from tests.made_sessions import write_conversations
+
+    with open_session(write_conversations(tmp_path / "c.sqlite")) as session:
+        conversations = session.summaries()
+    with open_session(write_session(tmp_path / "p.sqlite")) as session:
+        plain = session.summaries()
+    view = ResultsView()
+    qtbot.addWidget(view)
+    headers = lambda: [  # noqa: E731
+        view.table.horizontalHeaderItem(c).text() for c in range(view.table.columnCount())
+    ]
+    lab = headers()
+    view.sync(conversations)
+    added = [h for h in headers() if h not in lab]
+    later = two_lines(figure("later_cache_share").header)
+    assert later in added and view.table.rowCount() == 2
+    assert column_texts(view.table, later)[0] != column_texts(view.table, later)[1]
+    view.sync(plain)
+    assert headers() == lab and view.table.rowCount() == len(plain)

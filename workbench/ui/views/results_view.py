@@ -91,17 +91,15 @@ class PinnedFirstColumn(QTableView):
 class ResultsView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        # The catalogue is read when the view is made: its figures are this table's columns.
-        self.columns = shown_in(View.WINDOW)
-        self.table = read_only_table([two_lines(f.header) for f in self.columns])
+        self.columns: tuple[Figure, ...] = ()
+        self.table = read_only_table()
         self.table.setObjectName("resultsTable")
         self.table.setHorizontalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
         # A stretched last column keeps the width it was stretched to when the others grow
         # with the rows, and then scrolls out of sight: each column is as wide as it needs.
         self.table.horizontalHeader().setStretchLastSection(False)
         self.pinned = PinnedFirstColumn(self.table)
-        for column, figure in enumerate(self.columns):
-            self.table.horizontalHeaderItem(column).setToolTip(tooltip(figure))
+        self._set_columns(shown_in(View.WINDOW))
         self._charts_page = LiveCharts()
         self.charts = self._charts_page.charts
         self.live_charts = self._charts_page.figures
@@ -118,13 +116,29 @@ class ResultsView(QWidget):
         self._shown = 0
         self._summaries: list[ConfigSummary] = []
 
+    def _set_columns(self, columns: tuple[Figure, ...]) -> None:
+        """The catalogue's figures as this table's columns, each header's tooltip its
+        definition."""
+        self.columns = columns
+        self.table.setColumnCount(len(columns))
+        self.table.setHorizontalHeaderLabels([two_lines(f.header) for f in columns])
+        for column, figure in enumerate(columns):
+            self.table.horizontalHeaderItem(column).setToolTip(tooltip(figure))
+
     def sync(self, summaries: list[ConfigSummary]) -> None:
         shown = summaries[: self._shown]
-        if len(summaries) < self._shown or any(
-            a is not b for a, b in zip(shown, self._summaries, strict=False)
+        # The optional figures (steady state, TTFO, conversations) are columns only where a
+        # configuration has them: a plain burst's table keeps the lab's columns alone.
+        columns = shown_in(View.WINDOW, having=summaries)
+        if (
+            columns != self.columns
+            or len(summaries) < self._shown
+            or any(a is not b for a, b in zip(shown, self._summaries, strict=False))
         ):
-            self.table.setRowCount(0)  # another run or session: start the table again
+            self.table.setRowCount(0)  # another run, session or set of columns: start again
             self._shown = 0
+            if columns != self.columns:
+                self._set_columns(columns)
         self._summaries = list(summaries)
         for summary in summaries[self._shown :]:
             r = self.table.rowCount()
