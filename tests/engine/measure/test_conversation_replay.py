@@ -120,6 +120,14 @@ def test_a_pinned_conversation_asks_for_its_slot_every_turn():
     assert slots == {"a1": 0, "a2": 0, "a3": 0, "b1": 1, "c1": 0, "c2": 0}
 
 
+def test_a_conversation_that_waited_takes_the_slot_of_the_user_that_came_free():
+    """Pinned by the file's conversation number, c (the third) would ask for slot 0 while a
+    (the first) still runs there; it goes to b's slot, whose user it replaces."""
+    _, bodies, _ = replay(users=2, id_slot="conversation", slots=2)
+    slots = {b["messages"][-1]["content"]: b["id_slot"] for b in bodies}
+    assert slots == {"a1": 0, "a2": 0, "a3": 0, "b1": 1, "c1": 1, "c2": 1}
+
+
 def test_a_pin_without_the_servers_slot_count_sends_nothing():
     with pytest.raises(WorkbenchError, match="did not say how many slots it has"):
         replay(users=3, id_slot="conversation", slots=None)

@@ -331,8 +331,8 @@ class WorkloadSettings:
         label="slot per conversation",
         help=(
             "for `conversations`: `auto` (the server picks each turn's slot) or "
-            "`conversation` (conversation *n* pinned to slot (*n* - 1) mod the server's "
-            "slots, sent as llama-server's `id_slot` with each of its turns)"
+            "`conversation` (user *n*'s conversations pinned to slot (*n* - 1) mod the "
+            "server's slots, sent as llama-server's `id_slot` with each of their turns)"
         ),
         choices=ID_SLOTS,
     )

@@ -13,7 +13,7 @@ is over, and ready at once (no client-side limit but the conversation itself).
 A conversations file is replayed the same way (``plan_replay``): each conversation's
 recorded user messages in order, the server's real answers between them, ``users`` of them
 at once and the next one of the file starting when one ends. With ``id_slot =
-"conversation"`` each turn asks for its conversation's own slot (llama-server's ``id_slot``,
+"conversation"`` each turn asks for its user's own slot (llama-server's ``id_slot``,
 which the server honours: measured on it, ``tests/engine/measure/test_conversation_file_real.py``).
 """
 
@@ -91,11 +91,11 @@ def plan_replay(
     ]
 
 
-def pinned_slot(
-    workload: WorkloadSettings, conversation: Conversation, slots: int | None
-) -> int | None:
-    """The slot a conversation's turns ask for: none (``id_slot = "auto"``), or conversation
-    *n*'s slot (*n* - 1) mod the server's slots."""
+def pinned_slot(workload: WorkloadSettings, user: int, slots: int | None) -> int | None:
+    """The slot a user's turns ask for: none (``id_slot = "auto"``), or user *n*'s slot
+    (*n* - 1) mod the server's slots. By user, not by conversation: a file's conversation 5
+    starts when one of the users is free, and pinned by its own number it could share a slot
+    with conversation 1 still running there."""
     if workload.id_slot != "conversation":
         return None
     if not slots or slots < 1:
@@ -103,7 +103,7 @@ def pinned_slot(
             "id_slot = 'conversation' pins each conversation to a slot, and the server did "
             "not say how many slots it has"
         )
-    return (conversation.number - 1) % slots
+    return (user - 1) % slots
 
 
 def think_time_ns(workload: WorkloadSettings, record: RequestRecord) -> int:
@@ -142,8 +142,8 @@ async def run_conversations(
     slots: int | None = None,
 ) -> None:
     """``users`` conversations at once (the next one starting when one ends), each turn
-    after the previous one's answer and the think time, pinned to its conversation's slot
-    if the workload says so (``slots``: the server's). A turn that fails ends its
+    after the previous one's answer and the think time, pinned to its user's slot if the
+    workload says so (``slots``: the server's). A turn that fails ends its
     conversation: the turns after it are recorded as not sent (their question would have
     carried an answer that never came)."""
     batched = BatchedEmit(emit)
@@ -154,14 +154,12 @@ async def run_conversations(
         finished.add(id(record))
         batched(RequestFinished(record))
 
-    pins: dict[int, int | None] = {}
     waiting = iter(conversations)
     starting = list(itertools.islice(waiting, workload.users))
-    firsts = [(c, c.turns[0]) for c in starting if c.turns]
     tasks: list[asyncio.Task[None]] = []
     flusher: asyncio.Task[None] | None = None
 
-    def prepared_turn(conversation: Conversation, k: int) -> PreparedRequest:
+    def prepared_turn(conversation: Conversation, k: int, pin: int | None) -> PreparedRequest:
         record = conversation.turns[k]
         return prepare_request(
             client,
@@ -169,18 +167,19 @@ async def run_conversations(
             record.prompt,
             workload.seed + record.index,
             turn_messages(conversation.system_prompt, conversation.turns[:k], record.prompt),
-            pins[conversation.number],
+            pin,
         )
 
     try:
-        pins.update((c.number, pinned_slot(workload, c, slots)) for c in conversations)
-        encoded = [prepared_turn(c, 0) for c, _ in firsts]
+        pins = [pinned_slot(workload, user, slots) for user in range(1, len(starting) + 1)]
+        firsts = [(c, pin) for c, pin in zip(starting, pins, strict=True) if c.turns]
+        encoded = [prepared_turn(c, 0, pin) for c, pin in firsts]
         opened = await open_ahead(client, encoded, list(range(len(firsts))))
-        ahead = {id(r): p for (_, r), p in zip(firsts, opened, strict=True)}
+        ahead = {id(c.turns[0]): p for (c, _), p in zip(firsts, opened, strict=True)}
         flusher = asyncio.create_task(batched.run())
         t0_ns = time.perf_counter_ns()
 
-        async def converse(conversation: Conversation, due: int) -> None:
+        async def converse(conversation: Conversation, due: int, pin: int | None) -> None:
             for k, record in enumerate(conversation.turns):
                 record.t_intended_ns = due
                 if (delay := (due - time.perf_counter_ns()) / 1e9) > 0:
@@ -188,7 +187,7 @@ async def run_conversations(
                 record.t_scheduled_ns = time.perf_counter_ns()
                 record.t_ready_ns = due  # nothing holds a turn back once it is due
                 seed = workload.seed + record.index
-                prepared = ahead.get(id(record)) or prepared_turn(conversation, k)
+                prepared = ahead.get(id(record)) or prepared_turn(conversation, k, pin)
                 try:
                     await stream_request(client, record, workload, seed, batched, prepared)
                 finally:
@@ -201,17 +200,18 @@ async def run_conversations(
                 assert record.t_done_ns is not None
                 due = record.t_done_ns + think_time_ns(workload, record)
 
-        async def user(conversation: Conversation) -> None:
-            """One user's conversations: the next waiting one is due when one ends."""
+        async def user(conversation: Conversation, pin: int | None) -> None:
+            """One user's conversations, on its pinned slot if any: the next waiting one is
+            due when one ends."""
             due = t0_ns
             while True:
-                await converse(conversation, due)
+                await converse(conversation, due, pin)
                 following = next(waiting, None)
                 if following is None:
                     return
                 conversation, due = following, time.perf_counter_ns()
 
-        tasks = [asyncio.create_task(user(c)) for c in starting]
+        tasks = [asyncio.create_task(user(c, pin)) for c, pin in zip(starting, pins, strict=True)]
         await asyncio.gather(*tasks)
     finally:
         for task in tasks:
