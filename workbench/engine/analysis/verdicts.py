@@ -216,6 +216,7 @@ class CacheVerdict:
     state: str
     sentence: str
     conversations_per_slot: float | None
+    ram_cache: bool  # llama-server's RAM prompt cache was on (or not known to be off)
 
 
 def _cache_state(s: ConfigSummary) -> str | None:
@@ -282,6 +283,7 @@ def cache_verdicts(summaries: list[ConfigSummary]) -> list[CacheVerdict]:
             state,
             _cache_sentence(s, state, worst if state == HELD else best),
             s.conversations_per_slot,
+            s.cache_ram_mib != 0,
         )
         for s, state in judged
     ]
@@ -289,8 +291,10 @@ def cache_verdicts(summaries: list[ConfigSummary]) -> list[CacheVerdict]:
 
 def slots_hold_conversations(summaries: list[ConfigSummary]) -> Verdict | None:
     """Judged on each conversations configuration: held where each conversation had a slot
-    of its own, lost (in part or whole) where conversations shared slots. None for a session
-    with no conversations run."""
+    of its own, lost (in part or whole) where conversations shared slots. Caches held while
+    conversations shared slots with the RAM prompt cache on are not against it: the history
+    came back from host memory, which is not what the slots are tested for. None for a
+    session with no conversations run."""
     hypothesis = (
         "a slot per conversation holds each conversation's cache between its turns, and "
         "fewer slots than conversations lose it"
@@ -299,15 +303,24 @@ def slots_hold_conversations(summaries: list[ConfigSummary]) -> Verdict | None:
     if not verdicts:
         return None
     numbers = [v.sentence for v in verdicts]
-    unknown, against = [], []
+    unknown, against, from_ram = [], [], []
     for v in verdicts:
         per_slot = v.conversations_per_slot
         if per_slot is None:
             unknown.append(v.label)
+        elif per_slot > 1 and v.state == HELD and v.ram_cache:
+            from_ram.append(v.label)
         elif (per_slot <= 1) != (v.state == HELD):
             against.append(f"{v.label}: {v.state} at {per_slot:g} conversations per slot")
+    if from_ram:
+        numbers.append(
+            "held with more conversations than slots, the RAM prompt cache on (cache_ram_mib), "
+            "so not judged: " + ", ".join(from_ram)
+        )
     if against:
         return Verdict(hypothesis, NOT_SUPPORTED, [*against, *numbers])
+    if len(from_ram) == len(verdicts):
+        return Verdict(hypothesis, INCONCLUSIVE, numbers)
     if unknown:
         numbers.append(
             "slots unknown (a server the workbench did not start): " + ", ".join(unknown)

@@ -50,6 +50,9 @@ class ConfigSummary:
     cache_prompt: bool = False
     warmup: int = 0
     users: int | None = None  # a conversations run's conversations at once; else None
+    # llama-server's RAM prompt cache (``--cache-ram``), where the workbench set it: another
+    # place than the slots a conversation's history can come back from
+    cache_ram_mib: int | None = None
 
     @property
     def conversations_per_slot(self) -> float | None:
@@ -157,6 +160,7 @@ def summarize_config(
         cache_prompt=load.cache_prompt,
         warmup=load.warmup,
         users=load.users if load.conversations else None,
+        cache_ram_mib=settings.cache_ram_mib if managed else None,
         status=status,
         runs=runs,
         mean=mean,
