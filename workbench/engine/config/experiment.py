@@ -784,6 +784,18 @@ def _default_label(server: ServerSettings, external: bool) -> str:
     return "external" if external else f"{short_name('slots')}={show_value(server.slots)}"
 
 
+def workload_file(name: str, spec: str, base_dir: Path | None) -> Path:
+    """The file a workload field names (``prompts``, ``trace``, ``conversations_file``):
+    relative to the experiment file's folder when it is there, else as given; one that does
+    not exist is an error naming the field."""
+    path = Path(spec).expanduser()
+    if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
+        path = base_dir / path
+    if not path.exists():
+        raise ExperimentError(f"[workload] {name}: cannot read {path}: no such file")
+    return path
+
+
 def load_experiment(path: str | Path) -> Experiment:
     """Read and validate an experiment file, with errors that name the file and field."""
     p = Path(path)

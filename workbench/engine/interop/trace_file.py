@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.errors import ExperimentError
-from workbench.engine.config.experiment import RunConfig, WorkloadSettings
+from workbench.engine.config.experiment import RunConfig, WorkloadSettings, workload_file
 from workbench.engine.config.settings import DAY_S
 from workbench.engine.interop.checked import MAX_PROBLEM, MAX_SECONDS
 from workbench.engine.interop.files import bounded_lines
@@ -78,16 +78,6 @@ class TracePlan:
     def longest_request(self) -> int:
         """The most tokens one request needs in a slot: its prompt and its answer."""
         return max(i + o for i, o in zip(self.input_tokens, self.output_tokens, strict=True))
-
-
-def trace_path(spec: str, base_dir: Path | None) -> Path:
-    """The file ``trace`` names: relative to the experiment file, as ``prompts`` is."""
-    path = Path(spec).expanduser()
-    if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
-        path = base_dir / path
-    if not path.exists():
-        raise ExperimentError(f"[workload] trace: cannot read {path}: no such file")
-    return path
 
 
 def read_trace(path: Path) -> Trace:
@@ -319,6 +309,6 @@ def trace_plans(configs: Iterable[RunConfig], base_dir: Path | None) -> dict[int
         if workload.arrival != "trace":
             continue
         if workload.trace not in read:
-            read[workload.trace] = read_trace(trace_path(workload.trace, base_dir))
+            read[workload.trace] = read_trace(workload_file("trace", workload.trace, base_dir))
         plans[config.index] = plan_trace(read[workload.trace], workload)
     return plans

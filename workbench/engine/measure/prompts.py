@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from workbench.engine.base.errors import ExperimentError
+from workbench.engine.config.experiment import workload_file
 
 _SUBJECTS = (
     "a lighthouse keeper who finds a message in a bottle",
@@ -80,12 +81,8 @@ def load_prompts(spec: str, base_dir: Path | None = None) -> PromptSource:
     one prompt per line. Relative paths are taken from the experiment file's folder."""
     if spec == "builtin":
         return PromptSource()
-    path = Path(spec).expanduser()
-    if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
-        path = base_dir / path
+    path = workload_file("prompts", spec, base_dir)
     try:
-        if not path.exists():
-            raise ExperimentError(f"[workload] prompts: cannot read {path}: no such file")
         if not path.is_file():  # a FIFO or a device would block or never end
             raise ExperimentError(f"[workload] prompts: {path} is not a regular file")
         if path.stat().st_size > MAX_PROMPT_FILE_BYTES:

@@ -18,7 +18,7 @@ from pathlib import Path
 from workbench.engine.base.errors import ExperimentError, OutputDirError, WorkbenchError
 from workbench.engine.base.records import Hardware
 from workbench.engine.base.states import ConfigStatus, RunStatus
-from workbench.engine.config.experiment import Experiment, RunConfig
+from workbench.engine.config.experiment import Experiment, RunConfig, workload_file
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.interop.conversation_file import read_conversations
 from workbench.engine.interop.trace_file import TracePlan, trace_plans
@@ -144,11 +144,7 @@ def _load_conversations(setup: RunSetup) -> None:
         return
     if len(files) > 1:
         raise WorkbenchError("a sweep over [workload] conversations_file is not supported")
-    path = Path(files.pop()).expanduser()
-    if not path.is_absolute() and setup.base_dir is not None and (setup.base_dir / path).exists():
-        path = setup.base_dir / path
-    if not path.exists():
-        raise ExperimentError(f"[workload] conversations_file: cannot read {path}: no such file")
+    path = workload_file("conversations_file", files.pop(), setup.base_dir)
     try:
         setup.conversations = read_conversations(path)
     except ExperimentError as exc:
