@@ -66,6 +66,8 @@ class RequestSubmitted:
     # conversation from the moment it is sent
     conversation_id: str | None = None
     turn: int | None = None
+    # when the arrival schedule said it was due (the record's): the Gantt ticks it live
+    t_intended_ns: int | None = None
 
 
 @dataclass(frozen=True)

@@ -144,7 +144,8 @@ class MainWindow(QMainWindow):
 
         self.grid = StreamGrid()
         self.conversation_legend = ConversationLegend()
-        self.gantt = GanttView(legend=self.conversation_legend)
+        self.state_legend = StateLegend()
+        self.gantt = GanttView(legend=self.conversation_legend, states=self.state_legend)
         self.plots = ServerPlots()
         self.plots.memory.setXLink(self.gantt)
         self.results = ResultsView()
@@ -190,7 +191,7 @@ class MainWindow(QMainWindow):
             "one per request: batching shows as parallel lanes"
         )
         legend_row = QHBoxLayout()
-        legend_row.addWidget(StateLegend(), 1)
+        legend_row.addWidget(self.state_legend, 1)
         legend_row.addWidget(self.lanes_box)
         center_layout.addLayout(legend_row)
         center_layout.addWidget(self.conversation_legend)

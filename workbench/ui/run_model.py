@@ -51,6 +51,8 @@ class RequestView:
     row: int
     state: RequestState = RequestState.QUEUED
     t_submit: float | None = None
+    # when its arrival schedule said it was due (None for a burst's: all due at once)
+    t_intended: float | None = None
     t_prefill: float | None = None  # live: when /slots first showed a slot prefilling it
     t_first: float | None = None
     t_last: float | None = None
@@ -195,6 +197,7 @@ class RunModel:
         # A conversations run's users, in the order their colours go (``u3`` third), and
         # each conversation's last finished turn, which the next turn's cache is read against.
         self.users: dict[str, int] = {}
+        self._scheduled: set[int] = set()  # the configurations whose arrivals have a schedule
         self._last_turns: dict[tuple[int, int, str], RequestRecord] = {}
         self._busy_now = 0
         self.last_t = 0.0
@@ -225,6 +228,8 @@ class RunModel:
                 self._close_slot_spans(self.last_t)
                 self._close_slot_context(self.last_t)
                 self.server = ServerView(config.index, config.label)
+                if config.workload.arrival != "burst":
+                    self._scheduled.add(config.index)
                 self.config_marks.append((self.last_t, config.label))
                 self._close_predicted(self.last_t)
                 self.predicted_mib = None
@@ -250,6 +255,8 @@ class RunModel:
                     event.config_index, event.repeat, event.index, row=len(self.requests)
                 )
                 view.t_submit = self._t(event.t_ns)
+                if event.t_intended_ns is not None and event.config_index in self._scheduled:
+                    view.t_intended = self.seconds(event.t_intended_ns)
                 self._join_conversation(view, event.conversation_id, event.turn)
                 self.requests[key] = view
                 ch.requests.add(key)

@@ -183,6 +183,7 @@ async def stream_request(
                     record.t_submit_ns,
                     record.conversation_id,
                     record.turn,
+                    record.t_intended_ns,
                 )
             )
             status = (await response.read_head()).status

@@ -112,6 +112,7 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
                         r.t_submit_ns,
                         r.conversation_id,
                         r.turn,
+                        r.t_intended_ns,
                     ),
                 )
             if r.t_first_token_ns is not None:

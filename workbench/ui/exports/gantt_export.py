@@ -18,7 +18,13 @@ from workbench.ui.exports.report import ChartOptions, on_white
 from workbench.ui.run_model import RunModel
 from workbench.ui.views.charts import discard, export_widget
 from workbench.ui.views.gantt import TITLES, GanttView
-from workbench.ui.views.gantt_rows import REPREFILLED, SEGMENTS, conversation_legend
+from workbench.ui.views.gantt_rows import (
+    DUE,
+    REPREFILLED,
+    SEGMENTS,
+    SENT_LATE,
+    conversation_legend,
+)
 
 VIEWS = (("gantt", False), ("gantt-slots", True))  # file stem, lanes by slot
 
@@ -50,6 +56,14 @@ def drawn_views(model: RunModel, title: str) -> Iterator[tuple[str, GanttView]]:
                 legend.addItem(view.conversation_bars[0], f"… {count} users: colours repeat")
             if users:
                 legend.addItem(view.lost, REPREFILLED)
+            for ticks, item, label in zip(
+                view.tick_times(),
+                (view.arrivals, view.late_arrivals),
+                (DUE, SENT_LATE),
+                strict=True,
+            ):
+                if ticks:
+                    legend.addItem(item, label)
             view.getPlotItem().setTitle(
                 f"{TITLES[lanes]}<br><span style='font-size:9pt'>{html.escape(title)}</span>"
             )

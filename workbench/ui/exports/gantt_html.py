@@ -18,9 +18,12 @@ from typing import Any
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme.palette import theme_data
 from workbench.ui.views.gantt_rows import (
+    DUE,
     REPREFILLED,
     SEGMENTS,
+    SENT_LATE,
     STEADY_OPACITY,
+    arrival_ticks,
     conversation_colour,
     conversation_legend,
     conversation_palette,
@@ -44,7 +47,8 @@ def state_colors() -> dict[str, str]:
 def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str, Any]:
     """What the page draws: each request's spans (seconds from the run's start), its row
     and its slot lane, its tooltip, a conversations run's colour and lost turns, the
-    configurations' start marks and each repeat's steady state, shaded."""
+    configurations' start marks, each repeat's steady state, shaded, and the arrival ticks
+    (when each request was due, on time and late)."""
     now = model.last_t
     lanes, lane_names = lane_rows(model)
     requests = [
@@ -59,6 +63,7 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
         for view in model.ordered()
     ]
     users, count = conversation_legend(model)
+    due, late = arrival_ticks(model.ordered())
     return {
         "title": title,
         "subtitle": subtitle,
@@ -73,6 +78,11 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
         "colors": state_colors(),
         "page": theme_data()["gantt_page"],
         "labels": {state: state.label for state in SEGMENTS},
+        "arrivals": [
+            [[round(t, 4) for t in times], theme_data()["series"][colour], label]
+            for times, colour, label in ((due, "arrival", DUE), (late, "arrival_late", SENT_LATE))
+            if times
+        ],
         "conversations": {
             "colors": conversation_palette(),
             "users": users,

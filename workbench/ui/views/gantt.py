@@ -1,9 +1,10 @@
 """The queue Gantt: one row per request, grey while queued, a prefill and a decode segment.
 A conversations run decodes in its conversation's colour, and a turn that re-prefilled its
-history is outlined.
+history is outlined. Under the rows, a strip ticks when each request was due by its arrival
+schedule (a late one in a colour of its own), so its bar's start shows how late it went.
 
 Drawn with one ``BarGraphItem`` per colour whose arrays are replaced on each tick
-(pyqtgraph's fast path), never one item per bar.
+(pyqtgraph's fast path), and one path for each colour of tick, never one item per bar.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from workbench.ui.theme.qt_theme import series_color, state_color
 from workbench.ui.views.gantt_rows import (
     SEGMENTS,
     STEADY_OPACITY,
+    arrival_ticks,
     conversation_colour,
     conversation_palette,
     lane_rows,
@@ -28,7 +30,7 @@ from workbench.ui.views.gantt_rows import (
     segments,
     steady_spans,
 )
-from workbench.ui.views.legend import ConversationLegend
+from workbench.ui.views.legend import ConversationLegend, StateLegend
 from workbench.ui.widgets import plain_text
 from workbench.ui.widgets.live_plot import EmptyNote, cache_axes
 from workbench.ui.widgets.plot_widget import Plot
@@ -39,6 +41,10 @@ FINAL_MIN_SPAN_S = 1.0  # a run that ended: fitted to its data (a 1 s import fil
 FAILED_MIN_SHARE = 0.012  # of the time shown: a refused request lasts milliseconds
 LOST_PEN_WIDTH = 2  # pixels: the outline of a turn that re-prefilled its history, drawn
 LOST_HEIGHT = 0.96  # around its bar, not over it, so a thin bar keeps its colour
+# Of the time shown, at each end: turns one after another in a slot's lane are outlined
+# apart, not as one long box (never more than a fifth of the turn's own width).
+LOST_INSET_SHARE = 0.003
+STRIP_SHARE = 0.05  # the arrival ticks' strip under the rows, of the rows' height
 TITLES = {  # by lanes: rows per request, or lanes per server slot
     False: "Queue Gantt: waiting, prefill, decode per request",
     True: "Slots: prefill and decode per server slot",
@@ -69,6 +75,23 @@ def lost_pen() -> QPen:
     return pen
 
 
+def tick_item(color: QColor) -> pg.PlotCurveItem:
+    """One path of vertical ticks (point pairs), one pixel wide at any zoom."""
+    pen = QPen(color)
+    pen.setCosmetic(True)
+    pen.setWidth(1)
+    return pg.PlotCurveItem(x=[], y=[], pen=pen, connect="pairs")
+
+
+def set_ticks(item: pg.PlotCurveItem, times: list[float], top: float, bottom: float) -> None:
+    item.setData(x=np.repeat(times, 2), y=np.tile([top, bottom], len(times)), connect="pairs")
+
+
+def strip_height(rows: int) -> float:
+    """The arrival strip's height in rows: a few pixels tall whatever the row count."""
+    return max(0.8, rows * STRIP_SHARE)
+
+
 def set_bars(
     item: pg.BarGraphItem,
     x0s: list[float],
@@ -84,9 +107,13 @@ Spans = tuple[list[float], list[float], list[int]]  # a bar item's starts, width
 
 class GanttView(Plot):
     def __init__(
-        self, parent: QWidget | None = None, legend: ConversationLegend | None = None
+        self,
+        parent: QWidget | None = None,
+        legend: ConversationLegend | None = None,
+        states: StateLegend | None = None,
     ) -> None:
-        """``legend``: the window's legend of conversations, kept in step with the bars."""
+        """``legend`` and ``states``: the window's legends of conversations and of states,
+        kept in step with what the Gantt draws."""
         super().__init__(parent)
         self.setObjectName("gantt")
         plot = self.getPlotItem()
@@ -101,8 +128,9 @@ class GanttView(Plot):
         cache_axes(plot)
         self._x_max = MIN_SPAN_S
         self._now = 0.0
-        self._rows_shown = 0
+        self._rows_shown: tuple[int, bool] | None = (0, False)  # rows, and the arrival strip
         self._row_count = 0
+        self._ticked = False
         self._row_of: dict[int, int] = {}
         self.lanes = False
         self.bars: dict[RequestState, pg.BarGraphItem] = {}
@@ -115,7 +143,13 @@ class GanttView(Plot):
         self.lost = bar_item(QBrush(Qt.BrushStyle.NoBrush), lost_pen())
         for item in [*self.conversation_bars, self.lost]:
             plot.addItem(item)
+        self.arrivals = tick_item(series_color("arrival"))
+        self.late_arrivals = tick_item(series_color("arrival_late"))
+        plot.addItem(self.arrivals)
+        plot.addItem(self.late_arrivals)
+        self._ticks: tuple[list[float], list[float], int] = ([], [], 0)  # as drawn, and rows
         self.legend = legend
+        self.states = states
         self._marks: list[pg.InfiniteLine] = []
         self.steady: list[pg.LinearRegionItem] = []  # each repeat's steady state, shaded
         self._views: list[RequestView] = []
@@ -126,7 +160,7 @@ class GanttView(Plot):
         """Rows per request (default), or lanes per server slot: each slot's prefill and
         decode spans in one row, so batching shows as parallel lanes."""
         self.lanes = on
-        self._rows_shown = -1  # re-fit the y axis
+        self._rows_shown = None  # re-fit the y axis
         self.getPlotItem().getAxis("left").setTicks(None)
         self.getPlotItem().setLabel("left", "slot" if on else "request")
         self.getPlotItem().setTitle(TITLES[on])
@@ -157,8 +191,9 @@ class GanttView(Plot):
                 widths.append(max(x1 - x0, least))
                 ys.append(row)
             if (marked := lost_span(view, now)) is not None:
-                lost[0].append(marked[0])
-                lost[1].append(marked[1] - marked[0])
+                inset = min(LOST_INSET_SHARE * shown, (marked[1] - marked[0]) / 5)
+                lost[0].append(marked[0] + inset)
+                lost[1].append(marked[1] - marked[0] - 2 * inset)
                 lost[2].append(row)
         for name, drawn in spans.items():
             set_bars(self.bars[name], *drawn)
@@ -168,8 +203,11 @@ class GanttView(Plot):
         if self.legend is not None:
             self.legend.show_users(model)
         self._row_count = len(rows[1]) if rows else len(self._views)
-        if rows and self._row_count != self._rows_shown:
+        self._sync_ticks(arrival_ticks(self._views))
+        if rows and (self._row_count, self._ticked) != self._rows_shown:
             self.getPlotItem().getAxis("left").setTicks([list(enumerate(rows[1]))])
+        if self.states is not None:
+            self.states.show_run(bool(model.users), self._ticked, bool(self._ticks[1]))
         self._sync_marks(model)
         self._sync_steady(steady_spans(model))
         self._sync_ranges(now, final=ended)
@@ -178,11 +216,12 @@ class GanttView(Plot):
         """Grow the axes in steps, not every tick: re-laying out axis text is what costs.
         Once the run (or the session shown) has ended, the time axis fits the data."""
         plot = self.getPlotItem()
-        if self._row_count != self._rows_shown:
-            self._rows_shown = self._row_count
-            rows = max(self._rows_shown, 1)
+        if (self._row_count, self._ticked) != self._rows_shown:
+            self._rows_shown = (self._row_count, self._ticked)
+            rows = max(self._row_count, 1)
             band = max(0.9, rows * 0.09)  # room above the first row for the markers' labels
-            plot.setYRange(-0.5 - band, rows - 0.4, padding=0)
+            strip = strip_height(rows) + 0.1 if self._ticked else 0.0  # and the ticks' below
+            plot.setYRange(-0.5 - band, rows - 0.4 + strip, padding=0)
             if not self.lanes:  # request numbers only: none in the band above the first
                 plot.getAxis("left").setTicks([request_ticks(rows)])
         if final:  # nothing more will come: the axis ends with the data, short or long
@@ -193,6 +232,22 @@ class GanttView(Plot):
         elif now > 0.92 * self._x_max or now < 0.3 * self._x_max - MIN_SPAN_S:
             self._x_max = max(MIN_SPAN_S, now * 1.5)
             plot.setXRange(0, self._x_max, padding=0)
+
+    def _sync_ticks(self, ticks: tuple[list[float], list[float]]) -> None:
+        """The strip under the rows: a tick where each request was due, redrawn only when
+        a request was sent or the rows moved (its paths hold every tick: no item each)."""
+        rows = max(self._row_count, 1)
+        if (*ticks, rows) == self._ticks:
+            return
+        self._ticks = (*ticks, rows)
+        self._ticked = bool(ticks[0] or ticks[1])
+        top = rows - 0.5 + 0.1 * strip_height(rows)
+        for item, times in zip((self.arrivals, self.late_arrivals), ticks, strict=True):
+            set_ticks(item, times, top, rows - 0.5 + strip_height(rows))
+
+    def tick_times(self) -> tuple[list[float], list[float]]:
+        """The ticks drawn, on time and late (for tests and the export's legend)."""
+        return self._ticks[0], self._ticks[1]
 
     def fit(self) -> None:
         """The whole run on the time axis: for a picture of a finished run (an export)."""

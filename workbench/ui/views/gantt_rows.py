@@ -1,12 +1,14 @@
 """What the queue Gantt draws, in plain Python (no Qt): each request's spans, the slot lanes,
-a conversations run's colours and lost turns, and the tooltip text. The window's Gantt and
-the exported interactive HTML both read them, so the two show the same bars."""
+the arrival ticks, a conversations run's colours and lost turns, and the tooltip text. The
+window's Gantt and the exported interactive HTML both read them, so the two show the same
+bars."""
 
 from __future__ import annotations
 
 from functools import cache
 
 from workbench.engine.base.states import RequestState
+from workbench.engine.figures.metrics import DISPATCH_LIMIT_MS
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme.palette import theme_data
 
@@ -14,6 +16,9 @@ from workbench.ui.theme.palette import theme_data
 SEGMENTS = (RequestState.QUEUED, RequestState.PREFILL, RequestState.DECODING, RequestState.FAILED)
 STEADY_OPACITY = 0.14  # of the theme's steady colour: a shade behind the bars, not over them
 REPREFILLED = "history re-prefilled"  # a lost turn's mark, as its legend names it
+LATE_S = DISPATCH_LIMIT_MS / 1000  # sent this much after it was due: its tick says it was late
+DUE = "due"  # an arrival tick, as its legend names it
+SENT_LATE = f"sent > {DISPATCH_LIMIT_MS:g} ms late"
 
 
 @cache
@@ -37,6 +42,18 @@ def conversation_legend(model: RunModel) -> tuple[list[tuple[str, int]], int]:
     palette = len(conversation_palette())
     users = sorted(model.users.items(), key=lambda item: item[1])
     return [(user, n % palette) for user, n in users[:palette]], len(users)
+
+
+def arrival_ticks(views: list[RequestView]) -> tuple[list[float], list[float]]:
+    """When each sent request was due by its arrival schedule: those sent on time, and those
+    that went out over ``LATE_S`` after (waiting for a client-side place, or a client too
+    busy to keep time). A burst's requests have no schedule, so no ticks."""
+    on_time: list[float] = []
+    late: list[float] = []
+    for view in views:
+        if view.t_intended is not None and view.t_submit is not None:
+            (late if view.t_submit - view.t_intended > LATE_S else on_time).append(view.t_intended)
+    return on_time, late
 
 
 def lost_span(view: RequestView, now: float) -> tuple[float, float] | None:

@@ -1,18 +1,32 @@
-"""One legend for the grid and the Gantt: the same colours name the same states; and for a
-conversations run, the conversations' colours and the mark of a turn that lost its cache."""
+"""One legend for the grid and the Gantt: the same colours name the same states, and the
+Gantt's arrival ticks where a run has them; and for a conversations run, the conversations'
+colours and the mark of a turn that lost its cache."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent
-from PySide6.QtGui import QResizeEvent
+from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
 from workbench.engine.base.states import RequestState
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme.qt_theme import series_color, state_color
-from workbench.ui.views.gantt_rows import REPREFILLED, conversation_legend, conversation_palette
+from workbench.ui.views.gantt_rows import (
+    DUE,
+    REPREFILLED,
+    SENT_LATE,
+    conversation_legend,
+    conversation_palette,
+)
 
 SPACING = 14
+TICK_WIDTH = 3  # pixels: an arrival tick's chip, a tick as the Gantt draws it (but wider)
+# A conversations run's Gantt decodes in each conversation's colour (the grid's panes keep
+# the state's): the decode entry says so.
+DECODE_BY_CONVERSATION = (
+    "decode (Gantt: by conversation)",
+    "decode (Gantt: the conversation's colour)",
+)
 
 
 def chip_side(widget: QWidget) -> int:
@@ -23,7 +37,9 @@ def chip_side(widget: QWidget) -> int:
 
 class StateLegend(QWidget):
     """The states' colours and names; a name's explanation shows when the row has room
-    for it, so the legend never holds the centre column wider than a small screen allows."""
+    for it, so the legend never holds the centre column wider than a small screen allows.
+    The Gantt says what its run draws (``show_run``): the arrival ticks' entries show only
+    for a run that has them, and the decode entry says when a conversation colours it."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -34,15 +50,50 @@ class StateLegend(QWidget):
         self.labels: list[tuple[QLabel, str, str]] = []  # label, short text, long text
         for state in RequestState:
             name, meaning = state.label, state.meaning
-            chip = QLabel()
-            chip.setStyleSheet(f"background:{state_color(state).name()}; border-radius:3px;")
-            self.chips.append(chip)
-            layout.addWidget(chip)
-            label = QLabel(name)
-            label.setToolTip(meaning)
-            self.labels.append((label, name, f"{name} ({meaning})" if meaning else name))
-            layout.addWidget(label)
+            self._add(state_color(state), name, f"{name} ({meaning})" if meaning else name)
+            self.labels[-1][0].setToolTip(meaning)
+        self._decode = self.labels[list(RequestState).index(RequestState.DECODING)]
+        self._add(series_color("arrival"), DUE, f"{DUE} (arrival schedule)")
+        self._add(series_color("arrival_late"), SENT_LATE, SENT_LATE)
+        self.due, self.late = self.labels[-2][0], self.labels[-1][0]
+        self.due.setToolTip(
+            "a tick under the Gantt's rows where each request was due by its arrival "
+            "schedule; its bar starts when it was sent"
+        )
+        self.late.setToolTip(
+            "a request that went out later than it was due: it waited for a place under "
+            "the client's concurrency limit, or the client fell behind its schedule"
+        )
+        for chip, (label, _, _) in zip(self.chips[-2:], self.labels[-2:], strict=True):
+            chip.hide()
+            label.hide()
         layout.addStretch(1)
+        self._run = (False, False, False)
+        self._fit()
+
+    def _add(self, color: QColor, short: str, long: str) -> None:
+        chip = QLabel()
+        chip.setStyleSheet(f"background:{color.name()}; border-radius:3px;")
+        self.chips.append(chip)
+        self.layout().addWidget(chip)
+        label = QLabel(short)
+        self.labels.append((label, short, long))
+        self.layout().addWidget(label)
+
+    def show_run(self, conversations: bool, due: bool, late: bool) -> None:
+        """What the Gantt draws: a conversation's decode colour, arrival ticks, late ones."""
+        if (conversations, due, late) == self._run:
+            return
+        self._run = (conversations, due, late)
+        decode = RequestState.DECODING.label
+        texts = DECODE_BY_CONVERSATION if conversations else (decode, decode)
+        at = self.labels.index(self._decode)
+        self.labels[at] = self._decode = (self._decode[0], *texts)
+        for chip, (tick, _, _), on in zip(
+            self.chips[-2:], self.labels[-2:], (due, late), strict=True
+        ):
+            chip.setVisible(on)
+            tick.setVisible(on)
         self._fit()
 
     def changeEvent(self, event: QEvent) -> None:
@@ -60,16 +111,19 @@ class StateLegend(QWidget):
         side = chip_side(self)
         for chip in self.chips:
             chip.setFixedSize(side, side)
+        for chip in self.chips[-2:]:
+            chip.setFixedSize(TICK_WIDTH, side)
         self.setMinimumWidth(self._width(long=False))
         self._show_texts()
 
     def _width(self, long: bool) -> int:
-        """The legend's width with the short (or the long) texts."""
+        """The legend's width with the short (or the long) texts of the entries shown."""
         metrics = self.fontMetrics()
         margins = self.layout().contentsMargins()
-        texts = sum(metrics.horizontalAdvance(entry[2 if long else 1]) for entry in self.labels)
-        chips = sum(chip.width() for chip in self.chips)
-        gaps = SPACING * (2 * len(self.chips) - 1)
+        shown = [(c, e) for c, e in zip(self.chips, self.labels, strict=True) if not c.isHidden()]
+        texts = sum(metrics.horizontalAdvance(entry[2 if long else 1]) for _, entry in shown)
+        chips = sum(chip.width() for chip, _ in shown)
+        gaps = SPACING * (2 * len(shown) - 1)
         return texts + chips + gaps + margins.left() + margins.right()
 
     def _show_texts(self) -> None:
