@@ -71,6 +71,22 @@ def test_a_replayed_poisson_run_ticks_each_request_where_it_was_due(qtbot, tmp_p
     assert not states.due.isHidden() and not states.late.isHidden()
 
 
+def test_a_late_requests_row_shows_its_wait_from_when_it_was_due_to_its_bar(qtbot, tmp_path):
+    """The third went out 50 ms after it was due: a dashed line in its row (row 2) from 1.1 s
+    to 1.15 s. In the lanes by slot a row is not one request's: no line there."""
+    model = replayed(scheduled(POISSON, tmp_path / "p.session.sqlite"))
+    gantt, _ = drawn(qtbot, model)
+    xs, ys = gantt.waits.getData()
+    assert list(xs) == pytest.approx([1.1, 1.15]) and list(ys) == [2, 2]
+    assert [r["wait"] for r in gantt_document(model, "t")["requests"]] == [
+        None, None, [1.1, 1.15], None
+    ]  # fmt: skip
+    gantt.set_lanes(True)
+    gantt.sync(model, model.last_t)
+    assert len(gantt.waits.getData()[0]) == 0
+    assert ticks_of(gantt) == (pytest.approx([0.0, 0.7, 2.5]), pytest.approx([1.1]))
+
+
 def test_a_burst_has_no_ticks_and_no_strip(qtbot, tmp_path):
     """Every request of a burst is due at once: a tick would say nothing."""
     model = replayed(scheduled(BURST, tmp_path / "b.session.sqlite"))

@@ -28,6 +28,7 @@ from workbench.ui.views.gantt_rows import (
     conversation_legend,
     conversation_palette,
     lane_rows,
+    late_span,
     lost_span,
     request_tooltip,
     segments,
@@ -48,7 +49,7 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
     """What the page draws: each request's spans (seconds from the run's start), its row
     and its slot lane, its tooltip, a conversations run's colour and lost turns, the
     configurations' start marks, each repeat's steady state, shaded, and the arrival ticks
-    (when each request was due, on time and late)."""
+    (when each request was due, on time and late, and a late one's wait before its bar)."""
     now = model.last_t
     lanes, lane_names = lane_rows(model)
     requests = [
@@ -59,6 +60,7 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
             "tip": request_tooltip(view),
             "colour": conversation_colour(model, view),
             "lost": [round(t, 4) for t in lost] if (lost := lost_span(view, now)) else None,
+            "wait": [round(t, 4) for t in wait] if (wait := late_span(view)) else None,
         }
         for view in model.ordered()
     ]
@@ -83,6 +85,7 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
             for times, colour, label in ((due, "arrival", DUE), (late, "arrival_late", SENT_LATE))
             if times
         ],
+        "waitColor": theme_data()["series"]["arrival_late"],
         "conversations": {
             "colors": conversation_palette(),
             "users": users,

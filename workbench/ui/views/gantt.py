@@ -1,7 +1,8 @@
 """The queue Gantt: one row per request, grey while queued, a prefill and a decode segment.
 A conversations run decodes in its conversation's colour, and a turn that re-prefilled its
 history is outlined. Under the rows, a strip ticks when each request was due by its arrival
-schedule (a late one in a colour of its own), so its bar's start shows how late it went.
+schedule (a late one in a colour of its own, and in its row a dashed line from when it was due
+to its bar), so one sees when each request was due against when it ran.
 
 Drawn with one ``BarGraphItem`` per colour whose arrays are replaced on each tick
 (pyqtgraph's fast path), and one path for each colour of tick, never one item per bar.
@@ -25,6 +26,7 @@ from workbench.ui.views.gantt_rows import (
     conversation_colour,
     conversation_palette,
     lane_rows,
+    late_span,
     lost_span,
     request_tooltip,
     segments,
@@ -45,6 +47,7 @@ LOST_HEIGHT = 0.96  # around its bar, not over it, so a thin bar keeps its colou
 # apart, not as one long box (never more than a fifth of the turn's own width).
 LOST_INSET_SHARE = 0.003
 STRIP_SHARE = 0.05  # the arrival ticks' strip under the rows, of the rows' height
+TICK_WIDTH = 2  # pixels: an arrival tick
 TITLES = {  # by lanes: rows per request, or lanes per server slot
     False: "Queue Gantt: waiting, prefill, decode per request",
     True: "Slots: prefill and decode per server slot",
@@ -75,11 +78,12 @@ def lost_pen() -> QPen:
     return pen
 
 
-def tick_item(color: QColor) -> pg.PlotCurveItem:
-    """One path of vertical ticks (point pairs), one pixel wide at any zoom."""
+def tick_item(color: QColor, style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> pg.PlotCurveItem:
+    """One path of line segments (point pairs), as wide at any zoom."""
     pen = QPen(color)
     pen.setCosmetic(True)
-    pen.setWidth(1)
+    pen.setWidth(TICK_WIDTH if style is Qt.PenStyle.SolidLine else 1)
+    pen.setStyle(style)
     return pg.PlotCurveItem(x=[], y=[], pen=pen, connect="pairs")
 
 
@@ -145,8 +149,10 @@ class GanttView(Plot):
             plot.addItem(item)
         self.arrivals = tick_item(series_color("arrival"))
         self.late_arrivals = tick_item(series_color("arrival_late"))
-        plot.addItem(self.arrivals)
-        plot.addItem(self.late_arrivals)
+        # In rows per request, a late request's wait from when it was due to its bar.
+        self.waits = tick_item(series_color("arrival_late"), Qt.PenStyle.DashLine)
+        for item in (self.arrivals, self.late_arrivals, self.waits):
+            plot.addItem(item)
         self._ticks: tuple[list[float], list[float], int] = ([], [], 0)  # as drawn, and rows
         self.legend = legend
         self.states = states
@@ -173,6 +179,7 @@ class GanttView(Plot):
         spans: dict[RequestState, Spans] = {name: ([], [], []) for name in SEGMENTS}
         talks: list[Spans] = [([], [], []) for _ in self.conversation_bars]
         lost: Spans = ([], [], [])
+        waits: tuple[list[float], list[float]] = ([], [])  # point pairs: x, y
         self._row_of = {}
         starts = [v.t_submit for v in self._views if v.t_submit is not None]
         ended = model.status is not None and model.status is not RunStatus.RUNNING
@@ -195,11 +202,15 @@ class GanttView(Plot):
                 lost[0].append(marked[0] + inset)
                 lost[1].append(marked[1] - marked[0] - 2 * inset)
                 lost[2].append(row)
+            if not rows and (wait := late_span(view)) is not None:
+                waits[0].extend(wait)
+                waits[1].extend((row, row))
         for name, drawn in spans.items():
             set_bars(self.bars[name], *drawn)
         for item, drawn in zip(self.conversation_bars, talks, strict=True):
             set_bars(item, *drawn)
         set_bars(self.lost, *lost, height=LOST_HEIGHT)
+        self.waits.setData(x=np.array(waits[0]), y=np.array(waits[1]), connect="pairs")
         if self.legend is not None:
             self.legend.show_users(model)
         self._row_count = len(rows[1]) if rows else len(self._views)

@@ -46,14 +46,22 @@ def conversation_legend(model: RunModel) -> tuple[list[tuple[str, int]], int]:
 
 def arrival_ticks(views: list[RequestView]) -> tuple[list[float], list[float]]:
     """When each sent request was due by its arrival schedule: those sent on time, and those
-    that went out over ``LATE_S`` after (waiting for a client-side place, or a client too
-    busy to keep time). A burst's requests have no schedule, so no ticks."""
+    sent late (``late_span``). A burst's requests have no schedule, so no ticks."""
     on_time: list[float] = []
     late: list[float] = []
     for view in views:
         if view.t_intended is not None and view.t_submit is not None:
-            (late if view.t_submit - view.t_intended > LATE_S else on_time).append(view.t_intended)
+            (late if late_span(view) else on_time).append(view.t_intended)
     return on_time, late
+
+
+def late_span(view: RequestView) -> tuple[float, float] | None:
+    """From when a request was due to when it went out, if that was over ``LATE_S`` (it
+    waited for a place under the client's concurrency limit, or the client fell behind):
+    its row shows the wait before its bar."""
+    if view.t_intended is None or view.t_submit is None:
+        return None
+    return (view.t_intended, view.t_submit) if view.t_submit - view.t_intended > LATE_S else None
 
 
 def lost_span(view: RequestView, now: float) -> tuple[float, float] | None:

@@ -20,7 +20,7 @@ from workbench.ui.views.gantt_rows import (
 )
 
 SPACING = 14
-TICK_WIDTH = 3  # pixels: an arrival tick's chip, a tick as the Gantt draws it (but wider)
+TICK_CHIP_WIDTH = 3  # pixels: an arrival tick's chip, a tick as the Gantt draws it
 # A conversations run's Gantt decodes in each conversation's colour (the grid's panes keep
 # the state's): the decode entry says so.
 DECODE_BY_CONVERSATION = (
@@ -54,7 +54,7 @@ class StateLegend(QWidget):
             self.labels[-1][0].setToolTip(meaning)
         self._decode = self.labels[list(RequestState).index(RequestState.DECODING)]
         self._add(series_color("arrival"), DUE, f"{DUE} (arrival schedule)")
-        self._add(series_color("arrival_late"), SENT_LATE, SENT_LATE)
+        self._add(series_color("arrival_late"), SENT_LATE, f"{SENT_LATE} (dashed: its wait)")
         self.due, self.late = self.labels[-2][0], self.labels[-1][0]
         self.due.setToolTip(
             "a tick under the Gantt's rows where each request was due by its arrival "
@@ -62,7 +62,8 @@ class StateLegend(QWidget):
         )
         self.late.setToolTip(
             "a request that went out later than it was due: it waited for a place under "
-            "the client's concurrency limit, or the client fell behind its schedule"
+            "the client's concurrency limit, or the client fell behind its schedule; in "
+            "rows per request, a dashed line in its row runs from when it was due to its bar"
         )
         for chip, (label, _, _) in zip(self.chips[-2:], self.labels[-2:], strict=True):
             chip.hide()
@@ -112,7 +113,7 @@ class StateLegend(QWidget):
         for chip in self.chips:
             chip.setFixedSize(side, side)
         for chip in self.chips[-2:]:
-            chip.setFixedSize(TICK_WIDTH, side)
+            chip.setFixedSize(TICK_CHIP_WIDTH, side)
         self.setMinimumWidth(self._width(long=False))
         self._show_texts()
 
