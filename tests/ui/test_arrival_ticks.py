@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QLabel
 
 from tests.made_sessions import NS, Config, build_session, request, startup_facts
 from tests.ui.conversation_sessions import write_conversations
@@ -22,7 +23,12 @@ from workbench.ui.run_model import RunModel
 from workbench.ui.theme.palette import theme_data
 from workbench.ui.views.gantt import LOST_INSET_SHARE, GanttView
 from workbench.ui.views.gantt_rows import DUE, SENT_LATE, lost_span
-from workbench.ui.views.legend import DECODE_BY_CONVERSATION, StateLegend
+from workbench.ui.views.legend import (
+    BY_CONVERSATION,
+    DECODE_BY_CONVERSATION,
+    ConversationLegend,
+    StateLegend,
+)
 
 POISSON = "[server]\nslots = 1\n[workload]\nrequests = 4\narrival = 'poisson'\nrate = 2\n"
 BURST = "[server]\nslots = 1\n[workload]\nrequests = 4\n"
@@ -40,7 +46,10 @@ def scheduled(toml: str, path: Path) -> Path:
 
 
 def drawn(qtbot, model: RunModel) -> tuple[GanttView, StateLegend]:
+    """The Gantt drawn, with a state legend as wide as a large screen's row."""
     states = StateLegend()
+    states.resize(1600, 40)
+    states.show()
     gantt = GanttView(states=states)
     qtbot.addWidget(gantt)
     qtbot.addWidget(states)
@@ -69,6 +78,22 @@ def test_a_replayed_poisson_run_ticks_each_request_where_it_was_due(qtbot, tmp_p
     assert ys.min() > 3.5  # under the last of the 4 rows (row 3), not over its bar
     assert gantt.getPlotItem().viewRange()[1][1] >= ys.max()  # and on the chart
     assert not states.due.isHidden() and not states.late.isHidden()
+    labels = gantt.getPlotItem().getAxis("left")._tickLevels[0]
+    assert labels[-1] == (pytest.approx(ys.mean(), abs=0.1), DUE)  # the strip names itself
+
+
+def test_the_ticks_entries_never_widen_the_legend_past_a_small_screen(qtbot, tmp_path):
+    """A small screen's row has no room for them: they give way (the strip's axis label
+    still says what it is), and the legend asks no more width than without them."""
+    _, states = drawn(qtbot, replayed(scheduled(POISSON, tmp_path / "p.session.sqlite")))
+    plain = StateLegend()
+    qtbot.addWidget(plain)
+    least = plain.minimumWidth()
+    assert states.minimumWidth() == least
+    states.resize(least, 40)
+    assert states.due.isHidden() and states.late.isHidden()
+    states.resize(1600, 40)
+    assert not states.due.isHidden()
 
 
 def test_a_late_requests_row_shows_its_wait_from_when_it_was_due_to_its_bar(qtbot, tmp_path):
@@ -126,13 +151,20 @@ def test_the_exported_gantt_ticks_the_arrivals_too(qtbot, tmp_path):
 
 
 def test_a_conversations_runs_legend_says_decode_takes_the_conversations_colour(qtbot, tmp_path):
-    _, states = drawn(qtbot, replayed(write_conversations(tmp_path / "c.session.sqlite")))
-    texts = [label.text() for label, _, _ in states.labels]
-    assert texts.count(DECODE_BY_CONVERSATION[0]) + texts.count(DECODE_BY_CONVERSATION[1]) == 1
+    """Where the state legend has room its decode entry says so; the conversations' row,
+    shown whenever the run has conversations, always does."""
+    model = replayed(write_conversations(tmp_path / "c.session.sqlite"))
+    _, states = drawn(qtbot, model)
+    assert DECODE_BY_CONVERSATION in [label.text() for label, _, _ in states.labels]
+    users = ConversationLegend()
+    qtbot.addWidget(users)
+    users.show_users(model)
+    assert BY_CONVERSATION in [label.text() for label in users.findChildren(QLabel)]
     plain = RunModel()
     plain.apply([RequestSubmitted(0, 0, 0, False, 0)])
     _, states = drawn(qtbot, plain)
-    assert "decode" in [label.text() for label, _, _ in states.labels]
+    texts = [label.text() for label, _, _ in states.labels]
+    assert "decode" in texts and DECODE_BY_CONVERSATION not in texts
 
 
 def test_a_lost_turns_outline_is_inset_so_turns_one_after_another_read_apart(qtbot, tmp_path):

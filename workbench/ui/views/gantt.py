@@ -20,6 +20,7 @@ from workbench.engine.base.states import RequestState, RunStatus
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme.qt_theme import series_color, state_color
 from workbench.ui.views.gantt_rows import (
+    DUE,
     SEGMENTS,
     STEADY_OPACITY,
     arrival_ticks,
@@ -93,7 +94,7 @@ def set_ticks(item: pg.PlotCurveItem, times: list[float], top: float, bottom: fl
 
 def strip_height(rows: int) -> float:
     """The arrival strip's height in rows: a few pixels tall whatever the row count."""
-    return max(0.8, rows * STRIP_SHARE)
+    return max(0.5, rows * STRIP_SHARE)
 
 
 def set_bars(
@@ -216,7 +217,8 @@ class GanttView(Plot):
         self._row_count = len(rows[1]) if rows else len(self._views)
         self._sync_ticks(arrival_ticks(self._views))
         if rows and (self._row_count, self._ticked) != self._rows_shown:
-            self.getPlotItem().getAxis("left").setTicks([list(enumerate(rows[1]))])
+            lanes = [(float(i), name) for i, name in enumerate(rows[1])]
+            self.getPlotItem().getAxis("left").setTicks([self._with_strip(lanes)])
         if self.states is not None:
             self.states.show_run(bool(model.users), self._ticked, bool(self._ticks[1]))
         self._sync_marks(model)
@@ -234,7 +236,8 @@ class GanttView(Plot):
             strip = strip_height(rows) + 0.1 if self._ticked else 0.0  # and the ticks' below
             plot.setYRange(-0.5 - band, rows - 0.4 + strip, padding=0)
             if not self.lanes:  # request numbers only: none in the band above the first
-                plot.getAxis("left").setTicks([request_ticks(rows)])
+                numbers = [(float(row), text) for row, text in request_ticks(rows)]
+                plot.getAxis("left").setTicks([self._with_strip(numbers)])
         if final:  # nothing more will come: the axis ends with the data, short or long
             fitted = max(FINAL_MIN_SPAN_S, now * 1.03)
             if fitted != self._x_max:
@@ -255,6 +258,16 @@ class GanttView(Plot):
         top = rows - 0.5 + 0.1 * strip_height(rows)
         for item, times in zip((self.arrivals, self.late_arrivals), ticks, strict=True):
             set_ticks(item, times, top, rows - 0.5 + strip_height(rows))
+
+    def _with_strip(self, labels: list[tuple[float, str]]) -> list[tuple[float, str]]:
+        """The left axis's labels, and the arrival strip's own (``DUE``) where it shows; a
+        row's label too near it gives way."""
+        if not self._ticked:
+            return labels
+        rows = max(self._row_count, 1)
+        at = rows - 0.5 + 0.55 * strip_height(rows)
+        kept = [(y, text) for y, text in labels if at - y > max(0.9, rows * 0.03)]
+        return [*kept, (at, DUE)]
 
     def tick_times(self) -> tuple[list[float], list[float]]:
         """The ticks drawn, on time and late (for tests and the export's legend)."""

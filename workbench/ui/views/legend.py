@@ -22,11 +22,9 @@ from workbench.ui.views.gantt_rows import (
 SPACING = 14
 TICK_CHIP_WIDTH = 3  # pixels: an arrival tick's chip, a tick as the Gantt draws it
 # A conversations run's Gantt decodes in each conversation's colour (the grid's panes keep
-# the state's): the decode entry says so.
-DECODE_BY_CONVERSATION = (
-    "decode (Gantt: by conversation)",
-    "decode (Gantt: the conversation's colour)",
-)
+# the state's): the decode entry says so where it has room, the conversations' row always.
+DECODE_BY_CONVERSATION = "decode (Gantt: the conversation's colour)"
+BY_CONVERSATION = "Gantt decode by conversation:"
 
 
 def chip_side(widget: QWidget) -> int:
@@ -38,8 +36,9 @@ def chip_side(widget: QWidget) -> int:
 class StateLegend(QWidget):
     """The states' colours and names; a name's explanation shows when the row has room
     for it, so the legend never holds the centre column wider than a small screen allows.
-    The Gantt says what its run draws (``show_run``): the arrival ticks' entries show only
-    for a run that has them, and the decode entry says when a conversation colours it."""
+    The Gantt says what its run draws (``show_run``): the arrival ticks' entries show for a
+    run that has them, where the row has room (the strip's own axis label names it anyway),
+    and the decode entry says when a conversation colours it."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -52,7 +51,7 @@ class StateLegend(QWidget):
             name, meaning = state.label, state.meaning
             self._add(state_color(state), name, f"{name} ({meaning})" if meaning else name)
             self.labels[-1][0].setToolTip(meaning)
-        self._decode = self.labels[list(RequestState).index(RequestState.DECODING)]
+        self._decode = list(RequestState).index(RequestState.DECODING)
         self._add(series_color("arrival"), DUE, f"{DUE} (arrival schedule)")
         self._add(series_color("arrival_late"), SENT_LATE, f"{SENT_LATE} (dashed: its wait)")
         self.due, self.late = self.labels[-2][0], self.labels[-1][0]
@@ -65,11 +64,9 @@ class StateLegend(QWidget):
             "the client's concurrency limit, or the client fell behind its schedule; in "
             "rows per request, a dashed line in its row runs from when it was due to its bar"
         )
-        for chip, (label, _, _) in zip(self.chips[-2:], self.labels[-2:], strict=True):
-            chip.hide()
-            label.hide()
         layout.addStretch(1)
-        self._run = (False, False, False)
+        self._ticks = [False, False]  # whether the run draws each kind of tick
+        self._conversations = False
         self._fit()
 
     def _add(self, color: QColor, short: str, long: str) -> None:
@@ -83,19 +80,13 @@ class StateLegend(QWidget):
 
     def show_run(self, conversations: bool, due: bool, late: bool) -> None:
         """What the Gantt draws: a conversation's decode colour, arrival ticks, late ones."""
-        if (conversations, due, late) == self._run:
+        if (conversations, [due, late]) == (self._conversations, self._ticks):
             return
-        self._run = (conversations, due, late)
-        decode = RequestState.DECODING.label
-        texts = DECODE_BY_CONVERSATION if conversations else (decode, decode)
-        at = self.labels.index(self._decode)
-        self.labels[at] = self._decode = (self._decode[0], *texts)
-        for chip, (tick, _, _), on in zip(
-            self.chips[-2:], self.labels[-2:], (due, late), strict=True
-        ):
-            chip.setVisible(on)
-            tick.setVisible(on)
-        self._fit()
+        self._conversations, self._ticks = conversations, [due, late]
+        label, short, _ = self.labels[self._decode]
+        long = DECODE_BY_CONVERSATION if conversations else short
+        self.labels[self._decode] = (label, short, long)
+        self._show_texts()
 
     def changeEvent(self, event: QEvent) -> None:
         """Chips as tall as the text (a projector's large font beside 14-pixel chips hides
@@ -114,23 +105,37 @@ class StateLegend(QWidget):
             chip.setFixedSize(side, side)
         for chip in self.chips[-2:]:
             chip.setFixedSize(TICK_CHIP_WIDTH, side)
-        self.setMinimumWidth(self._width(long=False))
+        self.setMinimumWidth(self._width(long=False, ticks=False))
         self._show_texts()
 
-    def _width(self, long: bool) -> int:
-        """The legend's width with the short (or the long) texts of the entries shown."""
+    def _shown(self, ticks: bool) -> list[bool]:
+        """Which entries show: every state's, and with ``ticks`` the ticks the run draws."""
+        return [True] * len(RequestState) + [ticks and drawn for drawn in self._ticks]
+
+    def _width(self, long: bool, ticks: bool) -> int:
+        """The legend's width with the short (or the long) texts, with or without ticks."""
         metrics = self.fontMetrics()
         margins = self.layout().contentsMargins()
-        shown = [(c, e) for c, e in zip(self.chips, self.labels, strict=True) if not c.isHidden()]
+        shown = [
+            (chip, entry)
+            for chip, entry, on in zip(self.chips, self.labels, self._shown(ticks), strict=True)
+            if on
+        ]
         texts = sum(metrics.horizontalAdvance(entry[2 if long else 1]) for _, entry in shown)
         chips = sum(chip.width() for chip, _ in shown)
         gaps = SPACING * (2 * len(shown) - 1)
         return texts + chips + gaps + margins.left() + margins.right()
 
     def _show_texts(self) -> None:
-        long = self.width() >= self._width(long=True)
-        for label, short, full in self.labels:
+        """The ticks' entries first where there is room, then the long texts."""
+        ticks = self.width() >= self._width(long=False, ticks=True)
+        long = self.width() >= self._width(long=True, ticks=ticks)
+        for chip, (label, short, full), on in zip(
+            self.chips, self.labels, self._shown(ticks), strict=True
+        ):
             label.setText(full if long else short)
+            chip.setVisible(on)
+            label.setVisible(on)
 
 
 class ConversationLegend(QWidget):
@@ -143,7 +148,7 @@ class ConversationLegend(QWidget):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(4, 0, 4, 0)
         layout.setSpacing(SPACING // 2)
-        layout.addWidget(QLabel("conversations:"))
+        layout.addWidget(QLabel(BY_CONVERSATION))
         self.users: list[tuple[QLabel, QLabel]] = []
         for _ in conversation_palette():
             chip, name = QLabel(), QLabel()
