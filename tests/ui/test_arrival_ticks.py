@@ -22,7 +22,7 @@ from workbench.ui.exports.gantt_html import gantt_document
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme.palette import theme_data
 from workbench.ui.views.gantt import LOST_INSET_SHARE, GanttView
-from workbench.ui.views.gantt_rows import DUE, SENT_LATE, lost_span
+from workbench.ui.views.gantt_rows import DUE, SENT_LATE, lost_span, request_tooltip
 from workbench.ui.views.legend import (
     BY_CONVERSATION,
     DECODE_BY_CONVERSATION,
@@ -106,6 +106,7 @@ def test_a_late_requests_row_shows_its_wait_from_when_it_was_due_to_its_bar(qtbo
     assert [r["wait"] for r in gantt_document(model, "t")["requests"]] == [
         None, None, [1.1, 1.15], None
     ]  # fmt: skip
+    assert "due at 1.100 s, sent 50.0 ms after" in request_tooltip(model.ordered()[2])
     gantt.set_lanes(True)
     gantt.sync(model, model.last_t)
     assert len(gantt.waits.getData()[0]) == 0

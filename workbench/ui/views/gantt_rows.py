@@ -143,6 +143,9 @@ def request_tooltip(view: RequestView) -> str:
         f"tokens: {view.output_tokens if view.output_tokens is not None else view.chunks}",
         f"decode: {fmt(view.decode_tok_s, 'tok/s', 1)}",
     ]
+    if view.t_intended is not None and view.t_submit is not None:
+        late_ms = (view.t_submit - view.t_intended) * 1000
+        lines.append(f"due at {view.t_intended:.3f} s, sent {late_ms:.1f} ms after")
     if view.conversation_id is not None:
         lines.append(f"conversation {view.conversation_id}, turn {view.turn}")
     if view.cache is not None:
