@@ -45,16 +45,19 @@ class StateLegend(QWidget):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(4, 0, 4, 0)
         layout.setSpacing(SPACING)
-        self.chips: list[QLabel] = []
+        self.chips: list[QLabel] = []  # the states', then the ticks'
         self.labels: list[tuple[QLabel, str, str]] = []  # label, short text, long text
         for state in RequestState:
             name, meaning = state.label, state.meaning
-            self._add(state_color(state), name, f"{name} ({meaning})" if meaning else name)
-            self.labels[-1][0].setToolTip(meaning)
+            entry = self._add(state_color(state), name, f"{name} ({meaning})" if meaning else name)
+            entry[0].setToolTip(meaning)
+            self.labels.append(entry)
         self._decode = list(RequestState).index(RequestState.DECODING)
-        self._add(series_color("arrival"), DUE, f"{DUE} (arrival schedule)")
-        self._add(series_color("arrival_late"), SENT_LATE, f"{SENT_LATE} (dashed: its wait)")
-        self.due, self.late = self.labels[-2][0], self.labels[-1][0]
+        self.tick_labels = [  # the ticks' entries, apart from the states'
+            self._add(series_color("arrival"), DUE, f"{DUE} (arrival schedule)"),
+            self._add(series_color("arrival_late"), SENT_LATE, f"{SENT_LATE} (dashed: its wait)"),
+        ]
+        self.due, self.late = (label for label, _, _ in self.tick_labels)
         self.due.setToolTip(
             "a tick under the Gantt's rows where each request was due by its arrival "
             "schedule; its bar starts when it was sent"
@@ -69,14 +72,15 @@ class StateLegend(QWidget):
         self._conversations = False
         self._fit()
 
-    def _add(self, color: QColor, short: str, long: str) -> None:
+    def _add(self, color: QColor, short: str, long: str) -> tuple[QLabel, str, str]:
+        """A chip and its label, laid out next; the label's entry (its short, long text)."""
         chip = QLabel()
         chip.setStyleSheet(f"background:{color.name()}; border-radius:3px;")
         self.chips.append(chip)
         self.layout().addWidget(chip)
         label = QLabel(short)
-        self.labels.append((label, short, long))
         self.layout().addWidget(label)
+        return label, short, long
 
     def show_run(self, conversations: bool, due: bool, late: bool) -> None:
         """What the Gantt draws: a conversation's decode colour, arrival ticks, late ones."""
@@ -116,9 +120,10 @@ class StateLegend(QWidget):
         """The legend's width with the short (or the long) texts, with or without ticks."""
         metrics = self.fontMetrics()
         margins = self.layout().contentsMargins()
+        entries = [*self.labels, *self.tick_labels]
         shown = [
             (chip, entry)
-            for chip, entry, on in zip(self.chips, self.labels, self._shown(ticks), strict=True)
+            for chip, entry, on in zip(self.chips, entries, self._shown(ticks), strict=True)
             if on
         ]
         texts = sum(metrics.horizontalAdvance(entry[2 if long else 1]) for _, entry in shown)
@@ -130,8 +135,9 @@ class StateLegend(QWidget):
         """The ticks' entries first where there is room, then the long texts."""
         ticks = self.width() >= self._width(long=False, ticks=True)
         long = self.width() >= self._width(long=True, ticks=ticks)
+        entries = [*self.labels, *self.tick_labels]
         for chip, (label, short, full), on in zip(
-            self.chips, self.labels, self._shown(ticks), strict=True
+            self.chips, entries, self._shown(ticks), strict=True
         ):
             label.setText(full if long else short)
             chip.setVisible(on)
