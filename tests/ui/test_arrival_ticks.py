@@ -135,6 +135,8 @@ def test_ticks_come_live_as_requests_are_sent(qtbot):
     gantt.sync(model, 3.0)
     assert ticks_of(gantt) == ([0.0], [2.0])  # sent a second after it was due
     assert not states.late.isHidden()
+    labels = [text for _, text in gantt.getPlotItem().getAxis("left")._tickLevels[0]]
+    assert labels == ["1", "2", DUE]  # the last row keeps its number beside the strip's
 
 
 def test_the_exported_gantt_ticks_the_arrivals_too(qtbot, tmp_path):

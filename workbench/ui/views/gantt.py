@@ -266,7 +266,7 @@ class GanttView(Plot):
             return labels
         rows = max(self._row_count, 1)
         at = rows - 0.5 + 0.55 * strip_height(rows)
-        kept = [(y, text) for y, text in labels if at - y > max(0.9, rows * 0.03)]
+        kept = [(y, text) for y, text in labels if at - y > max(0.75, rows * STRIP_SHARE)]
         return [*kept, (at, DUE)]
 
     def tick_times(self) -> tuple[list[float], list[float]]:
