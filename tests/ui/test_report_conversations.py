@@ -31,3 +31,34 @@ def test_a_report_without_conversations_has_no_conversation_figures(tmp_path, qa
     with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
         md = write_report([session], tmp_path / "report", SMALL).read_text(encoding="utf-8")
     assert figure("reprefilled_tokens").title not in md and "conversation" not in md
+
+
+def test_the_report_carries_the_steady_state_and_reasoning_figures_a_session_has(tmp_path, qapp):
+    """TTFO and the steady state are in the report as in ``workbench show``: a table each
+    beside the verdicts, their definitions in the list; none for a plain burst."""
+    from tests.made_sessions import Config, build_session, request, startup_facts
+
+    closed = "[server]\nslots = 2\n[workload]\nrequests = 4\nconcurrency = 2\n"
+    path = build_session(
+        tmp_path / "steady.session.sqlite",
+        closed,
+        [
+            Config(
+                [request(k, submit_s=1.2 * (k // 2), slot=k % 2, reasoning=3) for k in range(4)],
+                startup_facts(2, 8192),
+            )
+        ],
+    )
+    with open_session(path) as session:
+        md = write_report([session], tmp_path / "report", SMALL).read_text(encoding="utf-8")
+    verdicts = md[md.index("## Verdicts") : md.index("## Sessions")]
+    for title, key in (("Steady state", "steady_agg_tok_s"), ("Reasoning", "ttfo_p50_s")):
+        assert f"**{title}**" in verdicts
+        assert f"| {figure(key).heading} |" in verdicts
+        assert f"- **{figure(key).title}** (" in md
+    assert "**Conversations**" not in verdicts
+    page = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    assert "<p><b>Steady state</b></p>" in page and "<p><b>Reasoning</b></p>" in page
+    with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
+        plain = write_report([session], tmp_path / "plain", SMALL).read_text(encoding="utf-8")
+    assert "**Steady state**" not in plain and "**Reasoning**" not in plain

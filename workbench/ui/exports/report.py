@@ -148,21 +148,32 @@ def _settings(session: Session) -> list[tuple[str, str]]:
     return [("configurations", ", ".join(c.label for c in session.configs)), *server, *workload]
 
 
-def conversation_figures(summaries: Sequence[ConfigSummary]) -> tuple[Figure, ...]:
-    """The conversation figures ``workbench show`` prints for ``summaries``: none where no
-    configuration is a conversations run."""
+# The figures a configuration has only in some runs, each part a table of its own beside the
+# session's verdicts, as ``workbench show`` prints them.
+OPTIONAL_PARTS = (
+    (Part.STEADY, "Steady state"),
+    (Part.REASONING, "Reasoning"),
+    (Part.CONVERSATION, "Conversations"),
+)
+
+
+def optional_tables(summaries: Sequence[ConfigSummary]) -> list[tuple[str, tuple[Figure, ...]]]:
+    """The steady-state, reasoning and conversation figures ``workbench show`` prints for
+    ``summaries``, by part: none of a part where no configuration has a value of it."""
     shown = shown_in(View.TERMINAL, having=summaries)
-    return tuple(f for f in shown if f.part is Part.CONVERSATION)
+    tables = [(title, tuple(f for f in shown if f.part is part)) for part, title in OPTIONAL_PARTS]
+    return [(title, figures) for title, figures in tables if figures]
 
 
 def definitions(sessions: Sequence[Session] = ()) -> list[tuple[Figure, str]]:
-    """Each figure the report shows (its table and charts, the conversation figures beside
-    the verdicts) with its unit, repeat rule and definition, from the catalogue: a reader of
-    the report needs no other document."""
+    """Each figure the report shows (its table and charts, the steady-state, reasoning and
+    conversation figures beside the verdicts) with its unit, repeat rule and definition, from
+    the catalogue: a reader of the report needs no other document."""
     summaries = [s for session in sessions for s in session.summaries()]
+    optional = tuple(f for _, figures in optional_tables(summaries) for f in figures)
     return [
         (f, f"{f.unit + '; ' if f.unit else ''}over repeats: {f.combine.value}")
-        for f in shown_in(View.COMPARISON, View.CHART) + conversation_figures(summaries)
+        for f in shown_in(View.COMPARISON, View.CHART) + optional
     ]
 
 
@@ -237,7 +248,8 @@ def write_report(
             md.append(f"- **{verdict.verdict}**: {markdown(verdict.hypothesis)}")
             md += [f"  - {markdown(line)}" for line in verdict.numbers]
         md.append("")
-        if figures := conversation_figures(summaries):
+        for title, figures in optional_tables(summaries):
+            md += [f"**{title}**", ""]
             md += ["| configuration | " + " | ".join(markdown(f.heading) for f in figures) + " |"]
             md.append("|---" * (len(figures) + 1) + "|")
             for s in summaries:
@@ -313,9 +325,9 @@ def _html(
                 f"<li><b>{e(verdict.verdict)}</b>: {e(verdict.hypothesis)}<ul>{numbers}</ul></li>"
             )
         parts.append("</ul>")
-        if figures := conversation_figures(summaries):
+        for title, figures in optional_tables(summaries):
             parts.append(
-                "<table><tr><th>configuration</th>"
+                f"<p><b>{e(title)}</b></p><table><tr><th>configuration</th>"
                 + "".join(f"<th>{e(f.heading)}</th>" for f in figures)
                 + "</tr>"
             )
