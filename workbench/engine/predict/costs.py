@@ -1,0 +1,63 @@
+"""What one step of llama-server's work costs on a calibrated machine, in milliseconds.
+
+llama-server works in steps: each step is one ``llama_decode`` call on a batch holding one
+token of every slot that is generating and as many prompt tokens as the batch has room for.
+Its cost grows with the sequences generating (each reads the weights' activations and its own
+KV cache) and with their context (attention over every cached token), and a prompt's tokens
+cost per token at the batch sizes the server was started with. The calibration fits these
+coefficients to the server's own ``timings`` (``calibration``); the scheduler model
+(``scheduler_model``) adds them up step by step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DecodeCost:
+    """One generating step of ``sequences`` slots whose contexts hold ``context_tokens``
+    tokens between them: ``base_ms + per_sequence_ms * sequences + per_context_token_ms *
+    context_tokens``."""
+
+    base_ms: float
+    per_sequence_ms: float
+    per_context_token_ms: float
+
+    def step_ms(self, sequences: int, context_tokens: int) -> float:
+        if sequences <= 0:
+            return 0.0
+        return (
+            self.base_ms
+            + self.per_sequence_ms * sequences
+            + self.per_context_token_ms * context_tokens
+        )
+
+
+@dataclass(frozen=True)
+class PrefillCost:
+    """Processing ``tokens`` of prompt in one step, after ``context_tokens`` already in the
+    slot's cache (attention over them): ``base_ms + tokens * (per_token_ms +
+    per_token_context_ms * context_tokens)``, at the ``-b``/``-ub`` the calibration held."""
+
+    base_ms: float
+    per_token_ms: float
+    per_token_context_ms: float = 0.0
+
+    def ms(self, tokens: int, context_tokens: int = 0) -> float:
+        if tokens <= 0:
+            return 0.0
+        return self.base_ms + tokens * (
+            self.per_token_ms + self.per_token_context_ms * context_tokens
+        )
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    """Everything the scheduler model needs of a machine: a step's generating and prompt
+    costs, and what a request costs the server besides (tokenizing, sampling set-up, the
+    HTTP round trip), in ms."""
+
+    decode: DecodeCost
+    prefill: PrefillCost
+    request_overhead_ms: float = 0.0
