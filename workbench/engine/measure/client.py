@@ -222,7 +222,7 @@ async def stream_request(
                 f"stream ended without [DONE] after {len(record.chunks)} token chunks "
                 "(the server closed the connection early)"
             )
-        if short := _stopped_short(record, workload):
+        if short := stopped_short(record, workload.max_tokens):
             raise StreamFailure(short)
         record.ok = True
     except StreamFailure as exc:
@@ -290,17 +290,17 @@ def http_error(status: int, body: str) -> str:
     return f"HTTP {status}: {text}"
 
 
-def _stopped_short(record: RequestRecord, workload: WorkloadSettings) -> str | None:
+def stopped_short(record: RequestRecord, max_tokens: int) -> str | None:
     """Why a response that ended with ``finish_reason = length`` short of ``max_tokens`` did
     not do the task: the slot's context filled up (llama-server stops there and logs
     ``truncated = 1``), so it generated less than asked, and its speed is not comparable."""
     tokens, _ = record.output_tokens
-    if record.finish_reason != "length" or tokens is None or tokens >= workload.max_tokens:
+    if record.finish_reason != "length" or tokens is None or tokens >= max_tokens:
         return None
     prompt = (record.usage or {}).get("prompt_tokens") or record.prompt_tokens
     of_prompt = f" after a prompt of {prompt} tokens" if prompt else ""
     return (
-        f"{CONTEXT_FULL}: the server stopped at {tokens} of {workload.max_tokens} tokens"
+        f"{CONTEXT_FULL}: the server stopped at {tokens} of {max_tokens} tokens"
         f"{of_prompt} (finish_reason length: the context filled up)"
     )
 

@@ -1,0 +1,441 @@
+"""A discrete-event model of llama-server's scheduling: what a load would measure, step by
+step, from a machine's ``StepCosts``, before anything runs.
+
+The rules are llama.cpp's own, read in ``tools/server/server-context.cpp`` (and
+``server-queue.cpp`` for the wait queue) of the build the workbench ships; each is cited
+where it is used. The server works in passes of ``update_slots``: every generating slot adds
+its last sampled token to one batch, then the slots still on their prompt fill what is left
+of ``n_batch`` (``-b``) with prompt tokens, in slot order, and one ``llama_decode`` runs it.
+A token is sampled for each slot whose last prompt token or generated token was in it. A
+task that finds no idle slot waits, first come first served, and takes the first slot that
+is released.
+
+Left out: the unified KV pool filling up (``-kvu``: the server halves its batch and, at one
+token, fails every slot), context shift (off by default), the RAM prompt cache
+(``--cache-ram``, which the workbench turns off), speculative decoding, multimodal chunks and
+the context checkpoints of SWA and recurrent models. ``-ub`` only splits one decode into
+physical batches: it changes a step's cost, which the calibration measures at its ``-ub``,
+and no scheduling rule of a plain transformer.
+
+``predicted_records`` writes the prediction as the records a measured run would have, so
+``figures.summaries.summarize`` computes every ``concurrency.csv`` figure from them, under
+the same names. Nothing in them is measured: the caller says they are predicted.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from workbench.engine.analysis.planner import kv_layout
+from workbench.engine.base.errors import ExperimentError
+from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.measure.client import http_error, stopped_short
+from workbench.engine.predict.costs import StepCosts
+
+DEFAULT_BATCH = 2048
+"""llama-server's ``-b`` when none is given (``llama-server --help``: default 2048)."""
+
+DEFAULT_SIMILARITY = 0.1
+"""``--slot-prompt-similarity``'s default: how much of a prompt a slot's cache must hold for
+the slot to be chosen for it."""
+
+NS = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request a client sends: due ``due_s`` seconds after the start, ``prompt_tokens``
+    long, generating exactly ``max_tokens`` (as an ``ignore_eos`` run does). Its first
+    ``shared_tokens`` tokens are the token sequence named ``prefix``: two prompts with the
+    same prefix agree on the shorter of their shares, which a slot that served one keeps in
+    its cache for the other (with ``cache_prompt``, the server's default)."""
+
+    due_s: float
+    prompt_tokens: int
+    max_tokens: int
+    prefix: str | None = None
+    shared_tokens: int = 0
+    cache_prompt: bool = True
+
+    def __post_init__(self) -> None:
+        if self.due_s < 0 or self.prompt_tokens < 1 or self.max_tokens < 1:
+            raise ValueError(f"a request needs a time >= 0 and tokens >= 1: {self}")
+        if not 0 <= self.shared_tokens <= self.prompt_tokens:
+            raise ValueError(f"a request shares at most its prompt: {self}")
+
+
+@dataclass(frozen=True)
+class ServerShape:
+    """What of a llama-server's settings decides its scheduling: its slots, the context
+    each slot gets, continuous batching, ``-b`` and ``--slot-prompt-similarity``."""
+
+    slots: int
+    ctx_per_slot: int
+    cont_batching: bool = True
+    batch_size: int = DEFAULT_BATCH
+    slot_prompt_similarity: float = DEFAULT_SIMILARITY
+
+    def __post_init__(self) -> None:
+        if self.slots < 1 or self.ctx_per_slot < 1 or self.batch_size < 1:
+            raise ValueError(f"a server needs slots, context and batch >= 1: {self}")
+
+    @classmethod
+    def of(cls, settings: ServerSettings) -> ServerShape:
+        """The shape a managed server starts with: each slot ``-c / -np`` of context, or the
+        whole pool with ``-kvu`` (``planner.kv_layout``, as the server pads it)."""
+        if settings.ctx <= 0:
+            raise ExperimentError(
+                "ctx = 0 (the model's own context) cannot be predicted: give ctx a size"
+            )
+        layout = kv_layout(settings.ctx, settings.slots, bool(settings.kv_unified))
+        return cls(
+            slots=layout.slots,
+            ctx_per_slot=layout.cells_per_slot,
+            cont_batching=settings.cont_batching,
+            batch_size=settings.batch_size or DEFAULT_BATCH,
+        )
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """What the model says happened to one request, in seconds after the start: when the
+    client sent it (``ready_s``: when it was free to go) and it reached the server, the slot
+    that took it and when, its prompt's start and each generated token's time (the first is
+    the first token's). ``refused``: the server's error for a prompt that does not fit its
+    slot; ``truncated``: stopped short of ``max_tokens`` when the slot's context filled."""
+
+    index: int
+    request: Request
+    ready_s: float
+    sent_s: float
+    arrived_s: float
+    slot: int | None
+    taken_s: float | None
+    prompt_start_s: float | None
+    token_times_s: tuple[float, ...]
+    done_s: float
+    cached_tokens: int
+    refused: str | None = None
+    truncated: bool = False
+
+    @property
+    def first_token_s(self) -> float | None:
+        return self.token_times_s[0] if self.token_times_s else None
+
+    @property
+    def processed_tokens(self) -> int:
+        """Prompt tokens the server evaluated (``timings.prompt_n``): all but the cached."""
+        return 0 if self.refused else self.request.prompt_tokens - self.cached_tokens
+
+
+@dataclass(eq=False)
+class _Task:
+    """A request inside the server, from its arrival to its release."""
+
+    index: int
+    request: Request
+    ready_s: float
+    sent_s: float
+    arrived_s: float
+    slot: int | None = None
+    taken_s: float | None = None
+    started: bool = False  # its prompt began (SLOT_STATE_PROCESSING_PROMPT)
+    prompt_start_s: float | None = None
+    in_cache: int = 0  # prompt tokens in the slot's cache: reused and processed so far
+    cached: int = 0
+    tokens: list[float] = field(default_factory=list)
+    refused: str | None = None
+    truncated: bool = False
+
+    @property
+    def generating(self) -> bool:
+        return bool(self.tokens)
+
+    def done(self, at_s: float) -> Predicted:
+        return Predicted(
+            self.index,
+            self.request,
+            self.ready_s,
+            self.sent_s,
+            self.arrived_s,
+            self.slot,
+            self.taken_s,
+            self.prompt_start_s,
+            tuple(self.tokens),
+            at_s,
+            self.cached,
+            self.refused,
+            self.truncated,
+        )
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One slot: the task it serves, and what its cache holds of which prefix."""
+
+    id: int
+    task: _Task | None = None
+    has_tokens: bool = False
+    prefix: str | None = None
+    prefix_tokens: int = 0
+    t_last_used: float = -1.0
+
+    def common_prefix(self, request: Request) -> int:
+        """The tokens its cache shares with ``request``'s prompt, by their named prefix."""
+        if request.prefix is None or request.prefix != self.prefix:
+            return 0
+        return min(request.shared_tokens, self.prefix_tokens)
+
+    def keep(self, task: _Task) -> None:
+        """What the slot's cache holds once ``task`` is released: its prompt, then what it
+        generated but the last token (sampled, never decoded). A prompt that is its prefix
+        whole goes on with its answer, as a conversation's next turn does."""
+        request, made = task.request, len(task.tokens)
+        self.has_tokens = True
+        self.prefix = request.prefix
+        whole = request.shared_tokens == request.prompt_tokens
+        self.prefix_tokens = request.prompt_tokens + made - 1 if whole else request.shared_tokens
+
+
+class _Client:
+    """Sends each request when it is due and, under a concurrency limit, a place is free
+    (``measure.workload``'s rule: ready = max(due, the place freed))."""
+
+    def __init__(self, requests: Sequence[Request], concurrency: int, overhead_s: float):
+        self.requests = requests
+        self.pending = deque(sorted(range(len(requests)), key=lambda i: (requests[i].due_s, i)))
+        self.free: deque[float] | None = deque([0.0] * concurrency) if concurrency else None
+        self.overhead_s = overhead_s
+
+    def send(self) -> list[_Task]:
+        """Every request that can go with the places free now. Places free only when a
+        request ends, so a send time found now holds whatever the server does later."""
+        sent = []
+        while self.pending and (self.free is None or self.free):
+            i = self.pending.popleft()
+            freed = self.free.popleft() if self.free is not None else 0.0
+            ready = max(self.requests[i].due_s, freed)
+            sent.append(_Task(i, self.requests[i], ready, ready, ready + self.overhead_s))
+        return sent
+
+    def ended(self, at_s: float) -> None:
+        if self.free is not None:
+            self.free.append(at_s)
+
+
+class _Server:
+    """The server's loop (``server_queue::start_loop``): take the tasks that arrived, give
+    each a slot or defer it, then one ``update_slots`` pass."""
+
+    def __init__(self, shape: ServerShape, costs: StepCosts, client: _Client):
+        self.shape, self.costs, self.client = shape, costs, client
+        self.slots = [_Slot(i) for i in range(shape.slots)]
+        self.queue: deque[_Task] = deque()  # server_queue::queue_tasks
+        self.deferred: deque[_Task] = deque()  # server_queue::queue_tasks_deferred
+        self.arrivals: list[tuple[float, int, _Task]] = []
+        self.results: dict[int, Predicted] = {}
+        self.now = 0.0
+        self._arrive(client.send())
+
+    def _arrive(self, tasks: list[_Task]) -> None:
+        for task in tasks:
+            heapq.heappush(self.arrivals, (task.arrived_s, task.index, task))
+
+    def run(self) -> list[Predicted]:
+        while True:
+            while self.arrivals and self.arrivals[0][0] <= self.now:
+                self.queue.append(heapq.heappop(self.arrivals)[2])
+            busy = any(s.task is not None for s in self.slots)
+            if not busy and not self.queue:
+                if not self.arrivals:
+                    break
+                # update_slots: "all slots are idle", the loop waits for the next task
+                self.now = self.arrivals[0][0]
+                continue
+            self._take_tasks()
+            self._step()
+        return [self.results[i] for i in range(len(self.client.requests))]
+
+    def _take_tasks(self) -> None:
+        """``process_single_task``: a completion task gets ``get_available_slot``'s slot, or
+        is deferred when none is idle."""
+        while self.queue:
+            task = self.queue.popleft()
+            slot = self._available_slot(task.request)
+            if slot is None:
+                self.deferred.append(task)
+                continue
+            slot.task, task.slot, task.taken_s = task, slot.id, self.now
+
+    def _available_slot(self, request: Request) -> _Slot | None:
+        """``get_available_slot``: the idle slot whose cache holds the largest share of the
+        prompt, above ``--slot-prompt-similarity`` (the first such, by id); else the idle
+        slot least recently used (``<=``: of slots never used, the last)."""
+        best: _Slot | None = None
+        if self.shape.slot_prompt_similarity != 0:
+            f_best = 0.0
+            for slot in self.slots:
+                if slot.task is not None or not slot.has_tokens:
+                    continue
+                f_sim = slot.common_prefix(request) / request.prompt_tokens
+                if f_sim > f_best and f_sim > self.shape.slot_prompt_similarity:
+                    best, f_best = slot, f_sim
+        if best is None:
+            t_last = -1.0
+            for slot in self.slots:
+                if slot.task is None and (best is None or slot.t_last_used <= t_last):
+                    best, t_last = slot, slot.t_last_used
+        return best
+
+    def _step(self) -> None:
+        """One ``update_slots`` pass (``pre_decode``, ``decode``, ``post_decode``)."""
+        shape, costs = self.shape, self.costs
+        # pre_decode: each generating slot adds its sampled token first
+        generating = [s for s in self.slots if s.task is not None and s.task.generating]
+        batch = len(generating)
+        context = sum(s.task.in_cache + len(s.task.tokens) - 1 for s in generating if s.task)
+        step_ms = costs.decode.step_ms(len(generating), context)
+        prompt_done: list[_Slot] = []
+        # "batch any pending prompts without exceeding n_batch": with -nocb only into an
+        # empty batch, so a new prompt waits until no slot is generating
+        if shape.cont_batching or batch == 0:
+            for slot in self.slots:
+                task = slot.task
+                if batch >= shape.batch_size:
+                    break
+                if task is None or task.generating:
+                    continue
+                if not task.started and not self._start_prompt(slot, task):
+                    continue
+                take = min(task.request.prompt_tokens - task.in_cache, shape.batch_size - batch)
+                step_ms += costs.prefill.ms(take, task.in_cache)
+                task.in_cache += take
+                batch += take
+                if task.in_cache == task.request.prompt_tokens:
+                    prompt_done.append(slot)
+        self.now += max(0.0, step_ms) / 1000.0
+        # post_decode: a token for every slot that was generating or ended its prompt, in
+        # slot order, each checked by process_token's limits
+        for slot in self.slots:
+            if slot in generating or slot in prompt_done:
+                assert slot.task is not None
+                slot.task.tokens.append(self.now)
+                self._stop_if_done(slot)
+
+    def _start_prompt(self, slot: _Slot, task: _Task) -> bool:
+        """SLOT_STATE_STARTED in ``pre_decode``: a prompt as long as the slot's context is
+        refused (``exceed_context_size_error``) and the slot released; else the cached
+        prefix is reused (``cache_prompt``: the common prefix with the slot's tokens), at
+        least one token evaluated (``[TAG_PROMPT_LOGITS]``). False: refused."""
+        request, n_ctx = task.request, self.shape.ctx_per_slot
+        if request.prompt_tokens >= n_ctx:
+            task.refused = (
+                f"request ({request.prompt_tokens} tokens) exceeds the available context "
+                f"size ({n_ctx} tokens), try increasing it"
+            )
+            self._release(slot, task, keep_cache=False)
+            return False
+        reused = slot.common_prefix(request) if request.cache_prompt else 0
+        task.cached = task.in_cache = min(reused, request.prompt_tokens - 1)
+        task.started, task.prompt_start_s = True, self.now
+        return True
+
+    def _stop_if_done(self, slot: _Slot) -> None:
+        """``process_token``: stopped when the context is full (context shift off, its
+        default: prompt plus tokens reach the slot's context) or ``max_tokens`` are made."""
+        task = slot.task
+        assert task is not None
+        made = len(task.tokens)
+        if task.request.prompt_tokens + made >= self.shape.ctx_per_slot:
+            task.truncated = made < task.request.max_tokens
+        elif made < task.request.max_tokens:
+            return
+        self._release(slot, task, keep_cache=True)
+
+    def _release(self, slot: _Slot, task: _Task, keep_cache: bool) -> None:
+        """``server_slot::release``: the slot idle, its last use now; its callback moves the
+        first deferred task to the front of the queue (``pop_deferred_task``)."""
+        if keep_cache:
+            slot.keep(task)
+        slot.task, slot.t_last_used = None, self.now
+        self.results[task.index] = task.done(self.now)
+        if self.deferred:
+            self.queue.appendleft(self.deferred.popleft())
+        self.client.ended(self.now)
+        self._arrive(self.client.send())
+
+
+def predict(
+    requests: Sequence[Request], shape: ServerShape, costs: StepCosts, concurrency: int = 0
+) -> list[Predicted]:
+    """What each of ``requests`` would see on a server of ``shape`` costing ``costs``, with
+    at most ``concurrency`` in flight from the client (0: no limit). A request reaches the
+    server's queue ``costs.request_overhead_ms`` after it is sent: tokenizing and the HTTP
+    round trip happen outside the server's loop, so they hold up that request only."""
+    if concurrency < 0:
+        raise ValueError(f"concurrency must be >= 0 (0: no limit), not {concurrency}")
+    client = _Client(requests, concurrency, max(0.0, costs.request_overhead_ms) / 1000.0)
+    return _Server(shape, costs, client).run()
+
+
+def predicted_records(
+    predictions: Sequence[Predicted], config_index: int = 0, repeat: int = 0
+) -> list[RequestRecord]:
+    """The predictions as the records a measured run would hold: every time (ns after the
+    start), a chunk per token, ``usage`` and ``timings`` as llama-server reports them, a
+    refused prompt's HTTP 400 and a truncated answer's error as the client words them."""
+    return [_record(p, config_index, repeat) for p in predictions]
+
+
+def _record(p: Predicted, config_index: int, repeat: int) -> RequestRecord:
+    def ns(seconds: float) -> int:
+        return round(seconds * NS)
+
+    request = p.request
+    record = RequestRecord(
+        config_index,
+        repeat,
+        p.index,
+        "",
+        prompt_tokens=request.prompt_tokens,
+        t_intended_ns=ns(request.due_s),
+        t_scheduled_ns=ns(request.due_s),
+        t_ready_ns=ns(p.ready_s),
+        t_submit_ns=ns(p.sent_s),
+        t_done_ns=ns(p.done_s),
+        slot=p.slot,
+    )
+    if p.refused is not None:
+        # what llama-server answers (send_error, ERROR_TYPE_EXCEED_CONTEXT_SIZE), as the
+        # client words it
+        body = {"error": {"code": 400, "message": p.refused, "type": "exceed_context_size_error"}}
+        record.http_status, record.error = 400, http_error(400, json.dumps(body))
+        return record
+    first, last = p.token_times_s[0], p.token_times_s[-1]
+    made = len(p.token_times_s)
+    record.chunks = [TokenChunk(ns(t), "") for t in p.token_times_s]
+    record.t_first_token_ns = record.t_first_answer_ns = ns(first)
+    record.t_last_token_ns = ns(last)
+    record.http_status, record.finish_reason, record.ok = 200, "length", True
+    record.usage = {
+        "prompt_tokens": request.prompt_tokens,
+        "completion_tokens": made,
+        "total_tokens": request.prompt_tokens + made,
+    }
+    assert p.prompt_start_s is not None
+    record.timings = {
+        "cache_n": p.cached_tokens,
+        "prompt_n": p.processed_tokens,
+        "prompt_ms": (first - p.prompt_start_s) * 1000.0,
+        "predicted_n": made,
+        # server_slot_stats::t_gen_us: from the first token to the last, at least 1 us
+        "predicted_ms": max(0.001, (last - first) * 1000.0),
+    }
+    if short := stopped_short(record, request.max_tokens):
+        record.ok, record.error = False, short
+    return record
