@@ -186,7 +186,7 @@ def test_nothing_is_sent_before_it_is_due():
         due.append(t)
     costs = StepCosts(DecodeCost(10.0, 5.0, 0.0), PrefillCost(0.0, 0.5), request_overhead_ms=3)
     done = predict([Request(d, 60, 8) for d in due], ServerShape(2, 1024), costs)
-    assert [p.sent_s for p in done] == due and [p.ready_s for p in done] == due
+    assert [p.sent_s for p in done] == due
     assert all(p.arrived_s == approx(p.sent_s + 0.003) for p in done)
     assert all(p.taken_s is not None and p.taken_s >= p.arrived_s for p in done)
     assert any(p.taken_s > p.arrived_s for p in done)  # some waited for a slot or a step
@@ -198,7 +198,7 @@ def test_a_client_side_concurrency_limit_holds():
     for t in sorted({p.sent_s for p in done} | {p.done_s for p in done}):
         assert sum(p.sent_s <= t < p.done_s for p in done) <= 2
     ends = sorted(p.done_s for p in done)
-    assert sorted(p.ready_s for p in done)[2:] == approx(ends[:4])
+    assert sorted(p.sent_s for p in done)[2:] == approx(ends[:4])
 
 
 def test_the_summary_of_a_prediction_has_the_hand_computed_figures_under_the_csvs_names():

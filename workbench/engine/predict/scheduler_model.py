@@ -104,14 +104,13 @@ class ServerShape:
 @dataclass(frozen=True)
 class Predicted:
     """What the model says happened to one request, in seconds after the start: when the
-    client sent it (``ready_s``: when it was free to go) and it reached the server, the slot
-    that took it and when, its prompt's start and each generated token's time (the first is
+    client sent it (as soon as it was free to go) and it reached the server, the slot that
+    took it and when, its prompt's start and each generated token's time (the first is
     the first token's). ``refused``: the server's error for a prompt that does not fit its
     slot; ``truncated``: stopped short of ``max_tokens`` when the slot's context filled."""
 
     index: int
     request: Request
-    ready_s: float
     sent_s: float
     arrived_s: float
     slot: int | None
@@ -139,7 +138,6 @@ class _Task:
 
     index: int
     request: Request
-    ready_s: float
     sent_s: float
     arrived_s: float
     slot: int | None = None
@@ -160,7 +158,6 @@ class _Task:
         return Predicted(
             self.index,
             self.request,
-            self.ready_s,
             self.sent_s,
             self.arrived_s,
             self.slot,
@@ -220,7 +217,7 @@ class _Client:
             i = self.pending.popleft()
             freed = self.free.popleft() if self.free is not None else 0.0
             ready = max(self.requests[i].due_s, freed)
-            sent.append(_Task(i, self.requests[i], ready, ready, ready + self.overhead_s))
+            sent.append(_Task(i, self.requests[i], ready, ready + self.overhead_s))
         return sent
 
     def ended(self, at_s: float) -> None:
@@ -297,10 +294,10 @@ class _Server:
         shape, costs = self.shape, self.costs
         # pre_decode: each generating slot adds its sampled token first
         generating = [s for s in self.slots if s.task is not None and s.task.generating]
+        sampled = {s.id for s in generating}
         batch = len(generating)
         context = sum(s.task.in_cache + len(s.task.tokens) - 1 for s in generating if s.task)
         step_ms = costs.decode.step_ms(len(generating), context)
-        prompt_done: list[_Slot] = []
         # "batch any pending prompts without exceeding n_batch": with -nocb only into an
         # empty batch, so a new prompt waits until no slot is generating
         if shape.cont_batching or batch == 0:
@@ -317,12 +314,12 @@ class _Server:
                 task.in_cache += take
                 batch += take
                 if task.in_cache == task.request.prompt_tokens:
-                    prompt_done.append(slot)
+                    sampled.add(slot.id)
         self.now += max(0.0, step_ms) / 1000.0
         # post_decode: a token for every slot that was generating or ended its prompt, in
         # slot order, each checked by process_token's limits
         for slot in self.slots:
-            if slot in generating or slot in prompt_done:
+            if slot.id in sampled:
                 assert slot.task is not None
                 slot.task.tokens.append(self.now)
                 self._stop_if_done(slot)
@@ -405,7 +402,7 @@ def _record(p: Predicted, config_index: int, repeat: int) -> RequestRecord:
         prompt_tokens=request.prompt_tokens,
         t_intended_ns=ns(request.due_s),
         t_scheduled_ns=ns(request.due_s),
-        t_ready_ns=ns(p.ready_s),
+        t_ready_ns=ns(p.sent_s),  # sent as soon as it was free to go
         t_submit_ns=ns(p.sent_s),
         t_done_ns=ns(p.done_s),
         slot=p.slot,
