@@ -1,0 +1,227 @@
+"""The calibration's fit on made records of known costs, and its file: stored, read back,
+refused when damaged, and found again only for what it holds for."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pytest
+
+from tests.made_sessions import HARDWARE, NS
+from workbench.engine.base.errors import ImportFileError
+from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.predict.calibration import (
+    Calibration,
+    CalibrationError,
+    find,
+    fit_costs,
+    held_settings,
+    load,
+    machine_identity,
+    save,
+)
+from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
+
+COSTS = StepCosts(DecodeCost(8.0, 1.5, 0.002), PrefillCost(12.0, 0.25, 0.0001), 3.0)
+
+
+def group(
+    at_s: float, k: int, prompt: int, tokens: int, cache: int = 0, costs: StepCosts = COSTS
+) -> list[RequestRecord]:
+    """``k`` requests sent at ``at_s`` whose prompts the server processed in one batch and
+    which then generated together, timed exactly as ``costs`` say."""
+    prefill = costs.prefill
+    prompt_ms = prefill.base_ms + k * prompt * (
+        prefill.per_token_ms + prefill.per_token_context_ms * cache
+    )
+    context = k * (prompt + cache + tokens / 2)  # each one's prompt and half its answer
+    predicted_ms = (tokens - 1) * costs.decode.step_ms(k, context)  # type: ignore[arg-type]
+    first = round((at_s + (costs.request_overhead_ms + prompt_ms) / 1000) * NS)
+    last = first + round(predicted_ms * 1e6)
+    return [
+        RequestRecord(
+            0,
+            0,
+            round(at_s) * 10 + i,
+            "p",
+            t_submit_ns=round(at_s * NS),
+            t_first_token_ns=first,
+            t_last_token_ns=last,
+            t_done_ns=last,
+            ok=True,
+            timings={
+                "prompt_n": prompt,
+                "cache_n": cache,
+                "prompt_ms": prompt_ms,
+                "predicted_n": tokens,
+                "predicted_ms": predicted_ms,
+            },
+            chunks=[TokenChunk(first, "a"), TokenChunk(last, "b")],
+        )
+        for i in range(k)
+    ]
+
+
+def probe_like(costs: StepCosts = COSTS) -> list[RequestRecord]:
+    """Prompts alone, 1 to 8 generating together, long contexts, cached prompts: each group
+    100 s after the one before, so none overlaps another."""
+    shapes = [(1, 16, 4, 0), (1, 64, 4, 0), (1, 256, 4, 0), (1, 64, 4, 512)]
+    shapes += [(k, 16, 24, 0) for k in (1, 2, 4, 8)] + [(2, 1024, 24, 0), (1, 512, 24, 0)]
+    return [r for n, shape in enumerate(shapes) for r in group(100.0 * n, *shape, costs=costs)]
+
+
+def test_the_fit_recovers_known_costs_exactly():
+    fit = fit_costs(probe_like())
+    for got, want in ((fit.costs.decode, COSTS.decode), (fit.costs.prefill, COSTS.prefill)):
+        assert asdict(got) == pytest.approx(asdict(want), rel=1e-6)
+    assert fit.costs.request_overhead_ms == pytest.approx(3.0, abs=1e-6)
+    assert fit.quality.decode_worst_error < 1e-6 and fit.quality.prefill_worst_error < 1e-6
+    assert (fit.quality.prefill_requests, fit.quality.decode_requests) == (22, 22)
+
+
+def test_a_prompt_batched_with_others_is_timed_with_the_whole_batch():
+    """Four prompts sent together are one step of four prompts' tokens: each one's
+    prompt_ms is that step, which a fit per prompt alone would read as 4x the cost."""
+    fit = fit_costs(group(0.0, 4, 100, 8) + group(100.0, 1, 300, 8) + group(200.0, 1, 50, 8))
+    assert fit.costs.prefill.per_token_ms == pytest.approx(0.25, rel=1e-6)
+
+
+def test_a_cost_the_data_cannot_tell_apart_is_zero():
+    """One sequence of one length throughout: a step's cost is all base, none of it per
+    sequence or per context token."""
+    records = group(0.0, 1, 16, 10) + group(100.0, 1, 16, 10)
+    decode = fit_costs(records).costs.decode
+    assert decode.per_sequence_ms == 0.0 and decode.per_context_token_ms == 0.0
+    assert decode.base_ms == pytest.approx(COSTS.decode.step_ms(1, 16 + 5), rel=1e-9)
+
+
+def test_only_measured_successful_requests_with_timings_are_fitted():
+    good = probe_like()
+    noise = [
+        replace(good[0], warmup=True, timings={**good[0].timings, "prompt_ms": 9999.0}),
+        replace(good[1], ok=False, timings={**good[1].timings, "prompt_ms": 9999.0}),
+        replace(good[2], timings={"prompt_n": "16", "prompt_ms": float("nan")}),
+    ]
+    assert fit_costs(good + noise).costs == fit_costs(good).costs
+    with pytest.raises(CalibrationError, match="no request with the server's timings"):
+        fit_costs(noise)
+
+
+# -- the file ---------------------------------------------------------------------------------
+
+SETTINGS = held_settings(ServerSettings(batch_size=512))
+
+
+def calibration(**changes) -> Calibration:
+    fit = fit_costs(probe_like())
+    made = Calibration(
+        fit.costs,
+        fit.quality,
+        machine_identity(HARDWARE),
+        "model.gguf (1000 bytes)",
+        HARDWARE.llama_server_build,
+        SETTINGS,
+        "2026-12-02T03:00:00+00:00",
+        "probe",
+    )
+    return replace(made, **changes)
+
+
+def test_a_calibration_reads_back_as_it_was_stored(tmp_path):
+    made = calibration(note="stopped at the 60 s bound")
+    assert load(save(made, tmp_path)) == made
+
+
+def test_it_is_stored_in_the_workbench_folder_unless_told(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
+    path = save(calibration())
+    assert path.parent == tmp_path / "config" / "calibrations"
+
+
+def test_it_fits_only_its_machine_model_build_and_settings():
+    made = calibration()
+    same = (made.machine, made.model, made.build)
+    assert made.fits(*same, asdict(ServerSettings(batch_size=512, slots=4, ctx=1024)))
+    assert not made.fits(*same, asdict(ServerSettings(batch_size=1024)))
+    assert not made.fits("another machine", *same[1:], SETTINGS)
+    assert not made.fits(made.machine, "other.gguf (1000 bytes)", made.build, SETTINGS)
+    assert not made.fits(*same[:2], "version: 7000", SETTINGS)
+
+
+def test_find_gives_the_stored_calibration_that_fits(tmp_path):
+    made = calibration()
+    save(made, tmp_path)
+    same = (made.machine, made.model, made.build)
+    assert find(*same, SETTINGS, tmp_path) == made
+    assert find(*same, held_settings(ServerSettings(threads=2)), tmp_path) is None
+    path = save(made, tmp_path)
+    path.write_text("{")
+    assert find(*same, SETTINGS, tmp_path) is None  # damaged: made again
+
+
+def stored(tmp_path: Path, change) -> Path:
+    path = save(calibration(), tmp_path)
+    document = json.loads(path.read_text())
+    change(document)
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            lambda d: d["costs"]["decode"].update(base_ms="8"),
+            "costs.decode.base_ms should be a number",
+        ),
+        (
+            lambda d: d["costs"]["decode"].update(base_ms=float("nan")),
+            "is nan, not a finite number",
+        ),
+        (lambda d: d["costs"]["prefill"].update(per_token_ms=1e300), "not a cost in ms"),
+        (lambda d: d["costs"].update(request_overhead_ms=-1), "not a cost in ms"),
+        (
+            lambda d: d["costs"]["decode"].pop("per_sequence_ms"),
+            "per_sequence_ms should be a number",
+        ),
+        (lambda d: d.update(costs=[1, 2]), "costs should be an object"),
+        (lambda d: d["quality"].update(decode_requests=2.5), "not a count"),
+        (lambda d: d["quality"].update(decode_median_error=-0.1), "not an error"),
+        (lambda d: d["settings"].update(threads=[1]), "settings.threads is [1], not a setting"),
+        (lambda d: d.update(machine=7), "machine should be text"),
+        (lambda d: d.update(version=2), "calibration version 2, not 1"),
+    ],
+)
+def test_a_damaged_or_newer_file_is_one_clear_error(tmp_path, change, said):
+    path = stored(tmp_path, change)
+    with pytest.raises(ImportFileError, match="^" + path.name) as refused:
+        load(path)
+    assert said in str(refused.value)
+
+
+def test_a_huge_number_in_the_file_is_refused(tmp_path):
+    path = stored(tmp_path, lambda d: d["costs"]["decode"].update(base_ms=12345.0))
+    path.write_text(path.read_text().replace("12345.0", "1e999"))
+    with pytest.raises(ImportFileError, match="not a finite number"):
+        load(path)
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda p: p.write_text("not json"), "not valid JSON"),
+        (lambda p: p.write_text(" " * 70_000 + "{}"), "over the 64 KiB"),
+        (lambda p: p.write_text("[]"), "the file should be an object"),
+        (lambda p: os.mkfifo(p), "not a file"),
+        (lambda p: p.mkdir(), "not a file"),
+    ],
+)
+def test_a_file_that_is_no_calibration_is_refused(tmp_path, make, said):
+    path = tmp_path / "c.json"
+    make(path)
+    with pytest.raises(ImportFileError, match=said):
+        load(path)

@@ -1,0 +1,421 @@
+"""A machine's calibration: the step costs (``costs``) fitted to llama-server's own
+``timings``, with what they hold for (the machine, the model, the server build and the
+settings that change a step's cost), stored as a small JSON file and reused until one of
+those changes.
+
+What the fit relies on was measured on the real llama-server
+(tests/engine/predict/test_calibration_server.py): ``prompt_n`` counts the prompt tokens
+processed, the ones reused from the cache (``cache_n``) left out, and ``prompt_ms`` times
+them; ``predicted_ms`` runs from the first generated token to the last, so it spans
+``predicted_n - 1`` generating steps (the first token comes out of the prompt's step).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from workbench.engine.base.errors import ImportFileError, WorkbenchError
+from workbench.engine.base.records import Hardware, RequestRecord
+from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.preferences import config_folder
+from workbench.engine.interop.checked import Fields
+from workbench.engine.interop.files import read_json
+from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
+
+VERSION = 1
+MAX_BYTES = 64 * 1024  # a calibration is a few hundred bytes
+MAX_MS = 1e7  # a cost beyond this (almost 3 hours a step) is damage, not a measurement
+FOLDER = "calibrations"
+HELD_SETTINGS = (
+    "batch_size",
+    "ubatch_size",
+    "threads",
+    "gpu_layers",
+    "flash_attn",
+    "cache_type_k",
+    "cache_type_v",
+    "kv_unified",
+    "cont_batching",
+)
+"""The server settings a step's cost depends on: another value of any needs its own
+calibration. The slots and the context do not change a step's cost (what is decoding does)."""
+
+
+class CalibrationError(WorkbenchError):
+    """Nothing to calibrate from: no request with the server's timings."""
+
+
+@dataclass(frozen=True)
+class FitQuality:
+    """How well the fitted costs reproduce the timings they were fitted to: relative errors
+    per request of ``prompt_ms`` and ``predicted_ms`` (0.04: 4 %), the median and the worst."""
+
+    prefill_requests: int
+    prefill_median_error: float
+    prefill_worst_error: float
+    decode_requests: int
+    decode_median_error: float
+    decode_worst_error: float
+
+
+@dataclass(frozen=True)
+class Fit:
+    costs: StepCosts
+    quality: FitQuality
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Step costs and what they hold for. ``machine``, ``model`` and ``build`` are
+    identities (``machine_identity``, ``model_identity``); ``settings`` the
+    ``HELD_SETTINGS`` as the server ran with them; ``source`` "probe" or the session's
+    name; ``note`` what the maker said (a probe stopped early)."""
+
+    costs: StepCosts
+    quality: FitQuality
+    machine: str
+    model: str
+    build: str | None
+    settings: dict[str, Any]
+    made_at: str
+    source: str
+    note: str = ""
+
+    def fits(self, machine: str, model: str, build: str | None, settings: dict[str, Any]) -> bool:
+        """Whether these costs hold for that machine, model, build and settings."""
+        return (
+            self.machine == machine
+            and self.model == model
+            and self.build == build
+            and self.settings == held_settings(settings)
+        )
+
+
+def machine_identity(hardware: Hardware) -> str:
+    """The machine as a calibration names it: what changes a step's cost (its processor,
+    memory and GPUs) and its name, but not its OS or Python."""
+    gpus = ", ".join(g.name or "?" for g in hardware.gpus)
+    ram = f"{hardware.ram_bytes / 2**30:.0f} GiB" if hardware.ram_bytes else "? GiB"
+    return (
+        f"{hardware.machine_name} ({hardware.cpu_logical_cores or '?'} threads, {ram}"
+        + (f", {gpus}" if gpus else "")
+        + f") on {hardware.hostname or '?'}"
+    )
+
+
+def model_identity(path: Path) -> str:
+    """A model file by its name and size: a changed or another file is another model."""
+    return f"{path.name} ({path.stat().st_size} bytes)"
+
+
+def held_settings(settings: dict[str, Any] | ServerSettings) -> dict[str, Any]:
+    """Of a configuration's server settings, those that change a step's cost."""
+    found = asdict(settings) if isinstance(settings, ServerSettings) else settings
+    return {name: found.get(name) for name in HELD_SETTINGS}
+
+
+def default_folder() -> Path:
+    return config_folder() / FOLDER
+
+
+def file_name(machine: str, model: str, build: str | None, settings: dict[str, Any]) -> str:
+    """One file per machine, model, build and settings: a new calibration of the same
+    replaces the old one."""
+    key = json.dumps([machine, model, build, held_settings(settings)], sort_keys=True)
+    stem = model.split(" (")[0].removesuffix(".gguf")
+    return f"{stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
+
+
+# --- the fit -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Timed:
+    """One request's server timings, checked, and when the client saw it decode."""
+
+    prompt_n: int
+    cache_n: int
+    prompt_ms: float
+    predicted_n: int
+    predicted_ms: float
+    first_ns: int | None
+    last_ns: int | None
+    ttft_ms: float | None
+
+    @property
+    def steps(self) -> int:
+        return self.predicted_n - 1
+
+    @property
+    def mean_context(self) -> float:
+        """Its context while it decoded, on average: the prompt and half the answer."""
+        return self.prompt_n + self.cache_n + self.predicted_n / 2
+
+
+def _whole(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10**9:
+        return None
+    return value
+
+
+def _ms(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and 0 <= value <= MAX_MS else None
+
+
+def _timed(record: RequestRecord) -> _Timed | None:
+    timings = record.timings or {}
+    prompt_n, predicted_n = _whole(timings.get("prompt_n")), _whole(timings.get("predicted_n"))
+    prompt_ms, predicted_ms = _ms(timings.get("prompt_ms")), _ms(timings.get("predicted_ms"))
+    if None in (prompt_n, predicted_n, prompt_ms, predicted_ms):
+        return None
+    assert prompt_n is not None and predicted_n is not None
+    assert prompt_ms is not None and predicted_ms is not None
+    ttft = None
+    if record.t_first_token_ns is not None and record.t_submit_ns is not None:
+        ttft = (record.t_first_token_ns - record.t_submit_ns) / 1e6
+    decoding = record.streamed and record.t_first_token_ns is not None
+    return _Timed(
+        prompt_n,
+        _whole(timings.get("cache_n")) or 0,
+        prompt_ms,
+        predicted_n,
+        predicted_ms,
+        record.t_first_token_ns if decoding else None,
+        record.t_last_token_ns if decoding else None,
+        ttft,
+    )
+
+
+def usable(records: Iterable[RequestRecord]) -> list[RequestRecord]:
+    """The records a fit may use: measured (not warm-ups), successful, with timings."""
+    return [r for r in records if r.ok and not r.warmup and _timed(r) is not None]
+
+
+def _beside(
+    one: _Timed, everyone: Sequence[_Timed], span: Callable[[_Timed], tuple[int, int] | None]
+) -> list[tuple[_Timed, float]]:
+    """Every request whose ``span`` overlapped ``one``'s, ``one`` included, each with the
+    share of ``one``'s span it overlapped (1 for ``one``)."""
+    mine = span(one)
+    if mine is None or mine[1] <= mine[0]:
+        return [(one, 1.0)]
+    found = [(one, 1.0)]
+    for other in everyone:
+        theirs = span(other)
+        if other is one or theirs is None:
+            continue
+        overlap = min(mine[1], theirs[1]) - max(mine[0], theirs[0])
+        if overlap > 0:
+            found.append((other, overlap / (mine[1] - mine[0])))
+    return found
+
+
+def _decoding(t: _Timed) -> tuple[int, int] | None:
+    return None if t.first_ns is None or t.last_ns is None else (t.first_ns, t.last_ns)
+
+
+def _prefilling(t: _Timed) -> tuple[int, int] | None:
+    """When the server processed its prompt: the ``prompt_ms`` before its first token."""
+    return None if t.first_ns is None else (t.first_ns - round(t.prompt_ms * 1e6), t.first_ns)
+
+
+def _least_squares(rows: list[list[float]], observed: list[float]) -> list[float]:
+    """Coefficients minimising the relative error of each row (each row divided by what
+    it observed); a column that is zero throughout, or proportional to the first (nothing
+    in the data tells it apart), gets 0."""
+    design = np.array(rows, dtype=float)
+    y = np.array(observed, dtype=float)
+    weights = 1.0 / np.maximum(y, 1e-9)
+    keep = [0]
+    for column in range(1, design.shape[1]):
+        trial = design[:, [*keep, column]] * weights[:, None]
+        if np.linalg.matrix_rank(trial, tol=1e-9 * np.abs(trial).max()) == len(keep) + 1:
+            keep.append(column)
+    solved, *_ = np.linalg.lstsq(design[:, keep] * weights[:, None], y * weights, rcond=None)
+    coefficients = [0.0] * design.shape[1]
+    for column, value in zip(keep, solved, strict=True):
+        coefficients[column] = float(value)
+    return coefficients
+
+
+def _dot(coefficients: list[float], row: list[float]) -> float:
+    return sum(c * x for c, x in zip(coefficients, row, strict=True))
+
+
+def _errors(predicted: list[float], observed: list[float]) -> tuple[float, float]:
+    errors = [abs(p - o) / o for p, o in zip(predicted, observed, strict=True) if o > 0]
+    return (statistics.median(errors), max(errors)) if errors else (0.0, 0.0)
+
+
+def _overhead_ms(timed: Sequence[_Timed]) -> float:
+    """What a request costs besides its prompt and its answer: its time to first token less
+    the server's prompt time, at its least (a request that found a free slot; a queued one
+    waited as well)."""
+    gaps = [t.ttft_ms - t.prompt_ms for t in timed if t.ttft_ms is not None]
+    return max(0.0, min(gaps)) if gaps else 0.0
+
+
+def fit_costs(records: Iterable[RequestRecord]) -> Fit:
+    """Step costs from requests' server timings, by least squares, and how well they
+    reproduce them.
+
+    Prefill: each request's ``prompt_ms`` is ``base + tokens * (per_token +
+    per_token_context * cache_n)``, the tokens those of every prompt processed beside it
+    (the server batches prompts that arrive together, and each one's ``prompt_ms`` times
+    the whole batch), each weighted by its share of the time. Decode: its ``predicted_ms``
+    is ``predicted_n - 1`` steps, each ``base + per_sequence * sequences +
+    per_context_token * context``, with the sequences and context decoding beside it
+    averaged over its decode from the client's first and last token times (``_beside``).
+    A coefficient the data cannot tell apart (one sequence throughout, no cache) is 0."""
+    timed = [t for r in records if r.ok and not r.warmup and (t := _timed(r)) is not None]
+    prefilled = [t for t in timed if t.prompt_n > 0 and t.prompt_ms > 0]
+    decoded = [t for t in timed if t.steps > 0 and t.predicted_ms > 0 and t.first_ns is not None]
+    if not prefilled and not decoded:
+        raise CalibrationError(
+            "no request with the server's timings to fit (measured, successful, with "
+            "llama-server's prompt_ms and predicted_ms)"
+        )
+    prefill_rows = []
+    for t in prefilled:
+        batch = _beside(t, prefilled, _prefilling)
+        prefill_rows.append(
+            [
+                1.0,
+                sum(o.prompt_n * share for o, share in batch),
+                sum(o.prompt_n * o.cache_n * share for o, share in batch),
+            ]
+        )
+    decode_rows = []
+    for t in decoded:
+        batch = _beside(t, decoded, _decoding)
+        sequences = sum(share for _, share in batch)
+        context = sum(o.mean_context * share for o, share in batch)
+        decode_rows.append([t.steps, t.steps * sequences, t.steps * context])
+    coefficients = (
+        _least_squares(decode_rows, [t.predicted_ms for t in decoded]) if decoded else [0.0] * 3
+    )
+    prefill_coefficients = (
+        _least_squares(prefill_rows, [t.prompt_ms for t in prefilled]) if prefilled else [0.0] * 3
+    )
+    decode, prefill = DecodeCost(*coefficients), PrefillCost(*prefill_coefficients)
+    prefill_error = _errors(
+        [_dot(prefill_coefficients, row) for row in prefill_rows], [t.prompt_ms for t in prefilled]
+    )
+    decode_error = _errors(
+        [_dot(coefficients, row) for row in decode_rows], [t.predicted_ms for t in decoded]
+    )
+    quality = FitQuality(len(prefilled), *prefill_error, len(decoded), *decode_error)
+    return Fit(StepCosts(decode, prefill, _overhead_ms(timed)), quality)
+
+
+# --- storage -------------------------------------------------------------------------------
+
+
+def save(calibration: Calibration, folder: Path | None = None) -> Path:
+    """Write the calibration into ``folder`` (the user's, by default); return its path."""
+    folder = folder or default_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / file_name(
+        calibration.machine, calibration.model, calibration.build, calibration.settings
+    )
+    document = {"version": VERSION, **asdict(calibration)}
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    return path
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def load(path: Path) -> Calibration:
+    """A calibration file, every value checked: one clear error for a damaged, foreign,
+    newer or oversized one."""
+    check = Fields(path.name)
+    if not path.is_file():
+        raise ImportFileError(f"{path.name}: not a file")
+    if path.stat().st_size > MAX_BYTES:
+        raise ImportFileError(f"{path.name}: over the {MAX_BYTES // 1024} KiB a calibration has")
+    document = check.mapping(read_json(path), "the file")
+    version = document.get("version")
+    if version != VERSION:
+        raise ImportFileError(
+            f"{path.name}: calibration version {version!r}, not {VERSION} (made by another "
+            "workbench: calibrate again)"
+        )
+    costs = check.mapping(document.get("costs"), "costs")
+
+    def costed(kind: type, where: str) -> Any:
+        found = check.mapping(costs.get(where), f"costs.{where}")
+        values = {}
+        for f in fields(kind):
+            value = check.number(found.get(f.name), f"costs.{where}.{f.name}", optional=False)
+            if value is None or abs(value) > MAX_MS:
+                raise check.error(f"costs.{where}.{f.name}", f"is {value}, not a cost in ms")
+            values[f.name] = value
+        return kind(**values)
+
+    overhead = check.number(
+        costs.get("request_overhead_ms"), "costs.request_overhead_ms", optional=False
+    )
+    if overhead is None or not 0 <= overhead <= MAX_MS:
+        raise check.error("costs.request_overhead_ms", f"is {overhead}, not a cost in ms")
+    found = check.mapping(document.get("quality"), "quality")
+    quality = {}
+    for f in fields(FitQuality):
+        value = check.number(found.get(f.name), f"quality.{f.name}", optional=False)
+        if f.name.endswith("_requests"):
+            quality[f.name] = check.count(value, f"quality.{f.name}")
+        elif value is None or not 0 <= value <= MAX_MS:
+            raise check.error(f"quality.{f.name}", f"is {value}, not an error")
+        else:
+            quality[f.name] = value
+    settings = check.mapping(document.get("settings"), "settings")
+    held = {}
+    for name in HELD_SETTINGS:
+        value = settings.get(name)
+        if isinstance(value, float) or not isinstance(value, int | str | bool | None):
+            raise check.error(f"settings.{name}", f"is {value!r}, not a setting")
+        held[name] = check.text(value, f"settings.{name}") if isinstance(value, str) else value
+    build = document.get("build")
+    return Calibration(
+        StepCosts(costed(DecodeCost, "decode"), costed(PrefillCost, "prefill"), float(overhead)),
+        FitQuality(**quality),
+        check.text(document.get("machine"), "machine"),
+        check.text(document.get("model"), "model"),
+        None if build is None else check.text(build, "build"),
+        held,
+        check.text(document.get("made_at"), "made_at"),
+        check.text(document.get("source"), "source"),
+        check.text(document.get("note"), "note"),
+    )
+
+
+def find(
+    machine: str,
+    model: str,
+    build: str | None,
+    settings: dict[str, Any],
+    folder: Path | None = None,
+) -> Calibration | None:
+    """The stored calibration that holds for these, if there is one (a damaged file is
+    none: it is made again)."""
+    path = (folder or default_folder()) / file_name(machine, model, build, settings)
+    if not path.is_file():
+        return None
+    try:
+        found = load(path)
+    except ImportFileError:
+        return None
+    return found if found.fits(machine, model, build, settings) else None

@@ -1,0 +1,159 @@
+"""A machine's calibration measured: the real llama-server started with the settings to
+calibrate, a short fixed set of requests sent (prompts of a few lengths alone, 1 to 8
+requests generating together, a long context, a prompt arriving while others generate),
+their server ``timings`` fitted with ``calibration.fit_costs``.
+
+The measuring is bounded (``limit_s``, 60 s at most): what has not finished by then is left
+out, the fit made of what was measured and the calibration's note says so. Every way out
+stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from workbench.engine.base.records import RequestRecord
+from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
+from workbench.engine.measure.client import stream_request
+from workbench.engine.measure.hardware import fingerprint
+from workbench.engine.measure.sized_prompts import ServerTokenizer, sized_prompt
+from workbench.engine.measure.workload import make_client
+from workbench.engine.predict.calibration import (
+    Calibration,
+    fit_costs,
+    held_settings,
+    machine_identity,
+    model_identity,
+    now,
+)
+from workbench.engine.server.llama_server import LlamaServer
+
+LIMIT_S = 60.0
+SLOTS = 8
+SLOT_CONTEXT = 2048
+PROMPT_LENGTHS = (16, 64, 256)  # alone: a prompt's cost per token, and its growth with length
+SEQUENCES = (1, 2, 4, 8)  # generating together: a step's cost per sequence
+SHORT, LONG = 16, 1024  # prompt tokens of a decode group: a step's cost per context token
+ANSWER = 24  # tokens each decode group generates
+INTERLEAVED = 256  # the prompt that arrives while two others generate
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One group of requests sent together: their prompt tokens, what they generate, and
+    how long after the first the last one goes (0: all at once)."""
+
+    name: str
+    prompts: tuple[int, ...]
+    max_tokens: int
+    stagger_s: float = 0.0
+
+
+def phases(slots: int) -> list[Phase]:
+    """What the probe sends, in order: the cheapest first, so a slow machine that runs out of
+    time still has every kind of cost measured once."""
+    out = [Phase(f"prompt of {n}", (n,), 4) for n in PROMPT_LENGTHS]
+    out += [Phase(f"{k} generating", (SHORT,) * k, ANSWER) for k in SEQUENCES if k <= slots]
+    out.append(Phase("long context", (LONG,) * min(2, slots), ANSWER))
+    if slots >= 3:
+        out.append(Phase("interleaved prompt", (SHORT, SHORT, INTERLEAVED), ANSWER, 0.5))
+    return out
+
+
+@dataclass(frozen=True)
+class Probed:
+    calibration: Calibration
+    records: list[RequestRecord]
+    measured_s: float
+    finished: list[str]  # the phases measured in time
+
+
+def probe_settings(settings: ServerSettings) -> ServerSettings:
+    """The settings to calibrate, at enough slots (and context for each) for the probe."""
+    slots = max(SLOTS, settings.slots)
+    return replace(settings, slots=slots, ctx=slots * SLOT_CONTEXT)
+
+
+async def _send(
+    server: LlamaServer, phase: Phase, texts: list[str], base: int, deadline: float
+) -> list[RequestRecord]:
+    workload = replace(
+        WorkloadSettings(),
+        endpoint="completions",
+        max_tokens=phase.max_tokens,
+        ignore_eos=True,
+        cache_prompt=False,
+        request_timeout_s=max(0.1, deadline - time.monotonic()),
+    )
+    client = make_client(server.base_url, workload)
+
+    async def one(k: int) -> RequestRecord:
+        if phase.stagger_s and k == len(texts) - 1:
+            await asyncio.sleep(phase.stagger_s)
+        record = RequestRecord(0, 0, base + k, texts[k])
+        return await stream_request(client, record, workload, base + k, lambda event: None)
+
+    return list(await asyncio.gather(*(one(k) for k in range(len(texts)))))
+
+
+async def probe(
+    binary: str,
+    model: Path,
+    settings: ServerSettings,
+    log_path: Path,
+    limit_s: float = LIMIT_S,
+    say: Callable[[str], None] = lambda line: None,
+) -> Probed:
+    """Start the server, send the probe's phases for at most ``limit_s`` seconds of
+    measuring (after the server is healthy), stop it, fit."""
+    limit_s = min(limit_s, LIMIT_S)
+    settings = probe_settings(settings)
+    server = LlamaServer(binary, model, settings, log_path)
+    records: list[RequestRecord] = []
+    finished: list[str] = []
+    try:
+        await server.start()
+        started = time.monotonic()
+        deadline = started + limit_s
+        tokenizer = ServerTokenizer(server.base_url, "completions")
+        for number, phase in enumerate(phases(settings.slots)):
+            try:
+                async with asyncio.timeout(deadline - time.monotonic()):
+                    texts = [
+                        (
+                            await sized_prompt(
+                                tokenizer, f"Probe {number}.{k}.", n, number * 10 + k
+                            )
+                        ).text
+                        for k, n in enumerate(phase.prompts)
+                    ]
+                    sent = await _send(server, phase, texts, number * 10, deadline)
+            except TimeoutError:
+                break
+            records += sent
+            if all(r.ok for r in sent):
+                finished.append(phase.name)
+                say(f"  {phase.name}: measured")
+        measured_s = time.monotonic() - started
+    finally:
+        await asyncio.to_thread(server.stop)
+    left = [p.name for p in phases(settings.slots) if p.name not in finished]
+    note = f"stopped at the {limit_s:g} s bound: not measured: {', '.join(left)}" if left else ""
+    hardware = fingerprint(binary)
+    fit = fit_costs(records)
+    calibration = Calibration(
+        fit.costs,
+        fit.quality,
+        machine_identity(hardware),
+        model_identity(model),
+        hardware.llama_server_build,
+        held_settings(settings),
+        now(),
+        "probe",
+        note,
+    )
+    return Probed(calibration, records, measured_s, finished)
