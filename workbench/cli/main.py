@@ -13,7 +13,13 @@ import sys
 from rich.console import Console
 
 from workbench import __version__
-from workbench.cli import capacity_commands, preferences_commands, run_commands, session_commands
+from workbench.cli import (
+    calibrate_commands,
+    capacity_commands,
+    preferences_commands,
+    run_commands,
+    session_commands,
+)
 from workbench.cli.exit_codes import EXIT_CANCELLED, EXIT_ERROR
 from workbench.cli.tables import output_console, print_error
 from workbench.engine.base.errors import WorkbenchError
@@ -30,6 +36,7 @@ COMMANDS = (
     capacity_commands.add_slo,
     capacity_commands.add_roofline,
     session_commands.add_verdicts,
+    calibrate_commands.add_calibrate,
     run_commands.add_gui,
     preferences_commands.add_preferences,
 )

@@ -92,11 +92,14 @@ def _flag_fields() -> list[Field]:
     return [f for cls in SETTINGS for f in fields_of(cls) if f.name != "model" and not f.is_args]
 
 
-def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+def add_setting_flags(
+    parser: argparse.ArgumentParser, tables: tuple[str, ...] = ("server", "workload")
+) -> None:
+    """A flag for each setting of ``tables``."""
     group = parser.add_argument_group(
         "settings", "each replaces the experiment file's value; a comma list is a sweep axis"
     )
-    for f in _flag_fields():
+    for f in (f for f in _flag_fields() if f.table in tables):
         group.add_argument(
             f"--{f.name.replace('_', '-')}",
             dest=f"setting_{f.name}",

@@ -1,0 +1,146 @@
+"""``workbench calibrate``: what one step of the server's work costs on this machine, for a
+model and the settings that change it, measured on the real server (``predict.probe``) or
+fitted from a session already recorded (``--from``), and stored for the predictions."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from workbench.cli.paths import SESSION_HELP, out_folder, session_file
+from workbench.cli.run_commands import add_setting_flags, experiment_of
+from workbench.engine.base.errors import ModelFileError, WorkbenchError
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.predict.calibration import (
+    Calibration,
+    CalibrationError,
+    fit_costs,
+    held_settings,
+    machine_identity,
+    model_identity,
+    now,
+    save,
+    usable,
+)
+from workbench.engine.predict.probe import LIMIT_S, probe
+from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.store import open_session
+
+
+def add_calibrate(sub: Any) -> None:
+    parser = sub.add_parser(
+        "calibrate",
+        help="measure what a step of the server's work costs on this machine (about a minute)",
+    )
+    parser.add_argument("--model", help="GGUF model file (default: the default experiment's)")
+    parser.add_argument(
+        "--from",
+        dest="session",
+        metavar="SESSION",
+        type=session_file,
+        help=f"fit from a recorded session instead of measuring: {SESSION_HELP}",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        type=out_folder,
+        help="folder to store the calibration in (default: the workbench's own)",
+    )
+    parser.add_argument("--server-bin", help="llama-server binary to use")
+    add_setting_flags(parser, ("server",))
+    parser.set_defaults(handler=cmd_calibrate, experiment=None, resume=None)
+
+
+def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
+    out = Path(args.out) if args.out else None
+    calibration = _from_session(Path(args.session)) if args.session else _probed(args, console)
+    path = save(calibration, out)
+    for line in describe(calibration):
+        console.print(escape(line))
+    console.print(f"stored in {escape(str(path))}")
+    return 0
+
+
+def _from_session(path: Path) -> Calibration:
+    """A calibration fitted from the session's first configuration that has timings to fit
+    (a sweep's configurations of other held settings are left out: they cost otherwise)."""
+    with open_session(path) as session:
+        for config in session.configs:
+            records = usable(session.records(config.index))
+            if records:
+                break
+        else:
+            raise CalibrationError(
+                f"{path.name} has no request with the server's timings to fit (an imported "
+                "session, or a server that does not send llama.cpp's timings)"
+            )
+        settings = held_settings(config.server)
+        records = [
+            r
+            for c in session.configs
+            if held_settings(c.server) == settings
+            for r in usable(session.records(c.index))
+        ]
+        fit = fit_costs(records)
+        return Calibration(
+            fit.costs,
+            fit.quality,
+            machine_identity(session.hardware),
+            _model_named(str(config.server.get("model") or "?")),
+            session.hardware.llama_server_build,
+            settings,
+            now(),
+            path.name,
+        )
+
+
+def _model_named(model: str) -> str:
+    """A session's model as a calibration names it: the file, where it is still here (a
+    session names the path it was given, or ``default``), else the name it was given."""
+    try:
+        return model_identity(resolve_model(model))
+    except ModelFileError:
+        return Path(model).name
+
+
+def _probed(args: argparse.Namespace, console: Console) -> Calibration:
+    flags = any(v is not None for k, v in vars(args).items() if k.startswith("setting_"))
+    experiment = experiment_of(args) if flags or args.model else parse_experiment("")
+    configs = experiment.configs()
+    if len(configs) != 1:
+        raise WorkbenchError("calibrate holds one value of each setting: give no comma list")
+    settings = configs[0].server
+    model = resolve_model(settings.model)
+    binary = find_server_binary(args.server_bin).path
+    console.print(f"calibrating {escape(model.name)}: at most {LIMIT_S:g} s of measuring")
+    with tempfile.TemporaryDirectory(prefix="workbench-calibrate-") as folder:
+        probed = asyncio.run(
+            probe(binary, model, settings, Path(folder) / "server.log", say=console.print)
+        )
+    if probed.calibration.note:
+        print(probed.calibration.note, file=sys.stderr)
+    return probed.calibration
+
+
+def describe(calibration: Calibration) -> list[str]:
+    """The costs in plain words, and how well they reproduce what they were fitted to."""
+    d, p, q = calibration.costs.decode, calibration.costs.prefill, calibration.quality
+    rate = f" ({1000 / p.per_token_ms:,.0f} tok/s)" if p.per_token_ms > 0 else ""
+    return [
+        f"decode: {d.base_ms:.2f} ms a step + {d.per_sequence_ms:.2f} ms per sequence + "
+        f"{d.per_context_token_ms * 1000:.2f} µs per context token",
+        f"prefill: {p.base_ms:.1f} ms + {p.per_token_ms:.3f} ms a token{rate}",
+        f"request overhead {calibration.costs.request_overhead_ms:.1f} ms",
+        f"fit: prompt times within {q.prefill_median_error:.0%} "
+        f"(worst {q.prefill_worst_error:.0%}) of {q.prefill_requests} requests, "
+        f"decode times within {q.decode_median_error:.0%} "
+        f"(worst {q.decode_worst_error:.0%}) of {q.decode_requests}",
+        f"for {calibration.model}, {calibration.machine}; from {calibration.source}",
+    ]
