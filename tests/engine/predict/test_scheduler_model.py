@@ -249,3 +249,55 @@ def test_the_real_server_picks_slots_as_the_model_does(recorded_session):
     chat = {"prefix": "chat template and opening", "shared_tokens": 25}
     load = [Request(0.0, 50, 12, **chat), Request(10.0, 47, 12, **chat)]
     assert [p.slot for p in predict(load, ServerShape(2, 1024), FLAT)] == [1, 1]
+
+
+@pytest.mark.server
+def test_without_continuous_batching_the_real_server_starts_a_prompt_only_when_none_generates(
+    tmp_path,
+):
+    """The -nocb rule the model follows, in the real server's own log (one clock, one
+    thread): no task's prompt starts while another task is generating. Of 3 requests at 2
+    slots, those the HTTP threads hand over during a step wait for it; one that gets a
+    freed slot while the other slot generates holds it, its prompt not begun, until that
+    one ends (the model: its prompt starts when both others are done)."""
+    from workbench.engine.config.experiment import parse_experiment
+    from workbench.engine.run.lifecycle import run_experiment
+    from workbench.engine.run.runner import RunOptions
+
+    experiment = parse_experiment(
+        "name = 'nocb'\n[server]\nslots = 2\nctx = 2048\ncont_batching = false\n"
+        "[workload]\nrequests = 3\nmax_tokens = 16\nwarmup = 0\n"
+    )
+    result = run_experiment(experiment, RunOptions(tmp_path))
+    assert [s.value("ok") for s in result.summaries] == [3]
+    (log,) = tmp_path.glob("logs/*/config-0-*.log")
+    tasks = _tasks_in_log(log.read_text())
+    assert len(tasks) == 3
+    for start, _, _ in tasks.values():
+        assert not any(first < start < end for _, first, end in tasks.values())
+    load = [Request(0.0, 50, 16)] * 3
+    *two, third = predict(load, ServerShape(2, 1024, cont_batching=False), PER_SEQUENCE)
+    assert third.prompt_start_s == max(p.done_s for p in two)
+
+
+# llama-server's log lines (server-context.cpp): a prompt's start, its time at release,
+# the release; each stamped minutes.seconds.ms.us by common_log.
+LOG_LINE = re.compile(
+    r"^(\d+)\.(\d+)\.(\d+)\.(\d+) I slot .*\| task (\d+) \| "
+    r"(new prompt|prompt eval time = +([\d.]+) ms|stop processing)"
+)
+
+
+def _tasks_in_log(text: str) -> dict[int, tuple[float, float, float]]:
+    """Each task's prompt start, first token (start + its prompt eval time) and release."""
+    seen: dict[int, dict[str, float]] = {}
+    for line in text.splitlines():
+        if m := LOG_LINE.match(line):
+            at = int(m[1]) * 60 + int(m[2]) + int(m[3]) / 1e3 + int(m[4]) / 1e6
+            what = m[6].split(" ")[0] if m[7] is None else "prompt_ms"
+            seen.setdefault(int(m[5]), {})[what] = float(m[7]) / 1e3 if m[7] else at
+    return {
+        task: (t["new"], t["new"] + t["prompt_ms"], t["stop"])
+        for task, t in seen.items()
+        if {"new", "prompt_ms", "stop"} <= set(t)
+    }
