@@ -1,0 +1,68 @@
+"""An experiment predicted configuration by configuration: its requests as a run would send
+them (warm-ups one at a time, then each repeat), through the scheduler model, summarised as a
+measured run is, with every ``concurrency.csv`` column."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.engine.analysis.export import concurrency_columns, concurrency_row
+from workbench.engine.base.errors import ExperimentError
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.measure.prompts import PromptSource
+from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
+from workbench.engine.predict.sweep import predict_experiment, prompt_lengths
+
+# A generating step costs 10 ms; a prompt 0.5 ms a token: a 100-token prompt 50 ms.
+FLAT = StepCosts(DecodeCost(10.0, 0.0, 0.0), PrefillCost(0.0, 0.5))
+
+
+def experiment(workload: str, server: str = "slots = [1, 2]\nctx = 4096\n"):
+    return parse_experiment(f"name = 'p'\n[server]\n{server}[workload]\n{workload}")
+
+
+def test_a_slots_sweep_is_predicted_with_every_figure_of_a_measured_run():
+    """Two 100-token prompts of 5 tokens each: at 1 slot the second waits the first's 90 ms;
+    at 2 both prefill in one step (100 ms) and decode together."""
+    e = experiment("requests = 2\ninput_tokens = 100\nmax_tokens = 5\nwarmup = 0\n")
+    one, two = predict_experiment(e, FLAT, PromptSource(), template_tokens=0)
+    assert one.summary.value("ttft_p50_s") == pytest.approx((0.05 + 0.14) / 2)
+    assert one.summary.value("queue_wait_max_s") == pytest.approx(0.09)
+    assert one.requests_s == pytest.approx(0.18)
+    assert two.summary.value("ttft_p50_s") == pytest.approx(0.10)
+    assert two.summary.value("agg_tok_s") == pytest.approx(10 / 0.14)
+    assert [s.label for s in (one.summary, two.summary)] == ["np=1", "np=2"]
+    row = concurrency_row(two.summary)
+    assert set(row) == set(concurrency_columns()) and row["slots"] == 2
+
+
+def test_warm_ups_go_one_at_a_time_and_each_repeat_is_predicted_apart():
+    e = experiment(
+        "requests = 2\ninput_tokens = 100\nmax_tokens = 5\nwarmup = 1\nrepeats = 2\n",
+        "slots = 2\nctx = 4096\n",
+    )
+    (only,) = predict_experiment(e, FLAT, PromptSource(), template_tokens=0)
+    assert sum(r.warmup for r in only.records) == 1
+    assert len(only.summary.runs) == 2 and only.summary.value("requests") == 4  # summed
+    assert only.requests_s == pytest.approx(0.09 + 2 * 0.14)
+
+
+def test_prompts_as_written_are_counted_with_the_models_vocabulary_and_the_template():
+    workload = parse_experiment("[workload]\nwarmup = 0\n").configs()[0].workload
+    counted = prompt_lengths(workload, 3, 2, PromptSource(["a b", "c"]), lambda t: len(t), 30)
+    assert counted == [len("c") + 30, len("a b") + 30]  # prompts 3 and 4, reused in turn
+    sized = parse_experiment("[workload]\ninput_tokens = 64\n").configs()[0].workload
+    assert prompt_lengths(sized, 0, 2, PromptSource(), None, 30) == [64, 64]
+
+
+@pytest.mark.parametrize(
+    ("workload", "what"),
+    [
+        ("kind = 'conversations'\n", "conversations"),
+        ("arrival = 'trace'\ntrace = 't.jsonl'\n", "recorded traces"),
+    ],
+)
+def test_what_the_model_does_not_predict_yet_is_said_in_one_line(workload, what):
+    e = experiment(workload)
+    with pytest.raises(ExperimentError, match=f"does not predict {what} "):
+        predict_experiment(e, FLAT, PromptSource(), template_tokens=0)

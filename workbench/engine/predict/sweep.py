@@ -1,0 +1,165 @@
+"""An experiment's configurations predicted: the requests each would send, run through the
+scheduler model on a calibrated machine's costs, and summarised by the same path as a
+measured run, so a prediction has every figure and column a measured run has.
+
+Nothing here measures: the costs come from a calibration, the requests from the experiment,
+and every number from the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
+from workbench.engine.base.errors import ExperimentError
+from workbench.engine.base.records import RequestRecord, StartupFacts
+from workbench.engine.config.experiment import Experiment, RunConfig, WorkloadSettings
+from workbench.engine.figures.summaries import ConfigSummary, summarize
+from workbench.engine.measure.prompts import PromptSource
+from workbench.engine.measure.sized_prompts import input_lengths
+from workbench.engine.measure.workload import arrival_offsets
+from workbench.engine.predict.costs import StepCosts
+from workbench.engine.predict.scheduler_model import (
+    Request,
+    ServerShape,
+    predict,
+    predicted_records,
+)
+from workbench.engine.server.discovery import resolve_model
+
+SHARED_PREFIX = "shared prefix"
+
+
+@dataclass(frozen=True)
+class PredictedConfig:
+    """One configuration as the model sees it: its summary (every figure a measured run's
+    summary has), its predicted records, and how long its requests would take, repeats and
+    warm-ups together (the server's start not counted)."""
+
+    config: RunConfig
+    summary: ConfigSummary
+    records: list[RequestRecord]
+    requests_s: float
+
+
+def _not_modelled(workload: WorkloadSettings) -> str | None:
+    if workload.conversations:
+        return "conversations (kind = 'conversations')"
+    if workload.arrival == "trace":
+        return "recorded traces (arrival = 'trace')"
+    return None
+
+
+def prompt_lengths(
+    workload: WorkloadSettings,
+    first_index: int,
+    count: int,
+    prompts: PromptSource,
+    count_tokens: Callable[[str], int] | None,
+    template_tokens: int,
+) -> list[int]:
+    """Each request's prompt length: ``input_tokens`` as the run would size it (exact, the
+    chat template included), or the prompt as written counted with the model's own
+    vocabulary plus the chat template's tokens (an estimate: the server's tokenizer counts
+    the run's)."""
+    if workload.input_tokens:
+        return input_lengths(workload, count)
+    assert count_tokens is not None, "prompts as written are counted with a vocabulary"
+    template = template_tokens if workload.endpoint == "chat" else 0
+    return [count_tokens(prompts.get(first_index + k)) + template for k in range(count)]
+
+
+def _requests(
+    workload: WorkloadSettings, lengths: list[int], offsets: list[float]
+) -> list[Request]:
+    shared = workload.shared_prefix_tokens
+    return [
+        Request(
+            due_s=due,
+            prompt_tokens=length,
+            max_tokens=workload.max_tokens,
+            prefix=SHARED_PREFIX if shared else None,
+            shared_tokens=min(shared, length),
+            cache_prompt=workload.cache_prompt,
+        )
+        for due, length in zip(offsets, lengths, strict=True)
+    ]
+
+
+def predict_config(
+    config: RunConfig,
+    costs: StepCosts,
+    lengths: list[int],
+) -> PredictedConfig:
+    """``config``'s warm-ups (one at a time, as a run sends them) and each repeat, with
+    ``lengths`` the prompt lengths of its warm-ups then its repeats' requests, in the order
+    a run numbers them. Each repeat starts on the server the warm-ups (and the repeats
+    before it) left: with ``cache_prompt``, its slots still hold their last prompts."""
+    workload = config.workload
+    shape = ServerShape.of(config.server)
+    warm = workload.warmup
+    per_repeat = workload.per_repeat
+    records: list[RequestRecord] = []
+    requests_s = 0.0
+    plan: list[tuple[int, list[Request], int]] = []
+    if warm:
+        sequential = replace(workload, arrival="burst")
+        plan.append((-1, _requests(sequential, lengths[:warm], [0.0] * warm), 1))
+    for repeat in range(workload.repeats):
+        start = warm + repeat * per_repeat
+        offsets = arrival_offsets(workload, per_repeat, workload.seed + repeat)
+        plan.append(
+            (
+                repeat,
+                _requests(workload, lengths[start : start + per_repeat], offsets),
+                workload.effective_concurrency,
+            )
+        )
+    for repeat, requests, concurrency in plan:
+        predicted = predict(requests, shape, costs, concurrency)
+        made = predicted_records(predicted, config.index, repeat)
+        for record in made:
+            record.warmup = repeat < 0
+        records += made
+        requests_s += max((p.done_s for p in predicted), default=0.0)
+    facts = StartupFacts(
+        n_slots=shape.slots, n_ctx_slot=shape.ctx_per_slot, n_ctx=config.server.ctx
+    )
+    stored = config.to_dict()
+    summary = summarize(
+        config.index, config.label, stored["server"], stored["workload"], facts, records,
+        slots=shape.slots,
+    )  # fmt: skip
+    return PredictedConfig(config, summary, records, requests_s)
+
+
+def predict_experiment(
+    experiment: Experiment,
+    costs: StepCosts,
+    prompts: PromptSource,
+    template_tokens: int,
+    base_dir: Path | None = None,
+) -> list[PredictedConfig]:
+    """Every configuration of ``experiment`` predicted, its prompts numbered across the
+    sweep as a run numbers them (warm-ups first in each configuration)."""
+    predicted = []
+    next_index = 0
+    counters: dict[str, Callable[[str], int]] = {}
+    for config in experiment.configs():
+        workload = config.workload
+        if (what := _not_modelled(workload)) is not None:
+            raise ExperimentError(
+                f"[{config.label}] the scheduler model does not predict {what} yet"
+            )
+        model = config.server.model
+        if not workload.input_tokens and model not in counters:
+            counters[model] = BpeEstimator.from_model(resolve_model(model, base_dir)).count
+        count = workload.warmup + workload.per_repeat * workload.repeats
+        lengths = prompt_lengths(
+            workload, next_index, count, prompts, counters.get(model), template_tokens
+        )
+        predicted.append(predict_config(config, costs, lengths))
+        next_index += count
+    return predicted
