@@ -22,9 +22,11 @@ from workbench.engine.predict.calibration import (
     held_settings,
     load,
     machine_identity,
+    reproduce,
     save,
 )
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
+from workbench.engine.predict.probe import phases, probe_settings
 
 COSTS = StepCosts(DecodeCost(8.0, 1.5, 0.002), PrefillCost(12.0, 0.25, 0.0001), 3.0)
 
@@ -81,6 +83,12 @@ def test_the_fit_recovers_known_costs_exactly():
     assert fit.costs.request_overhead_ms == pytest.approx(3.0, abs=1e-6)
     assert fit.quality.decode_worst_error < 1e-6 and fit.quality.prefill_worst_error < 1e-6
     assert (fit.quality.prefill_requests, fit.quality.decode_requests) == (22, 22)
+
+
+def test_other_costs_are_checked_against_the_same_timings():
+    doubled = replace(COSTS, decode=DecodeCost(16.0, 3.0, 0.004))
+    quality = reproduce(doubled, probe_like())
+    assert quality.decode_median_error == pytest.approx(1.0) and quality.prefill_worst_error < 1e-9
 
 
 def test_a_prompt_batched_with_others_is_timed_with_the_whole_batch():
@@ -225,3 +233,20 @@ def test_a_file_that_is_no_calibration_is_refused(tmp_path, make, said):
     make(path)
     with pytest.raises(ImportFileError, match=said):
         load(path)
+
+
+def test_the_probe_measures_each_kind_of_cost_early_and_the_dearest_last():
+    assert [p.name for p in phases(8)] == [
+        "prompt of 16",
+        "1 generating",
+        "2 generating",
+        "prompt of 64",
+        "4 generating",
+        "long context",
+        "prompt of 256",
+        "8 generating",
+        "interleaved prompt",
+    ]
+    assert all(p.max_tokens == 1 for p in phases(8) if p.name.startswith("prompt"))
+    assert [p.name for p in phases(2) if "generating" in p.name] == ["1 generating", "2 generating"]
+    assert probe_settings(ServerSettings(slots=16)).ctx == 16 * 2048

@@ -267,57 +267,83 @@ def _overhead_ms(timed: Sequence[_Timed]) -> float:
     return max(0.0, min(gaps)) if gaps else 0.0
 
 
-def fit_costs(records: Iterable[RequestRecord]) -> Fit:
-    """Step costs from requests' server timings, by least squares, and how well they
-    reproduce them.
+@dataclass(frozen=True)
+class _Rows:
+    """The fit's equations: one row of each kind per request, and what each observed."""
 
-    Prefill: each request's ``prompt_ms`` is ``base + tokens * (per_token +
+    prefill: list[list[float]]
+    prompt_ms: list[float]
+    decode: list[list[float]]
+    predicted_ms: list[float]
+
+
+def _rows(records: Iterable[RequestRecord]) -> _Rows:
+    """Prefill: each request's ``prompt_ms`` is ``base + tokens * (per_token +
     per_token_context * cache_n)``, the tokens those of every prompt processed beside it
     (the server batches prompts that arrive together, and each one's ``prompt_ms`` times
     the whole batch), each weighted by its share of the time. Decode: its ``predicted_ms``
     is ``predicted_n - 1`` steps, each ``base + per_sequence * sequences +
     per_context_token * context``, with the sequences and context decoding beside it
-    averaged over its decode from the client's first and last token times (``_beside``).
-    A coefficient the data cannot tell apart (one sequence throughout, no cache) is 0."""
-    timed = [t for r in records if r.ok and not r.warmup and (t := _timed(r)) is not None]
+    averaged over its decode from the client's first and last token times (``_beside``)."""
+    timed = [t for r in usable(records) if (t := _timed(r)) is not None]
     prefilled = [t for t in timed if t.prompt_n > 0 and t.prompt_ms > 0]
     decoded = [t for t in timed if t.steps > 0 and t.predicted_ms > 0 and t.first_ns is not None]
-    if not prefilled and not decoded:
-        raise CalibrationError(
-            "no request with the server's timings to fit (measured, successful, with "
-            "llama-server's prompt_ms and predicted_ms)"
-        )
-    prefill_rows = []
+    prefill = []
     for t in prefilled:
         batch = _beside(t, prefilled, _prefilling)
-        prefill_rows.append(
+        prefill.append(
             [
                 1.0,
                 sum(o.prompt_n * share for o, share in batch),
                 sum(o.prompt_n * o.cache_n * share for o, share in batch),
             ]
         )
-    decode_rows = []
+    decode = []
     for t in decoded:
         batch = _beside(t, decoded, _decoding)
         sequences = sum(share for _, share in batch)
         context = sum(o.mean_context * share for o, share in batch)
-        decode_rows.append([t.steps, t.steps * sequences, t.steps * context])
-    coefficients = (
-        _least_squares(decode_rows, [t.predicted_ms for t in decoded]) if decoded else [0.0] * 3
+        decode.append([t.steps, t.steps * sequences, t.steps * context])
+    return _Rows(
+        prefill, [t.prompt_ms for t in prefilled], decode, [t.predicted_ms for t in decoded]
     )
-    prefill_coefficients = (
-        _least_squares(prefill_rows, [t.prompt_ms for t in prefilled]) if prefilled else [0.0] * 3
+
+
+def _quality(costs: StepCosts, rows: _Rows) -> FitQuality:
+    p, d = costs.prefill, costs.decode
+    prefill = [p.base_ms, p.per_token_ms, p.per_token_context_ms]
+    decode = [d.base_ms, d.per_sequence_ms, d.per_context_token_ms]
+    return FitQuality(
+        len(rows.prompt_ms),
+        *_errors([_dot(prefill, row) for row in rows.prefill], rows.prompt_ms),
+        len(rows.predicted_ms),
+        *_errors([_dot(decode, row) for row in rows.decode], rows.predicted_ms),
     )
-    decode, prefill = DecodeCost(*coefficients), PrefillCost(*prefill_coefficients)
-    prefill_error = _errors(
-        [_dot(prefill_coefficients, row) for row in prefill_rows], [t.prompt_ms for t in prefilled]
-    )
-    decode_error = _errors(
-        [_dot(coefficients, row) for row in decode_rows], [t.predicted_ms for t in decoded]
-    )
-    quality = FitQuality(len(prefilled), *prefill_error, len(decoded), *decode_error)
-    return Fit(StepCosts(decode, prefill, _overhead_ms(timed)), quality)
+
+
+def reproduce(costs: StepCosts, records: Iterable[RequestRecord]) -> FitQuality:
+    """How near ``costs`` come to the server timings of ``records`` (their own, or another
+    run's: a calibration checked against a run it was not fitted to)."""
+    return _quality(costs, _rows(records))
+
+
+def fit_costs(records: Iterable[RequestRecord]) -> Fit:
+    """Step costs from requests' server timings (``_rows``), by least squares, and how well
+    they reproduce them. A coefficient the data cannot tell apart (one sequence throughout,
+    no cache) is 0."""
+    records = list(records)
+    rows = _rows(records)
+    if not rows.prompt_ms and not rows.predicted_ms:
+        raise CalibrationError(
+            "no request with the server's timings to fit (measured, successful, with "
+            "llama-server's prompt_ms and predicted_ms)"
+        )
+    none = [0.0] * 3
+    prefill = _least_squares(rows.prefill, rows.prompt_ms) if rows.prompt_ms else none
+    decode = _least_squares(rows.decode, rows.predicted_ms) if rows.predicted_ms else none
+    timed = [t for r in usable(records) if (t := _timed(r)) is not None]
+    costs = StepCosts(DecodeCost(*decode), PrefillCost(*prefill), _overhead_ms(timed))
+    return Fit(costs, _quality(costs, rows))
 
 
 # --- storage -------------------------------------------------------------------------------

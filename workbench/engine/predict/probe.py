@@ -38,30 +38,39 @@ SLOT_CONTEXT = 2048
 PROMPT_LENGTHS = (16, 64, 256)  # alone: a prompt's cost per token, and its growth with length
 SEQUENCES = (1, 2, 4, 8)  # generating together: a step's cost per sequence
 SHORT, LONG = 16, 1024  # prompt tokens of a decode group: a step's cost per context token
-ANSWER = 24  # tokens each decode group generates
+ANSWER = 16  # tokens each group generating together generates
 INTERLEAVED = 256  # the prompt that arrives while two others generate
 
 
 @dataclass(frozen=True)
 class Phase:
-    """One group of requests sent together: their prompt tokens, what they generate, and
-    how long after the first the last one goes (0: all at once)."""
+    """One group of requests sent together: their prompt tokens and what they generate;
+    ``interleaved``: the last goes once the others generate, so its prompt is processed in
+    the steps that generate theirs."""
 
     name: str
     prompts: tuple[int, ...]
     max_tokens: int
-    stagger_s: float = 0.0
+    interleaved: bool = False
 
 
 def phases(slots: int) -> list[Phase]:
-    """What the probe sends, in order: the cheapest first, so a slow machine that runs out of
-    time still has every kind of cost measured once."""
-    out = [Phase(f"prompt of {n}", (n,), 4) for n in PROMPT_LENGTHS]
-    out += [Phase(f"{k} generating", (SHORT,) * k, ANSWER) for k in SEQUENCES if k <= slots]
+    """What the probe sends after its warm-up, in order: each kind of cost early and the
+    dearest last, so a slow machine that runs out of time has measured what it could of
+    each. A prompt alone asks for one token: it times its prompt and no step."""
+    prompts = [Phase(f"prompt of {n}", (n,), 1) for n in PROMPT_LENGTHS]
+    together = [Phase(f"{k} generating", (SHORT,) * k, ANSWER) for k in SEQUENCES if k <= slots]
+    out = [prompts[0], *together[:2], prompts[1], *together[2:3]]
     out.append(Phase("long context", (LONG,) * min(2, slots), ANSWER))
+    out += [*prompts[2:], *together[3:]]
     if slots >= 3:
-        out.append(Phase("interleaved prompt", (SHORT, SHORT, INTERLEAVED), ANSWER, 0.5))
+        out.append(Phase("interleaved prompt", (SHORT, SHORT, INTERLEAVED), ANSWER, True))
     return out
+
+
+WARM_UP = Phase("warm-up", (SHORT,), 4)
+"""The server's first request pays for what it sets up once (its buffers, the model's pages
+read in): sent first, not fitted."""
 
 
 @dataclass(frozen=True)
@@ -78,26 +87,37 @@ def probe_settings(settings: ServerSettings) -> ServerSettings:
     return replace(settings, slots=slots, ctx=slots * SLOT_CONTEXT)
 
 
-async def _send(
-    server: LlamaServer, phase: Phase, texts: list[str], base: int, deadline: float
+async def send(
+    server: LlamaServer,
+    phase: Phase,
+    texts: list[str],
+    base: int,
+    deadline: float,
+    cache_prompt: bool = False,
 ) -> list[RequestRecord]:
+    """One phase's requests, streamed together (an interleaved one's last once the others
+    have their first token),
+    each its own prompt so none reuses another's cache; each request's timeout is what is
+    left to ``deadline`` (``time.monotonic``'s)."""
     workload = replace(
         WorkloadSettings(),
         endpoint="completions",
         max_tokens=phase.max_tokens,
         ignore_eos=True,
-        cache_prompt=False,
+        cache_prompt=cache_prompt,
         request_timeout_s=max(0.1, deadline - time.monotonic()),
     )
     client = make_client(server.base_url, workload)
 
-    async def one(k: int) -> RequestRecord:
-        if phase.stagger_s and k == len(texts) - 1:
-            await asyncio.sleep(phase.stagger_s)
-        record = RequestRecord(0, 0, base + k, texts[k])
-        return await stream_request(client, record, workload, base + k, lambda event: None)
+    records = [RequestRecord(0, 0, base + k, text) for k, text in enumerate(texts)]
 
-    return list(await asyncio.gather(*(one(k) for k in range(len(texts)))))
+    async def one(record: RequestRecord) -> RequestRecord:
+        if phase.interleaved and record is records[-1]:
+            while any(r.t_first_token_ns is None and r.error is None for r in records[:-1]):
+                await asyncio.sleep(0.002)
+        return await stream_request(client, record, workload, record.index, lambda event: None)
+
+    return list(await asyncio.gather(*(one(r) for r in records)))
 
 
 async def probe(
@@ -120,7 +140,7 @@ async def probe(
         started = time.monotonic()
         deadline = started + limit_s
         tokenizer = ServerTokenizer(server.base_url, "completions")
-        for number, phase in enumerate(phases(settings.slots)):
+        for number, phase in enumerate([WARM_UP, *phases(settings.slots)]):
             try:
                 async with asyncio.timeout(deadline - time.monotonic()):
                     texts = [
@@ -131,9 +151,11 @@ async def probe(
                         ).text
                         for k, n in enumerate(phase.prompts)
                     ]
-                    sent = await _send(server, phase, texts, number * 10, deadline)
+                    sent = await send(server, phase, texts, number * 10, deadline)
             except TimeoutError:
                 break
+            if phase is WARM_UP:
+                continue
             records += sent
             if all(r.ok for r in sent):
                 finished.append(phase.name)
@@ -142,7 +164,7 @@ async def probe(
     finally:
         await asyncio.to_thread(server.stop)
     left = [p.name for p in phases(settings.slots) if p.name not in finished]
-    note = f"stopped at the {limit_s:g} s bound: not measured: {', '.join(left)}" if left else ""
+    note = f"not measured within the {limit_s:g} s bound: {', '.join(left)}" if left else ""
     hardware = fingerprint(binary)
     fit = fit_costs(records)
     calibration = Calibration(
