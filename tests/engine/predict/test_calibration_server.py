@@ -19,6 +19,7 @@ from workbench.engine.server.llama_server import LlamaServer
 from workbench.engine.store import open_session
 
 pytestmark = pytest.mark.server
+DECODE_TOLERANCE = 0.5
 
 
 def session_records(path):
@@ -103,8 +104,10 @@ def test_a_step_costs_more_with_more_sequences_generating(timings, capsys):
 
 
 def test_a_fit_of_a_real_session_reproduces_its_timings(recorded_session, capsys):
-    """The recorded run (1 and 2 slots, 3 requests of 12 tokens each): measured, the fit
-    came within DECODE and PREFILL of each request's own timings (median)."""
+    """The recorded run (1 and 2 slots, 3 requests of 12 tokens each): the fit comes within
+    15 % of each request's own ``predicted_ms`` and 50 % of its ``prompt_ms`` (median;
+    measured 2 to 5 % and 6 to 34 % on a shared 2-core machine: its prompts are short, a
+    few ms, and their times the noisiest)."""
     fit = fit_costs(session_records(recorded_session))
     with capsys.disabled():
         print(f"\n{fit.quality}")
@@ -113,19 +116,47 @@ def test_a_fit_of_a_real_session_reproduces_its_timings(recorded_session, capsys
     assert fit.quality.prefill_median_error < 0.5
 
 
+async def short_run(server_binary, model_path, tmp_path) -> list:
+    """A short real run of its own, at 2 slots: two requests generating together, then one
+    alone, 40 prompt tokens and 12 answer tokens each."""
+    settings = replace(ServerSettings(), slots=2, ctx=2 * 2048)
+    server = LlamaServer(server_binary, model_path, settings, tmp_path / "run.log")
+    records = []
+    try:
+        await server.start()
+        tokenizer = ServerTokenizer(server.base_url, "completions")
+        deadline = time.monotonic() + 300
+        for number, phase in enumerate(
+            [Phase("together", (40, 40), 12), Phase("alone", (40,), 12)]
+        ):
+            texts = [
+                (await sized_prompt(tokenizer, f"Run {number}.{k}.", n, 500 + k)).text
+                for k, n in enumerate(phase.prompts)
+            ]
+            records += await send(server, phase, texts, number * 10, deadline)
+    finally:
+        await asyncio.to_thread(server.stop)
+    assert all(r.ok for r in records)
+    return records
+
+
 def test_a_short_probe_keeps_its_bound_and_reproduces_a_real_run(
-    server_binary, model_path, recorded_session, tmp_path, capsys
+    server_binary, model_path, tmp_path, capsys
 ):
     """A probe bounded at 20 s of measuring stops the server and fits what it measured; its
-    costs come within the stated tolerance of another real run's generating times."""
+    costs come within DECODE_TOLERANCE of a fresh real run's generating times (median over
+    its requests; measured: see the Prediction page)."""
     started = time.monotonic()
     probed = asyncio.run(
         probe(server_binary, model_path, ServerSettings(), tmp_path / "probe.log", limit_s=20)
     )
     assert probed.measured_s < 20 + 5  # a request's timeout ends it within moments
     assert time.monotonic() - started < 20 + 60  # the server's start and stop
-    quality = reproduce(probed.calibration.costs, session_records(recorded_session))
+    quality = reproduce(
+        probed.calibration.costs, asyncio.run(short_run(server_binary, model_path, tmp_path))
+    )
     with capsys.disabled():
         print(f"\n{probed.finished}\n{probed.calibration}\nagainst the run: {quality}")
     assert probed.finished and probed.calibration.source == "probe"
-    assert quality.decode_median_error < 0.5
+    assert quality.decode_requests == 3
+    assert quality.decode_median_error < DECODE_TOLERANCE
