@@ -98,6 +98,29 @@ def test_a_prompt_batched_with_others_is_timed_with_the_whole_batch():
     assert fit.costs.prefill.per_token_ms == pytest.approx(0.25, rel=1e-6)
 
 
+def interleaved(at_s: float) -> list[RequestRecord]:
+    """Two requests generating when a 256-token prompt (asking for one token) arrives: its
+    prompt is processed within their decode, whose time it adds to theirs."""
+    pair = group(at_s, 2, 16, 24)
+    first_s = pair[0].t_first_token_ns / NS
+    (prompt,) = group(first_s + 0.05 - COSTS.request_overhead_ms / 1000, 1, 256, 1)
+    added = prompt.timings["prompt_ms"]
+    return [prompt] + [
+        replace(
+            r,
+            t_last_token_ns=r.t_last_token_ns + round(added * 1e6),
+            timings={**r.timings, "predicted_ms": r.timings["predicted_ms"] + added},
+        )
+        for r in pair
+    ]
+
+
+def test_a_prompt_interleaved_with_generating_steps_adds_its_time_to_theirs():
+    fit = fit_costs(probe_like() + interleaved(2000.0))
+    assert asdict(fit.costs.decode) == pytest.approx(asdict(COSTS.decode), rel=1e-6)
+    assert fit.quality.decode_worst_error < 1e-6
+
+
 def test_a_cost_the_data_cannot_tell_apart_is_zero():
     """One sequence of one length throughout: a step's cost is all base, none of it per
     sequence or per context token."""

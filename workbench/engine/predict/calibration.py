@@ -275,6 +275,7 @@ class _Rows:
     prompt_ms: list[float]
     decode: list[list[float]]
     predicted_ms: list[float]
+    interleaved_ms: list[float]  # of each decode row: other prompts' time within it
 
 
 def _rows(records: Iterable[RequestRecord]) -> _Rows:
@@ -284,7 +285,10 @@ def _rows(records: Iterable[RequestRecord]) -> _Rows:
     the whole batch), each weighted by its share of the time. Decode: its ``predicted_ms``
     is ``predicted_n - 1`` steps, each ``base + per_sequence * sequences +
     per_context_token * context``, with the sequences and context decoding beside it
-    averaged over its decode from the client's first and last token times (``_beside``)."""
+    averaged over its decode from the client's first and last token times (``_beside``),
+    plus the time the server spent on other requests' prompts while it generated (their
+    ``prompt_ms`` within its decode: a prompt interleaved with generating steps adds its
+    own time to them), taken as measured (``_interleaved_ms``), not fitted."""
     timed = [t for r in usable(records) if (t := _timed(r)) is not None]
     prefilled = [t for t in timed if t.prompt_n > 0 and t.prompt_ms > 0]
     decoded = [t for t in timed if t.steps > 0 and t.predicted_ms > 0 and t.first_ns is not None]
@@ -305,8 +309,32 @@ def _rows(records: Iterable[RequestRecord]) -> _Rows:
         context = sum(o.mean_context * share for o, share in batch)
         decode.append([t.steps, t.steps * sequences, t.steps * context])
     return _Rows(
-        prefill, [t.prompt_ms for t in prefilled], decode, [t.predicted_ms for t in decoded]
+        prefill,
+        [t.prompt_ms for t in prefilled],
+        decode,
+        [t.predicted_ms for t in decoded],
+        [_interleaved_ms(t, prefilled) for t in decoded],
     )
+
+
+def _interleaved_ms(one: _Timed, everyone: Sequence[_Timed]) -> float:
+    """The time other requests' prompts were processed within ``one``'s decode: the union
+    of their prompt times (prompts batched together share one), cut to its decode."""
+    mine = _decoding(one)
+    if mine is None:
+        return 0.0
+    cut = sorted(
+        (max(mine[0], span[0]), min(mine[1], span[1]))
+        for other in everyone
+        if other is not one and (span := _prefilling(other)) is not None
+    )
+    total, reached = 0, mine[0]
+    for start, end in cut:
+        start = max(start, reached)
+        if end > start:
+            total += end - start
+            reached = end
+    return total / 1e6
 
 
 def _quality(costs: StepCosts, rows: _Rows) -> FitQuality:
@@ -317,7 +345,13 @@ def _quality(costs: StepCosts, rows: _Rows) -> FitQuality:
         len(rows.prompt_ms),
         *_errors([_dot(prefill, row) for row in rows.prefill], rows.prompt_ms),
         len(rows.predicted_ms),
-        *_errors([_dot(decode, row) for row in rows.decode], rows.predicted_ms),
+        *_errors(
+            [
+                _dot(decode, row) + other
+                for row, other in zip(rows.decode, rows.interleaved_ms, strict=True)
+            ],
+            rows.predicted_ms,
+        ),
     )
 
 
@@ -340,7 +374,14 @@ def fit_costs(records: Iterable[RequestRecord]) -> Fit:
         )
     none = [0.0] * 3
     prefill = _least_squares(rows.prefill, rows.prompt_ms) if rows.prompt_ms else none
-    decode = _least_squares(rows.decode, rows.predicted_ms) if rows.predicted_ms else none
+    own = [
+        (row, observed - other)
+        for row, observed, other in zip(
+            rows.decode, rows.predicted_ms, rows.interleaved_ms, strict=True
+        )
+        if observed - other > 0
+    ]
+    decode = _least_squares([r for r, _ in own], [ms for _, ms in own]) if own else none
     timed = [t for r in usable(records) if (t := _timed(r)) is not None]
     costs = StepCosts(DecodeCost(*decode), PrefillCost(*prefill), _overhead_ms(timed))
     return Fit(costs, _quality(costs, rows))
