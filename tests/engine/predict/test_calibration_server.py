@@ -106,7 +106,7 @@ def test_a_step_costs_more_with_more_sequences_generating(timings, capsys):
 def test_a_fit_of_a_real_session_reproduces_its_timings(recorded_session, capsys):
     """The recorded run (1 and 2 slots, 3 requests of 12 tokens each): the fit comes within
     15 % of each request's own ``predicted_ms`` and 50 % of its ``prompt_ms`` (median;
-    measured 2 to 5 % and 6 to 34 % on a shared 2-core machine: its prompts are short, a
+    measured 1 to 5 % and 6 to 34 % on a shared 2-core machine: its prompts are short, a
     few ms, and their times the noisiest)."""
     fit = fit_costs(session_records(recorded_session))
     with capsys.disabled():
