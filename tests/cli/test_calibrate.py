@@ -70,3 +70,18 @@ def test_what_cannot_be_calibrated_is_one_line(tmp_path, capsys, args, said):
     assert main(argv) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert said in line and "Traceback" not in line
+
+
+def test_configurations_of_other_held_settings_are_left_out(tmp_path, capsys):
+    """A sweep of -b: each value costs otherwise, so only the first's requests are fitted."""
+    toml = "[server]\nbatch_size = [256, 512]\n"
+    requests = probe_like()
+    session = build_session(
+        tmp_path / "b.session.sqlite",
+        toml,
+        [Config(requests, startup_facts(1, 8192)), Config(requests[:4], startup_facts(1, 8192))],
+    )
+    assert main(["calibrate", "--from", str(session), "--out", str(tmp_path / "c")]) == 0
+    assert "of 22 requests" in capsys.readouterr().out
+    (stored,) = (tmp_path / "c").iterdir()
+    assert load(stored).settings["batch_size"] == 256
