@@ -167,6 +167,11 @@ def test_a_calibration_reads_back_as_it_was_stored(tmp_path):
     assert load(save(made, tmp_path)) == made
 
 
+def test_its_file_is_named_by_the_model_and_nothing_else_of_its_text(tmp_path):
+    path = save(calibration(model="../a b/c.gguf (10 bytes)"), tmp_path)
+    assert path.parent == tmp_path and path.name.startswith(".._a_b_c-")
+
+
 def test_it_is_stored_in_the_workbench_folder_unless_told(monkeypatch, tmp_path):
     monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
     path = save(calibration())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -132,7 +133,7 @@ def file_name(machine: str, model: str, build: str | None, settings: dict[str, A
     """One file per machine, model, build and settings: a new calibration of the same
     replaces the old one."""
     key = json.dumps([machine, model, build, held_settings(settings)], sort_keys=True)
-    stem = model.split(" (")[0].removesuffix(".gguf")
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", model.split(" (")[0].removesuffix(".gguf"))[:80]
     return f"{stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
 
 

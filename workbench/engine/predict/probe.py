@@ -76,7 +76,6 @@ read in): sent first, not fitted."""
 @dataclass(frozen=True)
 class Probed:
     calibration: Calibration
-    records: list[RequestRecord]
     measured_s: float
     finished: list[str]  # the phases measured in time
 
@@ -178,4 +177,4 @@ async def probe(
         "probe",
         note,
     )
-    return Probed(calibration, records, measured_s, finished)
+    return Probed(calibration, measured_s, finished)
