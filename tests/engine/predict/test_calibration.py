@@ -163,8 +163,18 @@ def calibration(**changes) -> Calibration:
 
 
 def test_a_calibration_reads_back_as_it_was_stored(tmp_path):
-    made = calibration(note="stopped at the 60 s bound")
+    made = calibration(note="stopped at the 60 s bound", template_tokens=30)
     assert load(save(made, tmp_path)) == made
+
+
+def test_the_chat_templates_tokens_are_optional_and_checked(tmp_path):
+    """A calibration fitted from a session never measured the template: none, not 0."""
+    path = save(calibration(), tmp_path)
+    assert load(path).template_tokens is None
+    document = json.loads(path.read_text())
+    path.write_text(json.dumps({**document, "template_tokens": -3}))
+    with pytest.raises(ImportFileError, match="template_tokens"):
+        load(path)
 
 
 def test_its_file_is_named_by_the_model_and_nothing_else_of_its_text(tmp_path):

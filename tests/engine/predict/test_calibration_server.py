@@ -158,5 +158,6 @@ def test_a_short_probe_keeps_its_bound_and_reproduces_a_real_run(
     with capsys.disabled():
         print(f"\n{probed.finished}\n{probed.calibration}\nagainst the run: {quality}")
     assert probed.finished and probed.calibration.source == "probe"
+    assert probed.calibration.template_tokens == 30  # SmolLM2's around one user message
     assert quality.decode_requests == 3
     assert quality.decode_median_error < DECODE_TOLERANCE

@@ -80,7 +80,9 @@ class Calibration:
     """Step costs and what they hold for. ``machine``, ``model`` and ``build`` are
     identities (``machine_identity``, ``model_identity``); ``settings`` the
     ``HELD_SETTINGS`` as the server ran with them; ``source`` "probe" or the session's
-    name; ``note`` what the maker said (a probe stopped early)."""
+    name; ``note`` what the maker said (a probe stopped early); ``template_tokens`` what the
+    chat template adds around a message, by the server's count (None: not measured, as from
+    a session), so that prompts as written can be sized without a server."""
 
     costs: StepCosts
     quality: FitQuality
@@ -91,6 +93,7 @@ class Calibration:
     made_at: str
     source: str
     note: str = ""
+    template_tokens: int | None = None
 
     def fits(self, machine: str, model: str, build: str | None, settings: dict[str, Any]) -> bool:
         """Whether these costs hold for that machine, model, build and settings."""
@@ -457,6 +460,7 @@ def load(path: Path) -> Calibration:
             raise check.error(f"settings.{name}", f"is {value!r}, not a setting")
         held[name] = check.text(value, f"settings.{name}") if isinstance(value, str) else value
     build = document.get("build")
+    template = document.get("template_tokens")
     return Calibration(
         StepCosts(costed(DecodeCost, "decode"), costed(PrefillCost, "prefill"), float(overhead)),
         FitQuality(**quality),
@@ -467,6 +471,7 @@ def load(path: Path) -> Calibration:
         check.text(document.get("made_at"), "made_at"),
         check.text(document.get("source"), "source"),
         check.text(document.get("note"), "note"),
+        None if template is None else check.count(template, "template_tokens"),
     )
 
 

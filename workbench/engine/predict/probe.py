@@ -20,7 +20,11 @@ from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.measure.client import stream_request
 from workbench.engine.measure.hardware import fingerprint
-from workbench.engine.measure.sized_prompts import ServerTokenizer, sized_prompt
+from workbench.engine.measure.sized_prompts import (
+    ServerTokenizer,
+    sized_prompt,
+    template_overhead,
+)
 from workbench.engine.measure.workload import make_client
 from workbench.engine.predict.calibration import (
     Calibration,
@@ -139,6 +143,7 @@ async def probe(
         started = time.monotonic()
         deadline = started + limit_s
         tokenizer = ServerTokenizer(server.base_url, "completions")
+        template = await template_overhead(ServerTokenizer(server.base_url, "chat"))
         for number, phase in enumerate([WARM_UP, *phases(settings.slots)]):
             try:
                 async with asyncio.timeout(deadline - time.monotonic()):
@@ -176,5 +181,6 @@ async def probe(
         now(),
         "probe",
         note,
+        template,
     )
     return Probed(calibration, measured_s, finished)
