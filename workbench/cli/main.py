@@ -16,6 +16,7 @@ from workbench import __version__
 from workbench.cli import (
     calibrate_commands,
     capacity_commands,
+    predict_commands,
     preferences_commands,
     run_commands,
     session_commands,
@@ -37,6 +38,7 @@ COMMANDS = (
     capacity_commands.add_roofline,
     session_commands.add_verdicts,
     calibrate_commands.add_calibrate,
+    predict_commands.add_predict,
     run_commands.add_gui,
     preferences_commands.add_preferences,
 )
