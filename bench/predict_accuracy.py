@@ -1,0 +1,89 @@
+"""How close the scheduler model's predictions come to measured runs on this machine.
+
+One probe calibrates the machine (``predict.probe``, at most 60 s); then each configuration
+of a sweep (slots 1, 2, 4 and 8 x a short and a long prompt, a burst and a Poisson arrival)
+is predicted from that calibration and measured on the real llama-server, side by side in
+one run, and the errors are printed as a Markdown table with their medians:
+
+  .venv/bin/python bench/predict_accuracy.py [--slots 1,2,4,8] [--requests 8] [--out DIR]
+
+Error is (predicted - measured) / measured. The machine is shared and its load drifts, so a
+row's error is as much the drift between the probe and that run as the model's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+from pathlib import Path
+
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.measure.prompts import PromptSource
+from workbench.engine.predict.probe import probe
+from workbench.engine.predict.sweep import predict_experiment
+from workbench.engine.run.lifecycle import run_experiment
+from workbench.engine.run.runner import RunOptions
+from workbench.engine.server.discovery import find_server_binary, resolve_model
+
+FIGURES = ("ttft_p50_s", "ttft_p90_s", "e2e_p50_s", "decode_tok_s", "agg_tok_s")
+WORKLOADS = {
+    "short burst": "input_tokens = 64\narrival = 'burst'\n",
+    "long burst": "input_tokens = 768\narrival = 'burst'\n",
+    "short poisson": "input_tokens = 64\narrival = 'poisson'\nrate = 2.0\n",
+}
+
+
+def experiment_text(slots: str, workload: str, requests: int) -> str:
+    return (
+        f"name = 'accuracy'\n[server]\nslots = [{slots}]\nctx = 8192\ncache_ram_mib = 0\n"
+        f"[workload]\nrequests = {requests}\nmax_tokens = 32\nwarmup = 1\n{workload}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--slots", default="1,2,4,8")
+    parser.add_argument("--requests", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    out = args.out or Path(tempfile.mkdtemp(prefix="predict-accuracy-"))
+    binary = find_server_binary(None).path
+    model = resolve_model("default")
+    first = parse_experiment(experiment_text("1", "", 1)).configs()[0].server
+    probed = asyncio.run(probe(binary, model, first, out / "probe.log"))
+    calibration = probed.calibration
+    print(f"calibrated in {probed.measured_s:.0f} s: {calibration.costs}")
+    rows: list[tuple[str, list[float | None]]] = []
+    for name, workload in WORKLOADS.items():
+        experiment = parse_experiment(experiment_text(args.slots, workload, args.requests))
+        predicted = predict_experiment(
+            experiment, calibration.costs, PromptSource(), calibration.template_tokens or 0
+        )
+        measured = run_experiment(experiment, RunOptions(out / name.replace(" ", "-")))
+        for p, m in zip(predicted, measured.summaries, strict=True):
+            errors = []
+            for key in FIGURES:
+                guess, seen = p.summary.value(key), m.value(key)
+                errors.append(None if not guess or not seen else (guess - seen) / seen)
+            rows.append((f"{name} {p.summary.label}", errors))
+            print(f"{name} {p.summary.label}: " + ", ".join(
+                f"{k} {p.summary.value(k):.3f} vs {m.value(k):.3f}" for k in FIGURES
+                if p.summary.value(k) is not None and m.value(k) is not None
+            ))  # fmt: skip
+    print("\n| configuration | " + " | ".join(FIGURES) + " |")
+    print("|---" * (len(FIGURES) + 1) + "|")
+    for label, errors in rows:
+        cells = ["-" if e is None else f"{e:+.0%}" for e in errors]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    medians = []
+    for k in range(len(FIGURES)):
+        found = [abs(e[k]) for _, e in rows if e[k] is not None]
+        medians.append(f"{statistics.median(found):.0%}" if found else "-")
+    print("| median of the absolute errors | " + " | ".join(medians) + " |")
+    print(f"\nsessions and the probe's log in {out}")
+
+
+if __name__ == "__main__":
+    main()
