@@ -27,10 +27,12 @@ class DecodeCost:
     def step_ms(self, sequences: int, context_tokens: int) -> float:
         if sequences <= 0:
             return 0.0
-        return (
+        # A least-squares fit may give a coefficient below 0; no step takes less than none.
+        return max(
+            0.0,
             self.base_ms
             + self.per_sequence_ms * sequences
-            + self.per_context_token_ms * context_tokens
+            + self.per_context_token_ms * context_tokens,
         )
 
 
@@ -47,8 +49,10 @@ class PrefillCost:
     def ms(self, tokens: int, context_tokens: int = 0) -> float:
         if tokens <= 0:
             return 0.0
-        return self.base_ms + tokens * (
-            self.per_token_ms + self.per_token_context_ms * context_tokens
+        return max(
+            0.0,
+            self.base_ms
+            + tokens * (self.per_token_ms + self.per_token_context_ms * context_tokens),
         )
 
 
