@@ -17,7 +17,7 @@ from rich.markup import escape
 from workbench.cli.paths import SESSION_HELP, out_folder, session_file
 from workbench.cli.run_commands import add_setting_flags, experiment_of
 from workbench.engine.base.errors import ModelFileError, WorkbenchError
-from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.config.experiment import ServerSettings, parse_experiment
 from workbench.engine.predict.calibration import (
     Calibration,
     CalibrationError,
@@ -118,7 +118,12 @@ def _probed(args: argparse.Namespace, console: Console) -> Calibration:
         raise WorkbenchError("calibrate holds one value of each setting: give no comma list")
     settings = configs[0].server
     model = resolve_model(settings.model)
-    binary = find_server_binary(args.server_bin).path
+    return probe_now(find_server_binary(args.server_bin).path, model, settings, console)
+
+
+def probe_now(binary: str, model: Path, settings: ServerSettings, console: Console) -> Calibration:
+    """A probe of ``model`` with ``settings``, its phases said as they are measured, and
+    what it left out (a probe cut short by its bound) on stderr."""
     console.print(f"calibrating {escape(model.name)}: at most {LIMIT_S:g} s of measuring")
     with tempfile.TemporaryDirectory(prefix="workbench-calibrate-") as folder:
         probed = asyncio.run(

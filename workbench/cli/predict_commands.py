@@ -6,20 +6,18 @@ measured but the calibration itself, and only with ``--probe``."""
 from __future__ import annotations
 
 import argparse
-import asyncio
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from workbench.cli.calibrate_commands import describe
+from workbench.cli.calibrate_commands import describe, probe_now
 from workbench.cli.run_commands import add_setting_flags, experiment_file, experiment_of
 from workbench.cli.tables import add_table_flags, results_table
 from workbench.engine.analysis.export import write_concurrency_csv
 from workbench.engine.base.errors import ImportFileError, WorkbenchError
-from workbench.engine.config.experiment import Experiment, RunConfig
+from workbench.engine.config.experiment import Experiment
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.prompts import load_prompts
 from workbench.engine.predict.calibration import (
@@ -31,7 +29,7 @@ from workbench.engine.predict.calibration import (
     model_identity,
     save,
 )
-from workbench.engine.predict.probe import LIMIT_S, probe
+from workbench.engine.predict.probe import LIMIT_S
 from workbench.engine.predict.sweep import predict_experiment
 from workbench.engine.server.discovery import find_server_binary, resolve_model
 
@@ -135,14 +133,6 @@ def _calibration(
             f"no calibration holds for {model.name} on this machine with these settings: run "
             "`workbench calibrate` with the same settings, or `workbench predict --probe`"
         )
-    return _probe(binary, model, first, console)
-
-
-def _probe(binary: str, model: Path, config: RunConfig, console: Console) -> Calibration:
-    console.print(f"calibrating {escape(model.name)}: at most {LIMIT_S:g} s of measuring")
-    with tempfile.TemporaryDirectory(prefix="workbench-calibrate-") as folder:
-        probed = asyncio.run(
-            probe(binary, model, config.server, Path(folder) / "server.log", say=console.print)
-        )
-    console.print(f"stored in {escape(str(save(probed.calibration)))}")
-    return probed.calibration
+    calibration = probe_now(binary, model, first.server, console)
+    console.print(f"stored in {escape(str(save(calibration)))}")
+    return calibration
