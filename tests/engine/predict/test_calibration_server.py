@@ -74,13 +74,18 @@ def test_prompt_n_counts_the_tokens_processed_without_the_cached_ones(timings):
 
 def test_predicted_ms_spans_predicted_n_minus_one_steps(timings):
     """From the first token to the last: the client sees the same span between its first
-    and last chunk (a token each), and it is 3 steps of 4 tokens, not 4 (a 33 % longer
-    span, where the two readings are told apart by far more than a token's delivery)."""
+    and last chunk (a token each), and it is ``predicted_n - 1`` steps, not ``predicted_n``
+    (3 of 4 tokens: a 33 % longer span). The two readings are compared over every request
+    together, not each against a fixed tolerance: on a loaded machine one chunk's delivery
+    was 4.6 ms late, over a quarter of a 13 ms step."""
+    near = far = 0.0
     for record in [timings["first"], *timings[4]]:
         span_ms = (record.t_last_token_ns - record.t_first_token_ns) / 1e6
-        steps = record.timings["predicted_n"] - 1
-        assert len(record.chunks) == record.timings["predicted_n"]
-        assert abs(record.timings["predicted_ms"] - span_ms) < 0.25 * span_ms / steps
+        made = record.timings["predicted_n"]
+        assert len(record.chunks) == made
+        near += abs(record.timings["predicted_ms"] - span_ms)
+        far += abs(record.timings["predicted_ms"] - span_ms * made / (made - 1))
+    assert near < far / 2
 
 
 def test_a_step_costs_more_with_more_sequences_generating(timings, capsys):
