@@ -22,12 +22,11 @@ from pathlib import Path
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.predict.probe import probe
-from workbench.engine.predict.sweep import predict_experiment
+from workbench.engine.predict.sweep import COMPARED, predict_experiment, prediction_error
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import RunOptions
 from workbench.engine.server.discovery import find_server_binary, resolve_model
 
-FIGURES = ("ttft_p50_s", "ttft_p90_s", "e2e_p50_s", "decode_tok_s", "agg_tok_s")
 WORKLOADS = {
     "short burst": "input_tokens = 64\narrival = 'burst'\n",
     "long burst": "input_tokens = 768\narrival = 'burst'\n",
@@ -63,22 +62,19 @@ def main() -> None:
         )
         measured = run_experiment(experiment, RunOptions(out / name.replace(" ", "-")))
         for p, m in zip(predicted, measured.summaries, strict=True):
-            errors = []
-            for key in FIGURES:
-                guess, seen = p.summary.value(key), m.value(key)
-                errors.append(None if not guess or not seen else (guess - seen) / seen)
+            errors = [prediction_error(p.summary, m, key) for key in COMPARED]
             rows.append((f"{name} {p.summary.label}", errors))
             print(f"{name} {p.summary.label}: " + ", ".join(
-                f"{k} {p.summary.value(k):.3f} vs {m.value(k):.3f}" for k in FIGURES
+                f"{k} {p.summary.value(k):.3f} vs {m.value(k):.3f}" for k in COMPARED
                 if p.summary.value(k) is not None and m.value(k) is not None
             ))  # fmt: skip
-    print("\n| configuration | " + " | ".join(FIGURES) + " |")
-    print("|---" * (len(FIGURES) + 1) + "|")
+    print("\n| configuration | " + " | ".join(COMPARED) + " |")
+    print("|---" * (len(COMPARED) + 1) + "|")
     for label, errors in rows:
         cells = ["-" if e is None else f"{e:+.0%}" for e in errors]
         print(f"| {label} | " + " | ".join(cells) + " |")
     medians = []
-    for k in range(len(FIGURES)):
+    for k in range(len(COMPARED)):
         found = [abs(e[k]) for _, e in rows if e[k] is not None]
         medians.append(f"{statistics.median(found):.0%}" if found else "-")
     print("| median of the absolute errors | " + " | ".join(medians) + " |")

@@ -97,3 +97,18 @@ def test_a_sweep_over_what_a_calibration_holds_is_one_line(tmp_path, capsys, cal
     experiment.write_text(EXPERIMENT.replace("ctx = 4096", "ctx = 4096\nthreads = [1, 2]"))
     assert main(["predict", str(experiment), "--calibration", str(calibration_file)]) == 1
     assert "one calibration for the whole sweep" in capsys.readouterr().err
+
+
+def test_against_a_session_each_figure_is_set_beside_what_it_measured(
+    tmp_path, capsys, calibration_file
+):
+    from tests.made_sessions import write_session
+
+    session = write_session(tmp_path / "made.session.sqlite")
+    assert main(["predict", "--against", str(session), "--calibration", str(calibration_file)]) == 0
+    text = capsys.readouterr().out
+    assert "Predicted / measured (error)" in text
+    row = next(line for line in text.splitlines() if line.startswith("│ np=1 ") and " / " in line)
+    assert row.count(" / ") == 5 and "%)" in row  # the five compared figures, with errors
+    assert main(["predict", str(session), "--against", str(session)]) == 1
+    assert "--against predicts the session's own experiment" in capsys.readouterr().err

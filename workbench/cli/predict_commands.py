@@ -11,13 +11,22 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from workbench.cli.calibrate_commands import describe, probe_now
-from workbench.cli.run_commands import add_setting_flags, experiment_file, experiment_of
+from workbench.cli.paths import session_file
+from workbench.cli.run_commands import (
+    add_setting_flags,
+    experiment_file,
+    experiment_of,
+    resumed_experiment,
+)
 from workbench.cli.tables import add_table_flags, results_table
 from workbench.engine.analysis.export import write_concurrency_csv
 from workbench.engine.base.errors import ImportFileError, WorkbenchError
 from workbench.engine.config.experiment import Experiment
+from workbench.engine.figures.metrics import figure
+from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.prompts import load_prompts
 from workbench.engine.predict.calibration import (
@@ -30,8 +39,9 @@ from workbench.engine.predict.calibration import (
     save,
 )
 from workbench.engine.predict.probe import LIMIT_S
-from workbench.engine.predict.sweep import predict_experiment
+from workbench.engine.predict.sweep import COMPARED, predict_experiment, prediction_error
 from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.store import open_session
 
 
 def add_predict(sub: Any) -> None:
@@ -56,6 +66,13 @@ def add_predict(sub: Any) -> None:
         "calibration holds for this machine, model, build and settings",
     )
     parser.add_argument("--csv", metavar="FILE", help="write the prediction as concurrency.csv")
+    parser.add_argument(
+        "--against",
+        metavar="SESSION",
+        type=session_file,
+        help="predict the experiment a recorded session ran, and print each figure's error "
+        "against what it measured",
+    )
     parser.add_argument("--server-bin", help="llama-server binary to use (for --probe)")
     add_table_flags(parser)
     add_setting_flags(parser)
@@ -63,7 +80,10 @@ def add_predict(sub: Any) -> None:
 
 
 def cmd_predict(args: argparse.Namespace, console: Console) -> int:
-    experiment = experiment_of(args)
+    if args.against and args.experiment:
+        raise WorkbenchError("--against predicts the session's own experiment: give no file")
+    experiment = resumed_experiment(Path(args.against), args.model) if args.against else None
+    experiment = experiment or experiment_of(args)
     base_dir = Path(experiment.path).parent if experiment.path else None
     calibration = _calibration(args, experiment, base_dir, console)
     for line in describe(calibration):
@@ -90,7 +110,32 @@ def cmd_predict(args: argparse.Namespace, console: Console) -> int:
     if args.csv:
         write_concurrency_csv(Path(args.csv), summaries)
         console.print(f"table: {escape(args.csv)}")
+    if args.against:
+        with open_session(Path(args.against)) as session:
+            console.print(against_table(summaries, session.summaries()))
     return 0
+
+
+def against_table(predicted: list[ConfigSummary], measured: list[ConfigSummary]) -> Table:
+    """Each configuration's compared figures, predicted / measured and the error, for the
+    configurations both have (by their place in the sweep)."""
+    table = Table(title="Predicted / measured (error)")
+    table.add_column("config")
+    figures = [figure(key) for key in COMPARED]
+    for f in figures:
+        table.add_column(f.header, justify="right")
+    seen = {s.index: s for s in measured}
+    for p in predicted:
+        m = seen.get(p.index)
+        if m is None:
+            continue
+        cells = []
+        for f in figures:
+            error = prediction_error(p, m, f.key)
+            shown = f"{f.cell(p)} / {f.cell(m)}"
+            cells.append(shown if error is None else f"{shown} ({error:+.0%})")
+        table.add_row(escape(p.label), *cells)
+    return table
 
 
 def _calibration(

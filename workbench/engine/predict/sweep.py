@@ -30,6 +30,16 @@ from workbench.engine.predict.scheduler_model import (
 from workbench.engine.server.discovery import resolve_model
 
 SHARED_PREFIX = "shared prefix"
+COMPARED = ("ttft_p50_s", "ttft_p90_s", "e2e_p50_s", "decode_tok_s", "agg_tok_s")
+"""The figures a prediction is judged on against a measured run."""
+
+
+def prediction_error(predicted: ConfigSummary, measured: ConfigSummary, key: str) -> float | None:
+    """(predicted - measured) / measured of one figure; None where either has none."""
+    guess, seen = predicted.value(key), measured.value(key)
+    if not isinstance(guess, int | float) or not isinstance(seen, int | float) or not seen:
+        return None
+    return (guess - seen) / seen
 
 
 @dataclass(frozen=True)
