@@ -60,6 +60,7 @@ from workbench.ui.views.legend import ConversationLegend, StateLegend
 from workbench.ui.views.results_view import ResultsView
 from workbench.ui.views.server_plots import ServerPlots
 from workbench.ui.views.stream_grid import StreamGrid
+from workbench.ui.widgets.elided_label import ElidedLabel
 
 DROPPED = (".sqlite", ".json", ".jsonl")  # sessions, and other tools' result files
 
@@ -131,8 +132,7 @@ class MainWindow(QMainWindow):
         self.stop_button.setEnabled(False)
         self.open_button = QPushButton("Open session…")
         self.replay_bar = ReplayBar()
-        self.status = QLabel("ready")
-        self.status.setTextFormat(Qt.TextFormat.PlainText)
+        self.status = ElidedLabel("ready")
         self.status.setObjectName("runStatus")
         self.banner = QLabel()
         # It shows errors that quote what a server sent: never read them as rich text.
