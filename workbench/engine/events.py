@@ -18,6 +18,7 @@ from workbench.engine.base.columns import column
 from workbench.engine.base.records import ImportSource, RequestRecord, StartupFacts
 from workbench.engine.base.states import ConfigStatus, NoticeLevel, RunStatus, ServerState
 from workbench.engine.figures.client_limits import ClientLoad
+from workbench.engine.figures.predicted import RunPrediction
 from workbench.engine.figures.summaries import ConfigSummary
 
 
@@ -189,6 +190,14 @@ class ReportedFigures:
 
     config_index: int
     figures: dict[str, float]
+
+
+@dataclass(frozen=True)
+class PredictionMade:
+    """The run's prediction, made from this machine's stored calibrations before its first
+    configuration starts (the session keeps it beside what the run then measures)."""
+
+    prediction: RunPrediction
 
 
 @dataclass(frozen=True)

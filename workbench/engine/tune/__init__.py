@@ -1,0 +1,1 @@
+"""Finding the settings that meet a latency SLO: the model ranks, real short runs verify."""

@@ -1,0 +1,129 @@
+"""What a tune is asked and what it answers, as plain records: the CLI, the window's Tune tab
+and ``recommendation.json`` all read these, and only the search writes them.
+
+A tried configuration's figures are either predicted (by the scheduler model, from a
+calibration) or measured (by a verification run on the real server), and say which: a
+predicted figure is never reported as measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+METRICS = ("ttft", "tpot", "itl", "e2el")
+"""The latencies an SLO can limit: ``ttft``, ``tpot``, ``itl`` or ``e2el`` (vLLM's names)."""
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class SloTarget:
+    """A percentile limit, ``METRIC_PCT:MS`` on the command line (``ttft_p90:2000``): the
+    configuration's ``percentile`` of ``metric`` at most ``limit_ms``. Unlike ``--goodput``'s
+    limits it judges the configuration's percentile, not each request."""
+
+    metric: str
+    percentile: int
+    limit_ms: float
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise ValueError(f"an SLO limits one of {', '.join(METRICS)}, not {self.metric!r}")
+        if self.percentile not in PERCENTILES:
+            raise ValueError(f"an SLO's percentile is p50, p90 or p99, not p{self.percentile}")
+        if not self.limit_ms > 0:
+            raise ValueError(f"an SLO's limit is a time above 0 ms, not {self.limit_ms:g}")
+
+    @property
+    def name(self) -> str:
+        """As the user wrote it, without the limit: ``ttft_p90``."""
+        return f"{self.metric}_p{self.percentile}"
+
+    def describe(self) -> str:
+        return f"{self.metric.upper()} p{self.percentile} <= {self.limit_ms:g} ms"
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    """Everything a tune is given. ``traffic`` is the experiment file's ``[workload]`` table
+    the candidates are measured with (``input_tokens``/``max_tokens``, a trace or
+    conversations; empty: the built-in prompts), its ``requests`` at ``users`` at once;
+    ``space`` is the ``--space`` text in the settings schema's names; ``budget_s`` bounds the
+    whole search, probes and verification runs included."""
+
+    slos: tuple[SloTarget, ...]
+    users: int
+    model: str | None = None
+    traffic: dict[str, Any] = field(default_factory=dict)
+    space: str = ""
+    budget_s: float = 600.0
+    out_dir: Path = Path("results")
+    server_bin: str | None = None
+
+
+@dataclass(frozen=True)
+class TriedConfig:
+    """One candidate: its settings (schema names) and the ``llama-server`` arguments they
+    make; its figures by catalogue key (``ttft_p90_s``, ``agg_tok_s``, ...) as predicted, and
+    as measured where a verification run measured it (None: not run); ``meets_slo`` by the
+    measured figures where there are some, else by the predicted ones; ``why_lost`` says in
+    one line why it is not the recommendation (None for the winner)."""
+
+    label: str
+    settings: dict[str, Any]
+    llama_server_args: tuple[str, ...]
+    predicted: dict[str, float | None]
+    measured: dict[str, float | None] | None
+    meets_slo: bool
+    why_lost: str | None = None
+    fits_memory: bool = True
+
+    @property
+    def source(self) -> str:
+        """``measured`` or ``predicted``: where this candidate's figures come from."""
+        return "predicted" if self.measured is None else "measured"
+
+    def figure(self, key: str) -> float | None:
+        """A figure as this candidate knows it best: measured where it ran, else predicted."""
+        known = self.predicted if self.measured is None else self.measured
+        return known.get(key)
+
+
+@dataclass(frozen=True)
+class TuneProgress:
+    """How far a tune is, for a progress bar and an ETA: ``phase`` is one of ``plan``,
+    ``calibrate``, ``rank``, ``verify``, ``rate`` or ``done``; ``text`` says what it is doing
+    now in one line."""
+
+    phase: str
+    elapsed_s: float
+    budget_s: float
+    eta_s: float | None
+    text: str
+    tried: tuple[TriedConfig, ...] = ()
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """A tune's answer, as ``recommendation.json`` holds it. ``verified`` is true only when
+    ``measured`` (the verification run's figure for every SLO metric) meets every SLO; with
+    no candidate verified, ``winner`` is None and ``reason`` says why (an impossible SLO, a
+    budget spent, nothing fitting in memory)."""
+
+    slos: tuple[SloTarget, ...]
+    winner: TriedConfig | None
+    verified: bool
+    users: int | None  # concurrent users the winner holds within the SLO
+    rate_rps: float | None  # the highest Poisson request rate it sustains within the SLO
+    runners_up: tuple[TriedConfig, ...]
+    tried: tuple[TriedConfig, ...]
+    command_line: str | None
+    session_path: Path | None  # the session holding every verification run
+    reason: str | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def measured(self) -> dict[str, float | None]:
+        return {} if self.winner is None or self.winner.measured is None else self.winner.measured
