@@ -8,12 +8,12 @@ and every number from the model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
-from workbench.engine.base.errors import ExperimentError
+from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.config.experiment import Experiment, RunConfig, WorkloadSettings
 from workbench.engine.figures.summaries import ConfigSummary, summarize
@@ -145,6 +145,46 @@ def predict_config(
     return PredictedConfig(config, summary, records, requests_s)
 
 
+CostsOf = Callable[[RunConfig], tuple[StepCosts, int]]
+"""A configuration's step costs and its chat template's tokens (the calibration that holds
+for its settings); raises a ``WorkbenchError`` saying why where it has none."""
+
+
+def predict_configs(
+    configs: Sequence[RunConfig],
+    costs_of: CostsOf,
+    prompts: PromptSource,
+    base_dir: Path | None = None,
+) -> list[PredictedConfig | WorkbenchError]:
+    """Each configuration predicted with its own costs, or the error that says why not, its
+    prompts numbered across the sweep as a run numbers them (warm-ups first in each
+    configuration; one left out still takes its numbers)."""
+    results: list[PredictedConfig | WorkbenchError] = []
+    next_index = 0
+    counters: dict[str, Callable[[str], int]] = {}
+    for config in configs:
+        workload = config.workload
+        count = workload.warmup + workload.per_repeat * workload.repeats
+        try:
+            if (what := _not_modelled(workload)) is not None:
+                raise ExperimentError(
+                    f"[{config.label}] the scheduler model does not predict {what} yet"
+                )
+            costs, template_tokens = costs_of(config)
+            model = config.server.model
+            if not workload.input_tokens and model not in counters:
+                path = resolve_model(model, base_dir)
+                counters[model] = BpeEstimator.from_model(path).count
+            lengths = prompt_lengths(
+                workload, next_index, count, prompts, counters.get(model), template_tokens
+            )
+            results.append(predict_config(config, costs, lengths))
+        except WorkbenchError as exc:
+            results.append(exc)
+        next_index += count
+    return results
+
+
 def predict_experiment(
     experiment: Experiment,
     costs: StepCosts,
@@ -152,24 +192,13 @@ def predict_experiment(
     template_tokens: int,
     base_dir: Path | None = None,
 ) -> list[PredictedConfig]:
-    """Every configuration of ``experiment`` predicted, its prompts numbered across the
-    sweep as a run numbers them (warm-ups first in each configuration)."""
+    """Every configuration of ``experiment`` predicted with the same costs; the first one
+    that cannot be raises why."""
     predicted = []
-    next_index = 0
-    counters: dict[str, Callable[[str], int]] = {}
-    for config in experiment.configs():
-        workload = config.workload
-        if (what := _not_modelled(workload)) is not None:
-            raise ExperimentError(
-                f"[{config.label}] the scheduler model does not predict {what} yet"
-            )
-        model = config.server.model
-        if not workload.input_tokens and model not in counters:
-            counters[model] = BpeEstimator.from_model(resolve_model(model, base_dir)).count
-        count = workload.warmup + workload.per_repeat * workload.repeats
-        lengths = prompt_lengths(
-            workload, next_index, count, prompts, counters.get(model), template_tokens
-        )
-        predicted.append(predict_config(config, costs, lengths))
-        next_index += count
+    for result in predict_configs(
+        experiment.configs(), lambda _: (costs, template_tokens), prompts, base_dir
+    ):
+        if isinstance(result, WorkbenchError):
+            raise result
+        predicted.append(result)
     return predicted
