@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workbench.engine.base.records import RequestRecord
@@ -82,6 +82,7 @@ class Probed:
     calibration: Calibration
     measured_s: float
     finished: list[str]  # the phases measured in time
+    records: list[RequestRecord] = field(default_factory=list)  # a tune refits with them
 
 
 def probe_settings(settings: ServerSettings) -> ServerSettings:
@@ -183,4 +184,4 @@ async def probe(
         note,
         template,
     )
-    return Probed(calibration, measured_s, finished)
+    return Probed(calibration, measured_s, finished, records)
