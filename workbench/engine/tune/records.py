@@ -106,6 +106,16 @@ class TuneProgress:
 
 
 @dataclass(frozen=True)
+class RateTried:
+    """One probe of the rate search: the winner at ``rate_rps`` Poisson arrivals, whether
+    it held the SLO, and why not (a missed limit, a queue that grew without bound)."""
+
+    rate_rps: float
+    met: bool
+    why: str | None = None
+
+
+@dataclass(frozen=True)
 class Recommendation:
     """A tune's answer, as ``recommendation.json`` holds it. ``verified`` is true only when
     ``measured`` (the verification run's figure for every SLO metric) meets every SLO; with
@@ -123,6 +133,8 @@ class Recommendation:
     session_path: Path | None  # the session holding every verification run
     reason: str | None = None
     elapsed_s: float = 0.0
+    rate_probes: tuple[RateTried, ...] = ()  # the rate search's probes, in order
+    rate_session_path: Path | None = None  # the session holding them (Poisson arrivals)
 
     @property
     def measured(self) -> dict[str, float | None]:
