@@ -13,7 +13,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +27,19 @@ from workbench.engine.base.records import (
 )
 from workbench.engine.base.states import RunStatus
 from workbench.engine.figures.client_limits import ClientLoad
-from workbench.engine.figures.per_run import RunObservations
+from workbench.engine.figures.per_run import RunObservations, RunSummary
+from workbench.engine.figures.predicted import ConfigPrediction, PredictedRequest, RunPrediction
 from workbench.engine.figures.summaries import ConfigSummary, summarize
-from workbench.engine.store.checks import WRONG
+from workbench.engine.store.checks import WRONG, read_record, typed
 from workbench.engine.store.rows import (
     CHUNKS,
     CLIENT_LOAD,
     CONFIGS,
     IMPORT_SOURCE,
     NOTICES,
+    PREDICTED_REQUESTS,
+    PREDICTION_LEFT_OUT,
+    PREDICTIONS,
     REPORTED_FIGURES,
     REQUEST_SLOTS,
     REQUESTS,
@@ -50,6 +54,10 @@ from workbench.engine.store.schema import SCHEMA_VERSION
 
 # What a valid SQLite file with content no workbench wrote raises on reading.
 _DAMAGE = (sqlite3.DatabaseError, KeyError, AttributeError, *WRONG)
+# A prediction's bounds: a file can come from anyone. A run of a million requests would be
+# a long one; a configuration's summary is a few kB for each repeat.
+MAX_PREDICTED_REQUESTS = 1_000_000
+MAX_SUMMARY_BYTES = 8 * 2**20
 
 
 def _reads_content(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -180,6 +188,40 @@ class Session:
         }
 
     @_reads_content
+    def predictions(self) -> RunPrediction | None:
+        """What the run predicted before its first configuration, each configuration's
+        summary checked whole; None for a run that made none (or a file older than 9)."""
+        version = self.schema_version
+        left_out = PREDICTION_LEFT_OUT.select(self._conn, version, order_by=("place",))
+        rows = []
+        for found in PREDICTIONS.found(self._conn, version, order_by=("config_index",)):
+            text = found["summary_json"]
+            if isinstance(text, str) and len(text) > MAX_SUMMARY_BYTES:
+                raise ValueError(f"a predicted summary of {len(text):,} bytes")
+            rows.append(PREDICTIONS.read(found))
+        if not rows and not left_out:
+            return None
+        placed: dict[int, list[PredictedRequest]] = {}
+        order = ("config_index", "repeat", "index")
+        for n, found in enumerate(PREDICTED_REQUESTS.found(self._conn, version, order_by=order)):
+            if n == MAX_PREDICTED_REQUESTS:
+                raise ValueError(f"over {MAX_PREDICTED_REQUESTS:,} predicted requests")
+            stored = PREDICTED_REQUESTS.read(found)
+            placed.setdefault(stored.config_index, []).append(stored.read())
+        configs = tuple(
+            ConfigPrediction(
+                row.config_index,
+                row.label,
+                _predicted_summary(row.summary),
+                tuple(placed.get(row.config_index, ())),
+                row.requests_s,
+                row.calibration,
+            )
+            for row in rows
+        )
+        return RunPrediction(configs, tuple(row.text for row in left_out))
+
+    @_reads_content
     def summaries(self) -> list[ConfigSummary]:
         """Each configuration's figures, computed once per opened file: it is read-only, and
         the comparison's table and charts both need them (each reads every record)."""
@@ -224,6 +266,34 @@ def summarize_config_records(
         slots=config.slots,
         managed=managed,
     )
+
+
+def _predicted_summary(stored: dict[str, Any]) -> ConfigSummary:
+    """A prediction's summary as ``ConfigSummary.to_dict()`` wrote it, every value of the
+    type its field declares (nested ones too, which checks read leniently: a value that
+    does not survive the reading is damage); a field it lacks takes its default."""
+    runs = [_with_defaults(RunSummary, typed(r, dict, "a run")) for r in typed(
+        stored.get("runs"), list, "runs"
+    )]  # fmt: skip
+    expected = _with_defaults(ConfigSummary, {**stored, "runs": runs})
+    summary = read_record(ConfigSummary, expected)
+    if summary.to_dict() != expected:
+        raise ValueError("a predicted summary holds a value of the wrong type")
+    return summary
+
+
+def _with_defaults(kind: type, stored: dict[str, Any]) -> dict[str, Any]:
+    """``stored``'s values of ``kind``'s fields, a field it lacks at its default (one added
+    since it was written); a key no field has is dropped (one taken out since)."""
+    found = {}
+    for f in fields(kind):
+        if f.name in stored:
+            found[f.name] = stored[f.name]
+        elif f.default is not MISSING:
+            found[f.name] = f.default
+        elif f.default_factory is not MISSING:
+            found[f.name] = f.default_factory()
+    return found
 
 
 def _connect_for_reading(p: Path) -> tuple[sqlite3.Connection, Path | None]:

@@ -6,9 +6,10 @@ fields say how they are stored, ``base/columns.py``): the writer writes it as it
 reader gives it back. The other tables declare a row of their own: the header, a
 configuration (``ConfigRow``: written at its start, its server's readiness and its end), a
 request's chunks and slot, the client's load per repeat (its event holds a ``ClientLoad``),
-the notices and server states (with the time they were stored) and an imported file's
-figures. Every table's SQL, INSERT, SELECT and the checked reading of its rows come from its
-declaration (``table.py``).
+the notices and server states (with the time they were stored), an imported file's
+figures and a run's prediction (each configuration's predicted summary, kept whole as JSON,
+its placed requests, and the configurations left out). Every table's SQL, INSERT, SELECT
+and the checked reading of its rows come from its declaration (``table.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from workbench.engine.events import (
     SlotsSample,
 )
 from workbench.engine.figures.client_limits import ClientLoad
+from workbench.engine.figures.predicted import ConfigPrediction, PredictedRequest
 from workbench.engine.store.checks import read_value, typed
 from workbench.engine.store.table import Table, Written
 
@@ -193,6 +195,60 @@ class StoredReportedFigure:
     value: float
 
 
+@dataclass(frozen=True, kw_only=True)
+class StoredPrediction:
+    """One configuration of the run's prediction (``figures/predicted.ConfigPrediction``):
+    its predicted summary as ``ConfigSummary.to_dict()`` gives it, read back checked
+    (``reader.Session.predictions``; a field added to ``ConfigSummary`` or ``RunSummary``
+    takes a default, which an older file's summary reads)."""
+
+    config_index: int = column("config_idx")
+    label: str
+    summary: dict[str, Any] = column("summary_json", json=True)
+    requests_s: float
+    calibration: str
+
+    @classmethod
+    def of(cls, predicted: ConfigPrediction) -> StoredPrediction:
+        return cls(
+            config_index=predicted.config_index,
+            label=predicted.label,
+            summary=predicted.summary.to_dict(),
+            requests_s=predicted.requests_s,
+            calibration=predicted.calibration,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredPredictedRequest:
+    """One request as the prediction placed it (``figures/predicted.PredictedRequest``)."""
+
+    config_index: int = column("config_idx")
+    repeat: int
+    index: int = column("idx")
+    slot: int | None
+    sent_s: float
+    first_token_s: float | None
+    end_s: float
+
+    @classmethod
+    def of(cls, config_index: int, r: PredictedRequest) -> StoredPredictedRequest:
+        return cls(config_index=config_index, **vars(r))
+
+    def read(self) -> PredictedRequest:
+        return PredictedRequest(
+            self.index, self.repeat, self.slot, self.sent_s, self.first_token_s, self.end_s
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredLeftOut:
+    """A configuration the prediction left out, and why, in one line; ``place`` its order."""
+
+    place: int
+    text: str
+
+
 SESSION = Table("session", StoredSession, single_row=True)
 CONFIGS = Table("configs", ConfigRow, key=("index",))
 REQUESTS = Table(
@@ -220,6 +276,15 @@ IMPORT_SOURCE = Table("import_source", ImportSource, since=6, single_row=True)
 REPORTED_FIGURES = Table(
     "reported_figures", StoredReportedFigure, since=6, key=("config_index", "name")
 )
+PREDICTIONS = Table("predictions", StoredPrediction, since=9, key=("config_index",))
+PREDICTED_REQUESTS = Table(
+    "predicted_requests",
+    StoredPredictedRequest,
+    since=9,
+    key=("config_index", "repeat", "index"),
+    without_rowid=True,
+)
+PREDICTION_LEFT_OUT = Table("prediction_left_out", StoredLeftOut, since=9, key=("place",))
 
 TABLES: tuple[Table[Any], ...] = (
     SESSION,
@@ -237,7 +302,12 @@ TABLES: tuple[Table[Any], ...] = (
     NOTICES,
     IMPORT_SOURCE,
     REPORTED_FIGURES,
+    PREDICTIONS,
+    PREDICTED_REQUESTS,
+    PREDICTION_LEFT_OUT,
 )
+# The prediction made before a run's first configuration: a resumed run keeps it whole.
+PREDICTION: tuple[Table[Any], ...] = (PREDICTIONS, PREDICTED_REQUESTS, PREDICTION_LEFT_OUT)
 # The samples whose rows are the events that were published: written and replayed as they are.
 SAMPLED: tuple[Table[Any], ...] = (PROCESS_SAMPLES, GPU_SAMPLES, METRICS_SAMPLES, SLOTS_SAMPLES)
 # What ``Session.samples`` reads, by table name.

@@ -31,7 +31,9 @@ from workbench.engine.store.rows import TABLES
 #    answer and no first answer time is known)
 # 8: requests' conversation_id and turn, for a conversations run (older: every request was
 #    an independent one)
-SCHEMA_VERSION = 8
+# 9: predictions, predicted_requests and prediction_left_out: the prediction a run made from
+#    this machine's calibrations before its first configuration (older: none was made)
+SCHEMA_VERSION = 9
 
 SCHEMA = "".join(f"{table.create_sql()};\n" for table in TABLES)
 

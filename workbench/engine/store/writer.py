@@ -32,6 +32,7 @@ from workbench.engine.events import (
     ImportedFrom,
     MetricsSample,
     Notice,
+    PredictionMade,
     ProcessSample,
     ReportedFigures,
     RequestFinished,
@@ -47,6 +48,10 @@ from workbench.engine.store.rows import (
     CONFIGS,
     IMPORT_SOURCE,
     NOTICES,
+    PREDICTED_REQUESTS,
+    PREDICTION,
+    PREDICTION_LEFT_OUT,
+    PREDICTIONS,
     REPORTED_FIGURES,
     REQUEST_SLOTS,
     REQUESTS,
@@ -58,7 +63,10 @@ from workbench.engine.store.rows import (
     ConfigRow,
     StoredChunk,
     StoredClientLoad,
+    StoredLeftOut,
     StoredNotice,
+    StoredPredictedRequest,
+    StoredPrediction,
     StoredReportedFigure,
     StoredRequestSlot,
     StoredServerState,
@@ -83,6 +91,7 @@ RECORDED_EVENTS = (
     Notice,
     ImportedFrom,
     ReportedFigures,
+    PredictionMade,
     ExperimentFinished,
 )
 
@@ -145,7 +154,9 @@ def reopen_session(path: Path, rerun: list[int]) -> int:
     """Make a session whose run did not finish ready to go on in the same file: every row of
     the configurations to run again is deleted (a configuration is measured whole or not at
     all, so a half-run one starts over), and the session is running again. Returns the next
-    request index. Only a file of this schema version can take this version's rows."""
+    request index. The prediction made before the run's first configuration is kept: it
+    was made for the whole run. Only a file of this schema version can take this
+    version's rows."""
     conn = _connect(path)
     conn.row_factory = sqlite3.Row
     try:
@@ -157,7 +168,7 @@ def reopen_session(path: Path, rerun: list[int]) -> int:
             )
         with conn:
             for index in rerun:
-                for table in TABLES:
+                for table in (t for t in TABLES if t not in PREDICTION):
                     key = "index" if table is CONFIGS else "config_index"
                     if key in table.fields:
                         table.delete(conn, {key: index})
@@ -315,6 +326,20 @@ class SessionWriter:
                     for name, value in event.figures.items()
                 ]
                 REPORTED_FIGURES.insert(conn, reported, replace=True)
+            case PredictionMade(prediction=prediction):
+                PREDICTIONS.insert(conn, [StoredPrediction.of(c) for c in prediction.configs])
+                PREDICTED_REQUESTS.insert(
+                    conn,
+                    [
+                        StoredPredictedRequest.of(c.config_index, r)
+                        for c in prediction.configs
+                        for r in c.requests
+                    ],
+                )
+                left_out = enumerate(prediction.left_out)
+                PREDICTION_LEFT_OUT.insert(
+                    conn, [StoredLeftOut(place=n, text=text) for n, text in left_out]
+                )
             case ExperimentFinished():
                 SESSION.update(
                     conn, {"id": 1}, status=event.status, error=event.error, finished_at=_now()
