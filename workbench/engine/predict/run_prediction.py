@@ -28,6 +28,7 @@ from workbench.engine.predict.costs import StepCosts
 from workbench.engine.predict.sweep import PredictedConfig, predict_configs
 
 NS = 1e9
+NO_CALIBRATION = "no calibration for"  # how a configuration left out for want of one says so
 
 
 class NoCalibration(WorkbenchError):
@@ -71,7 +72,7 @@ class Wanted:
     def missing(self, label: str) -> str:
         """One line naming the configuration and what it lacks a calibration for."""
         model = self.model.split(" (")[0]
-        return f"{label}: no calibration for {model} with {self.settings_text()}"
+        return f"{label}: {NO_CALIBRATION} {model} with {self.settings_text()}"
 
 
 def calibration_line(calibration: Calibration) -> str:

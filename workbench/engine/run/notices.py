@@ -10,6 +10,7 @@ from workbench.engine.base.states import NoticeLevel
 from workbench.engine.base.words import plural
 from workbench.engine.config.experiment import RunConfig
 from workbench.engine.events import Notice
+from workbench.engine.figures.predicted import RunPrediction
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.measure.prompts import PromptSource
 
@@ -39,6 +40,22 @@ def prompts_origin(prompts: PromptSource) -> Notice | None:
         NoticeLevel.INFO,
         f"prompts: {prompts.size} from {prompts.origin} (not the built-in set)",
     )
+
+
+def predicted(prediction: RunPrediction, lacking_calibration: bool) -> Notice:
+    """What the run is predicted to measure, before its first configuration; where
+    nothing is, why, and how to calibrate where that is why."""
+    line = prediction.headline()
+    if prediction.configs:
+        return Notice(NoticeLevel.INFO, f"predicted: {line}")
+    if lacking_calibration:
+        line += " (`workbench calibrate` with these settings makes one)"
+    return Notice(NoticeLevel.INFO, line)
+
+
+def not_predicted(exc: Exception) -> Notice:
+    """A prediction that failed: the run goes on without one."""
+    return Notice(NoticeLevel.INFO, f"no prediction: {type(exc).__name__}: {exc}")
 
 
 def prompts_reused(size: int, needed: int, config_index: int) -> Notice:

@@ -21,8 +21,15 @@ from typing import Any
 
 from workbench.engine.base.states import NoticeLevel, RunStatus
 from workbench.engine.config.experiment import Experiment, RunConfig
-from workbench.engine.events import EventBus, ExperimentFinished, ExperimentStarted, Notice
+from workbench.engine.events import (
+    EventBus,
+    ExperimentFinished,
+    ExperimentStarted,
+    Notice,
+    PredictionMade,
+)
 from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.predict.run_prediction import NO_CALIBRATION, predict_run
 from workbench.engine.run import notices
 from workbench.engine.run.config_run import ConfigRuns
 from workbench.engine.run.session_setup import RunOptions, RunSetup, prepare_run, session_paths
@@ -174,6 +181,8 @@ class ExperimentRunner:
         try:
             if self._cancel_requested.is_set():
                 raise asyncio.CancelledError
+            if not setup.external and self.options.resume is None:
+                await self._predict(setup)
             for config in self.configs:
                 await runs.run(config)
         except asyncio.CancelledError:
@@ -184,3 +193,25 @@ class ExperimentRunner:
         finally:
             runs.stop_server()
             self.emit(ExperimentFinished(self._status, self._error))
+
+    async def _predict(self, setup: RunSetup) -> None:
+        """The run's prediction from this machine's stored calibrations, said and stored
+        before its first configuration (a resumed run keeps the one it made). It reads
+        files and may count prompts with the model's vocabulary, so it runs off the loop;
+        a failure costs only the prediction, never the run."""
+        assert setup.hardware is not None
+        try:
+            prediction = await asyncio.to_thread(
+                predict_run,
+                setup.configs,
+                setup.hardware,
+                setup.models,
+                setup.prompts,
+                setup.base_dir,
+            )
+        except Exception as exc:
+            self.emit(notices.not_predicted(exc))
+            return
+        self.emit(PredictionMade(prediction))
+        lacking = any(NO_CALIBRATION in line for line in prediction.left_out)
+        self.emit(notices.predicted(prediction, lacking))

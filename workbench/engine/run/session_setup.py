@@ -66,6 +66,7 @@ class RunSetup:
     notices: list[str] = field(default_factory=list)
     conversations: tuple[RecordedConversation, ...] = ()  # a conversations file's, read whole
     traces: dict[int, TracePlan] = field(default_factory=dict)  # a trace configuration's, by index
+    hardware: Hardware | None = None  # this machine, as the session stores it
 
     @property
     def external(self) -> bool:
@@ -113,7 +114,7 @@ def prepare_run(
     else:
         _find_server(setup, options.server_bin)
     check_out_dir(options.out_dir)
-    hardware = fingerprint(setup.binary)
+    hardware = setup.hardware = fingerprint(setup.binary)
     if options.resume is not None:
         _resume(setup, session_path, hardware)
         return setup
