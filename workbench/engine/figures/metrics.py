@@ -638,6 +638,11 @@ FIGURES: tuple[Figure, ...] = (
         "when it ends",
         Part.LIVE, estimate=True,
     ),
+    # Added after the others so concurrency.csv's older columns keep their order.
+    Figure(
+        "e2e_p99_s", "E2E latency p99", "E2E p99 s", "s", 3, Combine.MEAN,
+        "99th percentile over requests of E2E latency",
+    ),
 )  # fmt: skip
 
 
