@@ -1,0 +1,214 @@
+"""The search's decisions with a fake measure: what it verifies, in which order, what it says
+of a candidate the model was wrong about, and how it ends without a winner."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.predict.calibration import Calibration, FitQuality
+from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
+from workbench.engine.server.discovery import default_model_path
+from workbench.engine.tune.records import SloTarget, TuneProgress, TuneRequest
+from workbench.engine.tune.search import MAX_HOPELESS, Search, TuneError
+from workbench.engine.tune.server_measure import Measured, Run
+
+COSTS = StepCosts(DecodeCost(8.0, 1.5, 0.002), PrefillCost(12.0, 0.25, 0.0001), 3.0)
+QUALITY = FitQuality(1, 0.0, 0.0, 1, 0.0, 0.0)
+TRAFFIC = {"input_tokens": 64, "max_tokens": 16, "warmup": 0}
+GIB = 2**30
+
+
+def calibration() -> Calibration:
+    return Calibration(COSTS, QUALITY, "m", "model", None, {}, "now", "test")
+
+
+def figures(ttft_p90_s: float, agg: float = 100.0) -> dict[str, float | None]:
+    return {
+        "requests": 8.0,
+        "failed": 0.0,
+        "makespan_s": 2.0,
+        "agg_tok_s": agg,
+        "ttft_p90_s": ttft_p90_s,
+    }
+
+
+class FakeMeasure:
+    """Measures what ``verified`` says of each run (by its slots), nothing of a server."""
+
+    def __init__(
+        self,
+        verified: Callable[[Run], Measured],
+        stored: Calibration | None = None,
+        rated: Callable[[float], Measured] | None = None,
+    ) -> None:
+        self.verified, self._stored, self.rated = verified, stored, rated
+        self.runs: list[Run] = []
+        self.rate_runs: list[float] = []
+        self.probes = 0
+        self.session_path: Path | None = Path("tune.session.sqlite")
+        self.rate_session_path: Path | None = None
+
+    def stored(self, settings: ServerSettings) -> Calibration | None:
+        return self._stored
+
+    def probe(self, settings, limit_s, tick):
+        self.probes += 1
+        return calibration(), []
+
+    def verify(self, run: Run, deadline: float, tick) -> Measured:
+        self.runs.append(run)
+        tick()
+        return self.verified(run)
+
+    def rate_probe(self, run: Run, deadline: float, tick) -> Measured:
+        rate = run.workload["rate"]
+        self.rate_runs.append(rate)
+        if self.rated is None:
+            return Measured({}, failed="no rate probes here")
+        return self.rated(rate)
+
+
+def search(
+    measure: FakeMeasure,
+    space: str = "slots=1,2,4",
+    slos: tuple[SloTarget, ...] = (SloTarget("ttft", 90, 2000),),
+    budget_s: float = 600,
+    available: int = 64 * GIB,
+    said: list[TuneProgress] | None = None,
+    cancel: threading.Event | None = None,
+    traffic: dict | None = None,
+) -> Search:
+    traffic = {**TRAFFIC, **(traffic or {})}
+    request = TuneRequest(slos, users=4, traffic=traffic, space=space, budget_s=budget_s)
+    return Search(
+        request,
+        default_model_path(),
+        "llama-server",
+        measure,
+        (said if said is not None else []).append,
+        cancel or threading.Event(),
+        available_bytes=available,
+    )
+
+
+def test_a_candidate_the_model_was_wrong_about_is_said_so_and_the_next_is_tried():
+    first: list[int] = []
+
+    def verified(run: Run) -> Measured:
+        slots = run.server["slots"]
+        first.append(slots)
+        # The first one verified misses, whatever the model said of it; the others meet.
+        ttft = 3.0 if len(first) == 1 else 0.5
+        return Measured(figures(ttft, agg=50.0 * slots), seconds=5.0)
+
+    measure = FakeMeasure(verified, stored=calibration())
+    result = search(measure).run()
+
+    assert len(measure.runs) >= 2
+    missed = next(t for t in result.tried if t.label == f"np={first[0]}")
+    assert missed.source == "measured" and not missed.meets_slo
+    assert missed.measured is not None and missed.measured["ttft_p90_s"] == 3.0
+    assert missed.why_lost is not None
+    assert "measured TTFT p90 3000 ms > 2000 ms" in missed.why_lost
+    assert "(the model predicted it would meet)" in missed.why_lost
+    assert result.verified and result.winner is not None
+    assert result.winner.source == "measured" and result.winner.label != missed.label
+    assert result.measured["ttft_p90_s"] == 0.5
+    assert result.winner.why_lost is None
+    assert result.command_line is not None and result.command_line.startswith("llama-server -m ")
+    assert "-np" in result.winner.llama_server_args
+
+
+def test_the_winner_is_measured_and_never_a_predicted_figure():
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
+    result = search(measure).run()
+    assert result.verified
+    assert result.winner is not None and result.winner.measured == result.measured
+    for runner_up in result.runners_up:
+        assert runner_up.why_lost
+        if runner_up.source == "predicted":
+            assert runner_up.measured is None
+
+
+def test_an_impossible_slo_ends_unverified_naming_the_closest_figure():
+    measure = FakeMeasure(
+        lambda run: Measured(figures(0.2 * run.server["slots"]), seconds=5.0),
+        stored=calibration(),
+    )
+    result = search(measure, slos=(SloTarget("ttft", 90, 1),)).run()
+    assert not result.verified and result.winner is None
+    # The model said none meets: only the closest few are verified, not the whole space.
+    assert len(measure.runs) == MAX_HOPELESS
+    assert result.reason is not None
+    assert result.reason.startswith("no candidate met the SLO: the closest")
+    assert "> 1 ms" in result.reason
+
+
+def test_a_budget_below_one_run_is_refused_up_front():
+    measure = FakeMeasure(lambda run: Measured(figures(0.5)))
+    with pytest.raises(
+        TuneError, match=r"a budget of 3 s cannot verify one candidate: at least ~\d+ s"
+    ):
+        search(measure, budget_s=3).run()
+    assert measure.runs == []
+
+
+def test_a_space_with_nothing_that_fits_in_memory_is_one_line():
+    measure = FakeMeasure(lambda run: Measured(figures(0.5)))
+    with pytest.raises(TuneError, match="nothing in the space fits: 3 combinations, the first"):
+        search(measure, available=1).run()
+
+
+def test_a_slot_too_small_for_a_request_does_not_fit():
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
+    # 64 slots of 4096 get 256 tokens each, less than a 400-token prompt and its answer.
+    result = search(measure, space="slots=1,64; ctx=4096", traffic={"input_tokens": 400}).run()
+    small = next(t for t in result.tried if t.label.startswith("np=64"))
+    assert not small.fits_memory and "tokens of context" in (small.why_lost or "")
+    assert all(run.server["slots"] == 1 for run in measure.runs)
+
+
+def test_without_a_calibration_or_time_to_probe_it_ranks_by_measurement():
+    said: list[TuneProgress] = []
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0))
+    result = search(measure, budget_s=40, said=said).run()
+    assert measure.probes == 0
+    assert any("ranked by measurement only" in p.text for p in said)
+    assert result.verified and result.winner is not None and result.winner.predicted == {}
+
+
+def test_progress_says_each_phase_with_an_eta_within_the_budget():
+    said: list[TuneProgress] = []
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
+    search(measure, said=said).run()
+    phases = [p.phase for p in said]
+    assert phases[0] == "plan" and phases[-1] == "done" and "verify" in phases
+    assert all(p.eta_s is not None and 0 <= p.eta_s <= p.budget_s for p in said)
+
+
+def test_the_rate_search_brackets_the_highest_rate_within_the_slo():
+    def rated(rate: float) -> Measured:
+        if rate > 6.0:
+            return Measured(figures(0.5), saturated="the queue grew")
+        return Measured(figures(0.5 if rate <= 5.0 else 2.5))
+
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), calibration(), rated)
+    result = search(measure, space="slots=2").run()
+    assert result.verified and result.rate_rps is not None
+    assert 5.0 / 1.25 <= result.rate_rps <= 5.0
+    assert any(not p.met and p.why == "the queue grew" for p in result.rate_probes)
+    assert all(p.met == (p.rate_rps <= 5.0) for p in result.rate_probes)
+
+
+def test_a_cancelled_tune_returns_without_measuring():
+    cancel = threading.Event()
+    cancel.set()
+    measure = FakeMeasure(lambda run: Measured(figures(0.5)), stored=calibration())
+    result = search(measure, cancel=cancel).run()
+    assert measure.runs == [] and not result.verified
+    assert result.reason == "cancelled after 0 verification runs"

@@ -1,0 +1,618 @@
+"""The search a tune makes, within its time budget: the planner removes what does not fit in
+memory; the scheduler model ranks what is left on a calibration (stored, or probed while the
+budget allows); real short runs verify the best candidates, each one's records refitting its
+calibration before the rest are ranked again; and the winner's highest Poisson request rate
+within the SLO is bracketed, a probe stopping early once it over-saturates.
+
+What measures is a ``Measure`` (the real server's is ``server_measure.ServerMeasure``), so
+the search's decisions are tested with a fake one. A figure is never reported as measured
+unless a run measured it: a candidate the model said meets the SLO and its run did not is
+said so, and the next is tried.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import psutil
+
+from workbench.engine.analysis.planner import MIB, plan, read_model_facts, request_tokens
+from workbench.engine.base.errors import ExperimentError, WorkbenchError
+from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.words import plural
+from workbench.engine.config.experiment import RunConfig, ServerSettings, short_name
+from workbench.engine.config.settings import fields_of, show_value
+from workbench.engine.measure.prompts import load_prompts
+from workbench.engine.predict.calibration import (
+    Calibration,
+    CalibrationError,
+    fit_costs,
+    held_settings,
+)
+from workbench.engine.predict.probe import LIMIT_S
+from workbench.engine.predict.sweep import predict_experiment
+from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.tune.records import (
+    RateTried,
+    Recommendation,
+    SloTarget,
+    TriedConfig,
+    TuneProgress,
+    TuneRequest,
+)
+from workbench.engine.tune.server_measure import (
+    FIGURE_KEYS,
+    Measured,
+    Run,
+    ServerMeasure,
+    Tick,
+    number,
+    zipped_experiment,
+)
+from workbench.engine.tune.slo_targets import meets, misses, worst_ratio
+from workbench.engine.tune.space import parse_space
+
+START_S = 8.0  # a server's start and warm-up, until one was timed
+ROUGH_STEP_MS = 30.0  # a generating step, before a calibration says
+ROUGH_PROMPT_MS = 1.0  # a prompt token, before a calibration says
+MIN_PROBE_S = 15.0  # a probe given less measures too little to rank by
+MAX_VERIFY = 8  # verification runs at most
+MAX_HOPELESS = 2  # candidates the model says miss, verified when none is said to meet
+RATE_PROBE_S = 15.0  # of arrivals: the over-saturation test needs 12 s of them
+MAX_RATE_REQUESTS = 400
+MAX_RATE_PROBES = 6
+RATE_CLOSE = 1.25  # the rate bracket is narrow enough when its ends are within this ratio
+PROGRESS_EVERY_S = 1.0
+SHOWN_RUNNERS_UP = 5
+NOT_PASSED = ("model", "port", "startup_timeout_s")  # the workbench's own, not the server's
+
+
+class TuneError(WorkbenchError):
+    """A tune that cannot start: nothing fits, a budget too short, a traffic it cannot send."""
+
+
+class Measure(Protocol):
+    """What the search asks of a server (``ServerMeasure``; a fake one in the tests)."""
+
+    @property
+    def session_path(self) -> Path | None: ...
+
+    @property
+    def rate_session_path(self) -> Path | None: ...
+
+    def stored(self, settings: ServerSettings) -> Calibration | None: ...
+
+    def probe(
+        self, settings: ServerSettings, limit_s: float, tick: Tick
+    ) -> tuple[Calibration, list[RequestRecord]]: ...
+
+    def verify(self, run: Run, deadline: float, tick: Tick) -> Measured: ...
+
+    def rate_probe(self, run: Run, deadline: float, tick: Tick) -> Measured: ...
+
+
+@dataclass
+class Candidate:
+    """One combination of the space as the search knows it so far."""
+
+    label: str
+    settings: dict[str, Any]  # the space's settings, by schema name
+    config: RunConfig  # its verification run
+    run: Run
+    predicted: dict[str, float | None] = field(default_factory=dict)
+    predicted_s: float | None = None  # its requests' time, as predicted
+    measured: Measured | None = None
+    why_lost: str | None = None
+    fits: bool = True
+
+    @property
+    def group(self) -> tuple[tuple[str, Any], ...]:
+        """Its held settings: the calibration it is predicted with."""
+        return tuple(sorted(held_settings(self.config.server).items()))
+
+
+def server_args(settings: ServerSettings, model: Path) -> list[str]:
+    """The llama-server arguments that give these settings, to serve with (host, port and
+    the workbench's own logging left to the user)."""
+    args = ["-m", str(model)]
+    for f in fields_of(ServerSettings):
+        if f.name not in NOT_PASSED:
+            args += f.flags(getattr(settings, f.name))
+    return args + list(settings.extra_args)
+
+
+def _verification_workload(request: TuneRequest) -> dict[str, Any]:
+    """The traffic at ``users`` at once: their requests in flight together, twice over (a
+    conversations run holds ``users`` conversations; a trace keeps its own times)."""
+    workload = dict(request.traffic)
+    if workload.get("kind") == "conversations":
+        workload["users"] = request.users
+    elif workload.get("arrival") != "trace":
+        workload.setdefault("requests", max(8, 2 * request.users))
+        workload["concurrency"] = request.users
+    return workload
+
+
+class Search:
+    """One tune from plan to recommendation (``run``); every decision is the search's, every
+    measurement ``measure``'s."""
+
+    def __init__(
+        self,
+        request: TuneRequest,
+        model: Path,
+        binary: str,
+        measure: Measure,
+        progress: Callable[[TuneProgress], None],
+        cancel: threading.Event,
+        available_bytes: int | None = None,
+    ) -> None:
+        self.request = request
+        self.slos: tuple[SloTarget, ...] = request.slos
+        self.model = model
+        self.binary = binary
+        self.measure = measure
+        self.progress = progress
+        self.cancel = cancel
+        self.available_bytes = (
+            psutil.virtual_memory().available if available_bytes is None else available_bytes
+        )
+        self.started = time.monotonic()
+        self.deadline = self.started + request.budget_s
+        self.candidates: list[Candidate] = []
+        self.calibrations: dict[tuple[tuple[str, Any], ...], Calibration] = {}
+        self.fitted: dict[tuple[tuple[str, Any], ...], list[RequestRecord]] = {}
+        self.run_times: list[float] = []
+        self.hopeless_tried = 0
+        self.rates: list[RateTried] = []
+        self._phase, self._text = "plan", "reading the space"
+        self._step_ends = self.started
+        self._after_step_s = 0.0
+        self._last_said = 0.0
+
+    # -- progress -----------------------------------------------------------------------------
+    def _left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def _say(self, phase: str, text: str, step_s: float = 0.0, after_s: float = 0.0) -> None:
+        """A new step: what it is, how long it should take and what is planned after it."""
+        self._phase, self._text = phase, text
+        self._step_ends = time.monotonic() + step_s
+        self._after_step_s = after_s
+        self._tick(force=True)
+
+    def _tick(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_said < PROGRESS_EVERY_S:
+            return
+        self._last_said = now
+        eta = max(0.0, self._step_ends - now) + self._after_step_s
+        self.progress(
+            TuneProgress(
+                self._phase,
+                now - self.started,
+                self.request.budget_s,
+                max(0.0, min(eta, self.deadline - now)),
+                self._text,
+                tuple(self._tried()),
+            )
+        )
+
+    # -- the steps ------------------------------------------------------------------------------
+    def run(self) -> Recommendation:
+        self._say("plan", "the space, and what of it fits in memory")
+        self.candidates = self._candidates()
+        fitting = self._memory()
+        self._check_budget(fitting)
+        if self._modelled():
+            self._calibrate(fitting)
+        self._predict(fitting)
+        winner = self._verify(fitting)
+        rate = self._rate(winner) if winner is not None and not self.cancel.is_set() else None
+        return self._recommend(winner, rate)
+
+    def _candidates(self) -> list[Candidate]:
+        space = parse_space(self.request.space)
+        workload = _verification_workload(self.request)
+        chosen = space.candidates()
+        runs = [Run({"model": str(self.model), **s}, workload) for s in chosen]
+        try:
+            configs = zipped_experiment("tune", runs).configs()
+        except ExperimentError as exc:
+            raise TuneError(f"tune: {exc}") from None
+        return [
+            Candidate(_label(s) or c.label, s, c, r)
+            for s, c, r in zip(chosen, configs, runs, strict=True)
+        ]
+
+    def _memory(self) -> list[Candidate]:
+        """The candidates that fit in memory and whose slots hold a request; the rest say
+        why not. Nothing left is a ``TuneError``."""
+        facts = read_model_facts(self.model)
+        free_mib = self.available_bytes / MIB
+        for c in self.candidates:
+            s, w = c.config.server, c.config.workload
+            row = plan(
+                facts,
+                [s.ctx or facts.train_ctx],
+                [s.slots],
+                self.available_bytes,
+                unified=bool(s.kv_unified),
+                type_k=s.cache_type_k or "f16",
+                type_v=s.cache_type_v or "f16",
+                need_tokens=request_tokens(w.longest_prompt_tokens, w.max_tokens),
+            )[0]
+            if row.fit == "does not fit":
+                c.fits = False
+                c.why_lost = (
+                    f"does not fit in memory: {row.total_mib:,.0f} MiB of the "
+                    f"{free_mib:,.0f} MiB free"
+                )
+            elif row.warning.startswith("each request gets"):
+                c.fits = False
+                c.why_lost = row.warning
+        fitting = [c for c in self.candidates if c.fits]
+        if not fitting:
+            first = self.candidates[0]
+            raise TuneError(
+                f"nothing in the space fits: {plural(len(self.candidates), 'combination')}, the "
+                f"first ({first.label}) {first.why_lost}"
+            )
+        self._say("plan", f"{len(fitting)} of {len(self.candidates)} fit in memory")
+        return fitting
+
+    def _rough_s(self, c: Candidate) -> float:
+        """One verification's time before a calibration says: its server's start, then each
+        wave of requests the slots serve at once, prompt and answer (a rough guess)."""
+        w = c.config.workload
+        waves = math.ceil(w.per_repeat / max(1, min(self.request.users, c.config.server.slots)))
+        prompt = request_tokens(w.longest_prompt_tokens, 0) * ROUGH_PROMPT_MS
+        one = (prompt + w.max_tokens * ROUGH_STEP_MS) / 1000
+        return START_S + (waves * w.repeats + w.warmup) * one
+
+    def _run_s(self, c: Candidate) -> float:
+        """One verification's time as known best: the runs timed so far, the model's, or
+        the rough guess."""
+        start = (sum(self.run_times) / len(self.run_times)) if self.run_times else START_S
+        if c.predicted_s is not None:
+            return max(start, START_S + c.predicted_s)
+        return max(start, self._rough_s(c))
+
+    def _check_budget(self, fitting: list[Candidate]) -> None:
+        least = min(self._rough_s(c) for c in fitting)
+        if self.request.budget_s < least:
+            raise TuneError(
+                f"a budget of {self.request.budget_s:g} s cannot verify one candidate: at least "
+                f"~{math.ceil(least)} s (a server's start and one run of the traffic)"
+            )
+
+    def _modelled(self) -> bool:
+        w = self.candidates[0].config.workload
+        if w.conversations or w.arrival == "trace":
+            what = "conversations" if w.conversations else "a recorded trace"
+            self._say("rank", f"the model does not predict {what} yet: ranked by measurement only")
+            return False
+        return True
+
+    def _calibrate(self, fitting: list[Candidate]) -> None:
+        """A stored calibration for each held-settings group; the largest group probed when
+        it has none and the budget leaves room for the probe and two runs after it."""
+        groups: dict[tuple[tuple[str, Any], ...], list[Candidate]] = {}
+        for c in fitting:
+            groups.setdefault(c.group, []).append(c)
+        for key, members in groups.items():
+            stored = self.measure.stored(members[0].config.server)
+            if stored is not None:
+                self.calibrations[key] = stored
+        main = max(groups, key=lambda k: len(groups[k]))
+        if main in self.calibrations or self.cancel.is_set():
+            return
+        reserve = 2 * min(self._rough_s(c) for c in fitting)
+        limit = min(LIMIT_S, self._left() - reserve - START_S)
+        held = ", ".join(f"{k}={show_value(v)}" for k, v in main if v is not None) or "defaults"
+        if limit < MIN_PROBE_S:
+            self._say("calibrate", "no time to calibrate: candidates ranked by measurement only")
+            return
+        self._say(
+            "calibrate",
+            f"calibrating ({held}): at most {limit:.0f} s of the real server",
+            limit + START_S,
+            reserve,
+        )
+        try:
+            calibration, records = self.measure.probe(
+                groups[main][0].config.server, limit, self._tick
+            )
+        except WorkbenchError as exc:
+            if self.cancel.is_set():
+                return
+            self._say("calibrate", f"the probe failed ({exc}): ranked by measurement only")
+            return
+        self.calibrations[main] = calibration
+        self.fitted[main] = list(records)
+
+    def _predict(self, members: list[Candidate]) -> None:
+        """Each member of a calibrated group through the scheduler model."""
+        by_group: dict[tuple[tuple[str, Any], ...], list[Candidate]] = {}
+        for c in members:
+            if c.group in self.calibrations and c.measured is None:
+                by_group.setdefault(c.group, []).append(c)
+        for key, group in by_group.items():
+            calibration = self.calibrations[key]
+            experiment = zipped_experiment("tune", [c.run for c in group])
+            prompts = load_prompts(group[0].config.workload.prompts)
+            try:
+                predicted = predict_experiment(
+                    experiment, calibration.costs, prompts, calibration.template_tokens or 0
+                )
+            except ExperimentError as exc:  # what the model does not predict: measured only
+                self._say("rank", f"not predicted ({exc}): ranked by measurement only")
+                continue
+            for c, p in zip(group, predicted, strict=True):
+                c.predicted = {k: number(p.summary.value(k)) for k in FIGURE_KEYS}
+                c.predicted_s = p.requests_s
+        ranked = sum(1 for c in members if c.predicted)
+        if ranked:
+            self._say("rank", f"{plural(ranked, 'candidate')} ranked by the scheduler model")
+
+    def _queue(self, fitting: list[Candidate], best: Candidate | None) -> list[Candidate]:
+        """What to verify next, best first: those the model says meet the SLO by their
+        predicted throughput, one of each held-settings group the model cannot predict
+        (those are ranked by measurement), the rest not predicted, and, when nothing is
+        said to meet, the few that come closest."""
+        left = [c for c in fitting if c.measured is None]
+        said_meet = sorted(
+            (c for c in left if c.predicted and meets(self.slos, c.predicted)),
+            key=lambda c: -(c.predicted.get("agg_tok_s") or 0),
+        )
+        unpredicted = sorted(
+            (c for c in left if not c.predicted),
+            key=lambda c: abs(math.log(max(1, c.config.server.slots) / self.request.users)),
+        )
+        seen: set[tuple[tuple[str, Any], ...]] = set()
+        firsts = []
+        for c in unpredicted:
+            if c.group not in seen:
+                seen.add(c.group)
+                firsts.append(c)
+        rest = [c for c in unpredicted if c not in firsts]
+        said_miss = sorted(
+            (c for c in left if c.predicted and not meets(self.slos, c.predicted)),
+            key=lambda c: worst_ratio(self.slos, c.predicted),
+        )
+        hopeless = said_miss[: max(0, MAX_HOPELESS - self.hopeless_tried)] if not said_meet else []
+        queue = [*said_meet[:1], *firsts, *said_meet[1:], *rest, *hopeless]
+        if best is None or best.measured is None:
+            return queue
+        # With a winner measured, only what might beat it is worth a run.
+        bar = best.measured.figures.get("agg_tok_s") or 0
+        return [c for c in queue if not c.predicted or (c.predicted.get("agg_tok_s") or 0) > bar]
+
+    def _verify(self, fitting: list[Candidate]) -> Candidate | None:
+        runs = 0
+        best: Candidate | None = None
+        while runs < MAX_VERIFY and not self.cancel.is_set():
+            queue = self._queue(fitting, best)
+            if not queue:
+                break
+            c = queue[0]
+            need = self._run_s(c)
+            if need > self._left():
+                self._say("verify", f"the budget has no room for another run (~{need:.0f} s)")
+                break
+            runs += 1
+            if c.predicted and not meets(self.slos, c.predicted):
+                self.hopeless_tried += 1
+            said = (
+                "predicted to meet the SLO"
+                if c.predicted and meets(self.slos, c.predicted)
+                else ("predicted to miss" if c.predicted else "not predicted")
+            )
+            self._say("verify", f"verifying {c.label} ({said})", need, need * (len(queue) - 1))
+            c.measured = self.measure.verify(c.run, self.deadline, self._tick)
+            self.run_times.append(c.measured.seconds)
+            c.why_lost = self._judged(c)
+            if c.why_lost is None and (
+                best is None
+                or (c.measured.figures.get("agg_tok_s") or 0)
+                > (best.measured.figures.get("agg_tok_s") or 0)  # type: ignore[union-attr]
+            ):
+                best = c
+            self._refit(c, fitting)
+        return best
+
+    def _judged(self, c: Candidate) -> str | None:
+        """Why a measured candidate cannot be the winner, or None if it met every SLO."""
+        assert c.measured is not None
+        if c.measured.failed:
+            return c.measured.failed
+        missed = misses(self.slos, c.measured.figures)
+        if not missed and not c.measured.figures.get("failed"):
+            self._say("verify", f"{c.label}: measured, meets the SLO")
+            return None
+        why = "measured " + "; ".join(
+            missed or [f"{c.measured.figures['failed']:.0f} requests failed"]
+        )
+        if c.predicted and meets(self.slos, c.predicted):
+            why += " (the model predicted it would meet)"
+            self._say("verify", f"{c.label}: the model said it meets the SLO, but {why}: next")
+        return why
+
+    def _refit(self, c: Candidate, fitting: list[Candidate]) -> None:
+        """The run's records added to its group's calibration, refitted, and the group's
+        candidates not yet measured predicted again."""
+        if c.group not in self.calibrations or c.measured is None or not c.measured.records:
+            return
+        records = self.fitted.setdefault(c.group, [])
+        records += c.measured.records
+        try:
+            fit = fit_costs(records)
+        except CalibrationError:
+            return
+        self.calibrations[c.group] = replace(
+            self.calibrations[c.group], costs=fit.costs, source="refitted by the tune"
+        )
+        self._predict([m for m in fitting if m.group == c.group])
+
+    def _rate(self, winner: Candidate) -> float | None:
+        """The highest Poisson rate the winner holds within the SLO, bracketed: doubled from
+        the rate it served at ``users`` until a probe misses, halved until one meets, then
+        halved between while the budget allows."""
+        assert winner.measured is not None
+        figures = winner.measured.figures
+        served, span = figures.get("requests"), figures.get("makespan_s")
+        if not served or not span:
+            return None
+        rate = served / span
+        low: float | None = None
+        high: float | None = None
+        for _ in range(MAX_RATE_PROBES):
+            if self.cancel.is_set():
+                break
+            requests = min(
+                MAX_RATE_REQUESTS, max(8, self.request.users, math.ceil(rate * RATE_PROBE_S))
+            )
+            need = START_S + requests / rate + (self.run_times[-1] if self.run_times else 0)
+            if need > self._left():
+                self._say("rate", f"no room in the budget for a rate probe at {rate:.2f} req/s")
+                break
+            left = MAX_RATE_PROBES - len(self.rates) - 1
+            self._say("rate", f"{winner.label} at {rate:.2f} req/s (Poisson)", need, need * left)
+            workload = {
+                **winner.run.workload,
+                "arrival": "poisson",
+                "rate": round(rate, 4),
+                "requests": requests,
+                "concurrency": 0,
+                "stop_when_saturated": True,
+            }
+            measured = self.measure.rate_probe(
+                Run(winner.run.server, workload), self.deadline, self._tick
+            )
+            why = measured.failed or measured.saturated
+            if why is None:
+                missed = misses(self.slos, measured.figures)
+                why = "; ".join(missed) if missed else None
+            self.rates.append(RateTried(round(rate, 4), why is None, why))
+            if why is None:
+                low = rate
+            else:
+                high = rate
+            if high is None:
+                rate *= 2
+            elif low is None:
+                rate /= 2
+            elif high / low <= RATE_CLOSE:
+                break
+            else:
+                rate = math.sqrt(low * high)
+        return None if low is None else round(low, 4)
+
+    # -- the answer --------------------------------------------------------------------------
+    def _tried_config(self, c: Candidate) -> TriedConfig:
+        measured = None if c.measured is None or c.measured.failed else dict(c.measured.figures)
+        known = measured if measured is not None else c.predicted
+        return TriedConfig(
+            c.label,
+            dict(c.settings),
+            tuple(server_args(c.config.server, self.model)),
+            dict(c.predicted),
+            measured,
+            bool(known) and meets(self.slos, known),
+            c.why_lost,
+            c.fits,
+        )
+
+    def _tried(self) -> list[TriedConfig]:
+        return [
+            self._tried_config(c) for c in self.candidates if c.fits and (c.predicted or c.measured)
+        ]
+
+    def _recommend(self, winner: Candidate | None, rate: float | None) -> Recommendation:
+        win_agg = (
+            None
+            if winner is None or winner.measured is None
+            else winner.measured.figures.get("agg_tok_s")
+        )
+        for c in self.candidates:
+            if c is not winner and c.why_lost is None:
+                c.why_lost = self._why_not_run(c, win_agg)
+        tried = [self._tried_config(c) for c in self.candidates]
+        chosen = None if winner is None else tried[self.candidates.index(winner)]
+        others = [
+            t for t, c in zip(tried, self.candidates, strict=True) if c is not winner and c.fits
+        ]
+        others.sort(
+            key=lambda t: (t.source != "measured", not t.meets_slo, -(t.figure("agg_tok_s") or 0))
+        )
+        reason = self._reason(winner)
+        command = None if chosen is None else shlex.join([self.binary, *chosen.llama_server_args])
+        self._say("done", reason or f"{chosen.label if chosen else ''}: verified")
+        return Recommendation(
+            self.slos,
+            chosen,
+            winner is not None,
+            self.request.users if winner is not None else None,
+            rate,
+            tuple(others[:SHOWN_RUNNERS_UP]),
+            tuple(tried),
+            command,
+            self.measure.session_path,
+            reason,
+            time.monotonic() - self.started,
+            tuple(self.rates),
+            self.measure.rate_session_path,
+        )
+
+    def _why_not_run(self, c: Candidate, win_agg: float | None) -> str:
+        if c.predicted:
+            agg = c.predicted.get("agg_tok_s") or 0
+            if not meets(self.slos, c.predicted):
+                return "predicted to miss: " + "; ".join(misses(self.slos, c.predicted))
+            if win_agg is not None and agg <= win_agg:
+                return f"predicted {agg:.1f} tok/s, not above the winner's measured {win_agg:.1f}"
+            return "predicted to meet the SLO, not verified within the budget"
+        return "not predicted (no calibration for its settings) and not verified within the budget"
+
+    def _reason(self, winner: Candidate | None) -> str | None:
+        if winner is not None:
+            return None
+        measured = [c for c in self.candidates if c.measured is not None and not c.measured.failed]
+        if self.cancel.is_set():
+            return f"cancelled after {plural(len(measured), 'verification run')}"
+        if not measured:
+            failed = [
+                c.measured.failed for c in self.candidates if c.measured and c.measured.failed
+            ]
+            if failed:
+                return f"no candidate was measured: {failed[0]}"
+            return (
+                f"the budget of {self.request.budget_s:g} s ran out before a candidate was verified"
+            )
+        closest = min(measured, key=lambda c: worst_ratio(self.slos, c.measured.figures))  # type: ignore[union-attr]
+        assert closest.measured is not None
+        missed = "; ".join(misses(self.slos, closest.measured.figures)) or "requests failed"
+        return f"no candidate met the SLO: the closest, {closest.label}, measured {missed}"
+
+
+def _label(settings: dict[str, Any]) -> str:
+    return " ".join(f"{short_name(k)}={show_value(v)}" for k, v in settings.items())
+
+
+def tune(
+    request: TuneRequest, progress: Callable[[TuneProgress], None], cancel: threading.Event
+) -> Recommendation:
+    """The tune ``request`` asks for, on the real server: blocking (run it off a window's
+    thread), ``progress`` told at least every second, back soon after ``cancel`` is set
+    with every server it started stopped. A ``WorkbenchError`` says why it cannot start."""
+    model = resolve_model(request.model or "default")
+    binary = find_server_binary(request.server_bin).path
+    measure = ServerMeasure(binary, model, request.out_dir, request.server_bin, cancel)
+    return Search(request, model, binary, measure, progress, cancel).run()

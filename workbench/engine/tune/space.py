@@ -1,0 +1,174 @@
+"""The settings a tune searches, ``--space`` in the settings schema's names:
+``slots=1..16; ctx>=4096; cache_type_k=f16,q8_0; flash_attn=on,off; threads``.
+
+A part is ``name=a,b`` (those values), ``name=LOW..HIGH`` (its ends and the doublings
+between: ``1..16`` is 1, 2, 4, 8, 16), ``name>=N`` (``>``, ``<=``, ``<`` too: the setting's
+usual values within the bound, or N itself where none is) or a bare ``name`` (its usual values
+on this machine: threads from the core count). Every value is checked by the setting's own
+schema, so a space never holds what an experiment file could not.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.settings import Field, fields_of
+
+MAX_CANDIDATES = 4096
+DEFAULT_SPACE = "slots"
+NOT_SEARCHED = ("model", "port", "extra_args", "startup_timeout_s")
+BOOL_WORDS = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
+_BOUND = re.compile(r"^([a-z_]+)\s*(>=|<=|>|<)\s*(\S+)$")
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    ">=": lambda v, n: v >= n,
+    "<=": lambda v, n: v <= n,
+    ">": lambda v, n: v > n,
+    "<": lambda v, n: v < n,
+}
+
+
+class SpaceError(WorkbenchError):
+    """A ``--space`` part that names no setting, or a value its setting does not take."""
+
+
+def _cores() -> int:
+    return os.cpu_count() or 1
+
+
+def usual_values(f: Field) -> tuple[Any, ...]:
+    """What a bare name searches: a few values of the setting worth trying on this machine."""
+    cores = _cores()
+    known: dict[str, tuple[Any, ...]] = {
+        "slots": (1, 2, 4, 8),
+        "ctx": (4096, 8192, 16384),
+        "threads": tuple(sorted({max(1, cores // 2), max(1, cores - 1), cores})),
+        "batch_size": (512, 1024, 2048),
+        "ubatch_size": (128, 256, 512),
+        "cache_type_k": ("f16", "q8_0", "q4_0"),
+        "cache_type_v": ("f16", "q8_0", "q4_0"),
+        "flash_attn": ("on", "off"),
+    }
+    if f.name in known:
+        return known[f.name]
+    if f.kind is bool:
+        return (True, False)
+    if f.setting.choices:
+        return f.setting.choices
+    raise SpaceError(f"--space {f.name}: give its values (e.g. {f.name}=a,b or {f.name}=1..8)")
+
+
+def _searchable() -> dict[str, Field]:
+    return {f.name: f for f in fields_of(ServerSettings) if f.name not in NOT_SEARCHED}
+
+
+def _field(name: str) -> Field:
+    known = _searchable()
+    if name not in known:
+        close = difflib.get_close_matches(name, list(known), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise SpaceError(f"--space: {name!r} is not a server setting{hint}")
+    return known[name]
+
+
+def _value(f: Field, text: str) -> Any:
+    """One value as its setting holds it, checked by its schema."""
+    value: Any = text
+    if f.kind is bool:
+        if text.lower() not in BOOL_WORDS:
+            raise SpaceError(f"--space {f.name}: {text!r} is not on or off")
+        value = BOOL_WORDS[text.lower()]
+    elif f.kind in (int, float):
+        try:
+            value = f.kind(text)
+        except ValueError:
+            noun = "a whole number" if f.kind is int else "a number"
+            raise SpaceError(f"--space {f.name}: {text!r} is not {noun}") from None
+    if (problem := f.problem(value)) is not None:
+        raise SpaceError(f"--space {f.name} {problem}")
+    return value
+
+
+def _span(f: Field, low_text: str, high_text: str) -> tuple[Any, ...]:
+    low, high = _value(f, low_text), _value(f, high_text)
+    if f.kind is not int or low < 1 or high < low:
+        raise SpaceError(
+            f"--space {f.name}={low_text}..{high_text}: a range is of whole numbers from 1, "
+            "low..high"
+        )
+    values, at = [], low
+    while at < high:
+        values.append(at)
+        at *= 2
+    return (*values, high)
+
+
+def _bounded(f: Field, op: str, text: str) -> tuple[Any, ...]:
+    if f.kind not in (int, float):
+        raise SpaceError(f"--space {f.name}{op}{text}: a bound is for a number setting")
+    bound = _value(f, text)
+    kept = tuple(v for v in usual_values(f) if _COMPARE[op](v, bound))
+    if kept:
+        return kept
+    if op in (">=", "<="):
+        return (bound,)
+    raise SpaceError(f"--space {f.name}{op}{text}: none of its usual values is within it")
+
+
+def _part(part: str) -> tuple[str, tuple[Any, ...]]:
+    if (bound := _BOUND.match(part)) is not None:
+        name, op, text = bound.groups()
+        return name, _bounded(_field(name), op, text)
+    name, sign, given = (p.strip() for p in part.partition("="))
+    f = _field(name)
+    if not sign:
+        return name, usual_values(f)
+    if not given:
+        raise SpaceError(f"--space {name}=: give a value, a list a,b or a range 1..8")
+    if ".." in given:
+        low, _, high = given.partition("..")
+        return name, _span(f, low.strip(), high.strip())
+    values = tuple(_value(f, v.strip()) for v in given.split(","))
+    return name, tuple(dict.fromkeys(values))
+
+
+@dataclass(frozen=True)
+class Space:
+    """Each searched setting with its values, in the order given."""
+
+    axes: dict[str, tuple[Any, ...]]
+
+    def candidates(self) -> list[dict[str, Any]]:
+        """Every combination of the values, the first axis outermost."""
+        names = list(self.axes)
+        return [
+            dict(zip(names, row, strict=True)) for row in itertools.product(*self.axes.values())
+        ]
+
+
+def parse_space(text: str) -> Space:
+    """``--space`` (empty: ``slots``, its usual values), one clear error naming the setting
+    for an unknown name or a bad value."""
+    parts = [p.strip() for p in (text.strip() or DEFAULT_SPACE).split(";") if p.strip()]
+    axes: dict[str, tuple[Any, ...]] = {}
+    for part in parts:
+        name, values = _part(part)
+        if name in axes:
+            raise SpaceError(f"--space {name} is given twice: give each setting once")
+        axes[name] = values
+    count = 1
+    for values in axes.values():
+        count *= len(values)
+    if count > MAX_CANDIDATES:
+        raise SpaceError(
+            f"--space holds {count:,} combinations, over the {MAX_CANDIDATES:,} a tune "
+            "searches: give fewer values"
+        )
+    return Space(axes)
