@@ -11,6 +11,7 @@ import pytest
 
 from workbench.cli.main import main
 from workbench.engine.analysis.export import concurrency_columns
+from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.predict.calibration import (
     Calibration,
@@ -20,7 +21,7 @@ from workbench.engine.predict.calibration import (
     save,
 )
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
-from workbench.engine.server.discovery import find_server_binary
+from workbench.engine.server.discovery import find_server_binary, resolve_model
 
 EXPERIMENT = """name = "predicted"
 [server]
@@ -92,11 +93,90 @@ def test_without_a_calibration_it_says_how_to_make_one(tmp_path, capsys, monkeyp
     assert "run `workbench calibrate`" in err and "--probe" in err
 
 
-def test_a_sweep_over_what_a_calibration_holds_is_one_line(tmp_path, capsys, calibration_file):
+def test_one_calibration_file_is_refused_for_a_sweep_over_what_it_holds(
+    tmp_path, capsys, calibration_file
+):
     experiment = tmp_path / "e.toml"
     experiment.write_text(EXPERIMENT.replace("ctx = 4096", "ctx = 4096\nthreads = [1, 2]"))
     assert main(["predict", str(experiment), "--calibration", str(calibration_file)]) == 1
-    assert "one calibration for the whole sweep" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--calibration holds one model and settings" in err and len(err.splitlines()) == 1
+
+
+THREADS = EXPERIMENT.replace("slots = [1, 2]", "slots = 2\nthreads = [1, 2]")
+
+
+def stored_for(threads: int, decode_ms: float) -> Calibration:
+    """This machine's calibration of the default model with ``threads``, stored where
+    ``predict`` looks (the test's WORKBENCH_CONFIG_DIR)."""
+    from workbench.engine.predict.run_prediction import Wanted
+
+    config = next(c for c in parse_experiment(THREADS).configs() if c.server.threads == threads)
+    binary = find_server_binary(None).path
+    wanted = Wanted.of(config, fingerprint(binary), resolve_model("default"))
+    made = Calibration(
+        StepCosts(DecodeCost(decode_ms, 0.0, 0.0), PrefillCost(0.0, 0.5)),
+        FitQuality(1, 0.0, 0.0, 1, 0.0, 0.0),
+        wanted.machine, wanted.model, wanted.build, wanted.settings,
+        "2026-12-02T03:00:00+00:00", f"probe with {threads} threads", template_tokens=30,
+    )  # fmt: skip
+    save(made)
+    return made
+
+
+@pytest.fixture
+def config_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
+
+
+def test_a_sweep_over_held_settings_is_predicted_each_with_its_own_calibration(
+    tmp_path, capsys, config_dir
+):
+    stored_for(1, 20.0)
+    stored_for(2, 10.0)
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(THREADS)
+    out = tmp_path / "predicted.csv"
+    assert main(["predict", str(experiment), "--csv", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "calibration of threads=1:" in text and "calibration of threads=2:" in text
+    with out.open() as fh:
+        rows = list(csv.DictReader(fh))
+    # Both 100-token prompts in one 100 ms step, then 4 more tokens: 20 ms a step at 1
+    # thread, 10 ms at 2.
+    assert [float(r["e2e_p50_s"]) for r in rows] == pytest.approx([0.18, 0.14])
+
+
+def test_a_configuration_without_its_calibration_is_named_in_one_line(tmp_path, capsys, config_dir):
+    stored_for(1, 20.0)
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(THREADS)
+    assert main(["predict", str(experiment)]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1
+    assert "threads=2: no calibration for SmolLM2-135M-Instruct.Q4_1.gguf with threads=2" in err
+    assert "threads=1" not in err and "--probe" in err
+
+
+def test_with_probe_each_missing_calibration_is_measured_once(
+    tmp_path, capsys, config_dir, monkeypatch
+):
+    from workbench.cli import predict_commands
+
+    stored_for(1, 20.0)
+    probed = []
+
+    def probe_now(binary, model, settings, console):
+        probed.append(settings.threads)
+        return stored_for(settings.threads, 10.0)
+
+    monkeypatch.setattr(predict_commands, "probe_now", probe_now)
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(THREADS.replace("slots = 2", "slots = [2, 4]"))
+    assert main(["predict", str(experiment), "--probe"]) == 0
+    assert probed == [2]  # np=2 and np=4 at 2 threads share one calibration
+    text = capsys.readouterr().out
+    assert "np=2 threads=2: no stored calibration for threads=2" in text
 
 
 def test_against_a_session_each_figure_is_set_beside_what_it_measured(

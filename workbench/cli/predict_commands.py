@@ -11,7 +11,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from workbench.cli.calibrate_commands import describe, probe_now
 from workbench.cli.paths import session_file
@@ -21,25 +20,17 @@ from workbench.cli.run_commands import (
     experiment_of,
     resumed_experiment,
 )
-from workbench.cli.tables import add_table_flags, results_table
+from workbench.cli.tables import add_table_flags, against_table, results_table
 from workbench.engine.analysis.export import write_concurrency_csv
 from workbench.engine.base.errors import ImportFileError, WorkbenchError
-from workbench.engine.config.experiment import Experiment
-from workbench.engine.figures.metrics import figure
-from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.config.experiment import RunConfig
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.prompts import load_prompts
-from workbench.engine.predict.calibration import (
-    Calibration,
-    find,
-    held_settings,
-    load,
-    machine_identity,
-    model_identity,
-    save,
-)
+from workbench.engine.predict.calibration import Calibration, load, machine_identity, save
+from workbench.engine.predict.costs import StepCosts
 from workbench.engine.predict.probe import LIMIT_S
-from workbench.engine.predict.sweep import COMPARED, predict_experiment, prediction_error
+from workbench.engine.predict.run_prediction import Wanted
+from workbench.engine.predict.sweep import predict_configs
 from workbench.engine.server.discovery import find_server_binary, resolve_model
 from workbench.engine.store import open_session
 
@@ -62,8 +53,9 @@ def add_predict(sub: Any) -> None:
     chosen.add_argument(
         "--probe",
         action="store_true",
-        help=f"calibrate now (at most {LIMIT_S:g} s on the real server) where no stored "
-        "calibration holds for this machine, model, build and settings",
+        help=f"calibrate now (at most {LIMIT_S:g} s on the real server for each) where no "
+        "stored calibration holds for this machine, model, build and a configuration's "
+        "settings",
     )
     parser.add_argument("--csv", metavar="FILE", help="write the prediction as concurrency.csv")
     parser.add_argument(
@@ -85,20 +77,23 @@ def cmd_predict(args: argparse.Namespace, console: Console) -> int:
     experiment = resumed_experiment(Path(args.against), args.model) if args.against else None
     experiment = experiment or experiment_of(args)
     base_dir = Path(experiment.path).parent if experiment.path else None
-    calibration = _calibration(args, experiment, base_dir, console)
-    for line in describe(calibration):
-        console.print(f"calibration: {escape(line)}")
-    template = calibration.template_tokens
-    if template is None:
-        console.print(
-            "note: the calibration did not measure the chat template: prompts as written are "
-            "counted without it"
-        )
-    specs = {c.workload.prompts for c in experiment.configs()}
+    configs = experiment.configs()
+    specs = {c.workload.prompts for c in configs}
     if len(specs) > 1:
         raise WorkbenchError("a sweep over [workload] prompts is not supported")
     prompts = load_prompts(specs.pop(), base_dir)
-    predicted = predict_experiment(experiment, calibration.costs, prompts, template or 0, base_dir)
+    calibrations = _calibrations(args, configs, base_dir, console)
+    _describe(configs, calibrations, console)
+
+    def costs_of(config: RunConfig) -> tuple[StepCosts, int]:
+        calibration = calibrations[config.index]
+        return calibration.costs, calibration.template_tokens or 0
+
+    predicted = []
+    for result in predict_configs(configs, costs_of, prompts, base_dir):
+        if isinstance(result, WorkbenchError):
+            raise result
+        predicted.append(result)
     summaries = [p.summary for p in predicted]
     title = "Predicted by the scheduler model (nothing measured)"
     console.print(results_table(summaries, title, args.results_columns))
@@ -116,68 +111,76 @@ def cmd_predict(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def against_table(predicted: list[ConfigSummary], measured: list[ConfigSummary]) -> Table:
-    """Each configuration's compared figures, predicted / measured and the error, for the
-    configurations both have (by their place in the sweep)."""
-    table = Table(title="Predicted / measured (error)")
-    table.add_column("config")
-    figures = [figure(key) for key in COMPARED]
-    for f in figures:
-        table.add_column(f.header, justify="right")
-    seen = {s.index: s for s in measured}
-    for p in predicted:
-        m = seen.get(p.index)
-        if m is None:
-            continue
-        cells = []
-        for f in figures:
-            error = prediction_error(p, m, f.key)
-            shown = f"{f.cell(p)} / {f.cell(m)}"
-            cells.append(shown if error is None else f"{shown} ({error:+.0%})")
-        table.add_row(escape(p.label), *cells)
-    return table
+def _describe(
+    configs: list[RunConfig], calibrations: dict[int, Calibration], console: Console
+) -> None:
+    """Each calibration the prediction uses, in plain words, named by its configurations
+    where the sweep uses more than one."""
+    used: dict[int, list[str]] = {}
+    for config in configs:
+        used.setdefault(id(calibrations[config.index]), []).append(config.label)
+    by_id = {id(c): c for c in calibrations.values()}
+    for key, labels in used.items():
+        calibration = by_id[key]
+        if len(used) > 1:
+            console.print(f"calibration of {escape(', '.join(labels))}:")
+        for line in describe(calibration):
+            console.print(f"calibration: {escape(line)}")
+        if calibration.template_tokens is None:
+            console.print(
+                "note: the calibration did not measure the chat template: prompts as written "
+                "are counted without it"
+            )
 
 
-def _calibration(
-    args: argparse.Namespace, experiment: Experiment, base_dir: Path | None, console: Console
-) -> Calibration:
-    """The calibration every configuration is predicted with: the file given, or the stored
-    one for this machine, model, build and settings (made now with ``--probe``). One for the
-    whole sweep: a sweep over the settings a calibration holds is not predicted yet."""
-    configs = experiment.configs()
-    held = {tuple(sorted(held_settings(c.server).items())) for c in configs}
-    models = {c.server.model for c in configs}
-    if len(held) > 1 or len(models) > 1:
-        raise WorkbenchError(
-            "predict needs one calibration for the whole sweep: sweep slots, context or the "
-            "workload, not the model, threads, batch sizes, KV types or flash attention"
-        )
-    first = configs[0]
+def _calibrations(
+    args: argparse.Namespace, configs: list[RunConfig], base_dir: Path | None, console: Console
+) -> dict[int, Calibration]:
+    """Each configuration's calibration, by its index: the file given (for a sweep that
+    holds one calibration's settings throughout), or the stored one that holds for its own
+    model and settings on this machine (``Wanted``, as a run finds its prediction's), each
+    one missing made now with ``--probe``."""
     binary = find_server_binary(args.server_bin).path
     hardware = fingerprint(binary)
-    machine = machine_identity(hardware)
-    model = resolve_model(first.server.model, base_dir)
-    identity = model_identity(model)
-    settings = held_settings(first.server)
+    models = {m: resolve_model(m, base_dir) for m in dict.fromkeys(c.server.model for c in configs)}
+    wanted = {c.index: Wanted.of(c, hardware, models[c.server.model]) for c in configs}
     if args.calibration:
+        if len({w.key for w in wanted.values()}) > 1:
+            raise WorkbenchError(
+                "--calibration holds one model and settings: this sweep changes the model, "
+                "threads, batch sizes, KV types or flash attention; leave it out to use each "
+                "configuration's stored calibration"
+            )
         try:
             given = load(Path(args.calibration))
         except ImportFileError as exc:
             raise WorkbenchError(f"--calibration: {exc}") from None
+        machine = machine_identity(hardware)
         if given.machine != machine:
             raise WorkbenchError(
                 f"--calibration was made on {given.machine}, not this machine ({machine}): "
                 "a machine's costs say nothing of another's; calibrate here"
             )
-        return given
-    stored = find(machine, identity, hardware.llama_server_build, settings)
-    if stored is not None:
-        return stored
-    if not args.probe:
+        return {c.index: given for c in configs}
+    found: dict[Any, Calibration | None] = {}
+    for config in configs:
+        want = wanted[config.index]
+        if want.key not in found:
+            found[want.key] = want.stored()
+    lacking = [c for c in configs if found[wanted[c.index].key] is None]
+    if lacking and not args.probe:
+        named = "; ".join(dict.fromkeys(wanted[c.index].missing(c.label) for c in lacking))
         raise WorkbenchError(
-            f"no calibration holds for {model.name} on this machine with these settings: run "
-            "`workbench calibrate` with the same settings, or `workbench predict --probe`"
+            f"{named} on this machine: run `workbench calibrate` with those settings, or "
+            "`workbench predict --probe`"
         )
-    calibration = probe_now(binary, model, first.server, console)
-    console.print(f"stored in {escape(str(save(calibration)))}")
-    return calibration
+    for config in lacking:
+        want = wanted[config.index]
+        if found[want.key] is not None:  # probed for an earlier configuration
+            continue
+        console.print(f"{escape(config.label)}: no stored calibration for {want.settings_text()}")
+        calibration = probe_now(binary, models[config.server.model], config.server, console)
+        console.print(f"stored in {escape(str(save(calibration)))}")
+        found[want.key] = calibration
+    chosen = {c.index: found[wanted[c.index].key] for c in configs}
+    return {index: c for index, c in chosen.items() if c is not None}

@@ -40,6 +40,7 @@ from workbench.engine.figures.metrics import (
     shown_in,
 )
 from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.predict.sweep import COMPARED, prediction_error
 
 # The width to lay tables out at when neither a terminal nor ``COLUMNS`` says one (a log, a
 # pipe in CI): rich's own 80 would wrap the lab's table more than a log reader's window needs.
@@ -456,6 +457,27 @@ def reported_table(session: Any, source: ImportSource) -> Fitted:
     columns = [Column("figure", "left"), *(Column(c.label) for c in session.configs)]
     title = escape(f"As {source.tool} reported them ({source.file_name})")
     return Fitted(columns, rows, title=title)
+
+
+def against_table(predicted: list[ConfigSummary], measured: list[ConfigSummary]) -> Fitted:
+    """Each configuration's compared figures, predicted / measured and the error, for the
+    configurations both have (by their place in the sweep): ``predict --against``'s and
+    ``show``'s for a session that stored its prediction."""
+    figures = [figure(key) for key in COMPARED]
+    seen = {s.index: s for s in measured}
+    rows = []
+    for p in predicted:
+        m = seen.get(p.index)
+        if m is None:
+            continue
+        cells = []
+        for f in figures:
+            error = prediction_error(p, m, f.key)
+            shown = f"{f.cell(p)} / {f.cell(m)}"
+            cells.append(shown if error is None else f"{shown} ({error:+.0%})")
+        rows.append([p.label, *cells])
+    columns = [Column("config", "left"), *(Column(f.header) for f in figures)]
+    return Fitted(columns, rows, title="Predicted / measured (error)")
 
 
 def memory_table(checks: list[MemoryCheck]) -> Fitted:
