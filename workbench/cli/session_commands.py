@@ -23,6 +23,7 @@ from workbench.cli.tables import (
     hardware_line,
     memory_table,
     print_error,
+    print_prediction,
     print_sessions,
     reported_table,
     requests_table,
@@ -40,7 +41,7 @@ from workbench.engine.analysis.export import (
 )
 from workbench.engine.analysis.library import data_folder, scan
 from workbench.engine.analysis.verdicts import cache_verdicts, lab_verdicts
-from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.errors import SessionError, WorkbenchError
 from workbench.engine.base.states import NoticeLevel
 from workbench.engine.base.words import plural
 from workbench.engine.interop.formats import KNOWN_FORMATS, import_file, one_per_run
@@ -198,6 +199,13 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
         console.print(results_table(summaries, "Results", args.results_columns))
         for verdict in cache_verdicts(summaries):
             console.print(cache_line(verdict), highlight=False)
+        try:
+            prediction = session.predictions()
+        except SessionError as exc:  # the rest of the session still reads
+            console.print(f"[yellow]warning:[/yellow] {escape(str(exc))}", highlight=False)
+            prediction = None
+        if prediction is not None:
+            print_prediction(console, prediction, summaries)
         if source is not None:
             console.print(reported_table(session, source))
         for config in session.configs:

@@ -39,6 +39,7 @@ from workbench.engine.figures.metrics import (
     in_part,
     shown_in,
 )
+from workbench.engine.figures.predicted import RunPrediction
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.predict.sweep import COMPARED, prediction_error
 
@@ -478,6 +479,19 @@ def against_table(predicted: list[ConfigSummary], measured: list[ConfigSummary])
         rows.append([p.label, *cells])
     columns = [Column("config", "left"), *(Column(f.header) for f in figures)]
     return Fitted(columns, rows, title="Predicted / measured (error)")
+
+
+def print_prediction(
+    console: Console, prediction: RunPrediction, measured: list[ConfigSummary]
+) -> None:
+    """A session's stored prediction beside what it measured, the calibrations it came
+    from, and each configuration it left out."""
+    if prediction.configs:
+        console.print(against_table([c.summary for c in prediction.configs], measured))
+        for line in dict.fromkeys(c.calibration for c in prediction.configs):
+            console.print(f"predicted from the calibration: {line}", markup=False, highlight=False)
+    for line in prediction.left_out:
+        console.print(f"not predicted: {line}", markup=False, highlight=False)
 
 
 def memory_table(checks: list[MemoryCheck]) -> Fitted:
