@@ -85,3 +85,24 @@ def _outcome(phase: Phase) -> str:
     if phase.done == 0:
         return "the request failed" if n == 1 else f"all {n} failed"
     return f"{phase.done} of {n} answered{took}, {phase.failed} failed"
+
+
+NO_CALIBRATION = "this machine has no calibration for these settings (Calibrate, Server tab)"
+
+
+def prediction_line(model: RunModel, live: bool = True) -> str:
+    """What the line above the Gantt says of the run's prediction: ``Predicted: ...`` (its
+    headline) once it came; while a ``live`` run goes without one, why there is none; else
+    nothing (a session replayed, stored before predictions were)."""
+    prediction = model.prediction
+    if prediction is not None and prediction.configs:
+        return f"Predicted: {prediction.headline()}"
+    if model.status is not RunStatus.RUNNING or not live:
+        return ""
+    if prediction is not None:
+        return f"No prediction: {'; '.join(prediction.left_out) or NO_CALIBRATION}"
+    if not model.config_marks:  # a prediction comes before the first configuration starts
+        return ""
+    if model.mode == "external":
+        return "No prediction: the server was started elsewhere, its costs not calibrated here"
+    return f"No prediction: {NO_CALIBRATION}"

@@ -22,6 +22,7 @@ from workbench.engine.events import (
     GpuSample,
     MetricsSample,
     Notice,
+    PredictionMade,
     ProcessSample,
     RequestFinished,
     RequestSubmitted,
@@ -34,6 +35,7 @@ from workbench.engine.events import (
 from workbench.engine.figures.conversation_cache import TurnCache, turn_caches
 from workbench.engine.figures.footprint import predicted_footprint_mib
 from workbench.engine.figures.per_request import request_metrics
+from workbench.engine.figures.predicted import RunPrediction
 from workbench.engine.figures.server_kinds import ServerKind, describe, detect
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.measure.sampler import slot_context_share
@@ -117,6 +119,7 @@ class Changes:
     server: bool = False
     results: bool = False
     finished: bool = False
+    prediction: bool = False  # the run's prediction came (or went, with a new run)
 
     def __bool__(self) -> bool:
         return bool(
@@ -127,6 +130,7 @@ class Changes:
             or self.server
             or self.results
             or self.finished
+            or self.prediction
         )
 
 
@@ -194,6 +198,9 @@ class RunModel:
         self.predicted: list[list[float | None]] = []
         self.summaries: list[ConfigSummary] = []
         self.notices: list[Notice] = []
+        # What the scheduler model said the run would measure, before it ran (None: no
+        # calibration held for it, or a session stored before predictions were).
+        self.prediction: RunPrediction | None = None
         # A conversations run's users, in the order their colours go (``u3`` third), and
         # each conversation's last finished turn, which the next turn's cache is read against.
         self.users: dict[str, int] = {}
@@ -224,6 +231,10 @@ class RunModel:
                 self.n_configs, self.t0_ns = event.n_configs, event.t0_ns
                 self.status = RunStatus.RUNNING
                 ch.layout = ch.gantt = ch.samples = ch.server = ch.results = True
+                ch.prediction = True
+            case PredictionMade():
+                self.prediction = event.prediction
+                ch.prediction = ch.gantt = ch.results = True
             case ConfigStarted(config=config):
                 self._close_slot_spans(self.last_t)
                 self._close_slot_context(self.last_t)
@@ -322,7 +333,7 @@ class RunModel:
                 self._close_slot_spans(self.last_t)
                 self._close_slot_context(self.last_t)
                 self.status, self.error = RunStatus(event.status), event.error
-                ch.finished = ch.server = ch.gantt = True
+                ch.finished = ch.server = ch.gantt = ch.prediction = True
 
     def _fold_metrics(self, t_ns: int, values: dict[str, float], ch: Changes) -> None:
         """Requests running and waiting, and KV-cache use, from one /metrics sample. The

@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, Signal
 
 from workbench.engine.base.states import NoticeLevel, RunStatus
 from workbench.engine.events import Notice
+from workbench.ui.captions import prediction_line
 from workbench.ui.panels.server_panel import ServerPanel
 from workbench.ui.run_model import RunModel
 from workbench.ui.views.gantt import GanttView
@@ -33,6 +34,9 @@ SERVER_PLOT_TICK = 1
 class RenderController(QObject):
     progress = Signal(str)  # the status line while a run is under way (live or replayed)
     warning = Signal(str)  # the engine's latest warning, for the banner
+    # What the run's prediction says ("Predicted: about 2 min; ..."), or why there is none;
+    # "" for nothing to say.
+    predicted = Signal(str)
 
     def __init__(
         self,
@@ -55,6 +59,7 @@ class RenderController(QObject):
         self._gantt_stale = False
         self._server_stale = False
         self._warned: Notice | None = None  # the warning the banner was last given
+        self._prediction_said = ""
 
     def render(
         self, events: list[Any], now: float | None, force: bool = False, verb: str = "running"
@@ -92,7 +97,12 @@ class RenderController(QObject):
         if changes.server or force:
             self._sync_server()
         if changes.results or force:
-            self.results.sync(self.model.summaries)
+            self.results.sync(self.model.summaries, self.model.prediction)
+        if changes.prediction or changes.server or force:  # a configuration started, say
+            line = prediction_line(self.model, live=verb == "running")
+            if line != self._prediction_said:
+                self._prediction_said = line
+                self.predicted.emit(line)
         if running:
             done = sum(v.state.finished for v in self.model.requests.values())
             self.progress.emit(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +16,10 @@ from PySide6.QtCore import QCoreApplication, QEvent, QMarginsF, QPointF, QRectF,
 from PySide6.QtGui import QColor, QPageSize, QPainter, QPdfWriter
 from PySide6.QtWidgets import QApplication, QWidget
 
-from workbench.engine.analysis.compare import ChartData, ChartKind, Series
+from workbench.engine.analysis.compare import ChartData, ChartKind, Series, chart_data_from
 from workbench.engine.base.errors import OutputDirError
+from workbench.engine.figures.metrics import Figure
+from workbench.engine.figures.summaries import ConfigSummary
 from workbench.ui.theme.qt_theme import session_colors
 from workbench.ui.widgets.plot_widget import Plot
 
@@ -46,6 +48,30 @@ def series_color(series: Series) -> QColor:
     return colors[series.session % len(colors)]
 
 
+PREDICTED = "predicted"  # a predicted series' name ends so
+
+
+def with_predictions(
+    named: list[tuple[str, list[ConfigSummary]]],
+    predicted: Sequence[list[ConfigSummary] | None],
+    metrics: tuple[Figure, ...] | None = None,
+) -> list[tuple[ChartData, set[int]]]:
+    """``chart_data_from`` with each session's prediction (``predicted``, one per entry of
+    ``named``; None: it has none) beside it, each chart with the series of a prediction:
+    in its session's colour, named ``... · predicted``, to be drawn dashed."""
+    owners = [i for i, summaries in enumerate(predicted) if summaries]
+    shown = [*named, *((f"{named[i][0]} · {PREDICTED}", predicted[i] or []) for i in owners)]
+    charts = []
+    for data in chart_data_from(shown, metrics=metrics):
+        dashed = set()
+        for k, series in enumerate(data.series):
+            if series.session >= len(named):
+                series.session = owners[series.session - len(named)]
+                dashed.add(k)
+        charts.append((data, dashed))
+    return charts
+
+
 class MetricChart(Plot):
     """A chart of ``ChartData``: lines with markers against the swept setting, with error
     bars where repeats give a spread; a trade-off with each point named; or distributions as
@@ -64,11 +90,15 @@ class MetricChart(Plot):
         self._labels: list[pg.TextItem] = []
         self._legend_at: tuple[tuple[float, float], tuple[float, float]] | None = None
         self.data: ChartData | None = None
+        self.dashed: set[int] = set()  # the places of the predicted series
         # The points' names are placed in pixels: again whenever the view moves or resizes.
         plot.vb.sigTransformChanged.connect(self._place_labels)
 
-    def show_data(self, data: ChartData) -> None:
+    def show_data(self, data: ChartData, dashed: Collection[int] = ()) -> None:
+        """Draw ``data``; the series at the places in ``dashed`` are predicted ones:
+        dashed, hollow points, no spread."""
         self.data = data
+        self.dashed = set(dashed)
         plot = self.getPlotItem()
         title = html.escape(data.title)
         if data.subtitle:
@@ -87,7 +117,7 @@ class MetricChart(Plot):
         self._labels = []
         for i, curve in enumerate(self._curves):
             series = data.series[i] if i < len(data.series) else None
-            self._draw(curve, self._error_bars[i], series, data.kind)
+            self._draw(curve, self._error_bars[i], series, data.kind, i in self.dashed)
             if self.legend is not None:
                 label = self.legend.getLabel(curve)
                 if label is not None:  # a name from a session is text, not markup
@@ -108,7 +138,12 @@ class MetricChart(Plot):
         self._place_labels()  # the range may not have moved
 
     def _draw(
-        self, curve: pg.PlotDataItem, bars: pg.ErrorBarItem, series: Series | None, kind: str
+        self,
+        curve: pg.PlotDataItem,
+        bars: pg.ErrorBarItem,
+        series: Series | None,
+        kind: str,
+        predicted: bool = False,
     ) -> None:
         if series is None:
             curve.setData([], [])
@@ -117,7 +152,8 @@ class MetricChart(Plot):
         color = series_color(series)
         # Past the last colour, the colours come back dashed.
         dash = series.variant + series.session // len(session_colors())
-        pen = pg.mkPen(color, width=2, style=DASHES[dash % len(DASHES)])
+        style = Qt.PenStyle.DashLine if predicted else DASHES[dash % len(DASHES)]
+        pen = pg.mkPen(color, width=2, style=style)
         if kind == ChartKind.CDF:  # steps: the share stays until the next request's TTFT
             xs = [x for x in series.x for _ in (0, 1)]
             ys = [0.0, *[y for y in series.y for _ in (0, 1)]][:-1]
@@ -128,11 +164,12 @@ class MetricChart(Plot):
                 series.y,
                 pen=pen,
                 symbol="o",
-                symbolBrush=color,
+                symbolBrush=None if predicted else color,
                 symbolPen=pg.mkPen(color),
                 symbolSize=SYMBOL_SIZE,
             )
-        spread = [(x, y, e) for x, y, e in zip(series.x, series.y, series.err, strict=False) if e]
+        errors = [None] * len(series.x) if predicted else series.err  # a model has no spread
+        spread = [(x, y, e) for x, y, e in zip(series.x, series.y, errors, strict=False) if e]
         bars.setData(
             x=np.array([p[0] for p in spread]),
             y=np.array([p[1] for p in spread]),

@@ -23,9 +23,11 @@ from workbench.ui.views.gantt_rows import (
     DUE,
     SEGMENTS,
     STEADY_OPACITY,
+    Bars,
     arrival_ticks,
     conversation_colour,
     conversation_palette,
+    ghost_bars,
     lane_rows,
     late_span,
     lost_span,
@@ -47,6 +49,10 @@ LOST_HEIGHT = 0.96  # around its bar, not over it, so a thin bar keeps its colou
 # Of the time shown, at each end: turns one after another in a slot's lane are outlined
 # apart, not as one long box (never more than a fifth of the turn's own width).
 LOST_INSET_SHARE = 0.003
+# The prediction's bars: taller than the measured ones (their hatching shows above and
+# below them), behind them, hatched in a faint colour of their own.
+GHOST_HEIGHT = 0.96
+GHOST_OPACITY = 0.55
 STRIP_SHARE = 0.05  # the arrival ticks' strip under the rows, of the rows' height
 TICK_WIDTH = 2  # pixels: an arrival tick
 TITLES = {  # by lanes: rows per request, or lanes per server slot
@@ -107,7 +113,19 @@ def set_bars(
     item.setOpts(x0=np.array(x0s), width=np.array(widths), y=np.array(ys), height=height)
 
 
-Spans = tuple[list[float], list[float], list[int]]  # a bar item's starts, widths and rows
+Spans = Bars
+
+
+def ghost_item() -> pg.BarGraphItem:
+    """The prediction's bars: hatched and outlined in the theme's ghost colour, behind the
+    measured bars (and in front of the steady state's shade)."""
+    color = series_color("ghost")
+    color.setAlphaF(GHOST_OPACITY)
+    pen = QPen(color)
+    pen.setCosmetic(True)
+    item = bar_item(QBrush(color, Qt.BrushStyle.BDiagPattern), pen)
+    item.setZValue(-5)
+    return item
 
 
 class GanttView(Plot):
@@ -148,6 +166,8 @@ class GanttView(Plot):
         self.lost = bar_item(QBrush(Qt.BrushStyle.NoBrush), lost_pen())
         for item in [*self.conversation_bars, self.lost]:
             plot.addItem(item)
+        self.ghosts = ghost_item()
+        plot.addItem(self.ghosts)
         self.arrivals = tick_item(series_color("arrival"))
         self.late_arrivals = tick_item(series_color("arrival_late"))
         # In rows per request, a late request's wait from when it was due to its bar.
@@ -176,7 +196,7 @@ class GanttView(Plot):
         self._now = now
         self._views = model.ordered()
         self.note.show_empty(not self._views)
-        rows = lane_rows(model) if self.lanes else None
+        rows = lane_rows(model, ghosts=True) if self.lanes else None
         spans: dict[RequestState, Spans] = {name: ([], [], []) for name in SEGMENTS}
         talks: list[Spans] = [([], [], []) for _ in self.conversation_bars]
         lost: Spans = ([], [], [])
@@ -211,6 +231,8 @@ class GanttView(Plot):
         for item, drawn in zip(self.conversation_bars, talks, strict=True):
             set_bars(item, *drawn)
         set_bars(self.lost, *lost, height=LOST_HEIGHT)
+        ghosts = ghost_bars(model, rows[0] if rows else None)
+        set_bars(self.ghosts, *ghosts, height=GHOST_HEIGHT)
         self.waits.setData(x=np.array(waits[0]), y=np.array(waits[1]), connect="pairs")
         if self.legend is not None:
             self.legend.show_users(model)
@@ -220,10 +242,14 @@ class GanttView(Plot):
             lanes = [(float(i), name) for i, name in enumerate(rows[1])]
             self.getPlotItem().getAxis("left").setTicks([self._with_strip(lanes)])
         if self.states is not None:
-            self.states.show_run(bool(model.users), self._ticked, bool(self._ticks[1]))
+            self.states.show_run(
+                bool(model.users), self._ticked, bool(self._ticks[1]), bool(ghosts[0])
+            )
         self._sync_marks(model)
         self._sync_steady(steady_spans(model))
-        self._sync_ranges(now, final=ended)
+        # The time axis reaches the prediction's last bar too: its end is what one waits for.
+        self._now = max([now, *(x0 + w for x0, w in zip(ghosts[0], ghosts[1], strict=True))])
+        self._sync_ranges(self._now, final=ended)
 
     def _sync_ranges(self, now: float, final: bool = False) -> None:
         """Grow the axes in steps, not every tick: re-laying out axis text is what costs.
@@ -280,6 +306,11 @@ class GanttView(Plot):
     def bar_count(self) -> int:
         """Requests with a bar (for tests): each has exactly one span that starts at submit."""
         return len({row for row in self._rows()})
+
+    def ghost_count(self) -> int:
+        """The prediction's bars drawn (for tests)."""
+        x0 = self.ghosts.opts.get("x0")
+        return 0 if x0 is None else len(x0)
 
     def _rows(self) -> list[int]:
         rows: list[int] = []

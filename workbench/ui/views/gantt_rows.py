@@ -9,6 +9,7 @@ from functools import cache
 
 from workbench.engine.base.states import RequestState
 from workbench.engine.figures.metrics import DISPATCH_LIMIT_MS
+from workbench.engine.figures.predicted import PredictedRequest
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme.palette import theme_data
 
@@ -19,6 +20,7 @@ REPREFILLED = "history re-prefilled"  # a lost turn's mark, as its legend names 
 LATE_S = DISPATCH_LIMIT_MS / 1000  # sent this much after it was due: its tick says it was late
 DUE = "due"  # an arrival tick, as its legend names it
 SENT_LATE = f"sent > {DISPATCH_LIMIT_MS:g} ms late"
+GHOST = "predicted"  # the prediction's bars behind the measured ones, as the legend names them
 
 
 @cache
@@ -113,13 +115,22 @@ def segments(view: RequestView, now: float) -> list[tuple[RequestState, float, f
     return [s for s in spans if s[2] > s[1] or s[0] is RequestState.QUEUED]
 
 
-def lane_rows(model: RunModel) -> tuple[dict[tuple[int, int | None], int], list[str]]:
+def lane_rows(
+    model: RunModel, ghosts: bool = False
+) -> tuple[dict[tuple[int, int | None], int], list[str]]:
     """Row of each (configuration, slot) lane, and the lanes' names, in run order; requests
-    no /slots sample caught get an "unmatched" lane of their configuration."""
+    no /slots sample caught get an "unmatched" lane of their configuration. With ``ghosts``,
+    a configuration that has begun also has a lane for each slot its prediction used."""
     labels = dict(enumerate(label for _, label in model.config_marks))
     slots: dict[int, set[int | None]] = {}
     for view in model.requests.values():
         slots.setdefault(view.config_index, set()).add(view.slot)
+    if ghosts and model.prediction is not None:
+        for config in model.prediction.configs:
+            if config.config_index in slots:
+                slots[config.config_index] |= {
+                    r.slot for r in config.requests if r.slot is not None
+                }
     rows: dict[tuple[int, int | None], int] = {}
     names: list[str] = []
     for config in sorted(slots):
@@ -166,3 +177,47 @@ def steady_spans(model: RunModel) -> list[tuple[float, float]]:
         for run in summary.runs
         if run.steady_start_ns is not None and run.steady_end_ns is not None
     ]
+
+
+Bars = tuple[list[float], list[float], list[int]]  # starts, widths and rows of a bar item
+
+
+def ghost_bars(model: RunModel, lanes: dict[tuple[int, int | None], int] | None) -> Bars:
+    """The prediction's requests as bars behind the measured ones: each repeat's predicted
+    times (seconds after its first request was due) from when that measured repeat sent its
+    first request, so the two start together and their ends tell the error. In rows per
+    request, the k-th predicted request of a repeat in the row of its k-th measured one (in
+    the order they were numbered), from sent to done; in ``lanes`` (``lane_rows``' rows), in
+    its predicted slot's lane from its first token (a slot's lane shows what the slot did;
+    the model does not say when the slot began its prompt). A repeat not begun has none."""
+    bars: Bars = ([], [], [])
+    if model.prediction is None:
+        return bars
+    measured: dict[tuple[int, int], list[RequestView]] = {}
+    for view in model.requests.values():
+        if view.t_submit is not None:
+            measured.setdefault((view.config_index, view.repeat), []).append(view)
+    for config in model.prediction.configs:
+        repeats: dict[int, list[PredictedRequest]] = {}
+        for request in config.requests:
+            repeats.setdefault(request.repeat, []).append(request)
+        for repeat, predicted in repeats.items():
+            views = sorted(measured.get((config.config_index, repeat), []), key=lambda v: v.index)
+            if not views:
+                continue
+            sent = min(v.t_submit for v in views if v.t_submit is not None)
+            for k, request in enumerate(sorted(predicted, key=lambda r: r.index)):
+                if lanes is None:
+                    row = views[k].row if k < len(views) else None
+                    start = request.sent_s
+                else:
+                    row = lanes.get((config.config_index, request.slot))
+                    start = (
+                        request.sent_s if request.first_token_s is None else request.first_token_s
+                    )
+                if row is None:
+                    continue
+                bars[0].append(sent + start)
+                bars[1].append(max(request.end_s - start, 0.0))
+                bars[2].append(row)
+    return bars

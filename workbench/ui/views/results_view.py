@@ -16,12 +16,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.analysis.compare import chart_data_from
 from workbench.engine.base.states import ConfigStatus
 from workbench.engine.figures.metrics import Figure, View, shown_in
+from workbench.engine.figures.predicted import RunPrediction
 from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.predict.sweep import COMPARED, prediction_error
 from workbench.ui.theme.qt_theme import signal_color
-from workbench.ui.views.charts import MetricChart
+from workbench.ui.views.charts import MetricChart, with_predictions
 from workbench.ui.views.roofline_view import RooflineView
 from workbench.ui.views.verdicts_view import VerdictsView
 from workbench.ui.widgets import plain_text
@@ -45,6 +46,24 @@ def two_lines(header: str) -> str:
 
 def tooltip(figure: Figure) -> str:
     return f"{figure.heading}: {figure.definition}. Over repeats: {figure.combine.value}"
+
+
+BESIDE = "predicted / measured"  # a compared column's third header line, with a prediction
+
+
+def predicted_by_config(prediction: RunPrediction | None) -> dict[int, ConfigSummary]:
+    """Each predicted configuration's summary, by its place in the sweep."""
+    if prediction is None:
+        return {}
+    return {config.config_index: config.summary for config in prediction.configs}
+
+
+def compared_cell(figure: Figure, predicted: ConfigSummary, measured: ConfigSummary) -> str:
+    """A compared figure's cell beside its prediction: ``1.55 / 1.62 (-4%)``, the error
+    ((predicted - measured) / measured) where both have the figure."""
+    error = prediction_error(predicted, measured, figure.key)
+    shown = f"{figure.cell(predicted)} / {figure.cell(measured)}"
+    return shown if error is None else f"{shown} ({error:+.0%})"
 
 
 class PinnedFirstColumn(QTableView):
@@ -115,17 +134,25 @@ class ResultsView(QWidget):
         layout.addWidget(self.tabs)
         self._shown = 0
         self._summaries: list[ConfigSummary] = []
+        self._prediction: RunPrediction | None = None
 
-    def _set_columns(self, columns: tuple[Figure, ...]) -> None:
+    def _set_columns(self, columns: tuple[Figure, ...], predicted: bool = False) -> None:
         """The catalogue's figures as this table's columns, each header's tooltip its
-        definition."""
+        definition; with a prediction, the compared ones say they hold both."""
         self.columns = columns
         self.table.setColumnCount(len(columns))
-        self.table.setHorizontalHeaderLabels([two_lines(f.header) for f in columns])
+        beside = set(COMPARED) if predicted else set()
+        self.table.setHorizontalHeaderLabels(
+            [two_lines(f.header) + (f"\n{BESIDE}" if f.key in beside else "") for f in columns]
+        )
         for column, figure in enumerate(columns):
-            self.table.horizontalHeaderItem(column).setToolTip(tooltip(figure))
+            note = f"\n{BESIDE} (error)" if figure.key in beside else ""
+            self.table.horizontalHeaderItem(column).setToolTip(tooltip(figure) + note)
 
-    def sync(self, summaries: list[ConfigSummary]) -> None:
+    def sync(self, summaries: list[ConfigSummary], prediction: RunPrediction | None = None) -> None:
+        """The table (and charts, verdicts) for ``summaries``; with the run's
+        ``prediction``, each compared figure shows its predicted value beside the measured
+        one with the error, and the charts draw the predicted values dashed."""
         shown = summaries[: self._shown]
         # The optional figures (steady state, TTFO, conversations) are columns only where a
         # configuration has them: a plain burst's table keeps the lab's columns alone.
@@ -134,17 +161,22 @@ class ResultsView(QWidget):
             columns != self.columns
             or len(summaries) < self._shown
             or any(a is not b for a, b in zip(shown, self._summaries, strict=False))
+            or prediction is not self._prediction
         ):
-            self.table.setRowCount(0)  # another run, session or set of columns: start again
+            self.table.setRowCount(0)  # another run, session, prediction or set of columns
             self._shown = 0
-            if columns != self.columns:
-                self._set_columns(columns)
+            self._set_columns(columns, predicted=prediction is not None)
         self._summaries = list(summaries)
+        self._prediction = prediction
+        guessed = predicted_by_config(prediction)
         for summary in summaries[self._shown :]:
             r = self.table.rowCount()
             self.table.insertRow(r)
+            guess = guessed.get(summary.index)
             for c, figure in enumerate(self.columns):
-                item = QTableWidgetItem(figure.cell(summary))
+                beside = guess is not None and figure.key in COMPARED
+                text = compared_cell(figure, guess, summary) if beside else figure.cell(summary)
+                item = QTableWidgetItem(text)
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 if summary.status != ConfigStatus.OK or summary.not_same_task:
                     why = summary.error or summary.not_same_task or summary.status
@@ -159,7 +191,7 @@ class ResultsView(QWidget):
                     item.setText(f"{item.text()} {TRUST_MARK}")
                 self.table.setItem(r, c, item)
         self._shown = len(summaries)
-        self._charts_page.sync(summaries)
+        self._charts_page.sync(summaries, list(guessed.values()) or None)
         self.verdicts.sync(summaries)
 
     def natural_width(self) -> int:
@@ -184,17 +216,25 @@ class LiveCharts(DrawnWhenShown, QWidget):
         self._row = QHBoxLayout(self)
         self._row.setContentsMargins(0, 0, 0, 0)
         self._summaries: list[ConfigSummary] = []
+        self._predicted: list[ConfigSummary] | None = None
         self.content_changed()  # made (empty) when first shown
 
-    def sync(self, summaries: list[ConfigSummary]) -> None:
+    def sync(
+        self, summaries: list[ConfigSummary], predicted: list[ConfigSummary] | None = None
+    ) -> None:
+        """``predicted``: the run's predicted configurations (None: no prediction)."""
         self._summaries = list(summaries)
+        self._predicted = predicted
         self.content_changed()
 
     def draw_content(self) -> None:
         if not self.charts:
             for figure in self.figures:
-                self.charts[figure.key] = MetricChart(legend=False)
+                self.charts[figure.key] = MetricChart()
                 self._row.addWidget(self.charts[figure.key])
         shown = [("this run", self._summaries)]
-        for data in chart_data_from(shown, metrics=self.figures):
-            self.charts[data.key].show_data(data)
+        for data, dashed in with_predictions(shown, [self._predicted], self.figures):
+            chart = self.charts[data.key]
+            chart.show_data(data, dashed)
+            if chart.legend is not None:  # small charts: a legend only to tell the two apart
+                chart.legend.setVisible(bool(dashed))
