@@ -39,6 +39,7 @@ from workbench.engine.run.runner import RunResult
 from workbench.engine.server.llama_server import LlamaServer
 from workbench.ui.compare_window import CompareWindow
 from workbench.ui.controllers.analysis_controller import AnalysisController
+from workbench.ui.controllers.calibrate_controller import CalibrateController
 from workbench.ui.controllers.library_controller import LibraryController
 from workbench.ui.controllers.render_controller import PUMP_INTERVAL_MS, RenderController
 from workbench.ui.controllers.replay_controller import ReplayController
@@ -52,6 +53,7 @@ from workbench.ui.panels.pickers import ChoiceDialog, binary_dialog
 from workbench.ui.panels.replay_bar import ReplayBar
 from workbench.ui.panels.server_panel import ServerPanel
 from workbench.ui.panels.slo_panel import SloPanel
+from workbench.ui.panels.tune_panel import TunePanel
 from workbench.ui.presentation import Presentation, Stage
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme.qt_theme import app_icon, theme_color
@@ -115,6 +117,8 @@ class MainWindow(QMainWindow):
         self.left.addTab(self.capacity, "Capacity")
         self.slo_panel = SloPanel()
         self.left.addTab(self.slo_panel, "SLO")
+        self.tune_panel = TunePanel(self.tasks, out_dir, server_bin, held=self._machine_held)
+        self.left.addTab(self.tune_panel, "Tune")
         self.library = LibraryPanel(out_dir)
         self.left.addTab(self.library, "Sessions")
         self.compare_windows: list[CompareWindow] = []
@@ -134,6 +138,11 @@ class MainWindow(QMainWindow):
         self.replay_bar = ReplayBar()
         self.status = ElidedLabel("ready")
         self.status.setObjectName("runStatus")
+        # The run's prediction ("Predicted: about 2 min; ...") above the Gantt, or why none.
+        self.prediction_line = ElidedLabel()
+        self.prediction_line.setObjectName("predictionLine")
+        self.prediction_line.setStyleSheet("font-weight:bold;")
+        self.prediction_line.hide()
         self.banner = QLabel()
         # It shows errors that quote what a server sent: never read them as rich text.
         self.banner.setTextFormat(Qt.TextFormat.PlainText)
@@ -193,6 +202,7 @@ class MainWindow(QMainWindow):
         legend_row = QHBoxLayout()
         legend_row.addWidget(self.state_legend, 1)
         legend_row.addWidget(self.lanes_box)
+        center_layout.addWidget(self.prediction_line)
         center_layout.addLayout(legend_row)
         center_layout.addWidget(self.conversation_legend)
         center_layout.addWidget(self.views, 1)
@@ -224,6 +234,7 @@ class MainWindow(QMainWindow):
         self.hand_server = ServerController(self.tasks, out_dir, server_bin, self)
         self.sessions = LibraryController(out_dir, self.tasks, self)
         self.analysis = AnalysisController(self.tasks, self)
+        self.calibrator = CalibrateController(self.tasks, out_dir, server_bin, parent=self)
         chrome = (self.panel_toggle, self.open_button, self.status, self.left, self.side)
         self.presentation = Presentation(
             Stage(self, self.splitter, self.views, chrome, self.caption), self.model, self
@@ -311,6 +322,7 @@ class MainWindow(QMainWindow):
         self.runs.status.connect(self.status.setText)
         self.renderer.progress.connect(self.status.setText)
         self.renderer.warning.connect(lambda text: self.show_banner(text, "info"))
+        self.renderer.predicted.connect(self._show_prediction)
 
         self.open_button.clicked.connect(self.open_session_dialog)
         self.replay_bar.play_toggled.connect(
@@ -335,6 +347,13 @@ class MainWindow(QMainWindow):
         self.hand_server.state.connect(self.server_panel.show_state)
         self.hand_server.ready.connect(self.server_panel.show_server)
         self.hand_server.banner.connect(self.show_banner)
+        self.server_panel.calibrate_requested.connect(self.calibrate)
+        self.server_panel.cancel_calibration.connect(self.calibrator.cancel)
+        self.calibrator.busy_changed.connect(self._calibrating)
+        self.calibrator.line.connect(self.server_panel.add_calibration_line)
+        self.calibrator.failed.connect(self.server_panel.add_calibration_line)
+        self.calibrator.stored.connect(self.server_panel.show_calibration)
+        self.calibrator.known.connect(self.server_panel.show_calibration_known)
 
         self.library.open_requested.connect(lambda path: self.tasks.spawn(self.replay.open(path)))
         self.library.refresh_requested.connect(self.sessions.refresh)
@@ -345,6 +364,11 @@ class MainWindow(QMainWindow):
                 self.sessions.refresh() if self.left.widget(index) is self.library else None
             )
         )
+        self.left.currentChanged.connect(
+            lambda index: (
+                self._check_calibration() if self.left.widget(index) is self.server_panel else None
+            )
+        )
         self.sessions.scanned.connect(self.library.show_infos)
         self.sessions.failed.connect(lambda text: self.show_banner(text, "error"))
 
@@ -353,6 +377,8 @@ class MainWindow(QMainWindow):
         self.analysis.slo_message.connect(self.slo_panel.show_message)
         self.analysis.roofline.connect(self.results.roofline.show_report)
         self.analysis.roofline_failed.connect(self.results.roofline.summary.setText)
+        self.tune_panel.use_settings.connect(self.form.use_settings)
+        self.tune_panel.use_settings.connect(lambda *_: self.left.setCurrentIndex(0))
 
     # -- what the tests and the scripted runs reach ------------------------------------------
     @property
@@ -446,12 +472,26 @@ class MainWindow(QMainWindow):
             self.replay.pause()
 
     def _form_changed(self) -> None:
-        """Keep the capacity panel in step with the server settings being edited."""
+        """Keep the capacity panel, and whether the settings are calibrated, in step with
+        the server settings being edited."""
         try:
             server, workload = self.form.values()
         except ExperimentError:
             return
         self.capacity.update_for(server, workload)
+        self._check_calibration()
+
+    def _check_calibration(self) -> None:
+        """The Server tab says whether the form's server settings are calibrated."""
+        experiment = self.form.quietly_built()
+        if experiment is not None:
+            self.calibrator.check(experiment.configs()[0].server)
+
+    def _machine_held(self) -> str | None:
+        """What else has the machine now, for the Tune tab: a tune starts servers of its own."""
+        if self.running:
+            return "the run"
+        return "the hand-started server" if self.manual_server is not None else None
 
     def _toggle_lanes(self, on: bool) -> None:
         self.gantt.set_lanes(on)
@@ -469,8 +509,9 @@ class MainWindow(QMainWindow):
             self.show_banner(f"Fix the experiment first: {exc}", "error")
             self.run_finished.emit(RunStatus.FAILED)
             return
-        if self.manual_server is not None:
-            self.show_banner("Stop the hand-started server first (Server tab).", "error")
+        if self.manual_server is not None or self.calibrator.busy:
+            held = "calibration" if self.calibrator.busy else "hand-started server"
+            self.show_banner(f"Stop the {held} first (Server tab).", "error")
             self.run_finished.emit(RunStatus.FAILED)
             return
         self.form.edit_copy()  # a session's experiment, run again, is a new run's from now on
@@ -480,11 +521,37 @@ class MainWindow(QMainWindow):
         self.runs.stop()
 
     def _set_busy(self, busy: bool) -> None:
-        self.run_button.setEnabled(not busy)
+        self.run_button.setEnabled(not busy and not self.calibrator.busy)
         self.stop_button.setEnabled(busy)
         self.form.setEnabled(not busy)
         self.server_panel.set_manual(self.manual_server is not None, busy)
+        self.server_panel.set_calibrating(self.calibrator.busy, busy)
         self.status.setText("running" if busy else "ready")
+
+    def _show_prediction(self, text: str) -> None:
+        self.prediction_line.setText(text)
+        self.prediction_line.setVisible(bool(text))
+
+    # -- calibrating -----------------------------------------------------------------------------
+    def calibrate(self) -> None:
+        """Probe the real server with the experiment's first server settings, unless a run
+        or the hand-started server holds the machine."""
+        if self.running or self.manual_server is not None:
+            self.show_banner("Calibrate when no run and no hand-started server is up.", "error")
+            return
+        try:
+            settings = self.form.build().configs()[0].server
+        except WorkbenchError as exc:
+            self.show_banner(f"Fix the experiment first: {exc}", "error")
+            return
+        self.calibrator.start(settings)
+
+    def _calibrating(self, busy: bool) -> None:
+        """No run and no hand-started server while the probe has the machine."""
+        present = self.manual_server is not None
+        self.run_button.setEnabled(not busy and not present and not self.running)
+        self.server_panel.set_calibrating(busy, self.running or present)
+        self.server_panel.set_manual(present, busy or self.running)
 
     # -- sessions --------------------------------------------------------------------------------
     def open_session_dialog(self) -> None:
@@ -573,8 +640,9 @@ class MainWindow(QMainWindow):
 
     def _server_changed(self, present: bool) -> None:
         """No run while a hand-started server holds the machine."""
-        self.server_panel.set_manual(present, self.running)
-        self.run_button.setEnabled(not present and not self.running)
+        self.server_panel.set_manual(present, self.running or self.calibrator.busy)
+        self.server_panel.set_calibrating(self.calibrator.busy, present or self.running)
+        self.run_button.setEnabled(not present and not self.running and not self.calibrator.busy)
 
     # -- closing -------------------------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:
@@ -611,6 +679,8 @@ class MainWindow(QMainWindow):
         self.replay.pause()
         self.log_timer.stop()
         self.hand_server.shutdown()
+        self.tune_panel.stop()
+        self.calibrator.shutdown()
         self.tasks.cancel_all()
 
     def screenshot(self, path: Path) -> bool:

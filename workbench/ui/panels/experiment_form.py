@@ -329,6 +329,23 @@ class ExperimentForm(QWidget):
         widget = self.fields[(f.table, f.name)]
         return isinstance(widget, QComboBox) and value not in combo_items(f).values()
 
+    def use_settings(self, server: dict[str, Any], workload: dict[str, Any]) -> None:
+        """Settings found elsewhere (a tune's recommendation) over what the form holds, as
+        an unsaved experiment; the form's own fields stay where those leave them."""
+        try:
+            own_server, own_workload = self.values()
+        except ExperimentError:  # a field being edited is wrong: the loaded file's, then
+            base = self.experiment
+            own_server, own_workload = (base.server, base.workload) if base else ({}, {})
+        name = self.name.text().strip() or "experiment"
+        server, workload = {**own_server, **server}, {**own_workload, **workload}
+        try:
+            self.load(parse_experiment(experiment_to_toml(name, "", server, workload)))
+        except ExperimentError as exc:
+            self.show_error(str(exc))
+            return
+        self.path_label.setText("(unsaved: the settings a tune recommended)")
+
     def load_file(self, path: str | Path) -> None:
         self.load(load_experiment(path))
 
@@ -425,6 +442,14 @@ class ExperimentForm(QWidget):
             self.show_error("external mode needs a base URL, e.g. http://127.0.0.1:8080")
             raise ExperimentError("external mode needs a base URL")
         return experiment
+
+    def quietly_built(self) -> Experiment | None:
+        """The form's experiment where it validates, no field marked (for what is checked
+        as the user types: whether its settings are calibrated); None where it does not."""
+        try:
+            return self._parsed()
+        except ExperimentError:
+            return None
 
     def _parsed(self) -> Experiment:
         """The form's experiment, by the engine's own rules (ExperimentError if not)."""

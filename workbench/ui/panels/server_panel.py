@@ -37,6 +37,9 @@ FACTS = (
 )
 
 
+CALIBRATION_LINES = 8  # of the probe's progress, kept in view
+
+
 def fact_text(key: str, value: Any) -> str:
     if value is None:
         return "-"
@@ -45,9 +48,18 @@ def fact_text(key: str, value: Any) -> str:
     return str(value)
 
 
+CALIBRATE_TIP = (
+    "Measure what a step of the server's work costs on this machine: the real llama-server "
+    "with the experiment's first server settings, at most a minute of requests. Stored, it "
+    "predicts every run with those settings before it starts (workbench calibrate)"
+)
+
+
 class ServerPanel(DrawnWhenShown, QWidget):
     start_requested = Signal()
     stop_requested = Signal()
+    calibrate_requested = Signal()
+    cancel_calibration = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -89,6 +101,7 @@ class ServerPanel(DrawnWhenShown, QWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.start_button)
         buttons.addWidget(self.stop_button)
+        calibration = self._calibration_box()
         top = QFormLayout()
         top.addRow("state", self.state)
         top.addRow("address", self.url)
@@ -98,12 +111,66 @@ class ServerPanel(DrawnWhenShown, QWidget):
         layout.addLayout(top)
         layout.addWidget(self.detail)
         layout.addLayout(buttons)
+        layout.addWidget(calibration)
         layout.addWidget(facts_box)
         layout.addWidget(QLabel("Log (tail)"))
         layout.addWidget(self.log, 1)
         self._log_path: Path | None = None
         self._log_text = ""
         self.show_state(ServerState.IDLE)
+
+    def _calibration_box(self) -> QGroupBox:
+        """Calibrate and Cancel, whether the form's settings have a calibration, and the
+        probe's lines as it measures (then the costs it found)."""
+        box = QGroupBox("Calibration (for predictions)")
+        self.calibrate_button = QPushButton("Calibrate")
+        self.calibrate_button.setObjectName("calibrateButton")
+        self.calibrate_button.setToolTip(CALIBRATE_TIP)
+        self.cancel_calibrate_button = QPushButton("Cancel")
+        self.cancel_calibrate_button.setEnabled(False)
+        self.calibrate_button.clicked.connect(self.calibrate_requested)
+        self.cancel_calibrate_button.clicked.connect(self.cancel_calibration)
+        self.calibration_known = QLabel("-")
+        self.calibration_known.setObjectName("calibrationKnown")
+        self.calibration_lines = QLabel()
+        self.calibration_lines.setObjectName("calibrationLines")
+        for label in (self.calibration_known, self.calibration_lines):
+            label.setWordWrap(True)
+            label.setTextFormat(Qt.TextFormat.PlainText)  # a server's words, a file's name
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.calibration_lines.hide()
+        row = QHBoxLayout()
+        row.addWidget(self.calibrate_button)
+        row.addWidget(self.cancel_calibrate_button)
+        row.addStretch(1)
+        layout = QVBoxLayout(box)
+        layout.addLayout(row)
+        layout.addWidget(self.calibration_known)
+        layout.addWidget(self.calibration_lines)
+        return box
+
+    def set_calibrating(self, busy: bool, blocked: bool = False) -> None:
+        """While a probe measures: Cancel, not Calibrate (and its lines start afresh);
+        ``blocked``: a run or the hand-started server holds the machine."""
+        self.calibrate_button.setEnabled(not busy and not blocked)
+        self.cancel_calibrate_button.setEnabled(busy)
+        if busy:
+            self.calibration_lines.setText("")
+
+    def add_calibration_line(self, line: str) -> None:
+        """One more of the probe's lines (its last few kept: the box stays small)."""
+        lines = [*self.calibration_lines.text().splitlines(), line][-CALIBRATION_LINES:]
+        self.calibration_lines.setText("\n".join(lines))
+        self.calibration_lines.show()
+
+    def show_calibration(self, lines: list[str], path: str) -> None:
+        """The probe's lines, then the costs it found and where they are stored."""
+        said = self.calibration_lines.text().splitlines()
+        self.calibration_lines.setText("\n".join([*said, *lines, f"stored in {path}"]))
+        self.calibration_lines.show()
+
+    def show_calibration_known(self, text: str) -> None:
+        self.calibration_known.setText(text)
 
     def show_state(self, state: str, detail: str = "") -> None:
         """``state``: a ``ServerState`` (a signal hands it over as its text)."""
