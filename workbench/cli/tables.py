@@ -41,7 +41,8 @@ from workbench.engine.figures.metrics import (
 )
 from workbench.engine.figures.predicted import RunPrediction
 from workbench.engine.figures.summaries import ConfigSummary
-from workbench.engine.predict.sweep import COMPARED, prediction_error
+from workbench.engine.predict.run_prediction import prediction_notes
+from workbench.engine.predict.sweep import against_header, against_rows
 
 # The width to lay tables out at when neither a terminal nor ``COLUMNS`` says one (a log, a
 # pipe in CI): rich's own 80 would wrap the lab's table more than a log reader's window needs.
@@ -461,23 +462,12 @@ def reported_table(session: Any, source: ImportSource) -> Fitted:
 
 
 def against_table(predicted: list[ConfigSummary], measured: list[ConfigSummary]) -> Fitted:
-    """Each configuration's compared figures, predicted / measured and the error, for the
-    configurations both have (by their place in the sweep): ``predict --against``'s and
-    ``show``'s for a session that stored its prediction."""
-    figures = [figure(key) for key in COMPARED]
-    seen = {s.index: s for s in measured}
-    rows = []
-    for p in predicted:
-        m = seen.get(p.index)
-        if m is None:
-            continue
-        cells = []
-        for f in figures:
-            error = prediction_error(p, m, f.key)
-            shown = f"{f.cell(p)} / {f.cell(m)}"
-            cells.append(shown if error is None else f"{shown} ({error:+.0%})")
-        rows.append([p.label, *cells])
-    columns = [Column("config", "left"), *(Column(f.header) for f in figures)]
+    """Each configuration's compared figures, predicted / measured and the error
+    (``against_rows``): ``predict --against``'s and ``show``'s for a session that stored
+    its prediction."""
+    header = against_header()
+    columns = [Column(header[0], "left"), *(Column(h) for h in header[1:])]
+    rows = against_rows(predicted, measured)
     return Fitted(columns, rows, title="Predicted / measured (error)")
 
 
@@ -488,10 +478,8 @@ def print_prediction(
     from, and each configuration it left out."""
     if prediction.configs:
         console.print(against_table([c.summary for c in prediction.configs], measured))
-        for line in dict.fromkeys(c.calibration for c in prediction.configs):
-            console.print(f"predicted from the calibration: {line}", markup=False, highlight=False)
-    for line in prediction.left_out:
-        console.print(f"not predicted: {line}", markup=False, highlight=False)
+    for line in prediction_notes(prediction):
+        console.print(line, markup=False, highlight=False)
 
 
 def memory_table(checks: list[MemoryCheck]) -> Fitted:

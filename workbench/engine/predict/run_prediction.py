@@ -80,6 +80,15 @@ def calibration_line(calibration: Calibration) -> str:
     return f"{calibration.source} on {calibration.machine}, made {calibration.made_at}"
 
 
+def prediction_notes(prediction: RunPrediction) -> list[str]:
+    """What is said below a stored prediction's table: the calibrations it came from, and
+    each configuration it left out with why."""
+    sources = dict.fromkeys(c.calibration for c in prediction.configs)
+    return [f"predicted from the calibration: {line}" for line in sources] + [
+        f"not predicted: {line}" for line in prediction.left_out
+    ]
+
+
 def predicted_requests(records: Sequence[RequestRecord]) -> tuple[PredictedRequest, ...]:
     """The model's records as placed requests, their times after their repeat's first due
     time (each repeat starts its own clock, as a measured repeat does)."""

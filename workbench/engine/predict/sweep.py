@@ -16,10 +16,12 @@ from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.config.experiment import Experiment, RunConfig, WorkloadSettings
+from workbench.engine.figures.metrics import figure
 from workbench.engine.figures.summaries import ConfigSummary, summarize
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sized_prompts import input_lengths
 from workbench.engine.measure.workload import arrival_offsets
+from workbench.engine.predict.calibration import ChatTokens
 from workbench.engine.predict.costs import StepCosts
 from workbench.engine.predict.scheduler_model import (
     Request,
@@ -27,6 +29,7 @@ from workbench.engine.predict.scheduler_model import (
     predict,
     predicted_records,
 )
+from workbench.engine.predict.traffic import Traffic, config_traffic
 from workbench.engine.server.discovery import resolve_model
 
 SHARED_PREFIX = "shared prefix"
@@ -42,6 +45,31 @@ def prediction_error(predicted: ConfigSummary, measured: ConfigSummary, key: str
     return (guess - seen) / seen
 
 
+def against_header() -> list[str]:
+    """The columns of a prediction against what was measured: the configuration, then each
+    compared figure (``against_rows``)."""
+    return ["config", *(figure(key).header for key in COMPARED)]
+
+
+def against_rows(predicted: list[ConfigSummary], measured: list[ConfigSummary]) -> list[list[str]]:
+    """Each configuration both have (by its place in the sweep): its label, then each
+    compared figure as ``predicted / measured (error)``, the terminal's and the report's."""
+    figures = [figure(key) for key in COMPARED]
+    seen = {s.index: s for s in measured}
+    rows = []
+    for p in predicted:
+        m = seen.get(p.index)
+        if m is None:
+            continue
+        cells = []
+        for f in figures:
+            error = prediction_error(p, m, f.key)
+            shown = f"{f.cell(p)} / {f.cell(m)}"
+            cells.append(shown if error is None else f"{shown} ({error:+.0%})")
+        rows.append([p.label, *cells])
+    return rows
+
+
 @dataclass(frozen=True)
 class PredictedConfig:
     """One configuration as the model sees it: its summary (every figure a measured run's
@@ -54,11 +82,9 @@ class PredictedConfig:
     requests_s: float
 
 
-def _not_modelled(workload: WorkloadSettings) -> str | None:
-    if workload.conversations:
-        return "conversations (kind = 'conversations')"
-    if workload.arrival == "trace":
-        return "recorded traces (arrival = 'trace')"
+def _not_modelled(config: RunConfig) -> str | None:
+    if config.workload.conversations and config.server.cache_ram_mib != 0:
+        return "conversations beside the RAM prompt cache (cache_ram_mib other than 0)"
     return None
 
 
@@ -102,34 +128,35 @@ def predict_config(
     config: RunConfig,
     costs: StepCosts,
     lengths: list[int],
+    traffic: list[Traffic] | None = None,
 ) -> PredictedConfig:
     """``config``'s warm-ups (one at a time, as a run sends them) and each repeat, with
     ``lengths`` the prompt lengths of its warm-ups then its repeats' requests, in the order
-    a run numbers them. Each repeat starts on the server the warm-ups (and the repeats
-    before it) left: with ``cache_prompt``, its slots still hold their last prompts."""
+    a run numbers them, or each repeat's ``traffic`` (a trace's, conversations'). Each
+    repeat starts on the server the warm-ups (and the repeats before it) left: with
+    ``cache_prompt``, its slots still hold their last prompts."""
     workload = config.workload
     shape = ServerShape.of(config.server)
     warm = workload.warmup
     per_repeat = workload.per_repeat
     records: list[RequestRecord] = []
     requests_s = 0.0
-    plan: list[tuple[int, list[Request], int]] = []
+    plan: list[tuple[int, Traffic]] = []
     if warm:
         sequential = replace(workload, arrival="burst")
-        plan.append((-1, _requests(sequential, lengths[:warm], [0.0] * warm), 1))
+        plan.append((-1, Traffic(_requests(sequential, lengths[:warm], [0.0] * warm), 1)))
     for repeat in range(workload.repeats):
+        if traffic is not None:
+            plan.append((repeat, traffic[repeat]))
+            continue
         start = warm + repeat * per_repeat
         offsets = arrival_offsets(workload, per_repeat, workload.seed + repeat)
-        plan.append(
-            (
-                repeat,
-                _requests(workload, lengths[start : start + per_repeat], offsets),
-                workload.effective_concurrency,
-            )
-        )
-    for repeat, requests, concurrency in plan:
-        predicted = predict(requests, shape, costs, concurrency)
+        requests = _requests(workload, lengths[start : start + per_repeat], offsets)
+        plan.append((repeat, Traffic(requests, workload.effective_concurrency)))
+    for repeat, sent in plan:
+        predicted = predict(sent.requests, shape, costs, sent.concurrency, sent.users)
         made = predicted_records(predicted, config.index, repeat)
+        sent.mark(made)
         for record in made:
             record.warmup = repeat < 0
         records += made
@@ -150,11 +177,16 @@ CostsOf = Callable[[RunConfig], tuple[StepCosts, int]]
 for its settings); raises a ``WorkbenchError`` saying why where it has none."""
 
 
+ChatOf = Callable[[RunConfig], ChatTokens | None]
+"""A configuration's chat template tokens per message (its calibration's), for conversations."""
+
+
 def predict_configs(
     configs: Sequence[RunConfig],
     costs_of: CostsOf,
     prompts: PromptSource,
     base_dir: Path | None = None,
+    chat_of: ChatOf = lambda _: None,
 ) -> list[PredictedConfig | WorkbenchError]:
     """Each configuration predicted with its own costs, or the error that says why not, its
     prompts numbered across the sweep as a run numbers them (warm-ups first in each
@@ -166,19 +198,34 @@ def predict_configs(
         workload = config.workload
         count = workload.warmup + workload.per_repeat * workload.repeats
         try:
-            if (what := _not_modelled(workload)) is not None:
+            if (what := _not_modelled(config)) is not None:
                 raise ExperimentError(
                     f"[{config.label}] the scheduler model does not predict {what} yet"
                 )
             costs, template_tokens = costs_of(config)
             model = config.server.model
-            if not workload.input_tokens and model not in counters:
+            # made-up conversations' messages are sized in tokens: nothing to count
+            made_up = workload.conversations and not workload.conversations_file
+            if not workload.input_tokens and not made_up and model not in counters:
                 path = resolve_model(model, base_dir)
                 counters[model] = BpeEstimator.from_model(path).count
-            lengths = prompt_lengths(
-                workload, next_index, count, prompts, counters.get(model), template_tokens
+            planned = config_traffic(
+                config, next_index, template_tokens, chat_of(config), counters.get(model),
+                base_dir,
+            )  # fmt: skip
+            if planned is not None:
+                config, workload = planned.config, planned.config.workload
+                count = workload.warmup + workload.per_repeat * workload.repeats
+            if planned is not None and planned.warmup_lengths is not None:
+                lengths = planned.warmup_lengths
+            else:
+                needed = workload.warmup if planned is not None else count
+                lengths = prompt_lengths(
+                    workload, next_index, needed, prompts, counters.get(model), template_tokens
+                )
+            results.append(
+                predict_config(config, costs, lengths, planned.repeats if planned else None)
             )
-            results.append(predict_config(config, costs, lengths))
         except WorkbenchError as exc:
             results.append(exc)
         next_index += count
@@ -191,13 +238,15 @@ def predict_experiment(
     prompts: PromptSource,
     template_tokens: int,
     base_dir: Path | None = None,
+    chat: ChatTokens | None = None,
 ) -> list[PredictedConfig]:
     """Every configuration of ``experiment`` predicted with the same costs; the first one
     that cannot be raises why."""
     predicted = []
     for result in predict_configs(
-        experiment.configs(), lambda _: (costs, template_tokens), prompts, base_dir
-    ):
+        experiment.configs(), lambda _: (costs, template_tokens), prompts, base_dir,
+        lambda _: chat,
+    ):  # fmt: skip
         if isinstance(result, WorkbenchError):
             raise result
         predicted.append(result)

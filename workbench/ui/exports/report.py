@@ -20,10 +20,12 @@ from PySide6.QtWidgets import QApplication
 from workbench.engine.analysis.compare import chart_data, compare_sessions, to_markdown
 from workbench.engine.analysis.export import write_csv
 from workbench.engine.analysis.verdicts import lab_verdicts
-from workbench.engine.base.errors import OutputDirError
+from workbench.engine.base.errors import OutputDirError, SessionError
 from workbench.engine.base.untrusted import markdown
 from workbench.engine.figures.metrics import Figure, Part, View, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.predict.run_prediction import prediction_notes
+from workbench.engine.predict.sweep import against_header, against_rows
 from workbench.engine.store import Session
 from workbench.ui.theme.palette import theme_data
 from workbench.ui.theme.qt_theme import apply_theme, theme
@@ -194,6 +196,23 @@ def trust_lines(session: Session) -> list[str]:
     ]
 
 
+PREDICTED = "Predicted / measured (error)"
+
+
+def prediction_part(session: Session) -> tuple[list[list[str]], list[str]] | None:
+    """A session's stored prediction against what it measured, as ``workbench show`` prints
+    it: the table's rows (``against_header``'s columns) and the lines below it, or why it
+    cannot be read; None for a session that made none."""
+    try:
+        prediction = session.predictions()
+    except SessionError as exc:
+        return [], [str(exc)]
+    if prediction is None:
+        return None
+    predicted = [c.summary for c in prediction.configs]
+    return against_rows(predicted, session.summaries()), prediction_notes(prediction)
+
+
 def write_report(
     sessions: list[Session],
     out_dir: Path,
@@ -234,7 +253,22 @@ def write_report(
         md += [f"- {markdown(w)}" for w in comparison.warnings] + [""]
     md += ["## Charts", ""]
     md += [f"![{t}](charts/{p.name})" for t, p in charts] + [""]
-    md += ["## Results", "", table_md, "## Definitions", ""]
+    md += ["## Results", "", table_md]
+    predictions = [
+        (column, part)
+        for session, column in zip(sessions, comparison.columns, strict=True)
+        if (part := prediction_part(session)) is not None
+    ]
+    if predictions:
+        md += [f"## {PREDICTED}", ""]
+    for column, (rows, notes) in predictions:
+        md += [f"### {markdown(column)}", ""]
+        if rows:
+            md += ["| " + " | ".join(markdown(h) for h in against_header()) + " |"]
+            md.append("|---" * len(against_header()) + "|")
+            md += ["| " + " | ".join(markdown(c) for c in row) + " |" for row in rows] + [""]
+        md += [f"- {markdown(line)}" for line in notes] + [""]
+    md += ["## Definitions", ""]
     md += [f"- **{f.title}** ({how}): {f.definition}" for f, how in definitions(sessions)] + [""]
     md += ["## Can these numbers be trusted?", ""]
     for session, column in zip(sessions, comparison.columns, strict=True):
@@ -265,13 +299,17 @@ def write_report(
     report = out_dir / "report.md"
     report.write_text("\n".join(md), encoding="utf-8")
     (out_dir / "report.html").write_text(
-        _html(title, comparison, charts, sessions), encoding="utf-8"
+        _html(title, comparison, charts, sessions, predictions), encoding="utf-8"
     )
     return report
 
 
 def _html(
-    title: str, comparison: Any, charts: list[tuple[str, Path]], sessions: list[Session]
+    title: str,
+    comparison: Any,
+    charts: list[tuple[str, Path]],
+    sessions: list[Session],
+    predictions: list[tuple[str, tuple[list[list[str]], list[str]]]],
 ) -> str:
     e = html.escape
     page = theme_data()["report_page"]
@@ -305,7 +343,19 @@ def _html(
             + "".join(f"<td>{c}</td>" for c in cells)
             + "</tr>"
         )
-    parts.append("</table><h2>Definitions</h2><ul>")
+    parts.append("</table>")
+    if predictions:
+        parts.append(f"<h2>{e(PREDICTED)}</h2>")
+    for column, (rows, notes) in predictions:
+        parts.append(f"<h3>{e(column)}</h3>")
+        if rows:
+            parts.append(
+                "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in against_header()) + "</tr>"
+            )
+            parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows]
+            parts.append("</table>")
+        parts.append("<ul>" + "".join(f"<li>{e(line)}</li>" for line in notes) + "</ul>")
+    parts.append("<h2>Definitions</h2><ul>")
     parts += [
         f"<li><b>{e(f.title)}</b> ({e(how)}): {e(f.definition)}</li>"
         for f, how in definitions(sessions)
