@@ -10,11 +10,13 @@ from workbench.engine.analysis.export import concurrency_columns, concurrency_ro
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.measure.prompts import PromptSource
+from workbench.engine.predict.calibration import ChatTokens
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
 from workbench.engine.predict.sweep import predict_experiment, prompt_lengths
 
 # A generating step costs 10 ms; a prompt 0.5 ms a token: a 100-token prompt 50 ms.
 FLAT = StepCosts(DecodeCost(10.0, 0.0, 0.0), PrefillCost(0.0, 0.5))
+CHAT = ChatTokens(prompt=30, system_prompt=14, exchange=11, opening=24, system_opening=8)
 
 
 def experiment(workload: str, server: str = "slots = [1, 2]\nctx = 4096\n"):
@@ -56,13 +58,22 @@ def test_prompts_as_written_are_counted_with_the_models_vocabulary_and_the_templ
 
 
 @pytest.mark.parametrize(
-    ("workload", "what"),
+    ("workload", "what", "server"),
     [
-        ("kind = 'conversations'\n", "conversations"),
-        ("arrival = 'trace'\ntrace = 't.jsonl'\n", "recorded traces"),
+        (
+            "kind = 'conversations'\n",
+            "conversations without the chat template's tokens",
+            "slots = 2\nctx = 4096\n",
+        ),
+        (
+            "kind = 'conversations'\n",
+            "conversations beside the RAM prompt cache",
+            "slots = 2\nctx = 4096\ncache_ram_mib = 64\n",
+        ),
     ],
 )
-def test_what_the_model_does_not_predict_yet_is_said_in_one_line(workload, what):
-    e = experiment(workload)
+def test_what_the_model_does_not_predict_is_said_in_one_line(workload, what, server):
+    e = experiment(workload, server)
     with pytest.raises(ExperimentError, match=f"does not predict {what} "):
-        predict_experiment(e, FLAT, PromptSource(), template_tokens=0)
+        chat = None if "without" in what else CHAT
+        predict_experiment(e, FLAT, PromptSource(), template_tokens=0, chat=chat)

@@ -99,21 +99,26 @@ class ServerTokenizer:
     async def count(self, prompt: str) -> int:
         """Tokens the server will process for ``prompt`` sent to this endpoint: for chat,
         the chat template's text included, special tokens as the server adds them."""
-        text = prompt
         if self.chat:
-            found = await self._call(
-                "/apply-template", {"messages": [{"role": "user", "content": prompt}]}
-            )
-            text = found.get("prompt") if isinstance(found, dict) else None
-            if not isinstance(text, str):
-                raise TokenizerUnavailable("/apply-template answered without a prompt")
+            return len(await self.chat_ids([{"role": "user", "content": prompt}]))
+        return len(await self._prompt_ids(prompt))
+
+    async def chat_ids(self, messages: list[dict[str, str]]) -> list[int]:
+        """The ids the server processes for ``messages`` sent to the chat endpoint."""
+        found = await self._call("/apply-template", {"messages": messages})
+        text = found.get("prompt") if isinstance(found, dict) else None
+        if not isinstance(text, str):
+            raise TokenizerUnavailable("/apply-template answered without a prompt")
+        return await self._prompt_ids(text)
+
+    async def _prompt_ids(self, text: str) -> list[int]:
         found = await self._call(
             "/tokenize", {"content": text, "add_special": True, "parse_special": True}
         )
         ids = found.get("tokens") if isinstance(found, dict) else None
         if not isinstance(ids, list):
             raise TokenizerUnavailable("/tokenize answered without a list of token ids")
-        return len(ids)
+        return ids
 
 
 @dataclass(frozen=True)

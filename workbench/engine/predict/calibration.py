@@ -18,7 +18,7 @@ import math
 import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -76,13 +76,39 @@ class Fit:
 
 
 @dataclass(frozen=True)
+class ChatTokens:
+    """What the chat template adds around a conversation's messages besides their text, by
+    the server's count: around one user message (``prompt``) or a system message and one
+    user message (``system_prompt``), for each earlier question and answer
+    (``exchange``), and before the first user message's text (``opening``, or
+    ``system_opening`` besides the system message's text): what every conversation's
+    prompts share."""
+
+    prompt: int
+    system_prompt: int
+    exchange: int
+    opening: int
+    system_opening: int
+
+    def first_prompt(self, system_tokens: int) -> int:
+        """A first turn's prompt besides its message: the template and the system prompt."""
+        return self.system_prompt + system_tokens if system_tokens else self.prompt
+
+    def shared(self, system_tokens: int) -> int:
+        """What of a first turn precedes its message: the opening and the system prompt."""
+        return self.system_opening + system_tokens if system_tokens else self.opening
+
+
+@dataclass(frozen=True)
 class Calibration:
     """Step costs and what they hold for. ``machine``, ``model`` and ``build`` are
     identities (``machine_identity``, ``model_identity``); ``settings`` the
     ``HELD_SETTINGS`` as the server ran with them; ``source`` "probe" or the session's
     name; ``note`` what the maker said (a probe stopped early); ``template_tokens`` what the
     chat template adds around a message, by the server's count (None: not measured, as from
-    a session), so that prompts as written can be sized without a server."""
+    a session), so that prompts as written can be sized without a server; ``chat`` the same
+    for each message of a conversation (None: not measured, by an older probe or a
+    session)."""
 
     costs: StepCosts
     quality: FitQuality
@@ -94,6 +120,7 @@ class Calibration:
     source: str
     note: str = ""
     template_tokens: int | None = None
+    chat: ChatTokens | None = None
 
     def fits(self, machine: str, model: str, build: str | None, settings: dict[str, Any]) -> bool:
         """Whether these costs hold for that machine, model, build and settings."""
@@ -208,16 +235,19 @@ def usable(records: Iterable[RequestRecord]) -> list[RequestRecord]:
 
 
 def _beside(
-    one: _Timed, everyone: Sequence[_Timed], span: Callable[[_Timed], tuple[int, int] | None]
+    one: _Timed,
+    everyone: Sequence[_Timed],
+    span: Callable[[_Timed], tuple[int, int] | None],
+    their_span: Callable[[_Timed], tuple[int, int] | None] | None = None,
 ) -> list[tuple[_Timed, float]]:
-    """Every request whose ``span`` overlapped ``one``'s, ``one`` included, each with the
-    share of ``one``'s span it overlapped (1 for ``one``)."""
+    """Every request whose ``span`` (or ``their_span``) overlapped ``one``'s ``span``,
+    ``one`` first, each with the share of ``one``'s span it overlapped (1 for ``one``)."""
     mine = span(one)
     if mine is None or mine[1] <= mine[0]:
         return [(one, 1.0)]
     found = [(one, 1.0)]
     for other in everyone:
-        theirs = span(other)
+        theirs = (their_span or span)(other)
         if other is one or theirs is None:
             continue
         overlap = min(mine[1], theirs[1]) - max(mine[0], theirs[0])
@@ -280,6 +310,7 @@ class _Rows:
     decode: list[list[float]]
     predicted_ms: list[float]
     interleaved_ms: list[float]  # of each decode row: other prompts' time within it
+    beside: list[tuple[float, float]]  # of each prefill row: sequences and context decoding
 
 
 def _rows(records: Iterable[RequestRecord]) -> _Rows:
@@ -292,11 +323,14 @@ def _rows(records: Iterable[RequestRecord]) -> _Rows:
     averaged over its decode from the client's first and last token times (``_beside``),
     plus the time the server spent on other requests' prompts while it generated (their
     ``prompt_ms`` within its decode: a prompt interleaved with generating steps adds its
-    own time to them), taken as measured (``_interleaved_ms``), not fitted."""
+    own time to them), taken as measured (``_interleaved_ms``). A prompt processed while
+    others generated (``beside``: their sequences and context, averaged over its prompt
+    time) is timed with their steps: what that costs is fitted apart (``fit_costs``)."""
     timed = [t for r in usable(records) if (t := _timed(r)) is not None]
     prefilled = [t for t in timed if t.prompt_n > 0 and t.prompt_ms > 0]
     decoded = [t for t in timed if t.steps > 0 and t.predicted_ms > 0 and t.first_ns is not None]
     prefill = []
+    beside = []
     for t in prefilled:
         batch = _beside(t, prefilled, _prefilling)
         prefill.append(
@@ -305,6 +339,13 @@ def _rows(records: Iterable[RequestRecord]) -> _Rows:
                 sum(o.prompt_n * share for o, share in batch),
                 sum(o.prompt_n * o.cache_n * share for o, share in batch),
             ]
+        )
+        generating = _beside(t, decoded, _prefilling, _decoding)[1:]
+        beside.append(
+            (
+                sum(share for _, share in generating),
+                sum(o.mean_context * share for o, share in generating),
+            )
         )
     decode = []
     for t in decoded:
@@ -318,6 +359,7 @@ def _rows(records: Iterable[RequestRecord]) -> _Rows:
         decode,
         [t.predicted_ms for t in decoded],
         [_interleaved_ms(t, prefilled) for t in decoded],
+        beside,
     )
 
 
@@ -341,13 +383,27 @@ def _interleaved_ms(one: _Timed, everyone: Sequence[_Timed]) -> float:
     return total / 1e6
 
 
-def _quality(costs: StepCosts, rows: _Rows) -> FitQuality:
+def _prompt_ms(costs: StepCosts, row: list[float], beside: tuple[float, float]) -> float:
+    """A prefill row's time by ``costs``: its prompt's step, with the generating tokens
+    that rode in it (``beside``) at the interleaved step's cost."""
     p, d = costs.prefill, costs.decode
-    prefill = [p.base_ms, p.per_token_ms, p.per_token_context_ms]
+    prompt = _dot([p.base_ms, p.per_token_ms, p.per_token_context_ms], row)
+    sequences, context = beside
+    if sequences <= 0:
+        return prompt
+    generating = d.base_ms + d.per_sequence_ms * sequences + d.per_context_token_ms * context
+    return costs.step_ms(max(0.0, generating), prompt)
+
+
+def _quality(costs: StepCosts, rows: _Rows) -> FitQuality:
+    d = costs.decode
     decode = [d.base_ms, d.per_sequence_ms, d.per_context_token_ms]
     return FitQuality(
         len(rows.prompt_ms),
-        *_errors([_dot(prefill, row) for row in rows.prefill], rows.prompt_ms),
+        *_errors(
+            [_prompt_ms(costs, r, b) for r, b in zip(rows.prefill, rows.beside, strict=True)],
+            rows.prompt_ms,
+        ),
         len(rows.predicted_ms),
         *_errors(
             [
@@ -368,7 +424,9 @@ def reproduce(costs: StepCosts, records: Iterable[RequestRecord]) -> FitQuality:
 def fit_costs(records: Iterable[RequestRecord]) -> Fit:
     """Step costs from requests' server timings (``_rows``), by least squares, and how well
     they reproduce them. A coefficient the data cannot tell apart (one sequence throughout,
-    no cache) is 0."""
+    no cache) is 0. The prompt's costs are fitted to the prompts processed with nothing
+    generating beside them (all, where none was); the interleaved step's to those that
+    were (``_interleaved_cost``)."""
     records = list(records)
     rows = _rows(records)
     if not rows.prompt_ms and not rows.predicted_ms:
@@ -377,7 +435,13 @@ def fit_costs(records: Iterable[RequestRecord]) -> Fit:
             "llama-server's prompt_ms and predicted_ms)"
         )
     none = [0.0] * 3
-    prefill = _least_squares(rows.prefill, rows.prompt_ms) if rows.prompt_ms else none
+    alone = [k for k, (sequences, _) in enumerate(rows.beside) if sequences <= 0]
+    fitted = alone if len(alone) >= 2 else list(range(len(rows.prefill)))
+    prefill = (
+        _least_squares([rows.prefill[k] for k in fitted], [rows.prompt_ms[k] for k in fitted])
+        if fitted
+        else none
+    )
     own = [
         (row, observed - other)
         for row, observed, other in zip(
@@ -388,7 +452,26 @@ def fit_costs(records: Iterable[RequestRecord]) -> Fit:
     decode = _least_squares([r for r, _ in own], [ms for _, ms in own]) if own else none
     timed = [t for r in usable(records) if (t := _timed(r)) is not None]
     costs = StepCosts(DecodeCost(*decode), PrefillCost(*prefill), _overhead_ms(timed))
+    costs = replace(costs, interleaved_ms=_interleaved_cost(costs, rows))
     return Fit(costs, _quality(costs, rows))
+
+
+def _interleaved_cost(costs: StepCosts, rows: _Rows) -> float:
+    """What a step holding a prompt and generating tokens costs besides its two parts: the
+    median over the prompts processed beside generating sequences of their ``prompt_ms``
+    less their prompt's cost and those sequences' step, each by ``costs`` (0: none was)."""
+    p, d = costs.prefill, costs.decode
+    extra = []
+    for row, (sequences, context), observed in zip(
+        rows.prefill, rows.beside, rows.prompt_ms, strict=True
+    ):
+        if sequences > 0:
+            prompt = _dot([p.base_ms, p.per_token_ms, p.per_token_context_ms], row)
+            generating = max(
+                0.0, d.base_ms + d.per_sequence_ms * sequences + d.per_context_token_ms * context
+            )
+            extra.append(observed - prompt - generating)
+    return statistics.median(extra) if extra else 0.0
 
 
 # --- storage -------------------------------------------------------------------------------
@@ -442,6 +525,10 @@ def load(path: Path) -> Calibration:
     )
     if overhead is None or not 0 <= overhead <= MAX_MS:
         raise check.error("costs.request_overhead_ms", f"is {overhead}, not a cost in ms")
+    # interleaved_ms came later: a file without it holds none (as its fit had)
+    interleaved = check.number(costs.get("interleaved_ms"), "costs.interleaved_ms") or 0.0
+    if abs(interleaved) > MAX_MS:
+        raise check.error("costs.interleaved_ms", f"is {interleaved}, not a cost in ms")
     found = check.mapping(document.get("quality"), "quality")
     quality = {}
     for f in fields(FitQuality):
@@ -461,8 +548,22 @@ def load(path: Path) -> Calibration:
         held[name] = check.text(value, f"settings.{name}") if isinstance(value, str) else value
     build = document.get("build")
     template = document.get("template_tokens")
+    chat = document.get("chat")
+    if chat is not None:
+        found = check.mapping(chat, "chat")
+        counts = {}
+        for f in fields(ChatTokens):
+            counts[f.name] = check.count(found.get(f.name), f"chat.{f.name}")
+            if counts[f.name] is None:
+                raise check.error(f"chat.{f.name}", "is missing")
+        chat = ChatTokens(**counts)
     return Calibration(
-        StepCosts(costed(DecodeCost, "decode"), costed(PrefillCost, "prefill"), float(overhead)),
+        StepCosts(
+            costed(DecodeCost, "decode"),
+            costed(PrefillCost, "prefill"),
+            float(overhead),
+            float(interleaved),
+        ),
         FitQuality(**quality),
         check.text(document.get("machine"), "machine"),
         check.text(document.get("model"), "model"),
@@ -472,6 +573,7 @@ def load(path: Path) -> Calibration:
         check.text(document.get("source"), "source"),
         check.text(document.get("note"), "note"),
         None if template is None else check.count(template, "template_tokens"),
+        chat,
     )
 
 

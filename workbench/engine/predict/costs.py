@@ -59,9 +59,19 @@ class PrefillCost:
 @dataclass(frozen=True)
 class StepCosts:
     """Everything the scheduler model needs of a machine: a step's generating and prompt
-    costs, and what a request costs the server besides (tokenizing, sampling set-up, the
-    HTTP round trip), in ms."""
+    costs, what a request costs the server besides (tokenizing, sampling set-up, the HTTP
+    round trip), and what a step holding both prompt tokens and generating ones costs
+    besides its two parts (``interleaved_ms``: below 0 where the generating tokens ride in
+    the prompt's batch for less than a step of their own), in ms."""
 
     decode: DecodeCost
     prefill: PrefillCost
     request_overhead_ms: float = 0.0
+    interleaved_ms: float = 0.0
+
+    def step_ms(self, decode_ms: float, prefill_ms: float) -> float:
+        """One step's cost from its generating part and its prompt part: a step holding
+        both pays ``interleaved_ms`` besides, and never less than the dearer part alone."""
+        if decode_ms <= 0 or prefill_ms <= 0:
+            return decode_ms + prefill_ms
+        return max(decode_ms, prefill_ms, decode_ms + prefill_ms + self.interleaved_ms)

@@ -28,6 +28,7 @@ from workbench.engine.measure.sized_prompts import (
 from workbench.engine.measure.workload import make_client
 from workbench.engine.predict.calibration import (
     Calibration,
+    ChatTokens,
     fit_costs,
     held_settings,
     machine_identity,
@@ -70,6 +71,41 @@ def phases(slots: int) -> list[Phase]:
     if slots >= 3:
         out.append(Phase("interleaved prompt", (SHORT, SHORT, INTERLEAVED), ANSWER, True))
     return out
+
+
+async def chat_tokens(tokenizer: ServerTokenizer) -> ChatTokens:
+    """What the chat template adds around a conversation's messages, by the server's own
+    ``/apply-template`` and ``/tokenize``: prompts of one message, of a system message and
+    one, and of an exchange before one, each less its messages' own tokens; the opening,
+    what two prompts that differ only in their user message share."""
+    ask, other, say = "Request 0.", "Another question here.", "An answer."
+    sizes = {text: len(await tokenizer.tokens(text)) for text in (ask, other, say)}
+
+    def user(text: str) -> dict[str, str]:
+        return {"role": "user", "content": text}
+
+    system = {"role": "system", "content": say}
+    one = await tokenizer.chat_ids([user(ask)])
+    apart = await tokenizer.chat_ids([user(other)])
+    with_system = await tokenizer.chat_ids([system, user(ask)])
+    system_apart = await tokenizer.chat_ids([system, user(other)])
+    exchange = await tokenizer.chat_ids(
+        [user(ask), {"role": "assistant", "content": say}, user(ask)]
+    )
+    return ChatTokens(
+        prompt=max(0, len(one) - sizes[ask]),
+        system_prompt=max(0, len(with_system) - sizes[ask] - sizes[say]),
+        exchange=max(0, len(exchange) - len(one) - sizes[ask] - sizes[say]),
+        opening=_common(one, apart),
+        system_opening=max(0, _common(with_system, system_apart) - sizes[say]),
+    )
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    """The length of the prefix two token sequences share."""
+    return next(
+        (k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
 
 
 WARM_UP = Phase("warm-up", (SHORT,), 4)
@@ -145,6 +181,7 @@ async def probe(
         deadline = started + limit_s
         tokenizer = ServerTokenizer(server.base_url, "completions")
         template = await template_overhead(ServerTokenizer(server.base_url, "chat"))
+        chat = await chat_tokens(ServerTokenizer(server.base_url, "chat"))
         for number, phase in enumerate([WARM_UP, *phases(settings.slots)]):
             try:
                 async with asyncio.timeout(deadline - time.monotonic()):
@@ -183,5 +220,6 @@ async def probe(
         "probe",
         note,
         template,
+        chat,
     )
     return Probed(calibration, measured_s, finished, records)

@@ -8,7 +8,8 @@ its last sampled token to one batch, then the slots still on their prompt fill w
 of ``n_batch`` (``-b``) with prompt tokens, in slot order, and one ``llama_decode`` runs it.
 A token is sampled for each slot whose last prompt token or generated token was in it. A
 task that finds no idle slot waits, first come first served, and takes the first slot that
-is released.
+is released; one that asks for its own slot (``id_slot``) waits for that slot, and a
+released slot goes first to the waiting task that asked for it (``pop_deferred_task``).
 
 Left out: the unified KV pool filling up (``-kvu``: the server halves its batch and, at one
 token, fails every slot), context shift (off by default), the RAM prompt cache
@@ -47,13 +48,25 @@ the slot to be chosen for it."""
 NS = 1_000_000_000
 
 
+Part = tuple[str, int]
+"""A named stretch of prompt and its tokens: prompts whose leading parts have the same names
+hold the same tokens there."""
+
+
 @dataclass(frozen=True)
 class Request:
     """One request a client sends: due ``due_s`` seconds after the start, ``prompt_tokens``
     long, generating exactly ``max_tokens`` (as an ``ignore_eos`` run does). Its first
     ``shared_tokens`` tokens are the token sequence named ``prefix``: two prompts with the
     same prefix agree on the shorter of their shares, which a slot that served one keeps in
-    its cache for the other (with ``cache_prompt``, the server's default)."""
+    its cache for the other (with ``cache_prompt``, the server's default). ``parts`` says
+    the same of several leading stretches in turn (a conversation's system prompt, then its
+    own history), in place of ``prefix``.
+
+    A request ``after`` another (its index) is due ``pause_s`` after that one's answer
+    ended (a conversation's next turn, a trace session's), and is not sent if that one
+    failed; a ``pinned`` one asks for its user's slot (``id_slot``: the user's number mod
+    the slots)."""
 
     due_s: float
     prompt_tokens: int
@@ -61,12 +74,33 @@ class Request:
     prefix: str | None = None
     shared_tokens: int = 0
     cache_prompt: bool = True
+    parts: tuple[Part, ...] = ()
+    after: int | None = None
+    pause_s: float = 0.0
+    pinned: bool = False
 
     def __post_init__(self) -> None:
         if self.due_s < 0 or self.prompt_tokens < 1 or self.max_tokens < 1:
             raise ValueError(f"a request needs a time >= 0 and tokens >= 1: {self}")
         if not 0 <= self.shared_tokens <= self.prompt_tokens:
             raise ValueError(f"a request shares at most its prompt: {self}")
+        if self.parts and self.prefix is not None:
+            raise ValueError(f"a request names its shared prompt by prefix or parts: {self}")
+        if any(n < 0 for _, n in self.parts) or self.leading_tokens > self.prompt_tokens:
+            raise ValueError(f"a request's parts are at most its prompt: {self}")
+        if self.pause_s < 0 or (self.after is not None and self.after < 0):
+            raise ValueError(f"a request follows one before it, after a pause >= 0: {self}")
+
+    @property
+    def leading(self) -> tuple[Part, ...]:
+        """Its named leading parts: ``parts``, or ``prefix`` with its shared tokens."""
+        if self.parts:
+            return self.parts
+        return ((self.prefix, self.shared_tokens),) if self.prefix is not None else ()
+
+    @property
+    def leading_tokens(self) -> int:
+        return sum(n for _, n in self.leading)
 
 
 @dataclass(frozen=True)
@@ -107,7 +141,9 @@ class Predicted:
     client sent it (as soon as it was free to go) and it reached the server, the slot that
     took it and when, its prompt's start and each generated token's time (the first is
     the first token's). ``refused``: the server's error for a prompt that does not fit its
-    slot; ``truncated``: stopped short of ``max_tokens`` when the slot's context filled."""
+    slot; ``truncated``: stopped short of ``max_tokens`` when the slot's context filled;
+    ``unsent``: why the client never sent it (the request it follows failed); ``due_s``
+    when it was due (a request after another: that one's end and the pause)."""
 
     index: int
     request: Request
@@ -121,6 +157,8 @@ class Predicted:
     cached_tokens: int
     refused: str | None = None
     truncated: bool = False
+    unsent: str | None = None
+    due_s: float = 0.0
 
     @property
     def first_token_s(self) -> float | None:
@@ -129,7 +167,9 @@ class Predicted:
     @property
     def processed_tokens(self) -> int:
         """Prompt tokens the server evaluated (``timings.prompt_n``): all but the cached."""
-        return 0 if self.refused else self.request.prompt_tokens - self.cached_tokens
+        if self.refused or self.unsent:
+            return 0
+        return self.request.prompt_tokens - self.cached_tokens
 
 
 @dataclass(eq=False)
@@ -140,6 +180,8 @@ class _Task:
     request: Request
     sent_s: float
     arrived_s: float
+    due_s: float = 0.0
+    id_slot: int | None = None  # the slot it asks for (llama-server's id_slot)
     slot: int | None = None
     taken_s: float | None = None
     started: bool = False  # its prompt began (SLOT_STATE_PROCESSING_PROMPT)
@@ -153,6 +195,11 @@ class _Task:
     @property
     def generating(self) -> bool:
         return bool(self.tokens)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the client counts it failed: refused, or stopped short."""
+        return self.refused is not None or self.truncated
 
     def done(self, at_s: float) -> Predicted:
         return Predicted(
@@ -168,61 +215,140 @@ class _Task:
             self.cached,
             self.refused,
             self.truncated,
+            due_s=self.due_s,
         )
 
 
 @dataclass(eq=False)
 class _Slot:
-    """One slot: the task it serves, and what its cache holds of which prefix."""
+    """One slot: the task it serves, and what its cache holds of which named parts."""
 
     id: int
     task: _Task | None = None
     has_tokens: bool = False
-    prefix: str | None = None
-    prefix_tokens: int = 0
+    held: tuple[Part, ...] = ()
     t_last_used: float = -1.0
 
     def common_prefix(self, request: Request) -> int:
-        """The tokens its cache shares with ``request``'s prompt, by their named prefix."""
-        if request.prefix is None or request.prefix != self.prefix:
-            return 0
-        return min(request.shared_tokens, self.prefix_tokens)
+        """The tokens its cache shares with ``request``'s prompt: its leading parts that
+        name the same as the cache's, in turn, up to the first that differs in length."""
+        shared = 0
+        for (name, tokens), (held, kept) in zip(request.leading, self.held, strict=False):
+            if name != held:
+                break
+            shared += min(tokens, kept)
+            if tokens != kept:
+                break
+        return shared
 
     def keep(self, task: _Task) -> None:
         """What the slot's cache holds once ``task`` is released: its prompt, then what it
-        generated but the last token (sampled, never decoded). A prompt that is its prefix
-        whole goes on with its answer, as a conversation's next turn does."""
+        generated but the last token (sampled, never decoded). A prompt whose named parts
+        are all of it goes on with its answer in its last part, as a conversation's next
+        turn does."""
         request, made = task.request, len(task.tokens)
         self.has_tokens = True
-        self.prefix = request.prefix
-        whole = request.shared_tokens == request.prompt_tokens
-        self.prefix_tokens = request.prompt_tokens + made - 1 if whole else request.shared_tokens
+        held = request.leading
+        if held and request.leading_tokens == request.prompt_tokens:
+            name, tokens = held[-1]
+            held = (*held[:-1], (name, tokens + made - 1))
+        self.held = held
 
 
 class _Client:
-    """Sends each request when it is due and, under a concurrency limit, a place is free
-    (``measure.workload``'s rule: ready = max(due, the place freed))."""
+    """Sends each request when it is due and a place is free (``measure.workload``'s rule:
+    ready = max(due, the place freed)): under ``concurrency`` requests in flight (0: no
+    limit), and ``users`` conversations going on at once (0: no limit; the next one starts
+    on the user that ended one, as ``measure.conversations`` runs them). A request after
+    another is due once that one ended, so a send is decided only when the model's clock
+    reaches it, on what has happened by then."""
 
-    def __init__(self, requests: Sequence[Request], concurrency: int, overhead_s: float):
-        self.requests = requests
-        self.pending = deque(sorted(range(len(requests)), key=lambda i: (requests[i].due_s, i)))
+    def __init__(
+        self,
+        requests: Sequence[Request],
+        concurrency: int,
+        overhead_s: float,
+        users: int = 0,
+        slots: int = 1,
+    ):
+        self.requests, self.overhead_s, self.slots = requests, overhead_s, slots
+        self.firsts: list[tuple[float, int]] = []  # (due, index) of the requests after none
+        self.follow: list[tuple[float, int]] = []  # (due, index) of the followers now due
+        self.followers: dict[int, list[int]] = {}
+        for i, request in enumerate(requests):
+            if request.after is None:
+                self.firsts.append((request.due_s, i))
+            else:
+                self.followers.setdefault(request.after, []).append(i)
+        heapq.heapify(self.firsts)
         self.free: deque[float] | None = deque([0.0] * concurrency) if concurrency else None
-        self.overhead_s = overhead_s
+        self.users: deque[tuple[float, int]] | None = (
+            deque((0.0, u) for u in range(users)) if users else None
+        )
+        self.user_of: dict[int, int] = {}
 
-    def send(self) -> list[_Task]:
-        """Every request that can go with the places free now. Places free only when a
-        request ends, so a send time found now holds whatever the server does later."""
+    def _ready(self, due: list[tuple[float, int]], first: bool) -> float | None:
+        """When the earliest of ``due`` may go (None: not before a place frees)."""
+        if not due:
+            return None
+        ready = due[0][0]
+        if self.free is not None:
+            if not self.free:
+                return None
+            ready = max(ready, self.free[0])
+        if first and self.users is not None:
+            if not self.users:
+                return None
+            ready = max(ready, self.users[0][0])
+        return ready
+
+    def next_s(self) -> float | None:
+        """When the next request may go, if one may before another ends."""
+        known = [
+            t
+            for t in (self._ready(self.firsts, True), self._ready(self.follow, False))
+            if t is not None
+        ]
+        return min(known, default=None)
+
+    def send(self, now_s: float) -> list[_Task]:
+        """Every request that may go by ``now_s``, each at the time it was free to go."""
         sent = []
-        while self.pending and (self.free is None or self.free):
-            i = self.pending.popleft()
-            freed = self.free.popleft() if self.free is not None else 0.0
-            ready = max(self.requests[i].due_s, freed)
-            sent.append(_Task(i, self.requests[i], ready, ready + self.overhead_s))
-        return sent
+        while True:
+            first, follow = self._ready(self.firsts, True), self._ready(self.follow, False)
+            is_first = follow is None or (first is not None and first <= follow)
+            ready = first if is_first else follow
+            if ready is None or ready > now_s:
+                return sent
+            due, i = heapq.heappop(self.firsts if is_first else self.follow)
+            if self.free is not None:
+                self.free.popleft()
+            if is_first and self.users is not None:
+                self.user_of[i] = self.users.popleft()[1]
+            user = self.user_of.get(i)
+            pin = user % self.slots if self.requests[i].pinned and user is not None else None
+            sent.append(_Task(i, self.requests[i], ready, ready + self.overhead_s, due, pin))
 
-    def ended(self, at_s: float) -> None:
+    def ended(self, index: int, at_s: float, failed: bool) -> list[int]:
+        """``index`` ended at ``at_s``: its place is free and the requests after it are due,
+        or, when it failed, never sent (returned, and those after them)."""
         if self.free is not None:
             self.free.append(at_s)
+        unsent, ending = [], [index]
+        while ending:
+            i = ending.pop()
+            after = self.followers.get(i, [])
+            if not after and self.users is not None and i in self.user_of:
+                self.users.append((at_s, self.user_of[i]))  # its conversation is over
+            for f in after:
+                if i in self.user_of:
+                    self.user_of[f] = self.user_of[i]
+                if failed:
+                    unsent.append(f)
+                    ending.append(f)
+                else:
+                    heapq.heappush(self.follow, (at_s + self.requests[f].pause_s, f))
+        return unsent
 
 
 class _Server:
@@ -237,7 +363,6 @@ class _Server:
         self.arrivals: list[tuple[float, int, _Task]] = []
         self.results: dict[int, Predicted] = {}
         self.now = 0.0
-        self._arrive(client.send())
 
     def _arrive(self, tasks: list[_Task]) -> None:
         for task in tasks:
@@ -245,25 +370,33 @@ class _Server:
 
     def run(self) -> list[Predicted]:
         while True:
+            self._arrive(self.client.send(self.now))
             while self.arrivals and self.arrivals[0][0] <= self.now:
                 self.queue.append(heapq.heappop(self.arrivals)[2])
             busy = any(s.task is not None for s in self.slots)
             if not busy and not self.queue:
-                if not self.arrivals:
+                coming = [t for t in (self.client.next_s(),) if t is not None]
+                coming += [self.arrivals[0][0]] if self.arrivals else []
+                if not coming:
                     break
                 # update_slots: "all slots are idle", the loop waits for the next task
-                self.now = self.arrivals[0][0]
+                self.now = max(self.now, min(coming))
                 continue
             self._take_tasks()
             self._step()
         return [self.results[i] for i in range(len(self.client.requests))]
 
     def _take_tasks(self) -> None:
-        """``process_single_task``: a completion task gets ``get_available_slot``'s slot, or
-        is deferred when none is idle."""
+        """``process_single_task``: a completion task gets the slot it asks for
+        (``get_slot_by_id``) or ``get_available_slot``'s, or is deferred when that one is
+        busy or none is idle."""
         while self.queue:
             task = self.queue.popleft()
-            slot = self._available_slot(task.request)
+            if task.id_slot is None:
+                slot = self._available_slot(task.request)
+            else:
+                pinned = self.slots[task.id_slot]
+                slot = pinned if pinned.task is None else None
             if slot is None:
                 self.deferred.append(task)
                 continue
@@ -297,7 +430,8 @@ class _Server:
         sampled = {s.id for s in generating}
         batch = len(generating)
         context = sum(s.task.in_cache + len(s.task.tokens) - 1 for s in generating if s.task)
-        step_ms = costs.decode.step_ms(len(generating), context)
+        decode_ms = costs.decode.step_ms(len(generating), context)
+        prefill_ms = 0.0
         # "batch any pending prompts without exceeding n_batch": with -nocb only into an
         # empty batch, so a new prompt waits until no slot is generating
         if shape.cont_batching or batch == 0:
@@ -310,12 +444,12 @@ class _Server:
                 if not task.started and not self._start_prompt(slot, task):
                     continue
                 take = min(task.request.prompt_tokens - task.in_cache, shape.batch_size - batch)
-                step_ms += costs.prefill.ms(take, task.in_cache)
+                prefill_ms += costs.prefill.ms(take, task.in_cache)
                 task.in_cache += take
                 batch += take
                 if task.in_cache == task.request.prompt_tokens:
                     sampled.add(slot.id)
-        self.now += max(0.0, step_ms) / 1000.0
+        self.now += max(0.0, costs.step_ms(decode_ms, prefill_ms)) / 1000.0
         # post_decode: a token for every slot that was generating or ended its prompt, in
         # slot order, each checked by process_token's limits
         for slot in self.slots:
@@ -355,28 +489,47 @@ class _Server:
         self._release(slot, task, keep_cache=True)
 
     def _release(self, slot: _Slot, task: _Task, keep_cache: bool) -> None:
-        """``server_slot::release``: the slot idle, its last use now; its callback moves the
-        first deferred task to the front of the queue (``pop_deferred_task``)."""
+        """``server_slot::release``: the slot idle, its last use now; its callback moves a
+        deferred task to the front of the queue (``pop_deferred_task``: the first that asked
+        for this slot, else the first). The client learns it ended, and what it never sends
+        after a failure is recorded so."""
         if keep_cache:
             slot.keep(task)
         slot.task, slot.t_last_used = None, self.now
         self.results[task.index] = task.done(self.now)
         if self.deferred:
-            self.queue.appendleft(self.deferred.popleft())
-        self.client.ended(self.now)
-        self._arrive(self.client.send())
+            asked = next((t for t in self.deferred if t.id_slot == slot.id), self.deferred[0])
+            self.deferred.remove(asked)
+            self.queue.appendleft(asked)
+        for i in self.client.ended(task.index, self.now, task.failed):
+            before = self.client.requests[i].after
+            self.results[i] = Predicted(
+                i, self.client.requests[i], self.now, self.now, None, None, None, (), self.now,
+                0, unsent=f"not sent: the request before it (#{before}) failed",
+            )  # fmt: skip
 
 
 def predict(
-    requests: Sequence[Request], shape: ServerShape, costs: StepCosts, concurrency: int = 0
+    requests: Sequence[Request],
+    shape: ServerShape,
+    costs: StepCosts,
+    concurrency: int = 0,
+    users: int = 0,
 ) -> list[Predicted]:
     """What each of ``requests`` would see on a server of ``shape`` costing ``costs``, with
-    at most ``concurrency`` in flight from the client (0: no limit). A request reaches the
+    at most ``concurrency`` in flight from the client and ``users`` conversations at once
+    (0: no limit). A request reaches the
     server's queue ``costs.request_overhead_ms`` after it is sent: tokenizing and the HTTP
     round trip happen outside the server's loop, so they hold up that request only."""
-    if concurrency < 0:
-        raise ValueError(f"concurrency must be >= 0 (0: no limit), not {concurrency}")
-    client = _Client(requests, concurrency, max(0.0, costs.request_overhead_ms) / 1000.0)
+    if concurrency < 0 or users < 0:
+        raise ValueError(
+            f"concurrency and users must be >= 0 (0: no limit): {concurrency}, {users}"
+        )
+    for i, request in enumerate(requests):
+        if request.after is not None and request.after >= i:
+            raise ValueError(f"request {i} follows one that is not before it: {request.after}")
+    overhead_s = max(0.0, costs.request_overhead_ms) / 1000.0
+    client = _Client(requests, concurrency, overhead_s, users, shape.slots)
     return _Server(shape, costs, client).run()
 
 
@@ -400,13 +553,18 @@ def _record(p: Predicted, config_index: int, repeat: int) -> RequestRecord:
         p.index,
         "",
         prompt_tokens=request.prompt_tokens,
-        t_intended_ns=ns(request.due_s),
-        t_scheduled_ns=ns(request.due_s),
+        t_intended_ns=ns(p.due_s),
+        t_scheduled_ns=ns(p.due_s),
         t_ready_ns=ns(p.sent_s),  # sent as soon as it was free to go
         t_submit_ns=ns(p.sent_s),
         t_done_ns=ns(p.done_s),
         slot=p.slot,
     )
+    if p.unsent is not None:
+        record.t_intended_ns = record.t_scheduled_ns = None
+        record.t_ready_ns = record.t_submit_ns = record.t_done_ns = None
+        record.error = p.unsent
+        return record
     if p.refused is not None:
         # what llama-server answers (send_error, ERROR_TYPE_EXCEED_CONTEXT_SIZE), as the
         # client words it
