@@ -24,7 +24,7 @@ def test_refresh_loads_in_a_thread_and_shows_loading(qtbot, loop, monkeypatch):
     threads: list[threading.Thread] = []
     release = threading.Event()
 
-    def load(paths: list[Path], relative: bool) -> Loaded:
+    def load(paths: list[Path], relative: bool, predicted: bool = False) -> Loaded:
         threads.append(threading.current_thread())
         release.wait(10)
         return comparison(100.0, relative)
@@ -49,7 +49,7 @@ def test_a_refresh_overtaken_by_a_later_one_is_dropped(qtbot, loop, monkeypatch)
     first_may_return = threading.Event()
     returned: list[bool] = []
 
-    def load(paths: list[Path], relative: bool) -> Loaded:
+    def load(paths: list[Path], relative: bool, predicted: bool = False) -> Loaded:
         if not relative:  # the first refresh, at construction: slower than the second
             first_may_return.wait(10)
         returned.append(relative)
@@ -73,7 +73,7 @@ def test_a_refresh_overtaken_by_a_later_one_is_dropped(qtbot, loop, monkeypatch)
 def test_closing_while_loading_draws_nothing(qtbot, loop, monkeypatch):
     release = threading.Event()
 
-    def load(paths: list[Path], relative: bool) -> Loaded:
+    def load(paths: list[Path], relative: bool, predicted: bool = False) -> Loaded:
         release.wait(10)
         return comparison(100.0, relative)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyqtgraph as pg
@@ -34,16 +34,24 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.analysis.compare import ChartData, Comparison, chart_data, compare_sessions
+from workbench.engine.analysis.compare import (
+    ChartData,
+    Comparison,
+    chart_data,
+    compare_sessions,
+    session_column,
+)
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.figures.metrics import View, shown_in
+from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.run.replay import load_session_events
-from workbench.engine.store import open_session
+from workbench.engine.store import Session, open_session
+from workbench.ui.controllers.replay_controller import with_prediction
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.exports.report import write_report
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme.qt_theme import session_colors, text_style
-from workbench.ui.views.charts import MetricChart
+from workbench.ui.views.charts import MetricChart, with_predictions
 from workbench.ui.views.gantt import GanttView
 from workbench.ui.widgets.plot_widget import Plot
 
@@ -54,6 +62,8 @@ class Loaded:
 
     comparison: Comparison
     charts: list[ChartData]
+    # Per chart, the places of its series that are a session's prediction (drawn dashed).
+    dashed: dict[str, set[int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -65,11 +75,30 @@ class Timeline:
     error: str = ""
 
 
-def load_comparison(paths: list[Path], relative: bool) -> Loaded:
-    """Open every session once and compare them (in a worker thread: it reads every record)."""
+def load_comparison(paths: list[Path], relative: bool, predicted: bool = False) -> Loaded:
+    """Open every session once and compare them (in a worker thread: it reads every record);
+    with ``predicted``, each session's stored prediction beside it in the metric charts."""
     with contextlib.ExitStack() as stack:
         sessions = [stack.enter_context(open_session(p)) for p in paths]
-        return Loaded(compare_sessions(sessions, relative), chart_data(sessions, relative))
+        charts = chart_data(sessions, relative)
+        guesses = [predicted_summaries(s) for s in sessions] if predicted else []
+        if not any(guesses):
+            return Loaded(compare_sessions(sessions, relative), charts)
+        named = [(session_column(s), s.summaries()) for s in sessions]
+        overlaid = {d.key: (d, k) for d, k in with_predictions(named, guesses, relative=relative)}
+        charts = [overlaid.get(c.key, (c, set()))[0] for c in charts]
+        dashed = {key: places for key, (_, places) in overlaid.items()}
+        return Loaded(compare_sessions(sessions, relative), charts, dashed)
+
+
+def predicted_summaries(session: Session) -> list[ConfigSummary] | None:
+    """The configurations its run predicted (None: it made no prediction, or it is damaged:
+    the comparison goes on without it)."""
+    try:
+        prediction = session.predictions()
+    except WorkbenchError:
+        return None
+    return [c.summary for c in prediction.configs] if prediction is not None else None
 
 
 def load_timelines(paths: list[Path]) -> list[Timeline]:
@@ -77,7 +106,7 @@ def load_timelines(paths: list[Path]) -> list[Timeline]:
     timelines = []
     for path in paths:
         try:
-            events = load_session_events(path)
+            events = with_prediction(path, load_session_events(path))
         except WorkbenchError as exc:
             timelines.append(Timeline(path, None, str(exc)))
             continue
@@ -98,6 +127,12 @@ class CompareWindow(QWidget):
         self.loading.setStyleSheet(text_style("quiet"))
         self.relative = QCheckBox("relative to 1 slot")
         self.relative.toggled.connect(self.refresh)
+        self.predicted = QCheckBox("predicted (dashed)")
+        self.predicted.setToolTip(
+            "Beside each session's measured line, what its run predicted before it started "
+            "(from the calibration of the machine it ran on), dashed in the same colour"
+        )
+        self.predicted.toggled.connect(self.refresh)
         self.export_button = export = QPushButton("Export report…")
         export.clicked.connect(self._export_dialog)
         self.warnings = QLabel()
@@ -127,6 +162,7 @@ class CompareWindow(QWidget):
         self.timeline_layout.setContentsMargins(0, 0, 0, 0)
         top = QHBoxLayout()
         top.addWidget(self.relative)
+        top.addWidget(self.predicted)
         top.addWidget(self.loading)
         top.addStretch(1)
         top.addWidget(export)
@@ -160,12 +196,14 @@ class CompareWindow(QWidget):
         self._refreshes += 1
         self.loading.setText(f"loading {len(self.paths)} sessions…")
         self.loading.show()
-        self.tasks.spawn(self._refresh(self._refreshes, self.relative.isChecked()))
+        self.tasks.spawn(
+            self._refresh(self._refreshes, self.relative.isChecked(), self.predicted.isChecked())
+        )
 
-    async def _refresh(self, number: int, relative: bool) -> None:
+    async def _refresh(self, number: int, relative: bool, predicted: bool) -> None:
         loaded: Loaded | str
         try:
-            loaded = await asyncio.to_thread(load_comparison, self.paths, relative)
+            loaded = await asyncio.to_thread(load_comparison, self.paths, relative, predicted)
         except WorkbenchError as exc:
             loaded = str(exc)
         if number != self._refreshes:
@@ -185,7 +223,7 @@ class CompareWindow(QWidget):
                 self.charts[data.key] = MetricChart()
                 self.charts[data.key].setMinimumHeight(260)
                 self.trade_off_layout.addWidget(self.charts[data.key], cell // 3, cell % 3)
-            self.charts[data.key].show_data(data)
+            self.charts[data.key].show_data(data, loaded.dashed.get(data.key, ()))
         rows = comparison.rows()
         headers = ["configuration", "metric", *comparison.columns]
         self.table.setColumnCount(len(headers))

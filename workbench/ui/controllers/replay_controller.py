@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.states import RunStatus
-from workbench.engine.events import ConfigStarted, RequestSubmitted
+from workbench.engine.config.experiment import Experiment
+from workbench.engine.events import ConfigStarted, PredictionMade, RequestSubmitted
 from workbench.engine.run.replay import Playback, load_session
+from workbench.engine.store import open_session
 from workbench.ui.controllers.render_controller import PUMP_INTERVAL_MS, RenderController
 from workbench.ui.run_model import RunModel
 
@@ -21,6 +24,26 @@ from workbench.ui.run_model import RunModel
 BACK_TO_PREVIOUS_S = 1.0
 # A start is shown just past its first request, so that request's pane is there.
 PAST_START_S = 0.001
+
+
+def with_prediction(path: Path, events: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+    """A session's events with the prediction its run made (``Session.predictions``) right
+    after its start, where a live run publishes it: opened, replayed or sought, the session
+    shows it as the run did. A damaged prediction is left out (the rest still opens)."""
+    try:
+        with open_session(path) as session:
+            prediction = session.predictions()
+    except WorkbenchError:
+        return events
+    if prediction is None or not events:
+        return events
+    return [events[0], (events[0][0], PredictionMade(prediction)), *events[1:]]
+
+
+def load_predicted(path: Path) -> tuple[list[tuple[int, Any]], Experiment | None]:
+    """``load_session`` with the session's prediction (``with_prediction``)."""
+    events, experiment = load_session(path)
+    return with_prediction(path, events), experiment
 
 
 def config_starts(playback: Playback) -> list[float]:
@@ -86,7 +109,7 @@ class ReplayController(QObject):
             self.banner.emit("Stop the run before opening a session.", "error")
             return False
         try:
-            events, experiment = await asyncio.to_thread(load_session, path)
+            events, experiment = await asyncio.to_thread(load_predicted, path)
         except WorkbenchError as exc:
             self.banner.emit(str(exc), "error")
             return False

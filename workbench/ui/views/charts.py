@@ -55,6 +55,7 @@ def with_predictions(
     named: list[tuple[str, list[ConfigSummary]]],
     predicted: Sequence[list[ConfigSummary] | None],
     metrics: tuple[Figure, ...] | None = None,
+    relative: bool = False,
 ) -> list[tuple[ChartData, set[int]]]:
     """``chart_data_from`` with each session's prediction (``predicted``, one per entry of
     ``named``; None: it has none) beside it, each chart with the series of a prediction:
@@ -62,7 +63,7 @@ def with_predictions(
     owners = [i for i, summaries in enumerate(predicted) if summaries]
     shown = [*named, *((f"{named[i][0]} · {PREDICTED}", predicted[i] or []) for i in owners)]
     charts = []
-    for data in chart_data_from(shown, metrics=metrics):
+    for data in chart_data_from(shown, relative, metrics):
         dashed = set()
         for k, series in enumerate(data.series):
             if series.session >= len(named):
