@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from dataclasses import dataclass
 
 from workbench.engine.config.experiment import ServerSettings
@@ -121,6 +122,27 @@ class Size:
         )
 
 
+@dataclass(frozen=True)
+class Duration:
+    """A time in seconds, written ``90``, ``90s``, ``10m`` or ``1h``: at least ``low_s`` and
+    at most ``high_s``."""
+
+    low_s: float
+    high_s: float
+
+    def __call__(self, text: str) -> float:
+        found = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([smh]?)\s*", text.lower())
+        seconds = math.nan
+        if found is not None:
+            seconds = float(found[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[found[2]]
+        if math.isfinite(seconds) and self.low_s <= seconds <= self.high_s:
+            return seconds
+        raise argparse.ArgumentTypeError(
+            f"must be a time from {self.low_s:g} s to {self.high_s / 3600:g} h (90, 90s, "
+            f"10m or 1h), got {text!r}"
+        )
+
+
 # Every bounded number of the commands' flags.
 SECONDS = Bounded(float, 0, above=True)  # an SLO's time limit
 AT_OR_AFTER_START_S = Bounded(float, 0)  # a moment of a session
@@ -137,3 +159,4 @@ DPI = Bounded(int, 50, 1200)
 CHART_SIZE = Size(200, 150)  # a chart's widgets lay out down to this
 WINDOW_SIZE = Size(960, 540)  # the window's own minimum at the default font is 956x533
 FONT_PT = Bounded(int, 6, 72)
+BUDGET = Duration(1, 24 * 3600)  # a tune's whole search

@@ -20,6 +20,7 @@ from workbench.cli import (
     preferences_commands,
     run_commands,
     session_commands,
+    tune_commands,
 )
 from workbench.cli.exit_codes import EXIT_CANCELLED, EXIT_ERROR
 from workbench.cli.tables import output_console, print_error
@@ -39,6 +40,7 @@ COMMANDS = (
     session_commands.add_verdicts,
     calibrate_commands.add_calibrate,
     predict_commands.add_predict,
+    tune_commands.add_tune,
     run_commands.add_gui,
     preferences_commands.add_preferences,
 )

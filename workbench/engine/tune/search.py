@@ -303,7 +303,8 @@ class Search:
 
     def _calibrate(self, fitting: list[Candidate]) -> None:
         """A stored calibration for each held-settings group; the largest group probed when
-        it has none and the budget leaves room for the probe and two runs after it."""
+        it has none and the budget leaves room for the probe and two runs after it (stored
+        for the next tune, as ``workbench calibrate`` stores one)."""
         groups: dict[tuple[tuple[str, Any], ...], list[Candidate]] = {}
         for c in fitting:
             groups.setdefault(c.group, []).append(c)
@@ -314,8 +315,9 @@ class Search:
         main = max(groups, key=lambda k: len(groups[k]))
         if main in self.calibrations or self.cancel.is_set():
             return
+        # The probe only ranks: it gets at most half of what two runs leave.
         reserve = 2 * min(self._rough_s(c) for c in fitting)
-        limit = min(LIMIT_S, self._left() - reserve - START_S)
+        limit = min(LIMIT_S, (self._left() - reserve) / 2 - START_S)
         held = ", ".join(f"{k}={show_value(v)}" for k, v in main if v is not None) or "defaults"
         if limit < MIN_PROBE_S:
             self._say("calibrate", "no time to calibrate: candidates ranked by measurement only")
@@ -404,7 +406,8 @@ class Search:
                 break
             c = queue[0]
             need = self._run_s(c)
-            if need > self._left():
+            # A first run goes whatever its estimate: the budget has nothing better to do.
+            if need > self._left() and (runs or self._left() < START_S):
                 self._say("verify", f"the budget has no room for another run (~{need:.0f} s)")
                 break
             runs += 1

@@ -37,6 +37,7 @@ from workbench.engine.predict.calibration import (
     held_settings,
     machine_identity,
     model_identity,
+    save,
 )
 from workbench.engine.predict.probe import probe
 from workbench.engine.run.lifecycle import RunLifecycle
@@ -210,6 +211,7 @@ class ServerMeasure:
         probed = cancellable(
             probe(self.binary, self.model, settings, log, limit_s), self.cancel, tick
         )
+        save(probed.calibration)
         return probed.calibration, probed.records
 
     def verify(self, run: Run, deadline: float, tick: Tick) -> Measured:

@@ -1,0 +1,274 @@
+"""``workbench tune``: the server settings that meet latency SLOs at a number of users,
+searched within a time budget (``engine/tune/search``), with a progress bar and an ETA;
+it writes ``recommendation.json``, the Pareto chart and a session of every verification
+run, and prints the command line to serve with."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.table import Table
+
+from workbench.cli.bounds import BUDGET, SHARE_ONLINE, TOKENS, USERS
+from workbench.cli.exit_codes import EXIT_CANCELLED, EXIT_NOT_VERIFIED
+from workbench.cli.paths import out_folder
+from workbench.engine.analysis.slo import peak_users
+from workbench.engine.run.lifecycle import STOP_SIGNALS
+from workbench.engine.tune.answer import write_recommendation
+from workbench.engine.tune.records import Recommendation, TuneProgress, TuneRequest
+from workbench.engine.tune.search import tune
+from workbench.engine.tune.slo_targets import parse_slos, value_ms
+
+DEFAULT_BUDGET = "10m"
+FOLLOW_S = 0.2
+
+
+def add_tune(sub: Any) -> None:
+    parser = sub.add_parser(
+        "tune",
+        help="find the server settings that meet latency SLOs at a number of users",
+        description="Search --space for the llama-server settings that meet every --slo at "
+        "--users concurrent users: what does not fit in memory is left out, the scheduler "
+        "model ranks the rest, short real runs verify the best, and the winner's highest "
+        "Poisson request rate within the SLO is bracketed, all within --budget.",
+    )
+    parser.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        metavar="METRIC_PCT:MS",
+        help="a percentile limit, e.g. ttft_p90:2000 or tpot_p50:120 (ttft, tpot, itl, e2el "
+        "at p50, p90 or p99); give one or more",
+    )
+    users = parser.add_mutually_exclusive_group(required=True)
+    users.add_argument("--users", type=USERS, help="concurrent users (requests in flight)")
+    users.add_argument(
+        "--registered", type=USERS, help="registered users: --online of them are concurrent"
+    )
+    parser.add_argument(
+        "--online",
+        type=SHARE_ONLINE,
+        default=0.05,
+        help="with --registered: the share online at peak, above 0 and at most 1 (0.05)",
+    )
+    parser.add_argument(
+        "--space",
+        default="",
+        help='the settings to search, e.g. "slots=1..16; ctx>=4096; cache_type_k=f16,q8_0; '
+        'flash_attn=on,off; threads" (default: slots)',
+    )
+    parser.add_argument(
+        "--budget",
+        type=BUDGET,
+        default=BUDGET(DEFAULT_BUDGET),
+        help=f"the whole search's time: 90, 90s, 10m or 1h (default {DEFAULT_BUDGET})",
+    )
+    traffic = parser.add_argument_group(
+        "traffic", "what each user sends (default: the built-in prompts)"
+    )
+    traffic.add_argument("--input-tokens", type=TOKENS, help="each prompt's length in tokens")
+    traffic.add_argument("--max-tokens", type=USERS, help="tokens each request generates")
+    traffic.add_argument("--requests", type=USERS, help="requests each verification run sends")
+    sent = traffic.add_mutually_exclusive_group()
+    sent.add_argument("--trace", metavar="FILE", help="replay a recorded trace (measured only)")
+    sent.add_argument(
+        "--conversations-file", metavar="FILE", help="replay a conversations file (measured only)"
+    )
+    parser.add_argument("--model", help="GGUF model file (default: the default model)")
+    parser.add_argument("--server-bin", help="llama-server binary to use")
+    parser.add_argument(
+        "--out",
+        type=out_folder,
+        help="folder for recommendation.json, pareto.png and the session "
+        "(default: results/tune-DATE-TIME)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar, only the answer")
+    parser.set_defaults(handler=cmd_tune)
+
+
+def _traffic(args: argparse.Namespace) -> dict[str, Any]:
+    traffic: dict[str, Any] = {}
+    if args.input_tokens is not None:
+        traffic["input_tokens"] = args.input_tokens
+    if args.max_tokens is not None:
+        traffic["max_tokens"] = args.max_tokens
+    if args.requests is not None:
+        traffic["requests"] = args.requests
+    if args.trace:
+        traffic.update(arrival="trace", trace=str(Path(args.trace).resolve()))
+    if args.conversations_file:
+        traffic.update(
+            kind="conversations", conversations_file=str(Path(args.conversations_file).resolve())
+        )
+    return traffic
+
+
+def request_of(args: argparse.Namespace) -> TuneRequest:
+    """The tune the flags ask for; a bad SLO is one line."""
+    slos = parse_slos(args.slo)
+    users = peak_users(args.registered, args.online) if args.users is None else args.users
+    out = (
+        Path(args.out)
+        if args.out
+        else Path("results") / datetime.now().strftime("tune-%Y%m%d-%H%M%S")
+    )
+    return TuneRequest(
+        slos, users, args.model, _traffic(args), args.space, args.budget, out, args.server_bin
+    )
+
+
+def cmd_tune(args: argparse.Namespace, console: Console) -> int:
+    request = request_of(args)
+    if args.registered is not None:
+        console.print(
+            f"peak concurrent users = {args.registered} registered x {args.online:g} online "
+            f"= {request.users}"
+        )
+
+    def on_signal(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    try:
+        outcome = _follow(request, console, show_bar=console.is_terminal and not args.quiet)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    recommendation, cancelled = outcome
+    return _report(recommendation, request, console, cancelled)
+
+
+def _follow(
+    request: TuneRequest, console: Console, show_bar: bool
+) -> tuple[Recommendation, bool] | BaseException:
+    """Run the tune on a thread of its own, showing its progress; Ctrl-C (or SIGTERM) asks
+    it to stop, and it returns what it found, its servers stopped."""
+    cancel = threading.Event()
+    latest: list[TuneProgress] = []
+    outcome: list[Recommendation | BaseException] = []
+
+    def work() -> None:
+        try:
+            outcome.append(tune(request, latest.append, cancel))
+        except BaseException as exc:  # handed to the main thread, which prints it
+            outcome.append(exc)
+
+    thread = threading.Thread(target=work, name="tune", daemon=True)
+    bar = Progress(
+        TextColumn("[bold]{task.fields[phase]}"),
+        BarColumn(),
+        TextColumn("{task.fields[clock]}"),
+        TextColumn("{task.description}"),
+        console=console,
+        transient=True,
+        disable=not show_bar,
+    )
+    task = bar.add_task("starting", total=request.budget_s, phase="plan", clock="")
+    said = ""
+    thread.start()
+    with bar:
+        while thread.is_alive():
+            try:
+                thread.join(FOLLOW_S)
+            except KeyboardInterrupt:
+                if not cancel.is_set():
+                    cancel.set()
+                    console.print(
+                        "[yellow]stopping: the servers are stopped, what was measured kept[/yellow]"
+                    )
+                continue
+            if latest:
+                now = latest[-1]
+                eta = "" if now.eta_s is None else f", about {_minutes(now.eta_s)} left"
+                bar.update(
+                    task,
+                    completed=min(now.elapsed_s, now.budget_s),
+                    description=escape(now.text),
+                    phase=now.phase,
+                    clock=f"{_minutes(now.elapsed_s)}{eta}",
+                )
+                if not show_bar and now.text != said:
+                    said = now.text
+                    console.print(f"{now.phase}: {escape(now.text)}", highlight=False)
+    found = outcome[0]
+    if isinstance(found, BaseException):
+        return found
+    return found, cancel.is_set()
+
+
+def _minutes(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def _report(r: Recommendation, request: TuneRequest, console: Console, cancelled: bool) -> int:
+    folder = request.out_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    console.print(tried_table(r))
+    path = write_recommendation(r, folder)
+    from workbench.ui.exports.pareto import write_pareto_chart  # Qt only for the chart
+
+    chart = folder / "pareto.png"
+    write_pareto_chart(r, chart)
+    if r.winner is not None and r.verified:
+        measured = ", ".join(
+            f"{s.name} {value_ms(s, r.measured):.0f} ms (<= {s.limit_ms:g})" for s in r.slos
+        )
+        console.print(
+            f"[green]verified[/green]: {escape(r.winner.label)} at {r.users} users: {measured}"
+        )
+        if r.rate_rps is not None:
+            console.print(f"it holds {r.rate_rps:g} requests/s (Poisson) within the SLO")
+        elif r.rate_probes:
+            console.print("no Poisson rate probe met the SLO")
+        else:
+            console.print("rate search: no room left in the budget")
+        console.print("serve with:")
+        console.print(r.command_line or "", markup=False, highlight=False, soft_wrap=True)
+    else:
+        console.print(f"[red]not verified[/red]: {escape(r.reason or '')}", soft_wrap=True)
+    console.print(
+        f"recommendation: {path}\nchart: {chart}\n"
+        f"session: {r.session_path or 'none (nothing ran)'}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    if cancelled:
+        return EXIT_CANCELLED
+    return 0 if r.verified else EXIT_NOT_VERIFIED
+
+
+def tried_table(r: Recommendation) -> Table:
+    """Each candidate ranked or run: its SLO figures, throughput, and where they come from."""
+    table = Table(title="Candidates (measured: a verification run; predicted: the model)")
+    table.add_column("candidate")
+    table.add_column("source")
+    for s in r.slos:
+        table.add_column(f"{s.name} ms", justify="right")
+    table.add_column("agg tok/s", justify="right")
+    table.add_column("why not")
+    shown = [t for t in r.tried if t.fits_memory and (t.measured is not None or t.predicted)]
+    shown.sort(key=lambda t: (t.source != "measured", -(t.figure("agg_tok_s") or 0)))
+    for t in shown:
+        known = t.measured if t.measured is not None else t.predicted
+        cells = ["-" if (v := value_ms(s, known)) is None else f"{v:.0f}" for s in r.slos]
+        agg = t.figure("agg_tok_s")
+        table.add_row(
+            escape(t.label),
+            t.source,
+            *cells,
+            "-" if agg is None else f"{agg:.1f}",
+            escape(t.why_lost or ("the recommendation" if r.winner is t else "")),
+        )
+    return table
