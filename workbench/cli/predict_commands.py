@@ -90,7 +90,8 @@ def cmd_predict(args: argparse.Namespace, console: Console) -> int:
         return calibration.costs, calibration.template_tokens or 0
 
     predicted = []
-    for result in predict_configs(configs, costs_of, prompts, base_dir):
+    chats = {index: calibration.chat for index, calibration in calibrations.items()}
+    for result in predict_configs(configs, costs_of, prompts, base_dir, lambda c: chats[c.index]):
         if isinstance(result, WorkbenchError):
             raise result
         predicted.append(result)

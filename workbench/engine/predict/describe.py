@@ -13,7 +13,8 @@ def describe(calibration: Calibration) -> list[str]:
         f"decode: {d.base_ms:.2f} ms a step + {d.per_sequence_ms:.2f} ms per sequence + "
         f"{d.per_context_token_ms * 1000:.2f} µs per context token",
         f"prefill: {p.base_ms:.1f} ms + {p.per_token_ms:.3f} ms a token{rate}",
-        f"request overhead {calibration.costs.request_overhead_ms:.1f} ms",
+        f"request overhead {calibration.costs.request_overhead_ms:.1f} ms; a step of prompt "
+        f"beside generating ones {calibration.costs.interleaved_ms:+.1f} ms besides both",
         f"fit: prompt times within {q.prefill_median_error:.0%} "
         f"(worst {q.prefill_worst_error:.0%}) of {q.prefill_requests} requests, "
         f"decode times within {q.decode_median_error:.0%} "

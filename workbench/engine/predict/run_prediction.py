@@ -148,7 +148,9 @@ def predict_run(
 
     predicted, left_out = [], []
     for config, result in zip(
-        configs, predict_configs(configs, costs_of, prompts, base_dir), strict=True
+        configs,
+        predict_configs(configs, costs_of, prompts, base_dir, lambda c: found[c.index].chat),
+        strict=True,
     ):
         if isinstance(result, WorkbenchError):
             left_out.append(_named(config, str(result)))
