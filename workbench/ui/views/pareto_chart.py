@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtGui import QBrush, QColor, QResizeEvent
 from PySide6.QtWidgets import QWidget
 
 from workbench.engine.analysis.compare import Series
@@ -25,6 +25,11 @@ POINT_SIZE = 11  # px
 WINNER_SIZE = 24  # px: the ring around the recommended configuration
 MOST_NAMES = 12  # more points than this: only the front's, the measured and the winner named
 REGION_ALPHA = 45  # of 255: the SLO's region shaded, the grid still seen through it
+LEGEND_WIDTH = 560  # px: in a narrower chart the legend would cover the points (see KEY)
+KEY = (
+    "Filled: measured; hollow: predicted. Green meets every SLO, red fails one. Ringed: "
+    "recommended; dashed: the Pareto front; shaded: within the TTFT p90 SLO."
+)  # the legend in words, for where the chart is too narrow to show it
 GROUPS = (  # (source, meets the SLO): each drawn as one item, named in the legend
     ("measured", True),
     ("measured", False),
@@ -144,6 +149,12 @@ class ParetoChart(Plot):
         plot.vb.sigTransformChanged.connect(self._place_labels)
         self.show_tried((), ())
 
+    def resizeEvent(self, ev: QResizeEvent | None) -> None:
+        legend = getattr(self, "legend", None)  # None while pyqtgraph builds the widget
+        if legend is not None:
+            legend.setVisible(self.width() >= LEGEND_WIDTH)
+        super().resizeEvent(ev)
+
     def show_recommendation(self, recommendation: Recommendation) -> None:
         self.show_tried(recommendation.tried, recommendation.slos, recommendation.winner)
 
@@ -173,7 +184,7 @@ class ParetoChart(Plot):
         if self._limit_s is not None:
             self.region.setRegion((0.0, self._limit_s))
         self._fill_legend(bool(front), bool(ringed))
-        title = "Tried configurations: throughput against TTFT p90"
+        title = "Throughput against TTFT p90, each configuration tried"
         said = ", ".join(s.describe() for s in slos)
         if self.skipped:
             said += f"{'; ' if said else ''}{self.skipped} not drawn (no TTFT p90 or tok/s)"

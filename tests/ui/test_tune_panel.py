@@ -1,0 +1,230 @@
+"""The Tune tab with a stand-in search (no server): its inputs checked in the tab, progress
+brought to the window's thread, Cancel, the answer shown with where its figures come from,
+and "Use these settings" filling the experiment form."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from tests.ui.driving import click, run
+from tests.ui.tune_records import TRIED, recommendation
+from workbench.engine.tune.records import Recommendation, TuneProgress, TuneRequest
+from workbench.ui.controllers.tasks import Tasks
+from workbench.ui.panels.experiment_form import ExperimentForm
+from workbench.ui.panels.tune_panel import TRACE, TunePanel, done_share, progress_words
+
+
+class FakeTune:
+    """The search's signature: reports progress from its own thread, waits until let go (or
+    cancelled), answers ``answer`` (or, cancelled, with no winner)."""
+
+    def __init__(self, answer: Recommendation | None = None, hold: bool = False) -> None:
+        self.answer = answer or recommendation()
+        self.go = threading.Event()
+        if not hold:
+            self.go.set()
+        self.requests: list[TuneRequest] = []
+        self.threads: list[threading.Thread] = []
+        self.cancelled = False
+
+    def __call__(self, request, progress, cancel) -> Recommendation:
+        self.requests.append(request)
+        self.threads.append(threading.current_thread())
+        progress(TuneProgress("rank", 12.0, 600.0, 48.0, "np=4 predicted", TRIED[:3]))
+        while not self.go.wait(0.01):
+            if cancel.is_set():
+                self.cancelled = True
+                return dataclasses.replace(
+                    self.answer,
+                    winner=None,
+                    verified=False,
+                    reason="cancelled",
+                    runners_up=(),
+                    tried=TRIED[:3],
+                )
+        progress(TuneProgress("verify", 40.0, 600.0, 20.0, "measuring np=4", TRIED))
+        return self.answer
+
+
+@pytest.fixture
+def tasks():
+    owned = Tasks()
+    yield owned
+    owned.cancel_all()
+
+
+def panel_of(qtbot, tasks, tune, tmp_path: Path) -> TunePanel:
+    panel = TunePanel(tasks, tmp_path / "out", tune=tune)
+    qtbot.addWidget(panel)
+    panel.resize(420, 900)
+    panel.show()
+    return panel
+
+
+def test_progress_reaches_the_window_thread_and_the_answer_is_shown(
+    qtbot, loop, tasks, tmp_path, monkeypatch
+):
+    heard: list[threading.Thread] = []
+    shown = TunePanel.show_progress
+
+    def show_progress(self, progress):
+        heard.append(threading.current_thread())
+        shown(self, progress)
+
+    monkeypatch.setattr(TunePanel, "show_progress", show_progress)
+    tune = FakeTune()
+    panel = panel_of(qtbot, tasks, tune, tmp_path)
+    click(loop, panel.start_button)
+    run(loop, lambda: panel.recommendation is not None, 10)
+    assert tune.threads[0] is not threading.main_thread()  # the search ran off the UI thread
+    assert heard and all(t is threading.main_thread() for t in heard)
+    (request,) = tune.requests
+    assert [s.name for s in request.slos] == ["ttft_p90", "tpot_p50"] and request.users == 8
+    assert request.traffic == {"input_tokens": 512, "max_tokens": 128}
+    assert request.budget_s == 600 and request.out_dir == tmp_path / "out"
+    assert panel.progress.value() == panel.progress.maximum()
+    verdict = panel.verdict.text()
+    assert "Recommended: np=4 f16" in verdict and "Verified: measured" in verdict
+    assert "holds 8 users at once" in verdict and "0.90 requests/s" in verdict
+    assert "Tried 7 configurations (3 measured)" in verdict
+    table = panel.table
+    rows = [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(3)]
+    assert rows[0][:5] == ["np=4 f16", "measured", "1400", "80", "96.0"]
+    assert rows[1][1] == "predicted" and rows[1][-1] == "TTFT p90 5.2 s > 2000 ms"
+    assert panel.chart is not None and panel.chart.drawn("measured") == 3
+    assert panel.command.text() == "llama-server -m model.gguf -np 4 -c 16384 -ctk f16"
+
+
+def test_the_command_line_is_copied(qtbot, loop, tasks, tmp_path):
+    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
+    panel.show_recommendation(recommendation())
+    copy = next(b for b in panel.findChildren(type(panel.start_button)) if b.text() == "Copy")
+    click(loop, copy)
+    assert QApplication.clipboard().text() == panel.command.text() != ""
+
+
+def test_cancel_stops_the_search_and_says_what_it_found(qtbot, loop, tasks, tmp_path):
+    tune = FakeTune(hold=True)
+    panel = panel_of(qtbot, tasks, tune, tmp_path)
+    click(loop, panel.start_button)
+    run(loop, lambda: "Predicting: np=4 predicted" in panel.phase.text(), 10)
+    assert "about 48 s left" in panel.phase.text()
+    assert panel.progress.value() == 200  # 12 s of 60 (elapsed and ETA)
+    assert not panel.start_button.isEnabled() and panel.cancel_button.isEnabled()
+    click(loop, panel.cancel_button)
+    run(loop, lambda: panel.recommendation is not None, 10)
+    assert tune.cancelled and "No recommendation: cancelled." in panel.verdict.text()
+    assert not panel.use_button.isEnabled() and panel.start_button.isEnabled()
+    assert panel.chart is not None and panel.chart.drawn("measured") == 2  # what it had
+
+
+def test_an_unverified_winner_is_said_to_be_predicted(qtbot, tasks, tmp_path):
+    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
+    predicted = next(t for t in TRIED if t.source == "predicted" and t.meets_slo)
+    answer = dataclasses.replace(
+        recommendation(verified=False), winner=predicted, reason="the budget ran out"
+    )
+    panel.show_recommendation(answer)
+    verdict = panel.verdict.text()
+    assert (
+        "Best found: np=4 q8_0" in verdict and "Not verified: its figures are predicted" in verdict
+    )
+    assert "the budget ran out" in verdict and "Verified: measured" not in verdict
+    assert panel.table.item(0, 1).text() == "predicted"
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda p: [p._remove_slo(row) for row in list(p.slo_rows)], "Add at least one SLO"),
+        (lambda p: p.users.setValue(0), "under one user"),
+        (lambda p: p.slo_rows[0].limit.setValue(0), "above 0 ms"),
+        (lambda p: p.add_slo("ttft", 90, 1000), "ttft_p90 is limited twice"),
+        (lambda p: p.space.setText("slotz=1..4"), "did you mean 'slots'"),
+        (lambda p: p.traffic.setCurrentText(TRACE), "Choose the trace file"),
+        (
+            lambda p: (p.from_registered.setChecked(True), p.registered.setValue(0)),
+            "under one user",
+        ),
+    ],
+)
+def test_bad_input_is_said_in_the_tab_and_nothing_starts(
+    qtbot, loop, tasks, tmp_path, change, said
+):
+    tune = FakeTune()
+    panel = panel_of(qtbot, tasks, tune, tmp_path)
+    change(panel)
+    click(loop, panel.start_button)
+    assert panel.error.isVisible() and said in panel.error.text()
+    assert not tune.requests and not panel.controller.running
+
+
+def test_a_tune_waits_while_a_run_has_the_machine(qtbot, loop, tasks, tmp_path):
+    tune = FakeTune()
+    panel = TunePanel(tasks, tmp_path, tune=tune, held=lambda: "the run")
+    qtbot.addWidget(panel)
+    panel.show()
+    click(loop, panel.start_button)
+    assert "Wait until the run is done" in panel.error.text() and not tune.requests
+
+
+def test_registered_users_online_make_the_users_at_once(qtbot, tasks, tmp_path):
+    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
+    panel.from_registered.setChecked(True)
+    panel.registered.setValue(401)
+    assert panel.users_wanted() == 9 and "9 users at once" in panel.users_said.text()
+    assert not panel.users.isEnabled() and panel.registered.isEnabled()
+
+
+def test_use_these_settings_fills_the_experiment_form(qtbot, loop, tasks, tmp_path):
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load_file("experiments/slots-1-2-4.toml")
+    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
+    panel.use_settings.connect(form.use_settings)
+    click(loop, panel.start_button)
+    run(loop, lambda: panel.use_button.isEnabled(), 10)
+    click(loop, panel.use_button)
+    server, workload = form.values()
+    assert server["slots"] == 4 and server["ctx"] == 16384 and server["cache_type_k"] == "f16"
+    assert workload["input_tokens"] == 512 and workload["max_tokens"] == 128
+    assert workload["concurrency"] == 8 and workload["requests"] == 16  # as it was verified
+    assert "tune recommended" in form.path_label.text()
+    form.build()  # a valid experiment, ready to run
+
+
+def test_progress_words_and_share():
+    going = TuneProgress("verify", 90.0, 600.0, 30.0, "measuring np=4")
+    assert progress_words(going) == (
+        "Verifying on the real server: measuring np=4. 1 min 30 s of a 10 min budget, "
+        "about 30 s left."
+    )
+    assert done_share(going) == 0.75
+    assert done_share(dataclasses.replace(going, eta_s=None)) == 0.15  # by the budget
+    assert done_share(dataclasses.replace(going, phase="done")) == 1.0
+
+
+def test_the_window_has_a_tune_tab_whose_settings_fill_its_form(window, loop):
+    tab = next(i for i in range(window.left.count()) if window.left.tabText(i) == "Tune")
+    window.left.setCurrentIndex(tab)
+    panel = window.tune_panel
+    panel.controller.tune = FakeTune()
+    click(loop, panel.start_button)
+    run(loop, lambda: panel.use_button.isEnabled(), 10)
+    click(loop, panel.use_button)
+    assert window.left.currentIndex() == 0  # the experiment form, filled
+    assert window.form.fields[("server", "slots")].text() == "4"
+
+
+def test_closing_the_window_stops_the_tune(window, loop):
+    tune = FakeTune(hold=True)
+    window.tune_panel.controller.tune = tune
+    click(loop, window.tune_panel.start_button)
+    run(loop, lambda: tune.requests, 10)
+    window.close()
+    run(loop, lambda: tune.cancelled, 10)
