@@ -130,3 +130,14 @@ def test_calibrate_measures_the_real_server(window, loop, tmp_path):
     assert "stored in" in lines(window), lines(window)
     assert "decode:" in lines(window)
     run(loop, lambda: window.server_panel.calibration_known.text().startswith("Calibrated"), 30)
+
+
+def test_a_folder_that_cannot_be_written_is_one_line_and_the_buttons_come_back(
+    window, loop, tmp_path
+):
+    calibrating(window, tmp_path, FakeProbe())
+    (tmp_path / "calibrations").write_text("a file where the folder goes")
+    click(loop, window.server_panel.calibrate_button)
+    run(loop, lambda: not window.calibrator.busy, 30)
+    assert lines(window).splitlines()[-1].startswith("Calibration failed: ")
+    assert window.server_panel.calibrate_button.isEnabled() and window.run_button.isEnabled()

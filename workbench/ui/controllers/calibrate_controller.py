@@ -129,6 +129,8 @@ class CalibrateController(QObject):
             done = await asyncio.to_thread(own.run, lambda: self._measure(settings))
         except WorkbenchError as exc:
             self.failed.emit(str(exc))
+        except OSError as exc:  # the log's folder, the calibrations' folder
+            self.failed.emit(f"Calibration failed: {exc.strerror or exc}")
         except asyncio.CancelledError:  # the window's tasks cancelled: it is closing
             own.cancel()
             raise
