@@ -54,7 +54,6 @@ from workbench.ui.panels.replay_bar import ReplayBar
 from workbench.ui.panels.server_panel import ServerPanel
 from workbench.ui.panels.slo_panel import SloPanel
 from workbench.ui.panels.tune_panel import TunePanel
-from workbench.ui.panels.tune_panel import TunePanel
 from workbench.ui.presentation import Presentation, Stage
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme.qt_theme import app_icon, theme_color
@@ -118,8 +117,6 @@ class MainWindow(QMainWindow):
         self.left.addTab(self.capacity, "Capacity")
         self.slo_panel = SloPanel()
         self.left.addTab(self.slo_panel, "SLO")
-        self.tune_panel = TunePanel(self.tasks, out_dir, server_bin, held=self._machine_held)
-        self.left.addTab(self.tune_panel, "Tune")
         self.tune_panel = TunePanel(self.tasks, out_dir, server_bin, held=self._machine_held)
         self.left.addTab(self.tune_panel, "Tune")
         self.library = LibraryPanel(out_dir)
@@ -382,8 +379,6 @@ class MainWindow(QMainWindow):
         self.analysis.roofline_failed.connect(self.results.roofline.summary.setText)
         self.tune_panel.use_settings.connect(self.form.use_settings)
         self.tune_panel.use_settings.connect(lambda *_: self.left.setCurrentIndex(0))
-        self.tune_panel.use_settings.connect(self.form.use_settings)
-        self.tune_panel.use_settings.connect(lambda *_: self.left.setCurrentIndex(0))
 
     # -- what the tests and the scripted runs reach ------------------------------------------
     @property
@@ -491,12 +486,6 @@ class MainWindow(QMainWindow):
         experiment = self.form.quietly_built()
         if experiment is not None:
             self.calibrator.check(experiment.configs()[0].server)
-
-    def _machine_held(self) -> str | None:
-        """What else has the machine now, for the Tune tab: a tune starts servers of its own."""
-        if self.running:
-            return "the run"
-        return "the hand-started server" if self.manual_server is not None else None
 
     def _machine_held(self) -> str | None:
         """What else has the machine now, for the Tune tab: a tune starts servers of its own."""
@@ -690,7 +679,6 @@ class MainWindow(QMainWindow):
         self.replay.pause()
         self.log_timer.stop()
         self.hand_server.shutdown()
-        self.tune_panel.stop()
         self.tune_panel.stop()
         self.calibrator.shutdown()
         self.tasks.cancel_all()

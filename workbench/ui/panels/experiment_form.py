@@ -346,23 +346,6 @@ class ExperimentForm(QWidget):
             return
         self.path_label.setText("(unsaved: the settings a tune recommended)")
 
-    def use_settings(self, server: dict[str, Any], workload: dict[str, Any]) -> None:
-        """Settings found elsewhere (a tune's recommendation) over what the form holds, as
-        an unsaved experiment; the form's own fields stay where those leave them."""
-        try:
-            own_server, own_workload = self.values()
-        except ExperimentError:  # a field being edited is wrong: the loaded file's, then
-            base = self.experiment
-            own_server, own_workload = (base.server, base.workload) if base else ({}, {})
-        name = self.name.text().strip() or "experiment"
-        server, workload = {**own_server, **server}, {**own_workload, **workload}
-        try:
-            self.load(parse_experiment(experiment_to_toml(name, "", server, workload)))
-        except ExperimentError as exc:
-            self.show_error(str(exc))
-            return
-        self.path_label.setText("(unsaved: the settings a tune recommended)")
-
     def load_file(self, path: str | Path) -> None:
         self.load(load_experiment(path))
 
