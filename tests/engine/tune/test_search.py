@@ -212,3 +212,17 @@ def test_a_cancelled_tune_returns_without_measuring():
     result = search(measure, cancel=cancel).run()
     assert measure.runs == [] and not result.verified
     assert result.reason == "cancelled after 0 verification runs"
+
+
+def test_a_measured_candidate_that_met_the_slo_lost_on_measured_throughput():
+    measure = FakeMeasure(
+        lambda run: Measured(
+            figures(0.5, agg=200.0 if run.server["slots"] == 1 else 50.0), seconds=5.0
+        )
+    )
+    result = search(measure, space="slots=1,2", budget_s=40).run()
+    assert len(measure.runs) == 2
+    assert result.winner is not None and result.winner.label == "np=1"
+    (loser,) = [t for t in result.tried if t.label == "np=2"]
+    assert loser.source == "measured" and loser.meets_slo
+    assert loser.why_lost == "measured 50.0 tok/s, not above the winner's 200.0"

@@ -20,7 +20,7 @@ def _candidate(config: TriedConfig) -> dict[str, Any]:
         "label": config.label,
         "settings": config.settings,
         "args": list(config.llama_server_args),
-        "source": config.source,
+        "source": config.source if config.measured is not None or config.predicted else "none",
         "figures": config.measured if config.measured is not None else config.predicted,
         "predicted": config.predicted,
         "meets_slo": config.meets_slo,

@@ -575,6 +575,9 @@ class Search:
         )
 
     def _why_not_run(self, c: Candidate, win_agg: float | None) -> str:
+        if c.measured is not None:
+            agg = c.measured.figures.get("agg_tok_s") or 0
+            return f"measured {agg:.1f} tok/s, not above the winner's {win_agg or 0:.1f}"
         if c.predicted:
             agg = c.predicted.get("agg_tok_s") or 0
             if not meets(self.slos, c.predicted):
