@@ -479,7 +479,7 @@ def print_prediction(
     if prediction.configs:
         console.print(against_table([c.summary for c in prediction.configs], measured))
     for line in prediction_notes(prediction):
-        console.print(line, markup=False, highlight=False)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def memory_table(checks: list[MemoryCheck]) -> Fitted:
