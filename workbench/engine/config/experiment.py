@@ -193,6 +193,49 @@ class ServerSettings:
         note="tokens",
         flag="--cache-reuse",
     )
+    draft_model: str | None = setting(
+        None,
+        label="draft model (-md)",
+        help=(
+            "speculative decoding: a GGUF path to a small model with the same vocabulary "
+            "that drafts tokens for `model` to verify (llama-server's `-md`, given with "
+            "`--spec-type draft-simple`, without which this build loads the draft and never "
+            "uses it); relative to the experiment file; `default` is the default model (its "
+            'own draft: the mechanism, at no gain); `""` in a sweep = none. '
+            "`workbench predict` does not model it"
+        ),
+        flag="-md",
+        with_flags=("--spec-type", "draft-simple"),
+        short="draft",
+        hint="a .gguf draft model, or empty",
+        file_filter="GGUF models (*.gguf)",
+    )
+    draft_max: int | None = setting(
+        None,
+        label="draft tokens, most",
+        help=(
+            "the most tokens the draft model drafts per step (`--spec-draft-n-max`; the "
+            "server's default is 3); needs `draft_model`"
+        ),
+        low=1,
+        high=256,
+        note="tokens",
+        flag="--spec-draft-n-max",
+        short="draft_max",
+    )
+    draft_min: int | None = setting(
+        None,
+        label="draft tokens, fewest",
+        help=(
+            "the fewest drafted tokens worth verifying (`--spec-draft-n-min`; the server's "
+            "default is 0); needs `draft_model`, at most `draft_max`"
+        ),
+        low=0,
+        high=256,
+        note="tokens",
+        flag="--spec-draft-n-min",
+        short="draft_min",
+    )
     extra_args: tuple[str, ...] = setting(
         (),
         label="extra args",
@@ -738,6 +781,7 @@ class Experiment:
         try:
             _validate_table(ServerSettings, merged)
             _validate_table(WorkloadSettings, loads)
+            _validate_server_consistency(merged)
             _validate_workload_consistency(loads)
             _validate_zip(self.zipped, merged, loads)
         except ExperimentError as exc:
@@ -835,6 +879,7 @@ def parse_experiment(
     try:
         _validate_table(ServerSettings, server)
         _validate_table(WorkloadSettings, workload)
+        _validate_server_consistency(server)
         _validate_workload_consistency(workload)
         zipped = data.get("zip", [])
         if not isinstance(zipped, list) or not all(isinstance(z, str) for z in zipped):
@@ -895,10 +940,29 @@ def _validate_table(cls: type, values: dict[str, Any]) -> None:
         known[key].check(value)
 
 
-def _values(workload: dict[str, Any], name: str) -> list[Any]:
+def _values(workload: dict[str, Any], name: str, cls: type = WorkloadSettings) -> list[Any]:
     """A field's values in the file: its sweep's, its one value, or its default."""
-    value = workload.get(name, field_named(WorkloadSettings, name).default)
+    value = workload.get(name, field_named(cls, name).default)
     return value if isinstance(value, list) else [value]
+
+
+def _validate_server_consistency(server: dict[str, Any]) -> None:
+    """The draft's token counts mean something only with a draft model, and the fewest
+    cannot be more than the most (in a sweep: any fewest against any most)."""
+    most = [v for v in _values(server, "draft_max", ServerSettings) if v is not None]
+    fewest = [v for v in _values(server, "draft_min", ServerSettings) if v is not None]
+    if not any(_values(server, "draft_model", ServerSettings)):
+        for name, given in (("draft_max", most), ("draft_min", fewest)):
+            if given:
+                raise ExperimentError(
+                    f'[server] {name} = {given[0]!r} needs draft_model = "DRAFT.gguf" '
+                    "(speculative decoding)"
+                )
+    if most and fewest and max(fewest) > min(most):
+        raise ExperimentError(
+            f"[server] draft_min = {max(fewest)} is above draft_max = {min(most)}: the "
+            "fewest drafted tokens cannot be more than the most"
+        )
 
 
 # What a conversations workload cannot take: its messages are sized by user_tokens and

@@ -42,6 +42,9 @@ class Setting:
     """A text field that must not be empty: what to say when it is."""
     flag: str | None = None
     """The llama-server flag that takes this value."""
+    with_flags: tuple[str, ...] = ()
+    """Flags the server needs beside ``flag`` whenever it is given (a draft model is used only
+    with ``--spec-type draft-simple``)."""
     switch: tuple[str, str] | None = None
     """A boolean's llama-server flags when on and off (none given when the value is None)."""
     short: str | None = None
@@ -132,12 +135,12 @@ class Field:
     def flags(self, value: Any) -> list[str]:
         """This field's part of the llama-server command line."""
         s = self.setting
-        if value is None:
+        if value is None or value == "":  # "" is a path field's "none"
             return []
         if s.switch is not None:
             return [s.switch[0] if value else s.switch[1]]
         if s.flag is not None:
-            return [s.flag, str(value)]
+            return [s.flag, str(value), *s.with_flags]
         return []
 
 
@@ -190,4 +193,4 @@ def show_value(value: Any) -> str:
         return "on" if value else "off"
     if isinstance(value, list | tuple):
         return " ".join(map(str, value)) or "none"
-    return str(value)
+    return str(value) or "none"  # an empty path: no file (``draft_model = ""``)

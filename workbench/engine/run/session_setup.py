@@ -15,7 +15,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from workbench.engine.base.errors import ExperimentError, OutputDirError, WorkbenchError
+from workbench.engine.base.errors import (
+    ExperimentError,
+    ModelFileError,
+    OutputDirError,
+    WorkbenchError,
+)
 from workbench.engine.base.records import Hardware
 from workbench.engine.base.states import ConfigStatus, RunStatus
 from workbench.engine.config.experiment import Experiment, RunConfig, workload_file
@@ -206,6 +211,19 @@ def _find_server(setup: RunSetup, server_bin: str | None) -> None:
     for config in setup.configs:
         if config.server.model not in setup.models:
             setup.models[config.server.model] = resolve_model(config.server.model, setup.base_dir)
+    setup.configs = [_resolved_draft(c, setup.base_dir) for c in setup.configs]
+
+
+def _resolved_draft(config: RunConfig, base_dir: Path | None) -> RunConfig:
+    """A draft model is checked as the model is, before any server starts, and reaches the
+    server's command line by its resolved path (``default`` is the default model)."""
+    if not config.server.draft_model:
+        return config
+    try:
+        path = resolve_model(config.server.draft_model, base_dir)
+    except ModelFileError as exc:
+        raise ModelFileError(f"[server] draft_model: {exc}") from None
+    return replace(config, server=replace(config.server, draft_model=str(path)))
 
 
 def _resume(setup: RunSetup, session_path: Path, hardware: Hardware) -> None:
