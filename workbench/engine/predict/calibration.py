@@ -47,6 +47,9 @@ HELD_SETTINGS = (
     "cache_type_v",
     "kv_unified",
     "cont_batching",
+    "draft_model",
+    "draft_max",
+    "draft_min",
 )
 """The server settings a step's cost depends on: another value of any needs its own
 calibration. The slots and the context do not change a step's cost (what is decoding does)."""

@@ -85,6 +85,8 @@ class PredictedConfig:
 def _not_modelled(config: RunConfig) -> str | None:
     if config.workload.conversations and config.server.cache_ram_mib != 0:
         return "conversations beside the RAM prompt cache (cache_ram_mib other than 0)"
+    if config.server.draft_model:
+        return "speculative decoding (a draft_model)"
     return None
 
 
