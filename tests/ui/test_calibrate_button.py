@@ -12,7 +12,13 @@ import pytest
 
 from tests.ui.driving import click, run
 from tests.ui.test_prediction_views import SWEEP, prediction_of
-from workbench.engine.events import ExperimentStarted, PredictionMade
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.events import (
+    ConfigStarted,
+    ExperimentStarted,
+    PredictionMade,
+    RequestSubmitted,
+)
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.predict.calibration import (
     Calibration,
@@ -119,6 +125,25 @@ def test_the_prediction_is_said_above_the_gantt_when_the_run_starts(window):
     line = window.prediction_line
     assert line.isVisible() and line.text() == f"Predicted: {prediction.headline()}"
     assert line.text().startswith("Predicted: about 1 s; np=1 TTFT p50 about")
+
+
+def test_a_long_prediction_and_its_legend_entry_fit_a_1366_pixel_screen(window):
+    """The line wraps and the legend's *predicted* entry has its room: at 1366x768 neither
+    widens the window."""
+    window.resize(1366, 768)
+    many = "name = 'p'\n[server]\nslots = [1, 2, 3, 4, 5, 6, 7, 8]\n" + SWEEP.split("\n", 4)[4]
+    prediction = prediction_of(many)
+    config = parse_experiment(many).configs()[0]
+    events = [
+        ExperimentStarted("e", "s", 8, "managed", 0),
+        PredictionMade(prediction),
+        ConfigStarted(config, 3),
+        *(RequestSubmitted(0, 0, i, False, i) for i in range(3)),
+    ]
+    window.renderer.render(events, 1.0, force=True)
+    assert window.gantt.ghost_count() == 3 and window.state_legend.ghost.isVisible()
+    assert window.minimumSizeHint().width() <= 1366
+    assert window.prediction_line.text().endswith(prediction.headline())
 
 
 @pytest.mark.server

@@ -139,8 +139,11 @@ class MainWindow(QMainWindow):
         self.status = ElidedLabel("ready")
         self.status.setObjectName("runStatus")
         # The run's prediction ("Predicted: about 2 min; ...") above the Gantt, or why none.
-        self.prediction_line = ElidedLabel()
+        # A long one wraps: each configuration's figure is what it is read for.
+        self.prediction_line = QLabel()
         self.prediction_line.setObjectName("predictionLine")
+        self.prediction_line.setTextFormat(Qt.TextFormat.PlainText)
+        self.prediction_line.setWordWrap(True)
         self.prediction_line.setStyleSheet("font-weight:bold;")
         self.prediction_line.hide()
         self.banner = QLabel()

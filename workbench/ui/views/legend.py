@@ -102,6 +102,7 @@ class StateLegend(QWidget):
         if (conversations, [due, late], ghost) == (self._conversations, self._ticks, self._ghost):
             return
         self._conversations, self._ticks, self._ghost = conversations, [due, late], ghost
+        self.setMinimumWidth(self._width(long=False, ticks=False))  # the ghost's entry too
         label, short, _ = self.labels[self._decode]
         long = DECODE_BY_CONVERSATION if conversations else short
         self.labels[self._decode] = (label, short, long)
