@@ -72,6 +72,20 @@ def test_a_trace_on_one_slot_is_served_first_come_first_served_each_waiting_its_
     assert config.summary.value("queue_wait_max_s") == pytest.approx(0.12)
 
 
+def test_a_traces_concurrency_limit_counts_its_rows_not_the_requests_setting(tmp_path):
+    """requests = 1 is replaced by the trace's 2 rows, as the run's setup replaces it: with
+    no concurrency limit both rows go at once, and on 2 slots neither waits."""
+    workload = trace(
+        tmp_path,
+        [
+            {"timestamp": 0, "input_length": 100, "output_length": 1},
+            {"timestamp": 0, "input_length": 100, "output_length": 1},
+        ],
+    )
+    config = predicted(tmp_path, "slots = 2", workload + "requests = 1\n")
+    assert [ttft_s(r) for r in by_index(config)] == pytest.approx([0.2, 0.2])
+
+
 def test_a_sessions_later_turn_is_due_its_delay_after_the_turn_before_it_ended(tmp_path):
     workload = trace(
         tmp_path,

@@ -198,9 +198,10 @@ def config_traffic(
     workload = config.workload
     if workload.arrival == "trace":
         plan = trace_plans([config], base_dir)[config.index]
-        config = replace(config, workload=replace(workload, requests=len(plan.rows)))
+        workload = replace(workload, requests=len(plan.rows))
         template = template_tokens if workload.endpoint == "chat" else 0
         traffic = trace_traffic(plan, workload, template)
+        config = replace(config, workload=workload)
         return ConfigTraffic(config, None, [traffic] * workload.repeats)
     if not workload.conversations:
         return None
