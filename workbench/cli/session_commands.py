@@ -68,6 +68,10 @@ def add_export(sub: Any) -> None:
     export.add_argument("session", type=session_file, help=SESSION_HELP)
     export.add_argument("--csv", help="per-configuration CSV (the lab's columns first)")
     export.add_argument("--requests-csv", help="per-request CSV")
+    export.add_argument(
+        "--predicted-csv",
+        help="the run's stored prediction as the per-configuration CSV (its columns)",
+    )
     export.add_argument("--json", help="the whole session as JSON")
     export.add_argument("--charts", type=out_folder, help="a folder for the session's charts")
     export.add_argument(
@@ -234,10 +238,11 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
             f"--format takes png, svg, pdf and/or {VLLM_JSON}, got {args.format!r}"
         )
     vllm = VLLM_JSON in asked
-    tables = args.csv or args.json or args.requests_csv
+    tables = args.csv or args.json or args.requests_csv or args.predicted_csv
     if not (tables or args.charts or args.gantt or by_format or vllm):
         raise WorkbenchError(
-            "say what to write: --csv FILE, --requests-csv FILE, --json FILE, --charts DIR, "
+            "say what to write: --csv FILE, --requests-csv FILE, --predicted-csv FILE, "
+            "--json FILE, --charts DIR, "
             f"--gantt DIR, --png/--svg/--pdf DIR and/or --format {VLLM_JSON} [--out DIR]"
         )
     with open_session(args.session) as session:
@@ -252,6 +257,16 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
         if args.requests_csv:
             write_requests_csv(Path(args.requests_csv), session)
             console.print(f"wrote {args.requests_csv}", markup=False)
+        if args.predicted_csv:
+            prediction = session.predictions()
+            if prediction is None or not prediction.configs:
+                raise WorkbenchError(
+                    f"{session.path.name} stored no prediction: a run predicts itself from "
+                    "the calibrations stored on its machine (`workbench calibrate`)"
+                )
+            predicted = [c.summary for c in prediction.configs]
+            write_concurrency_csv(Path(args.predicted_csv), predicted)
+            console.print(f"wrote {args.predicted_csv}", markup=False)
         if args.json:
             write_json(Path(args.json), session)
             console.print(f"wrote {args.json}", markup=False)
