@@ -101,3 +101,17 @@ def test_a_damaged_prediction_is_one_clear_error(tmp_path, predicted_sweep, dama
             session.predictions()
         assert len(session.summaries()) == 2  # the rest of the session still reads
     assert "\n" not in str(raised.value)
+
+
+def test_a_prediction_is_read_within_bounds(predicted_sweep, monkeypatch):
+    """A file can come from anyone: a prediction of more requests or bytes than any run
+    makes is refused, not read whole."""
+    from workbench.engine.store import reader
+
+    monkeypatch.setattr(reader, "MAX_PREDICTED_REQUESTS", 7)  # the sweep's: 4 and 4
+    with open_session(predicted_sweep) as session, pytest.raises(SessionError, match="over 7 "):
+        session.predictions()
+    monkeypatch.setattr(reader, "MAX_PREDICTED_REQUESTS", 8)
+    monkeypatch.setattr(reader, "MAX_PREDICTION_BYTES", 1000)
+    with open_session(predicted_sweep) as session, pytest.raises(SessionError, match="1,000 b"):
+        session.predictions()

@@ -12,7 +12,7 @@ import math
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -56,8 +56,9 @@ from workbench.engine.store.schema import SCHEMA_VERSION
 _DAMAGE = (sqlite3.DatabaseError, KeyError, AttributeError, *WRONG)
 # A prediction's bounds: a file can come from anyone. A run of a million requests would be
 # a long one; a configuration's summary is a few kB for each repeat.
+MAX_PREDICTED_CONFIGS = 10_000
 MAX_PREDICTED_REQUESTS = 1_000_000
-MAX_SUMMARY_BYTES = 8 * 2**20
+MAX_PREDICTION_BYTES = 64 * 2**20  # its summaries and lines, together
 
 
 def _reads_content(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -191,21 +192,31 @@ class Session:
     def predictions(self) -> RunPrediction | None:
         """What the run predicted before its first configuration, each configuration's
         summary checked whole; None for a run that made none (or a file older than 9)."""
-        version = self.schema_version
-        left_out = PREDICTION_LEFT_OUT.select(self._conn, version, order_by=("place",))
-        rows = []
-        for found in PREDICTIONS.found(self._conn, version, order_by=("config_index",)):
-            text = found["summary_json"]
-            if isinstance(text, str) and len(text) > MAX_SUMMARY_BYTES:
-                raise ValueError(f"a predicted summary of {len(text):,} bytes")
+        version, spent = self.schema_version, 0
+
+        def text_of(found: sqlite3.Row, column: str) -> None:
+            """Counts a row's text against the prediction's bytes."""
+            nonlocal spent
+            text = found[column]
+            spent += len(text) if isinstance(text, str) else 0
+            if spent > MAX_PREDICTION_BYTES:
+                raise ValueError(f"a prediction of over {MAX_PREDICTION_BYTES:,} bytes")
+
+        left_out, rows = [], []
+        found_left = PREDICTION_LEFT_OUT.found(self._conn, version, order_by=("place",))
+        for found in _bounded(found_left, MAX_PREDICTED_CONFIGS, "configurations left out"):
+            text_of(found, "text")
+            left_out.append(PREDICTION_LEFT_OUT.read(found))
+        found_rows = PREDICTIONS.found(self._conn, version, order_by=("config_index",))
+        for found in _bounded(found_rows, MAX_PREDICTED_CONFIGS, "predicted configurations"):
+            text_of(found, "summary_json")
             rows.append(PREDICTIONS.read(found))
         if not rows and not left_out:
             return None
         placed: dict[int, list[PredictedRequest]] = {}
         order = ("config_index", "repeat", "index")
-        for n, found in enumerate(PREDICTED_REQUESTS.found(self._conn, version, order_by=order)):
-            if n == MAX_PREDICTED_REQUESTS:
-                raise ValueError(f"over {MAX_PREDICTED_REQUESTS:,} predicted requests")
+        found_requests = PREDICTED_REQUESTS.found(self._conn, version, order_by=order)
+        for found in _bounded(found_requests, MAX_PREDICTED_REQUESTS, "predicted requests"):
             stored = PREDICTED_REQUESTS.read(found)
             placed.setdefault(stored.config_index, []).append(stored.read())
         configs = tuple(
@@ -266,6 +277,14 @@ def summarize_config_records(
         slots=config.slots,
         managed=managed,
     )
+
+
+def _bounded(rows: Iterable[sqlite3.Row], limit: int, what: str) -> Iterator[sqlite3.Row]:
+    """``rows``, refused past ``limit`` of them."""
+    for n, row in enumerate(rows):
+        if n == limit:
+            raise ValueError(f"over {limit:,} {what}")
+        yield row
 
 
 def _predicted_summary(stored: dict[str, Any]) -> ConfigSummary:
