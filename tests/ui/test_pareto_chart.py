@@ -57,6 +57,14 @@ def test_the_ttft_slo_is_shaded_and_the_winner_ringed(qtbot):
     assert len(chart._labels) == 6  # each drawn point named
 
 
+def test_a_limit_far_beyond_every_point_does_not_press_them_against_the_axis(qtbot):
+    quick = (tried(1, 0.40, 24.0), tried(2, 0.45, 26.0))
+    chart = chart_of(qtbot, quick, (SloTarget("ttft", 90, 30_000.0),))
+    low, high = chart.getPlotItem().vb.viewRange()[0]
+    assert low == 0 and 0.45 < high < 1  # the points spread; all of the view is in the SLO
+    assert chart.region.getRegion() == (0.0, 30.0)
+
+
 def test_without_a_ttft_p90_slo_nothing_is_shaded(qtbot):
     chart = chart_of(qtbot, TRIED, (SloTarget("tpot", 50, 120.0),))
     assert not chart.region.isVisible()

@@ -228,3 +228,17 @@ def test_closing_the_window_stops_the_tune(window, loop):
     run(loop, lambda: tune.requests, 10)
     window.close()
     run(loop, lambda: tune.cancelled, 10)
+
+
+def test_the_chart_window_follows_the_tab_and_closes_with_it(qtbot, loop, tasks, tmp_path):
+    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
+    click(loop, panel.start_button)
+    run(loop, lambda: panel.recommendation is not None, 10)
+    click(loop, panel.enlarge)
+    big = panel.chart_window
+    assert big is not None and big.isVisible() and big.drawn("measured") == 3
+    assert big.legend.isVisible()  # wide enough for its legend; the tab's chart says KEY
+    panel.stop()
+    panel.stop()  # the window closing after a Cancel: nothing left to close
+    assert panel.chart_window is None
+    assert [w for w in QApplication.topLevelWidgets() if w.isVisible()] == [panel]

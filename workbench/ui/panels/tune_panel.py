@@ -53,6 +53,7 @@ from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.controllers.tune_controller import TuneController, TuneFunction
 from workbench.ui.panels.pickers import ChoiceDialog, model_picker
 from workbench.ui.theme.qt_theme import text_style
+from workbench.ui.views.charts import discard
 from workbench.ui.views.pareto_chart import KEY, ParetoChart
 from workbench.ui.widgets.read_only_table import read_only_table
 
@@ -493,8 +494,10 @@ class TunePanel(QWidget):
     def stop(self) -> None:
         """The window closes: the search is told to stop, the chart's window closes."""
         self.controller.cancel()
-        if self.chart_window is not None:
-            self.chart_window.close()
+        if self.chart_window is not None:  # pyqtgraph's close() frees the plot: not twice
+            self.chart_window.hide()
+            discard(self.chart_window)
+            self.chart_window = None
 
     def _fold_inputs(self, shown: bool) -> None:
         self.inputs.setVisible(shown)
@@ -562,7 +565,7 @@ class TunePanel(QWidget):
                 self._drawn[0], self.request.slos if self.request else (), self._drawn[1]
             )
         self.chart_window.show()
-        self.chart_window.raise_()
+        self.chart_window.activateWindow()
         return self.chart_window
 
     def _fill_table(self, recommendation: Recommendation) -> None:

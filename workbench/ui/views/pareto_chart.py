@@ -25,6 +25,7 @@ POINT_SIZE = 11  # px
 WINNER_SIZE = 24  # px: the ring around the recommended configuration
 MOST_NAMES = 12  # more points than this: only the front's, the measured and the winner named
 REGION_ALPHA = 45  # of 255: the SLO's region shaded, the grid still seen through it
+LIMIT_SHOWN_WITHIN = 3.0  # the SLO's limit in view up to this many times the slowest point
 LEGEND_WIDTH = 560  # px: in a narrower chart the legend would cover the points (see KEY)
 KEY = (
     "Filled: measured; hollow: predicted. Green meets every SLO, red fails one. Ringed: "
@@ -240,8 +241,12 @@ class ParetoChart(Plot):
 
     def _view_range(self) -> tuple[tuple[float, float], tuple[float, float]]:
         """From zero, with room on the right and at the top for the names; the SLO's limit
-        always in view."""
-        xs = [p.x for p in self.points] + ([self._limit_s] if self._limit_s is not None else [])
+        in view where it is near the points (a limit far beyond them all, 30 s against
+        0.4 s, pressed them against the axis: the whole view is inside it then)."""
+        xs = [p.x for p in self.points]
+        limit = self._limit_s
+        if limit is not None and (not xs or limit <= LIMIT_SHOWN_WITHIN * max(xs)):
+            xs.append(limit)
         ys = [p.y for p in self.points]
         return (0.0, 1.2 * max(xs, default=0.0) or 1.0), (0.0, 1.15 * max(ys, default=0.0) or 1.0)
 
