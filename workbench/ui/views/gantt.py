@@ -49,10 +49,11 @@ LOST_HEIGHT = 0.96  # around its bar, not over it, so a thin bar keeps its colou
 # Of the time shown, at each end: turns one after another in a slot's lane are outlined
 # apart, not as one long box (never more than a fifth of the turn's own width).
 LOST_INSET_SHARE = 0.003
-# The prediction's bars: taller than the measured ones (their hatching shows above and
-# below them), behind them, hatched in a faint colour of their own.
+# The prediction's bars: behind the measured ones and taller (a hatched band above and below
+# each, its end an edge), hatched and outlined in a colour of their own.
 GHOST_HEIGHT = 0.96
-GHOST_OPACITY = 0.55
+GHOST_HATCH = 0.6
+GHOST_EDGE = 0.9
 STRIP_SHARE = 0.05  # the arrival ticks' strip under the rows, of the rows' height
 TICK_WIDTH = 2  # pixels: an arrival tick
 TITLES = {  # by lanes: rows per request, or lanes per server slot
@@ -119,11 +120,12 @@ Spans = Bars
 def ghost_item() -> pg.BarGraphItem:
     """The prediction's bars: hatched and outlined in the theme's ghost colour, behind the
     measured bars (and in front of the steady state's shade)."""
-    color = series_color("ghost")
-    color.setAlphaF(GHOST_OPACITY)
-    pen = QPen(color)
+    hatch, edge = series_color("ghost"), series_color("ghost")
+    hatch.setAlphaF(GHOST_HATCH)
+    edge.setAlphaF(GHOST_EDGE)
+    pen = QPen(edge)
     pen.setCosmetic(True)
-    item = bar_item(QBrush(color, Qt.BrushStyle.BDiagPattern), pen)
+    item = bar_item(QBrush(hatch, Qt.BrushStyle.BDiagPattern), pen)
     item.setZValue(-5)
     return item
 
