@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +35,7 @@ def binary(tmp_path, monkeypatch):
     return fake_binary(tmp_path, "exit 3")
 
 
-def calibrate(binary: str) -> None:
+def calibrate(binary: str) -> Path:
     config = EXPERIMENT.configs()[0]
     wanted = Wanted.of(config, fingerprint(binary), resolve_model(config.server.model))
     costs = StepCosts(DecodeCost(10.0, 0.0, 0.0), PrefillCost(0.0, 0.5))
@@ -43,7 +44,7 @@ def calibrate(binary: str) -> None:
         costs, quality, wanted.machine, wanted.model, wanted.build, wanted.settings,
         "2026-12-02T03:00:00+00:00", "probe",
     )  # fmt: skip
-    save(made)
+    return save(made)
 
 
 def said(session) -> list[str]:
@@ -91,3 +92,24 @@ def test_a_resumed_run_keeps_the_prediction_it_made(binary, tmp_path):
     with open_session(first.session_path) as session:
         assert session.predictions() == made
         assert len([n for n in said(session) if n.startswith("predicted: ")]) == 1
+
+
+def test_the_prediction_crosses_from_the_windows_engine_process(tmp_path):
+    """The window runs the engine in a child process (forked from a server that keeps the
+    environment it started with: the calibration goes in the tests' own folder)."""
+    from workbench.engine.events import PredictionMade
+    from workbench.engine.run.process_runner import ProcessRunner
+
+    binary = fake_binary(tmp_path, "exit 3")
+    stored = calibrate(binary)
+    try:
+        runner = ProcessRunner(EXPERIMENT, RunOptions(tmp_path / "out", server_bin=binary))
+        runner.prepare()
+        events = runner.bus.subscribe(PredictionMade)
+        runner.start()
+        result = runner.wait(60.0)
+    finally:
+        stored.unlink()
+    assert result is not None
+    (made,) = events.drain()
+    assert [c.label for c in made.prediction.configs] == ["np=1", "np=2"]
