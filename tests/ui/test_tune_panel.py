@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QApplication
 
 from tests.ui.driving import click, run
 from tests.ui.tune_records import TRIED, recommendation
+from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.tune.records import Recommendation, TuneProgress, TuneRequest
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.panels.experiment_form import ExperimentForm
@@ -121,6 +122,18 @@ def test_cancel_stops_the_search_and_says_what_it_found(qtbot, loop, tasks, tmp_
     assert tune.cancelled and "No recommendation: cancelled." in panel.verdict.text()
     assert not panel.use_button.isEnabled() and panel.start_button.isEnabled()
     assert panel.chart is not None and panel.chart.drawn("measured") == 2  # what it had
+
+
+def test_a_tune_that_cannot_go_on_says_why_in_the_tab(qtbot, loop, tasks, tmp_path):
+    def nothing_fits(request, progress, cancel):
+        raise WorkbenchError("nothing in the space fits in 1.2 GiB of free memory")
+
+    panel = panel_of(qtbot, tasks, nothing_fits, tmp_path)
+    click(loop, panel.start_button)
+    run(loop, lambda: panel.error.isVisible(), 10)
+    assert "nothing in the space fits" in panel.error.text()
+    assert "without an answer" in panel.phase.text() and panel.inputs.isVisible()
+    run(loop, lambda: panel.start_button.isEnabled(), 10)
 
 
 def test_an_unverified_winner_is_said_to_be_predicted(qtbot, tasks, tmp_path):

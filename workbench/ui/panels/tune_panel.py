@@ -365,7 +365,7 @@ class TunePanel(QWidget):
         self.controller.busy_changed.connect(self._busy)
         self.controller.progressed.connect(self.show_progress)
         self.controller.finished.connect(self.show_recommendation)
-        self.controller.failed.connect(self.show_error)
+        self.controller.failed.connect(self._failed)
 
     @staticmethod
     def _count(low: int, high: int, value: int) -> QSpinBox:
@@ -512,8 +512,14 @@ class TunePanel(QWidget):
     def show_error(self, text: str) -> None:
         self.error.setText(text)
         self.error.show()
-        if not self.controller.running:
-            self.phase.setText("Not started." if self.request is None else self.phase.text())
+
+    def _failed(self, text: str) -> None:
+        """The search could not go on (nothing fits, a model not found): said, and the
+        inputs shown again to change."""
+        self.show_error(text)
+        self.phase.setText("The tune stopped without an answer.")
+        self.progress.setValue(0)
+        self.inputs_toggle.setChecked(True)
 
     def show_progress(self, progress: TuneProgress) -> None:
         self.progress.setValue(round(STEPS * done_share(progress)))
