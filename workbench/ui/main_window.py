@@ -494,6 +494,8 @@ class MainWindow(QMainWindow):
         """What else has the machine now, for the Tune tab: a tune starts servers of its own."""
         if self.running:
             return "the run"
+        if self.calibrator.busy:
+            return "the calibration"
         return "the hand-started server" if self.manual_server is not None else None
 
     def _toggle_lanes(self, on: bool) -> None:
@@ -539,8 +541,8 @@ class MainWindow(QMainWindow):
     def calibrate(self) -> None:
         """Probe the real server with the experiment's first server settings, unless a run
         or the hand-started server holds the machine."""
-        if self.running or self.manual_server is not None:
-            self.show_banner("Calibrate when no run and no hand-started server is up.", "error")
+        if self.running or self.manual_server is not None or self.tune_panel.controller.running:
+            self.show_banner("Calibrate when no run, tune or hand-started server is up.", "error")
             return
         try:
             settings = self.form.build().configs()[0].server
