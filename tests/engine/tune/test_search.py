@@ -226,3 +226,14 @@ def test_a_measured_candidate_that_met_the_slo_lost_on_measured_throughput():
     (loser,) = [t for t in result.tried if t.label == "np=2"]
     assert loser.source == "measured" and loser.meets_slo
     assert loser.why_lost == "measured 50.0 tok/s, not above the winner's 200.0"
+
+
+def test_a_trace_is_ranked_by_measurement_only_and_said_so():
+    said: list[TuneProgress] = []
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
+    trace = {"arrival": "trace", "trace": "recorded.jsonl", "input_tokens": 0}
+    result = search(measure, space="slots=1,2", said=said, traffic=trace).run()
+    assert any("does not predict a recorded trace yet" in p.text for p in said)
+    assert measure.probes == 0 and all(t.predicted == {} for t in result.tried)
+    assert result.verified and measure.runs[0].workload["arrival"] == "trace"
+    assert "concurrency" not in measure.runs[0].workload

@@ -360,7 +360,7 @@ class Search:
             for c, p in zip(group, predicted, strict=True):
                 c.predicted = {k: number(p.summary.value(k)) for k in FIGURE_KEYS}
                 c.predicted_s = p.requests_s
-        ranked = sum(1 for c in members if c.predicted)
+        ranked = sum(1 for c in members if c.predicted and c.measured is None)
         if ranked:
             self._say("rank", f"{plural(ranked, 'candidate')} ranked by the scheduler model")
 
