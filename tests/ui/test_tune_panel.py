@@ -190,6 +190,7 @@ def test_registered_users_online_make_the_users_at_once(qtbot, tasks, tmp_path):
     panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
     panel.from_registered.setChecked(True)
     panel.registered.setValue(401)
+    panel.online.setValue(0.02)
     assert panel.users_wanted() == 9 and "9 users at once" in panel.users_said.text()
     assert not panel.users.isEnabled() and panel.registered.isEnabled()
 

@@ -6,7 +6,6 @@ fills the experiment form."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.engine.analysis.slo import peak_users
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.words import plural
 from workbench.engine.config.experiment import ServerSettings
@@ -212,7 +212,7 @@ class TunePanel(QWidget):
         self.online.setRange(0, 1)
         self.online.setDecimals(3)
         self.online.setSingleStep(0.01)
-        self.online.setValue(0.02)
+        self.online.setValue(0.05)  # as workbench tune's --online
         self.online.setToolTip("the share of registered users online at once")
         self.users_said = QLabel()
         load = QGroupBox("Load")
@@ -391,7 +391,7 @@ class TunePanel(QWidget):
         """The users at once: as typed, or the registered users' online share, rounded up."""
         if self.at_once.isChecked():
             return self.users.value()
-        return math.ceil(self.registered.value() * self.online.value() - 1e-9)
+        return peak_users(self.registered.value(), self.online.value())
 
     def _say_users(self) -> None:
         registered = self.from_registered.isChecked()
