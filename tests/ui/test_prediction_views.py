@@ -69,9 +69,14 @@ def test_the_line_says_the_prediction_and_why_there_is_none():
     prediction = prediction_of(SWEEP)
     model.apply([ExperimentStarted("e", "s", 2, "managed", 0), PredictionMade(prediction)])
     assert prediction_line(model) == f"Predicted: {prediction.headline()}"
-    left_out = RunPrediction((), ("np=1: no calibration for threads=4",))
-    model.apply([ExperimentStarted("e", "s", 2, "managed", 0), PredictionMade(left_out)])
-    assert prediction_line(model) == "No prediction: np=1: no calibration for threads=4"
+    lacking = tuple(f"np={n}: no calibration for m.gguf with threads=4" for n in (1, 2, 4))
+    model.apply(
+        [ExperimentStarted("e", "s", 3, "managed", 0), PredictionMade(RunPrediction((), lacking))]
+    )
+    assert prediction_line(model) == (
+        "No prediction: np=1: no calibration for m.gguf with threads=4 (and 2 configurations "
+        "more) (Calibrate, Server tab)"
+    )
 
 
 def test_the_ghost_starts_with_its_measured_repeat_in_the_rows_of_its_requests():

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from workbench.engine.base.states import RequestState, RunStatus
 from workbench.engine.base.words import plural
+from workbench.engine.predict.run_prediction import NO_CALIBRATION as LACKS
 from workbench.ui.run_model import RunModel
 
 
@@ -87,21 +88,28 @@ def _outcome(phase: Phase) -> str:
     return f"{phase.done} of {n} answered{took}, {phase.failed} failed"
 
 
-NO_CALIBRATION = "this machine has no calibration for these settings (Calibrate, Server tab)"
+CALIBRATE = "(Calibrate, Server tab)"
+NO_CALIBRATION = f"this machine has no calibration for these settings {CALIBRATE}"
 
 
 def prediction_line(model: RunModel, live: bool = True) -> str:
     """What the line above the Gantt says of the run's prediction: ``Predicted: ...`` (its
-    headline) once it came; while a ``live`` run goes without one, why there is none; else
-    nothing (a session replayed, stored before predictions were)."""
+    headline) once it came; while a ``live`` run goes without one, why there is none (the
+    first configuration's reason, and how many more: a sweep's are often one reason each);
+    else nothing (a session replayed, stored before predictions were)."""
     prediction = model.prediction
     if prediction is not None and prediction.configs:
         return f"Predicted: {prediction.headline()}"
     if model.status is not RunStatus.RUNNING or not live:
         return ""
-    if prediction is not None:
-        return f"No prediction: {'; '.join(prediction.left_out) or NO_CALIBRATION}"
-    if not model.config_marks:  # a prediction comes before the first configuration starts
+    if prediction is not None and prediction.left_out:
+        reasons = prediction.left_out
+        more = (
+            f" (and {plural(len(reasons) - 1, 'configuration')} more)" if len(reasons) > 1 else ""
+        )
+        lacking = any(LACKS in reason for reason in reasons)
+        return f"No prediction: {reasons[0]}{more}" + (f" {CALIBRATE}" if lacking else "")
+    if prediction is None and not model.config_marks:  # it comes before the first configuration
         return ""
     if model.mode == "external":
         return "No prediction: the server was started elsewhere, its costs not calibrated here"
