@@ -76,6 +76,8 @@ def test_concurrency_csv_keeps_its_columns(tmp_path):
         "ttfo_p50_s", "ttfo_p50_s_sd", "ttfo_p90_s", "turn1_ttft_p50_s", "turn1_ttft_p90_s",
         "later_ttft_p50_s", "later_ttft_p90_s", "later_cache_share", "reprefilled_tokens",
         "later_turns", "lost_turns", "lost_turn_share", "conversations_per_slot",
+        # a draft model's drafts (speculative decoding)
+        "spec_acceptance", "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens",
     ]  # fmt: skip
     with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
         summaries = session.summaries()

@@ -30,7 +30,7 @@ def _sd_column(f: Figure) -> str:
     return f"{f.column}_sd"
 
 
-LATER_PARTS = (Part.STEADY, Part.REASONING, Part.CONVERSATION)
+LATER_PARTS = (Part.STEADY, Part.REASONING, Part.CONVERSATION, Part.SPECULATIVE)
 """The parts that came after concurrency.csv's columns settled: written after them all, in
 this order, each figure followed by its spread, so a reader that takes the columns by place
 finds the older ones where they were."""
@@ -40,7 +40,8 @@ def concurrency_columns() -> list[str]:
     """``concurrency.csv``'s columns, from the catalogue: the lab's first, exactly; then
     which configuration, every other measured figure, the spreads across repeats, the
     server's set-up, the figures as ``vllm bench serve`` names them, and last those over the
-    steady state with the over-saturation flag, TTFO, and a conversations run's turns."""
+    steady state with the over-saturation flag, TTFO, a conversations run's turns and a
+    draft model's drafts."""
     figures = in_part(Part.CONFIG, Part.RUN, Part.SERVER)
 
     def part(p: Part) -> list[str]:

@@ -55,7 +55,7 @@ class CrossCheck:
         return text if self.agrees else f"{text}: {self.cause}"
 
 
-def _delta(
+def counter_delta(
     before: dict[str, float] | None, after: dict[str, float] | None, names: tuple[str, ...]
 ) -> float | None:
     """What a counter counted over the repeat. A counter missing before but there after had
@@ -139,7 +139,7 @@ def token_checks(
         ("output tokens", lambda r: _usage(r, "completion_tokens"), OUTPUT_COUNTERS),
         ("prompt tokens", _processed_prompt, PROMPT_COUNTERS),
     ):
-        server = _delta(before, after, names)
+        server = counter_delta(before, after, names)
         counts = [count(r) for r in sent]
         if server is None or not sent or any(c is None for c in counts):
             continue
@@ -161,7 +161,7 @@ def request_check(
     after: dict[str, float] | None,
 ) -> CrossCheck | None:
     """Requests sent against requests the server counted (servers with such a counter)."""
-    server = _delta(before, after, REQUEST_COUNTERS)
+    server = counter_delta(before, after, REQUEST_COUNTERS)
     sent = sum(1 for r in records if r.t_submit_ns is not None)
     if server is None or not sent:
         return None

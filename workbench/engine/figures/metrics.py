@@ -89,6 +89,10 @@ class Part(Enum):
         "a conversations run's turns against the server's cache: turn 1 against the later "
         "turns, which resend their history (empty for any other run)"
     )
+    SPECULATIVE = (
+        "speculative decoding: a draft model's drafts, from the server's `/metrics` counters "
+        "just before and after each repeat (empty without a draft model)"
+    )
     SLO = "the SLO evaluation (per request, all repeats together)"
     LIVE = "while a run goes"
 
@@ -203,7 +207,15 @@ class Figure:
         return self.text(self.of(summary), sd)
 
 
-SUMMARY_PARTS = (Part.CONFIG, Part.RUN, Part.SERVER, Part.STEADY, Part.REASONING, Part.CONVERSATION)
+SUMMARY_PARTS = (
+    Part.CONFIG,
+    Part.RUN,
+    Part.SERVER,
+    Part.STEADY,
+    Part.REASONING,
+    Part.CONVERSATION,
+    Part.SPECULATIVE,
+)
 """The parts whose figures a configuration's summary holds, as ``concurrency.csv`` and the
 JSON export write them."""
 
@@ -642,6 +654,31 @@ FIGURES: tuple[Figure, ...] = (
     Figure(
         "e2e_p99_s", "E2E latency p99", "E2E p99 s", "s", 3, Combine.MEAN,
         "99th percentile over requests of E2E latency",
+    ),
+    Figure(
+        "spec_acceptance", "Draft acceptance", "draft accept", "share", 2, Combine.MEAN,
+        "of the tokens the draft model drafted, the share the model accepted: "
+        "`spec_decode_num_accepted_tokens_total` over `spec_decode_num_draft_tokens_total`, "
+        "each counted over the repeat (the server adds every slot's drafts); near 1 each "
+        "step keeps most of a draft, near 0 the draft is work thrown away",
+        Part.SPECULATIVE, frozenset({_W, _T}), optional=True,
+    ),
+    Figure(
+        "spec_drafts", "Drafts", "drafts", "", None, Combine.SUM,
+        "drafts the model verified (`spec_decode_num_drafts_total` over the repeat)",
+        Part.SPECULATIVE, optional=True,
+    ),
+    Figure(
+        "spec_draft_tokens", "Drafted tokens", "drafted tok", "tokens", None, Combine.SUM,
+        "tokens the draft model drafted (`spec_decode_num_draft_tokens_total` over the repeat)",
+        Part.SPECULATIVE, frozenset({_T}), optional=True,
+    ),
+    Figure(
+        "spec_accepted_tokens", "Accepted draft tokens", "accepted tok", "tokens", None,
+        Combine.SUM,
+        "drafted tokens the model accepted (`spec_decode_num_accepted_tokens_total` over the "
+        "repeat): tokens it did not decode one step each",
+        Part.SPECULATIVE, frozenset({_T}), optional=True,
     ),
 )  # fmt: skip
 

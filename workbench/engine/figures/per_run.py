@@ -1,8 +1,9 @@
 """One repeat of one configuration: makespan, aggregate throughput, percentiles over its
 requests, dispatch delay, the client's load (client-limited by ``client_limits``), the
 cross-checks with the server, the same figures over its steady state (``steady_state``),
-whether its queue grew without bound (``saturation``), TTFO where reasoning was streamed, and
-a conversations run's turns against the server's cache (``conversation_cache``).
+whether its queue grew without bound (``saturation``), TTFO where reasoning was streamed,
+a conversations run's turns against the server's cache (``conversation_cache``), and the
+drafts a draft model made and the model accepted (``speculative``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from workbench.engine.figures.per_request import (
     request_metrics,
 )
 from workbench.engine.figures.saturation import LEFT_UNSENT, over_saturated
+from workbench.engine.figures.speculative import spec_figures
 from workbench.engine.figures.steady_state import steady_figures
 from workbench.engine.figures.vllm_names import vllm_figures
 
@@ -113,6 +115,11 @@ class RunSummary:
     later_turns: int | None = None
     lost_turns: int | None = None
     lost_turn_share: float | None = None
+    # speculative decoding, from the server's counters (``SpecFigures``): None each without
+    spec_drafts: int | None = None
+    spec_draft_tokens: int | None = None
+    spec_accepted_tokens: int | None = None
+    spec_acceptance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -261,4 +268,5 @@ def summarize_run(
         ttfo_p50_s=percentile(ttfo, 50),
         ttfo_p90_s=percentile(ttfo, 90),
         **asdict(conversation_figures(measured, by_key)),
+        **asdict(spec_figures(observed.counters_before, observed.counters_after)),
     )

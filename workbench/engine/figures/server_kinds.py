@@ -9,14 +9,20 @@ Where each set comes from (read in the servers' own source):
 
 - llama.cpp: ``tools/server`` (the ``llamacpp:`` metrics of the build the workbench ships:
   ``requests_processing``, ``requests_deferred``, ``prompt_tokens_total`` "excluding cached
-  tokens", ``tokens_predicted_total``). Current builds report no KV use in ``/metrics`` (the
-  window reads it per slot from ``/slots``); older ones had ``llamacpp:kv_cache_usage_ratio``
-  ("KV-cache usage. 1 means 100 percent usage", its server README).
+  tokens", ``tokens_predicted_total``; with a draft model, ``spec_decode_num_drafts_total``,
+  ``spec_decode_num_draft_tokens_total`` and ``spec_decode_num_accepted_tokens_total``,
+  measured in ``tests/engine/server/test_speculative_real.py``). Current builds report no KV
+  use in ``/metrics`` (the window reads it per slot from ``/slots``); older ones had
+  ``llamacpp:kv_cache_usage_ratio`` ("KV-cache usage. 1 means 100 percent usage", its server
+  README).
 - vLLM: ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``): ``vllm:num_requests_running``,
   ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc`` ("1 means 100 percent usage",
   a fraction despite its name; ``vllm:gpu_cache_usage_perc`` before 0.9), the counters
-  ``vllm:prompt_tokens``, ``vllm:generation_tokens`` and ``vllm:request_success``, exposed
-  with ``_total``. Every series carries ``model_name`` and ``engine`` labels, one per engine.
+  ``vllm:prompt_tokens``, ``vllm:generation_tokens``, ``vllm:request_success`` and
+  (``vllm/v1/spec_decode/metrics.py``) ``vllm:spec_decode_num_drafts``,
+  ``vllm:spec_decode_num_draft_tokens`` and ``vllm:spec_decode_num_accepted_tokens``,
+  exposed with ``_total``. Every series carries ``model_name`` and ``engine`` labels, one per
+  engine.
 - SGLang: ``python/sglang/srt/metrics/collector.py`` (``SchedulerMetricsCollector``,
   ``TokenizerMetricsCollector``), with ``--enable-metrics``: ``sglang:num_running_reqs``,
   ``sglang:num_queue_reqs``, ``sglang:token_usage`` (the share of the KV pool's tokens in use),
@@ -113,6 +119,11 @@ class ServerKind:
     requests: tuple[str, ...]  # a counter of finished requests
     slots: bool  # it has llama.cpp's /slots and /props
     metrics_switch: str  # how its /metrics is turned on, when it is not by default
+    # speculative decoding's counters (``speculative``): drafts verified, tokens drafted and
+    # drafted tokens accepted
+    drafts: tuple[str, ...] = ()
+    draft_tokens: tuple[str, ...] = ()
+    accepted_tokens: tuple[str, ...] = ()
 
     @property
     def names(self) -> frozenset[str]:
@@ -160,6 +171,9 @@ LLAMACPP = ServerKind(
     requests=(),
     slots=True,
     metrics_switch="--metrics",
+    drafts=("llamacpp:spec_decode_num_drafts_total",),
+    draft_tokens=("llamacpp:spec_decode_num_draft_tokens_total",),
+    accepted_tokens=("llamacpp:spec_decode_num_accepted_tokens_total",),
 )
 VLLM = ServerKind(
     key="vllm",
@@ -173,6 +187,9 @@ VLLM = ServerKind(
     requests=("vllm:request_success_total",),
     slots=False,
     metrics_switch="",
+    drafts=("vllm:spec_decode_num_drafts_total",),
+    draft_tokens=("vllm:spec_decode_num_draft_tokens_total",),
+    accepted_tokens=("vllm:spec_decode_num_accepted_tokens_total",),
 )
 SGLANG = ServerKind(
     key="sglang",
@@ -193,6 +210,9 @@ KINDS = (LLAMACPP, VLLM, SGLANG)
 PROMPT_COUNTERS = tuple(name for kind in KINDS for name in kind.prompt_tokens)
 OUTPUT_COUNTERS = tuple(name for kind in KINDS for name in kind.output_tokens)
 REQUEST_COUNTERS = tuple(name for kind in KINDS for name in kind.requests)
+DRAFT_COUNTERS = tuple(name for kind in KINDS for name in kind.drafts)
+DRAFT_TOKEN_COUNTERS = tuple(name for kind in KINDS for name in kind.draft_tokens)
+ACCEPTED_TOKEN_COUNTERS = tuple(name for kind in KINDS for name in kind.accepted_tokens)
 
 
 def detect(values: Mapping[str, float]) -> ServerKind | None:
