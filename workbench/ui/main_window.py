@@ -488,7 +488,7 @@ class MainWindow(QMainWindow):
         """The Server tab says whether the form's server settings are calibrated."""
         experiment = self.form.quietly_built()
         if experiment is not None:
-            self.calibrator.check(experiment.configs()[0].server)
+            self.calibrator.check(experiment.configs()[0])
 
     def _machine_held(self) -> str | None:
         """What else has the machine now, for the Tune tab: a tune starts servers of its own."""
@@ -512,6 +512,10 @@ class MainWindow(QMainWindow):
             experiment = self.form.build()
         except ExperimentError as exc:
             self.show_banner(f"Fix the experiment first: {exc}", "error")
+            self.run_finished.emit(RunStatus.FAILED)
+            return
+        if self.tune_panel.controller.running:
+            self.show_banner("A tune has the machine: let it end or cancel it (Tune tab).", "error")
             self.run_finished.emit(RunStatus.FAILED)
             return
         if self.manual_server is not None or self.calibrator.busy:
@@ -545,11 +549,11 @@ class MainWindow(QMainWindow):
             self.show_banner("Calibrate when no run, tune or hand-started server is up.", "error")
             return
         try:
-            settings = self.form.build().configs()[0].server
+            config = self.form.build().configs()[0]
         except WorkbenchError as exc:
             self.show_banner(f"Fix the experiment first: {exc}", "error")
             return
-        self.calibrator.start(settings)
+        self.calibrator.start(config)
 
     def _calibrating(self, busy: bool) -> None:
         """No run and no hand-started server while the probe has the machine."""

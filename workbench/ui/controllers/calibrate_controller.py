@@ -21,18 +21,12 @@ from PySide6.QtCore import QObject, Signal
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import Hardware
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.experiment import RunConfig, ServerSettings
 from workbench.engine.measure.hardware import fingerprint
-from workbench.engine.predict.calibration import (
-    Calibration,
-    find,
-    held_settings,
-    machine_identity,
-    model_identity,
-    save,
-)
+from workbench.engine.predict.calibration import Calibration, save
 from workbench.engine.predict.describe import describe
 from workbench.engine.predict.probe import LIMIT_S, probe
+from workbench.engine.predict.run_prediction import Wanted
 from workbench.engine.server.discovery import find_server_binary, resolve_model
 from workbench.ui.controllers.tasks import Tasks
 
@@ -102,11 +96,12 @@ class CalibrateController(QObject):
     def busy(self) -> bool:
         return self._own is not None
 
-    def start(self, settings: ServerSettings) -> None:
+    def start(self, config: RunConfig) -> None:
+        """Probe with ``config``'s server settings."""
         if not self.busy:
             self._own = OwnLoop()
             self.busy_changed.emit(True)
-            self.tasks.spawn(self._calibrate(self._own, settings))
+            self.tasks.spawn(self._calibrate(self._own, config))
 
     def cancel(self) -> None:
         if self._own is not None:
@@ -119,14 +114,14 @@ class CalibrateController(QObject):
         if self._own is not None:
             self._own.cancel()
 
-    def check(self, settings: ServerSettings) -> None:
-        """Say (``known``) whether these settings have a calibration on this machine."""
+    def check(self, config: RunConfig) -> None:
+        """Say (``known``) whether ``config`` has a calibration on this machine."""
         self._checks += 1
-        self.tasks.spawn(self._check(self._checks, settings))
+        self.tasks.spawn(self._check(self._checks, config))
 
-    async def _calibrate(self, own: OwnLoop, settings: ServerSettings) -> None:
+    async def _calibrate(self, own: OwnLoop, config: RunConfig) -> None:
         try:
-            done = await asyncio.to_thread(own.run, lambda: self._measure(settings))
+            done = await asyncio.to_thread(own.run, lambda: self._measure(config.server))
         except WorkbenchError as exc:
             self.failed.emit(str(exc))
         except OSError as exc:  # the log's folder, the calibrations' folder
@@ -140,7 +135,7 @@ class CalibrateController(QObject):
             else:
                 calibration, path = done
                 self.stored.emit(describe(calibration), str(path))
-                self.check(settings)
+                self.check(config)
         finally:
             self._own = None
         self.busy_changed.emit(False)
@@ -158,9 +153,9 @@ class CalibrateController(QObject):
             self.line.emit(probed.calibration.note)
         return probed.calibration, save(probed.calibration, self.folder)
 
-    async def _check(self, number: int, settings: ServerSettings) -> None:
+    async def _check(self, number: int, config: RunConfig) -> None:
         try:
-            found = await asyncio.to_thread(self._stored, settings)
+            found = await asyncio.to_thread(self._stored, config)
         except WorkbenchError as exc:
             text = f"Cannot tell whether these settings are calibrated: {exc}"
         else:
@@ -174,17 +169,10 @@ class CalibrateController(QObject):
         if number == self._checks:
             self.known.emit(text)
 
-    def _stored(self, settings: ServerSettings) -> Calibration | None:
-        """The stored calibration that holds for ``settings`` here, as a run finds it."""
+    def _stored(self, config: RunConfig) -> Calibration | None:
+        """The stored calibration that holds for ``config`` here, as a run finds it."""
         binary = find_server_binary(self.server_bin).path
         if binary not in self._machines:
             self._machines[binary] = fingerprint(binary)
-        hardware = self._machines[binary]
-        model = model_identity(resolve_model(settings.model))
-        return find(
-            machine_identity(hardware),
-            model,
-            hardware.llama_server_build,
-            held_settings(settings),
-            self.folder,
-        )
+        model = resolve_model(config.server.model)
+        return Wanted.of(config, self._machines[binary], model).stored(self.folder)
