@@ -256,3 +256,14 @@ def test_the_chart_window_follows_the_tab_and_closes_with_it(qtbot, loop, tasks,
     panel.stop()  # the window closing after a Cancel: nothing left to close
     assert panel.chart_window is None
     assert [w for w in QApplication.topLevelWidgets() if w.isVisible()] == [panel]
+
+
+def test_no_run_starts_while_a_tune_has_the_machine(window, loop):
+    tune = FakeTune(hold=True)
+    window.tune_panel.controller.tune = tune
+    click(loop, window.tune_panel.start_button)
+    run(loop, lambda: tune.requests, 10)
+    window.start_run()
+    assert "A tune has the machine" in window.banner.text() and not window.running
+    click(loop, window.tune_panel.cancel_button)
+    run(loop, lambda: not window.tune_panel.controller.running, 10)
