@@ -45,7 +45,13 @@ def test_draft_settings_sweep_and_label_their_configurations():
         "draft=d.gguf draft_max=2",
         "draft=d.gguf draft_max=8",
     ]
-    assert [c.server.draft_max for c in configs] == [2, 8, 2, 8]
+    # without the draft its counts mean nothing: those configurations hold none
+    assert [(c.server.draft_model, c.server.draft_max) for c in configs] == [
+        (None, None),
+        (None, None),
+        ("d.gguf", 2),
+        ("d.gguf", 8),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -756,7 +756,7 @@ class Experiment:
             w = _conversation_defaults(
                 {k: chosen.get(("workload", k), v) for k, v in self.workload.items()}
             )
-            server_settings = from_stored(ServerSettings, s)
+            server_settings = _draft_alone(from_stored(ServerSettings, s))
             followed = _follow(w, None if external else server_settings)
             workload_settings = from_stored(WorkloadSettings, followed)
             label = " ".join(f"{f.short}={show_value(v)}" for _, f, v in picked)
@@ -811,6 +811,15 @@ def _follow(workload: dict[str, Any], server: ServerSettings | None) -> dict[str
             value = None if server is None else getattr(server, f.setting.follows)
             out[f.name] = value if isinstance(value, int) and value > 0 else f.default
     return out
+
+
+def _draft_alone(server: ServerSettings) -> ServerSettings:
+    """Without a draft model the draft's token counts mean nothing: a configuration of a
+    sweep over ``draft_model = ["", ...]`` holds none (its server gets no draft flag, and its
+    calibration is the plain server's)."""
+    if server.draft_model:
+        return server
+    return replace(server, draft_model=None, draft_max=None, draft_min=None)
 
 
 def _conversation_defaults(workload: dict[str, Any]) -> dict[str, Any]:
