@@ -149,7 +149,7 @@ class SloRow(QWidget):
         remove = QToolButton()
         remove.setText("✕")
         remove.setToolTip("remove this SLO")
-        remove.clicked.connect(lambda: self.removed.emit(self))
+        remove.clicked.connect(self._remove)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.metric)
@@ -157,6 +157,9 @@ class SloRow(QWidget):
         layout.addWidget(QLabel("≤"))
         layout.addWidget(self.limit, 1)
         layout.addWidget(remove)
+
+    def _remove(self) -> None:
+        self.removed.emit(self)
 
     def target(self) -> SloTarget:
         """The SLO this row says; ValueError (in words) for a limit of 0."""
