@@ -75,14 +75,14 @@ def calibrating(window, tmp_path: Path, probe) -> None:
 
 
 def lines(window) -> str:
-    return window.server_panel.calibration_lines.text()
+    return window.server_panel.calibration_lines.toPlainText()
 
 
 def test_calibrate_probes_off_the_window_thread_stores_and_says_so(window, loop, tmp_path):
     probe = FakeProbe()
     calibrating(window, tmp_path, probe)
     panel = window.server_panel
-    run(loop, lambda: panel.calibration_known.text().startswith("No calibration"), 30)
+    run(loop, lambda: panel.calibration_known.text().startswith("Not calibrated here"), 30)
     click(loop, panel.calibrate_button)
     run(loop, lambda: "stored in" in lines(window), 30)
     assert probe.thread != threading.main_thread().name
@@ -90,7 +90,7 @@ def test_calibrate_probes_off_the_window_thread_stores_and_says_so(window, loop,
     assert "decode: 10.00 ms a step + 1.00 ms per sequence" in lines(window)
     assert list((tmp_path / "calibrations").glob("*.json"))
     # The form's settings now have one: said once the check after storing is back.
-    run(loop, lambda: panel.calibration_known.text().startswith("Calibrated for these"), 30)
+    run(loop, lambda: panel.calibration_known.text().startswith("Calibrated here"), 30)
     assert panel.calibrate_button.isEnabled() and window.run_button.isEnabled()
 
 
@@ -154,7 +154,9 @@ def test_calibrate_measures_the_real_server(window, loop, tmp_path):
     run(loop, lambda: not window.calibrator.busy, 120)
     assert "stored in" in lines(window), lines(window)
     assert "decode:" in lines(window)
-    run(loop, lambda: window.server_panel.calibration_known.text().startswith("Calibrated"), 30)
+    run(
+        loop, lambda: window.server_panel.calibration_known.text().startswith("Calibrated here"), 30
+    )
 
 
 def test_a_folder_that_cannot_be_written_is_one_line_and_the_buttons_come_back(
@@ -166,3 +168,21 @@ def test_a_folder_that_cannot_be_written_is_one_line_and_the_buttons_come_back(
     run(loop, lambda: not window.calibrator.busy, 30)
     assert lines(window).splitlines()[-1].startswith("Calibration failed: ")
     assert window.server_panel.calibrate_button.isEnabled() and window.run_button.isEnabled()
+
+
+def test_a_calibrations_lines_scroll_in_the_server_tab_at_1366x768(window):
+    """A probe's dozen lines and its costs, wrapped in the narrow panel, made the window
+    786 px tall: they scroll in a box of their own."""
+    window.resize(1366, 768)
+    window.left.setCurrentWidget(window.server_panel)
+    panel = window.server_panel
+    panel.show_calibration_known("Calibrated here (probe, 2026-12-02 04:47): runs are predicted.")
+    for n in range(12):
+        panel.add_calibration_line(
+            f"  phase {n} of the probe: measured, its line long enough to wrap"
+        )
+    panel.show_calibration(
+        [f"decode: {n}.00 ms a step + 1.00 ms per sequence" for n in range(6)], "/x"
+    )
+    assert window.minimumSizeHint().height() <= 768 and window.minimumSizeHint().width() <= 1366
+    assert lines(window).splitlines()[-1] == "stored in /x"

@@ -160,11 +160,10 @@ class CalibrateController(QObject):
             text = f"Cannot tell whether these settings are calibrated: {exc}"
         else:
             text = (
-                f"Calibrated for these settings ({found.source}, {found.made_at}): runs "
-                "are predicted. Calibrate again to measure anew."
+                f"Calibrated here ({found.source}, {found.made_at[:16].replace('T', ' ')}): "
+                "runs are predicted."
                 if found is not None
-                else "No calibration for these settings on this machine: Calibrate "
-                "(about a minute) and runs are predicted before they start."
+                else "Not calibrated here: Calibrate (about a minute) to predict runs."
             )
         if number == self._checks:
             self.known.emit(text)

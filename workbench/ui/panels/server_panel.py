@@ -37,7 +37,8 @@ FACTS = (
 )
 
 
-CALIBRATION_LINES = 8  # of the probe's progress, kept in view
+CALIBRATION_LINES = 100  # a probe's lines and its costs kept, at most
+CALIBRATION_SHOWN = 7  # lines of them in view
 
 
 def fact_text(key: str, value: Any) -> str:
@@ -132,12 +133,17 @@ class ServerPanel(DrawnWhenShown, QWidget):
         self.cancel_calibrate_button.clicked.connect(self.cancel_calibration)
         self.calibration_known = QLabel("-")
         self.calibration_known.setObjectName("calibrationKnown")
-        self.calibration_lines = QLabel()
+        self.calibration_known.setWordWrap(True)
+        self.calibration_known.setTextFormat(Qt.TextFormat.PlainText)  # a file's words
+        # The probe's lines, then the costs: a box that scrolls, so that a probe's dozen
+        # lines, wrapped in the narrow panel, never make the window taller than the screen.
+        self.calibration_lines = QPlainTextEdit()
         self.calibration_lines.setObjectName("calibrationLines")
-        for label in (self.calibration_known, self.calibration_lines):
-            label.setWordWrap(True)
-            label.setTextFormat(Qt.TextFormat.PlainText)  # a server's words, a file's name
-            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.calibration_lines.setReadOnly(True)
+        self.calibration_lines.setMaximumBlockCount(CALIBRATION_LINES)
+        line = self.fontMetrics().lineSpacing()
+        self.calibration_lines.setMinimumHeight(line * 2 + 12)  # it scrolls: little is owed
+        self.calibration_lines.setMaximumHeight(line * CALIBRATION_SHOWN + 12)
         self.calibration_lines.hide()
         row = QHBoxLayout()
         row.addWidget(self.calibrate_button)
@@ -155,19 +161,17 @@ class ServerPanel(DrawnWhenShown, QWidget):
         self.calibrate_button.setEnabled(not busy and not blocked)
         self.cancel_calibrate_button.setEnabled(busy)
         if busy:
-            self.calibration_lines.setText("")
+            self.calibration_lines.clear()
 
     def add_calibration_line(self, line: str) -> None:
-        """One more of the probe's lines (its last few kept: the box stays small)."""
-        lines = [*self.calibration_lines.text().splitlines(), line][-CALIBRATION_LINES:]
-        self.calibration_lines.setText("\n".join(lines))
+        """One more of the probe's lines, in view."""
+        self.calibration_lines.appendPlainText(line)
         self.calibration_lines.show()
 
     def show_calibration(self, lines: list[str], path: str) -> None:
-        """The probe's lines, then the costs it found and where they are stored."""
-        said = self.calibration_lines.text().splitlines()
-        self.calibration_lines.setText("\n".join([*said, *lines, f"stored in {path}"]))
-        self.calibration_lines.show()
+        """After the probe's lines, the costs it found and where they are stored."""
+        for line in [*lines, f"stored in {path}"]:
+            self.add_calibration_line(line)
 
     def show_calibration_known(self, text: str) -> None:
         self.calibration_known.setText(text)
