@@ -25,7 +25,6 @@ from workbench.ui.run_model import RunModel
 from workbench.ui.views.charts import MetricChart, with_predictions
 from workbench.ui.views.gantt import GanttView
 from workbench.ui.views.gantt_rows import ghost_bars, lane_rows
-from workbench.ui.views.legend import StateLegend
 from workbench.ui.views.results_view import BESIDE, ResultsView
 
 FLAT = StepCosts(DecodeCost(10.0, 0.0, 0.0), PrefillCost(0.0, 0.5))
@@ -101,20 +100,18 @@ def test_the_ghost_starts_with_its_measured_repeat_in_the_rows_of_its_requests()
     assert x0s == [pytest.approx(5.0 + (r.first_token_s or 0)) for r in predicted]
 
 
-def test_the_gantt_draws_the_ghost_and_the_legend_names_it(qtbot):
-    states = StateLegend()
-    gantt = GanttView(states=states)
+def test_the_gantt_draws_the_ghost_and_its_legend_names_it(qtbot):
+    gantt = GanttView()
     qtbot.addWidget(gantt)
-    qtbot.addWidget(states)
-    states.resize(2000, 40)
     model = RunModel()
     started(model, 3)
     gantt.sync(model, 1.0)
-    assert gantt.ghost_count() == 0 and states.ghost.isHidden()
+    assert gantt.ghost_count() == 0 and not gantt.ghost_legend.isVisible()
     model.prediction = prediction_of(SWEEP)
     gantt.sync(model, 1.0)
-    assert gantt.ghost_count() == 3 and not states.ghost.isHidden()
-    assert states.ghost.text().startswith("predicted")
+    assert gantt.ghost_count() == 3 and gantt.ghost_legend.isVisible()
+    ((sample, label),) = gantt.ghost_legend.items
+    assert sample.item is gantt.ghosts and label.text == "predicted"
     assert gantt.ghosts.zValue() < gantt.bars["decoding"].zValue()  # behind the bars
 
 

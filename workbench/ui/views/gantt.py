@@ -21,6 +21,7 @@ from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme.qt_theme import series_color, state_color
 from workbench.ui.views.gantt_rows import (
     DUE,
+    GHOST,
     SEGMENTS,
     STEADY_OPACITY,
     Bars,
@@ -170,6 +171,11 @@ class GanttView(Plot):
             plot.addItem(item)
         self.ghosts = ghost_item()
         plot.addItem(self.ghosts)
+        # Its legend entry in the plot's corner, where no row's bars are (the band above the
+        # first row): the legend row over the Gantt has no room left at 1600 px.
+        self.ghost_legend = plot.addLegend(offset=(-10, 2), labelTextSize="9pt")
+        self.ghost_legend.addItem(self.ghosts, GHOST)
+        self.ghost_legend.hide()
         self.arrivals = tick_item(series_color("arrival"))
         self.late_arrivals = tick_item(series_color("arrival_late"))
         # In rows per request, a late request's wait from when it was due to its bar.
@@ -244,9 +250,8 @@ class GanttView(Plot):
             lanes = [(float(i), name) for i, name in enumerate(rows[1])]
             self.getPlotItem().getAxis("left").setTicks([self._with_strip(lanes)])
         if self.states is not None:
-            self.states.show_run(
-                bool(model.users), self._ticked, bool(self._ticks[1]), bool(ghosts[0])
-            )
+            self.states.show_run(bool(model.users), self._ticked, bool(self._ticks[1]))
+        self.ghost_legend.setVisible(bool(ghosts[0]))
         self._sync_marks(model)
         self._sync_steady(steady_spans(model))
         # The time axis reaches the prediction's last bar too: its end is what one waits for.

@@ -13,7 +13,6 @@ from workbench.ui.run_model import RunModel
 from workbench.ui.theme.qt_theme import series_color, state_color
 from workbench.ui.views.gantt_rows import (
     DUE,
-    GHOST,
     REPREFILLED,
     SENT_LATE,
     conversation_legend,
@@ -59,19 +58,6 @@ class StateLegend(QWidget):
             self._add(series_color("arrival_late"), SENT_LATE, f"{SENT_LATE} (dashed: its wait)"),
         ]
         self.due, self.late = (label for label, _, _ in self.tick_labels)
-        self.tick_chips = self.chips[-2:]
-        # The prediction's bars behind the measured ones, where the run has a prediction.
-        self.ghost_entry = self._add(series_color("ghost"), GHOST, f"{GHOST} (hatched, behind)")
-        self.chips[-1].setStyleSheet(
-            f"border:2px dashed {series_color('ghost').name()}; border-radius:3px;"
-        )
-        self.ghost = self.ghost_entry[0]
-        self.ghost.setToolTip(
-            "the scheduler model's bars for this run, from this machine's calibration, each "
-            "repeat from when its first request was sent: where a measured bar ends before "
-            "or after its hatched one, the prediction was long or short"
-        )
-        self._ghost = False
         self.due.setToolTip(
             "a tick under the Gantt's rows where each request was due by its arrival "
             "schedule; its bar starts when it was sent"
@@ -96,13 +82,11 @@ class StateLegend(QWidget):
         self.layout().addWidget(label)
         return label, short, long
 
-    def show_run(self, conversations: bool, due: bool, late: bool, ghost: bool = False) -> None:
-        """What the Gantt draws: a conversation's decode colour, arrival ticks, late ones,
-        the prediction's bars."""
-        if (conversations, [due, late], ghost) == (self._conversations, self._ticks, self._ghost):
+    def show_run(self, conversations: bool, due: bool, late: bool) -> None:
+        """What the Gantt draws: a conversation's decode colour, arrival ticks, late ones."""
+        if (conversations, [due, late]) == (self._conversations, self._ticks):
             return
-        self._conversations, self._ticks, self._ghost = conversations, [due, late], ghost
-        self.setMinimumWidth(self._width(long=False, ticks=False))  # the ghost's entry too
+        self._conversations, self._ticks = conversations, [due, late]
         label, short, _ = self.labels[self._decode]
         long = DECODE_BY_CONVERSATION if conversations else short
         self.labels[self._decode] = (label, short, long)
@@ -123,25 +107,20 @@ class StateLegend(QWidget):
         side = chip_side(self)
         for chip in self.chips:
             chip.setFixedSize(side, side)
-        for chip in self.tick_chips:
+        for chip in self.chips[-2:]:
             chip.setFixedSize(TICK_CHIP_WIDTH, side)
         self.setMinimumWidth(self._width(long=False, ticks=False))
         self._show_texts()
 
     def _shown(self, ticks: bool) -> list[bool]:
-        """Which entries show: every state's, with ``ticks`` the ticks the run draws, and
-        the prediction's where it draws one."""
-        return [
-            *[True] * len(RequestState),
-            *[ticks and drawn for drawn in self._ticks],
-            self._ghost,
-        ]
+        """Which entries show: every state's, and with ``ticks`` the ticks the run draws."""
+        return [True] * len(RequestState) + [ticks and drawn for drawn in self._ticks]
 
     def _width(self, long: bool, ticks: bool) -> int:
         """The legend's width with the short (or the long) texts, with or without ticks."""
         metrics = self.fontMetrics()
         margins = self.layout().contentsMargins()
-        entries = [*self.labels, *self.tick_labels, self.ghost_entry]
+        entries = [*self.labels, *self.tick_labels]
         shown = [
             (chip, entry)
             for chip, entry, on in zip(self.chips, entries, self._shown(ticks), strict=True)
@@ -156,7 +135,7 @@ class StateLegend(QWidget):
         """The ticks' entries first where there is room, then the long texts."""
         ticks = self.width() >= self._width(long=False, ticks=True)
         long = self.width() >= self._width(long=True, ticks=ticks)
-        entries = [*self.labels, *self.tick_labels, self.ghost_entry]
+        entries = [*self.labels, *self.tick_labels]
         for chip, (label, short, full), on in zip(
             self.chips, entries, self._shown(ticks), strict=True
         ):
