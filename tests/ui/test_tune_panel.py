@@ -14,10 +14,16 @@ from PySide6.QtWidgets import QApplication
 from tests.ui.driving import click, run
 from tests.ui.tune_records import TRIED, recommendation
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.tune.records import Recommendation, TuneProgress, TuneRequest
+from workbench.engine.tune.records import RateTried, Recommendation, TuneProgress, TuneRequest
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.panels.experiment_form import ExperimentForm
-from workbench.ui.panels.tune_panel import TRACE, TunePanel, done_share, progress_words
+from workbench.ui.panels.tune_panel import (
+    TRACE,
+    TunePanel,
+    done_share,
+    progress_words,
+    verdict_words,
+)
 
 
 class FakeTune:
@@ -90,8 +96,10 @@ def test_progress_reaches_the_window_thread_and_the_answer_is_shown(
     assert request.budget_s == 600 and request.out_dir == tmp_path / "out"
     assert panel.progress.value() == panel.progress.maximum()
     verdict = panel.verdict.text()
-    assert "Recommended: np=4 f16" in verdict and "Verified: measured" in verdict
-    assert "holds 8 users at once" in verdict and "0.90 requests/s" in verdict
+    assert "Recommended: np=4 f16" in verdict
+    assert "Verified on the real server at 8 users at once: TTFT p90 1400 ms (<= 2000)" in verdict
+    assert "TPOT p50 80 ms (<= 120)" in verdict
+    assert "It holds 0.9 requests/s (Poisson) within the SLO." in verdict
     assert "Tried 7 configurations (3 measured)" in verdict
     table = panel.table
     rows = [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(3)]
@@ -147,7 +155,7 @@ def test_an_unverified_winner_is_said_to_be_predicted(qtbot, tasks, tmp_path):
     assert (
         "Best found: np=4 q8_0" in verdict and "Not verified: its figures are predicted" in verdict
     )
-    assert "the budget ran out" in verdict and "Verified: measured" not in verdict
+    assert "the budget ran out" in verdict
     assert panel.table.item(0, 1).text() == "predicted"
 
 
@@ -267,3 +275,12 @@ def test_no_run_starts_while_a_tune_has_the_machine(window, loop):
     assert "A tune has the machine" in window.banner.text() and not window.running
     click(loop, window.tune_panel.cancel_button)
     run(loop, lambda: not window.tune_panel.controller.running, 10)
+
+
+def test_the_rate_is_said_as_the_cli_says_it():
+    missed = dataclasses.replace(
+        recommendation(), rate_rps=None, rate_probes=(RateTried(0.5, False, "queue grew"),)
+    )
+    assert "No Poisson rate probe met the SLO." in verdict_words(missed)
+    unprobed = dataclasses.replace(missed, rate_probes=())
+    assert "Rate search: no room left in the budget." in verdict_words(unprobed)

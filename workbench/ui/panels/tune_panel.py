@@ -610,32 +610,39 @@ class TunePanel(QWidget):
 
 
 def verdict_words(recommendation: Recommendation) -> str:
-    """The answer in a few lines: what is recommended and whether it was measured, the load
-    it holds, and how the search went. A predicted figure is said to be predicted."""
-    winner = recommendation.winner
+    """The answer in a few lines, as ``workbench tune`` says it: what is recommended and
+    whether it was measured, its figures against the SLOs, the rate it holds, and how the
+    search went. A predicted figure is said to be predicted."""
+    r = recommendation
+    winner = r.winner
     lines = []
     if winner is None:
-        lines.append(f"No recommendation: {recommendation.reason or 'nothing met every SLO'}.")
-    elif recommendation.verified:
+        lines.append(f"No recommendation: {r.reason or 'nothing met every SLO'}.")
+    elif r.verified:
         lines.append(f"Recommended: {winner.label} ({settings_words(winner.settings)}).")
-        lines.append("Verified: measured on the real server, it meets every SLO.")
+        measured = ", ".join(
+            f"{s.metric.upper()} p{s.percentile} {value_ms(s, r.measured):.0f} ms "
+            f"(<= {s.limit_ms:g})"
+            for s in r.slos
+            if value_ms(s, r.measured) is not None
+        )
+        users = "" if r.users is None else f" at {plural(r.users, 'user')} at once"
+        lines.append(f"Verified on the real server{users}: {measured}.")
+        if r.rate_rps is not None:
+            lines.append(f"It holds {r.rate_rps:g} requests/s (Poisson) within the SLO.")
+        elif r.rate_probes:
+            lines.append("No Poisson rate probe met the SLO.")
+        else:
+            lines.append("Rate search: no room left in the budget.")
     else:
         lines.append(f"Best found: {winner.label} ({settings_words(winner.settings)}).")
         lines.append("Not verified: its figures are predicted, not measured.")
-        if recommendation.reason:
-            lines.append(recommendation.reason)
-    held = []
-    if recommendation.users is not None:
-        held.append(f"holds {plural(recommendation.users, 'user')} at once")
-    if recommendation.rate_rps is not None:
-        held.append(f"sustains {recommendation.rate_rps:.2f} requests/s arriving at random")
-    if winner is not None and held:
-        lines.append("Within the SLO it " + " and ".join(held) + ".")
-    measured = sum(1 for t in recommendation.tried if t.source == "measured")
+        if r.reason:
+            lines.append(r.reason)
+    ran = sum(1 for t in r.tried if t.source == "measured")
     lines.append(
-        f"Tried {plural(len(recommendation.tried), 'configuration')} ({measured} measured) "
-        f"in {clock(recommendation.elapsed_s)}."
+        f"Tried {plural(len(r.tried), 'configuration')} ({ran} measured) in {clock(r.elapsed_s)}."
     )
-    if recommendation.session_path is not None:
-        lines.append(f"Verifying runs: {recommendation.session_path}")
+    if r.session_path is not None:
+        lines.append(f"Verifying runs: {r.session_path}")
     return "\n".join(lines)
