@@ -9,6 +9,7 @@ import contextlib
 import csv
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -96,7 +97,9 @@ def test_a_repeat_summary_carries_them():
     assert summarize_run(records, RunObservations(None, IDLE, IDLE)).spec_acceptance is None
 
 
-def test_a_sessions_configurations_show_them_where_they_drafted(tmp_path, capsys):
+def write_drafted(path: Path) -> Path:
+    """A session of two configurations of two repeats, one without a draft model and one
+    whose repeats drafted 16 tokens each, 8 then 16 accepted (a share of 0.5, then 1)."""
     toml = '[server]\ndraft_model = ["", "d.gguf"]\n[workload]\nrequests = 2\nrepeats = 2\n'
     made = [
         Config(
@@ -109,7 +112,7 @@ def test_a_sessions_configurations_show_them_where_they_drafted(tmp_path, capsys
         )
         for c in (0, 1)
     ]
-    path = build_session(tmp_path / "s.session.sqlite", toml, made)
+    build_session(path, toml, made)
     drafted = {0: (IDLE, counters(4, 16, 8)), 1: (counters(4, 16, 8), counters(8, 32, 24))}
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         for repeat, (before, after) in drafted.items():
@@ -118,6 +121,11 @@ def test_a_sessions_configurations_show_them_where_they_drafted(tmp_path, capsys
                 "WHERE config_idx = 1 AND repeat = ?",
                 (json.dumps(before), json.dumps(after), repeat),
             )
+    return path
+
+
+def test_a_sessions_configurations_show_them_where_they_drafted(tmp_path, capsys):
+    path = write_drafted(tmp_path / "s.session.sqlite")
     with open_session(path) as session:
         plain, spec = session.summaries()
     acceptance = figure("spec_acceptance")
