@@ -207,8 +207,6 @@ class ServerSettings:
         flag="-md",
         with_flags=("--spec-type", "draft-simple"),
         short="draft",
-        hint="a .gguf draft model, or empty",
-        file_filter="GGUF models (*.gguf)",
     )
     draft_max: int | None = setting(
         None,
