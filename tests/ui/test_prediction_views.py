@@ -142,11 +142,11 @@ def test_a_chart_draws_the_prediction_dashed_in_the_runs_colour(qtbot):
     charts = with_predictions([("this run", measured)], [predicted], shown_in(View.LIVE_CHART))
     data, dashed = charts[0]
     assert dashed == {1} and [s.session for s in data.series] == [0, 0]
-    assert data.series[1].name == "this run · predicted"
+    assert [s.name for s in data.series] == ["this run", "predicted"]
     chart = MetricChart()
     qtbot.addWidget(chart)
     chart.show_data(data, dashed)
     solid, dash = (curve.opts["pen"] for curve in chart._curves)
     assert solid.style() == Qt.PenStyle.SolidLine and dash.style() == Qt.PenStyle.DashLine
     assert solid.color() == dash.color()
-    assert chart.legend.getLabel(chart._curves[1]).text == "this run · predicted"
+    assert chart.legend.getLabel(chart._curves[1]).text == "predicted"

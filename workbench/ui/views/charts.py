@@ -59,9 +59,14 @@ def with_predictions(
 ) -> list[tuple[ChartData, set[int]]]:
     """``chart_data_from`` with each session's prediction (``predicted``, one per entry of
     ``named``; None: it has none) beside it, each chart with the series of a prediction:
-    in its session's colour, named ``... · predicted``, to be drawn dashed."""
+    in its session's colour, named ``SESSION · predicted`` (one session's: ``predicted``),
+    to be drawn dashed."""
     owners = [i for i, summaries in enumerate(predicted) if summaries]
-    shown = [*named, *((f"{named[i][0]} · {PREDICTED}", predicted[i] or []) for i in owners)]
+
+    def name(i: int) -> str:
+        return f"{named[i][0]} · {PREDICTED}" if len(named) > 1 else PREDICTED
+
+    shown = [*named, *((name(i), predicted[i] or []) for i in owners)]
     charts = []
     for data in chart_data_from(shown, relative, metrics):
         dashed = set()

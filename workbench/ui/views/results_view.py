@@ -232,7 +232,7 @@ class LiveCharts(DrawnWhenShown, QWidget):
             for figure in self.figures:
                 self.charts[figure.key] = MetricChart()
                 self._row.addWidget(self.charts[figure.key])
-        shown = [("this run", self._summaries)]
+        shown = [("measured" if self._predicted else "this run", self._summaries)]
         for data, dashed in with_predictions(shown, [self._predicted], self.figures):
             chart = self.charts[data.key]
             chart.show_data(data, dashed)
