@@ -29,3 +29,14 @@ def test_one_setting_that_differs_is_a_plain_axis_and_none_one_configuration():
     alone = zipped_experiment("tune", [Run({"slots": 4, "threads": 2}, {"max_tokens": 8})])
     (config,) = alone.configs()
     assert (config.server.slots, config.server.threads, config.workload.max_tokens) == (4, 2, 8)
+
+
+def test_a_named_setting_labels_the_first_run_too():
+    """The tune's sessions name what a run tried from its first configuration on (a rate
+    probe's rate, a candidate's space settings), not the default ``np=N``."""
+    probe = Run({"slots": 2}, {"arrival": "poisson", "rate": 1.5}, ("workload.rate",))
+    (config,) = zipped_experiment("tune-rate", [probe]).configs()
+    assert config.label == "rate=1.5"
+    candidate = Run({"slots": 2, "threads": 1}, {}, ("server.slots", "server.threads"))
+    (config,) = zipped_experiment("tune", [candidate]).configs()
+    assert config.label == "np=2 threads=1"

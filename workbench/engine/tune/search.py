@@ -27,7 +27,7 @@ from workbench.engine.analysis.planner import MIB, plan, read_model_facts, reque
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.base.words import plural
-from workbench.engine.config.experiment import RunConfig, ServerSettings, short_name
+from workbench.engine.config.experiment import RunConfig, ServerSettings
 from workbench.engine.config.settings import fields_of, show_value
 from workbench.engine.measure.prompts import load_prompts
 from workbench.engine.predict.calibration import (
@@ -222,15 +222,13 @@ class Search:
         space = parse_space(self.request.space)
         workload = _verification_workload(self.request)
         chosen = space.candidates()
-        runs = [Run({"model": str(self.model), **s}, workload) for s in chosen]
+        named = tuple(f"server.{name}" for name in space.axes)
+        runs = [Run({"model": str(self.model), **s}, workload, named) for s in chosen]
         try:
             configs = zipped_experiment("tune", runs).configs()
         except ExperimentError as exc:
             raise TuneError(f"tune: {exc}") from None
-        return [
-            Candidate(_label(s) or c.label, s, c, r)
-            for s, c, r in zip(chosen, configs, runs, strict=True)
-        ]
+        return [Candidate(c.label, s, c, r) for s, c, r in zip(chosen, configs, runs, strict=True)]
 
     def _memory(self) -> list[Candidate]:
         """The candidates that fit in memory and whose slots hold a request; the rest say
@@ -497,7 +495,7 @@ class Search:
                 "stop_when_saturated": True,
             }
             measured = self.measure.rate_probe(
-                Run(winner.run.server, workload), self.deadline, self._tick
+                Run(winner.run.server, workload, ("workload.rate",)), self.deadline, self._tick
             )
             why = measured.failed or measured.saturated
             if why is None:
@@ -606,10 +604,6 @@ class Search:
         assert closest.measured is not None
         missed = "; ".join(misses(self.slos, closest.measured.figures)) or "requests failed"
         return f"no candidate met the SLO: the closest, {closest.label}, measured {missed}"
-
-
-def _label(settings: dict[str, Any]) -> str:
-    return " ".join(f"{short_name(k)}={show_value(v)}" for k, v in settings.items())
 
 
 def tune(

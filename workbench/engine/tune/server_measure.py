@@ -63,10 +63,12 @@ limit, the throughput it is ranked by and what the rate search starts from."""
 @dataclass(frozen=True)
 class Run:
     """One run a tune asks for: the server settings and workload of one configuration, as
-    an experiment file's tables hold them."""
+    an experiment file's tables hold them; ``named`` the settings its label names
+    (``server.slots``, ``workload.rate``) even where every run has the same."""
 
     server: dict[str, Any]
     workload: dict[str, Any]
+    named: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,8 @@ class Measured:
 
 def zipped_experiment(name: str, runs: list[Run]) -> Experiment:
     """One experiment whose configurations are ``runs``, in order: each setting that differs
-    between them a sweep axis, every axis zipped with the others, so configuration k is
-    ``runs[k]`` (its label names what differs)."""
+    between them (or that a run names) a sweep axis, every axis zipped with the others, so
+    configuration k is ``runs[k]`` (its label names those settings)."""
     tables: dict[str, dict[str, Any]] = {"server": {}, "workload": {}}
     for table, cls in (("server", ServerSettings), ("workload", WorkloadSettings)):
         names = dict.fromkeys(n for r in runs for n in getattr(r, table))
@@ -95,7 +97,8 @@ def zipped_experiment(name: str, runs: list[Run]) -> Experiment:
             default = field_named(cls, n).default
             values = [getattr(r, table).get(n, default) for r in runs]
             same = all(v == values[0] for v in values)
-            tables[table][n] = values[0] if same else values
+            named = any(f"{table}.{n}" in r.named for r in runs)
+            tables[table][n] = values[0] if same and not named else values
     axes = [
         f"{table}.{n}"
         for table, values in tables.items()
