@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,33 @@ def test_a_trace_is_ranked_by_measurement_only_and_said_so():
     assert measure.probes == 0 and all(t.predicted == {} for t in result.tried)
     assert result.verified and measure.runs[0].workload["arrival"] == "trace"
     assert "concurrency" not in measure.runs[0].workload
+
+
+def test_each_run_refits_its_groups_calibration_and_the_rest_is_predicted_again():
+    """The stored calibration says steps cost twice what the runs' server timings say: after
+    the first run the group's costs are the runs' own, and the others' predictions follow."""
+    from dataclasses import asdict
+
+    from tests.engine.predict.test_calibration import COSTS as TRUE_COSTS
+    from tests.engine.predict.test_calibration import probe_like
+
+    slow = replace(
+        calibration(),
+        costs=StepCosts(DecodeCost(16.0, 3.0, 0.004), PrefillCost(24.0, 0.5, 0.0002), 6.0),
+    )
+    before: dict[str, float | None] = {}
+
+    def verified(run: Run) -> Measured:
+        before.update({c.label: c.predicted.get("ttft_p90_s") for c in tuned.candidates})
+        # It meets, at a throughput no other is predicted to beat: the only run.
+        return Measured(figures(0.5, agg=1e9), probe_like(TRUE_COSTS), seconds=5.0)
+
+    measure = FakeMeasure(verified, stored=slow)
+    tuned = search(measure, space="slots=1,2,4")
+    tuned.run()
+    assert len(measure.runs) == 1
+    (refitted,) = tuned.calibrations.values()
+    assert refitted.source == "refitted by the tune"
+    assert asdict(refitted.costs.decode) == pytest.approx(asdict(TRUE_COSTS.decode), rel=1e-6)
+    after = {c.label: c.predicted.get("ttft_p90_s") for c in tuned.candidates if c.measured is None}
+    assert after and all(after[k] < before[k] for k in after)
