@@ -40,9 +40,9 @@ def concurrency_columns() -> list[str]:
     """``concurrency.csv``'s columns, from the catalogue: the lab's first, exactly; then
     which configuration, every other measured figure, the spreads across repeats, the
     server's set-up, the figures as ``vllm bench serve`` names them, and last those over the
-    steady state with the over-saturation flag, TTFO, a conversations run's turns and a
-    draft model's drafts."""
-    figures = in_part(Part.CONFIG, Part.RUN, Part.SERVER)
+    steady state with the over-saturation flag, TTFO, a conversations run's turns, a
+    draft model's drafts and the figures added to a part later (E2E p99)."""
+    figures = [f for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER) if not f.late]
 
     def part(p: Part) -> list[str]:
         return [f.column for f in figures if f.part is p and not f.lab]
@@ -51,7 +51,12 @@ def concurrency_columns() -> list[str]:
     spreads = [_sd_column(f) for f in figures if f.spread]
     server = part(Part.SERVER)
     columns = lab + part(Part.CONFIG) + part(Part.RUN) + spreads + server
-    later = [c for f in in_part(*LATER_PARTS) for c in (f.column, _sd_column(f))[: 1 + f.spread]]
+    late = [f for f in in_part(*SUMMARY_PARTS) if f.late]
+    later = [
+        c
+        for f in (*in_part(*LATER_PARTS), *late)
+        for c in (f.column, _sd_column(f))[: 1 + f.spread]
+    ]
     return columns + list(vllm_names.COLUMNS) + later
 
 

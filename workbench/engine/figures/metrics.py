@@ -128,6 +128,10 @@ class Figure:
     # Only some runs have it (a steady state, streamed reasoning, conversations): a view
     # shows it only where one of its configurations has a value (``shown_in``'s ``having``).
     optional: bool = False
+    # Added to a part after concurrency.csv's columns settled: written after every other
+    # column (with its spread), so a reader that takes the columns by place finds them all
+    # where they were.
+    late: bool = False
 
     @property
     def column(self) -> str:
@@ -650,10 +654,9 @@ FIGURES: tuple[Figure, ...] = (
         "when it ends",
         Part.LIVE, estimate=True,
     ),
-    # Added after the others so concurrency.csv's older columns keep their order.
     Figure(
         "e2e_p99_s", "E2E latency p99", "E2E p99 s", "s", 3, Combine.MEAN,
-        "99th percentile over requests of E2E latency",
+        "99th percentile over requests of E2E latency", late=True,
     ),
     Figure(
         "spec_acceptance", "Draft acceptance", "draft accept", "share", 2, Combine.MEAN,
