@@ -21,6 +21,7 @@ from workbench.engine.store import open_session
 def test_planning_arithmetic():
     assert peak_users(1000, 0.05) == 50
     assert peak_users(999, 0.05) == 50  # rounded up: 49.95 people are 50
+    assert peak_users(50, 0.14) == 7  # 7.000000000000001 in floating point
     assert machines_needed(50, 8) == 7
     assert machines_needed(50, 0) is None
     with pytest.raises(ValueError):

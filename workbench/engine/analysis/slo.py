@@ -210,8 +210,10 @@ def recommend(results: list[ConfigGoodput]) -> Recommendation:
 
 
 def peak_users(registered: int, online_share: float) -> int:
-    """Peak concurrent users = registered users x share online at peak (rounded up)."""
-    return math.ceil(registered * online_share)
+    """Peak concurrent users = registered users x share online at peak (rounded up). The
+    product is rounded to 9 places first: 50 x 0.14 is 7.000000000000001 in floating point,
+    and 7 people online are not 8."""
+    return math.ceil(round(registered * online_share, 9))
 
 
 def machines_needed(peak: int, served_per_machine: int) -> int | None:
