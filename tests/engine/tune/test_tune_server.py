@@ -116,8 +116,8 @@ def test_a_cancelled_tune_stops_its_probe_and_returns(
 def test_the_tunes_session_keeps_every_run(server_binary: str, tmp_path: Path):
     grown = GrowingSession("tune", tmp_path, server_binary)
     workload = dict(TRAFFIC)
-    first = grown.run(Run({"slots": 1}, workload), lambda: False, lambda: None)
-    second = grown.run(Run({"slots": 2}, workload), lambda: False, lambda: None)
+    first = grown.run(Run({"slots": 1}, workload), lambda: None, lambda: None)
+    second = grown.run(Run({"slots": 2}, workload), lambda: None, lambda: None)
     assert first.failed is None and second.failed is None
     assert (first.label, second.label) == ("np=1", "np=2")
     assert grown.path is not None
@@ -126,3 +126,6 @@ def test_the_tunes_session_keeps_every_run(server_binary: str, tmp_path: Path):
         assert all(c.status == ConfigStatus.OK for c in session.configs)
         assert session.status == RunStatus.COMPLETE
         assert len(session.records(0)) == len(session.records(1)) == 2
+    # A run the tune stops says why in the tune's words, not as the user's cancel.
+    cut = grown.run(Run({"slots": 4}, workload), lambda: "the tune's budget ran out", lambda: None)
+    assert cut.failed == "np=4: cut short: the tune's budget ran out"

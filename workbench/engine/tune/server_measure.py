@@ -124,9 +124,9 @@ class GrowingSession:
         self.runs: list[Run] = []
         self.path: Path | None = None
 
-    def run(self, run: Run, stop: Callable[[], bool], tick: Tick) -> Measured:
+    def run(self, run: Run, stop: Callable[[], str | None], tick: Tick) -> Measured:
         """Run ``run`` as the session's next configuration until it ends or ``stop()``
-        says so (checked ten times a second, as ``tick`` is called)."""
+        gives a reason to stop (checked ten times a second, as ``tick`` is called)."""
         started = time.monotonic()
         experiment = zipped_experiment(self.name, [*self.runs, run])
         index = len(self.runs)
@@ -143,9 +143,12 @@ class GrowingSession:
         runner.configs = [c for c in runner.configs if c.index == index]
         label = runner.configs[0].label
 
+        stopped: list[str] = []
+
         def follow(events: list[Any]) -> None:
             tick()
-            if stop() and not lifecycle.cancelled:
+            if not lifecycle.cancelled and (why := stop()) is not None:
+                stopped.append(why)
                 lifecycle.cancel()
 
         lifecycle.start()
@@ -157,6 +160,8 @@ class GrowingSession:
         summary = next((s for s in result.summaries if s.index == index), None)
         if summary is None or summary.status != ConfigStatus.OK:
             why = (summary.error if summary is not None else None) or result.error
+            if stopped:  # the runner words its own cancel as the user's
+                why = stopped[0]
             cut = "cut short" if lifecycle.cancelled else "failed"
             return Measured({}, [], seconds, f"{label}: {cut}" + (f": {why}" if why else ""))
         with open_session(self.path) as session:
@@ -223,8 +228,13 @@ class ServerMeasure:
     def rate_probe(self, run: Run, deadline: float, tick: Tick) -> Measured:
         return self.rating.run(run, lambda: self._stop(deadline), tick)
 
-    def _stop(self, deadline: float) -> bool:
-        return self.cancel.is_set() or time.monotonic() > deadline
+    def _stop(self, deadline: float) -> str | None:
+        """Why a run stops now, if it does: the tune cancelled, or its budget spent."""
+        if self.cancel.is_set():
+            return "the tune was cancelled"
+        if time.monotonic() > deadline:
+            return "the tune's budget ran out"
+        return None
 
 
 def cancellable(coroutine: Coroutine[Any, Any, T], cancel: threading.Event, tick: Tick) -> T:
