@@ -18,7 +18,7 @@ import math
 import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -394,8 +394,7 @@ def _prompt_ms(costs: StepCosts, row: list[float], beside: tuple[float, float]) 
     sequences, context = beside
     if sequences <= 0:
         return prompt
-    generating = d.base_ms + d.per_sequence_ms * sequences + d.per_context_token_ms * context
-    return costs.step_ms(max(0.0, generating), prompt)
+    return costs.step_ms(_generating_ms(d, sequences, context), prompt)
 
 
 def _quality(costs: StepCosts, rows: _Rows) -> FitQuality:
@@ -427,9 +426,8 @@ def reproduce(costs: StepCosts, records: Iterable[RequestRecord]) -> FitQuality:
 def fit_costs(records: Iterable[RequestRecord]) -> Fit:
     """Step costs from requests' server timings (``_rows``), by least squares, and how well
     they reproduce them. A coefficient the data cannot tell apart (one sequence throughout,
-    no cache) is 0. The prompt's costs are fitted to the prompts processed with nothing
-    generating beside them (all, where none was); the interleaved step's to those that
-    were (``_interleaved_cost``)."""
+    no cache) is 0. The generating step's costs are fitted first, then the prompt's and
+    the interleaved step's together (``_interleaved_rows``)."""
     records = list(records)
     rows = _rows(records)
     if not rows.prompt_ms and not rows.predicted_ms:
@@ -438,13 +436,6 @@ def fit_costs(records: Iterable[RequestRecord]) -> Fit:
             "llama-server's prompt_ms and predicted_ms)"
         )
     none = [0.0] * 3
-    alone = [k for k, (sequences, _) in enumerate(rows.beside) if sequences <= 0]
-    fitted = alone if len(alone) >= 2 else list(range(len(rows.prefill)))
-    prefill = (
-        _least_squares([rows.prefill[k] for k in fitted], [rows.prompt_ms[k] for k in fitted])
-        if fitted
-        else none
-    )
     own = [
         (row, observed - other)
         for row, observed, other in zip(
@@ -452,29 +443,42 @@ def fit_costs(records: Iterable[RequestRecord]) -> Fit:
         )
         if observed - other > 0
     ]
-    decode = _least_squares([r for r, _ in own], [ms for _, ms in own]) if own else none
+    decode = DecodeCost(
+        *(_least_squares([r for r, _ in own], [ms for _, ms in own]) if own else none)
+    )
+    prompts = _interleaved_rows(decode, rows)
+    prompt = (
+        _least_squares([row for row, _ in prompts], [ms for _, ms in prompts])
+        if prompts
+        else [0.0] * 4
+    )
     timed = [t for r in usable(records) if (t := _timed(r)) is not None]
-    costs = StepCosts(DecodeCost(*decode), PrefillCost(*prefill), _overhead_ms(timed))
-    costs = replace(costs, interleaved_ms=_interleaved_cost(costs, rows))
+    costs = StepCosts(decode, PrefillCost(*prompt[:3]), _overhead_ms(timed), prompt[3])
     return Fit(costs, _quality(costs, rows))
 
 
-def _interleaved_cost(costs: StepCosts, rows: _Rows) -> float:
-    """What a step holding a prompt and generating tokens costs besides its two parts: the
-    median over the prompts processed beside generating sequences of their ``prompt_ms``
-    less their prompt's cost and those sequences' step, each by ``costs`` (0: none was)."""
-    p, d = costs.prefill, costs.decode
-    extra = []
+def _interleaved_rows(decode: DecodeCost, rows: _Rows) -> list[tuple[list[float], float]]:
+    """The prompt's equations with the interleaved step's cost a term of its own: a prompt
+    processed beside generating sequences times their step too, so its ``prompt_ms`` less
+    that step (by ``decode``) is its prompt's cost and the interleaved cost (a column that
+    is 0 for a prompt alone, and 0 throughout where none was beside them)."""
+    found = []
     for row, (sequences, context), observed in zip(
         rows.prefill, rows.beside, rows.prompt_ms, strict=True
     ):
-        if sequences > 0:
-            prompt = _dot([p.base_ms, p.per_token_ms, p.per_token_context_ms], row)
-            generating = max(
-                0.0, d.base_ms + d.per_sequence_ms * sequences + d.per_context_token_ms * context
-            )
-            extra.append(observed - prompt - generating)
-    return statistics.median(extra) if extra else 0.0
+        beside = sequences > 0
+        own = observed - (_generating_ms(decode, sequences, context) if beside else 0.0)
+        if own > 0:
+            found.append(([*row, 1.0 if beside else 0.0], own))
+    return found
+
+
+def _generating_ms(decode: DecodeCost, sequences: float, context: float) -> float:
+    """A step of ``sequences`` generating on average, their caches holding ``context``."""
+    return max(
+        0.0,
+        decode.base_ms + decode.per_sequence_ms * sequences + decode.per_context_token_ms * context,
+    )
 
 
 # --- storage -------------------------------------------------------------------------------
