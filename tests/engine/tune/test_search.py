@@ -15,7 +15,7 @@ from workbench.engine.predict.calibration import Calibration, FitQuality
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
 from workbench.engine.server.discovery import default_model_path
 from workbench.engine.tune.records import SloTarget, TuneProgress, TuneRequest
-from workbench.engine.tune.search import MAX_HOPELESS, Search, TuneError
+from workbench.engine.tune.search import MAX_HOPELESS, Search, TuneError, server_args
 from workbench.engine.tune.server_measure import Measured, Run
 
 COSTS = StepCosts(DecodeCost(8.0, 1.5, 0.002), PrefillCost(12.0, 0.25, 0.0001), 3.0)
@@ -268,3 +268,14 @@ def test_each_run_refits_its_groups_calibration_and_the_rest_is_predicted_again(
     assert asdict(refitted.costs.decode) == pytest.approx(asdict(TRUE_COSTS.decode), rel=1e-6)
     after = {c.label: c.predicted.get("ttft_p90_s") for c in tuned.candidates if c.measured is None}
     assert after and all(after[k] < before[k] for k in after)
+
+
+def test_the_command_line_names_the_draft_model_by_its_file():
+    """``draft_model = "default"`` means the default model to a run; the command line to
+    copy must give llama-server the file."""
+    model = default_model_path()
+    args = server_args(ServerSettings(slots=2, draft_model="default", draft_max=4), model)
+    md = args.index("-md")
+    assert args[md + 1] == str(model) and Path(args[md + 1]).is_file()
+    assert args[:2] == ["-m", str(model)] and "--port" not in args and "--host" not in args
+    assert args[args.index("--spec-draft-n-max") + 1] == "4"

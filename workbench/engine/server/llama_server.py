@@ -61,11 +61,16 @@ def server_arguments(settings: ServerSettings, model: Path, port: int) -> list[s
     """The llama-server flags for one configuration (binary not included): the fixed ones,
     each setting's own flags as its schema declares them, then ``extra_args`` last (they win)."""
     args = ["-m", str(model), "--host", HOST, "--port", str(port), "--metrics", "--slots"]
-    for f in fields_of(ServerSettings):
-        args += f.flags(getattr(settings, f.name))
+    args += setting_flags(settings)
     args += ["-lv", str(LOG_VERBOSITY)]
     args += list(settings.extra_args)
     return args
+
+
+def setting_flags(settings: ServerSettings) -> list[str]:
+    """Each setting's own flags, as its schema declares them (the model, the port and
+    ``extra_args`` are the caller's)."""
+    return [flag for f in fields_of(ServerSettings) for flag in f.flags(getattr(settings, f.name))]
 
 
 def free_port() -> int:

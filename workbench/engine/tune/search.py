@@ -28,7 +28,7 @@ from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.base.words import plural
 from workbench.engine.config.experiment import RunConfig, ServerSettings
-from workbench.engine.config.settings import fields_of, show_value
+from workbench.engine.config.settings import show_value
 from workbench.engine.measure.prompts import load_prompts
 from workbench.engine.predict.calibration import (
     Calibration,
@@ -39,6 +39,7 @@ from workbench.engine.predict.calibration import (
 from workbench.engine.predict.probe import LIMIT_S
 from workbench.engine.predict.sweep import predict_experiment
 from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.server.llama_server import setting_flags
 from workbench.engine.tune.records import (
     RateTried,
     Recommendation,
@@ -71,7 +72,6 @@ MAX_RATE_PROBES = 6
 RATE_CLOSE = 1.25  # the rate bracket is narrow enough when its ends are within this ratio
 PROGRESS_EVERY_S = 1.0
 SHOWN_RUNNERS_UP = 5
-NOT_PASSED = ("model", "port", "startup_timeout_s")  # the workbench's own, not the server's
 
 
 class TuneError(WorkbenchError):
@@ -120,15 +120,14 @@ class Candidate:
 
 def server_args(settings: ServerSettings, model: Path) -> list[str]:
     """The llama-server arguments that give these settings, to serve with (host, port and
-    the workbench's own logging left to the user)."""
-    args = ["-m", str(model)]
-    for f in fields_of(ServerSettings):
-        if f.name not in NOT_PASSED:
-            args += f.flags(getattr(settings, f.name))
-    return args + list(settings.extra_args)
+    the workbench's own logging left to the user); a draft model named as a run names it
+    (``default``, or beside the experiment) is given as its file."""
+    if settings.draft_model:
+        settings = replace(settings, draft_model=str(resolve_model(settings.draft_model)))
+    return ["-m", str(model), *setting_flags(settings), *settings.extra_args]
 
 
-def _verification_workload(request: TuneRequest) -> dict[str, Any]:
+def verification_workload(request: TuneRequest) -> dict[str, Any]:
     """The traffic at ``users`` at once: their requests in flight together, twice over (a
     conversations run holds ``users`` conversations; a trace keeps its own times)."""
     workload = dict(request.traffic)
@@ -220,7 +219,7 @@ class Search:
 
     def _candidates(self) -> list[Candidate]:
         space = parse_space(self.request.space)
-        workload = _verification_workload(self.request)
+        workload = verification_workload(self.request)
         chosen = space.candidates()
         named = tuple(f"server.{name}" for name in space.axes)
         runs = [Run({"model": str(self.model), **s}, workload, named) for s in chosen]

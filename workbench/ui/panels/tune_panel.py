@@ -46,7 +46,7 @@ from workbench.engine.tune.records import (
     TuneProgress,
     TuneRequest,
 )
-from workbench.engine.tune.search import _verification_workload
+from workbench.engine.tune.search import verification_workload
 from workbench.engine.tune.slo_targets import value_ms
 from workbench.engine.tune.space import NOT_SEARCHED, parse_space
 from workbench.ui.controllers.tasks import Tasks
@@ -122,7 +122,7 @@ def form_settings(
     server = dict(winner.settings)
     if request.model and "model" not in server:
         server["model"] = request.model
-    return server, _verification_workload(request)
+    return server, verification_workload(request)
 
 
 class SloRow(QWidget):
