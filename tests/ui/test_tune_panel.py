@@ -14,11 +14,18 @@ from PySide6.QtWidgets import QApplication
 from tests.ui.driving import click, run
 from tests.ui.tune_records import TRIED, recommendation
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.tune.records import RateTried, Recommendation, TuneProgress, TuneRequest
+from workbench.engine.tune.records import (
+    RateTried,
+    Recommendation,
+    SloTarget,
+    TuneProgress,
+    TuneRequest,
+)
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.panels.experiment_form import ExperimentForm
 from workbench.ui.panels.tune_panel import (
     TRACE,
+    SloRow,
     TunePanel,
     done_share,
     progress_words,
@@ -284,3 +291,13 @@ def test_the_rate_is_said_as_the_cli_says_it():
     assert "No Poisson rate probe met the SLO." in verdict_words(missed)
     unprobed = dataclasses.replace(missed, rate_probes=())
     assert "Rate search: no room left in the budget." in verdict_words(unprobed)
+
+
+def test_an_slo_row_paints(qtbot):
+    """Qt asks a widget's ``metric()`` to paint it: an attribute of that name crashed the
+    window (a segmentation fault) the first time an SLO row was painted in a new font."""
+    row = SloRow("itl", 99, 80.0)
+    qtbot.addWidget(row)
+    row.show()
+    assert not row.grab().isNull()
+    assert row.target() == SloTarget("itl", 99, 80.0)

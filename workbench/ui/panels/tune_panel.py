@@ -132,10 +132,11 @@ class SloRow(QWidget):
 
     def __init__(self, metric: str = "ttft", percentile: int = 90, limit_ms: float = 2000.0):
         super().__init__()
-        self.metric = QComboBox()
+        # not "metric": it would hide QPaintDevice.metric, which Qt calls to paint the row
+        self.metric_box = QComboBox()
         for name in METRICS:
-            self.metric.addItem(name.upper(), name)
-        self.metric.setCurrentIndex(METRICS.index(metric))
+            self.metric_box.addItem(name.upper(), name)
+        self.metric_box.setCurrentIndex(METRICS.index(metric))
         self.percentile = QComboBox()
         for p in PERCENTILES:
             self.percentile.addItem(f"p{p}", p)
@@ -152,7 +153,7 @@ class SloRow(QWidget):
         remove.clicked.connect(self._remove)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.metric)
+        layout.addWidget(self.metric_box)
         layout.addWidget(self.percentile)
         layout.addWidget(QLabel("≤"))
         layout.addWidget(self.limit, 1)
@@ -164,7 +165,7 @@ class SloRow(QWidget):
     def target(self) -> SloTarget:
         """The SLO this row says; ValueError (in words) for a limit of 0."""
         return SloTarget(
-            self.metric.currentData(), self.percentile.currentData(), self.limit.value()
+            self.metric_box.currentData(), self.percentile.currentData(), self.limit.value()
         )
 
 
