@@ -3,6 +3,7 @@ refused when damaged, and found again only for what it holds for."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import asdict, replace
@@ -288,3 +289,19 @@ def test_the_probe_measures_each_kind_of_cost_early_and_the_dearest_last():
     assert all(p.max_tokens == 1 for p in phases(8) if p.name.startswith("prompt"))
     assert [p.name for p in phases(2) if "generating" in p.name] == ["1 generating", "2 generating"]
     assert probe_settings(ServerSettings(slots=16)).ctx == 16 * 2048
+
+
+def test_a_calibration_stored_before_the_draft_settings_is_still_found(tmp_path):
+    """The draft model's settings are held only when set: a calibration stored before they
+    were held (its settings without them, its file named without them) is found again."""
+    before_drafts = {
+        k: v for k, v in SETTINGS.items() if k not in ("draft_model", "draft_max", "draft_min")
+    }
+    made = calibration(settings=before_drafts)
+    key = json.dumps([made.machine, made.model, made.build, before_drafts], sort_keys=True)
+    name = f"model-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
+    save(made, tmp_path).rename(tmp_path / name)
+    same = (made.machine, made.model, made.build)
+    assert find(*same, held_settings(ServerSettings(batch_size=512)), tmp_path) == made
+    drafting = held_settings(ServerSettings(batch_size=512, draft_model="d.gguf", draft_max=4))
+    assert drafting["draft_model"] == "d.gguf" and find(*same, drafting, tmp_path) is None

@@ -32,7 +32,7 @@ def test_a_draft_model_is_not_predicted():
 def test_a_calibration_holds_for_its_draft_settings():
     plain = held_settings(ServerSettings())
     drafted = held_settings(ServerSettings(draft_model="/d.gguf", draft_max=8))
-    assert (plain["draft_model"], plain["draft_max"], plain["draft_min"]) == (None, None, None)
+    assert not {"draft_model", "draft_max", "draft_min"} & set(plain)  # as stored before them
     assert (drafted["draft_model"], drafted["draft_max"]) == ("/d.gguf", 8)
     older = held_settings({"cont_batching": True})  # a calibration's from before the drafts
     assert older == plain

@@ -53,6 +53,9 @@ HELD_SETTINGS = (
 )
 """The server settings a step's cost depends on: another value of any needs its own
 calibration. The slots and the context do not change a step's cost (what is decoding does)."""
+HELD_WHEN_SET = ("draft_model", "draft_max", "draft_min")
+"""Held settings that came after calibrations were first stored: left out while unset, so a
+calibration stored before them is still found for the settings it was made with."""
 
 
 class CalibrationError(WorkbenchError):
@@ -155,7 +158,8 @@ def model_identity(path: Path) -> str:
 def held_settings(settings: dict[str, Any] | ServerSettings) -> dict[str, Any]:
     """Of a configuration's server settings, those that change a step's cost."""
     found = asdict(settings) if isinstance(settings, ServerSettings) else settings
-    return {name: found.get(name) for name in HELD_SETTINGS}
+    held = {name: found.get(name) for name in HELD_SETTINGS}
+    return {k: v for k, v in held.items() if v is not None or k not in HELD_WHEN_SET}
 
 
 def default_folder() -> Path:
@@ -553,6 +557,7 @@ def load(path: Path) -> Calibration:
         if isinstance(value, float) or not isinstance(value, int | str | bool | None):
             raise check.error(f"settings.{name}", f"is {value!r}, not a setting")
         held[name] = check.text(value, f"settings.{name}") if isinstance(value, str) else value
+    held = held_settings(held)
     build = document.get("build")
     template = document.get("template_tokens")
     chat = document.get("chat")
