@@ -3,6 +3,7 @@ of a candidate the model was wrong about, and how it ends without a winner."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -229,15 +230,28 @@ def test_a_measured_candidate_that_met_the_slo_lost_on_measured_throughput():
     assert loser.why_lost == "measured 50.0 tok/s, not above the winner's 200.0"
 
 
-def test_a_trace_is_ranked_by_measurement_only_and_said_so():
-    said: list[TuneProgress] = []
+def test_a_trace_is_ranked_by_the_model(tmp_path):
+    """The scheduler model predicts a recorded trace's rows at their times: its candidates
+    are ranked, and the trace is replayed as recorded (no concurrency of the tune's)."""
+    recorded = tmp_path / "recorded.jsonl"
+    rows = [{"timestamp": 250 * k, "input_length": 40, "output_length": 8} for k in range(6)]
+    recorded.write_text("".join(json.dumps(row) + "\n" for row in rows))
     measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
-    trace = {"arrival": "trace", "trace": "recorded.jsonl", "input_tokens": 0}
-    result = search(measure, space="slots=1,2", said=said, traffic=trace).run()
-    assert any("does not predict a recorded trace yet" in p.text for p in said)
-    assert measure.probes == 0 and all(t.predicted == {} for t in result.tried)
+    trace = {"arrival": "trace", "trace": str(recorded), "input_tokens": 0}
+    result = search(measure, space="slots=1,2", traffic=trace).run()
+    assert all(t.predicted.get("ttft_p90_s") for t in result.tried)
     assert result.verified and measure.runs[0].workload["arrival"] == "trace"
     assert "concurrency" not in measure.runs[0].workload
+
+
+def test_a_trace_the_model_cannot_read_is_ranked_by_measurement_and_said_so():
+    said: list[TuneProgress] = []
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
+    trace = {"arrival": "trace", "trace": "missing.jsonl", "input_tokens": 0}
+    result = search(measure, space="slots=1,2", said=said, traffic=trace).run()
+    assert any("ranked by measurement only" in p.text for p in said)
+    assert measure.probes == 0 and all(t.predicted == {} for t in result.tried)
+    assert result.verified and measure.runs[0].workload["arrival"] == "trace"
 
 
 def test_each_run_refits_its_groups_calibration_and_the_rest_is_predicted_again():

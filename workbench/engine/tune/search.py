@@ -210,8 +210,7 @@ class Search:
         self.candidates = self._candidates()
         fitting = self._memory()
         self._check_budget(fitting)
-        if self._modelled():
-            self._calibrate(fitting)
+        self._calibrate(fitting)
         self._predict(fitting)
         winner = self._verify(fitting)
         rate = self._rate(winner) if winner is not None and not self.cancel.is_set() else None
@@ -290,14 +289,6 @@ class Search:
                 f"~{math.ceil(least)} s (a server's start and one run of the traffic)"
             )
 
-    def _modelled(self) -> bool:
-        w = self.candidates[0].config.workload
-        if w.conversations or w.arrival == "trace":
-            what = "conversations" if w.conversations else "a recorded trace"
-            self._say("rank", f"the model does not predict {what} yet: ranked by measurement only")
-            return False
-        return True
-
     def _calibrate(self, fitting: list[Candidate]) -> None:
         """A stored calibration for each held-settings group; the largest group probed when
         it has none and the budget leaves room for the probe and two runs after it (stored
@@ -349,9 +340,13 @@ class Search:
             prompts = load_prompts(group[0].config.workload.prompts)
             try:
                 predicted = predict_experiment(
-                    experiment, calibration.costs, prompts, calibration.template_tokens or 0
+                    experiment,
+                    calibration.costs,
+                    prompts,
+                    calibration.template_tokens or 0,
+                    chat=calibration.chat,
                 )
-            except ExperimentError as exc:  # what the model does not predict: measured only
+            except WorkbenchError as exc:  # what the model does not predict: measured only
                 self._say("rank", f"not predicted ({exc}): ranked by measurement only")
                 continue
             for c, p in zip(group, predicted, strict=True):
