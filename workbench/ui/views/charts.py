@@ -196,7 +196,6 @@ class MetricChart(Plot):
         if not self._labels:
             return
         view = self.getPlotItem().vb
-        frame = view.sceneBoundingRect()
         to_scene = view.mapViewToScene
         lines = [
             [to_scene(QPointF(x, y)) for x, y in zip(*curve.getData(), strict=True)]
@@ -208,23 +207,7 @@ class MetricChart(Plot):
             for bars in self._error_bars
             for x, y, h in zip(bars.opts["x"], bars.opts["y"], bars.opts["height"], strict=True)
         ]
-        avoid = []
-        if self.legend is not None and self._legend_at is not None and self.legend.isVisible():
-            (ax, ay), (dx, dy) = self._legend_at
-            size = self.legend.boundingRect().size()
-            corner = QPointF(
-                frame.left() + ax * (frame.width() - size.width()) + dx,
-                frame.top() + ay * (frame.height() - size.height()) + dy,
-            )
-            avoid.append(QRectF(corner, size))
-        points = [to_scene(label.pos()) for label in self._labels]
-        sizes = [label.textItem.boundingRect().size() for label in self._labels]
-        for label, point, rect in zip(
-            self._labels, points, label_places(points, sizes, frame, lines, avoid), strict=True
-        ):
-            label.setAnchor(
-                ((point.x() - rect.left()) / rect.width(), (point.y() - rect.top()) / rect.height())
-            )
+        anchor_labels(view, self._labels, lines, self.legend, self._legend_at)
 
     def fit(self) -> None:
         """Apply ``view_range``: each axis it gives is set, the others fit the data."""
@@ -272,6 +255,36 @@ def view_range(data: ChartData) -> tuple[Range | None, Range | None]:
         headroom = 1.12 if data.kind == ChartKind.TRADE_OFF else 1.06
         return x_range, (0.0, headroom * max(tops) or 1.0)
     return x_range, None
+
+
+def anchor_labels(
+    view: pg.ViewBox,
+    labels: list[pg.TextItem],
+    lines: list[list[QPointF]],
+    legend: pg.LegendItem | None,
+    legend_at: tuple[tuple[float, float], tuple[float, float]] | None,
+) -> None:
+    """Each of a plot's labels (pyqtgraph ``TextItem``s) anchored where ``label_places`` puts
+    it: off the ``lines`` (scene points) and off the legend where it shows (placed at
+    ``legend_at``, as ``legend_spot`` gives it)."""
+    frame = view.sceneBoundingRect()
+    avoid = []
+    if legend is not None and legend_at is not None and legend.isVisible():
+        (ax, ay), (dx, dy) = legend_at
+        size = legend.boundingRect().size()
+        corner = QPointF(
+            frame.left() + ax * (frame.width() - size.width()) + dx,
+            frame.top() + ay * (frame.height() - size.height()) + dy,
+        )
+        avoid.append(QRectF(corner, size))
+    points = [view.mapViewToScene(label.pos()) for label in labels]
+    sizes = [label.textItem.boundingRect().size() for label in labels]
+    for label, point, rect in zip(
+        labels, points, label_places(points, sizes, frame, lines, avoid), strict=True
+    ):
+        label.setAnchor(
+            ((point.x() - rect.left()) / rect.width(), (point.y() - rect.top()) / rect.height())
+        )
 
 
 def label_places(

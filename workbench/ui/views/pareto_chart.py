@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QBrush, QColor, QResizeEvent
 from PySide6.QtWidgets import QWidget
 
 from workbench.engine.analysis.compare import Series
 from workbench.engine.tune.records import Recommendation, SloTarget, TriedConfig
 from workbench.ui.theme.qt_theme import session_colors, signal_color
-from workbench.ui.views.charts import label_places, legend_spot
+from workbench.ui.views.charts import anchor_labels, legend_spot
 from workbench.ui.widgets.plot_widget import Plot
 
 X_KEY, Y_KEY = "ttft_p90_s", "agg_tok_s"  # the catalogue's figures the axes show
@@ -261,25 +261,10 @@ class ParetoChart(Plot):
         if not self._labels:
             return
         view = self.getPlotItem().vb
-        frame = view.sceneBoundingRect()
-        to_scene = view.mapViewToScene
-        front = [to_scene(QPointF(x, y)) for x, y in zip(*self.front.getData(), strict=True)]
-        avoid = []
-        if self.legend.isVisible():
-            ((ax, ay), (dx, dy)), size = self._legend_at, self.legend.boundingRect().size()
-            corner = QPointF(
-                frame.left() + ax * (frame.width() - size.width()) + dx,
-                frame.top() + ay * (frame.height() - size.height()) + dy,
-            )
-            avoid.append(QRectF(corner, size))
-        points = [to_scene(label.pos()) for label in self._labels]
-        sizes = [label.textItem.boundingRect().size() for label in self._labels]
-        for label, point, rect in zip(
-            self._labels, points, label_places(points, sizes, frame, [front], avoid), strict=True
-        ):
-            label.setAnchor(
-                ((point.x() - rect.left()) / rect.width(), (point.y() - rect.top()) / rect.height())
-            )
+        front = [
+            view.mapViewToScene(QPointF(x, y)) for x, y in zip(*self.front.getData(), strict=True)
+        ]
+        anchor_labels(view, self._labels, [front], self.legend, self._legend_at)
 
     def drawn(self, source: str) -> int:
         """How many points are drawn with figures from ``source`` (for tests)."""
