@@ -227,12 +227,7 @@ def _report(r: Recommendation, request: TuneRequest, console: Console, cancelled
         console.print(
             f"[green]verified[/green]: {escape(r.winner.label)} at {r.users} users: {measured}"
         )
-        if r.rate_rps is not None:
-            console.print(f"it holds {r.rate_rps:g} requests/s (Poisson) within the SLO")
-        elif r.rate_probes:
-            console.print("no Poisson rate probe met the SLO")
-        else:
-            console.print("rate search: no room left in the budget")
+        console.print(r.rate_said())
         console.print("serve with:")
         console.print(r.command_line or "", markup=False, highlight=False, soft_wrap=True)
     else:

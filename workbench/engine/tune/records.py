@@ -139,3 +139,11 @@ class Recommendation:
     @property
     def measured(self) -> dict[str, float | None]:
         return {} if self.winner is None or self.winner.measured is None else self.winner.measured
+
+    def rate_said(self) -> str:
+        """What the rate search found, in one sentence (as the CLI and the Tune tab say it)."""
+        if self.rate_rps is not None:
+            return f"It holds {self.rate_rps:g} requests/s (Poisson) within the SLO."
+        if self.rate_probes:
+            return "No Poisson rate probe met the SLO."
+        return "Rate search: no room left in the budget."

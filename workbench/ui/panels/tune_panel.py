@@ -629,12 +629,7 @@ def verdict_words(recommendation: Recommendation) -> str:
         )
         users = "" if r.users is None else f" at {plural(r.users, 'user')} at once"
         lines.append(f"Verified on the real server{users}: {measured}.")
-        if r.rate_rps is not None:
-            lines.append(f"It holds {r.rate_rps:g} requests/s (Poisson) within the SLO.")
-        elif r.rate_probes:
-            lines.append("No Poisson rate probe met the SLO.")
-        else:
-            lines.append("Rate search: no room left in the budget.")
+        lines.append(r.rate_said())
     else:
         lines.append(f"Best found: {winner.label} ({settings_words(winner.settings)}).")
         lines.append("Not verified: its figures are predicted, not measured.")
