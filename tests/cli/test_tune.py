@@ -32,6 +32,7 @@ def wide(monkeypatch):
         (["--space", "slots=0"], "--space slots must be between 1 and 1024"),
         (["--space", "slot=1,2"], "'slot' is not a server setting (did you mean 'slots'?)"),
         (["--space", "ctx=10000000"], "nothing in the space fits: 1 combination, the first"),
+        (["--draft-model", "no-such-draft.gguf"], "--draft-model: "),
     ],
 )
 def test_what_it_cannot_tune_is_one_line(tmp_path, capsys, flags, said):

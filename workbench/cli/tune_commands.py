@@ -66,6 +66,13 @@ def add_tune(sub: Any) -> None:
         'flash_attn=on,off; threads" (default: slots)',
     )
     parser.add_argument(
+        "--draft-model",
+        metavar="FILE",
+        help="a draft model (GGUF) for speculative decoding: every combination is tried with "
+        "it and without (its draft_max from --space, e.g. draft_max=2,4); the model does not "
+        "predict drafting, so those are ranked by measurement",
+    )
+    parser.add_argument(
         "--budget",
         type=BUDGET,
         default=BUDGET(DEFAULT_BUDGET),
@@ -121,7 +128,15 @@ def request_of(args: argparse.Namespace) -> TuneRequest:
         else Path("results") / datetime.now().strftime("tune-%Y%m%d-%H%M%S")
     )
     return TuneRequest(
-        slos, users, args.model, _traffic(args), args.space, args.budget, out, args.server_bin
+        slos,
+        users,
+        args.model,
+        _traffic(args),
+        args.space,
+        args.budget,
+        out,
+        args.server_bin,
+        args.draft_model,
     )
 
 

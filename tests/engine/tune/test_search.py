@@ -293,3 +293,23 @@ def test_the_command_line_names_the_draft_model_by_its_file():
     assert args[md + 1] == str(model) and Path(args[md + 1]).is_file()
     assert args[:2] == ["-m", str(model)] and "--port" not in args and "--host" not in args
     assert args[args.index("--spec-draft-n-max") + 1] == "4"
+
+
+def test_a_draft_model_is_a_dimension_measured_not_predicted():
+    """Each combination with the draft and without: the model predicts those without (it
+    does not model drafting), the draft ones are verified by measurement."""
+    draft = str(default_model_path())
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
+    request = TuneRequest(
+        (SloTarget("ttft", 90, 2000),), users=2, traffic=TRAFFIC, space="slots=1,2",
+        draft_model=draft,
+    )  # fmt: skip
+    found = Search(
+        request, default_model_path(), "llama-server", measure, [].append, threading.Event(),
+        available_bytes=64 * GIB,
+    ).run()  # fmt: skip
+    drafting = {t.label: bool(t.settings.get("draft_model")) for t in found.tried}
+    assert sorted(drafting.values()) == [False, False, True, True]
+    for tried in found.tried:
+        assert bool(tried.predicted) != drafting[tried.label]
+    assert any(run.server.get("draft_model") == draft for run in measure.runs)

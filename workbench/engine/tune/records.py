@@ -61,6 +61,9 @@ class TuneRequest:
     budget_s: float = 600.0
     out_dir: Path = Path("results")
     server_bin: str | None = None
+    # speculative decoding as a dimension: each combination with this draft model and
+    # without one (unless ``space`` names ``draft_model`` itself)
+    draft_model: str | None = None
 
 
 @dataclass(frozen=True)

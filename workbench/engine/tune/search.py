@@ -217,7 +217,7 @@ class Search:
         return self._recommend(winner, rate)
 
     def _candidates(self) -> list[Candidate]:
-        space = parse_space(self.request.space)
+        space = parse_space(self.request.space, self.request.draft_model)
         workload = verification_workload(self.request)
         chosen = space.candidates()
         named = tuple(f"server.{name}" for name in space.axes)
@@ -607,6 +607,12 @@ def tune(
     thread), ``progress`` told at least every second, back soon after ``cancel`` is set
     with every server it started stopped. A ``WorkbenchError`` says why it cannot start."""
     model = resolve_model(request.model or "default")
+    if request.draft_model:
+        try:
+            draft = resolve_model(request.draft_model)
+        except WorkbenchError as exc:
+            raise TuneError(f"--draft-model: {exc}") from None
+        request = replace(request, draft_model=str(draft))
     binary = find_server_binary(request.server_bin).path
     measure = ServerMeasure(binary, model, request.out_dir, request.server_bin, cancel)
     return Search(request, model, binary, measure, progress, cancel).run()

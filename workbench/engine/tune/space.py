@@ -153,9 +153,10 @@ class Space:
         ]
 
 
-def parse_space(text: str) -> Space:
+def parse_space(text: str, draft_model: str | None = None) -> Space:
     """``--space`` (empty: ``slots``, its usual values), one clear error naming the setting
-    for an unknown name or a bad value."""
+    for an unknown name or a bad value. With ``draft_model``, every combination is tried
+    with that draft model and without one, unless the space names ``draft_model`` itself."""
     parts = [p.strip() for p in (text.strip() or DEFAULT_SPACE).split(";") if p.strip()]
     axes: dict[str, tuple[Any, ...]] = {}
     for part in parts:
@@ -163,6 +164,8 @@ def parse_space(text: str) -> Space:
         if name in axes:
             raise SpaceError(f"--space {name} is given twice: give each setting once")
         axes[name] = values
+    if draft_model and "draft_model" not in axes:
+        axes["draft_model"] = ("", draft_model)
     count = 1
     for values in axes.values():
         count *= len(values)
