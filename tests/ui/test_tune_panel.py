@@ -301,3 +301,10 @@ def test_an_slo_row_paints(qtbot):
     row.show()
     assert not row.grab().isNull()
     assert row.target() == SloTarget("itl", 99, 80.0)
+
+
+def test_a_draft_model_in_the_tab_is_the_tunes(qtbot, tasks, tmp_path):
+    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
+    assert panel.tune_request().draft_model is None
+    panel.draft.setText("  drafts/small.gguf ")
+    assert panel.tune_request().draft_model == "drafts/small.gguf"

@@ -269,9 +269,16 @@ class TunePanel(QWidget):
         self.budget = self._count(1, 24 * 60, 10)
         self.budget.setSuffix(" min")
         self.budget.setToolTip("the whole search: calibration, predictions and verifying runs")
+        self.draft = QLineEdit()
+        self.draft.setPlaceholderText("none")
+        self.draft.setToolTip(
+            "a draft model (GGUF) for speculative decoding: every combination is tried with it "
+            "and without, measured (the model does not predict drafting)"
+        )
         search = QGroupBox("Search")
         search_rows = QFormLayout(search)
         search_rows.addRow("model", model_row)
+        search_rows.addRow("draft model", self.draft)
         search_rows.addRow("space", self.space)
         search_rows.addRow("budget", self.budget)
 
@@ -464,6 +471,7 @@ class TunePanel(QWidget):
             budget_s=60.0 * self.budget.value(),
             out_dir=self.out_dir,
             server_bin=self.server_bin,
+            draft_model=self.draft.text().strip() or None,
         )
 
     # -- a tune --------------------------------------------------------------------------------
