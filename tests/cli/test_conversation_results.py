@@ -76,11 +76,12 @@ def test_export_writes_the_figures_last_and_each_later_turns_re_prefilled_tokens
     with table.open() as fh:
         reader = csv.DictReader(fh)
         one, two = list(reader)
-    assert list(reader.fieldnames or [])[-7:] == [
+    assert list(reader.fieldnames or [])[-8:] == [
         "lost_turns",
         "lost_turn_share",
         "conversations_per_slot",
         *(f.column for f in in_part(Part.SPECULATIVE)),  # the newest part, after them
+        "e2e_p99_s",  # a figure added to an older part later, after every column
     ]
     assert (one["reprefilled_tokens"], one["lost_turns"], one["later_turns"]) == ("456", "4", "4")
     assert (two["reprefilled_tokens"], two["later_cache_share"], two["conversations_per_slot"]) == (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ui.driving import click, run
+from tests.ui.driving import click_until
 from workbench.engine.config.experiment import parse_experiment
 
 pytestmark = pytest.mark.server
@@ -31,8 +31,7 @@ def test_at_one_slot_each_second_turn_is_outlined_and_each_conversation_has_its_
     window.form.load(parse_experiment(ONE_SLOT))
     statuses: list[str] = []
     window.run_finished.connect(statuses.append)
-    click(loop, window.run_button)
-    run(loop, lambda: statuses, 240)
+    click_until(loop, window.run_button, lambda: statuses, 240)
     assert statuses == ["complete"], window.banner.text()
     views = window.model.ordered()
     assert sorted((v.user, v.turn) for v in views) == [("u1", 1), ("u1", 2), ("u2", 1), ("u2", 2)]

@@ -48,9 +48,13 @@ def test_a_real_experiment_fills_every_view(window, loop, qtbot, monkeypatch):
     load(window, SWEEP)
     statuses: list[str] = []
     window.run_finished.connect(statuses.append)
-    click(loop, window.run_button)
-    assert window.running and not window.run_button.isEnabled()
-    run(loop, lambda: statuses, 120)
+    busy: list[bool] = []
+    window.runs.busy_changed.connect(
+        lambda on: busy.append(on and not window.run_button.isEnabled())
+    )
+    # in one run of the loop: a task the click starts must not be resumed between two
+    click_until(loop, window.run_button, lambda: statuses, 120)
+    assert busy == [True, False]
     assert statuses == ["complete"], window.banner.text()
     panes = window.grid.panes
     assert len(panes) == 4  # the last configuration's requests
