@@ -20,6 +20,7 @@ from workbench.engine.net.http_stream import (
     ConnectFailed,
     Endpoint,
     HttpStreamError,
+    KernelStampedSocket,
     StreamClient,
     StreamedResponse,
 )
@@ -241,3 +242,32 @@ def test_an_endpoint_keeps_a_gateways_path_and_names_its_host() -> None:
     head = StreamClient("http://h:81/gw").request_head("POST", "/v1/x", 2, {"X-A": "1"})
     assert head.startswith(b"POST /gw/v1/x HTTP/1.1\r\nHost: h:81\r\n")
     assert b"Content-Length: 2\r\n" in head and head.endswith(b"X-A: 1\r\n\r\n")
+
+
+class _Flood:
+    """A socket that always has bytes: at most 250,000 a read, as a kernel gives what it
+    has received (a budget of 1 MiB is then not a whole number of reads)."""
+
+    def __init__(self, real: socket.socket) -> None:
+        self.real, self.asked = real, []
+
+    def recvmsg(self, size: int, ancillary: int) -> tuple[bytes, list, int, None]:
+        self.asked.append(size)
+        return b"x" * min(size, 250_000), [], 0, None
+
+    def fileno(self) -> int:
+        return self.real.fileno()
+
+
+async def test_one_turn_of_the_loop_reads_no_more_than_its_budget() -> None:
+    """A read past the budget's last byte made a turn take up to a read more (256 KiB),
+    and a reader behind hold that much more than its high-water mark says."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.setblocking(False)
+        reads = KernelStampedSocket(ours, asyncio.get_running_loop())
+        flood = _Flood(ours)
+        reads.sock = flood  # type: ignore[assignment]
+        reads._readable()
+        assert reads.queued == READ_BUDGET_BYTES
+        reads._stop_reading()

@@ -163,7 +163,8 @@ class KernelStampedSocket(_Reads):
         taken = 0
         try:
             while taken < READ_BUDGET_BYTES:  # then let the loop serve other sockets
-                data, ancillary, _, _ = self.sock.recvmsg(READ_BYTES, _ANCILLARY_BYTES)
+                wanted = min(READ_BYTES, READ_BUDGET_BYTES - taken)  # the budget, not past it
+                data, ancillary, _, _ = self.sock.recvmsg(wanted, _ANCILLARY_BYTES)
                 now = time.perf_counter_ns()
                 offset = time.time_ns() - now
                 if not data:
