@@ -206,7 +206,9 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
         try:
             prediction = session.predictions()
         except SessionError as exc:  # the rest of the session still reads
-            console.print(f"[yellow]warning:[/yellow] {escape(str(exc))}", highlight=False)
+            console.print(
+                f"[yellow]warning:[/yellow] {escape(str(exc))}", highlight=False, soft_wrap=True
+            )
             prediction = None
         if prediction is not None:
             print_prediction(console, prediction, summaries)
