@@ -125,6 +125,19 @@ def form_settings(
     return server, verification_workload(request)
 
 
+def _file_row(placeholder: str, pick: Callable[[], None]) -> tuple[QLineEdit, QHBoxLayout]:
+    """A file's name to type, and a button beside it that picks one."""
+    edit = QLineEdit()
+    edit.setPlaceholderText(placeholder)
+    button = QPushButton("…")
+    button.setMaximumWidth(32)
+    button.clicked.connect(pick)
+    row = QHBoxLayout()
+    row.addWidget(edit)
+    row.addWidget(button)
+    return edit, row
+
+
 class SloRow(QWidget):
     """One SLO: a metric, a percentile and a limit in ms, and a button that removes it."""
 
@@ -234,14 +247,7 @@ class TunePanel(QWidget):
         narrow(self.traffic, 12)
         self.input_tokens = self._count(1, 1_000_000, 512)
         self.max_tokens = self._count(1, 1_000_000, 128)
-        self.trace = QLineEdit()
-        self.trace.setPlaceholderText("a .jsonl trace (Mooncake or AIPerf)")
-        pick_trace = QPushButton("…")
-        pick_trace.setMaximumWidth(32)
-        pick_trace.clicked.connect(self._pick_trace)
-        trace_row = QHBoxLayout()
-        trace_row.addWidget(self.trace)
-        trace_row.addWidget(pick_trace)
+        self.trace, trace_row = _file_row("a .jsonl trace (Mooncake or AIPerf)", self._pick_trace)
         traffic = QGroupBox("Traffic")
         self.traffic_rows = QFormLayout(traffic)
         self.traffic_rows.addRow("requests", self.traffic)
@@ -250,14 +256,7 @@ class TunePanel(QWidget):
         self.traffic_rows.addRow("trace", trace_row)
         self.traffic.currentTextChanged.connect(self._traffic_changed)
 
-        self.model = QLineEdit()
-        self.model.setPlaceholderText("the default model")
-        pick_model = QPushButton("…")
-        pick_model.setMaximumWidth(32)
-        pick_model.clicked.connect(self._pick_model)
-        model_row = QHBoxLayout()
-        model_row.addWidget(self.model)
-        model_row.addWidget(pick_model)
+        self.model, model_row = _file_row("the default model", self._pick_model)
         self.space = QLineEdit()
         self.space.setPlaceholderText(SPACE_EXAMPLE)
         names = [f.name for f in fields_of(ServerSettings) if f.name not in NOT_SEARCHED]
