@@ -69,8 +69,8 @@ def add_tune(sub: Any) -> None:
         "--draft-model",
         metavar="FILE",
         help="a draft model (GGUF) for speculative decoding: every combination is tried with "
-        "it and without (its draft_max from --space, e.g. draft_max=2,4); the model does not "
-        "predict drafting, so those are ranked by measurement",
+        "it and without (to search draft_max, give the draft in --space: draft_model=FILE; "
+        "draft_max=2,4); the model does not predict drafting, so those are measured",
     )
     parser.add_argument(
         "--budget",

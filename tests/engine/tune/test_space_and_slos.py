@@ -124,3 +124,12 @@ def test_slos_given_twice_or_not_at_all_are_refused():
         parse_slos(["ttft_p90:1", "ttft_p90:2"])
     with pytest.raises(SloError, match="give at least one --slo"):
         parse_slos([])
+
+
+def test_draft_counts_are_searched_only_where_every_combination_drafts():
+    with pytest.raises(SpaceError, match="draft_max needs a draft model in every combination"):
+        parse_space("slots=1; draft_max=2,4", draft_model="d.gguf")
+    with pytest.raises(SpaceError, match="draft_min needs a draft model"):
+        parse_space("draft_min=1")
+    space = parse_space("slots=1; draft_model=d.gguf; draft_max=2,4")
+    assert [c["draft_max"] for c in space.candidates()] == [2, 4]

@@ -166,6 +166,12 @@ def parse_space(text: str, draft_model: str | None = None) -> Space:
         axes[name] = values
     if draft_model and "draft_model" not in axes:
         axes["draft_model"] = ("", draft_model)
+    counts = [n for n in ("draft_max", "draft_min") if n in axes]
+    if counts and "" in axes.get("draft_model", ("",)):
+        raise SpaceError(
+            f"--space {counts[0]} needs a draft model in every combination: search it with "
+            f'the draft in the space ("draft_model=FILE; {counts[0]}=2,4"), not --draft-model'
+        )
     count = 1
     for values in axes.values():
         count *= len(values)
