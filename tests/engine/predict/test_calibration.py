@@ -105,14 +105,18 @@ def interleaved(at_s: float) -> list[RequestRecord]:
     pair = group(at_s, 2, 16, 24)
     first_s = pair[0].t_first_token_ns / NS
     (prompt,) = group(first_s + 0.05 - COSTS.request_overhead_ms / 1000, 1, 256, 1)
-    added = prompt.timings["prompt_ms"]
-    return [prompt] + [
+    return [prompt, *slowed(pair, prompt.timings["prompt_ms"])]
+
+
+def slowed(generating: list[RequestRecord], ms: float) -> list[RequestRecord]:
+    """The requests as if a step of ``ms`` more had been among their decode's steps."""
+    return [
         replace(
             r,
-            t_last_token_ns=r.t_last_token_ns + round(added * 1e6),
-            timings={**r.timings, "predicted_ms": r.timings["predicted_ms"] + added},
+            t_last_token_ns=r.t_last_token_ns + round(ms * 1e6),
+            timings={**r.timings, "predicted_ms": r.timings["predicted_ms"] + ms},
         )
-        for r in pair
+        for r in generating
     ]
 
 

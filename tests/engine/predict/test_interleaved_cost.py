@@ -9,7 +9,13 @@ from dataclasses import replace
 
 import pytest
 
-from tests.engine.predict.test_calibration import COSTS, calibration, group, probe_like
+from tests.engine.predict.test_calibration import (
+    COSTS,
+    calibration,
+    group,
+    probe_like,
+    slowed,
+)
 from tests.made_sessions import NS
 from workbench.engine.base.errors import ImportFileError
 from workbench.engine.base.records import RequestRecord
@@ -39,14 +45,7 @@ def beside_two(at_s: float, extra_ms: float = EXTRA_MS) -> list[RequestRecord]:
         t_done_ns=first,
         timings={**prompt.timings, "prompt_ms": prompt_ms},
     )
-    return [prompt] + [
-        replace(
-            r,
-            t_last_token_ns=r.t_last_token_ns + round(prompt_ms * 1e6),
-            timings={**r.timings, "predicted_ms": r.timings["predicted_ms"] + prompt_ms},
-        )
-        for r in pair
-    ]
+    return [prompt, *slowed(pair, prompt_ms)]
 
 
 def test_the_interleaved_steps_cost_is_fitted_apart_from_the_prompts():
