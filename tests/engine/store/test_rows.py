@@ -23,9 +23,7 @@ from workbench.engine.store.rows import (
     CHUNKS,
     CONFIGS,
     GPU_SAMPLES,
-    IMPORT_SOURCE,
     REQUESTS,
-    SESSION,
     TABLES,
     ConfigRow,
     StoredChunk,
@@ -81,7 +79,7 @@ def example(row_type: type, seed: int) -> typing.Any:
 
 @pytest.mark.parametrize("table", TABLES, ids=lambda t: t.name)
 def test_every_row_reads_back_as_written(conn, table):
-    seeds = (1,) if table in (SESSION, IMPORT_SOURCE) else (1, 2)  # one-row tables
+    seeds = (1,) if table.single_row else (1, 2)  # one-row tables
     written = [example(table.row, seed) for seed in seeds]
     with conn:
         table.insert(conn, written)

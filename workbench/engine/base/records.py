@@ -77,6 +77,9 @@ class RequestRecord:
     # 1); None for an independent request, or a file older than schema 8
     conversation_id: str | None = column(since=8, default=None)
     turn: int | None = column(since=8, default=None)
+    # which client worker process sent it (``[workload] workers``), from 0; None: the run
+    # had one client process, or a file older than schema 10
+    worker: int | None = column(since=10, default=None)
     chunks: list[TokenChunk] = not_stored(default_factory=list)  # the chunks table
     # the server slot that served it, from the server's log (the request_slots table)
     slot: int | None = not_stored(default=None)

@@ -249,6 +249,25 @@ class StoredLeftOut:
     text: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class RemoteOrigin:
+    """Where a session recorded through ``workbench agent`` on another machine was measured:
+    the host as the user named it, the agent's run (by id, never by a path: the far side finds
+    its own copy from it), what the agent was, the far clock's offset from this one (far
+    minus near, from round trips over the channel: it only places bars on a shared time
+    axis, every duration is measured on the far machine) and whether this copy holds
+    everything the far side recorded (False until the run's end arrived or ``workbench
+    fetch`` brought the far copy home)."""
+
+    host: str
+    run_id: str
+    agent_version: str
+    protocol: int
+    clock_offset_ns: int | None
+    rtt_ns: int | None
+    received_all: bool
+
+
 SESSION = Table("session", StoredSession, single_row=True)
 CONFIGS = Table("configs", ConfigRow, key=("index",))
 REQUESTS = Table(
@@ -285,6 +304,7 @@ PREDICTED_REQUESTS = Table(
     without_rowid=True,
 )
 PREDICTION_LEFT_OUT = Table("prediction_left_out", StoredLeftOut, since=9, key=("place",))
+REMOTE_ORIGIN = Table("remote_origin", RemoteOrigin, since=10, single_row=True)
 
 TABLES: tuple[Table[Any], ...] = (
     SESSION,
@@ -305,6 +325,7 @@ TABLES: tuple[Table[Any], ...] = (
     PREDICTIONS,
     PREDICTED_REQUESTS,
     PREDICTION_LEFT_OUT,
+    REMOTE_ORIGIN,
 )
 # The prediction made before a run's first configuration: a resumed run keeps it whole.
 PREDICTION: tuple[Table[Any], ...] = (PREDICTIONS, PREDICTED_REQUESTS, PREDICTION_LEFT_OUT)

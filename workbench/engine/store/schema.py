@@ -33,7 +33,10 @@ from workbench.engine.store.rows import TABLES
 #    an independent one)
 # 9: predictions, predicted_requests and prediction_left_out: the prediction a run made from
 #    this machine's calibrations before its first configuration (older: none was made)
-SCHEMA_VERSION = 9
+# 10: requests' worker, the client process that sent each request (older: one process), and
+#     remote_origin, for a session measured on another machine through the agent (older:
+#     every session was measured where it was written)
+SCHEMA_VERSION = 10
 
 SCHEMA = "".join(f"{table.create_sql()};\n" for table in TABLES)
 

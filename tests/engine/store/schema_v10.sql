@@ -1,7 +1,8 @@
--- The session schema 9: schema 6 as it was written by hand, before each table's SQL was
+-- The session schema 10: schema 6 as it was written by hand, before each table's SQL was
 -- derived from its declaration, the two columns 7 added (requests' t_first_answer_ns,
--- chunks' reasoning), the two 8 added (requests' conversation_id and turn) and the three
--- tables of a run's prediction 9 added: a fresh file must have these tables and columns.
+-- chunks' reasoning), the two 8 added (requests' conversation_id and turn), the three
+-- tables of a run's prediction 9 added, and what 10 added (requests' worker, the table
+-- remote_origin): a fresh file must have these tables and columns.
 CREATE TABLE session (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     app_version TEXT NOT NULL,
@@ -62,6 +63,7 @@ CREATE TABLE requests (
     t_first_answer_ns INTEGER,
     conversation_id TEXT,
     turn INTEGER,
+    worker INTEGER,
     PRIMARY KEY (config_idx, idx)
 );
 CREATE TABLE chunks (
@@ -113,3 +115,13 @@ CREATE TABLE predicted_requests (
     PRIMARY KEY (config_idx, repeat, idx)
 ) WITHOUT ROWID;
 CREATE TABLE prediction_left_out (place INTEGER PRIMARY KEY, text TEXT NOT NULL);
+CREATE TABLE remote_origin (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    host TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    agent_version TEXT NOT NULL,
+    protocol INTEGER NOT NULL,
+    clock_offset_ns INTEGER,
+    rtt_ns INTEGER,
+    received_all INTEGER NOT NULL
+);
