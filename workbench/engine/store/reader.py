@@ -40,6 +40,7 @@ from workbench.engine.store.rows import (
     PREDICTED_REQUESTS,
     PREDICTION_LEFT_OUT,
     PREDICTIONS,
+    REMOTE_ORIGIN,
     REPORTED_FIGURES,
     REQUEST_SLOTS,
     REQUESTS,
@@ -47,6 +48,7 @@ from workbench.engine.store.rows import (
     SERVER_COUNTERS,
     SESSION,
     ConfigRow,
+    RemoteOrigin,
     StoredChunk,
     StoredNotice,
 )
@@ -169,6 +171,13 @@ class Session:
     def import_source(self) -> ImportSource | None:
         """Where an imported session came from; None for one the workbench measured."""
         rows = IMPORT_SOURCE.select(self._conn, self.schema_version)
+        return rows[0] if rows else None
+
+    @_reads_content
+    def remote_origin(self) -> RemoteOrigin | None:
+        """Where a session recorded through ``workbench agent`` was measured; None for one
+        measured here (or a file older than schema 10)."""
+        rows = REMOTE_ORIGIN.select(self._conn, self.schema_version)
         return rows[0] if rows else None
 
     @_reads_content

@@ -52,6 +52,7 @@ from workbench.engine.store.rows import (
     PREDICTION,
     PREDICTION_LEFT_OUT,
     PREDICTIONS,
+    REMOTE_ORIGIN,
     REPORTED_FIGURES,
     REQUEST_SLOTS,
     REQUESTS,
@@ -61,6 +62,7 @@ from workbench.engine.store.rows import (
     SESSION,
     TABLES,
     ConfigRow,
+    RemoteOrigin,
     StoredChunk,
     StoredClientLoad,
     StoredLeftOut,
@@ -146,6 +148,17 @@ def create_session(
         with conn:
             create_tables(conn)
             SESSION.insert(conn, [header])
+    finally:
+        conn.close()
+
+
+def write_remote_origin(path: Path, origin: RemoteOrigin) -> None:
+    """Say (or say again) where a session recorded through ``workbench agent`` was
+    measured: its one ``remote_origin`` row, replaced."""
+    conn = _connect(path)
+    try:
+        with conn:
+            REMOTE_ORIGIN.insert(conn, [origin], replace=True)
     finally:
         conn.close()
 
