@@ -1,6 +1,7 @@
 """What the workbench remembers between starts: the llama-server binary the user chose (and how
-it was found) and the model last picked. One small JSON file in the platform's config folder
-(``$WORKBENCH_CONFIG_DIR`` moves it); ``reset`` forgets everything.
+it was found), the model last picked, and the machines of the Machine picker. One small JSON
+file in the platform's config folder (``$WORKBENCH_CONFIG_DIR`` moves it); ``reset`` forgets
+everything.
 
 The file is the user's but may be damaged or from another version: it is read up to
 ``MAX_BYTES``, each value is checked for its type, and what does not pass is left at its
@@ -21,6 +22,7 @@ APP_NAME = "concurrency-workbench"
 FILE_NAME = "preferences.json"
 MAX_BYTES = 64 * 1024
 MAX_TEXT = 4096  # a path or a label
+MAX_MACHINES = 32  # hosts a list of machines holds
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,8 @@ class Preferences:
     server_bin: str | None = None  # the llama-server the user chose
     server_bin_found_by: str | None = None  # how: "PATH", "Homebrew", "chosen file", ...
     model: str | None = None  # the GGUF model last picked
+    machines: tuple[str, ...] = ()  # the hosts added by hand to the Machine picker
+    machines_ticked: tuple[str, ...] = ()  # the machines a run goes to ("local": this one)
 
 
 def config_folder() -> Path:
@@ -67,11 +71,21 @@ def load_preferences(path: Path | None = None) -> tuple[Preferences, list[str]]:
         value = document.get(field.name)
         if value is None:
             continue
-        if isinstance(value, str) and 0 < len(value) <= MAX_TEXT and value.isprintable():
+        if isinstance(field.default, tuple):
+            if isinstance(value, list) and len(value) <= MAX_MACHINES and all(map(usable, value)):
+                values[field.name] = tuple(value)
+            else:
+                notes.append(f"{path}: {field.name} is not a list of usable texts; ignored")
+        elif usable(value):
             values[field.name] = value
         else:
             notes.append(f"{path}: {field.name} is not a usable text; ignored")
     return Preferences(**values), notes
+
+
+def usable(value: Any) -> bool:
+    """A text the file may hold: a path, a label, a host."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_TEXT and value.isprintable()
 
 
 def save_preferences(preferences: Preferences, path: Path | None = None) -> Path:
@@ -87,7 +101,7 @@ def save_preferences(preferences: Preferences, path: Path | None = None) -> Path
     return path
 
 
-def remember(path: Path | None = None, **changes: str | None) -> Preferences:
+def remember(path: Path | None = None, **changes: str | tuple[str, ...] | None) -> Preferences:
     """Change some preferences and save them all."""
     current, _ = load_preferences(path)
     updated = replace(current, **changes)
