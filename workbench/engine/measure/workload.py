@@ -7,7 +7,7 @@ import collections
 import contextlib
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -126,6 +126,7 @@ async def run_requests(
     emit: Emit,
     follows: Sequence[tuple[int, float] | None] | None = None,
     max_tokens: Sequence[int] | None = None,
+    start: Callable[[], Awaitable[int]] | None = None,
 ) -> list[RequestRecord]:
     """Stream every record's request, each starting at its offset and within the limit.
 
@@ -136,7 +137,9 @@ async def run_requests(
     Each record gets its intended time (``t0 + offset``), the time it was free to go (that, or
     when a place under the concurrency limit freed, whichever is later: ``t_ready``), and
     ``t_submit`` when it was actually sent, as vLLM's benchmark does with --max-concurrency.
-    Per-token events are published in batches (``BatchedEmit``).
+    Per-token events are published in batches (``BatchedEmit``). The clock starts when the
+    requests are prepared, or at the time ``start`` returns then (a client worker's: the t0
+    its parent gave every worker, ``client_workers``).
 
     With ``stop_when_saturated``, a watcher tests the requests due so far every
     ``SATURATION_CHECK_S``; once their queue grows without bound, no more are sent: those
@@ -164,7 +167,7 @@ async def run_requests(
     try:
         prepared = await _prepare(client, workload, asked, records, offsets, follows)
         flusher = asyncio.create_task(batched.run())
-        t0_ns = time.perf_counter_ns()
+        t0_ns = time.perf_counter_ns() if start is None else await start()
         gate = ReleaseGate(workload.effective_concurrency, t0_ns)
 
         async def one(i: int, record: RequestRecord, offset: float) -> None:

@@ -33,6 +33,7 @@ from workbench.engine.events import (
 from workbench.engine.figures.per_run import RunObservations
 from workbench.engine.figures.saturation import LEFT_UNSENT
 from workbench.engine.figures.summaries import ConfigSummary, summarize
+from workbench.engine.measure.client_workers import WorkerLoads, run_in_workers
 from workbench.engine.measure.conversations import (
     plan_conversations,
     plan_replay,
@@ -190,7 +191,7 @@ class ConfigRuns:
                 self.emit(ServerStateChanged(idx, ServerState.RUNNING, f"repeat {repeat + 1}"))
                 measured.records += planned  # kept even if the run is cut short
                 before = await asyncio.to_thread(fetch_counters, base_url, headers)
-                meter = ClientLoadMeter()
+                meter = ClientLoadMeter() if workload.workers == 1 else WorkerLoads()
                 try:
                     if workload.conversations:
                         conversations = (
@@ -200,6 +201,18 @@ class ConfigRuns:
                         )
                         await run_conversations(
                             client, workload, conversations, self.emit, measured.slots
+                        )
+                    elif isinstance(meter, WorkerLoads):
+                        await run_in_workers(
+                            base_url,
+                            headers,
+                            workload,
+                            planned,
+                            offsets,
+                            self.emit,
+                            meter,
+                            trace.follows if trace is not None else None,
+                            trace.output_tokens if trace is not None else None,
                         )
                     else:
                         await run_requests(
