@@ -14,6 +14,7 @@ from rich.console import Console
 
 from workbench import __version__
 from workbench.cli import (
+    agent_commands,
     calibrate_commands,
     capacity_commands,
     predict_commands,
@@ -43,6 +44,8 @@ COMMANDS = (
     tune_commands.add_tune,
     run_commands.add_gui,
     preferences_commands.add_preferences,
+    agent_commands.add_fetch,
+    agent_commands.add_agent,
 )
 
 

@@ -1,0 +1,325 @@
+"""A run on another machine, followed from this one: the near side of ``workbench agent``.
+
+``RemoteRunner`` is a ``Runner``, so the lifecycle, the CLI's progress and the window follow
+it as they follow a local run. Preparing says hello, checks the host's facts and measures
+the far clock's offset, then asks for the run and waits for its session's header: a run
+the far side refuses (no model there) is refused here, before anything started. Running,
+a thread takes the agent's messages, checks every event (``wire.decode``) and publishes it;
+a ``SessionWriter`` records them into a local session made from the far header, with its
+``remote_origin``. Paths the far side names are about the far machine: the session's is
+this copy's, a server log's is prefixed with the host, so nothing here ever opens one.
+
+However the channel ends, the local session keeps every finished request: garbage ends it
+failed; a connection that drops (or goes silent past ``liveness_s``) ends it incomplete,
+with the ``workbench fetch`` command that completes it from the far copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from workbench.engine.base.errors import OutputDirError, WorkbenchError
+from workbench.engine.base.states import NoticeLevel, RunStatus
+from workbench.engine.config.experiment import Experiment, RunConfig
+from workbench.engine.events import (
+    EventBus,
+    ExperimentFinished,
+    ExperimentStarted,
+    Notice,
+    ServerReady,
+)
+from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.remote import wire
+from workbench.engine.remote.agent import RUN_ID
+from workbench.engine.remote.link import REPLY_TIMEOUT_S, AgentLink, LinkLost
+from workbench.engine.remote.protocol import (
+    MAX_EVENTS_PER_LINE,
+    PROTOCOL,
+    HostFacts,
+    HostTarget,
+    ProtocolError,
+    SessionHeader,
+    read,
+)
+from workbench.engine.run.lifecycle import STOP_WAIT_S
+from workbench.engine.run.runner import RunOptions, RunResult
+from workbench.engine.run.session_setup import check_out_dir, session_paths
+from workbench.engine.store import SessionWriter, create_session, open_session
+from workbench.engine.store.rows import RemoteOrigin
+from workbench.engine.store.writer import write_remote_origin
+
+LIVENESS_S = 30.0  # no message for this long while a run goes on: the connection is lost
+PING_EVERY_S = 2.0  # a ping keeps a quiet run's channel talking (and shows it alive)
+CLOCK_PINGS = 8  # round trips for the clock offset: the quickest one is taken
+
+
+def fetch_command(host: str, session_path: Path) -> str:
+    """The command that completes a session from the far copy."""
+    return f"workbench fetch {host} {session_path}"
+
+
+def not_ready(host: str, facts: HostFacts) -> WorkbenchError | None:
+    """A host's problems as one error, a line each prefixed with the host; None if ready."""
+    if not facts.problems:
+        return None
+    return WorkbenchError("\n".join(f"{host}: {p}" for p in facts.problems))
+
+
+class RemoteRunner:
+    """An experiment run by the agent on ``target``, its events published on ``bus``."""
+
+    def __init__(
+        self,
+        experiment: Experiment,
+        options: RunOptions,
+        target: HostTarget,
+        remote_command: list[str],
+        model: str | None,
+        *,
+        reply_timeout_s: float = REPLY_TIMEOUT_S,
+        liveness_s: float = LIVENESS_S,
+        ping_every_s: float = PING_EVERY_S,
+        stop_wait_s: float = STOP_WAIT_S,
+    ) -> None:
+        self.experiment = experiment
+        self.options = options
+        self.target = target
+        self.host = target.name
+        self.remote_command = list(remote_command)
+        self.model = model
+        self.bus = EventBus()
+        self.configs: list[RunConfig] = experiment.configs()
+        self.summaries: list[ConfigSummary] = []  # nothing is kept: a remote run never resumes
+        path, _ = session_paths(experiment, options)
+        self._session_path = path
+        self.clock_offset_ns: int | None = None  # far minus near, from the quickest round trip
+        self.rtt_ns: int | None = None
+        self.facts: HostFacts | None = None
+        self.run_id: str | None = None
+        self.reply_timeout_s = reply_timeout_s
+        self.liveness_s = liveness_s
+        self.ping_every_s = ping_every_s
+        self.stop_wait_s = stop_wait_s
+        self._link: AgentLink | None = None
+        self._writer: SessionWriter | None = None
+        self._thread: threading.Thread | None = None
+        self._ended = threading.Event()
+        self._cancelled = threading.Event()
+        self._status: str = RunStatus.FAILED
+        self._error: str | None = None
+        self._finished_seen = False
+
+    @property
+    def session_path(self) -> Path:
+        return self._session_path
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._ended.is_set()
+
+    # -- before the run -----------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Talk to the agent and have it prepare the run; a ``WorkbenchError`` says what is
+        wrong (on which host), with nothing started and nothing left behind."""
+        if self.options.resume is not None:
+            raise WorkbenchError(f"{self.host}: --resume goes on with a run on this machine only")
+        check_out_dir(self.options.out_dir)
+        if self.session_path.exists():
+            raise OutputDirError(f"session file already exists: {self.session_path}")
+        link = self._link = AgentLink(self.target, self.remote_command)
+        try:
+            link.hello(self.reply_timeout_s)
+            self.facts = link.check(self.model, self.options.server_bin, self.reply_timeout_s)
+            if (problems := not_ready(self.host, self.facts)) is not None:
+                raise problems
+            self._measure_clock(link)
+            link.send(
+                "run",
+                experiment_toml=self.experiment.source,
+                experiment_name=self.experiment.name,
+                model=self.model,
+                server_bin=self.options.server_bin,
+            )
+            started = link.expect("session", self.reply_timeout_s)
+            self._create_session(started)
+        except BaseException:
+            link.kill()
+            link.close()
+            raise
+
+    def _measure_clock(self, link: AgentLink) -> None:
+        """The far clock minus this one's, from the round trip that took least time (its
+        midpoint is the likeliest moment the far side read the ping)."""
+        best: tuple[int, int] | None = None
+        for seq in range(CLOCK_PINGS):
+            sent = time.perf_counter_ns()
+            link.send("ping", seq=seq)
+            pong = link.expect("pong", self.reply_timeout_s)
+            came = time.perf_counter_ns()
+            far = pong.get("t_ns")
+            if pong.get("seq") != seq or not isinstance(far, int) or isinstance(far, bool):
+                raise ProtocolError(f"{self.host} answered ping {seq} with {pong!r:.80}")
+            if best is None or came - sent < best[0]:
+                best = (came - sent, far - (sent + came) // 2)
+        assert best is not None
+        self.rtt_ns, self.clock_offset_ns = best
+
+    def _create_session(self, started: dict[str, Any]) -> None:
+        run_id = started.get("run_id")
+        if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+            raise ProtocolError(f"{self.host} sent a run id that is not one: {run_id!r:.80}")
+        header: SessionHeader = read(SessionHeader, started.get("header"), "the session header")
+        self.run_id = run_id
+        try:
+            create_session(
+                self.session_path,
+                header.name,
+                header.experiment_toml,
+                header.experiment_path,
+                header.mode,
+                header.base_url,
+                header.hardware,
+                header.clock_origin_ns,
+                created_at=header.created_at,
+            )
+        except OSError as exc:
+            raise OutputDirError(
+                f"cannot create the session file {self.session_path}: {exc}"
+            ) from None
+        self._write_origin()
+
+    def _write_origin(self) -> None:
+        assert self.run_id is not None and self._link is not None
+        origin = RemoteOrigin(
+            host=self.host,
+            run_id=self.run_id,
+            agent_version=self._link.agent_version,
+            protocol=PROTOCOL,
+            clock_offset_ns=self.clock_offset_ns,
+            rtt_ns=self.rtt_ns,
+            received_all=self._finished_seen,
+        )
+        write_remote_origin(self.session_path, origin)
+
+    # -- the run --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Record and publish what the agent sends; ``prepare()`` must have run."""
+        assert self._link is not None and self.run_id is not None, "prepare() first"
+        self._writer = SessionWriter(self.session_path, self.bus, on_failure=self.cancel)
+        self._writer.start()
+        self._thread = threading.Thread(target=self._follow, name=f"remote-{self.host}")
+        self._thread.daemon = True
+        self._thread.start()
+        threading.Thread(target=self._ping, name=f"ping-{self.host}", daemon=True).start()
+
+    def cancel(self) -> None:
+        """Ask the far side to stop (keeping what it measured) and close the channel; if it
+        has not finished within ``stop_wait_s``, the process carrying it is ended."""
+        link = self._link
+        if link is None or self._cancelled.is_set():
+            return
+        self._cancelled.set()
+        link.send("cancel")
+        link.close_input()
+        timer = threading.Timer(self.stop_wait_s, link.kill)
+        timer.daemon = True
+        timer.start()
+
+    def wait(self, timeout: float | None = None) -> RunResult | None:
+        """Block until the channel has ended and the session is written; None on timeout."""
+        assert self._thread is not None and self._writer is not None
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            return None
+        self._writer.join(30.0)
+        if self._writer.error is not None:
+            self._status = RunStatus.FAILED
+            self._error = f"writing the session failed: {self._writer.error}"
+        summaries: list[ConfigSummary] = []
+        with contextlib.suppress(WorkbenchError), open_session(self.session_path) as session:
+            summaries = session.summaries()
+        return RunResult(self._status, self.session_path, summaries, self._error)
+
+    def _ping(self) -> None:
+        while not self._ended.wait(self.ping_every_s):
+            assert self._link is not None
+            self._link.send("ping", seq=-1)
+
+    def _follow(self) -> None:
+        link = self._link
+        assert link is not None
+        try:
+            while self._take(link.receive(self.liveness_s)):
+                pass
+            if not self._finished_seen:
+                self._end(RunStatus.FAILED, self._error or f"{self.host} ended the run unsaid")
+        except ProtocolError as exc:
+            link.kill()
+            self._end(RunStatus.FAILED, str(exc))
+        except LinkLost as exc:
+            link.kill()
+            if not self._finished_seen:
+                self._lost(str(exc))
+        finally:
+            link.close()
+            with contextlib.suppress(OSError, WorkbenchError):
+                self._write_origin()
+            self._ended.set()
+            self.bus.run_ended()
+
+    def _take(self, message: dict[str, Any]) -> bool:
+        """Act on one message; False once the far side is done."""
+        kind = message["kind"]
+        if kind == "events":
+            events = message.get("events")
+            if not isinstance(events, list) or len(events) > MAX_EVENTS_PER_LINE:
+                raise ProtocolError(f"{self.host} sent an events message that is not a list")
+            for data in events:
+                self._publish(data)
+        elif kind == "error":
+            self._error = f"{self.host}: {str(message.get('text'))[:1000]}"
+            self.bus.publish(Notice(NoticeLevel.ERROR, self._error))
+        elif kind == "done":
+            return False
+        elif kind != "pong":
+            raise ProtocolError(
+                f"{self.host} sent something that is not the agent's protocol: a {kind} "
+                "message during a run"
+            )
+        return True
+
+    def _publish(self, data: Any) -> None:
+        try:
+            event = wire.decode(data)
+        except wire.WireError as exc:
+            raise ProtocolError(
+                f"{self.host} sent something that is not the agent's protocol: {exc}"
+            ) from None
+        if isinstance(event, ExperimentStarted):
+            event = replace(event, session_path=str(self.session_path))
+        elif isinstance(event, ServerReady) and event.log_path is not None:
+            event = replace(event, log_path=f"{self.host}:{event.log_path}")
+        elif isinstance(event, ExperimentFinished):
+            if self._finished_seen:
+                return
+            self._finished_seen = True
+            self._status, self._error = event.status, event.error
+        self.bus.publish(event)
+
+    def _end(self, status: str, error: str) -> None:
+        """The run's end, said here where the far side could not say it."""
+        self._status, self._error = status, error
+        self.bus.publish(Notice(NoticeLevel.ERROR, error))
+        self.bus.publish(ExperimentFinished(RunStatus(status), error))
+
+    def _lost(self, why: str) -> None:
+        error = (
+            f"{why}; the session keeps every finished request: "
+            f"`{fetch_command(self.host, self.session_path)}` completes it from the far copy"
+        )
+        self._end(RunStatus.INCOMPLETE, error)
