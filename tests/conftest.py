@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.sshd import ssh_env, sshd  # noqa: F401 (fixtures: the real OpenSSH server)
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.server.discovery import default_model_path, find_server_binary
 
