@@ -9,15 +9,18 @@ the exit status.
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
+from rich.text import Text
 
+from workbench.cli.agent_commands import add_remote_command
 from workbench.cli.bounds import AT_OR_AFTER_START_S, FONT_PT, WINDOW_SIZE
 from workbench.cli.exit_codes import (
     EXIT_CANCELLED,
@@ -26,7 +29,7 @@ from workbench.cli.exit_codes import (
     EXIT_REQUESTS_FAILED,
 )
 from workbench.cli.paths import experiment_file, out_folder, session_file
-from workbench.cli.progress import ProgressState
+from workbench.cli.progress import ProgressState, live_rate_text
 from workbench.cli.tables import add_table_flags, event_line, results_table, run_line
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.states import ConfigStatus, RunStatus
@@ -38,8 +41,10 @@ from workbench.engine.config.experiment import (
     parse_experiment,
 )
 from workbench.engine.config.settings import Field, fields_of
-from workbench.engine.events import Notice
-from workbench.engine.run.lifecycle import STOP_SIGNALS, RunLifecycle
+from workbench.engine.events import Notice, Subscription
+from workbench.engine.remote.host_check import facts_line
+from workbench.engine.remote.hosts import check_host, runner_for
+from workbench.engine.run.lifecycle import FOLLOW_INTERVAL_S, STOP_SIGNALS, RunLifecycle, Runner
 from workbench.engine.run.runner import ExperimentRunner, RunOptions, RunResult
 from workbench.engine.store import open_session
 from workbench.ui.theme.palette import DEFAULT_FONT_PT, THEMES
@@ -72,7 +77,15 @@ def add_run(sub: Any) -> None:
         "(read at run time, never stored)",
     )
     run.add_argument("--server-bin", help="llama-server binary to use")
-    run.add_argument("--model", help="GGUF model file (overrides [server] model)")
+    run.add_argument(
+        "--model",
+        dest="model_flags",
+        metavar="[HOST=]PATH",
+        action="append",
+        default=[],
+        help="GGUF model file (overrides [server] model); with --host, HOST=PATH gives one "
+        "host's (a path on that host), PATH alone every host's",
+    )
     run.add_argument("--quiet", action="store_true", help="no live progress, only the results")
     run.add_argument(
         "--resume",
@@ -81,9 +94,24 @@ def add_run(sub: Any) -> None:
         help="go on with a session whose run did not finish, in the same file: its finished "
         "configurations are kept, the others run again",
     )
+    add_host_flags(run)
     add_table_flags(run)
     add_setting_flags(run)
     run.set_defaults(handler=cmd_run)
+
+
+def add_host_flags(run: argparse.ArgumentParser) -> None:
+    """``--host`` (again for each host) and the far side's command."""
+    run.add_argument(
+        "--host",
+        dest="hosts",
+        metavar="DEST",
+        action="append",
+        default=[],
+        help="run on this host: an SSH destination (its `workbench agent` is started over "
+        "SSH), or `local` for this machine; again for each host, all run at once",
+    )
+    add_remote_command(run)
 
 
 def _flag_fields() -> list[Field]:
@@ -261,6 +289,11 @@ def resumed_experiment(path: Path, model: str | None) -> Experiment:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
+    if args.hosts:
+        return run_on_hosts(args, console)
+    if len(args.model_flags) > 1:
+        raise WorkbenchError("--model is given once (with --host: once per host, HOST=PATH)")
+    args.model = args.model_flags[0] if args.model_flags else None
     experiment = experiment_of(args)
     if args.api_key_env and not args.base_url:
         raise WorkbenchError("--api-key-env is for an external server: give --base-url too")
@@ -272,7 +305,13 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         api_key_env=args.api_key_env,
         resume=resume,
     )
-    runner = ExperimentRunner(experiment, options)
+    return _run_one(ExperimentRunner(experiment, options), experiment, args, console)
+
+
+def _run_one(
+    runner: Runner, experiment: Experiment, args: argparse.Namespace, console: Console
+) -> int:
+    """One runner followed on the terminal, from prepare to its exit status."""
     lifecycle = RunLifecycle(
         runner,
         while_stopping=lambda: console.print(
@@ -280,7 +319,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         ),
     )
     lifecycle.prepare()
-    kept = runner.summaries  # what a resumed session finished already
+    # What a resumed session finished already (a run on another host never resumes).
+    kept = runner.summaries if isinstance(runner, ExperimentRunner) else []
     state = ProgressState(columns=args.results_columns, summaries=list(kept))
     console.print(
         run_line(experiment.name, len(runner.configs) + len(kept), len(kept), runner.session_path),
@@ -321,6 +361,9 @@ def _exit_status(result: RunResult, console: Console) -> int:
     if result.status == RunStatus.FAILED:
         console.print(f"[red]run failed: {escape(result.error or '')}[/red]", highlight=False)
         return EXIT_ERROR
+    if result.status == RunStatus.INCOMPLETE:
+        console.print(f"[red]run incomplete: {escape(result.error or '')}[/red]", highlight=False)
+        return EXIT_ERROR
     if any(s.status != ConfigStatus.OK for s in result.summaries):
         return EXIT_CONFIG_FAILED
     failed = sum(s.value("failed") or 0 for s in result.summaries)
@@ -352,3 +395,186 @@ def _follow(
         )
 
     lifecycle.follow(show, on_interrupt=say_stopping)
+
+
+# -- runs on hosts (``--host``) -------------------------------------------------------------
+
+
+def host_models(flags: list[str], hosts: list[str]) -> tuple[str | None, dict[str, str]]:
+    """``--model`` flags as the model of every host and each host's own (``HOST=PATH``,
+    where HOST is one of ``hosts``; any other text is a path)."""
+    every: str | None = None
+    own: dict[str, str] = {}
+    for text in flags:
+        host, _, path = text.partition("=")
+        if path and host in hosts:
+            if host in own:
+                raise WorkbenchError(f"--model {host}=... is given twice")
+            own[host] = path
+        elif every is not None:
+            raise WorkbenchError("--model without HOST= is given once: it is every host's")
+        else:
+            every = text
+    return every, own
+
+
+def run_on_hosts(args: argparse.Namespace, console: Console) -> int:
+    """``run --host``: every host checked (one line each, and one per problem) before any
+    starts; one host is followed as a local run is, several at once, a line each."""
+    hosts = list(args.hosts)
+    if len(set(hosts)) != len(hosts):
+        raise WorkbenchError("each --host is given once")
+    if args.base_url or args.resume:
+        flag = "--base-url" if args.base_url else "--resume"
+        raise WorkbenchError(f"{flag} is for a run from this machine: give no --host")
+    every, own = host_models(args.model_flags, hosts)
+    args.model = every
+    experiment = experiment_of(args)
+    models = {host: own.get(host) or every for host in hosts}
+    _check_hosts(hosts, models, experiment, args, console)
+    out = Path(args.out)
+
+    def runner(host: str) -> Runner:
+        folder = out if len(hosts) == 1 else out / _host_folder(host)
+        options = RunOptions(folder, server_bin=args.server_bin)
+        return runner_for(host, experiment, options, args.remote_workbench, models[host])
+
+    if len(hosts) == 1:
+        return _run_one(runner(hosts[0]), experiment, args, console)
+    return _run_several({host: runner(host) for host in hosts}, experiment, args, console)
+
+
+def _check_hosts(
+    hosts: list[str],
+    models: dict[str, str | None],
+    experiment: Experiment,
+    args: argparse.Namespace,
+    console: Console,
+) -> None:
+    """A line per host of what would run there, a line per problem; any stops the run."""
+    named = {c.server.model for c in experiment.configs()} - {"default"}
+    problems = 0
+    for host in hosts:
+        model = models[host] or (next(iter(named)) if len(named) == 1 else None)
+        try:
+            facts = check_host(host, model, args.server_bin, args.remote_workbench)
+        except WorkbenchError as exc:
+            lines = [str(exc) if str(exc).startswith(f"{host}:") else f"{host}: {exc}"]
+        else:
+            console.print(facts_line(host, facts), highlight=False, markup=False, soft_wrap=True)
+            lines = [f"{host}: {p}" for p in facts.problems]
+        for line in lines:
+            console.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
+        problems += len(lines)
+    if problems:
+        raise WorkbenchError(f"nothing was started: {plural(problems, 'problem')} above")
+
+
+def _host_folder(host: str) -> str:
+    """A host's own output folder's name (``user@box:22`` → ``user@box-22``)."""
+    return re.sub(r"[^A-Za-z0-9@._-]+", "-", host).strip("-.") or "host"
+
+
+def _run_several(
+    runners: dict[str, Runner], experiment: Experiment, args: argparse.Namespace, console: Console
+) -> int:
+    """Every host's run at once, a progress line each; Ctrl-C stops them all; the exit
+    status is the worst of theirs."""
+    lifecycles = {host: RunLifecycle(r) for host, r in runners.items()}
+    prepared: list[RunLifecycle] = []
+    try:
+        for host, lifecycle in lifecycles.items():
+            lifecycle.prepare()
+            prepared.append(lifecycle)
+            console.print(
+                f"{escape(host)}: "
+                + run_line(
+                    experiment.name, len(lifecycle.runner.configs), 0, lifecycle.runner.session_path
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
+    except BaseException:
+        for lifecycle in prepared:  # prepared, never started: each is ended unrun
+            lifecycle.cancel()
+        raise
+    states = {host: ProgressState(columns=args.results_columns) for host in lifecycles}
+    subscriptions = {host: lifecycle.start() for host, lifecycle in lifecycles.items()}
+    results: dict[str, RunResult] = {}
+    try:
+        _follow_several(lifecycles, subscriptions, states, console, not args.quiet)
+    finally:
+        for host, lifecycle in lifecycles.items():
+            results[host] = lifecycle.finish()
+    statuses = []
+    for host, result in results.items():
+        console.print(
+            results_table(
+                result.summaries, title=f"{host}: {experiment.name}", columns=args.results_columns
+            )
+        )
+        console.print(
+            f"{host}: session {result.session_path}", highlight=False, markup=False, soft_wrap=True
+        )
+        statuses.append(_exit_status(result, console))
+    return max(statuses, key=_EXIT_RANK.index)
+
+
+# The exit statuses, best first: several hosts' run exits with the worst.
+_EXIT_RANK = [0, EXIT_REQUESTS_FAILED, EXIT_CONFIG_FAILED, EXIT_ERROR, EXIT_CANCELLED]
+
+
+def _follow_several(
+    lifecycles: dict[str, RunLifecycle],
+    subscriptions: dict[str, Subscription],
+    states: dict[str, ProgressState],
+    console: Console,
+    live_wanted: bool,
+) -> None:
+    """Fold each host's events into its line until every run has ended; Ctrl-C cancels
+    them all and following goes on, so their shutdowns are shown too."""
+    live = None
+    if console.is_terminal and live_wanted:
+        live = Live(console=console, auto_refresh=False, transient=True)
+        live.start()
+    try:
+        while True:
+            try:
+                finished = not any(lc.running for lc in lifecycles.values())
+                now = time.monotonic()
+                for host, subscription in subscriptions.items():
+                    for event in subscription.drain():
+                        states[host].apply(event, now)
+                        line = event_line(event)
+                        if line and (live is None or isinstance(event, Notice)):
+                            console.print(f"{escape(host)}: {line}", highlight=False)
+                if live is not None:
+                    live.update(
+                        Group(*(host_line(h, s, now) for h, s in states.items())), refresh=True
+                    )
+                if finished:
+                    return
+                time.sleep(FOLLOW_INTERVAL_S)
+            except KeyboardInterrupt:
+                console.print(
+                    "[yellow]stopping every host's run; the sessions keep what finished[/yellow]"
+                )
+                for lifecycle in lifecycles.values():
+                    lifecycle.cancel()
+    finally:
+        if live is not None:
+            live.stop()
+
+
+def host_line(host: str, state: ProgressState, now: float) -> Text:
+    """One host's progress in one line: its configuration, server, requests and rate."""
+    failed = f" ({state.failed} failed)" if state.failed else ""
+    return Text("  ").join(
+        [
+            Text(host, style="bold"),
+            Text(f"config {state.config_index + 1}/{state.n_configs}: {state.config_label}"),
+            Text(f"server: {state.server_state}"),
+            Text(f"requests {state.done}/{state.total}{failed}"),
+            Text(live_rate_text(state.chunk_rate(now))),
+        ]
+    )

@@ -225,6 +225,9 @@ class RemoteRunner:
             return
         self._cancelled.set()
         link.send("cancel")
+        if self._thread is None:  # prepared, never started: nothing here to follow
+            link.close(self.stop_wait_s)
+            return
         link.close_input()
         timer = threading.Timer(self.stop_wait_s, link.kill)
         timer.daemon = True
