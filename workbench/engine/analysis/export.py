@@ -96,6 +96,7 @@ REQUEST_COLUMNS = [
     "conversation",
     "turn",
     "reprefilled_tokens",
+    "worker",
 ]
 
 
@@ -165,6 +166,7 @@ def request_rows(session: Session) -> list[dict[str, Any]]:
                 "reprefilled_tokens": c.reprefilled
                 if (c := caches.get(r.key)) is not None
                 else None,
+                "worker": r.worker,
             }
         )
     return rows
