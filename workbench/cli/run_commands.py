@@ -9,7 +9,6 @@ the exit status.
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import time
 from pathlib import Path
@@ -43,7 +42,7 @@ from workbench.engine.config.experiment import (
 from workbench.engine.config.settings import Field, fields_of
 from workbench.engine.events import Notice, Subscription
 from workbench.engine.remote.host_check import facts_line
-from workbench.engine.remote.hosts import check_host, runner_for
+from workbench.engine.remote.hosts import check_host, host_folder, runner_for
 from workbench.engine.run.lifecycle import FOLLOW_INTERVAL_S, STOP_SIGNALS, RunLifecycle, Runner
 from workbench.engine.run.runner import ExperimentRunner, RunOptions, RunResult
 from workbench.engine.store import open_session
@@ -435,7 +434,7 @@ def run_on_hosts(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out)
 
     def runner(host: str) -> Runner:
-        folder = out if len(hosts) == 1 else out / _host_folder(host)
+        folder = out if len(hosts) == 1 else out / host_folder(host)
         options = RunOptions(folder, server_bin=args.server_bin)
         return runner_for(host, experiment, options, args.remote_workbench, models[host])
 
@@ -468,11 +467,6 @@ def _check_hosts(
         problems += len(lines)
     if problems:
         raise WorkbenchError(f"nothing was started: {plural(problems, 'problem')} above")
-
-
-def _host_folder(host: str) -> str:
-    """A host's own output folder's name (``user@box:22`` → ``user@box-22``)."""
-    return re.sub(r"[^A-Za-z0-9@._-]+", "-", host).strip("-.") or "host"
 
 
 def _run_several(

@@ -3,6 +3,8 @@ this process), any other name a machine reached through its agent (``targets``).
 
 from __future__ import annotations
 
+import re
+
 from workbench.engine.config.experiment import Experiment
 from workbench.engine.remote.host_check import host_facts
 from workbench.engine.remote.link import AgentLink
@@ -13,6 +15,12 @@ from workbench.engine.run.lifecycle import Runner
 from workbench.engine.run.runner import ExperimentRunner, RunOptions
 
 DEFAULT_REMOTE_COMMAND = ("workbench",)  # the far side's workbench, found on its PATH
+
+
+def host_folder(host: str) -> str:
+    """A host's own output folder's name (``user@box:22`` → ``user@box-22``), where several
+    hosts run at once."""
+    return re.sub(r"[^A-Za-z0-9@._-]+", "-", host).strip("-.") or "host"
 
 
 def runner_for(
