@@ -159,6 +159,10 @@ class AgentLink:
             self.kill()
         self._reader.join(wait_s)
         self._errors.join(wait_s)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
 
     def kill(self) -> None:
         """End the process now (its reader then sees the channel's end)."""

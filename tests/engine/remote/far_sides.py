@@ -1,0 +1,88 @@
+"""Far sides for the near side's tests, each a process the near side starts as it would an
+agent (``python far_sides.py MODE ... agent``):
+
+- ``junk``: answers its first line with a line that is no JSON.
+- ``old``: says hello with another protocol and version.
+- ``stall`` / ``junk-mid-run``: a well-behaved agent until its run's session is sent, then
+  silence forever (reading on), or a line of garbage.
+- ``relay CMD...``: carries the channel to a real agent (``CMD... agent``), as ssh does: a
+  test kills it to drop the channel.
+- ``limited BYTES CMD...``: runs the agent with files limited to BYTES (RLIMIT_FSIZE): its
+  session cannot grow, as on a full disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+
+from workbench.engine.base.records import Hardware
+from workbench.engine.remote import wire
+from workbench.engine.remote.protocol import PROTOCOL, HostFacts, SessionHeader
+
+FACTS = HostFacts(
+    "fake", "0.1.0", PROTOCOL, "Fake 1", "/bin/fake", "PATH", None, None, (), None, None, ()
+)
+HEADER = SessionHeader(
+    "fake", "", None, "managed", None, Hardware(), 0, "2026-01-01T00:00:00+00:00"
+)
+
+
+def send(kind: str, **fields: object) -> None:
+    sys.stdout.write(json.dumps({"kind": kind, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def fake(mode: str) -> None:
+    for line in sys.stdin:
+        op = json.loads(line)
+        if mode == "junk":
+            print("this is not the protocol", flush=True)
+        elif op["op"] == "hello":
+            protocol = PROTOCOL + 1 if mode == "old" else PROTOCOL
+            send("hello", protocol=protocol, version="9.9.9", hostname="fake")
+        elif op["op"] == "check":
+            send("facts", facts=wire.plain(FACTS))
+        elif op["op"] == "ping" and op.get("seq", -1) >= 0:
+            send("pong", seq=op["seq"], t_ns=time.perf_counter_ns())
+        elif op["op"] == "run":
+            send("session", run_id="a" * 32, header=wire.plain(HEADER))
+            if mode == "junk-mid-run":
+                print("\x1b[2Jrm -rf /", flush=True)
+    time.sleep(60)  # never a word more, nor an end
+
+
+def relay(command: list[str]) -> None:
+    agent = subprocess.Popen([*command, "agent"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert agent.stdin is not None and agent.stdout is not None
+
+    def down() -> None:
+        while data := os.read(0, 65536):
+            agent.stdin.write(data)
+            agent.stdin.flush()
+        agent.stdin.close()
+
+    threading.Thread(target=down, daemon=True).start()
+    while data := agent.stdout.read1(65536):
+        os.write(1, data)
+    agent.wait()
+
+
+def limited(limit: int, command: list[str]) -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    os.execvp(command[0], [*command, "agent"])
+
+
+if __name__ == "__main__":
+    words = sys.argv[1:-1]  # the last is "agent", as the near side starts one
+    if words[0] == "relay":
+        relay(words[1:])
+    elif words[0] == "limited":
+        limited(int(words[1]), words[2:])
+    else:
+        fake(words[0])

@@ -1,0 +1,87 @@
+"""The near side against far sides that go wrong (``far_sides.py``), without a server: each
+fault is one clear line, in bounded time, with the process carrying the channel ended."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench import __version__
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.remote.protocol import PROTOCOL, ProtocolError
+from workbench.engine.remote.remote_runner import RemoteRunner
+from workbench.engine.remote.targets import ProcessTarget
+from workbench.engine.run.lifecycle import RunLifecycle
+from workbench.engine.run.runner import RunOptions
+from workbench.engine.store import open_session
+
+pytestmark = pytest.mark.timeout(60)
+
+FAR_SIDES = str(Path(__file__).with_name("far_sides.py"))
+EXPERIMENT = parse_experiment('name = "far"\n[workload]\nrequests = 2\n', name_hint="far")
+
+
+def runner(tmp_path: Path, mode: str) -> RemoteRunner:
+    return RemoteRunner(
+        EXPERIMENT,
+        RunOptions(tmp_path / "out"),
+        ProcessTarget("gpubox"),
+        [sys.executable, FAR_SIDES, mode],
+        None,
+        reply_timeout_s=10.0,
+        liveness_s=1.0,
+        ping_every_s=0.2,
+        stop_wait_s=5.0,
+    )
+
+
+def test_garbage_before_the_run_is_one_line_and_ends_the_process(tmp_path):
+    far = runner(tmp_path, "junk")
+    started = time.monotonic()
+    with pytest.raises(ProtocolError) as raised:
+        far.prepare()
+    assert str(raised.value).startswith("gpubox sent something that is not the agent's protocol")
+    assert "\n" not in str(raised.value)
+    assert time.monotonic() - started < 10.0
+    assert far._link is not None and far._link.process.poll() is not None
+    assert not far.session_path.exists()  # refused before anything was made
+
+
+def test_another_protocol_says_both_versions_and_what_to_do(tmp_path):
+    with pytest.raises(WorkbenchError) as raised:
+        runner(tmp_path, "old").prepare()
+    assert str(raised.value) == (
+        f"gpubox: workbench 9.9.9 there, {__version__} here: protocol {PROTOCOL + 1} vs "
+        f"{PROTOCOL}, upgrade with `pip install concurrency-workbench=={__version__}` on the "
+        "older side"
+    )
+
+
+def test_a_far_side_gone_silent_is_a_lost_connection_within_the_liveness_bound(tmp_path):
+    far = runner(tmp_path, "stall")
+    started = time.monotonic()
+    result = RunLifecycle(far, stop_wait_s=10.0).run()
+    assert time.monotonic() - started < 20.0
+    assert result.status == "incomplete"
+    assert "gpubox sent nothing for 1 s" in (result.error or "")
+    assert f"workbench fetch gpubox {far.session_path}" in (result.error or "")
+    with open_session(far.session_path) as session:
+        assert session.status == "incomplete"
+        assert session.remote_origin().received_all is False
+    assert far._link is not None and far._link.process.poll() is not None
+
+
+def test_garbage_during_a_run_fails_it_and_keeps_the_session(tmp_path):
+    far = runner(tmp_path, "junk-mid-run")
+    result = RunLifecycle(far, stop_wait_s=10.0).run()
+    assert result.status == "failed"
+    assert (result.error or "").startswith("gpubox sent something that is not the agent's protocol")
+    assert "\x1b" not in (result.error or "")  # what came is shown safe for a terminal
+    with open_session(far.session_path) as session:
+        assert session.status == "failed"
+        assert any("not the agent's protocol" in n.text for n in session.notices())
+    assert far._link is not None and far._link.process.poll() is not None

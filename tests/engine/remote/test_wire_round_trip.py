@@ -1,0 +1,71 @@
+"""Engine events over the agent's wire: every event of a real run (against the mock server)
+comes back equal through encode, JSON and decode; what is no event is refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workbench.engine import events as ev
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.events import EventBus
+from workbench.engine.remote import wire
+from workbench.engine.run.lifecycle import run_experiment
+from workbench.engine.run.runner import RunOptions
+from workbench.mock_server import MockProcess
+
+EXPERIMENT = 'name = "wire"\n[workload]\nrequests = 3\nmax_tokens = 12\nwarmup = 1\n'
+
+
+@pytest.fixture(scope="module")
+def run_events(tmp_path_factory) -> list[object]:
+    """Every event a short external run against the mock published."""
+    bus = EventBus()
+    heard = bus.subscribe()
+    out = tmp_path_factory.mktemp("wire")
+    with MockProcess("--ttft-ms", "20", "--itl-ms", "5", "--tokens", "12") as mock:
+        experiment = parse_experiment(EXPERIMENT, name_hint="wire")
+        result = run_experiment(experiment, RunOptions(Path(out), base_url=mock.url), bus)
+    assert result.status == "complete", result.error
+    return heard.drain()
+
+
+def test_every_event_of_a_run_comes_back_equal(run_events):
+    kinds = {type(e) for e in run_events}
+    assert kinds >= {
+        ev.ExperimentStarted,
+        ev.ConfigStarted,
+        ev.RequestSubmitted,
+        ev.FirstToken,
+        ev.TokenChunkArrived,
+        ev.RequestFinished,
+        ev.ConfigFinished,
+        ev.Notice,
+        ev.ExperimentFinished,
+    }
+    for event in run_events:
+        assert wire.decode(json.loads(json.dumps(wire.encode(event)))) == event
+
+
+def test_an_unknown_event_is_refused():
+    with pytest.raises(wire.WireError, match="no event of this protocol"):
+        wire.decode({"type": "os.system", "data": {}})
+
+
+def test_a_field_of_a_wrong_type_is_refused(run_events):
+    finished = next(e for e in run_events if isinstance(e, ev.RequestFinished))
+    message = wire.encode(finished)
+    message["data"]["record"]["index"] = "0; rm -rf /"
+    with pytest.raises(wire.WireError, match="index"):
+        wire.decode(message)
+
+
+def test_a_list_too_long_is_refused(run_events):
+    finished = next(e for e in run_events if isinstance(e, ev.RequestFinished))
+    message = wire.encode(finished)
+    chunk = message["data"]["record"]["chunks"][0]
+    message["data"]["record"]["chunks"] = [chunk] * (wire.MAX_ENTRIES + 1)
+    with pytest.raises(wire.WireError, match="entries"):
+        wire.decode(message)
