@@ -54,7 +54,7 @@ def add_fetch(sub: Any) -> None:
 def cmd_agent(args: argparse.Namespace, console: Console) -> int:
     """Stdout is the channel: the process's own fd 1 (and its children's) goes to stderr, so
     nothing printed by accident can corrupt it."""
-    channel = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    channel = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     return serve(sys.stdin.buffer, channel)

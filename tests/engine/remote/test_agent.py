@@ -1,0 +1,173 @@
+"""``workbench agent`` served over pipes in this process: each operation's answer, what it
+refuses, and that neither garbage nor a channel gone crashes it."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import pytest
+
+from tests.made_sessions import write_session
+from workbench import __version__
+from workbench.engine.remote.agent import serve
+from workbench.engine.remote.protocol import PROTOCOL, HostFacts, dump, parse, read, read_line
+from workbench.engine.store import open_session
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@dataclass
+class Served:
+    """An agent on a thread, and this side's ends of its pipes."""
+
+    to_agent: BinaryIO
+    from_agent: BinaryIO
+    thread: threading.Thread
+    status: list[int]
+
+    def send(self, op: str, **fields: Any) -> None:
+        self.to_agent.write(dump({"op": op, **fields}))
+        self.to_agent.flush()
+
+    def receive(self) -> dict[str, Any]:
+        line = read_line(self.from_agent)
+        assert line is not None, "the agent ended the channel"
+        return parse(line, "kind")
+
+    def end(self) -> int:
+        """Close its stdin: the near side gone. Returns what ``serve`` returned."""
+        self.to_agent.close()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+        return self.status[0]
+
+
+@pytest.fixture
+def agent(tmp_path) -> Iterator[Served]:
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    stdin, stdout = os.fdopen(in_read, "rb"), os.fdopen(out_write, "wb")
+    status: list[int] = []
+
+    def run() -> None:
+        try:
+            status.append(serve(stdin, stdout, tmp_path / "agent"))
+        finally:
+            stdin.close()
+            with contextlib.suppress(BrokenPipeError):  # what a gone channel left unsent
+                stdout.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    served = Served(os.fdopen(in_write, "wb"), os.fdopen(out_read, "rb"), thread, status)
+    yield served
+    if not served.to_agent.closed:
+        served.end()
+    served.from_agent.close()
+
+
+def test_hello_says_the_protocol_the_version_and_the_host(agent):
+    agent.send("hello", protocol=PROTOCOL, version=__version__)
+    hello = agent.receive()
+    assert hello["kind"] == "hello"
+    assert (hello["protocol"], hello["version"]) == (PROTOCOL, __version__)
+    assert hello["hostname"]
+    assert agent.end() == 0
+
+
+def test_another_protocol_is_refused_naming_both_numbers_and_versions(agent):
+    agent.send("hello", protocol=PROTOCOL + 1, version="0.2.0")
+    refused = agent.receive()
+    assert refused == {
+        "kind": "error",
+        "text": f"workbench {__version__} here speaks protocol {PROTOCOL}, the near side 0.2.0 "
+        f"speaks {PROTOCOL + 1}: install the same version on both machines",
+    }
+    agent.thread.join(10)
+    assert agent.status == [1]
+
+
+def test_ping_is_answered_with_the_far_clock(agent):
+    before = time.perf_counter_ns()
+    agent.send("ping", seq=7)
+    pong = agent.receive()
+    assert pong["kind"] == "pong" and pong["seq"] == 7
+    assert before <= pong["t_ns"] <= time.perf_counter_ns()
+
+
+def test_check_answers_the_hosts_facts(agent):
+    agent.send("check", model=None, server_bin=None)
+    answer = agent.receive()
+    facts = read(HostFacts, answer["facts"], "facts")
+    assert facts.protocol == PROTOCOL and facts.workbench_version == __version__
+    agent.send("check", model="/no/such.gguf", server_bin="/no/llama-server")
+    facts = read(HostFacts, agent.receive()["facts"], "facts")
+    assert any("/no/llama-server" in p for p in facts.problems)
+    assert any("model file not found: /no/such.gguf" in p for p in facts.problems)
+
+
+def test_a_run_the_far_side_refuses_is_an_error_then_done(agent, tmp_path):
+    agent.send(
+        "run",
+        experiment_toml="[workload]\nrequests = 1\n",
+        experiment_name="refused",
+        model=str(tmp_path / "missing.gguf"),
+        server_bin=None,
+    )
+    refused = agent.receive()
+    assert refused["kind"] == "error" and "model file not found" in refused["text"]
+    assert agent.receive() == {"kind": "done"}
+
+
+def test_fetch_takes_a_run_id_only(agent):
+    for run_id in ("../../etc/passwd", "A" * 32, 5):
+        agent.send("fetch", run_id=run_id)
+        assert agent.receive() == {"kind": "error", "text": "a run id is 32 hexadecimal digits"}
+    agent.send("fetch", run_id="0" * 32)
+    answer = agent.receive()
+    assert answer["kind"] == "error" and answer["text"].startswith(f"no session of run {'0' * 32}")
+
+
+def test_fetch_sends_the_run_s_session_with_its_sha256(agent, tmp_path):
+    run_id = "ab" * 16
+    folder = tmp_path / "agent" / run_id
+    folder.mkdir(parents=True)
+    write_session(folder / "far.session.sqlite")
+    agent.send("fetch", run_id=run_id)
+    announced = agent.receive()
+    assert announced["kind"] == "file" and announced["run_id"] == run_id
+    data = b""
+    while (message := agent.receive())["kind"] == "chunk":
+        data += base64.b64decode(message["data"])
+    assert message["kind"] == "file_end"
+    assert len(data) == announced["size"]
+    assert hashlib.sha256(data).hexdigest() == announced["sha256"]
+    fetched = tmp_path / "fetched.session.sqlite"
+    fetched.write_bytes(data)
+    with open_session(fetched) as session, open_session(folder / "far.session.sqlite") as far:
+        assert session.records(0) == far.records(0)
+    assert sorted(p.name for p in folder.iterdir()) == ["far.session.sqlite"]  # no copy left
+
+
+def test_garbage_is_answered_with_one_line_and_ends_the_agent(agent):
+    agent.to_agent.write(b"\x00not json\n")
+    agent.to_agent.flush()
+    answer = agent.receive()
+    assert answer["kind"] == "error" and "not a message of the agent's protocol" in answer["text"]
+    agent.thread.join(10)
+    assert agent.status == [1]
+
+
+def test_a_channel_gone_is_no_crash(agent):
+    agent.from_agent.close()  # nobody reads what it writes: its writes fail
+    agent.send("ping", seq=1)
+    agent.send("ping", seq=2)
+    assert agent.end() == 0
