@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
+from workbench.cli.main import main
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.config.experiment import WorkloadSettings, parse_experiment
 from workbench.engine.events import FirstToken, RequestFinished
@@ -75,6 +76,15 @@ def test_the_setting_is_one_to_256_and_refused_for_conversations():
     ):
         with pytest.raises(ExperimentError, match=said):
             experiment(bad)
+
+
+def test_a_bad_workers_flag_is_one_line(tmp_path, capsys):
+    code = main(
+        ["run", "--workers", "0", "--base-url", "http://127.0.0.1:9", "--out", str(tmp_path)]
+    )
+    said = capsys.readouterr().err.strip()
+    assert code != 0 and "\n" not in said
+    assert "[workload] workers must be between 1 and 256 (client processes), got 0" in said
 
 
 def test_requests_are_dealt_round_robin_and_a_later_turn_goes_with_the_one_before():
