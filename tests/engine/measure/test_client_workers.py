@@ -249,3 +249,20 @@ def test_two_workers_against_the_real_server(tmp_path, server_binary, model_path
     assert all(r.ok and r.chunks for r in records)
     assert sorted(r.worker for r in records) == [0, 0, 1, 1]  # type: ignore[type-var]
     assert not workers_alive()
+
+
+def test_the_windows_engine_process_sends_from_workers_too(tmp_path, mock):
+    """The window runs the engine in a daemonic multiprocessing child, which may not have
+    children of its own that way: the workers start as programs, so they run there too."""
+    from workbench.engine.run.process_runner import ProcessRunner
+
+    text = 'name = "window"\n[workload]\nrequests = 4\nmax_tokens = 8\nwarmup = 0\nworkers = 2\n'
+    runner = ProcessRunner(parse_experiment(text), RunOptions(tmp_path, base_url=mock.url))
+    runner.prepare()
+    events = runner.bus.subscribe()
+    runner.start()
+    result = runner.wait(60.0)
+    assert result is not None and result.status == "complete"
+    finished = [e.record for e in events.drain() if isinstance(e, RequestFinished)]
+    assert sorted((r.index, r.worker) for r in finished) == [(0, 0), (1, 1), (2, 0), (3, 1)]
+    assert all(r.ok for r in finished)
