@@ -54,7 +54,8 @@ def fake(mode: str) -> None:
             send("session", run_id="a" * 32, header=wire.plain(HEADER))
             if mode == "junk-mid-run":
                 print("\x1b[2Jrm -rf /", flush=True)
-    time.sleep(60)  # never a word more, nor an end
+    if mode in ("stall", "junk-mid-run"):
+        time.sleep(60)  # never a word more, nor an end
 
 
 def relay(command: list[str]) -> None:
