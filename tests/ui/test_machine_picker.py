@@ -12,9 +12,10 @@ from PySide6.QtWidgets import QMessageBox
 from tests.ui.driving import run
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.preferences import load_preferences
+from workbench.engine.remote.host_check import GIB
 from workbench.engine.remote.protocol import HostFacts
+from workbench.engine.remote.ssh import HostKey
 from workbench.ui.controllers.hosts_controller import (
-    GIB,
     LOCAL,
     HostFunctions,
     HostsController,
@@ -42,18 +43,18 @@ def facts(hostname: str = "gpubox", problems: tuple[str, ...] = ()) -> HostFacts
     )
 
 
-@dataclass(frozen=True)
-class Key:
-    known: bool
-    changed: bool = False
-    fingerprints: tuple[str, ...] = ("SHA256:kX2gZbpkDb8/ed25519",)
+FINGERPRINT = "ED25519 SHA256:kX2gZbpkDb8/ed25519"
+
+
+def host_key(known: bool, changed: bool = False) -> HostKey:
+    return HostKey("gpubox", "10.0.0.7", 22, known, changed, (FINGERPRINT,), "ssh gpubox true")
 
 
 @dataclass
 class Hosts:
     """Doubles of the engine's host functions: what each host answers, and what was asked."""
 
-    keys: dict[str, Key] = field(default_factory=dict)
+    keys: dict[str, HostKey] = field(default_factory=dict)
     answers: dict[str, HostFacts | WorkbenchError] = field(default_factory=dict)
     asked: list[tuple[str, str | None]] = field(default_factory=list)
     accepted: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
@@ -66,11 +67,11 @@ class Hosts:
         return answer
 
     def host_key_status(self, host):
-        return self.keys.get(host, Key(known=True))
+        return self.keys.get(host, host_key(known=True))
 
     def accept_host_key(self, host, fingerprints):
         self.accepted.append((host, fingerprints))
-        self.keys[host] = Key(known=True)
+        self.keys[host] = host_key(known=True)
 
     def functions(self) -> HostFunctions:
         return HostFunctions(self.check_host, self.host_key_status, self.accept_host_key)
@@ -157,7 +158,10 @@ def test_a_ticked_host_is_checked_and_its_line_says_ok_or_each_problem(picked, l
     run(loop, lambda: "checking" not in line(picker, "gpubox")[0], 10)
     assert sorted(doubles.asked) == [("gpubox", None), ("mac", "/m/x.gguf")]
     text, style = line(picker, "gpubox")
-    assert text == "ok: gpubox, workbench 0.9.0, NVIDIA H200 (139 GiB), 100.0 GiB free"
+    assert text == (
+        "gpubox: workbench 0.9.0 on gpubox, /usr/bin/llama-server (PATH), qwen.gguf, "
+        "NVIDIA H200 (139 GiB), 100.0 GiB free"
+    )
     assert signal_color("ok").name() in style
     text, style = line(picker, "mac")
     assert text == "no llama-server on PATH\nno model /m/x.gguf"
@@ -174,7 +178,7 @@ def test_the_check_button_checks_every_ticked_host_and_says_a_failure(picked, lo
     picker.check_button.click()
     run(loop, lambda: all("checking" not in line(picker, h)[0] for h in (LOCAL, "gpubox")), 10)
     assert {host for host, _ in doubles.asked} == {LOCAL, "gpubox"}
-    assert line(picker, LOCAL)[0].startswith("ok: here")
+    assert line(picker, LOCAL)[0].startswith("local: workbench 0.9.0 on here, ")
     text, style = line(picker, "gpubox")
     assert text == "gpubox: ssh: Could not resolve hostname"
     assert signal_color("error").name() in style
@@ -183,19 +187,19 @@ def test_the_check_button_checks_every_ticked_host_and_says_a_failure(picked, lo
 @pytest.mark.parametrize("trusted", [True, False])
 def test_an_unknown_key_is_a_question_showing_its_fingerprint(picked, loop, trusted):
     picker, doubles, _ = picked
-    doubles.keys["gpubox"] = Key(known=False)
+    doubles.keys["gpubox"] = host_key(known=False)
     doubles.answers["gpubox"] = facts()
     picker.rows["gpubox"].box.setChecked(True)
     run(loop, lambda: picker.key_dialog is not None, 10)
     dialog = picker.key_dialog
     assert dialog.windowTitle() == "Trust this host?"
-    assert "SHA256:kX2gZbpkDb8/ed25519" in dialog.text() and "Trust this host?" in dialog.text()
+    assert FINGERPRINT in dialog.text() and "Trust this host?" in dialog.text()
     assert doubles.asked == []  # nothing runs on a host before its key is trusted
     answer = QMessageBox.StandardButton.Yes if trusted else QMessageBox.StandardButton.No
     dialog.button(answer).click()
     if trusted:
-        run(loop, lambda: line(picker, "gpubox")[0].startswith("ok: "), 10)
-        assert doubles.accepted == [("gpubox", ("SHA256:kX2gZbpkDb8/ed25519",))]
+        run(loop, lambda: line(picker, "gpubox")[0].startswith("gpubox: workbench"), 10)
+        assert doubles.accepted == [("gpubox", (FINGERPRINT,))]
         assert picker.ticked_hosts() == [LOCAL, "gpubox"]
     else:
         assert doubles.accepted == [] and doubles.asked == []
@@ -205,9 +209,9 @@ def test_an_unknown_key_is_a_question_showing_its_fingerprint(picked, loop, trus
 
 def test_a_changed_key_is_an_error_and_never_a_question(picked, loop):
     picker, doubles, controller = picked
-    doubles.keys["gpubox"] = Key(known=True, changed=True)
+    doubles.keys["gpubox"] = host_key(known=True, changed=True)
     picker.rows["gpubox"].box.setChecked(True)
-    run(loop, lambda: "CHANGED" in line(picker, "gpubox")[0], 10)
+    run(loop, lambda: "has CHANGED since it was trusted" in line(picker, "gpubox")[0], 10)
     assert picker.key_dialog is None
     assert doubles.asked == [] and doubles.accepted == []
     assert picker.ticked_hosts() == [LOCAL]

@@ -40,11 +40,19 @@ from workbench.engine.server.llama_server import LlamaServer
 from workbench.ui.compare_window import CompareWindow
 from workbench.ui.controllers.analysis_controller import AnalysisController
 from workbench.ui.controllers.calibrate_controller import CalibrateController
+from workbench.ui.controllers.hosts_controller import (
+    LOCAL,
+    HostsController,
+    Machines,
+    engine_machines,
+    machine_label,
+)
 from workbench.ui.controllers.library_controller import LibraryController
 from workbench.ui.controllers.render_controller import PUMP_INTERVAL_MS, RenderController
 from workbench.ui.controllers.replay_controller import ReplayController
 from workbench.ui.controllers.run_controller import RunController
 from workbench.ui.controllers.server_controller import ServerController
+from workbench.ui.controllers.stack_controller import StackController
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.panels.capacity_panel import CapacityPanel
 from workbench.ui.panels.experiment_form import ExperimentForm
@@ -58,6 +66,7 @@ from workbench.ui.presentation import Presentation, Stage
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme.qt_theme import app_icon, theme_color
 from workbench.ui.views.gantt import GanttView
+from workbench.ui.views.host_stack import HostStack
 from workbench.ui.views.legend import ConversationLegend, StateLegend
 from workbench.ui.views.results_view import ResultsView
 from workbench.ui.views.server_plots import ServerPlots
@@ -92,8 +101,16 @@ class MainWindow(QMainWindow):
     run_finished = Signal(str)
     replay_finished = Signal(str)
 
-    def __init__(self, out_dir: Path, server_bin: str | None = None) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        server_bin: str | None = None,
+        machines: Machines | None = None,
+    ) -> None:
+        """``machines``: how this window reaches other machines (None: the engine's SSH
+        hosts and agents)."""
         super().__init__()
+        machines = machines or engine_machines()
         self.out_dir = out_dir
         self.setWindowTitle("Concurrency Workbench")
         self.setWindowIcon(app_icon())
@@ -105,7 +122,7 @@ class MainWindow(QMainWindow):
         self._columns_by_hand = False
         self._banner_kind = "info"
 
-        self.form = ExperimentForm()
+        self.form = ExperimentForm(ssh_hosts=machines.ssh_hosts())
         self.server_panel = ServerPanel()
         form_scroll = QScrollArea()
         form_scroll.setWidget(self.form)
@@ -209,6 +226,9 @@ class MainWindow(QMainWindow):
         center_layout.addLayout(legend_row)
         center_layout.addWidget(self.conversation_legend)
         center_layout.addWidget(self.views, 1)
+        self.stack = HostStack()  # a run on several machines: its views, stacked
+        self.stack.hide()
+        center_layout.addWidget(self.stack, 1)
         self.side = QSplitter(Qt.Orientation.Vertical)
         self.side.addWidget(self.plots)
         self.side.addWidget(self.results)
@@ -238,6 +258,19 @@ class MainWindow(QMainWindow):
         self.sessions = LibraryController(out_dir, self.tasks, self)
         self.analysis = AnalysisController(self.tasks, self)
         self.calibrator = CalibrateController(self.tasks, out_dir, server_bin, parent=self)
+        self.hosts = HostsController(
+            self.tasks, machines.functions, server_bin, machines.remote_command, self
+        )
+        self.machines = machines
+        self.stack_runs = StackController(
+            self.stack,
+            (self.plots, self.results, self.server_panel, self.state_legend),
+            self.tasks,
+            out_dir,
+            machines.make_runner,
+            server_bin,
+            self,
+        )
         chrome = (self.panel_toggle, self.open_button, self.status, self.left, self.side)
         self.presentation = Presentation(
             Stage(self, self.splitter, self.views, chrome, self.caption), self.model, self
@@ -382,11 +415,32 @@ class MainWindow(QMainWindow):
         self.analysis.roofline_failed.connect(self.results.roofline.summary.setText)
         self.tune_panel.use_settings.connect(self.form.use_settings)
         self.tune_panel.use_settings.connect(lambda *_: self.left.setCurrentIndex(0))
+        self._wire_machines()
+
+    def _wire_machines(self) -> None:
+        """The Machine picker's checks, and a run on several machines."""
+        self.form.machines.attach(self.hosts)
+        self.hosts.checked.connect(
+            lambda host, facts: self.stack_runs.relabel(host, machine_label(host, facts))
+        )
+        self.runs.started.connect(lambda: self._stacked(False))
+        self.replay.opened.connect(lambda *_: self._stacked(False))
+        stacked = self.stack_runs
+        stacked.busy_changed.connect(self._set_busy)
+        stacked.busy_changed.connect(self.replay.hold)
+        stacked.busy_changed.connect(lambda busy: self.results.sync([]) if busy else None)
+        stacked.finished.connect(lambda *_: QTimer.singleShot(PUMP_INTERVAL_MS, self._fit_columns))
+        stacked.compared.connect(lambda paths: self.open_compare(paths) if len(paths) > 1 else None)
+        stacked.finished.connect(self.run_finished)
+        stacked.finished.connect(self._close_if_asked)
+        stacked.banner.connect(self.show_banner)
+        stacked.status.connect(self.status.setText)
+        stacked.binary_missing.connect(self.choose_binary)
 
     # -- what the tests and the scripted runs reach ------------------------------------------
     @property
     def running(self) -> bool:
-        return self.runs.running
+        return self.runs.running or self.stack_runs.running
 
     @property
     def runner(self) -> Runner | None:
@@ -523,11 +577,37 @@ class MainWindow(QMainWindow):
             self.show_banner(f"Stop the {held} first (Server tab).", "error")
             self.run_finished.emit(RunStatus.FAILED)
             return
+        hosts = self.form.machines.ticked_hosts()
+        if not hosts:
+            self.show_banner("Tick a machine to run on (Machines, in the Experiment tab).", "error")
+            self.run_finished.emit(RunStatus.FAILED)
+            return
         self.form.edit_copy()  # a session's experiment, run again, is a new run's from now on
-        self.runs.start(experiment, self.form.external_url(), self.form.external_api_key_env())
+        url, key = self.form.external_url(), self.form.external_api_key_env()
+        if hosts == [LOCAL]:
+            self.runs.start(experiment, url, key)
+            return
+        for host in hosts:
+            if host not in self.hosts.facts:  # its check names the machine in its pane
+                self.hosts.check(host, self.form.machines.model_for(host))
+        chosen = [
+            (h, machine_label(h, self.hosts.facts.get(h)), self.form.machines.model_for(h))
+            for h in hosts
+        ]
+        self.stack_runs.start(chosen, experiment, url, key)
+        self._stacked(True)
+
+    def _stacked(self, on: bool) -> None:
+        """The live views of one run, or the stacked views of a run on several machines;
+        the server plots share the time axis of the Gantt(s) shown."""
+        self.views.setVisible(not on)
+        self.stack.setVisible(on)
+        shown = self.stack.panes[0].gantt if on and self.stack.panes else self.gantt
+        self.plots.memory.setXLink(shown)
 
     def stop_run(self) -> None:
         self.runs.stop()
+        self.stack_runs.stop()
 
     def _set_busy(self, busy: bool) -> None:
         self.run_button.setEnabled(not busy and not self.calibrator.busy)

@@ -12,29 +12,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.config.experiment import Experiment
+from workbench.engine.remote import hosts, ssh, targets
 from workbench.engine.remote.protocol import HostFacts
+from workbench.engine.remote.targets import LOCAL
+from workbench.engine.run.lifecycle import Runner
+from workbench.engine.run.process_runner import ProcessRunner
+from workbench.engine.run.runner import RunOptions
 from workbench.ui.controllers.tasks import Tasks
 
-LOCAL = "local"  # this machine, as runs and checks name it
-GIB = 1024**3
-
-
-class HostKeyStatus(Protocol):
-    """What is known of an SSH host's key (``remote.ssh.HostKey``)."""
-
-    @property
-    def known(self) -> bool: ...
-
-    @property
-    def changed(self) -> bool: ...
-
-    @property
-    def fingerprints(self) -> tuple[str, ...]: ...
+# host, experiment, options, the model typed for the host (None: the experiment's)
+MakeRunner = Callable[[str, Experiment, RunOptions, str | None], Runner]
 
 
 @dataclass(frozen=True)
@@ -43,22 +36,57 @@ class HostFunctions:
 
     # host, model (None: the experiment's as the host resolves it), server_bin, remote command
     check_host: Callable[[str, str | None, str | None, list[str] | None], HostFacts]
-    host_key_status: Callable[[str], HostKeyStatus]
+    host_key_status: Callable[[str], ssh.HostKey]
     accept_host_key: Callable[[str, tuple[str, ...]], Any]
 
 
-def facts_line(facts: HostFacts) -> str:
-    """A host ready to run, in one line: what it is, what it runs, what it has free."""
-    parts = [facts.hostname, f"workbench {facts.workbench_version}"]
-    parts.append(", ".join(facts.gpus) if facts.gpus else "no GPU (CPU)")
-    if facts.free_memory_bytes is not None:
-        parts.append(f"{facts.free_memory_bytes / GIB:.1f} GiB free")
-    return "ok: " + ", ".join(parts)
+@dataclass(frozen=True)
+class Machines:
+    """How the window reaches machines other than this one: the SSH config's hosts, each
+    host's checks, what runs an experiment on a host, and the agent's command there."""
+
+    ssh_hosts: Callable[[], list[str]]
+    functions: HostFunctions
+    make_runner: MakeRunner
+    remote_command: list[str]
+
+
+def key_status(dest: str) -> ssh.HostKey:
+    """What ssh knows of ``dest``'s key; a host whose agent runs as a process here (no SSH)
+    has nothing to trust."""
+    if targets.by_process():
+        return ssh.HostKey(
+            dest, dest, 22, known=True, changed=False, fingerprints=(), accept_command=""
+        )
+    return ssh.host_key_status(dest)
+
+
+def engine_machines(remote_command: list[str] | None = None) -> Machines:
+    """The engine's own: SSH, the hosts' agents (started as ``remote_command`` there), and
+    this machine's run in a child process (the window's process measures nothing)."""
+    command = list(remote_command or hosts.DEFAULT_REMOTE_COMMAND)
+
+    def make_runner(
+        host: str, experiment: Experiment, options: RunOptions, model: str | None
+    ) -> Runner:
+        if host != LOCAL:
+            return hosts.runner_for(host, experiment, options, command, model)
+        return ProcessRunner(
+            experiment.with_overrides({"model": model}) if model else experiment, options
+        )
+
+    functions = HostFunctions(hosts.check_host, key_status, ssh.accept_host_key)
+    return Machines(ssh.ssh_config_hosts, functions, make_runner, command)
+
+
+def machine_name(host: str) -> str:
+    """A host as the picker, the banner and the status line name it."""
+    return "This machine" if host == LOCAL else host
 
 
 def machine_label(host: str, facts: HostFacts | None) -> str:
     """The machine as the stacked views name it: the host as ticked, its name and GPU."""
-    shown = "This machine" if host == LOCAL else host
+    shown = machine_name(host)
     if facts is None:
         return shown
     gpu = ", ".join(facts.gpus) if facts.gpus else "CPU only"
@@ -129,12 +157,7 @@ class HostsController(QObject):
         error has been asked or said."""
         key = await asyncio.to_thread(self.functions.host_key_status, host)
         if key.changed:
-            self.key_changed.emit(
-                host,
-                f"{host}'s host key has CHANGED since it was trusted: someone may be in the "
-                "middle, or the host was reinstalled. Check with its owner, then remove the old "
-                "key (ssh-keygen -R) before trusting it again.",
-            )
+            self.key_changed.emit(host, ssh.key_line(key))
             return False
         if not key.known:
             self.key_unknown.emit(host, tuple(key.fingerprints))

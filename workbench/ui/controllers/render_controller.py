@@ -43,11 +43,13 @@ class RenderController(QObject):
         model: RunModel,
         grid: StreamGrid,
         gantt: GanttView,
-        plots: ServerPlots,
-        results: ResultsView,
-        server_panel: ServerPanel,
+        plots: ServerPlots | None,
+        results: ResultsView | None,
+        server_panel: ServerPanel | None,
         parent: QObject | None = None,
     ) -> None:
+        """``plots``, ``results`` and ``server_panel`` None: a run shown beside another,
+        whose grid and Gantt alone are its own (the window's show the first run's)."""
         super().__init__(parent)
         self.model = model
         self.grid = grid
@@ -89,14 +91,14 @@ class RenderController(QObject):
         if gantt_now:
             self.gantt.sync(self.model, now)  # live bars grow with the clock
             self._gantt_stale = False
-        if server_now:
+        if server_now and self.plots is not None:
             self.plots.sync(self.model)  # new only when the sampler reports
             self._server_stale = False
         if force:
             self._warned = None  # a session opened, a seek: its warning shows again
         if changes.server or force:
             self._sync_server()
-        if changes.results or force:
+        if (changes.results or force) and self.results is not None:
             self.results.sync(self.model.summaries, self.model.prediction)
         if changes.prediction or changes.server or force:  # a configuration started, say
             line = prediction_line(self.model, live=verb == "running")
@@ -113,15 +115,16 @@ class RenderController(QObject):
 
     def _sync_server(self) -> None:
         server = self.model.server
-        self.server_panel.show_state(server.state, server.detail)
-        self.server_panel.show_server(
-            server.base_url,
-            server.facts,
-            server.log_path,
-            server.log_tail,
-            self.model.server_binary,
-        )
-        self.server_panel.show_kind(server.kind_text)
+        if self.server_panel is not None:
+            self.server_panel.show_state(server.state, server.detail)
+            self.server_panel.show_server(
+                server.base_url,
+                server.facts,
+                server.log_path,
+                server.log_tail,
+                self.model.server_binary,
+            )
+            self.server_panel.show_kind(server.kind_text)
         latest = self.model.notices[-1] if self.model.notices else None
         if (
             latest is not None

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from workbench.engine.base.errors import ServerBinaryNotFound, WorkbenchError
 from workbench.engine.base.states import ConfigStatus, RunStatus
 from workbench.engine.config.experiment import Experiment
-from workbench.engine.events import Subscription
+from workbench.engine.events import ExperimentStarted, Subscription
 from workbench.engine.run.lifecycle import RunLifecycle, Runner
 from workbench.engine.run.process_runner import ProcessRunner
 from workbench.engine.run.runner import RunOptions, RunResult
@@ -44,13 +47,20 @@ class RunController(QObject):
         out_dir: Path,
         server_bin: str | None = None,
         parent: QObject | None = None,
+        make_runner: Callable[[Experiment, RunOptions], Runner] = ProcessRunner,
     ) -> None:
+        """``make_runner``: what runs the experiment (a child process of this machine, or
+        another machine's agent)."""
         super().__init__(parent)
         self.model = model
         self.renderer = renderer
         self.tasks = tasks
         self.out_dir = out_dir
         self.server_bin = server_bin
+        self.make_runner = make_runner
+        # Where runs side by side share a time axis: the moment (this machine's clock) their
+        # times count from. None: from this run's own start.
+        self.origin_ns: int | None = None
         self.lifecycle: RunLifecycle | None = None
         self.result: RunResult | None = None
         self.subscription: Subscription | None = None
@@ -75,7 +85,7 @@ class RunController(QObject):
         options = RunOptions(
             self.out_dir, base_url=base_url, server_bin=self.server_bin, api_key_env=api_key_env
         )
-        self.lifecycle = RunLifecycle(ProcessRunner(experiment, options))
+        self.lifecycle = RunLifecycle(self.make_runner(experiment, options))
         self.busy_changed.emit(True)
         self.tasks.spawn(self._run(self.lifecycle))
 
@@ -84,13 +94,27 @@ class RunController(QObject):
             self.status.emit("stopping…")
             self.lifecycle.cancel()
 
+    @property
+    def clock_offset_ns(self) -> int:
+        """The run's clock minus this machine's: another machine's runner measures it."""
+        return getattr(self.runner, "clock_offset_ns", None) or 0
+
     def drain(self) -> None:
         """One frame: fold what arrived since the last into the model and redraw."""
         events = self.subscription.drain() if self.subscription is not None else []
+        if self.origin_ns is not None:
+            events = [self._from_origin(event) for event in events]
         now = None
         if self.model.t0_ns is not None and self.model.status is RunStatus.RUNNING:
-            now = (time.perf_counter_ns() - self.model.t0_ns) / 1e9
+            now = (time.perf_counter_ns() + self.clock_offset_ns - self.model.t0_ns) / 1e9
         self.renderer.render(events, now)
+
+    def _from_origin(self, event: Any) -> Any:
+        """The run's start moved to the shared origin, in the run's own clock: every time
+        the model derives then counts from that moment, whichever machine measured it."""
+        if not isinstance(event, ExperimentStarted) or self.origin_ns is None:
+            return event
+        return replace(event, t0_ns=self.origin_ns + self.clock_offset_ns)
 
     async def _run(self, lifecycle: RunLifecycle) -> None:
         """Prepare, run and finish one experiment; every way out ends the same."""

@@ -37,6 +37,7 @@ from workbench.engine.config.experiment import (
     parse_experiment,
 )
 from workbench.engine.config.settings import Field, fields_of
+from workbench.ui.panels.machine_picker import MachinePicker
 from workbench.ui.panels.pickers import ChoiceDialog, model_picker
 from workbench.ui.theme.qt_theme import signal_color, text_style
 
@@ -113,7 +114,8 @@ class ExperimentForm(QWidget):
 
     changed = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, ssh_hosts: list[str] | None = None) -> None:
+        """``ssh_hosts``: the hosts of the user's SSH config, for the Machine picker."""
         super().__init__(parent)
         self.experiment: Experiment | None = None
         self._kept: dict[tuple[str, str], Any] = {}
@@ -191,6 +193,8 @@ class ExperimentForm(QWidget):
         external.addRow("address", self.base_url)
         external.addRow("API key var", self.api_key_env)
         layout.addLayout(external)
+        self.machines = MachinePicker(ssh_hosts or [])  # where a run goes: one or several
+        layout.addWidget(self.machines)
         for box in boxes.values():
             layout.addWidget(box)
         layout.addWidget(self.error)

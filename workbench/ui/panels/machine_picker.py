@@ -10,7 +10,6 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QGridLayout,
-    QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
@@ -22,8 +21,9 @@ from PySide6.QtWidgets import (
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.preferences import MAX_MACHINES, load_preferences, remember
+from workbench.engine.remote.host_check import facts_line
 from workbench.engine.remote.protocol import HostFacts
-from workbench.ui.controllers.hosts_controller import LOCAL, HostsController, facts_line
+from workbench.ui.controllers.hosts_controller import LOCAL, HostsController, machine_name
 from workbench.ui.theme.qt_theme import text_style
 
 MAX_DEST = 255  # characters of a destination typed by hand
@@ -49,7 +49,7 @@ class MachineRow(QWidget):
     def __init__(self, host: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host = host
-        self.box = QCheckBox("This machine" if host == LOCAL else host)
+        self.box = QCheckBox(machine_name(host))
         self.box.setToolTip("run here" if host == LOCAL else f"run on {host} over SSH")
         self.model: QLineEdit | None = None
         self.line = QLabel()
@@ -76,7 +76,7 @@ class MachineRow(QWidget):
         self.line.show()
 
 
-class MachinePicker(QGroupBox):
+class MachinePicker(QWidget):
     """Emits ``ticked`` with a host just ticked (the window checks it), ``check_requested``
     for the Check button, ``trust_requested`` when the user trusts a host's key."""
 
@@ -86,8 +86,11 @@ class MachinePicker(QGroupBox):
 
     def __init__(self, aliases: list[str], parent: QWidget | None = None) -> None:
         """``aliases``: the hosts of the user's SSH config, listed after this machine."""
-        super().__init__("Machines", parent)
+        super().__init__(parent)
         self.setObjectName("machinePicker")
+        heading = QLabel("Machines")
+        heading.setStyleSheet("font-weight:bold;")
+        heading.setToolTip("where a run goes: tick several to run on them at once, side by side")
         self.key_dialog: QMessageBox | None = None  # the open "Trust this host?" question
         remembered, _ = load_preferences()
         self.added = list(remembered.machines)
@@ -113,6 +116,8 @@ class MachinePicker(QGroupBox):
         adding.addWidget(add)
         adding.addWidget(self.check_button)
         layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 4)
+        layout.addWidget(heading)
         layout.addLayout(self._rows)
         layout.addLayout(adding)
         layout.addWidget(self.error)
@@ -197,7 +202,7 @@ class MachinePicker(QGroupBox):
     def show_facts(self, host: str, facts: HostFacts) -> None:
         if host in self.rows:
             problems = "\n".join(facts.problems)
-            self.rows[host].say(problems or facts_line(facts), "error" if problems else "ok")
+            self.rows[host].say(problems or facts_line(host, facts), "error" if problems else "ok")
 
     def show_failed(self, host: str, text: str) -> None:
         if host in self.rows:
