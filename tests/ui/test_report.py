@@ -93,7 +93,7 @@ def test_export_charts_of_one_session_and_bad_formats(sweep_session, tmp_path, c
     assert sorted(p.suffix for p in charts.iterdir()) == [".pdf"] * 8 + [".png"] * 8
     assert png_size(charts / "agg_tok_s.png") == (400, 250)
     assert main([*export, "--format", "gif"]) == 1
-    assert "--format takes png, svg, pdf and/or vllm-json" in capsys.readouterr().err
+    assert "--format takes png, svg, pdf, vllm-json and/or perfetto" in capsys.readouterr().err
 
 
 def test_export_png_svg_pdf_each_to_its_folder(sweep_session, tmp_path, capsys):

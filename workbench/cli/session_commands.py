@@ -40,6 +40,7 @@ from workbench.engine.analysis.export import (
     write_requests_csv,
 )
 from workbench.engine.analysis.library import data_folder, scan
+from workbench.engine.analysis.perfetto import EXTENSION, write_trace
 from workbench.engine.analysis.verdicts import cache_verdicts, lab_verdicts
 from workbench.engine.base.errors import SessionError, WorkbenchError
 from workbench.engine.base.states import NoticeLevel
@@ -49,6 +50,8 @@ from workbench.engine.interop.vllm_result import write_vllm_results
 from workbench.engine.store import open_session
 
 VLLM_JSON = "vllm-json"
+PERFETTO = "perfetto"
+FILE_FORMATS = (VLLM_JSON, PERFETTO)  # --format's files, not charts
 CHART_FORMATS = ("png", "svg", "pdf")
 
 
@@ -65,7 +68,13 @@ def add_export(sub: Any) -> None:
     export = sub.add_parser(
         "export", help="write a session's tables (CSV, JSON), charts and queue Gantt"
     )
-    export.add_argument("session", type=session_file, help=SESSION_HELP)
+    export.add_argument(
+        "sessions",
+        nargs="+",
+        metavar="SESSION",
+        type=session_file,
+        help=f"{SESSION_HELP}; several only with --format {PERFETTO} (one trace of them all)",
+    )
     export.add_argument("--csv", help="per-configuration CSV (the lab's columns first)")
     export.add_argument("--requests-csv", help="per-request CSV")
     export.add_argument(
@@ -94,9 +103,14 @@ def add_export(sub: Any) -> None:
         type=out_folder,
         default=".",
         help=f"with --format {VLLM_JSON}: the folder for vllm bench serve's result files, one "
-        "per configuration (default: here)",
+        f"per configuration; with --format {PERFETTO}: for the trace, NAME{EXTENSION} (the "
+        "first session's name, +N for N more) (default: here)",
     )
-    _add_chart_options(export, also=f"; {VLLM_JSON}: vllm bench serve's result files")
+    _add_chart_options(
+        export,
+        also=f"; {VLLM_JSON}: vllm bench serve's result files; {PERFETTO}: a Chrome/Perfetto "
+        "trace (ui.perfetto.dev, chrome://tracing)",
+    )
     export.set_defaults(handler=cmd_export)
 
 
@@ -179,7 +193,7 @@ def _chart_options(args: argparse.Namespace) -> Any:
     from workbench.ui.exports.report import ChartOptions
 
     asked = _formats(args)
-    formats = tuple(f for f in asked if f != VLLM_JSON) or ("png",)
+    formats = tuple(f for f in asked if f not in FILE_FORMATS) or ("png",)
     unknown = [f for f in formats if f not in CHART_FORMATS]
     if unknown or not asked:
         raise WorkbenchError(f"--format takes png, svg and/or pdf, got {args.format!r}")
@@ -234,20 +248,33 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
     by_format = [(fmt, getattr(args, fmt)) for fmt in CHART_FORMATS if getattr(args, fmt)]
     asked = _formats(args)
-    unknown = [f for f in asked if f not in (*CHART_FORMATS, VLLM_JSON)]
+    unknown = [f for f in asked if f not in (*CHART_FORMATS, *FILE_FORMATS)]
     if unknown or not asked:
         raise WorkbenchError(
-            f"--format takes png, svg, pdf and/or {VLLM_JSON}, got {args.format!r}"
+            f"--format takes png, svg, pdf, {VLLM_JSON} and/or {PERFETTO}, got {args.format!r}"
         )
     vllm = VLLM_JSON in asked
     tables = args.csv or args.json or args.requests_csv or args.predicted_csv
-    if not (tables or args.charts or args.gantt or by_format or vllm):
+    one_session = tables or args.charts or args.gantt or by_format or vllm
+    if not (one_session or PERFETTO in asked):
         raise WorkbenchError(
             "say what to write: --csv FILE, --requests-csv FILE, --predicted-csv FILE, "
-            "--json FILE, --charts DIR, "
-            f"--gantt DIR, --png/--svg/--pdf DIR and/or --format {VLLM_JSON} [--out DIR]"
+            "--json FILE, --charts DIR, --gantt DIR, --png/--svg/--pdf DIR and/or "
+            f"--format {VLLM_JSON} or {PERFETTO} [--out DIR]"
         )
-    with open_session(args.session) as session:
+    if one_session and len(args.sessions) > 1:
+        raise WorkbenchError(
+            f"export writes one session's tables, charts and files: give several sessions "
+            f"only with --format {PERFETTO} alone (`workbench compare` sets sessions side by side)"
+        )
+    if PERFETTO in asked:
+        with contextlib.ExitStack() as stack:
+            sessions = [stack.enter_context(open_session(p)) for p in args.sessions]
+            path, count = write_trace(sessions, Path(args.out))
+        console.print(f"wrote {path} ({plural(count, 'trace event')})", markup=False)
+        if not one_session:
+            return 0
+    with open_session(args.sessions[0]) as session:
         if vllm:
             files = write_vllm_results(session, Path(args.out))
             console.print(f"wrote {plural(len(files), 'vllm bench serve result')} to {args.out}:")
