@@ -266,3 +266,23 @@ def test_the_windows_engine_process_sends_from_workers_too(tmp_path, mock):
     finished = [e.record for e in events.drain() if isinstance(e, RequestFinished)]
     assert sorted((r.index, r.worker) for r in finished) == [(0, 0), (1, 1), (2, 0), (3, 1)]
     assert all(r.ok for r in finished)
+
+
+def test_a_later_turn_of_a_trace_is_sent_by_its_sessions_worker_after_the_turn_before(mock):
+    """Requests 1 and 3 follow 0 and 2 (a trace's later turns): each goes with the one it
+    follows (not round-robin), due its delay after that one ended, on the same clock."""
+    workload = WorkloadSettings(requests=4, max_tokens=8, workers=2)
+    records = plan_records(0, 0, 0, 4, PromptSource())
+    follows = [None, (0, 0.05), None, (2, 0.0)]
+    asyncio.run(
+        run_in_workers(
+            mock.url, None, workload, records, [0.0, 0.0, 0.0, 0.0], lambda e: None,
+            WorkerLoads(), follows,
+        )
+    )  # fmt: skip
+    assert all(r.ok for r in records)
+    assert [r.worker for r in records] == [0, 0, 1, 1]
+    first, later, second, latest = records
+    assert later.t_intended_ns == first.t_done_ns + 50_000_000  # type: ignore[operator]
+    assert latest.t_intended_ns == second.t_done_ns
+    assert later.t_submit_ns >= later.t_intended_ns  # type: ignore[operator]
