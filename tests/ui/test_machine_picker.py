@@ -132,9 +132,9 @@ def test_a_host_added_by_hand_is_listed_ticked_and_remembered(qtbot):
 @pytest.mark.parametrize(
     ("typed", "said"),
     [
-        ("-oProxyCommand=touch /tmp/x", "starts with '-'"),
-        ("two words", "one word"),
-        ("", "type a host"),
+        ("-oProxyCommand=touch /tmp/x", "cannot start with '-'"),
+        ("two\tw", "no spaces or control characters"),
+        ("", "is empty"),
     ],
 )
 def test_a_dest_that_is_no_host_is_refused_with_its_reason(qtbot, typed, said):

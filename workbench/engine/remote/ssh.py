@@ -145,8 +145,15 @@ def ssh_words() -> tuple[str, ...]:
 
 
 def ssh_target(dest: str) -> SshTarget:
-    """The host ``dest`` names (anything the user's ssh accepts), checked first: one that
-    starts with ``-`` would be read by ssh as an option."""
+    """The host ``dest`` names (anything the user's ssh accepts), checked first
+    (``check_dest``)."""
+    check_dest(dest)
+    return SshTarget(dest, ssh_words())
+
+
+def check_dest(dest: str) -> None:
+    """An ``SshError`` for a ``dest`` that is no host to hand ssh: one that starts with
+    ``-`` would be read by ssh as an option."""
     shown = printable(dest)
     if not dest:
         raise SshError("an SSH destination is empty: give an alias, user@host or ssh://...")
@@ -156,7 +163,6 @@ def ssh_target(dest: str) -> SshTarget:
         )
     if any(c.isspace() or not c.isprintable() for c in dest) or len(dest) > 1024:
         raise SshError(f"{shown!r}: an SSH destination has no spaces or control characters")
-    return SshTarget(dest, ssh_words())
 
 
 def check_reachable(dest: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:

@@ -23,23 +23,17 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.preferences import MAX_MACHINES, load_preferences, remember
 from workbench.engine.remote.host_check import facts_line
 from workbench.engine.remote.protocol import HostFacts
+from workbench.engine.remote.ssh import check_dest
 from workbench.ui.controllers.hosts_controller import LOCAL, HostsController, machine_name
 from workbench.ui.theme.qt_theme import text_style
 
-MAX_DEST = 255  # characters of a destination typed by hand
-
 
 def dest_problem(dest: str) -> str | None:
-    """Why ``dest`` is no destination to hand ssh, or None: a word ssh takes as a host
-    (``gpubox``, ``me@10.0.0.2``, ``ssh://me@host:2222``), never an option."""
-    if not dest:
-        return "type a host: an ssh alias or user@host"
-    if dest.startswith("-"):
-        return f"{dest[:40]!r} starts with '-': ssh would read it as an option, not a host"
-    if len(dest) > MAX_DEST:
-        return f"a host is at most {MAX_DEST} characters"
-    if not dest.isprintable() or any(c.isspace() for c in dest):
-        return "a host is one word, with no spaces or control characters"
+    """Why ``dest`` is no host to hand ssh (ssh's own check), or None."""
+    try:
+        check_dest(dest)
+    except WorkbenchError as exc:
+        return str(exc)
     return None
 
 
