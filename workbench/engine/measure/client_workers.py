@@ -203,6 +203,7 @@ class WorkerProcess:
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # a terminal's Ctrl-C is this process's to act on
             )
         except OSError as exc:
             raise WorkerLost(f"client worker {self.job.worker} could not start: {exc}") from None

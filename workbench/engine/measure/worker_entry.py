@@ -6,8 +6,8 @@ nothing can break a message. The worker prepares its requests, says it is ready 
 ``perf_counter_ns``: the parent checks that the two share a clock), waits for t0 and sends
 them with ``run_requests``, shipping its events every ``SHIP_INTERVAL_S``, then its load.
 A cancel, or stdin's end (the parent is gone), cancels its requests: each is still sent
-back, recorded as cancelled. SIGINT is ignored: a Ctrl-C reaches the whole process group,
-and the parent decides when to stop.
+back, recorded as cancelled. It runs in a session of its own and ignores SIGINT: a Ctrl-C
+is the parent's to act on, and the parent decides when to stop.
 """
 
 from __future__ import annotations
