@@ -5,6 +5,7 @@ repeat ends."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import itertools
 import os
@@ -286,3 +287,40 @@ def test_a_later_turn_of_a_trace_is_sent_by_its_sessions_worker_after_the_turn_b
     assert later.t_intended_ns == first.t_done_ns + 50_000_000  # type: ignore[operator]
     assert latest.t_intended_ns == second.t_done_ns
     assert later.t_submit_ns >= later.t_intended_ns  # type: ignore[operator]
+
+
+def test_ctrl_c_ends_the_run_and_every_worker(tmp_path, slow_mock):
+    """``workbench run --workers 2`` interrupted while its workers stream: the run ends
+    cancelled, every request recorded, and no worker outlives it."""
+    from tests.cli_process import start_run, stop
+
+    text = 'name = "ctrl-c"\n[workload]\nrequests = 6\nmax_tokens = 400\nwarmup = 0\n'
+    proc, out, log = start_run(text, tmp_path, "--base-url", slow_mock.url, "--workers", "2")
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := _workers_of(proc.pid)) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130, log.read_text()
+    finally:
+        stop(proc)
+    _, alive = psutil.wait_procs(workers, timeout=5)
+    assert not alive
+    (session_path,) = out.glob("*.session.sqlite")
+    with open_session(session_path) as session:
+        assert session.status == "cancelled"
+        assert sorted(r.worker for r in session.records(0)) == [0, 0, 0, 1, 1, 1]  # type: ignore[type-var]
+
+
+def _workers_of(pid: int) -> list[psutil.Process]:
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    found = []
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            if WORKER in " ".join(child.cmdline()):
+                found.append(child)
+    return found
