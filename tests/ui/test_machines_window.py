@@ -11,10 +11,13 @@ import pytest
 
 from tests.ui.driving import click_until, run
 from tests.ui.test_machine_picker import Hosts, facts
+from workbench.cli.main import build_parser, main
 from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.config.preferences import load_preferences, remember
 from workbench.engine.run.process_runner import ProcessRunner
 from workbench.engine.store import open_session
 from workbench.mock_server import MockProcess
+from workbench.ui.app import build_window
 from workbench.ui.controllers.hosts_controller import LOCAL
 
 QUICK = ("--ttft-ms", "20", "--itl-ms", "5", "--tokens", "16", "--slots", "4")
@@ -119,3 +122,27 @@ def test_this_machine_alone_runs_in_the_window_s_own_views(window, loop, mocks):
     assert window.stack.panes == [] and window.stack_runs.runs == []
     assert window.gantt.bar_count() == 4
     assert window.result is not None and window.result.session_path.parent == window.out_dir
+
+
+def test_gui_host_ticks_those_machines_for_this_window_only(qtbot, loop, tmp_path):
+    remember(machines_ticked=("mac",))
+    args = build_parser().parse_args(
+        ["gui", "--out", str(tmp_path), "--host", "local", "--host", "me@127.0.0.1"]
+    )
+    window, loaded = build_window(args)
+    qtbot.addWidget(window)
+    assert loaded
+    assert window.form.machines.ticked_hosts() == [LOCAL, "me@127.0.0.1"]
+    assert window.machines.remote_command == ["workbench"]
+    assert load_preferences()[0].machines_ticked == ("mac",)  # remembered as it was
+    window.shutdown()
+
+
+def test_gui_host_that_is_no_destination_is_one_line(qapp, loop, tmp_path, capsys):
+    code = main(["gui", "--out", str(tmp_path), "--host=-oProxyCommand=x", "--autorun"])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert err.strip().splitlines()[-1] == (
+        "error: --host '-oProxyCommand=x': an SSH destination cannot start with '-' "
+        "(ssh reads it as an option)"
+    )

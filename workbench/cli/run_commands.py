@@ -215,6 +215,16 @@ def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
         "--api-key-env", metavar="NAME", help="environment variable with the server's API key"
     )
     parser.add_argument("--server-bin", help="llama-server binary to use")
+    parser.add_argument(
+        "--host",
+        dest="hosts",
+        metavar="DEST",
+        action="append",
+        default=[],
+        help="tick this machine in the Machine picker instead of those remembered: an SSH "
+        "destination, or `local` for this machine; again for each (they run side by side)",
+    )
+    add_remote_command(parser)
     parser.add_argument("--theme", choices=THEMES, default="dark")
     parser.add_argument(
         "--font-size",

@@ -16,7 +16,10 @@ from PySide6.QtWidgets import QApplication
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.states import RunStatus
+from workbench.engine.remote.ssh import check_dest
+from workbench.engine.remote.targets import LOCAL
 from workbench.engine.run.replay import Playback
+from workbench.ui.controllers.hosts_controller import engine_machines
 from workbench.ui.gui_thread_gc import GuiThreadGarbageCollection
 from workbench.ui.main_window import MainWindow
 from workbench.ui.theme.qt_theme import app_icon, apply_theme
@@ -24,8 +27,11 @@ from workbench.ui.theme.qt_theme import app_icon, apply_theme
 
 def build_window(args: argparse.Namespace) -> tuple[MainWindow, bool]:
     """The window with the experiment loaded; False when the experiment could not be."""
-    window = MainWindow(Path(args.out), server_bin=args.server_bin)
+    machines = engine_machines(args.remote_workbench)
+    window = MainWindow(Path(args.out), server_bin=args.server_bin, machines=machines)
     window.resize(*args.size)  # WIDTHxHEIGHT, checked by its flag
+    if args.hosts:
+        window.form.machines.tick_only(args.hosts)
     loaded = True
     try:
         window.form.load_file(args.experiment)
@@ -77,8 +83,19 @@ def check_display() -> None:
         )
 
 
+def check_hosts(hosts: list[str]) -> None:
+    """``--host`` destinations, checked before the window opens."""
+    for host in hosts:
+        if host != LOCAL:
+            try:
+                check_dest(host)
+            except WorkbenchError as exc:
+                raise WorkbenchError(f"--host {exc}") from None
+
+
 def run_gui(args: argparse.Namespace) -> int:
     check_display()
+    check_hosts(args.hosts)
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Concurrency Workbench")
     app.setWindowIcon(app_icon())

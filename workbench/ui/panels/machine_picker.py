@@ -171,6 +171,17 @@ class MachinePicker(QWidget):
         text = field.text().strip() if field is not None else ""
         return text or None
 
+    def tick_only(self, hosts: list[str]) -> None:
+        """Tick ``hosts`` alone (destinations ``check_dest`` passed), for this window only
+        (``gui --host``): none is remembered, and none is checked until Check or Run."""
+        for host in hosts:
+            if host not in self.rows:
+                self._add_row(host)
+        for host, row in self.rows.items():
+            row.box.blockSignals(True)
+            row.box.setChecked(host in hosts)
+            row.box.blockSignals(False)
+
     def add_typed(self) -> None:
         """The host typed by hand, listed, remembered and ticked (a bad one is refused with
         its reason)."""
