@@ -324,3 +324,22 @@ def _workers_of(pid: int) -> list[psutil.Process]:
             if WORKER in " ".join(child.cmdline()):
                 found.append(child)
     return found
+
+
+def test_a_worker_that_cannot_start_is_one_error_with_its_last_words(monkeypatch):
+    from workbench.engine.measure import client_workers
+
+    monkeypatch.setattr(client_workers, "ENTRY_MODULE", "workbench.no_such_module")
+    workload = WorkloadSettings(requests=2, max_tokens=8, workers=2)
+    records = plan_records(0, 0, 0, 2, PromptSource())
+    finished: list[RequestFinished] = []
+    with pytest.raises(WorkerLost, match=r"^client worker \d exited with status 1 while "
+                       r"preparing: .*No module named workbench.no_such_module$"):  # fmt: skip
+        asyncio.run(
+            run_in_workers(
+                "http://127.0.0.1:9", None, workload, records, [0.0, 0.0], finished.append,
+                WorkerLoads(),
+            )
+        )  # fmt: skip
+    assert sorted(e.record.index for e in finished) == [0, 1]
+    assert all(r.error == "not finished: its client worker ended first" for r in records)

@@ -640,7 +640,7 @@ class WorkloadSettings:
             "(pinned to a core of its own where the system allows): the requests are dealt "
             "round-robin, `concurrency` is shared out between them, and every request keeps "
             "its time from the one arrival schedule; `1` sends them all from the run's own "
-            "loop (one loop takes about 23,000 token events/s)"
+            "loop (one loop takes about 23,000 token events/s); `conversations` take `1`"
         ),
         low=1,
         high=MAX_WORKERS,

@@ -232,7 +232,7 @@ class WorkerProcess:
     async def cancel(self) -> None:
         """Ask the worker to cancel its requests and send them back (it may be gone)."""
         if self.process is not None and self.process.returncode is None:
-            with contextlib.suppress(ConnectionError, RuntimeError):
+            with contextlib.suppress(WorkerLost):
                 await self._send(("cancel",))
 
     async def pump(self, take: Callable[[list[Any]], None]) -> ClientLoad:
@@ -287,8 +287,11 @@ class WorkerProcess:
 
     async def _send(self, message: Any) -> None:
         assert self.process is not None and self.process.stdin is not None
-        self.process.stdin.write(frame(message))
-        await self.process.stdin.drain()
+        try:
+            self.process.stdin.write(frame(message))
+            await self.process.stdin.drain()
+        except (ConnectionError, RuntimeError):  # its pipe closed: it is gone
+            raise await self.lost("before it was told") from None
 
     async def _read(self) -> Any:
         assert self.process is not None and self.process.stdout is not None
