@@ -10,7 +10,9 @@ and GPU memory; instants for each configuration's start and end and each failure
 Perfetto and chrome://tracing need the complete events of one thread to nest, never to
 overlap in part: a request whose slot another request still holds (two the log matched to
 one slot at once, or a request with no known slot) goes on a further lane of its own, and
-so does a worker's request sent while another is in flight.
+so does a worker's request sent while another is in flight. The client sees a last token a
+few ms after the server handed its slot on (``HANDOVER_US``): the next request's prefill is
+drawn from where the one before it ended, its arguments keeping the measured figures.
 
 Times are whole microseconds (the format's unit) from the earliest session's clock origin:
 each session is placed by its wall-clock origin, and its times within are its own clock's.
@@ -75,13 +77,11 @@ class _Lanes:
     def place(
         self, group: int, number: int, start: int, end: int, give: int = 0
     ) -> tuple[int, int, list[dict]]:
-        """The lane (tid) of a span [start, end] µs, where on it the span begins (up to
-        ``give`` later than ``start``, where a lane is free by then), and the metadata
-        naming a new lane."""
+        """The lane (tid) of a span [start, end] µs: the first free by ``start``, or by
+        up to ``give`` later, where the span then begins; and the metadata naming a new
+        lane."""
         ends = self.free_at.setdefault((group, number), [])
-        lane = next((k for k, free in enumerate(ends) if free <= start), None)
-        if lane is None:
-            lane = next((k for k, free in enumerate(ends) if free <= start + give), len(ends))
+        lane = next((k for k, free in enumerate(ends) if free <= start + give), len(ends))
         if lane == len(ends):
             ends.append(start)
         start = max(start, ends[lane])
@@ -91,7 +91,7 @@ class _Lanes:
             return self.tids[key], start, []
         tid = self.tids[key] = len(self.tids) + 1
         name = {_SLOT: f"slot {number}", _NO_SLOT: "no slot", _WORKER: f"worker {number}"}[group]
-        meta = {"ph": "M", "pid": self.pid, "tid": tid}
+        meta = {"ph": "M", "pid": self.pid, "tid": tid, "ts": 0}
         return (
             tid,
             start,
@@ -177,7 +177,7 @@ def trace_events(sessions: Sequence[Session]) -> Iterator[dict[str, Any]]:
     ids = itertools.count(1)
     for placed in _placed(sessions):
         s, pid = placed.session, placed.pid
-        meta = {"ph": "M", "pid": pid, "tid": 0}
+        meta = {"ph": "M", "pid": pid, "tid": 0, "ts": 0}
         name = f"{host_of(s)} · {as_text(s.meta['name'])}"
         yield {**meta, "name": "process_name", "args": {"name": name}}
         yield {**meta, "name": "process_sort_index", "args": {"sort_index": pid}}
