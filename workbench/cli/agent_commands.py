@@ -15,6 +15,7 @@ from rich.console import Console
 from workbench.cli.paths import session_file
 from workbench.engine.remote.agent import serve
 from workbench.engine.remote.fetch import fetch_session
+from workbench.engine.remote.hosts import DEFAULT_REMOTE_COMMAND
 
 
 def add_agent(sub: Any) -> None:
@@ -33,7 +34,7 @@ def add_remote_command(parser: argparse.ArgumentParser) -> None:
         "--remote-workbench",
         metavar="CMD",
         type=shlex.split,
-        default=["workbench"],
+        default=list(DEFAULT_REMOTE_COMMAND),
         help="the workbench command on the far host, as shell words (default: workbench)",
     )
 

@@ -85,3 +85,25 @@ def test_garbage_during_a_run_fails_it_and_keeps_the_session(tmp_path):
         assert session.status == "failed"
         assert any("not the agent's protocol" in n.text for n in session.notices())
     assert far._link is not None and far._link.process.poll() is not None
+
+
+def test_a_far_command_that_fails_is_one_line_with_what_it_said(tmp_path):
+    failing = ["sh", "-c", "echo 'sh: 1: workbench: not found' >&2; exit 127", "sh"]
+    far = RemoteRunner(EXPERIMENT, RunOptions(tmp_path), ProcessTarget("gpubox"), failing, None)
+    with pytest.raises(WorkbenchError) as raised:
+        far.prepare()
+    assert str(raised.value) == "the connection to gpubox closed: sh: 1: workbench: not found"
+
+
+def test_a_cancel_the_far_side_does_not_answer_ends_the_channel_within_its_bound(tmp_path):
+    far = runner(tmp_path, "stall")
+    far.liveness_s, far.stop_wait_s = 60.0, 1.0  # only the cancel's bound can end it
+    lifecycle = RunLifecycle(far, stop_wait_s=20.0)
+    lifecycle.prepare()
+    lifecycle.start()
+    started = time.monotonic()
+    lifecycle.cancel()
+    result = lifecycle.finish()
+    assert time.monotonic() - started < 10.0
+    assert result.status == "incomplete"
+    assert far._link is not None and far._link.process.poll() is not None

@@ -98,6 +98,7 @@ class AgentLink:
                 f"{self.host} sent something that is not the agent's protocol: {message}"
             )
         if isinstance(message, _End):
+            self._errors.join(CLOSE_WAIT_S)  # what it said as it ended, read to its end
             raise LinkLost(f"the connection to {self.host} closed{self.said()}")
         return message
 

@@ -94,7 +94,6 @@ class RemoteRunner:
         self.model = model
         self.bus = EventBus()
         self.configs: list[RunConfig] = experiment.configs()
-        self.summaries: list[ConfigSummary] = []  # nothing is kept: a remote run never resumes
         path, _ = session_paths(experiment, options)
         self._session_path = path
         self.clock_offset_ns: int | None = None  # far minus near, from the quickest round trip
