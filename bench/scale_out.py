@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -44,18 +43,9 @@ from workbench.engine.run.lifecycle import run_experiment  # noqa: E402
 from workbench.engine.run.runner import RunOptions  # noqa: E402
 from workbench.engine.store import open_session  # noqa: E402
 from workbench.mock_server import MockProcess  # noqa: E402
+from workbench.mock_server.server import raise_open_files  # noqa: E402
 
 FILES_PER_STREAM = 2  # the client's socket and the mock's
-
-
-def raise_open_files(streams: int) -> int:
-    """The soft open-files limit raised to what ``streams`` need (up to the hard limit)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = FILES_PER_STREAM * streams + 1024
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        soft = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    return soft
 
 
 def cores_free() -> tuple[int, float]:
@@ -111,7 +101,7 @@ def main() -> int:
     parser.add_argument("--itl-ms", type=float, default=5.0)
     args = parser.parse_args()
     streams = [int(s) for s in args.streams.split(",")]
-    limit = raise_open_files(max(streams))
+    limit = raise_open_files(FILES_PER_STREAM * max(streams) + 1024)
     allowed, idle = cores_free()
     free = max(1, round(idle))
     workers = [int(w) for w in args.workers.split(",")] if args.workers else sorted({1, 2, free})

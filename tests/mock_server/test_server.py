@@ -128,3 +128,30 @@ def test_a_bad_flag_is_refused_in_one_line() -> None:
         .splitlines()[-1]
         .endswith("error: tokens, tokens_per_chunk and slots must be >= 1")
     )
+
+
+def test_the_mock_raises_its_open_files_limit_to_hold_a_thousand_streams() -> None:
+    """Under the usual soft limit of 1,024 (here 256), 1,024 streams and a listener do not
+    fit: the mock raises its own where the hard limit allows."""
+    import resource
+
+    import psutil
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 4096:
+        pytest.skip(f"the hard open-files limit is {hard}")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "workbench.mock_server", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)),
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("listening on ")
+        assert psutil.Process(process.pid).rlimit(psutil.RLIMIT_NOFILE)[0] >= 4096
+    finally:
+        process.terminate()
+        process.wait(10)
+        process.stdout.close()  # type: ignore[union-attr]

@@ -10,7 +10,7 @@ import sys
 from workbench.engine.figures.server_kinds import LLAMACPP
 from workbench.mock_server.generator import Timing
 from workbench.mock_server.metrics_page import EXPOSITIONS
-from workbench.mock_server.server import MockServer
+from workbench.mock_server.server import MockServer, raise_open_files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ValueError as exc:
         parser.error(str(exc))
+    raise_open_files()
     asyncio.run(_serve(timing, args.host, args.port, args.metrics))
     return 0
 
