@@ -10,6 +10,7 @@ import math
 import shutil
 import sqlite3
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -218,7 +219,7 @@ def test_a_sweeps_slices_lie_where_its_records_say(tmp_path):
 def test_requests_that_would_overlap_on_a_lane_get_lanes_of_their_own(tmp_path):
     """Two requests the log put on slot 0 at once, two with no slot at once, a failed one;
     the server's /metrics, /slots and GPU memory as counters."""
-    toml = "[server]\nslots = 2\n[workload]\nrequests = 7\n"
+    toml = "[server]\nslots = 2\n[workload]\nrequests = 8\n"
     requests = [
         request(0, submit_s=0.0, slot=0),
         request(1, submit_s=0.5, slot=0),  # while 0 still decodes on slot 0
@@ -229,6 +230,14 @@ def test_requests_that_would_overlap_on_a_lane_get_lanes_of_their_own(tmp_path):
         # last token before it (at 1.2 s): the slot's own lane, its prefill from 1.2 s
         request(5, submit_s=0.0, slot=1),
         request(6, submit_s=1.0, ttft_s=0.248, prefill_s=0.05, slot=1),
+        # a second client worker's whole answer (not streamed) after 1 s, the server 0.2 s
+        # on its prompt and 0.5 s generating: 0.3 s queued, decoding from 3.5 s to 4 s
+        replace(
+            request(7, submit_s=3.0, ttft_s=1.0, tokens=1, slot=1),
+            streamed=False,
+            worker=1,
+            timings={"prompt_n": 20, "prompt_ms": 200.0, "predicted_n": 9, "predicted_ms": 500.0},
+        ),
     ]
     metrics = [
         MetricsSample(0, round(t * NS), {"llamacpp:requests_processing": n, "other": math.inf})
@@ -248,7 +257,15 @@ def test_requests_that_would_overlap_on_a_lane_get_lanes_of_their_own(tmp_path):
     assert lane[(0, "decode")] == "slot 0" and lane[(1, "decode")] == "slot 0 · 2"
     assert {lane[(2, "decode")], lane[(3, "decode")]} == {"no slot", "no slot · 2"}
     assert lane[(4, "failed request")].startswith("worker 0")
-    assert lane[(5, "decode")] == "slot 1" == lane[(6, "decode")]
+    assert lane[(5, "decode")] == "slot 1" == lane[(6, "decode")] == lane[(7, "decode")]
+    whole = {e["name"]: (e["ts"], e["dur"]) for e in of_request(doc, 0, 7)}
+    assert whole == {
+        "request": (3_000_000, 1_000_000),
+        "prefill": (3_300_000, 200_000),
+        "decode": (3_500_000, 500_000),
+    }
+    (sent,) = [e for e in of_request(doc, 0, 7) if e["name"] == "request"]
+    assert names[sent["tid"]] == "worker 1" and sent["args"]["worker"] == 1
     (handed,) = [e for e in of_request(doc, 0, 6) if e["name"] == "prefill"]
     assert (handed["ts"], handed["dur"], handed["args"]["queue_wait_ms"]) == (
         1_200_000,
