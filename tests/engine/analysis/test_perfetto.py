@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import older_session
 from tests.made_sessions import (
     NS,
     Config,
@@ -398,3 +399,11 @@ def test_a_real_sessions_trace_puts_each_request_on_its_slot(recorded_session, t
         assert abs(decode["ts"] + decode["dur"] - (r.t_last_token_ns - origin) / 1000) <= 1
     busy = [e for e in doc["traceEvents"] if e["name"] == "busy slots"]
     assert busy and max(e["args"]["busy"] for e in busy) >= 1
+
+
+def test_a_session_older_than_the_remote_origin_is_named_by_its_machine(tmp_path):
+    session = write_sweep(tmp_path / "sweep.session.sqlite")
+    old = older_session(session, tmp_path, 9, "remote_origin")
+    doc = exported([old], tmp_path / "out")
+    (process,) = [e for e in doc["traceEvents"] if e["name"] == "process_name"]
+    assert process["args"]["name"] == "made-host · sweep"
