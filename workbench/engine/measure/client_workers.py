@@ -104,12 +104,13 @@ async def read_frame(reader: asyncio.StreamReader) -> Any:
 
 def deal(count: int, workers: int, follows: Follows | None = None) -> list[list[int]]:
     """Each worker's positions among ``count`` requests: dealt round-robin, a request that
-    follows another with the one it follows; no worker is left empty."""
+    follows another (always an earlier one: a trace's turn before) with the one it follows;
+    no worker is left empty."""
     owner: list[int] = []
     dealt = 0
     for i in range(count):
         after = follows[i] if follows is not None else None
-        if after is not None and after[0] < i:
+        if after is not None:
             owner.append(owner[after[0]])
         else:
             owner.append(dealt % workers)
