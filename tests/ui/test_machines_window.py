@@ -146,3 +146,25 @@ def test_gui_host_that_is_no_destination_is_one_line(qapp, loop, tmp_path, capsy
         "error: --host '-oProxyCommand=x': an SSH destination cannot start with '-' "
         "(ssh reads it as an option)"
     )
+
+
+def test_stop_stops_every_machine_and_each_says_so(window, loop):
+    slow = ("--ttft-ms", "20", "--itl-ms", "50", "--tokens", "400", "--slots", "4")
+    with MockProcess(*slow) as here, MockProcess(*slow) as there:
+        machines(window, {LOCAL: here.url, "twin": there.url})
+        tick(window, "twin")
+        statuses: list[str] = []
+        window.run_finished.connect(statuses.append)
+
+        def sending() -> bool:
+            models = window.stack_runs.models
+            return len(models) == 2 and all(m.requests for m in models)
+
+        click_until(loop, window.run_button, sending, 60)
+        assert window.running and window.stop_button.isEnabled()
+        click_until(loop, window.stop_button, lambda: statuses, 60)
+    assert statuses == ["cancelled"]
+    assert [r.status for r in window.stack_runs.runs] == ["cancelled", "cancelled"]
+    lines = window.banner.text().splitlines()
+    assert [line.split(": ", 1)[1].split(".")[0] for line in lines] == ["Stopped", "Stopped"]
+    assert not window.running and window.run_button.isEnabled()
