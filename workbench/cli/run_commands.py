@@ -32,6 +32,7 @@ from workbench.cli.progress import ProgressState, live_rate_text
 from workbench.cli.tables import add_table_flags, event_line, results_table, run_line
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.states import ConfigStatus, RunStatus
+from workbench.engine.base.untrusted import printable
 from workbench.engine.base.words import plural
 from workbench.engine.config.experiment import (
     SETTINGS,
@@ -471,7 +472,7 @@ def _check_hosts(
             lines = [str(exc) if str(exc).startswith(f"{host}:") else f"{host}: {exc}"]
         else:
             console.print(facts_line(host, facts), highlight=False, markup=False, soft_wrap=True)
-            lines = [f"{host}: {p}" for p in facts.problems]
+            lines = [f"{host}: {printable(p)}" for p in facts.problems]
         for line in lines:
             console.print(f"[red]{escape(line)}[/red]", highlight=False, soft_wrap=True)
         problems += len(lines)

@@ -3,6 +3,8 @@ agent (``python far_sides.py MODE ... agent``):
 
 - ``junk``: answers its first line with a line that is no JSON.
 - ``old``: says hello with another protocol and version.
+- ``evil-error``: answers check with an error that would drive a terminal.
+- ``huge-clock``: answers pings with a clock no ``perf_counter_ns`` reads.
 - ``stall`` / ``junk-mid-run``: a well-behaved agent until its run's session is sent, then
   silence forever (reading on), or a line of garbage.
 - ``relay CMD...``: carries the channel to a real agent (``CMD... agent``), as ssh does: a
@@ -46,10 +48,13 @@ def fake(mode: str) -> None:
         elif op["op"] == "hello":
             protocol = PROTOCOL + 1 if mode == "old" else PROTOCOL
             send("hello", protocol=protocol, version="9.9.9", hostname="fake")
+        elif op["op"] == "check" and mode == "evil-error":
+            send("error", text="\x1b]0;owned\x07\x1b[2Jno model here")
         elif op["op"] == "check":
             send("facts", facts=wire.plain(FACTS))
         elif op["op"] == "ping" and op.get("seq", -1) >= 0:
-            send("pong", seq=op["seq"], t_ns=time.perf_counter_ns())
+            far = 10**30 if mode == "huge-clock" else time.perf_counter_ns()
+            send("pong", seq=op["seq"], t_ns=far)
         elif op["op"] == "run":
             send("session", run_id="a" * 32, header=wire.plain(HEADER))
             if mode == "junk-mid-run":

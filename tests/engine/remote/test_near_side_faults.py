@@ -107,3 +107,15 @@ def test_a_cancel_the_far_side_does_not_answer_ends_the_channel_within_its_bound
     assert time.monotonic() - started < 10.0
     assert result.status == "incomplete"
     assert far._link is not None and far._link.process.poll() is not None
+
+
+def test_what_the_far_side_says_is_made_safe_for_a_terminal(tmp_path):
+    with pytest.raises(WorkbenchError) as raised:
+        runner(tmp_path, "evil-error").prepare()
+    assert "\x1b" not in str(raised.value) and "\x07" not in str(raised.value)
+    assert str(raised.value).startswith("gpubox: ") and "no model here" in str(raised.value)
+
+
+def test_a_far_clock_out_of_bounds_is_refused(tmp_path):
+    with pytest.raises(ProtocolError, match="gpubox answered ping 0"):
+        runner(tmp_path, "huge-clock").prepare()

@@ -11,6 +11,7 @@ import psutil
 
 from workbench import __version__
 from workbench.engine.base.errors import ModelFileError, ServerBinaryNotFound
+from workbench.engine.base.untrusted import printable
 from workbench.engine.measure.hardware import apple_chip, nvidia_gpus
 from workbench.engine.remote.protocol import PROTOCOL, HostFacts
 from workbench.engine.server.discovery import find_server_binary, resolve_model
@@ -69,7 +70,8 @@ def gpu_names() -> tuple[str, ...]:
 
 
 def facts_line(host: str, facts: HostFacts) -> str:
-    """One line of what a host would run with, as the CLI prints it before a run."""
+    """One line of what a host would run with, as the CLI prints it before a run (safe
+    for a terminal: a far host's facts are what it sent)."""
     binary = (
         "no llama-server"
         if facts.server_binary is None
@@ -80,7 +82,7 @@ def facts_line(host: str, facts: HostFacts) -> str:
     free = (
         "" if facts.free_memory_bytes is None else f", {facts.free_memory_bytes / GIB:.1f} GiB free"
     )
-    return (
+    return printable(
         f"{host}: workbench {facts.workbench_version} on {facts.hostname}, {binary}, "
         f"{model}, {gpus}{free}"
     )

@@ -63,7 +63,6 @@ class AgentLink:
         except OSError as exc:
             raise WorkbenchError(f"{self.host}: cannot start {argv[0]}: {exc}") from None
         self.agent_version = ""
-        self.hostname = ""
         self.last_heard = time.monotonic()
         self._messages: queue.Queue[Any] = queue.Queue(QUEUED_MESSAGES)
         self._stderr: deque[bytes] = deque()
@@ -106,7 +105,7 @@ class AgentLink:
         """The next message, which must be ``kind`` (an ``error`` is the far side's line)."""
         message = self.receive(timeout)
         if message["kind"] == "error":
-            raise WorkbenchError(f"{self.host}: {_text(message)}")
+            raise WorkbenchError(f"{self.host}: {error_text(message)}")
         if message["kind"] != kind:
             raise ProtocolError(
                 f"{self.host} sent something that is not the agent's protocol: "
@@ -118,7 +117,7 @@ class AgentLink:
         """The end of what the process wrote on stderr, as ``: ...`` (or nothing)."""
         text = b"".join(self._stderr).decode("utf-8", "replace").strip()
         lines = [line for line in text.splitlines() if line.strip()]
-        return f": {lines[-1][-300:]}" if lines else ""
+        return f": {untrusted.printable(lines[-1][-300:])}" if lines else ""
 
     # -- the conversation's first steps -------------------------------------------------------
     def hello(self, timeout: float = REPLY_TIMEOUT_S) -> None:
@@ -128,7 +127,7 @@ class AgentLink:
         protocol, version = message.get("protocol"), message.get("version")
         if not isinstance(version, str) or not isinstance(protocol, int):
             raise ProtocolError(f"{self.host} sent a hello without its protocol and version")
-        self.agent_version, self.hostname = version[:100], str(message.get("hostname", ""))[:256]
+        self.agent_version = untrusted.printable(version[:100])
         if protocol != PROTOCOL:
             raise WorkbenchError(
                 f"{self.host}: workbench {self.agent_version} there, {__version__} here: "
@@ -197,7 +196,7 @@ class AgentLink:
                     kept -= len(self._stderr.popleft())
 
 
-def _text(message: dict[str, Any]) -> str:
+def error_text(message: dict[str, Any]) -> str:
     """An ``error`` message's line, bounded and safe for a terminal."""
     text = message.get("text")
     return untrusted.printable(text[:1000]) if isinstance(text, str) else "an error"

@@ -25,6 +25,7 @@ from typing import Any
 
 from workbench.engine.base.errors import OutputDirError, WorkbenchError
 from workbench.engine.base.states import NoticeLevel, RunStatus
+from workbench.engine.base.untrusted import printable
 from workbench.engine.config.experiment import Experiment, RunConfig
 from workbench.engine.events import (
     EventBus,
@@ -36,7 +37,7 @@ from workbench.engine.events import (
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.remote import wire
 from workbench.engine.remote.agent import RUN_ID
-from workbench.engine.remote.link import REPLY_TIMEOUT_S, AgentLink, LinkLost
+from workbench.engine.remote.link import REPLY_TIMEOUT_S, AgentLink, LinkLost, error_text
 from workbench.engine.remote.protocol import (
     MAX_EVENTS_PER_LINE,
     PROTOCOL,
@@ -67,7 +68,13 @@ def not_ready(host: str, facts: HostFacts) -> WorkbenchError | None:
     """A host's problems as one error, a line each prefixed with the host; None if ready."""
     if not facts.problems:
         return None
-    return WorkbenchError("\n".join(f"{host}: {p}" for p in facts.problems))
+    return WorkbenchError("\n".join(f"{host}: {printable(p)}" for p in facts.problems))
+
+
+def _clock_reading(value: Any) -> bool:
+    """Whether ``value`` can be a ``perf_counter_ns`` reading (and an offset made of it
+    fits the session's 64-bit column)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**62
 
 
 class RemoteRunner:
@@ -161,7 +168,7 @@ class RemoteRunner:
             pong = link.expect("pong", self.reply_timeout_s)
             came = time.perf_counter_ns()
             far = pong.get("t_ns")
-            if pong.get("seq") != seq or not isinstance(far, int) or isinstance(far, bool):
+            if pong.get("seq") != seq or not _clock_reading(far):
                 raise ProtocolError(f"{self.host} answered ping {seq} with {pong!r:.80}")
             if best is None or came - sent < best[0]:
                 best = (came - sent, far - (sent + came) // 2)
@@ -186,6 +193,8 @@ class RemoteRunner:
                 header.clock_origin_ns,
                 created_at=header.created_at,
             )
+        except OverflowError:  # a number beyond what a session holds: no clock's
+            raise ProtocolError(f"{self.host} sent a session header out of bounds") from None
         except OSError as exc:
             raise OutputDirError(
                 f"cannot create the session file {self.session_path}: {exc}"
@@ -284,7 +293,7 @@ class RemoteRunner:
             for data in events:
                 self._publish(data)
         elif kind == "error":
-            self._error = f"{self.host}: {str(message.get('text'))[:1000]}"
+            self._error = f"{self.host}: {error_text(message)}"
             self.bus.publish(Notice(NoticeLevel.ERROR, self._error))
         elif kind == "done":
             return False
