@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.made_sessions import write_session
+from tests.made_sessions import HARDWARE, write_session
 from workbench.cli.main import main
 from workbench.cli.run_commands import host_models
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.remote.protocol import PROTOCOL
 from workbench.engine.remote.targets import TRANSPORT_VARIABLE
+from workbench.engine.store import create_session, open_session
+from workbench.engine.store.rows import RemoteOrigin
+from workbench.engine.store.writer import write_remote_origin
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -95,3 +98,57 @@ def test_the_agent_writes_nothing_but_its_protocol_on_stdout(tmp_path):
     assert done.returncode == 0, done.stderr
     kinds = [json.loads(line)["kind"] for line in done.stdout.splitlines()]
     assert kinds == ["hello", "pong"]
+
+
+def measured_far(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A local session of a far run that arrived in part (no requests), and the far copy of
+    that run whole, in the agent's data folder under ``tmp_path / "far"``."""
+    run_id = "c0" * 16
+    far_dir = tmp_path / "far" / "concurrency-workbench" / "agent" / run_id
+    far_dir.mkdir(parents=True)
+    far_copy = write_session(far_dir / "far.session.sqlite")
+    local = tmp_path / "here" / "far.session.sqlite"
+    local.parent.mkdir()
+    toml = "[server]\nslots = 1\n"
+    create_session(local, "made", toml, None, "managed", None, HARDWARE, 0)
+    origin = RemoteOrigin(
+        host="gpubox",
+        run_id=run_id,
+        agent_version="0.1.0",
+        protocol=PROTOCOL,
+        clock_offset_ns=5,
+        rtt_ns=10,
+        received_all=False,
+    )
+    write_remote_origin(local, origin)
+    return local, far_copy, f"env XDG_DATA_HOME={tmp_path / 'far'} {WORKBENCH}"
+
+
+def test_fetch_replaces_the_local_copy_with_the_far_one(tmp_path, capsys):
+    local, far_copy, far = measured_far(tmp_path)
+    assert main(["fetch", "gpubox", str(local), "--remote-workbench", far]) == 0
+    assert "complete" in capsys.readouterr().out
+    with open_session(local) as fetched, open_session(far_copy) as whole:
+        assert fetched.records(0) == whole.records(0) and fetched.records(0)
+        origin = fetched.remote_origin()
+        assert origin is not None and origin.received_all and origin.clock_offset_ns == 5
+        assert fetched.configs[0].log_path == f"gpubox:{whole.configs[0].log_path}"
+    assert sorted(p.name for p in local.parent.iterdir()) == [local.name]
+
+
+def test_a_fetched_file_that_is_not_what_was_announced_replaces_nothing(tmp_path, capsys):
+    local, _, _ = measured_far(tmp_path)
+    before = local.read_bytes()
+    far = f"{sys.executable} {FAR_SIDES} bad-file"
+    assert main(["fetch", "gpubox", str(local), "--remote-workbench", far]) == 1
+    assert "sha256 is not the one announced" in capsys.readouterr().err
+    assert local.read_bytes() == before
+    assert sorted(p.name for p in local.parent.iterdir()) == [local.name]
+
+
+def test_a_fetched_session_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    local, _, far = measured_far(tmp_path)
+    local.with_name(local.name + ".fetching").mkdir()  # in the way of the file fetched
+    assert main(["fetch", "gpubox", str(local), "--remote-workbench", far]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot write the fetched session beside") and err.count("\n") == 1

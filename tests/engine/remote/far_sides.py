@@ -5,6 +5,7 @@ agent (``python far_sides.py MODE ... agent``):
 - ``old``: says hello with another protocol and version.
 - ``evil-error``: answers check with an error that would drive a terminal.
 - ``huge-clock``: answers pings with a clock no ``perf_counter_ns`` reads.
+- ``bad-file``: answers fetch with bytes whose sha256 is not the one it announced.
 - ``stall`` / ``junk-mid-run``: a well-behaved agent until its run's session is sent, then
   silence forever (reading on), or a line of garbage.
 - ``relay CMD...``: carries the channel to a real agent (``CMD... agent``), as ssh does: a
@@ -55,6 +56,10 @@ def fake(mode: str) -> None:
         elif op["op"] == "ping" and op.get("seq", -1) >= 0:
             far = 10**30 if mode == "huge-clock" else time.perf_counter_ns()
             send("pong", seq=op["seq"], t_ns=far)
+        elif op["op"] == "fetch":  # ``bad-file``: a file whose bytes are not the ones announced
+            send("file", run_id=op["run_id"], size=3, sha256="0" * 64)
+            send("chunk", data="AAAA")
+            send("file_end")
         elif op["op"] == "run":
             send("session", run_id="a" * 32, header=wire.plain(HEADER))
             if mode == "junk-mid-run":

@@ -19,7 +19,7 @@ import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
-from workbench.engine.base.errors import SessionError, WorkbenchError
+from workbench.engine.base.errors import OutputDirError, SessionError, WorkbenchError
 from workbench.engine.remote.link import REPLY_TIMEOUT_S, AgentLink
 from workbench.engine.remote.protocol import ProtocolError
 from workbench.engine.remote.targets import check_reachable, target_for
@@ -56,10 +56,13 @@ def fetch_session(
         for stale in (Path(f"{path}-wal"), Path(f"{path}-shm")):  # the old file's, not this
             stale.unlink(missing_ok=True)
         os.replace(partial, path)
+    except (OSError, sqlite3.Error) as exc:
+        raise OutputDirError(f"cannot write the fetched session beside {path}: {exc}") from None
     finally:
         link.close()
         for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
-            leftover.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                leftover.unlink(missing_ok=True)
     return replace(origin, received_all=True)
 
 
