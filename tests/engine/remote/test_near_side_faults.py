@@ -119,3 +119,13 @@ def test_what_the_far_side_says_is_made_safe_for_a_terminal(tmp_path):
 def test_a_far_clock_out_of_bounds_is_refused(tmp_path):
     with pytest.raises(ProtocolError, match="gpubox answered ping 0"):
         runner(tmp_path, "huge-clock").prepare()
+
+
+def test_a_far_run_takes_no_base_url_nor_a_session_to_resume(tmp_path):
+    for options in (
+        RunOptions(tmp_path, base_url="http://127.0.0.1:8080"),
+        RunOptions(tmp_path, resume=tmp_path / "s.session.sqlite"),
+    ):
+        far = RemoteRunner(EXPERIMENT, options, ProcessTarget("gpubox"), ["false"], None)
+        with pytest.raises(WorkbenchError, match="gpubox: a run there starts its own servers"):
+            far.prepare()

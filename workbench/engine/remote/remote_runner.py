@@ -132,8 +132,11 @@ class RemoteRunner:
     def prepare(self) -> None:
         """Talk to the agent and have it prepare the run; a ``WorkbenchError`` says what is
         wrong (on which host), with nothing started and nothing left behind."""
-        if self.options.resume is not None:
-            raise WorkbenchError(f"{self.host}: --resume goes on with a run on this machine only")
+        if self.options.resume is not None or self.options.base_url is not None:
+            raise WorkbenchError(
+                f"{self.host}: a run there starts its own servers; resuming a session or "
+                "measuring a server by its URL is for a run from this machine"
+            )
         check_out_dir(self.options.out_dir)
         if self.session_path.exists():
             raise OutputDirError(f"session file already exists: {self.session_path}")
