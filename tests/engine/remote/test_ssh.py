@@ -85,6 +85,35 @@ def test_a_destination_ssh_would_misread_is_refused(dest, said):
     assert "\n" not in str(caught.value) and "\x1b" not in str(caught.value)
 
 
+def test_a_destination_ssh_would_misread_is_one_line_from_the_cli(tmp_path, capsys):
+    from tests.made_sessions import write_session
+    from workbench.cli.main import main
+    from workbench.engine.store.rows import RemoteOrigin
+    from workbench.engine.store.writer import write_remote_origin
+
+    refused = "-x: an SSH destination cannot start with '-' (ssh reads it as an option)"
+    experiment = tmp_path / "x.toml"
+    experiment.write_text('name = "x"\n')
+    assert main(["run", str(experiment), "--host=-x", "--out", str(tmp_path)]) == 1
+    said = capsys.readouterr()
+    assert (said.out, said.err) == (f"{refused}\n", "error: nothing was started: 1 problem above\n")
+    session = write_session(tmp_path / "far.session.sqlite")
+    write_remote_origin(
+        session,
+        RemoteOrigin(
+            host="gpubox",
+            run_id="0" * 32,
+            agent_version="0.1.0",
+            protocol=1,
+            clock_offset_ns=0,
+            rtt_ns=0,
+            received_all=False,
+        ),
+    )
+    assert main(["fetch", "--", "-x", str(session)]) == 1
+    assert capsys.readouterr().err == f"error: {refused}\n"
+
+
 # Failures classified from what ssh says, by an "ssh" that only says it.
 
 

@@ -159,10 +159,10 @@ def check_dest(dest: str) -> None:
         raise SshError("an SSH destination is empty: give an alias, user@host or ssh://...")
     if dest.startswith("-"):
         raise SshError(
-            f"{shown!r}: an SSH destination cannot start with '-' (ssh reads it as an option)"
+            f"{shown}: an SSH destination cannot start with '-' (ssh reads it as an option)"
         )
     if any(c.isspace() or not c.isprintable() for c in dest) or len(dest) > 1024:
-        raise SshError(f"{shown!r}: an SSH destination has no spaces or control characters")
+        raise SshError(f"{shown}: an SSH destination has no spaces or control characters")
 
 
 def check_reachable(dest: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
