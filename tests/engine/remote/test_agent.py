@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 
 import pytest
 
+from tests.engine.waiting import until
 from tests.made_sessions import write_session
 from workbench import __version__
 from workbench.engine.remote.agent import serve
@@ -171,3 +172,24 @@ def test_a_channel_gone_is_no_crash(agent):
     agent.send("ping", seq=1)
     agent.send("ping", seq=2)
     assert agent.end() == 0
+
+
+@pytest.mark.server
+def test_a_write_that_fails_cancels_the_run_and_keeps_its_session(agent, tmp_path):
+    toml = "[server]\nslots = 1\nctx = 512\n[workload]\nrequests = 6\nmax_tokens = 8\nwarmup = 0\n"
+    agent.send("run", experiment_toml=toml, experiment_name="cut", model=None, server_bin=None)
+    run_id = agent.receive()["run_id"]
+    while not any(e["type"] == "RequestFinished" for e in agent.receive().get("events", [])):
+        pass
+    agent.from_agent.close()  # the channel is gone, stdin still open: only writes fail
+    (session,) = (tmp_path / "agent" / run_id).glob("*.session.sqlite")
+
+    def ended() -> bool:
+        with open_session(session) as far:
+            return far.meta["status"] != "running"
+
+    until(ended, 60.0, "the run's end")
+    with open_session(session) as far:
+        assert far.status == "cancelled"
+        finished = [r for r in far.records(0) if r.ok]
+        assert 1 <= len(finished) < 6  # those after the cut were cancelled
