@@ -235,6 +235,35 @@ def test_keys_other_than_those_shown_are_not_added(ssh_env: SshServer):
 
 
 @pytest.mark.ssh
+def test_a_host_behind_a_jump_host_is_not_scanned_from_here(ssh_env: SshServer):
+    dest = ssh_env.unknown_alias("jumped", extra=f"  ProxyJump {ssh_env.alias}\n")
+    key = host_key_status(dest)
+    assert (key.known, key.changed, key.fingerprints) == (False, False, ())
+    with pytest.raises(HostKeyError) as caught:
+        check_reachable(dest)
+    assert "is not known (its fingerprint could not be read from here)" in str(caught.value)
+    with pytest.raises(SshError) as caught:
+        accept_host_key(dest, (fingerprint(public(ssh_env.host_key)),))
+    assert str(caught.value) == (
+        f"{dest}: reached through a proxy, so its keys cannot be scanned from here: accept it "
+        f"with {ssh_env.ssh_command} {dest} true (and answer yes)"
+    )
+    assert ssh_env.known_hosts_of(dest).read_text() == ""
+
+
+@pytest.mark.parametrize("kind", ["ed25519", "rsa", "ecdsa"])
+def test_a_fingerprint_is_ssh_keygens(tmp_path: Path, kind: str):
+    key = tmp_path / kind
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", kind, "-N", "", "-f", str(key)], check=True, timeout=60
+    )
+    name, blob = public(key).read_text().split()[:2]
+    assert ssh._fingerprint(name, blob) == fingerprint(public(key))
+    assert ssh._fingerprint("ssh-rsa" if kind != "rsa" else "ssh-ed25519", blob) is None
+    assert ssh._fingerprint(name, blob[:-4] + "!!!!") is None
+
+
+@pytest.mark.ssh
 def test_a_changed_host_key_is_refused_and_never_accepted(ssh_env: SshServer):
     dest = ssh_env.mismatch_alias("changed")
     before = ssh_env.known_hosts_of(dest).read_text()
