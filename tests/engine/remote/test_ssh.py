@@ -76,7 +76,8 @@ def test_a_bad_workbench_ssh_is_one_line(monkeypatch, value, said):
      ("-x", "cannot start with '-'"),
      ("gpu box", "no spaces or control characters"),
      ("gpu\x1b[2Jbox", "no spaces or control characters"),
-     ("", "an SSH destination is empty")],
+     ("", "an SSH destination is empty"),
+     ("a" * 1025, "a" * 40 + "...: an SSH destination is at most 1024 characters")],
 )  # fmt: skip
 def test_a_destination_ssh_would_misread_is_refused(dest, said):
     with pytest.raises(SshError) as caught:

@@ -44,6 +44,7 @@ MAX_CONFIG_FILES = 64  # a config and the files it includes
 MAX_INCLUDE_DEPTH = 16  # as OpenSSH's own
 MAX_KEY_BYTES = 16 * 1024  # a host key's blob (RSA 16384 is about 2 KiB)
 MAX_LINE = 200  # of a message of ssh's in one of ours
+MAX_DEST = 1024  # characters of a destination (a host name is at most 253)
 DEFAULT_PORT = 22
 
 # OpenSSH's key types, as ssh-keygen -l names them.
@@ -161,8 +162,10 @@ def check_dest(dest: str) -> None:
         raise SshError(
             f"{shown}: an SSH destination cannot start with '-' (ssh reads it as an option)"
         )
-    if any(c.isspace() or not c.isprintable() for c in dest) or len(dest) > 1024:
+    if any(c.isspace() or not c.isprintable() for c in dest):
         raise SshError(f"{shown}: an SSH destination has no spaces or control characters")
+    if len(dest) > MAX_DEST:
+        raise SshError(f"{shown[:40]}...: an SSH destination is at most {MAX_DEST} characters")
 
 
 def check_reachable(dest: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
