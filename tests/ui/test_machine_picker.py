@@ -158,7 +158,8 @@ def test_a_ticked_host_is_checked_and_its_line_says_ok_or_each_problem(picked, l
     run(loop, lambda: "checking" not in line(picker, "gpubox")[0], 10)
     assert sorted(doubles.asked) == [("gpubox", None), ("mac", "/m/x.gguf")]
     text, style = line(picker, "gpubox")
-    assert text == (
+    assert text == "ok: gpubox, workbench 0.9.0, NVIDIA H200 (139 GiB), 100.0 GiB free"
+    assert picker.rows["gpubox"].line.toolTip() == (  # the CLI's whole line
         "gpubox: workbench 0.9.0 on gpubox, /usr/bin/llama-server (PATH), qwen.gguf, "
         "NVIDIA H200 (139 GiB), 100.0 GiB free"
     )
@@ -178,7 +179,7 @@ def test_the_check_button_checks_every_ticked_host_and_says_a_failure(picked, lo
     picker.check_button.click()
     run(loop, lambda: all("checking" not in line(picker, h)[0] for h in (LOCAL, "gpubox")), 10)
     assert {host for host, _ in doubles.asked} == {LOCAL, "gpubox"}
-    assert line(picker, LOCAL)[0].startswith("local: workbench 0.9.0 on here, ")
+    assert line(picker, LOCAL)[0].startswith("ok: here, workbench 0.9.0, ")
     text, style = line(picker, "gpubox")
     assert text == "gpubox: ssh: Could not resolve hostname"
     assert signal_color("error").name() in style
@@ -198,7 +199,7 @@ def test_an_unknown_key_is_a_question_showing_its_fingerprint(picked, loop, trus
     answer = QMessageBox.StandardButton.Yes if trusted else QMessageBox.StandardButton.No
     dialog.button(answer).click()
     if trusted:
-        run(loop, lambda: line(picker, "gpubox")[0].startswith("gpubox: workbench"), 10)
+        run(loop, lambda: line(picker, "gpubox")[0].startswith("ok: gpubox, workbench"), 10)
         assert doubles.accepted == [("gpubox", (FINGERPRINT,))]
         assert picker.ticked_hosts() == [LOCAL, "gpubox"]
     else:

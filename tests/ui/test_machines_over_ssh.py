@@ -72,10 +72,10 @@ def test_the_real_checks_and_keys(ssh_window, loop):
     assert list(picker.rows)[:4] == [LOCAL, "wbtest", "newbox", "movedbox"]
     picker.check_button.click()  # this machine, ticked at the first start
     run(loop, lambda: checked(ssh_window, LOCAL), 60)
-    assert line(ssh_window, LOCAL).startswith("local: workbench ")
+    assert line(ssh_window, LOCAL).startswith("ok: ")
     picker.rows["wbtest"].box.setChecked(True)
     run(loop, lambda: checked(ssh_window, "wbtest"), 60)
-    assert line(ssh_window, "wbtest").startswith("wbtest: workbench "), line(ssh_window, "wbtest")
+    assert line(ssh_window, "wbtest").startswith("ok: "), line(ssh_window, "wbtest")
     picker.rows["movedbox"].box.setChecked(True)
     run(loop, lambda: "CHANGED" in line(ssh_window, "movedbox"), 60)
     assert picker.key_dialog is None and "movedbox" not in picker.ticked_hosts()
@@ -83,7 +83,7 @@ def test_the_real_checks_and_keys(ssh_window, loop):
     run(loop, lambda: picker.key_dialog is not None, 60)
     assert "ED25519 SHA256:" in picker.key_dialog.text()
     picker.key_dialog.button(QMessageBox.StandardButton.Yes).click()
-    run(loop, lambda: line(ssh_window, "newbox").startswith("newbox: workbench "), 60)
+    run(loop, lambda: line(ssh_window, "newbox").startswith("ok: "), 60)
     assert picker.ticked_hosts() == [LOCAL, "wbtest", "newbox"]
 
 

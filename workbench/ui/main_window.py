@@ -428,7 +428,7 @@ class MainWindow(QMainWindow):
         stacked = self.stack_runs
         stacked.busy_changed.connect(self._set_busy)
         stacked.busy_changed.connect(self.replay.hold)
-        stacked.busy_changed.connect(lambda busy: self.results.sync([]) if busy else None)
+        stacked.busy_changed.connect(lambda busy: self._stack_started() if busy else None)
         stacked.finished.connect(lambda *_: QTimer.singleShot(PUMP_INTERVAL_MS, self._fit_columns))
         stacked.compared.connect(lambda paths: self.open_compare(paths) if len(paths) > 1 else None)
         stacked.finished.connect(self.run_finished)
@@ -555,6 +555,9 @@ class MainWindow(QMainWindow):
     def _toggle_lanes(self, on: bool) -> None:
         self.gantt.set_lanes(on)
         self.gantt.sync(self.model, self.model.last_t)
+        for pane, model in zip(self.stack.panes, self.stack_runs.models, strict=False):
+            pane.gantt.set_lanes(on)
+            pane.gantt.sync(model, model.last_t)
 
     # -- running an experiment -------------------------------------------------------------------
     def start_run(self) -> None:
@@ -597,11 +600,18 @@ class MainWindow(QMainWindow):
         self.stack_runs.start(chosen, experiment, url, key)
         self._stacked(True)
 
+    def _stack_started(self) -> None:
+        """What the views showed of an earlier run is void; a prediction is one machine's."""
+        self.results.sync([])
+        self._show_prediction("")
+
     def _stacked(self, on: bool) -> None:
         """The live views of one run, or the stacked views of a run on several machines;
         the server plots share the time axis of the Gantt(s) shown."""
         self.views.setVisible(not on)
         self.stack.setVisible(on)
+        for pane in self.stack.panes if on else []:
+            pane.gantt.set_lanes(self.lanes_box.isChecked())
         shown = self.stack.panes[0].gantt if on and self.stack.panes else self.gantt
         self.plots.memory.setXLink(shown)
 

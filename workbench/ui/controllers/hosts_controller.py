@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, Signal
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.experiment import Experiment
 from workbench.engine.remote import hosts, ssh, targets
+from workbench.engine.remote.host_check import GIB
 from workbench.engine.remote.protocol import HostFacts
 from workbench.engine.remote.targets import LOCAL
 from workbench.engine.run.lifecycle import Runner
@@ -77,6 +78,16 @@ def engine_machines(remote_command: list[str] | None = None) -> Machines:
 
     functions = HostFunctions(hosts.check_host, key_status, ssh.accept_host_key)
     return Machines(ssh.ssh_config_hosts, functions, make_runner, command)
+
+
+def facts_brief(facts: HostFacts) -> str:
+    """A host ready to run, short enough for the picker's narrow column: its hostname,
+    workbench version, GPUs and free memory (the CLI's whole line is its tooltip)."""
+    parts = [f"ok: {facts.hostname}", f"workbench {facts.workbench_version}"]
+    parts.append(", ".join(facts.gpus) or "no GPU")
+    if facts.free_memory_bytes is not None:
+        parts.append(f"{facts.free_memory_bytes / GIB:.1f} GiB free")
+    return ", ".join(parts)
 
 
 def machine_name(host: str) -> str:

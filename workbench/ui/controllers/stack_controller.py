@@ -101,6 +101,9 @@ class StackController(QObject):
         plots, results, server_panel, states = self.window_views
         panes = self.stack.show_hosts([label for _, label, _ in hosts], states)
         origin_ns = time.perf_counter_ns()
+        for ended in self.runs:  # an earlier run's controllers, their views gone
+            ended.controller.renderer.deleteLater()
+            ended.controller.deleteLater()
         self.runs, self._progress = [], {}
         for index, ((host, _, model), pane) in enumerate(zip(hosts, panes, strict=True)):
             own = (plots, results, server_panel) if index == 0 else (None, None, None)

@@ -24,7 +24,12 @@ from workbench.engine.config.preferences import MAX_MACHINES, load_preferences, 
 from workbench.engine.remote.host_check import facts_line
 from workbench.engine.remote.protocol import HostFacts
 from workbench.engine.remote.ssh import check_dest
-from workbench.ui.controllers.hosts_controller import LOCAL, HostsController, machine_name
+from workbench.ui.controllers.hosts_controller import (
+    LOCAL,
+    HostsController,
+    facts_brief,
+    machine_name,
+)
 from workbench.ui.theme.qt_theme import text_style
 
 
@@ -207,7 +212,8 @@ class MachinePicker(QWidget):
     def show_facts(self, host: str, facts: HostFacts) -> None:
         if host in self.rows:
             problems = "\n".join(facts.problems)
-            self.rows[host].say(problems or facts_line(host, facts), "error" if problems else "ok")
+            self.rows[host].say(problems or facts_brief(facts), "error" if problems else "ok")
+            self.rows[host].line.setToolTip(facts_line(host, facts))
 
     def show_failed(self, host: str, text: str) -> None:
         if host in self.rows:
