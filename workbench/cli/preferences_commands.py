@@ -1,5 +1,6 @@
 """``workbench preferences``: what the workbench remembers between starts (the llama-server
-chosen in the window, the model last picked), and ``--reset`` to forget it."""
+chosen in the window, the model last picked, the Machine picker's hosts), and ``--reset`` to
+forget it."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def cmd_preferences(args: argparse.Namespace, console: Console) -> int:
     preferences, notes = load_preferences(path)
     console.print(f"preferences: {path}", markup=False)
     for name, value in asdict(preferences).items():
-        console.print(f"  {name}: {value if value is not None else '-'}", markup=False)
+        shown = ", ".join(value) if isinstance(value, tuple) else value
+        console.print(f"  {name}: {shown or '-'}", markup=False)
     for note in notes:
         console.print(f"warning: {note}", markup=False)
     return 0
