@@ -4,6 +4,7 @@ sshd (tests/sshd.py), and the Host aliases of a config."""
 from __future__ import annotations
 
 import contextlib
+import pwd
 import shlex
 import socket
 import subprocess
@@ -174,6 +175,14 @@ def test_the_far_shell_gets_the_words_exactly(ssh_env: SshServer):
     argv = ssh_target(ssh_env.alias).command(words)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
     assert out.split("\n")[:-1] == words[2:]
+
+
+@pytest.mark.ssh
+def test_a_leading_tilde_is_the_far_home_and_nothing_else_is_expanded(ssh_env: SshServer):
+    argv = ssh_target(ssh_env.alias).command(["printf", "%s\\n", "~/a b", "~x", "a~/b", "~"])
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
+    home = pwd.getpwnam(ssh_env.user).pw_dir
+    assert out.split("\n")[:-1] == [f"{home}/a b", "~x", "a~/b", "~"]
 
 
 @pytest.mark.ssh

@@ -105,7 +105,16 @@ class SshTarget:
     def command(self, remote: list[str]) -> list[str]:
         """The argv that runs ``remote`` there: ssh passes one string to the far login
         shell, which splits it again, so the words are quoted for a POSIX shell."""
-        return [*self.words, "-o", "BatchMode=yes", "-T", self.name, "--", shlex.join(remote)]
+        line = " ".join(map(_far_word, remote))
+        return [*self.words, "-o", "BatchMode=yes", "-T", self.name, "--", line]
+
+
+def _far_word(word: str) -> str:
+    """A word quoted for the far shell, but for a leading ``~/``, left for it to expand
+    to the far home (``--remote-workbench "~/venv/bin/workbench"``)."""
+    if word.startswith("~/"):
+        return "~/" + shlex.quote(word[2:])
+    return shlex.quote(word)
 
 
 @dataclass(frozen=True)
