@@ -61,7 +61,7 @@ def tick(window, host: str) -> None:
 def test_two_machines_run_stacked_on_one_time_axis_and_are_compared(window, loop, mocks):
     machines(window, mocks)
     tick(window, "twin")
-    run(loop, lambda: "twin" in window.hosts.facts and LOCAL not in window.hosts._checking, 10)
+    run(loop, lambda: "twin" in window.hosts.facts and not window.hosts.busy, 10)
     statuses: list[str] = []
     window.run_finished.connect(statuses.append)
     click_until(loop, window.run_button, lambda: statuses, 120)
