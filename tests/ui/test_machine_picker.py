@@ -4,6 +4,7 @@ question with its fingerprints, a changed key an error and never a question."""
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -19,6 +20,7 @@ from workbench.ui.controllers.hosts_controller import (
     LOCAL,
     HostFunctions,
     HostsController,
+    engine_machines,
     machine_label,
 )
 from workbench.ui.controllers.tasks import Tasks
@@ -226,3 +228,20 @@ def test_a_machine_is_labelled_by_its_host_name_and_gpu():
     assert label == "gpubox  ·  gpubox-01  ·  NVIDIA H200 (139 GiB)"
     cpu = machine_label(LOCAL, replace(facts("here"), gpus=()))
     assert cpu == "This machine  ·  here  ·  CPU only"
+
+
+def test_this_machine_s_real_check_says_ok_and_a_missing_model_in_red(qtbot, loop, model_path):
+    tasks = Tasks()
+    picker = MachinePicker([])
+    qtbot.addWidget(picker)
+    controller = HostsController(tasks, engine_machines().functions)
+    picker.attach(controller)
+    controller.check(LOCAL, str(model_path))
+    run(loop, lambda: LOCAL in controller.facts and not tasks, 30)
+    text, style = line(picker, LOCAL)
+    assert text.startswith(f"ok: {platform.node()}, workbench ") and text.endswith(" GiB free")
+    assert signal_color("ok").name() in style
+    controller.check(LOCAL, str(model_path.parent / "not-there.gguf"))
+    run(loop, lambda: not controller.busy and not tasks, 30)
+    text, style = line(picker, LOCAL)
+    assert "not-there.gguf" in text and signal_color("error").name() in style
