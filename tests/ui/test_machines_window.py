@@ -170,3 +170,17 @@ def test_stop_stops_every_machine_and_each_says_so(window, loop):
     lines = window.banner.text().splitlines()
     assert [line.split(": ", 1)[1].split(".")[0] for line in lines] == ["Stopped", "Stopped"]
     assert not window.running and window.run_button.isEnabled()
+
+
+def test_an_external_server_with_other_machines_is_refused_in_one_line(window, loop):
+    machines(window, {})
+    tick(window, "twin")
+    window.form.external.setChecked(True)
+    window.form.base_url.setText("http://127.0.0.1:8080")
+    statuses: list[str] = []
+    window.run_finished.connect(statuses.append)
+    window.start_run()
+    assert statuses == ["failed"] and not window.running
+    assert window.banner.text().startswith("An external server is measured from this machine")
+    assert window.stack.panes == []
+    run(loop, lambda: not window.hosts.busy, 10)

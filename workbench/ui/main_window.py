@@ -590,6 +590,14 @@ class MainWindow(QMainWindow):
         if hosts == [LOCAL]:
             self.runs.start(experiment, url, key)
             return
+        if url is not None:
+            self.show_banner(
+                "An external server is measured from this machine alone: untick the other "
+                "machines, or External server.",
+                "error",
+            )
+            self.run_finished.emit(RunStatus.FAILED)
+            return
         for host in hosts:
             if host not in self.hosts.facts:  # its check names the machine in its pane
                 self.hosts.check(host, self.form.machines.model_for(host))
