@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QMessageBox
 from tests.engine.remote.test_over_ssh import far_workbench
 from tests.sshd import SshServer
 from tests.ui.driving import click_until, run
+from tests.ui.test_machines_window import ended
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.remote.ssh import ssh_config_hosts
 from workbench.engine.store import open_session
@@ -93,7 +94,7 @@ def test_this_machine_and_one_over_ssh_run_stacked_and_compared(ssh_window, loop
     ssh_window.form.machines.rows["wbtest"].box.setChecked(True)
     statuses: list[str] = []
     ssh_window.run_finished.connect(statuses.append)
-    click_until(loop, ssh_window.run_button, lambda: statuses, 240)
+    click_until(loop, ssh_window.run_button, lambda: ended(ssh_window, statuses), 240)
     assert statuses == ["complete"], ssh_window.banner.text()
     here, there = ssh_window.stack.panes
     assert here.title.text().startswith("This machine  ·  ")

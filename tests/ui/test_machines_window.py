@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from PySide6.QtCore import QTimer
 
 from tests.ui.driving import click_until, run
 from tests.ui.test_machine_picker import Hosts, facts
@@ -53,6 +54,12 @@ def machines(window, urls: dict[str, str], broken: str | None = None) -> Hosts:
     return doubles
 
 
+def ended(window, statuses: list[str]) -> bool:
+    """The run has ended and no check is under way (the checks Run starts included): a
+    worker thread's step left for the next run of the loop can resume with no loop."""
+    return bool(statuses) and not window.hosts.busy
+
+
 def tick(window, host: str) -> None:
     window.form.machines.dest.setText(host)
     window.form.machines.add_typed()
@@ -64,13 +71,13 @@ def test_two_machines_run_stacked_on_one_time_axis_and_are_compared(window, loop
     run(loop, lambda: "twin" in window.hosts.facts and not window.hosts.busy, 10)
     statuses: list[str] = []
     window.run_finished.connect(statuses.append)
-    click_until(loop, window.run_button, lambda: statuses, 120)
+    click_until(loop, window.run_button, lambda: ended(window, statuses), 120)
     assert statuses == ["complete"], window.banner.text()
     assert window.stack.isVisible() and not window.views.isVisible()
     top, bottom = window.stack.panes
     assert bottom.title.text() == "twin  ·  twin-01  ·  NVIDIA H200 (139 GiB)"
     # Not checked before Run: checked as the run starts, and named once it is.
-    run(loop, lambda: top.title.text() == "This machine  ·  here  ·  NVIDIA H200 (139 GiB)", 10)
+    assert top.title.text() == "This machine  ·  here  ·  NVIDIA H200 (139 GiB)"
     for pane in (top, bottom):
         assert pane.gantt.bar_count() == 4
         assert len(pane.grid.panes) == 4
@@ -102,7 +109,7 @@ def test_a_machine_that_fails_to_prepare_is_said_and_the_other_runs(window, loop
     tick(window, "twin")
     statuses: list[str] = []
     window.run_finished.connect(statuses.append)
-    click_until(loop, window.run_button, lambda: statuses, 120)
+    click_until(loop, window.run_button, lambda: ended(window, statuses), 120)
     assert statuses == ["failed"]
     here, twin = window.stack_runs.runs
     assert here.status == "complete" and twin.status == "failed"
@@ -119,7 +126,7 @@ def test_this_machine_alone_runs_in_the_window_s_own_views(window, loop, mocks):
     window.form.base_url.setText(mocks[LOCAL])
     statuses: list[str] = []
     window.run_finished.connect(statuses.append)
-    click_until(loop, window.run_button, lambda: statuses, 120)
+    click_until(loop, window.run_button, lambda: ended(window, statuses), 120)
     assert statuses == ["complete"], window.banner.text()
     assert window.views.isVisible() and not window.stack.isVisible()
     assert window.stack.panes == [] and window.stack_runs.runs == []
@@ -158,13 +165,18 @@ def test_stop_stops_every_machine_and_each_says_so(window, loop):
         statuses: list[str] = []
         window.run_finished.connect(statuses.append)
 
-        def sending() -> bool:
-            models = window.stack_runs.models
-            return len(models) == 2 and all(m.requests for m in models)
+        stopped: list[bool] = []
 
-        click_until(loop, window.run_button, sending, 60)
-        assert window.running and window.stop_button.isEnabled()
-        click_until(loop, window.stop_button, lambda: statuses, 60)
+        def stop_once_both_send() -> bool:
+            """Stop pressed, in the same run of the loop, once both machines are sending."""
+            models = window.stack_runs.models
+            if not stopped and len(models) == 2 and all(m.requests for m in models):
+                stopped.append(window.running and window.stop_button.isEnabled())
+                QTimer.singleShot(0, window.stop_button.click)
+            return ended(window, statuses)
+
+        click_until(loop, window.run_button, stop_once_both_send, 60)
+        assert stopped == [True]
     assert statuses == ["cancelled"]
     assert [r.status for r in window.stack_runs.runs] == ["cancelled", "cancelled"]
     lines = window.banner.text().splitlines()

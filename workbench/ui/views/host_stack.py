@@ -1,12 +1,13 @@
-"""Runs on several machines, one above the other: each machine's stream grid and Gantt under
-its name (the host, its hostname and GPU), their time axes linked, so that requests sent at
-the same moment line up whichever machine measured them (each run's times are placed on one
-origin: see ``RunController.origin_ns``).
+"""Runs on several machines, one above the other (side by side where wide): each machine's
+stream grid and Gantt under its name (the host, its hostname and GPU), their time axes
+linked, so that requests sent at the same moment line up whichever machine measured them
+(each run's times are placed on one origin: see ``RunController.origin_ns``).
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QSplitter, QVBoxLayout, QWidget
 
 from workbench.ui.run_model import RunModel
@@ -16,6 +17,7 @@ from workbench.ui.views.stream_grid import StreamGrid
 from workbench.ui.widgets.elided_label import ElidedLabel
 
 END_MARGIN = 1.03  # room after the last bar, as a single run's Gantt leaves it
+SIDE_BY_SIDE_PX = 800  # the least width a machine's views are given beside another's
 
 
 class HostPane(QWidget):
@@ -68,8 +70,22 @@ class HostStack(QWidget):
             self.splitter.addWidget(pane)
             if pane is not self.panes[0]:
                 pane.gantt.setXLink(self.panes[0].gantt)
+        self._orient()
         self.splitter.setSizes([1000] * len(self.panes))
         return self.panes
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._orient()
+
+    def _orient(self) -> None:
+        """One above the other, or side by side where each machine's views get
+        ``SIDE_BY_SIDE_PX`` (presenting, full screen); changed only when that flips."""
+        wide = len(self.panes) > 1 and self.width() >= SIDE_BY_SIDE_PX * len(self.panes)
+        orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+        if self.splitter.orientation() != orientation:
+            self.splitter.setOrientation(orientation)
+            self.splitter.setSizes([1000] * len(self.panes))
 
     def fit(self, models: list[RunModel]) -> None:
         """Every run has ended: the shared time axis ends with the last machine's data (each
