@@ -39,11 +39,11 @@ sys.path.insert(0, str(ROOT))
 
 from workbench.engine.config.experiment import parse_experiment  # noqa: E402
 from workbench.engine.figures.per_request import percentile, request_metrics  # noqa: E402
+from workbench.engine.measure.open_files import raise_open_files  # noqa: E402
 from workbench.engine.run.lifecycle import run_experiment  # noqa: E402
 from workbench.engine.run.runner import RunOptions  # noqa: E402
 from workbench.engine.store import open_session  # noqa: E402
 from workbench.mock_server import MockProcess  # noqa: E402
-from workbench.mock_server.server import raise_open_files  # noqa: E402
 
 FILES_PER_STREAM = 2  # the client's socket and the mock's
 

@@ -8,9 +8,10 @@ import signal
 import sys
 
 from workbench.engine.figures.server_kinds import LLAMACPP
+from workbench.engine.measure.open_files import raise_open_files
 from workbench.mock_server.generator import Timing
 from workbench.mock_server.metrics_page import EXPOSITIONS
-from workbench.mock_server.server import MockServer, raise_open_files
+from workbench.mock_server.server import MockServer
 
 
 def main(argv: list[str] | None = None) -> int:

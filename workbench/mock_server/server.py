@@ -9,9 +9,7 @@ actual write time is logged (``perf_counter_ns``) and served at ``GET /mock/log`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import resource
 import socket
 import time
 from typing import Any
@@ -35,23 +33,11 @@ from workbench.mock_server.generator import (
 from workbench.mock_server.metrics_page import EXPOSITIONS, MODEL, Counters
 
 MAX_LOG = 100_000  # served requests kept for /mock/log
-OPEN_FILES = 65_536  # a stream is a socket: room for the thousands a bench opens
 N_CTX = 4096  # each slot's context, as /props reports it: the KV pool is slots x N_CTX
 NOT_FOUND = '{"error":{"code":404}}'
 # Where a chat delta carries reasoning: vLLM's field, else llama-server's and SGLang's.
 REASONING_FIELD = {VLLM.key: "reasoning"}
 REASONING_CONTENT = "reasoning_content"
-
-
-def raise_open_files(wanted: int = OPEN_FILES) -> int:
-    """The soft open-files limit raised to ``wanted`` where the system allows (the usual
-    1,024 cannot hold 1,024 streams and a listener); the limit now. Children inherit it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        raised = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        with contextlib.suppress(ValueError, OSError):  # macOS caps below an unlimited hard
-            resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 class MockServer:

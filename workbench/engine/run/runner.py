@@ -29,6 +29,7 @@ from workbench.engine.events import (
     PredictionMade,
 )
 from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.measure.open_files import raise_open_files
 from workbench.engine.predict.run_prediction import NO_CALIBRATION, predict_run
 from workbench.engine.run import notices
 from workbench.engine.run.config_run import ConfigRuns
@@ -104,6 +105,7 @@ class ExperimentRunner:
         # A thread waiting for the GIL waits up to the switch interval (5 ms by default):
         # shorten it so a token's arrival is timestamped promptly whatever else runs.
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+        raise_open_files()  # a run of 1,024 streams needs more than the usual soft limit
         self._writer = SessionWriter(self.session_path, self.bus, on_failure=self.cancel)
         self._writer.start()
         self._thread = threading.Thread(target=self._thread_main, name="engine", daemon=True)
