@@ -5,6 +5,7 @@ agent (``python far_sides.py MODE ... agent``):
 - ``old``: says hello with another protocol and version.
 - ``evil-error``: answers check with an error that would drive a terminal.
 - ``huge-clock``: answers pings with a clock no ``perf_counter_ns`` reads.
+- ``ahead``: a far clock 1,000 s ahead of this one, whose run's session began 5 s ago.
 - ``bad-file``: answers fetch with bytes whose sha256 is not the one it announced.
 - ``stall`` / ``junk-mid-run``: a well-behaved agent until its run's session is sent, then
   silence forever (reading on), or a line of garbage.
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 
 from workbench.engine.base.records import Hardware
 from workbench.engine.remote import wire
@@ -41,7 +43,12 @@ def send(kind: str, **fields: object) -> None:
     sys.stdout.flush()
 
 
+AHEAD_NS = 1000 * 10**9
+BEGAN_S = 5.0
+
+
 def fake(mode: str) -> None:
+    ahead = AHEAD_NS if mode == "ahead" else 0
     for line in sys.stdin:
         op = json.loads(line)
         if mode == "junk":
@@ -54,17 +61,19 @@ def fake(mode: str) -> None:
         elif op["op"] == "check":
             send("facts", facts=wire.plain(FACTS))
         elif op["op"] == "ping" and op.get("seq", -1) >= 0:
-            far = 10**30 if mode == "huge-clock" else time.perf_counter_ns()
+            far = 10**30 if mode == "huge-clock" else time.perf_counter_ns() + ahead
             send("pong", seq=op["seq"], t_ns=far)
         elif op["op"] == "fetch":  # ``bad-file``: a file whose bytes are not the ones announced
             send("file", run_id=op["run_id"], size=3, sha256="0" * 64)
             send("chunk", data="AAAA")
             send("file_end")
         elif op["op"] == "run":
-            send("session", run_id="a" * 32, header=wire.plain(HEADER))
+            began = time.perf_counter_ns() + ahead - round(BEGAN_S * 1e9)
+            header = replace(HEADER, clock_origin_ns=began) if ahead else HEADER
+            send("session", run_id="a" * 32, header=wire.plain(header))
             if mode == "junk-mid-run":
                 print("\x1b[2Jrm -rf /", flush=True)
-    if mode in ("stall", "junk-mid-run"):
+    if mode in ("stall", "junk-mid-run", "ahead"):
         time.sleep(60)  # never a word more, nor an end
 
 

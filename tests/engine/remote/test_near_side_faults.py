@@ -75,6 +75,24 @@ def test_a_far_side_gone_silent_is_a_lost_connection_within_the_liveness_bound(t
     assert far._link is not None and far._link.process.poll() is not None
 
 
+def test_the_near_copy_is_placed_by_this_machines_wall_clock_at_the_far_origin(tmp_path):
+    """A far clock 1,000 s ahead whose run began 5 s ago: the near copy's wall origin is this
+    machine's wall clock 5 s ago, not the moment its header came (sessions from several
+    machines are placed side by side by it)."""
+    far = runner(tmp_path, "ahead")
+    try:
+        far.prepare()
+        now = time.time()
+        with open_session(far.session_path) as session:
+            wall_origin = session.meta["wall_origin"]
+            assert session.remote_origin().clock_offset_ns == pytest.approx(1000e9, abs=0.1e9)
+        assert wall_origin == pytest.approx(now - 5.0, abs=0.5)
+    finally:
+        far.cancel()
+        assert far._link is not None
+        far._link.kill()
+
+
 def test_garbage_during_a_run_fails_it_and_keeps_the_session(tmp_path):
     far = runner(tmp_path, "junk-mid-run")
     result = RunLifecycle(far, stop_wait_s=10.0).run()

@@ -195,6 +195,7 @@ class RemoteRunner:
                 header.hardware,
                 header.clock_origin_ns,
                 created_at=header.created_at,
+                wall_origin=self._wall_at(header.clock_origin_ns),
             )
         except OverflowError:  # a number beyond what a session holds: no clock's
             raise ProtocolError(f"{self.host} sent a session header out of bounds") from None
@@ -203,6 +204,13 @@ class RemoteRunner:
                 f"cannot create the session file {self.session_path}: {exc}"
             ) from None
         self._write_origin()
+
+    def _wall_at(self, far_ns: int) -> float:
+        """This machine's wall clock when the far clock read ``far_ns``: sessions from
+        several machines are placed side by side by their wall origins."""
+        assert self.clock_offset_ns is not None
+        far_now = time.perf_counter_ns() + self.clock_offset_ns
+        return time.time() - (far_now - far_ns) / 1e9
 
     def _write_origin(self) -> None:
         assert self.run_id is not None and self._link is not None

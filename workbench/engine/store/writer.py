@@ -124,9 +124,12 @@ def create_session(
     hardware: Hardware,
     clock_origin_ns: int,
     created_at: str | None = None,
+    wall_origin: float | None = None,
 ) -> None:
     """Create the file and its header row; raises at once if the folder is not writable.
-    ``created_at``: when what it records happened, if not now (an imported file's date)."""
+    ``created_at``: when what it records happened, if not now (an imported file's date).
+    ``wall_origin``: the wall-clock time at ``clock_origin_ns``, if not now (a far clock's
+    origin, which this machine learns later)."""
     header = StoredSession(
         id=1,
         app_version=__version__,
@@ -141,7 +144,7 @@ def create_session(
         status=RunStatus.RUNNING,
         error=None,
         clock_origin_ns=clock_origin_ns,
-        wall_origin=time.time(),
+        wall_origin=time.time() if wall_origin is None else wall_origin,
     )
     conn = _connect(path)
     try:
