@@ -11,6 +11,8 @@ from tests.made_sessions import Config, build_session, burst, startup_facts
 from workbench.cli.main import main
 from workbench.engine.analysis.compare import compare_sessions, to_markdown
 from workbench.engine.store import open_session
+from workbench.engine.store.rows import RemoteOrigin
+from workbench.engine.store.writer import write_remote_origin
 
 OTHER = """name = "other"
 [server]
@@ -133,3 +135,32 @@ def test_relative_to_one_slot_divides_performance_not_sizes(sweep_session, other
     assert headings["ttft_p50_s"].endswith("(x of 1 slot)")
     key = ("np=2", "prompt_tokens_p50")
     assert relative.cells[key] == absolute.cells[key]
+
+
+def test_a_session_measured_on_another_host_names_it_in_its_column(tmp_path):
+    """The same machine kind on two hosts (this one and one reached by the agent) reads
+    alike by hardware alone: the far session's column names its host."""
+    text = 'name = "pair"\n[server]\nslots = 2\n[workload]\nrequests = 8\nmax_tokens = 12\n'
+    here, there = (
+        build_session(
+            tmp_path / f"{name}.session.sqlite",
+            text,
+            [Config(burst(0, 8, slots=2, at_s=0.0), startup_facts(2, 8192))],
+        )
+        for name in ("here", "there")
+    )
+    origin = RemoteOrigin(
+        host="gpubox\x1b[2J",
+        run_id="a" * 32,
+        agent_version="0.1.0",
+        protocol=1,
+        clock_offset_ns=0,
+        rtt_ns=1000,
+        received_all=True,
+    )
+    write_remote_origin(there, origin)
+    with open_session(here) as a, open_session(there) as b:
+        near, far = compare_sessions([a, b]).columns
+    assert near.startswith("pair · ") and "gpubox" not in near
+    assert far.startswith("pair · gpubox\ufffd[2J: ")
+    assert near.split(" · ")[1] == far.split(" · ")[1].split(": ", 1)[1]

@@ -10,7 +10,7 @@ from typing import Any
 
 from workbench.engine.analysis.library import session_models
 from workbench.engine.base.states import ConfigStatus
-from workbench.engine.base.untrusted import markdown
+from workbench.engine.base.untrusted import markdown, printable
 from workbench.engine.config.experiment import WorkloadSettings, short_name
 from workbench.engine.config.settings import from_stored, show_value
 from workbench.engine.figures.metrics import Figure, View, figure, shown_in
@@ -58,6 +58,9 @@ class Comparison:
 
 
 def session_column(session: Session) -> str:
+    """A session's column: its name, machine, backend and time; a session measured on
+    another machine through the agent also names that host, since two hosts of one kind
+    would otherwise read alike."""
     when = (session.meta.get("created_at") or "")[:16].replace("T", " ")
     source = session.import_source()
     if source is not None:
@@ -65,6 +68,8 @@ def session_column(session: Session) -> str:
     hw = session.hardware
     gpus = [g.name or "?" for g in hw.gpus]
     machine = gpus[0] if gpus else hw.machine_name
+    if (origin := session.remote_origin()) is not None:
+        machine = f"{printable(origin.host)}: {machine}"
     backends = sorted({c.facts.backend for c in session.configs if c.facts and c.facts.backend})
     return f"{session.meta['name']} · {machine} · {'/'.join(backends) or '?'} · {when}"
 
