@@ -9,10 +9,12 @@ client processes. Per case:
 - events/s: token chunks received over the time from the first request sent to the last
   finished; beside it, relative to 1 worker, and per added core (``(ratio - 1) /
   (workers - 1)``: 1.0 is linear);
-- TTFT error: each request's TTFT minus the mock's known TTFT, p50 and p99 in ms;
-- of that error, the mock's own p50: its first write after the request arrived, minus the
-  TTFT it was told (``/mock/log``, on the same clock): a busy mock, one loop, is the limit
-  then, not the client;
+- TTFT error: each request's TTFT minus the mock's known TTFT, p50 and p99 in ms: the
+  client's error and the mock's lateness together;
+- the measurement's own error, p50 and p99: for each request, the moment the client took
+  its first token minus the moment the mock wrote it (``/mock/log``, on the same clock):
+  what the workbench adds to a TTFT. A busy mock (one loop) is late to write on a machine
+  with few cores, and that lateness is the mock's, not the measurement's;
 - failed requests, the busiest worker's loop (share of its wall time on CPU) and the mock's
   CPU share over the run.
 
@@ -75,14 +77,15 @@ def one_case(url: str, streams: int, tokens: int, workers: int, ttft_ms: float, 
     end = max(r.t_done_ns for r in records if r.t_done_ns)
     errors = [(m.ttft_s * 1000 - ttft_ms) for r in done if (m := request_metrics(r)) is not None]
     served = mock.served()
-    late = [
-        (s["sent_ns"][0] - s["t_received_ns"]) / 1e6 - ttft_ms
+    taken = [
+        (r.t_first_token_ns - s["sent_ns"][0]) / 1e6
         for r in done
-        if (s := served.get(r.prompt)) is not None and s["sent_ns"]
+        if (s := served.get(r.prompt)) is not None and s["sent_ns"] and r.t_first_token_ns
     ]
     run = result.summaries[0].runs[0]
     return {
-        "mock_late": percentile(late, 50),
+        "taken_p50": percentile(taken, 50),
+        "taken_p99": percentile(taken, 99),
         "events_s": sum(len(r.chunks) for r in records) / ((end - start) / 1e9),
         "p50": percentile(errors, 50),
         "p99": percentile(errors, 99),
@@ -131,9 +134,9 @@ def main() -> int:
     )
     print(
         "| streams | workers | events/s | vs 1 worker | per added core | TTFT error p50 ms "
-        "| p99 ms | of it the mock's, p50 ms | failed | busiest loop | mock CPU |"
+        "| p99 ms | measurement's error p50 ms | p99 ms | failed | busiest loop | mock CPU |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     goals = []
     for (n, w), r in results.items():
         one = results.get((n, 1))
@@ -141,19 +144,21 @@ def main() -> int:
         per_core = (ratio - 1) / (w - 1) if ratio is not None and w > 1 else None
         print(
             f"| {n:,} | {w} | {r['events_s']:,.0f} | {_x(ratio)} | {_x(per_core)} "
-            f"| {r['p50']:.1f} | {r['p99']:.1f} | {r['mock_late']:.1f} | {r['failed']} "
+            f"| {r['p50']:.1f} | {r['p99']:.1f} | {r['taken_p50']:.1f} | {r['taken_p99']:.1f} "
+            f"| {r['failed']} "
             f"| {_pct(r['loop'])} "
             f"| {_pct(r['mock'])} |"
         )
         if n == max(streams):
-            goals.append(r["failed"] == 0 and abs(r["p50"]) <= 5.0)
+            goals.append(r["failed"] == 0 and abs(r["taken_p50"]) <= 5.0)
     scaling = [
         (results[n, w]["events_s"] / results[n, 1]["events_s"] - 1) / (w - 1)
         for (n, w) in results
         if w > 1 and w <= free and (n, 1) in results
     ]
     print(
-        f"\ngoals: {max(streams):,} streams with no failure and TTFT p50 error within 5 ms: "
+        f"\ngoals: {max(streams):,} streams with no failure and the measurement's TTFT p50 "
+        f"error within 5 ms: "
         f"{'met' if goals and all(goals) else 'MISSED'}; events/s at least 0.8x linear per "
         f"added free core: "
         + (
