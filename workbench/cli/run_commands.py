@@ -44,6 +44,7 @@ from workbench.engine.config.settings import Field, fields_of
 from workbench.engine.events import Notice, Subscription
 from workbench.engine.remote.host_check import facts_line
 from workbench.engine.remote.hosts import check_host, host_folder, runner_for
+from workbench.engine.remote.load_worker import load_workers
 from workbench.engine.run.lifecycle import FOLLOW_INTERVAL_S, STOP_SIGNALS, RunLifecycle, Runner
 from workbench.engine.run.runner import ExperimentRunner, RunOptions, RunResult
 from workbench.engine.store import open_session
@@ -111,7 +112,25 @@ def add_host_flags(run: argparse.ArgumentParser) -> None:
         help="run on this host: an SSH destination (its `workbench agent` is started over "
         "SSH), or `local` for this machine; again for each host, all run at once",
     )
+    run.add_argument(
+        "--load-from",
+        dest="load_from",
+        metavar="DEST[,DEST...]",
+        action="append",
+        default=[],
+        help="add a client worker on each of these machines (SSH destinations, through "
+        "their agent) beside this machine's [workload] workers, for a server one client "
+        "cannot saturate; the server must be reachable from them (mainly --base-url)",
+    )
     add_remote_command(run)
+
+
+def load_hosts(flags: list[str]) -> list[str]:
+    """``--load-from`` flags (repeated, or comma-separated) as their hosts, in order."""
+    hosts = [host.strip() for flag in flags for host in flag.split(",")]
+    if any(not host for host in hosts):
+        raise WorkbenchError("--load-from takes SSH destinations separated by commas")
+    return hosts
 
 
 def _flag_fields() -> list[Field]:
@@ -314,6 +333,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         server_bin=args.server_bin,
         api_key_env=args.api_key_env,
         resume=resume,
+        load_from=load_workers(load_hosts(args.load_from), args.remote_workbench),
     )
     return _run_one(ExperimentRunner(experiment, options), experiment, args, console)
 
@@ -434,8 +454,8 @@ def run_on_hosts(args: argparse.Namespace, console: Console) -> int:
     hosts = list(args.hosts)
     if len(set(hosts)) != len(hosts):
         raise WorkbenchError("each --host is given once")
-    if args.base_url or args.resume:
-        flag = "--base-url" if args.base_url else "--resume"
+    if args.base_url or args.resume or args.load_from:
+        flag = "--base-url" if args.base_url else "--resume" if args.resume else "--load-from"
         raise WorkbenchError(f"{flag} is for a run from this machine: give no --host")
     every, own = host_models(args.model_flags, hosts)
     args.model = every

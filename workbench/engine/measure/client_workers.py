@@ -23,6 +23,11 @@ the worker that sent it named on it (``RequestRecord.worker``). A worker that di
 pipe: that is one ``WorkbenchError`` for the configuration, the others are cancelled, and
 every request is recorded. A cancel asks each worker to cancel, waits a bounded time for
 their records, then kills what is left.
+
+Workers on other machines (``run --load-from``) come after this machine's, made from above
+by a ``WorkerFactory`` with the same interface (``remote.load_worker``: the job run by an
+agent there, its timestamps moved onto this clock); t0 then leaves time for the slowest
+channel's go.
 """
 
 from __future__ import annotations
@@ -36,12 +41,13 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import RequestKey, RequestRecord
+from workbench.engine.base.states import NoticeLevel
 from workbench.engine.config.experiment import WorkloadSettings
-from workbench.engine.events import RequestFinished
+from workbench.engine.events import Notice, RequestFinished
 from workbench.engine.figures.client_limits import ClientLoad
 
 Emit = Callable[[Any], None]
@@ -76,6 +82,26 @@ class Job:
     follows: list[tuple[int, float] | None] | None
     max_tokens: list[int] | None
     core: int | None
+
+
+class Worker(Protocol):
+    """What ``run_in_workers`` drives: a process of this machine (``WorkerProcess``) or one
+    on another machine (made by a ``WorkerFactory`` from above, ``remote.load_worker``)."""
+
+    job: Job
+    lead_ns: int  # how long before t0 its go must be sent (the channel's round trip)
+    said: str | None  # what the configuration says about it once it is ready
+
+    async def start(self) -> int: ...
+    async def go(self, t0_ns: int) -> None: ...
+    async def cancel(self) -> None: ...
+    async def pump(self, take: Callable[[list[Any]], None]) -> ClientLoad: ...
+    def kill(self) -> None: ...
+    async def reap(self) -> None: ...
+    def forget(self) -> None: ...
+
+
+WorkerFactory = Callable[[Job], Worker]
 
 
 def frame(message: Any) -> bytes:
@@ -126,10 +152,12 @@ def places(limit: int, workers: int) -> list[int]:
     return [limit // workers + (k < limit % workers) for k in range(workers)]
 
 
-def worker_count(workload: WorkloadSettings) -> int:
-    """Workers that get requests: no more than the limit has places for."""
+def worker_count(workload: WorkloadSettings, extra: int = 0) -> int:
+    """Workers that get requests (this machine's and ``extra`` others): no more than the
+    limit has places for."""
     limit = workload.concurrency and workload.effective_concurrency
-    return min(workload.workers, limit or workload.workers)
+    wanted = workload.workers + extra
+    return min(wanted, limit or wanted)
 
 
 def jobs_for(
@@ -140,9 +168,11 @@ def jobs_for(
     offsets: list[float],
     follows: Follows | None = None,
     max_tokens: Sequence[int] | None = None,
+    extra: int = 0,
 ) -> list[Job]:
-    """The repeat dealt into one job per worker, each record named with its worker."""
-    dealt = deal(len(records), worker_count(workload), follows)
+    """The repeat dealt into one job per worker (``workload.workers`` of this machine, then
+    ``extra`` on others, which get no core here), each record named with its worker."""
+    dealt = deal(len(records), worker_count(workload, extra), follows)
     limit = workload.concurrency and workload.effective_concurrency
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     jobs = []
@@ -160,7 +190,7 @@ def jobs_for(
                 [offsets[i] for i in positions],
                 None if follows is None else [_local(follows[i], local) for i in positions],
                 None if max_tokens is None else [max_tokens[i] for i in positions],
-                cores[k % len(cores)] if cores else None,
+                cores[k % len(cores)] if cores and k < workload.workers else None,
             )
         )
     return jobs
@@ -186,6 +216,9 @@ class WorkerLoads:
 
 class WorkerProcess:
     """One client worker: started, handed its job, told when t0 is, read until it is done."""
+
+    lead_ns = 0  # a pipe: its go arrives at once
+    said = None
 
     def __init__(self, job: Job) -> None:
         self.job = job
@@ -316,9 +349,11 @@ async def run_in_workers(
     loads: WorkerLoads,
     follows: Follows | None = None,
     max_tokens: Sequence[int] | None = None,
+    elsewhere: Sequence[WorkerFactory] = (),
 ) -> list[RequestRecord]:
-    """``run_requests`` across ``workload.workers`` processes: the same records filled in
-    (each with its worker), the same events published, each worker's load in ``loads``."""
+    """``run_requests`` across ``workload.workers`` processes and a worker made by each of
+    ``elsewhere`` (on other machines): the same records filled in (each with its worker),
+    the same events published, each worker's load in ``loads``."""
     by_key: dict[RequestKey, RequestRecord] = {r.key: r for r in records}
     returned: set[RequestKey] = set()
 
@@ -332,15 +367,21 @@ async def run_in_workers(
             else:
                 emit(event)
 
-    workers = [
-        WorkerProcess(job)
-        for job in jobs_for(base_url, headers, workload, records, offsets, follows, max_tokens)
-    ]
+    jobs = jobs_for(
+        base_url, headers, workload, records, offsets, follows, max_tokens, len(elsewhere)
+    )
+    here = workload.workers
+    workers: list[Worker] = [WorkerProcess(job) for job in jobs[:here]]
+    workers += [make(job) for make, job in zip(elsewhere, jobs[here:], strict=False)]
     starting = [asyncio.create_task(w.start()) for w in workers]
     pumps: list[asyncio.Task[ClientLoad]] = []
     try:
         await asyncio.gather(*starting)
-        t0_ns = time.perf_counter_ns() + round(START_AHEAD_S * 1e9)
+        for w in workers:
+            if w.said is not None:
+                emit(Notice(NoticeLevel.INFO, w.said, records[0].config_index))
+        lead_ns = max((w.lead_ns for w in workers), default=0)
+        t0_ns = time.perf_counter_ns() + round(START_AHEAD_S * 1e9) + lead_ns
         for w in workers:
             await w.go(t0_ns)
         pumps = [asyncio.create_task(w.pump(take)) for w in workers]
@@ -356,7 +397,7 @@ async def run_in_workers(
     return records
 
 
-async def _end(workers: list[WorkerProcess], tasks: list[asyncio.Task[Any]]) -> None:
+async def _end(workers: list[Worker], tasks: list[asyncio.Task[Any]]) -> None:
     """Every worker asked to cancel, given ``STOP_GRACE_S`` to send back what it holds, and
     reaped (killed if it outstays ``REAP_TIMEOUT_S``); killed at once if this is cancelled
     meanwhile."""

@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, BinaryIO
 
 from workbench.engine.measure.client_workers import (
@@ -47,14 +48,30 @@ async def serve(commands: BinaryIO, channel: BinaryIO) -> None:
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), commands)
     transport, protocol = await loop.connect_write_pipe(_Channel, channel)
-
-    def send(message: Any) -> None:
-        transport.write(frame(message))
-
     job: Job | None = await read_frame(reader)
     if job is None:
         return
     _pin(job.core)
+    try:
+        await run_job(
+            job, lambda message: transport.write(frame(message)), lambda: read_frame(reader)
+        )
+    finally:
+        transport.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(protocol.closed, CLOSE_TIMEOUT_S)
+
+
+async def run_job(
+    job: Job, send: Callable[[Any], None], command: Callable[[], Awaitable[Any]]
+) -> None:
+    """One worker's job, wherever it runs (a process of this machine, or an agent's on
+    another): ``("ready", perf_counter_ns)`` sent once its requests are prepared, then its
+    ``("events", [...])`` every ``SHIP_INTERVAL_S`` from the ``("go", t0_ns)`` that
+    ``command()`` gives, then ``("done", load)``. A ``("cancel",)`` or the commands' end
+    (None) cancels the requests, which are still sent back; a failure sends no ``done``
+    and propagates."""
+    loop = asyncio.get_running_loop()
     meter = ClientLoadMeter()
     outbox: list[Any] = []
     go: asyncio.Future[int] = loop.create_future()
@@ -79,7 +96,7 @@ async def serve(commands: BinaryIO, channel: BinaryIO) -> None:
     run = asyncio.create_task(measure())
 
     async def listen() -> None:
-        while (message := await read_frame(reader)) is not None:
+        while (message := await command()) is not None:
             if message[0] == "go" and not go.done():
                 go.set_result(message[1])
             elif message[0] == "cancel":
@@ -109,9 +126,6 @@ async def serve(commands: BinaryIO, channel: BinaryIO) -> None:
         ship()
         if ended:
             send(("done", meter.read()))
-        transport.close()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(protocol.closed, CLOSE_TIMEOUT_S)
 
 
 def _pin(core: int | None) -> None:

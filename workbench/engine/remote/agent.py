@@ -6,14 +6,21 @@ own data folder (``agent_data_dir``, one folder per run id: never a path the nea
 names), and sends every event of the run as it comes. Stdin's end is the near side gone
 (OpenSSH sends no hangup to a command without a terminal), and so is a write that fails:
 either cancels the run, which stops its servers and keeps its session, and the agent exits.
+
+A load job (``run --load-from``) is one client worker of a run measured from the near side:
+the agent checks the job (``load_worker.read_job``), sends its requests from a loop of its
+own with the same code a local worker runs (``worker_entry.run_job``) and streams their
+events, timestamped by this machine's clock; a cancel or stdin's end cancels it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hashlib
 import platform
+import queue
 import re
 import sqlite3
 import threading
@@ -26,8 +33,12 @@ from workbench import __version__
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.events import ExperimentFinished
+from workbench.engine.measure.client_workers import Job
+from workbench.engine.measure.worker_entry import run_job
 from workbench.engine.remote import wire
 from workbench.engine.remote.host_check import host_facts
+from workbench.engine.remote.link import clock_reading
+from workbench.engine.remote.load_worker import read_job
 from workbench.engine.remote.protocol import (
     FILE_CHUNK_BYTES,
     MAX_EVENTS_PER_LINE,
@@ -102,6 +113,8 @@ class Agent:
         self.data_dir = data_dir
         self._lifecycle: RunLifecycle | None = None
         self._run_thread: threading.Thread | None = None
+        self._load_thread: threading.Thread | None = None
+        self._load_commands: queue.Queue[Any] = queue.Queue()
         channel.on_broken = self.cancel
 
     def handle(self, message: dict[str, Any]) -> bool:
@@ -122,18 +135,29 @@ class Agent:
             self.cancel()
         elif op == "fetch":
             self._fetch(message.get("run_id"))
+        elif op == "load":
+            self._start_load(message)
+        elif op == "go":
+            if clock_reading(t0_ns := message.get("t0_ns")):
+                self._load_commands.put(("go", t0_ns))
+            else:
+                self.channel.send("error", text="a go's t0_ns is a perf_counter_ns reading")
         return True
 
     def cancel(self) -> None:
         if self._lifecycle is not None:
             self._lifecycle.cancel()
+        self._load_commands.put(("cancel",))
 
     def end(self) -> None:
         """The near side is gone: stop the run (its servers, through the runner's one
-        ``finally``), keeping its session, within the lifecycle's bound."""
+        ``finally``), keeping its session, within the lifecycle's bound; and the load job."""
         self.cancel()
+        self._load_commands.put(None)
         if self._run_thread is not None:
             self._run_thread.join(STOP_WAIT_S + 10.0)
+        if self._load_thread is not None:
+            self._load_thread.join(STOP_WAIT_S + 10.0)
 
     def _hello(self, message: dict[str, Any]) -> bool:
         protocol, version = message.get("protocol"), message.get("version")
@@ -196,6 +220,44 @@ class Agent:
         finally:
             result = lifecycle.finish()
             self.channel.send_events([ExperimentFinished(result.status, result.error)])
+
+    # -- a load job ------------------------------------------------------------------------
+    def _start_load(self, message: dict[str, Any]) -> None:
+        busy = [t for t in (self._run_thread, self._load_thread) if t is not None and t.is_alive()]
+        if busy:
+            self.channel.send("error", text="a run or load job is going on already")
+            return
+        try:
+            job = read_job(message.get("job"))
+        except ProtocolError as exc:
+            self.channel.send("error", text=str(exc))
+            return
+        self._load_commands = queue.Queue()
+        self._load_thread = threading.Thread(
+            target=self._load, args=(job, self._load_commands), name="agent-load", daemon=True
+        )
+        self._load_thread.start()
+
+    def _load(self, job: Job, commands: queue.Queue[Any]) -> None:
+        """The job on a loop of this thread's; a failure is the near side's one line."""
+        try:
+            asyncio.run(self._run_load(job, commands))
+        except Exception as exc:  # whatever stopped the job, said rather than lost
+            self.channel.send("error", text=f"the load job failed: {type(exc).__name__}: {exc}")
+
+    async def _run_load(self, job: Job, commands: queue.Queue[Any]) -> None:
+        def send(message: Any) -> None:
+            if message[0] == "ready":
+                self.channel.send("ready", t_ns=message[1])
+            elif message[0] == "events":
+                self.channel.send_events(message[1])
+            else:
+                self.channel.send("done", load=wire.plain(message[1]))
+
+        try:
+            await run_job(job, send, lambda: asyncio.to_thread(commands.get))
+        finally:
+            commands.put(None)  # the thread still waiting for a command returns
 
     # -- a session fetched ------------------------------------------------------------------
     def _fetch(self, run_id: Any) -> None:

@@ -36,6 +36,9 @@ CLOSE_WAIT_S = 5.0  # for the process to end once its stdin is closed, before it
 STDERR_KEPT_BYTES = 4096  # of what the process said on stderr, for an error's line
 QUEUED_MESSAGES = 64  # read ahead of whoever takes them: the pipe holds the rest
 INSTALL = "pip install concurrency-workbench=="
+LIVENESS_S = 30.0  # no message for this long while a run goes on: the connection is lost
+PING_EVERY_S = 2.0  # a ping keeps a quiet run's channel talking (and shows it alive)
+CLOCK_PINGS = 8  # round trips for the clock offset: the quickest one is taken
 
 
 class LinkLost(WorkbenchError):
@@ -143,6 +146,23 @@ class AgentLink:
         message = self.expect("facts", timeout)
         return read(HostFacts, message.get("facts"), f"{self.host}'s facts")
 
+    def measure_clock(self, timeout: float = REPLY_TIMEOUT_S) -> tuple[int, int]:
+        """(round trip, far clock minus this one's) from the round trip that took least
+        time (its midpoint is the likeliest moment the far side read the ping)."""
+        best: tuple[int, int] | None = None
+        for seq in range(CLOCK_PINGS):
+            sent = time.perf_counter_ns()
+            self.send("ping", seq=seq)
+            pong = self.expect("pong", timeout)
+            came = time.perf_counter_ns()
+            far = pong.get("t_ns")
+            if pong.get("seq") != seq or not clock_reading(far):
+                raise ProtocolError(f"{self.host} answered ping {seq} with {pong!r:.80}")
+            if best is None or came - sent < best[0]:
+                best = (came - sent, far - (sent + came) // 2)
+        assert best is not None
+        return best
+
     # -- the end ------------------------------------------------------------------------------
     def close_input(self) -> None:
         """Say nothing more will be asked: the far side finishes what it does, then ends."""
@@ -194,6 +214,12 @@ class AgentLink:
                 kept += len(chunk)
                 while kept > STDERR_KEPT_BYTES and len(self._stderr) > 1:
                     kept -= len(self._stderr.popleft())
+
+
+def clock_reading(value: Any) -> bool:
+    """Whether ``value`` can be a ``perf_counter_ns`` reading (and an offset made of it
+    fits the session's 64-bit column)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**62
 
 
 def error_text(message: dict[str, Any]) -> str:

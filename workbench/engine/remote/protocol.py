@@ -13,8 +13,12 @@ Near to far (``op``):
 - ``run`` ``{experiment_toml, experiment_name, model, server_bin}``: run it; the far side
   writes its own session in its data folder.
 - ``ping`` ``{seq}``: answered with ``pong``, for the clock offset and liveness.
-- ``cancel``: stop the run, keeping what was measured (as closing stdin does).
+- ``cancel``: stop the run or the load job, keeping what was measured (as closing stdin
+  does).
 - ``fetch`` ``{run_id}``: send that run's session file.
+- ``load`` ``{job}``: prepare a client worker's requests (``run --load-from``): a
+  ``client_workers.Job`` as ``wire.plain`` makes it, against the job's own base URL.
+- ``go`` ``{t0_ns}``: the load job's t0, on the far clock.
 
 Far to near (``kind``):
 
@@ -23,11 +27,15 @@ Far to near (``kind``):
 - ``session`` ``{run_id, header}``: the run started; a ``SessionHeader``.
 - ``events`` ``{events}``: engine events in order, each as ``wire.encode`` made it, with the
   far clock's own timestamps.
+- ``ready`` ``{t_ns}``: the load job is prepared (the far clock then); its events follow
+  its ``go``, and its ``done`` carries ``{load}``, its ``ClientLoad``.
 - ``pong`` ``{seq, t_ns}``: the far clock (``perf_counter_ns``) when the ping was read.
 - ``file`` ``{run_id, size, sha256}``, then ``chunk`` ``{data}`` (base64, in order), then
   ``file_end``: a fetched session file.
 - ``error`` ``{text}``: what the far side could not do, in one line.
-- ``done``: nothing more will come.
+- ``done``: nothing more will come (of a run, or of a load job: then with its ``load``).
+
+Protocol 2 added ``load``, ``go`` and ``ready``.
 """
 
 from __future__ import annotations
@@ -42,16 +50,17 @@ from workbench.engine.base.records import Hardware
 from workbench.engine.remote import wire
 from workbench.engine.store.checks import WRONG, typed
 
-PROTOCOL = 1
+PROTOCOL = 2
 MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_EVENTS_PER_LINE = 4096
 FILE_CHUNK_BYTES = 1024 * 1024  # of a fetched file, before base64
-OPS = ("hello", "check", "run", "ping", "cancel", "fetch")
+OPS = ("hello", "check", "run", "ping", "cancel", "fetch", "load", "go")
 KINDS = (
     "hello",
     "facts",
     "session",
     "events",
+    "ready",
     "pong",
     "file",
     "chunk",

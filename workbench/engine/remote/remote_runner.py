@@ -37,7 +37,14 @@ from workbench.engine.events import (
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.remote import wire
 from workbench.engine.remote.agent import RUN_ID
-from workbench.engine.remote.link import REPLY_TIMEOUT_S, AgentLink, LinkLost, error_text
+from workbench.engine.remote.link import (
+    LIVENESS_S,
+    PING_EVERY_S,
+    REPLY_TIMEOUT_S,
+    AgentLink,
+    LinkLost,
+    error_text,
+)
 from workbench.engine.remote.protocol import (
     MAX_EVENTS_PER_LINE,
     PROTOCOL,
@@ -54,10 +61,6 @@ from workbench.engine.store import SessionWriter, create_session, open_session
 from workbench.engine.store.rows import RemoteOrigin
 from workbench.engine.store.writer import write_remote_origin
 
-LIVENESS_S = 30.0  # no message for this long while a run goes on: the connection is lost
-PING_EVERY_S = 2.0  # a ping keeps a quiet run's channel talking (and shows it alive)
-CLOCK_PINGS = 8  # round trips for the clock offset: the quickest one is taken
-
 
 def fetch_command(host: str, session_path: Path) -> str:
     """The command that completes a session from the far copy."""
@@ -69,12 +72,6 @@ def not_ready(host: str, facts: HostFacts) -> WorkbenchError | None:
     if not facts.problems:
         return None
     return WorkbenchError("\n".join(f"{host}: {printable(p)}" for p in facts.problems))
-
-
-def _clock_reading(value: Any) -> bool:
-    """Whether ``value`` can be a ``perf_counter_ns`` reading (and an offset made of it
-    fits the session's 64-bit column)."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**62
 
 
 class RemoteRunner:
@@ -146,7 +143,7 @@ class RemoteRunner:
             self.facts = link.check(self.model, self.options.server_bin, self.reply_timeout_s)
             if (problems := not_ready(self.host, self.facts)) is not None:
                 raise problems
-            self._measure_clock(link)
+            self.rtt_ns, self.clock_offset_ns = link.measure_clock(self.reply_timeout_s)
             link.send(
                 "run",
                 experiment_toml=self.experiment.source,
@@ -160,23 +157,6 @@ class RemoteRunner:
             link.kill()
             link.close()
             raise
-
-    def _measure_clock(self, link: AgentLink) -> None:
-        """The far clock minus this one's, from the round trip that took least time (its
-        midpoint is the likeliest moment the far side read the ping)."""
-        best: tuple[int, int] | None = None
-        for seq in range(CLOCK_PINGS):
-            sent = time.perf_counter_ns()
-            link.send("ping", seq=seq)
-            pong = link.expect("pong", self.reply_timeout_s)
-            came = time.perf_counter_ns()
-            far = pong.get("t_ns")
-            if pong.get("seq") != seq or not _clock_reading(far):
-                raise ProtocolError(f"{self.host} answered ping {seq} with {pong!r:.80}")
-            if best is None or came - sent < best[0]:
-                best = (came - sent, far - (sent + came) // 2)
-        assert best is not None
-        self.rtt_ns, self.clock_offset_ns = best
 
     def _create_session(self, started: dict[str, Any]) -> None:
         run_id = started.get("run_id")

@@ -118,6 +118,8 @@ def _kind(hint: Any) -> tuple[str, Any]:
         return ("optional", inner)
     if dataclasses.is_dataclass(hint):
         return ("record", hint)
+    if origin is tuple and args and args[-1] is not Ellipsis:
+        return ("fixed", args)
     if origin in (list, tuple) and (origin is list or args[-1] is Ellipsis):
         return ("sequence", (origin, args[0]))
     if origin is dict:
@@ -131,6 +133,13 @@ def _value(hint: Any, value: Any, what: str) -> Any:
         return None if value is None else _value(inner, value, what)
     if kind == "record":
         return read_record(inner, typed(value, dict, what), what)
+    if kind == "fixed":
+        items = typed(value, list, what)
+        if len(items) != len(inner):
+            raise ValueError(f"{what} has {len(items)} entries, not {len(inner)}")
+        return tuple(
+            _value(h, v, f"{what}[{n}]") for n, (h, v) in enumerate(zip(inner, items, strict=True))
+        )
     if kind == "sequence":
         origin, entry = inner
         items = typed(value, list, what)

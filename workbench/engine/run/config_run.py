@@ -191,7 +191,8 @@ class ConfigRuns:
                 self.emit(ServerStateChanged(idx, ServerState.RUNNING, f"repeat {repeat + 1}"))
                 measured.records += planned  # kept even if the run is cut short
                 before = await asyncio.to_thread(fetch_counters, base_url, headers)
-                meter = ClientLoadMeter() if workload.workers == 1 else WorkerLoads()
+                one_client = workload.workers == 1 and not self.setup.load_from
+                meter = ClientLoadMeter() if one_client else WorkerLoads()
                 try:
                     if workload.conversations:
                         conversations = (
@@ -213,6 +214,7 @@ class ConfigRuns:
                             meter,
                             trace.follows if trace is not None else None,
                             trace.output_tokens if trace is not None else None,
+                            self.setup.load_from,
                         )
                     else:
                         await run_requests(

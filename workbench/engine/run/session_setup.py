@@ -27,6 +27,7 @@ from workbench.engine.config.experiment import Experiment, RunConfig, workload_f
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.interop.conversation_file import read_conversations
 from workbench.engine.interop.trace_file import TracePlan, trace_plans
+from workbench.engine.measure.client_workers import WorkerFactory
 from workbench.engine.measure.conversations import RecordedConversation
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.prompts import PromptSource, load_prompts
@@ -48,6 +49,8 @@ class RunOptions:
     server_bin: str | None = None
     api_key_env: str | None = None  # the variable's name; its value is read, never kept
     resume: Path | None = None  # a session whose run did not finish: go on in it
+    # a client worker each on another machine (``run --load-from``), beside this one's
+    load_from: tuple[WorkerFactory, ...] = ()
 
 
 @dataclass
@@ -72,6 +75,7 @@ class RunSetup:
     conversations: tuple[RecordedConversation, ...] = ()  # a conversations file's, read whole
     traces: dict[int, TracePlan] = field(default_factory=dict)  # a trace configuration's, by index
     hardware: Hardware | None = None  # this machine, as the session stores it
+    load_from: tuple[WorkerFactory, ...] = ()  # the options', for every repeat
 
     @property
     def external(self) -> bool:
@@ -112,6 +116,12 @@ def prepare_run(
         raise WorkbenchError("a sweep over [workload] prompts is not supported")
     prompts = load_prompts(prompt_specs.pop(), base_dir)
     setup = RunSetup(configs, prompts, base_dir, log_dir, options.base_url)
+    setup.load_from = options.load_from
+    if options.load_from and any(c.workload.conversations for c in configs):
+        raise WorkbenchError(
+            "--load-from is for independent requests: a conversations run sends each "
+            "conversation from this machine"
+        )
     _load_conversations(setup)
     _load_traces(setup)
     if setup.external:

@@ -1,0 +1,280 @@
+"""A client worker on another machine (``run --load-from``), through that machine's agent.
+
+A server one machine's client cannot saturate gets more clients: each load host runs one
+client worker of the repeat, beside this machine's own. ``RemoteWorker`` has the interface
+``client_workers.run_in_workers`` drives (the CLI makes one per host and repeat through a
+``WorkerFactory``); the schedule is still computed once, here, and dealt as for local
+workers.
+
+The two machines' clocks differ, so before the job the far clock's offset is measured by
+pings (``AgentLink.measure_clock``, as a run on a host does); t0 goes out on the far clock,
+and every far timestamp comes back less the offset. Subtracting one constant from all of a
+request's times places its bars on this machine's axis and leaves each of its durations
+exactly as the far machine measured them; the offset's error (about half the round trip)
+only moves bars against this machine's.
+
+The far side is untrusted: every event is checked by the wire, must be about one of this
+job's requests, and carries clock readings within bounds. The job the agent is sent is
+checked there the same way (``read_job``). A channel that ends or goes silent past
+``LIVENESS_S`` mid-run is this worker lost (``WorkerLost``, naming the host).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import math
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from workbench.engine.base.errors import ExperimentError, WorkbenchError
+from workbench.engine.base.records import RequestRecord
+from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.settings import fields_of
+from workbench.engine.events import FirstToken, RequestFinished, RequestSubmitted, TokenChunkArrived
+from workbench.engine.figures.client_limits import ClientLoad
+from workbench.engine.measure.client_workers import (
+    READY_TIMEOUT_S,
+    Job,
+    WorkerFactory,
+    WorkerLost,
+)
+from workbench.engine.remote import wire
+from workbench.engine.remote.link import (
+    LIVENESS_S,
+    PING_EVERY_S,
+    REPLY_TIMEOUT_S,
+    AgentLink,
+    LinkLost,
+    clock_reading,
+    error_text,
+)
+from workbench.engine.remote.protocol import MAX_EVENTS_PER_LINE, HostTarget, ProtocolError, read
+from workbench.engine.remote.targets import LOCAL, check_reachable, target_for
+
+LOAD_EVENTS = (RequestSubmitted, FirstToken, TokenChunkArrived, RequestFinished)
+MAX_OFFSET_S = 7 * 86400.0  # an arrival a week after t0: no repeat runs that long
+_CLOCK_FIELD = re.compile(r"^t(_\w+)?_ns$")  # a clock reading; ``connect_ns`` is a duration
+
+
+class RemoteWorker:
+    """One client worker run by the agent on ``target``: started, handed its job, told t0,
+    read until it is done."""
+
+    def __init__(
+        self,
+        target: HostTarget,
+        remote_command: Sequence[str],
+        job: Job,
+        *,
+        reply_timeout_s: float = REPLY_TIMEOUT_S,
+        liveness_s: float = LIVENESS_S,
+        ping_every_s: float = PING_EVERY_S,
+    ) -> None:
+        self.job = job
+        self.host = target.name
+        self.lead_ns = 0  # the round trip, once measured: t0 leaves it for the go
+        self.said: str | None = None
+        self.offset_ns = 0  # the far clock minus this one's
+        self._target = target
+        self._command = list(remote_command)
+        self._keys = {r.key for r in job.records}
+        self._reply_timeout_s = reply_timeout_s
+        self._liveness_s = liveness_s
+        self._ping_every_s = ping_every_s
+        self._link: AgentLink | None = None
+        self._lock = threading.Lock()
+        self._killed = False
+
+    @property
+    def name(self) -> str:
+        return f"client worker {self.job.worker} on {self.host}"
+
+    async def start(self) -> int:
+        """Reach the agent, measure the clocks, send the job and wait, bounded, until its
+        requests are prepared; returns when that was, on this machine's clock."""
+        return await asyncio.to_thread(self._start)
+
+    def _start(self) -> int:
+        link = AgentLink(self._target, self._command)
+        with self._lock:
+            self._link = link
+            if self._killed:  # ended while this started
+                link.kill()
+        try:
+            link.hello(self._reply_timeout_s)
+            rtt_ns, self.offset_ns = link.measure_clock(self._reply_timeout_s)
+            link.send("load", job=wire.plain(dataclasses.replace(self.job, core=None)))
+            ready = link.expect("ready", READY_TIMEOUT_S)
+        except LinkLost as exc:
+            raise WorkerLost(f"{self.name} was lost while preparing: {exc}") from None
+        t_ns = ready.get("t_ns")
+        if not clock_reading(t_ns):
+            raise ProtocolError(f"{self.host} said it was ready at {t_ns!r:.40}")
+        self.lead_ns = rtt_ns
+        self.said = (
+            f"{self.name}: clock offset {self.offset_ns / 1e6:+.3f} ms "
+            f"(round trip {rtt_ns / 1e6:.1f} ms)"
+        )
+        return int(t_ns) - self.offset_ns
+
+    async def go(self, t0_ns: int) -> None:
+        """t0 on the far clock (a channel gone is found by ``pump``)."""
+        assert self._link is not None
+        self._link.send("go", t0_ns=t0_ns + self.offset_ns)
+
+    async def cancel(self) -> None:
+        if self._link is not None:
+            self._link.send("cancel")
+
+    async def pump(self, take: Callable[[list[Any]], None]) -> ClientLoad:
+        """Hand each batch of events, on this clock, to ``take`` until the far job is done;
+        its load. A ping every ``ping_every_s`` keeps a quiet run's channel talking."""
+        pinging = asyncio.create_task(self._ping())
+        try:
+            while True:
+                message = await asyncio.to_thread(self._receive)
+                kind = message["kind"]
+                if kind == "events":
+                    take(self._events(message.get("events")))
+                elif kind == "done":
+                    return read(ClientLoad, message.get("load"), f"{self.host}'s client load")
+                elif kind == "error":
+                    raise WorkerLost(f"{self.name}: {error_text(message)}")
+                elif kind != "pong":
+                    raise ProtocolError(
+                        f"{self.host} sent something that is not the agent's protocol: "
+                        f"a {kind} message during a load job"
+                    )
+        finally:
+            pinging.cancel()
+
+    def _receive(self) -> dict[str, Any]:
+        assert self._link is not None
+        try:
+            return self._link.receive(self._liveness_s)
+        except LinkLost as exc:
+            raise WorkerLost(f"{self.name} was lost mid-run: {exc}") from None
+
+    async def _ping(self) -> None:
+        assert self._link is not None
+        while True:
+            await asyncio.sleep(self._ping_every_s)
+            self._link.send("ping", seq=-1)
+
+    def _events(self, data: Any) -> list[Any]:
+        """The far events, checked, about this job's requests, on this clock."""
+        if not isinstance(data, list) or len(data) > MAX_EVENTS_PER_LINE:
+            raise ProtocolError(f"{self.host} sent an events message that is not a list")
+        events = []
+        for item in data:
+            try:
+                event = wire.decode(item)
+            except wire.WireError as exc:
+                raise ProtocolError(
+                    f"{self.host} sent something that is not the agent's protocol: {exc}"
+                ) from None
+            if not isinstance(event, LOAD_EVENTS):
+                raise ProtocolError(f"{self.host} sent a {type(event).__name__} in a load job")
+            record = event.record if isinstance(event, RequestFinished) else event
+            key = (record.config_index, record.repeat, record.index)
+            if key not in self._keys:
+                raise ProtocolError(f"{self.host} sent an event about no request of its job")
+            events.append(self._here(event))
+        return events
+
+    def _here(self, event: Any) -> Any:
+        if isinstance(event, RequestFinished):
+            record = on_this_clock(event.record, self.offset_ns, self.host)
+            record.worker = self.job.worker
+            return RequestFinished(record)
+        return on_this_clock(event, self.offset_ns, self.host)
+
+    def kill(self) -> None:
+        with self._lock:
+            self._killed = True
+            link = self._link
+        if link is not None:
+            link.kill()
+
+    async def reap(self) -> None:
+        """The channel closed: the agent ends once its job has (killed past the bound)."""
+        if self._link is not None:
+            await asyncio.to_thread(self._link.close)
+
+    def forget(self) -> None:
+        if self._link is not None:
+            self._link.close(0.0)
+
+
+def on_this_clock(value: Any, offset_ns: int, host: str) -> Any:
+    """An event or record with every clock reading (a field ``t_ns`` or ``t_..._ns``, a
+    record's chunks too) less ``offset_ns``: its durations unchanged."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(value):
+        reading = getattr(value, f.name)
+        if _CLOCK_FIELD.match(f.name) and reading is not None:
+            here = reading - offset_ns
+            if not clock_reading(reading) or not clock_reading(here):
+                raise ProtocolError(f"{host} sent a time no clock reads ({f.name} {reading})")
+            changes[f.name] = here
+    if isinstance(value, RequestRecord):
+        changes["chunks"] = [on_this_clock(c, offset_ns, host) for c in value.chunks]
+    return dataclasses.replace(value, **changes)
+
+
+def read_job(value: Any) -> Job:
+    """A load job as the near side sent it, every field checked: its settings within their
+    bounds, one offset (finite, within ``MAX_OFFSET_S``) per request, a later turn after an
+    earlier one, its own max_tokens each at least 1."""
+    job: Job = read(Job, value, "the load job")
+    _check_workload(job.workload)
+    count = len(job.records)
+    if len(job.offsets) != count or not all(
+        math.isfinite(o) and 0 <= o <= MAX_OFFSET_S for o in job.offsets
+    ):
+        raise ProtocolError("the load job: an offset from t0 for each request, within a week")
+    if job.follows is not None and (
+        len(job.follows) != count
+        or any(
+            after is not None and not (0 <= after[0] < p and 0 <= after[1] <= MAX_OFFSET_S)
+            for p, after in enumerate(job.follows)
+        )
+    ):
+        raise ProtocolError("the load job: a later turn follows an earlier request of its job")
+    if job.max_tokens is not None and (
+        len(job.max_tokens) != count or any(n < 1 for n in job.max_tokens)
+    ):
+        raise ProtocolError("the load job: max_tokens of at least 1 for each request")
+    return dataclasses.replace(job, core=None)  # this machine's cores are not the near side's
+
+
+def _check_workload(workload: WorkloadSettings) -> None:
+    try:
+        for f in fields_of(WorkloadSettings):
+            f.check(getattr(workload, f.name))
+    except ExperimentError as exc:
+        raise ProtocolError(f"the load job: {exc}") from None
+
+
+def load_workers(hosts: Sequence[str], remote_command: Sequence[str]) -> tuple[WorkerFactory, ...]:
+    """A ``WorkerFactory`` per load host, each host asked first (reachable, an agent of
+    this protocol) so that a host that cannot load is refused before anything starts."""
+    factories = []
+    for host in hosts:
+        if host == LOCAL:
+            raise WorkbenchError(
+                "--load-from local: this machine's own client workers are [workload] workers"
+            )
+        check_reachable(host)
+        target = target_for(host)
+        link = AgentLink(target, list(remote_command))
+        try:
+            link.hello()
+        finally:
+            link.close()
+        factories.append(functools.partial(RemoteWorker, target, list(remote_command)))
+    return tuple(factories)
