@@ -335,6 +335,14 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         resume=resume,
         load_from=load_workers(load_hosts(args.load_from), args.remote_workbench),
     )
+    if options.load_from and not args.base_url:
+        console.print(
+            "note: the server this run starts listens on 127.0.0.1: a load machine other "
+            "than this one reaches it only through a tunnel (--base-url is the usual way)",
+            style="yellow",
+            highlight=False,
+            markup=False,
+        )
     return _run_one(ExperimentRunner(experiment, options), experiment, args, console)
 
 
