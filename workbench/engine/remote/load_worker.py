@@ -28,10 +28,11 @@ import math
 import re
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
-from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.records import RequestKey, RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.config.settings import fields_of
 from workbench.engine.events import FirstToken, RequestFinished, RequestSubmitted, TokenChunkArrived
@@ -81,13 +82,17 @@ class RemoteWorker:
         self.offset_ns = 0  # the far clock minus this one's
         self._target = target
         self._command = list(remote_command)
-        self._keys = {r.key for r in job.records}
+        self._mine = {r.key: r for r in job.records}
+        self._finished: set[Any] = set()
         self._reply_timeout_s = reply_timeout_s
         self._liveness_s = liveness_s
         self._ping_every_s = ping_every_s
         self._link: AgentLink | None = None
         self._lock = threading.Lock()
         self._killed = False
+        # Its own threads for the link's blocking waits: a read may wait out the liveness
+        # bound while the channel is closed beside it, whatever else the loop has on threads.
+        self._threads = ThreadPoolExecutor(2, thread_name_prefix=f"load-{self.host}")
 
     @property
     def name(self) -> str:
@@ -96,7 +101,7 @@ class RemoteWorker:
     async def start(self) -> int:
         """Reach the agent, measure the clocks, send the job and wait, bounded, until its
         requests are prepared; returns when that was, on this machine's clock."""
-        return await asyncio.to_thread(self._start)
+        return await self._in_thread(self._start)
 
     def _start(self) -> int:
         link = AgentLink(self._target, self._command)
@@ -136,7 +141,7 @@ class RemoteWorker:
         pinging = asyncio.create_task(self._ping())
         try:
             while True:
-                message = await asyncio.to_thread(self._receive)
+                message = await self._in_thread(self._receive)
                 kind = message["kind"]
                 if kind == "events":
                     take(self._events(message.get("events")))
@@ -179,16 +184,24 @@ class RemoteWorker:
                 ) from None
             if not isinstance(event, LOAD_EVENTS):
                 raise ProtocolError(f"{self.host} sent a {type(event).__name__} in a load job")
-            record = event.record if isinstance(event, RequestFinished) else event
-            key = (record.config_index, record.repeat, record.index)
-            if key not in self._keys:
-                raise ProtocolError(f"{self.host} sent an event about no request of its job")
+            about = event.record if isinstance(event, RequestFinished) else event
+            key = RequestKey(about.config_index, about.repeat, about.index)
+            if key not in self._mine or key in self._finished:
+                raise ProtocolError(
+                    f"{self.host} sent an event about no request of its job still going"
+                )
+            if isinstance(event, RequestFinished):
+                self._finished.add(key)
             events.append(self._here(event))
         return events
 
     def _here(self, event: Any) -> Any:
+        """On this clock; a record keeps what this side sent it with (its prompt, whether
+        a warm-up) and is named with this worker."""
         if isinstance(event, RequestFinished):
+            sent = self._mine[event.record.key]
             record = on_this_clock(event.record, self.offset_ns, self.host)
+            record.prompt, record.warmup = sent.prompt, sent.warmup
             record.worker = self.job.worker
             return RequestFinished(record)
         return on_this_clock(event, self.offset_ns, self.host)
@@ -203,11 +216,15 @@ class RemoteWorker:
     async def reap(self) -> None:
         """The channel closed: the agent ends once its job has (killed past the bound)."""
         if self._link is not None:
-            await asyncio.to_thread(self._link.close)
+            await self._in_thread(self._link.close)
 
     def forget(self) -> None:
         if self._link is not None:
             self._link.close(0.0)
+        self._threads.shutdown(wait=False)
+
+    async def _in_thread(self, call: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._threads, call)
 
 
 def on_this_clock(value: Any, offset_ns: int, host: str) -> Any:
