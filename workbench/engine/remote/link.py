@@ -26,6 +26,7 @@ from workbench.engine.remote.protocol import (
     HostTarget,
     ProtocolError,
     dump,
+    not_the_protocol,
     parse,
     read,
     read_line,
@@ -96,9 +97,7 @@ class AgentLink:
         except queue.Empty:
             raise LinkLost(f"{self.host} sent nothing for {timeout:.0f} s") from None
         if isinstance(message, ProtocolError):
-            raise ProtocolError(
-                f"{self.host} sent something that is not the agent's protocol: {message}"
-            )
+            raise not_the_protocol(self.host, message)
         if isinstance(message, _End):
             self._errors.join(CLOSE_WAIT_S)  # what it said as it ended, read to its end
             raise LinkLost(f"the connection to {self.host} closed{self.said()}")
@@ -110,10 +109,7 @@ class AgentLink:
         if message["kind"] == "error":
             raise WorkbenchError(f"{self.host}: {error_text(message)}")
         if message["kind"] != kind:
-            raise ProtocolError(
-                f"{self.host} sent something that is not the agent's protocol: "
-                f"a {message['kind']} message where a {kind} was due"
-            )
+            raise not_the_protocol(self.host, f"a {message['kind']} message where a {kind} was due")
         return message
 
     def said(self) -> str:

@@ -53,7 +53,14 @@ from workbench.engine.remote.link import (
     clock_reading,
     error_text,
 )
-from workbench.engine.remote.protocol import MAX_EVENTS_PER_LINE, HostTarget, ProtocolError, read
+from workbench.engine.remote.protocol import (
+    MAX_EVENTS_PER_LINE,
+    HostTarget,
+    ProtocolError,
+    event_from,
+    not_the_protocol,
+    read,
+)
 from workbench.engine.remote.targets import LOCAL, check_reachable, target_for
 
 LOAD_EVENTS = (RequestSubmitted, FirstToken, TokenChunkArrived, RequestFinished)
@@ -150,10 +157,7 @@ class RemoteWorker:
                 elif kind == "error":
                     raise WorkerLost(f"{self.name}: {error_text(message)}")
                 elif kind != "pong":
-                    raise ProtocolError(
-                        f"{self.host} sent something that is not the agent's protocol: "
-                        f"a {kind} message during a load job"
-                    )
+                    raise not_the_protocol(self.host, f"a {kind} message during a load job")
         finally:
             pinging.cancel()
 
@@ -176,12 +180,7 @@ class RemoteWorker:
             raise ProtocolError(f"{self.host} sent an events message that is not a list")
         events = []
         for item in data:
-            try:
-                event = wire.decode(item)
-            except wire.WireError as exc:
-                raise ProtocolError(
-                    f"{self.host} sent something that is not the agent's protocol: {exc}"
-                ) from None
+            event = event_from(self.host, item)
             if not isinstance(event, LOAD_EVENTS):
                 raise ProtocolError(f"{self.host} sent a {type(event).__name__} in a load job")
             about = event.record if isinstance(event, RequestFinished) else event

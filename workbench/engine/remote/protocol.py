@@ -156,6 +156,19 @@ def parse(line: bytes, key: str) -> dict[str, Any]:
     return message
 
 
+def not_the_protocol(host: str, what: object) -> ProtocolError:
+    """The one line for anything a host sent that this protocol does not allow."""
+    return ProtocolError(f"{host} sent something that is not the agent's protocol: {what}")
+
+
+def event_from(host: str, data: Any) -> Any:
+    """An engine event ``host`` sent, checked (``wire.decode``)."""
+    try:
+        return wire.decode(data)
+    except wire.WireError as exc:
+        raise not_the_protocol(host, exc) from None
+
+
 def read(cls: type, value: Any, what: str) -> Any:
     """A record of a message (``HostFacts``, ``SessionHeader``), every field checked."""
     try:

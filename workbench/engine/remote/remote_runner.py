@@ -35,7 +35,6 @@ from workbench.engine.events import (
     ServerReady,
 )
 from workbench.engine.figures.summaries import ConfigSummary
-from workbench.engine.remote import wire
 from workbench.engine.remote.agent import RUN_ID
 from workbench.engine.remote.link import (
     LIVENESS_S,
@@ -52,6 +51,8 @@ from workbench.engine.remote.protocol import (
     HostTarget,
     ProtocolError,
     SessionHeader,
+    event_from,
+    not_the_protocol,
     read,
 )
 from workbench.engine.run.lifecycle import STOP_WAIT_S
@@ -238,10 +239,8 @@ class RemoteRunner:
         self._thread.join(timeout)
         if self._thread.is_alive():
             return None
-        self._writer.join(30.0)
-        if self._writer.error is not None:
-            self._status = RunStatus.FAILED
-            self._error = f"writing the session failed: {self._writer.error}"
+        if (failure := self._writer.failure()) is not None:
+            self._status, self._error = RunStatus.FAILED, failure
         summaries: list[ConfigSummary] = []
         with contextlib.suppress(WorkbenchError), open_session(self.session_path) as session:
             summaries = session.summaries()
@@ -289,19 +288,11 @@ class RemoteRunner:
         elif kind == "done":
             return False
         elif kind != "pong":
-            raise ProtocolError(
-                f"{self.host} sent something that is not the agent's protocol: a {kind} "
-                "message during a run"
-            )
+            raise not_the_protocol(self.host, f"a {kind} message during a run")
         return True
 
     def _publish(self, data: Any) -> None:
-        try:
-            event = wire.decode(data)
-        except wire.WireError as exc:
-            raise ProtocolError(
-                f"{self.host} sent something that is not the agent's protocol: {exc}"
-            ) from None
+        event = event_from(self.host, data)
         if isinstance(event, ExperimentStarted):
             event = replace(event, session_path=str(self.session_path))
         elif isinstance(event, ServerReady) and event.log_path is not None:

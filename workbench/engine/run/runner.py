@@ -136,10 +136,8 @@ class ExperimentRunner:
         self._thread.join(timeout)
         if self._thread.is_alive():
             return None
-        self._writer.join(30.0)
-        if self._writer.error is not None:
-            self._status = RunStatus.FAILED
-            self._error = f"writing the session failed: {self._writer.error}"
+        if (failure := self._writer.failure()) is not None:
+            self._status, self._error = RunStatus.FAILED, failure
         summaries = sorted(self.summaries, key=lambda s: s.index)  # a resumed run's too
         return RunResult(self._status, self.session_path, summaries, self._error)
 

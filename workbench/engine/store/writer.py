@@ -214,6 +214,12 @@ class SessionWriter:
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
+    def failure(self, timeout: float = 30.0) -> str | None:
+        """Once the writer has written the run's end (waiting up to ``timeout``): why the
+        session could not be written, as the run's error, or None."""
+        self.join(timeout)
+        return None if self.error is None else f"writing the session failed: {self.error}"
+
     def _run(self) -> None:
         conn = _connect(self.path)
         try:
