@@ -32,9 +32,9 @@ def test_a_run_of_more_streams_than_the_soft_limit_measures_them_all(tmp_path):
     experiment.write_text(EXPERIMENT)
     out = tmp_path / "out"
     with Mock("--ttft-ms", "200", "--itl-ms", "5", "--tokens", "4") as mock:
+        run = ["run", str(experiment), "--out", str(out), "--base-url", mock.url, "--quiet"]
         done = subprocess.run(
-            [sys.executable, "-m", "workbench", "run", str(experiment), "--out", str(out)]
-            + ["--base-url", mock.url, "--quiet"],
+            [sys.executable, "-m", "workbench", *run],
             capture_output=True,
             text=True,
             timeout=120,
