@@ -71,7 +71,9 @@ def checked(window, host: str) -> bool:
 
 def test_the_real_checks_and_keys(ssh_window, loop):
     picker = ssh_window.form.machines
-    assert list(picker.rows)[:4] == [LOCAL, "wbtest", "newbox", "movedbox"]
+    # the server is shared by the session's ssh tests: others may have added aliases of theirs
+    mine = [r for r in picker.rows if r in (LOCAL, "wbtest", "newbox", "movedbox")]
+    assert next(iter(picker.rows)) == LOCAL and mine == [LOCAL, "wbtest", "newbox", "movedbox"]
     picker.check_button.click()  # this machine, ticked at the first start
     run(loop, lambda: checked(ssh_window, LOCAL), 60)
     assert line(ssh_window, LOCAL).startswith("ok: ")

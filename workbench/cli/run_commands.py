@@ -87,6 +87,9 @@ def add_run(sub: Any) -> None:
         help="GGUF model file (overrides [server] model); with --host, HOST=PATH gives one "
         "host's (a path on that host), PATH alone every host's",
     )
+    # ``experiment_of`` reads ``model``: the one model every host runs, worked out from the
+    # --model flags once the hosts are known (``_run``, ``run_on_hosts``).
+    run.set_defaults(model=None)
     run.add_argument("--quiet", action="store_true", help="no live progress, only the results")
     run.add_argument(
         "--resume",

@@ -71,6 +71,9 @@ class FakeSession:
     def import_source(self):
         return None  # measured by the workbench
 
+    def remote_origin(self):
+        return None  # measured on this machine
+
 
 def test_the_same_configuration_aligns_whatever_its_label():
     slots = FakeSession("slots", [summary("np=1", 1, 8192, 10), summary("np=4", 4, 8192, 30)])
