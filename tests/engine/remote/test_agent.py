@@ -6,11 +6,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import io
 import os
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import pytest
@@ -18,7 +20,7 @@ import pytest
 from tests.engine.waiting import until
 from tests.made_sessions import write_session
 from workbench import __version__
-from workbench.engine.remote.agent import serve
+from workbench.engine.remote.agent import Agent, Channel, serve
 from workbench.engine.remote.protocol import PROTOCOL, HostFacts, dump, parse, read, read_line
 from workbench.engine.store import open_session
 
@@ -156,6 +158,33 @@ def test_fetch_sends_the_run_s_session_with_its_sha256(agent, tmp_path):
     with open_session(fetched) as session, open_session(folder / "far.session.sqlite") as far:
         assert session.records(0) == far.records(0)
     assert sorted(p.name for p in folder.iterdir()) == ["far.session.sqlite"]  # no copy left
+
+
+class _Watching(io.BytesIO):
+    """A stdout that notes the folder's files as each message goes out."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder = folder
+        self.seen: list[tuple[str, list[str]]] = []
+
+    def write(self, data: Any) -> int:
+        kind = parse(bytes(data).rstrip(b"\n"), "kind")["kind"]
+        self.seen.append((kind, sorted(p.name for p in self.folder.iterdir())))
+        return super().write(data)
+
+
+def test_fetch_s_copy_is_gone_before_the_far_side_hears_the_end(tmp_path):
+    run_id = "cd" * 16
+    folder = tmp_path / "agent" / run_id
+    folder.mkdir(parents=True)
+    write_session(folder / "far.session.sqlite")
+    stdout = _Watching(folder)
+    Agent(Channel(stdout), tmp_path / "agent").handle({"op": "fetch", "run_id": run_id})
+    kinds = [kind for kind, _ in stdout.seen]
+    assert kinds[0] == "file" and kinds[-1] == "file_end"
+    assert any(name.startswith(".fetch-") for name in stdout.seen[0][1])  # the copy it sends
+    assert stdout.seen[-1][1] == ["far.session.sqlite"]
 
 
 def test_garbage_is_answered_with_one_line_and_ends_the_agent(agent):

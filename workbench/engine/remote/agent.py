@@ -270,14 +270,21 @@ class Agent:
             return
         copy = found[0].with_name(f".fetch-{uuid.uuid4().hex}")
         try:
-            consistent_copy(found[0], copy)
-            self._send_file(run_id, copy)
+            try:
+                consistent_copy(found[0], copy)
+                self._send_file(run_id, copy)
+            finally:
+                # Gone before the end is said: the near side may look at the folder (or end
+                # the agent) the moment it hears ``file_end``.
+                copy.unlink(missing_ok=True)
         except (OSError, sqlite3.Error) as exc:
             self.channel.send("error", text=f"cannot read the session of run {run_id}: {exc}")
-        finally:
-            copy.unlink(missing_ok=True)
+            return
+        self.channel.send("file_end")
 
     def _send_file(self, run_id: str, path: Path) -> None:
+        """The file's header and its chunks; ``file_end`` is the caller's, once the copy is
+        removed."""
         digest = hashlib.sha256()
         with path.open("rb") as fh:
             while chunk := fh.read(FILE_CHUNK_BYTES):
@@ -287,7 +294,6 @@ class Agent:
         with path.open("rb") as fh:
             while chunk := fh.read(FILE_CHUNK_BYTES):
                 self.channel.send("chunk", data=base64.b64encode(chunk).decode("ascii"))
-        self.channel.send("file_end")
 
 
 def consistent_copy(source: Path, copy: Path) -> None:
