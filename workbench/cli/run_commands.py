@@ -276,7 +276,11 @@ def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --session: take the screenshot at this time of the session instead "
         "(played up to it with --replay, else shown as it stood then)",
     )
-    parser.add_argument("--quit-when-done", action="store_true", help="exit when the run ends")
+    parser.add_argument(
+        "--quit-when-done",
+        action="store_true",
+        help="exit when the run ends; a failure's reason (the banner's) goes to stderr",
+    )
 
 
 def cmd_gui(args: argparse.Namespace, console: Console) -> int:

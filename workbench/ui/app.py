@@ -148,4 +148,7 @@ def run_gui(args: argparse.Namespace) -> int:
         loop.run_until_complete(closed.wait())
     wake.stop()
     collection.stop()
+    if exit_code == 1 and args.quit_when_done and window.banner.text():
+        # Nobody may be there to read the banner: the reason goes with the exit status.
+        raise WorkbenchError(window.banner.text())
     return exit_code

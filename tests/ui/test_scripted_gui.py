@@ -1,0 +1,54 @@
+"""``workbench gui`` run by a script, as a process: a failure's reason reaches stderr (nobody
+may be there to read the banner), and a screenshot with nothing to run still ends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def gui(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The window as a script starts it: offscreen, its output folder in ``cwd``."""
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", "gui", "--out", str(cwd / "out"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+    )
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error: ")]
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("garbage.session.sqlite", "is not a workbench session"),
+        ("missing.session.sqlite", "session file not found"),
+        (".", "not found"),  # a folder
+    ],
+)
+def test_a_session_that_does_not_open_says_why_on_stderr(tmp_path, name, said):
+    (tmp_path / "garbage.session.sqlite").write_bytes(b"\x17" * 3000)
+    done = gui("--session", tmp_path / name, "--quit-when-done", cwd=tmp_path)
+    assert done.returncode == 1
+    (line,) = error_lines(done.stderr)
+    assert said in line and done.stdout == ""
+
+
+def test_an_experiment_that_does_not_load_says_why_on_stderr(tmp_path):
+    wrong = tmp_path / "wrongtype.toml"
+    wrong.write_text('name = "w"\n[server]\nslots = "two"\n')
+    done = gui("--experiment", wrong, "--autorun", "--quit-when-done", cwd=tmp_path)
+    assert done.returncode == 1
+    assert error_lines(done.stderr) == [f"error: {wrong}: [server] slots must be int, got 'two'"]
+    assert not (tmp_path / "out").exists()  # nothing ran
