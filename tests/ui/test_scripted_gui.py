@@ -4,6 +4,7 @@ may be there to read the banner), and a screenshot with nothing to run still end
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,25 @@ def test_an_experiment_that_does_not_load_says_why_on_stderr(tmp_path):
     assert done.returncode == 1
     assert error_lines(done.stderr) == [f"error: {wrong}: [server] slots must be int, got 'two'"]
     assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_a_screenshot_with_nothing_to_run_is_of_the_window_as_it_opens(tmp_path):
+    """Without --autorun no run would ever end it: the process waited for ever."""
+    small = tmp_path / "small.toml"
+    small.write_text('name = "small"\n[server]\nslots = 1\nctx = 512\n')
+    shot = tmp_path / "x.png"
+    done = gui(
+        "--experiment",
+        small,
+        "--screenshot",
+        shot,
+        "--quit-when-done",
+        "--size",
+        "1366x768",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert struct.unpack(">II", data[16:24]) == (1366, 768)
+    assert not list(tmp_path.glob("out/*.session.sqlite"))  # nothing was run

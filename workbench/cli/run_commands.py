@@ -268,7 +268,11 @@ def add_gui_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="start in presentation mode: full screen, large fonts, captions (F5 leaves it)",
     )
-    parser.add_argument("--screenshot", help="save a PNG of the window when the run ends")
+    parser.add_argument(
+        "--screenshot",
+        help="save a PNG of the window when the run ends (with --quit-when-done and neither "
+        "--autorun nor --session: of the window as it opens)",
+    )
     parser.add_argument(
         "--screenshot-at",
         type=AT_OR_AFTER_START_S,

@@ -144,6 +144,11 @@ def run_gui(args: argparse.Namespace) -> int:
         QTimer.singleShot(0, lambda: window.run_finished.emit(RunStatus.FAILED))  # run nothing else
     elif args.autorun:
         QTimer.singleShot(0, window.start_run)
+    elif args.screenshot and args.quit_when_done:
+        # Nothing to run or open, so no end would ever come: the picture is of the window
+        # as it opened (the experiment in the form), which is what such a script asks for.
+        status = RunStatus.COMPLETE if loaded else RunStatus.FAILED
+        QTimer.singleShot(0, lambda: finished(status))
     with loop:
         loop.run_until_complete(closed.wait())
     wake.stop()
