@@ -370,15 +370,16 @@ def hardware_line(hw: Hardware) -> str:
 
 def requests_table(session: Any) -> Fitted:
     """Every measured request of a session, one row each, under its configuration's label
-    and its number (as its stream pane and Gantt row show it); in a session with
-    conversations, each one's conversation and turn, and the history a later turn
-    processed again."""
+    and its number (as its stream pane and Gantt row show it); in a trace replay, the line
+    of the trace each replays; in a session with conversations, each one's conversation and
+    turn, and the history a later turn processed again."""
     measured = [row for row in request_rows(session) if not row["warmup"]]
     turns = ("conversation", "turn", "reprefilled_tokens")
     names = (
         "label",
         "repeat",
         "request",
+        *(("trace_line",) if any(row["trace_line"] is not None for row in measured) else ()),
         *(turns if any(row["conversation"] is not None for row in measured) else ()),
         "ok",
         "ttft_s",
@@ -392,12 +393,18 @@ def requests_table(session: Any) -> Fitted:
     rows = [[_num(row[c], 3) for c in names] for row in measured]
     columns = [
         Column(
-            {"label": "config", "reprefilled_tokens": "re-prefilled"}.get(n, n),
+            {
+                "label": "config",
+                "reprefilled_tokens": "re-prefilled",
+                "trace_line": "trace line",
+            }.get(n, n),
             "left" if n in ("label", "conversation", "error") else "right",
         )
         for n in names
     ]
-    return Fitted(columns, rows, title="Requests", keys=5 if "turn" in names else 3)
+    # the columns that say which request a row is: up to its number, line and turn
+    keys = max(names.index(n) for n in ("request", "trace_line", "turn") if n in names) + 1
+    return Fitted(columns, rows, title="Requests", keys=keys)
 
 
 # -- run ------------------------------------------------------------------------------------

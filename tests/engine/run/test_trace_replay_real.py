@@ -132,3 +132,52 @@ def test_a_sessions_later_turn_goes_its_delay_after_the_previous_reply(tmp_path)
     assert a2.t_intended_ns == a1.t_done_ns + 300_000_000
     assert b2.t_intended_ns == b1.t_done_ns
     sent_on_time(records)
+
+
+# Three rows due at once (sent in whatever order the loop took them, so numbered so), a blank
+# line, and a row left out by trace_start_s: each row's output_length tells its request apart.
+AT_ONCE = [
+    {"timestamp": 0, "input_length": 40, "output_length": 2},
+    {"timestamp": 200, "input_length": 40, "output_length": 3},
+    {"timestamp": 200, "input_length": 40, "output_length": 4},
+    {"timestamp": 200, "input_length": 40, "output_length": 5},
+    None,  # a blank line: not a row, still a line of the file
+    {"timestamp": 300, "input_length": 40, "output_length": 6},
+]
+
+
+def test_every_request_names_the_trace_line_it_replays(tmp_path, capsys):
+    """requests.csv, ``show --requests`` and the Perfetto export name each request's line of
+    the trace file (line 1 left out by trace_start_s, line 5 blank), whatever order the
+    rows due at one moment were sent and numbered in."""
+    import csv
+
+    from workbench.cli.main import main
+    from workbench.engine.analysis.perfetto import trace_events
+
+    (tmp_path / "t.jsonl").write_text(
+        "".join("\n" if row is None else json.dumps(row) + "\n" for row in AT_ONCE)
+    )
+    (tmp_path / "e.toml").write_text(
+        "name = 'lines'\n[server]\nslots = 4\nctx = 2048\nthreads = 1\n[workload]\n"
+        'arrival = "trace"\ntrace = "t.jsonl"\ntrace_start_s = 0.1\nwarmup = 0\nrepeats = 2\n'
+    )
+    result = run_experiment(load_experiment(tmp_path / "e.toml"), RunOptions(tmp_path / "out"))
+    assert [s.status for s in result.summaries] == ["ok"]
+    length_of_line = {n: row["output_length"] for n, row in enumerate(AT_ONCE, 1) if row}
+    with open(result.tables.requests, encoding="utf-8") as fh:
+        rows = [row for row in csv.DictReader(fh) if row["warmup"] == "False"]
+    assert sorted(int(row["trace_line"]) for row in rows) == [2, 2, 3, 3, 4, 4, 6, 6]
+    for row in rows:
+        assert int(row["output_tokens"]) == length_of_line[int(row["trace_line"])], row
+    assert main(["show", str(result.session_path), "--requests"]) == 0
+    shown = capsys.readouterr().out
+    assert "trace line" in shown
+    with open_session(result.session_path) as session:
+        requests = [
+            e["args"] for e in trace_events([session]) if e["ph"] == "X" and e["name"] == "request"
+        ]
+        records = {r.index: r for r in session.records(0)}
+    assert sorted(args["trace_line"] for args in requests) == [2, 2, 3, 3, 4, 4, 6, 6]
+    for args in requests:
+        assert records[args["request"]].output_tokens[0] == length_of_line[args["trace_line"]]

@@ -42,7 +42,8 @@ def test_conversation_and_turn_read_back_and_are_exported_last(tmp_path):
             ("r1u2", 2),
         ]
         write_requests_csv(tmp_path / "requests.csv", session)
-    assert REQUEST_COLUMNS[-5:-2] == ["reasoning_token_source", "conversation", "turn"]
+    after = REQUEST_COLUMNS.index("reasoning_token_source")  # the last before conversations
+    assert REQUEST_COLUMNS[after : after + 3] == ["reasoning_token_source", "conversation", "turn"]
     with (tmp_path / "requests.csv").open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     assert [(row["conversation"], row["turn"]) for row in rows] == [

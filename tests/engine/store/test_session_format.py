@@ -37,7 +37,7 @@ from workbench.engine.store.rows import TABLES
 from workbench.engine.store.schema import create_tables
 
 BEFORE = Path(__file__).with_name("known_run_before_split.sql")
-HAND_WRITTEN = Path(__file__).with_name("schema_v10.sql")
+HAND_WRITTEN = Path(__file__).with_name("schema_v11.sql")
 PROCESS_ROW = ProcessSample(0, 1000, 123_456_789, 12.5)
 
 
@@ -55,11 +55,13 @@ def test_a_run_is_written_as_before_the_split(tmp_path):
     an imported session, empty in a measured one; schema 7: a request's first answer time
     and a chunk's reasoning flag, none of them reasoning here; schema 8: a request's
     conversation and turn, none here; schema 9: the tables of a run's prediction, empty here;
-    schema 10: a request's worker, none here, and the remote origin, empty here) is taken
-    out."""
+    schema 10: a request's worker, none here, and the remote origin, empty here; schema 11:
+    a request's trace line, none here) is taken out."""
     now = written_now(tmp_path)
     with contextlib.closing(sqlite3.connect(now)) as conn, conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (10,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (11,)
+        assert conn.execute("SELECT DISTINCT trace_line FROM requests").fetchall() == [(None,)]
+        conn.execute("ALTER TABLE requests DROP COLUMN trace_line")
         assert conn.execute("SELECT DISTINCT worker FROM requests").fetchall() == [(None,)]
         conn.execute("ALTER TABLE requests DROP COLUMN worker")
         assert conn.execute("SELECT count(*) FROM remote_origin").fetchone() == (0,)
@@ -113,8 +115,9 @@ def tables_of(path: Path) -> dict[str, tuple]:
 def test_a_new_file_has_the_tables_the_schema_was_written_by_hand_with(tmp_path):
     """Each table's SQL is derived from its declaration: a new file holds the tables,
     columns, types, constraints and keys that the hand-written schema 6 made, and the
-    columns schemas 7 and 8 added, the tables 9 added, and 10's column and table."""
-    assert SCHEMA_VERSION == 10  # a later version: compare with its own file
+    columns schemas 7 and 8 added, the tables 9 added, 10's column and table, and 11's
+    column."""
+    assert SCHEMA_VERSION == 11  # a later version: compare with its own file
     by_hand = load_dump(HAND_WRITTEN.read_text(), tmp_path / "by-hand.sqlite")
     with contextlib.closing(sqlite3.connect(tmp_path / "derived.sqlite")) as conn, conn:
         create_tables(conn)
@@ -138,7 +141,7 @@ def assert_same_fields(read, written) -> None:
 def test_every_value_reads_back_in_its_place(write, tmp_path):
     with open_session(write(tmp_path)) as session:
         assert session.schema_version == (4 if write is written_before else SCHEMA_VERSION)
-        assert SCHEMA_VERSION == 10
+        assert SCHEMA_VERSION == 11
         assert session.status == "complete"
         meta = dict(session.meta)
         assert meta.pop("created_at") and meta.pop("finished_at") and meta.pop("app_version")

@@ -97,7 +97,11 @@ REQUEST_COLUMNS = [
     "turn",
     "reprefilled_tokens",
     "worker",
+    "trace_line",
 ]
+"""``requests.csv``'s columns, in order, the one place that order is said (the JSON export's
+requests follow it too). A column that came later goes last, so a reader that takes the
+columns by place finds the older ones where they were."""
 
 
 def _round(value: Any, digits: int = 4) -> Any:
@@ -131,44 +135,42 @@ def request_rows(session: Session) -> list[dict[str, Any]]:
         m = request_metrics(r)
         timings = r.timings or {}
         tokens, source = r.output_tokens
-        rows.append(
-            {
-                "config": r.config_index,
-                "label": labels[r.config_index],
-                "repeat": None if r.warmup else r.repeat + 1,
-                "request": numbers.get(r.key),
-                "warmup": r.warmup,
-                "ok": r.ok,
-                "error": r.error,
-                "http_status": r.http_status,
-                "slot": r.slot,
-                "t_intended_s": rel(r.t_intended_ns),
-                "t_ready_s": rel(r.t_ready_ns),
-                "t_submit_s": rel(r.t_submit_ns),
-                "t_first_token_s": rel(r.t_first_token_ns),
-                "t_last_token_s": rel(r.t_last_token_ns),
-                "t_done_s": rel(r.t_done_ns),
-                **{f.column: f.value(m) for f in REQUEST_FIGURES},
-                "output_tokens": tokens,
-                "token_source": source,
-                "chunks": len(r.chunks),
-                "finish_reason": r.finish_reason,
-                "cache_hit": m.cache_hit if m else None,
-                "cache_n": timings.get("cache_n"),
-                "prompt_n": timings.get("prompt_n"),
-                "prompt_ms": timings.get("prompt_ms"),
-                "predicted_n": timings.get("predicted_n"),
-                "predicted_ms": timings.get("predicted_ms"),
-                "prompt": r.prompt,
-                "reasoning_token_source": m.reasoning_token_source if m else None,
-                "conversation": r.conversation_id,
-                "turn": r.turn,
-                "reprefilled_tokens": c.reprefilled
-                if (c := caches.get(r.key)) is not None
-                else None,
-                "worker": r.worker,
-            }
-        )
+        values = {
+            "config": r.config_index,
+            "label": labels[r.config_index],
+            "repeat": None if r.warmup else r.repeat + 1,
+            "request": numbers.get(r.key),
+            "warmup": r.warmup,
+            "ok": r.ok,
+            "error": r.error,
+            "http_status": r.http_status,
+            "slot": r.slot,
+            "t_intended_s": rel(r.t_intended_ns),
+            "t_ready_s": rel(r.t_ready_ns),
+            "t_submit_s": rel(r.t_submit_ns),
+            "t_first_token_s": rel(r.t_first_token_ns),
+            "t_last_token_s": rel(r.t_last_token_ns),
+            "t_done_s": rel(r.t_done_ns),
+            **{f.column: f.value(m) for f in REQUEST_FIGURES},
+            "output_tokens": tokens,
+            "token_source": source,
+            "chunks": len(r.chunks),
+            "finish_reason": r.finish_reason,
+            "cache_hit": m.cache_hit if m else None,
+            "cache_n": timings.get("cache_n"),
+            "prompt_n": timings.get("prompt_n"),
+            "prompt_ms": timings.get("prompt_ms"),
+            "predicted_n": timings.get("predicted_n"),
+            "predicted_ms": timings.get("predicted_ms"),
+            "prompt": r.prompt,
+            "reasoning_token_source": m.reasoning_token_source if m else None,
+            "conversation": r.conversation_id,
+            "turn": r.turn,
+            "reprefilled_tokens": c.reprefilled if (c := caches.get(r.key)) is not None else None,
+            "worker": r.worker,
+            "trace_line": r.trace_line,
+        }
+        rows.append({column: values[column] for column in REQUEST_COLUMNS})
     return rows
 
 

@@ -296,7 +296,7 @@ def _span(placed: _Placed, r: RequestRecord, label: str) -> _Span | None:
 
 def _args(r: RequestRecord, metrics: RequestMetrics | None, label: str) -> dict[str, Any]:
     """A request's key, its configuration and figures (ms, the catalogue's), its slot and
-    worker."""
+    worker, and in a trace replay the trace's line it replays."""
 
     def ms(seconds: float | None) -> float | None:
         return None if seconds is None else round(seconds * 1000, 3)
@@ -312,6 +312,8 @@ def _args(r: RequestRecord, metrics: RequestMetrics | None, label: str) -> dict[
         "slot": r.slot,
         "worker": r.worker or 0,
     }
+    if r.trace_line is not None:
+        args["trace_line"] = r.trace_line
     if r.warmup:
         args["warmup"] = True
     if r.error:

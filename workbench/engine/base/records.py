@@ -80,6 +80,10 @@ class RequestRecord:
     # which client worker process sent it (``[workload] workers``), from 0; None: the run
     # had one client process, or a file older than schema 10
     worker: int | None = column(since=10, default=None)
+    # a trace replay's: the line of the trace file this request replays (requests due at
+    # one moment are sent, and numbered, in whatever order they went); None: not a trace
+    # run, or a file older than schema 11
+    trace_line: int | None = column(since=11, default=None)
     chunks: list[TokenChunk] = not_stored(default_factory=list)  # the chunks table
     # the server slot that served it, from the server's log (the request_slots table)
     slot: int | None = not_stored(default=None)

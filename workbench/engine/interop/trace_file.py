@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.errors import ExperimentError
+from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import RunConfig, WorkloadSettings, workload_file
 from workbench.engine.config.settings import DAY_S
 from workbench.engine.interop.checked import MAX_PROBLEM, MAX_SECONDS
@@ -73,6 +74,13 @@ class TracePlan:
     input_tokens: list[int]  # each prompt's length
     output_tokens: list[int]  # each request's max_tokens
     block_tokens: int  # tokens of prompt per hash id
+
+    def name_lines(self, records: Sequence[RequestRecord]) -> None:
+        """Each of a repeat's records (one per row, in the rows' order) named with the line
+        of the file it replays: rows due at one moment go out, and are numbered, in the
+        order they happen to be sent, so a request's number does not say its row."""
+        for record, row in zip(records, self.rows, strict=True):
+            record.trace_line = row.line
 
     @property
     def longest_request(self) -> int:

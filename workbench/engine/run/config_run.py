@@ -181,6 +181,8 @@ class ConfigRuns:
             for repeat in range(workload.repeats):
                 planned = self._plan(idx, repeat, per_repeat, prompts)
                 trace = self.setup.traces.get(idx)
+                if trace is not None:
+                    trace.name_lines(planned)
                 offsets = (
                     trace.offsets
                     if trace is not None

@@ -36,7 +36,9 @@ from workbench.engine.store.rows import TABLES
 # 10: requests' worker, the client process that sent each request (older: one process), and
 #     remote_origin, for a session measured on another machine through the agent (older:
 #     every session was measured where it was written)
-SCHEMA_VERSION = 10
+# 11: requests' trace_line, the trace file's line a trace replay's request replays (older:
+#     not recorded)
+SCHEMA_VERSION = 11
 
 SCHEMA = "".join(f"{table.create_sql()};\n" for table in TABLES)
 

@@ -1,8 +1,9 @@
--- The session schema 10: schema 6 as it was written by hand, before each table's SQL was
+-- The session schema 11: schema 6 as it was written by hand, before each table's SQL was
 -- derived from its declaration, the two columns 7 added (requests' t_first_answer_ns,
 -- chunks' reasoning), the two 8 added (requests' conversation_id and turn), the three
--- tables of a run's prediction 9 added, and what 10 added (requests' worker, the table
--- remote_origin): a fresh file must have these tables and columns.
+-- tables of a run's prediction 9 added, what 10 added (requests' worker, the table
+-- remote_origin) and what 11 added (requests' trace_line): a fresh file must have these
+-- tables and columns.
 CREATE TABLE session (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     app_version TEXT NOT NULL,
@@ -64,6 +65,7 @@ CREATE TABLE requests (
     conversation_id TEXT,
     turn INTEGER,
     worker INTEGER,
+    trace_line INTEGER,
     PRIMARY KEY (config_idx, idx)
 );
 CREATE TABLE chunks (
