@@ -136,6 +136,16 @@ def model_path() -> Path:
 
 
 @pytest.fixture
+def truncated_model(tmp_path: Path, model_path: Path) -> Path:
+    """The default model's first 5 MB: a real header whose tensors' data runs past the end."""
+    with model_path.open("rb") as fh:
+        head = fh.read(5_000_000)
+    path = tmp_path / "trunc.gguf"
+    path.write_bytes(head)
+    return path
+
+
+@pytest.fixture
 def write_experiment(tmp_path: Path):
     """Write an experiment TOML into tmp_path and return (path, parsed experiment)."""
 

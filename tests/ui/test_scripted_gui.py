@@ -55,6 +55,16 @@ def test_an_experiment_that_does_not_load_says_why_on_stderr(tmp_path):
     assert not (tmp_path / "out").exists()  # nothing ran
 
 
+def test_a_truncated_model_is_refused_before_any_server_starts(tmp_path, truncated_model):
+    experiment = tmp_path / "trunc.toml"
+    experiment.write_text(f'name = "t"\n[server]\nmodel = "{truncated_model}"\n')
+    done = gui("--experiment", experiment, "--autorun", "--quit-when-done", cwd=tmp_path)
+    assert done.returncode == 1
+    (line,) = error_lines(done.stderr)
+    assert "the data of tensor 'token_embd.weight' runs past the end of the file" in line
+    assert not (tmp_path / "out").exists()  # no session, no server log
+
+
 def test_a_screenshot_with_nothing_to_run_is_of_the_window_as_it_opens(tmp_path):
     """Without --autorun no run would ever end it: the process waited for ever."""
     small = tmp_path / "small.toml"

@@ -117,6 +117,16 @@ def test_check_answers_the_hosts_facts(agent):
     assert any("model file not found: /no/such.gguf" in p for p in facts.problems)
 
 
+def test_check_reads_the_model_through_as_plan_does(agent, truncated_model):
+    agent.send("check", model=str(truncated_model), server_bin=None)
+    facts = read(HostFacts, agent.receive()["facts"], "facts")
+    assert facts.model is None
+    assert any(
+        "the data of tensor 'token_embd.weight' runs past the end of the file" in p
+        for p in facts.problems
+    )
+
+
 def test_a_run_the_far_side_refuses_is_an_error_then_done(agent, tmp_path):
     agent.send(
         "run",

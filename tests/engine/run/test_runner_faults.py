@@ -82,16 +82,44 @@ def test_missing_and_non_gguf_model(write_experiment, tmp_path):
         ExperimentRunner(wrong, RunOptions(tmp_path / "out")).prepare()
 
 
+def test_a_truncated_model_is_refused_before_any_server_starts(
+    write_experiment, tmp_path, truncated_model
+):
+    """Read through to its tensors' data, as ``plan`` reads it: once it got past the magic,
+    started a server that failed to load it and left a failed session behind."""
+    draft = small(write_experiment, server_extra=f'draft_model = "{truncated_model}"')
+    with pytest.raises(ModelFileError, match=r"\[server\] draft_model: .*runs past the end"):
+        ExperimentRunner(draft, RunOptions(tmp_path / "out")).prepare()
+    experiment = small(write_experiment, server_extra=f'model = "{truncated_model}"')
+    runner = ExperimentRunner(experiment, RunOptions(tmp_path / "out"))
+    with pytest.raises(ModelFileError) as refused:
+        runner.prepare()
+    assert str(refused.value) == (
+        f"{truncated_model} is not a readable GGUF file: the data of tensor "
+        "'token_embd.weight' runs past the end of the file (truncated or corrupt)"
+    )
+    assert not (tmp_path / "out").exists()  # no session, no server log
+
+
 @pytest.mark.server
-def test_corrupt_gguf_fails_start_with_the_server_log(write_experiment, tmp_path, model_path):
-    corrupt = tmp_path / "corrupt.gguf"
-    corrupt.write_bytes(model_path.read_bytes()[:4096])  # a real header, then nothing
-    experiment = small(write_experiment, server_extra=f'model = "{corrupt}"')
+def test_a_model_the_server_cannot_load_fails_start_with_the_server_log(
+    write_experiment, tmp_path, model_path
+):
+    """Whole and well formed, but of an architecture llama.cpp does not know: only the
+    server finds that out, and its log says so."""
+    data = bytearray(model_path.read_bytes())
+    at = data.index(b"general.architecture\x08\x00\x00\x00\x05" + bytes(7) + b"llama")
+    at += len("general.architecture") + 12
+    data[at : at + 5] = b"llamx"
+    unknown = tmp_path / "unknown.gguf"
+    unknown.write_bytes(data)
+    experiment = small(write_experiment, server_extra=f'model = "{unknown}"')
     result = run_experiment(experiment, RunOptions(tmp_path / "out"))
     (summary,) = result.summaries
     assert summary.status == "failed"
     assert "while starting" in summary.error and "last log lines" in summary.error
     assert "exited with status" in summary.error
+    assert "unknown model architecture: 'llamx'" in summary.error
     with open_session(result.session_path) as session:
         assert session.configs[0].status == "failed"
         assert session.status == "complete"

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from workbench.engine.base.errors import ModelFileError
-from workbench.engine.server.discovery import check_gguf
+from workbench.engine.server.discovery import check_gguf, resolve_model
 
 VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
@@ -177,6 +177,15 @@ def read_gguf_header(path: Path, string_arrays: frozenset[str] = frozenset()) ->
             return _Parser(fh, size, path, string_arrays).header()
     except OSError as exc:
         raise ModelFileError(f"cannot read model file {path}: {exc}") from None
+
+
+def loadable_model(model: str, base_dir: Path | None = None) -> Path:
+    """``resolve_model``'s path, its header read through to the end of its tensors' data:
+    a truncated or corrupt file is refused before any server starts, in the words ``plan``
+    uses, not found by the server after a load (a failed start, a session left behind)."""
+    path = resolve_model(model, base_dir)
+    read_gguf_header(path)
+    return path
 
 
 class _Parser:

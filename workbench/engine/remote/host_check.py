@@ -10,11 +10,12 @@ from pathlib import Path
 import psutil
 
 from workbench import __version__
+from workbench.engine.analysis.gguf_header import loadable_model
 from workbench.engine.base.errors import ModelFileError, ServerBinaryNotFound
 from workbench.engine.base.untrusted import printable
 from workbench.engine.measure.hardware import apple_chip, nvidia_gpus
 from workbench.engine.remote.protocol import PROTOCOL, HostFacts
-from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.server.discovery import find_server_binary
 
 GIB = 2**30
 LOW_MEMORY_BYTES = GIB  # less free than this and even the smallest model may not load
@@ -32,7 +33,7 @@ def host_facts(model: str | None, server_bin: str | None) -> HostFacts:
         problems.append(str(exc))
     model_path: Path | None = None
     try:
-        model_path = resolve_model(model or "default")
+        model_path = loadable_model(model or "default")
     except ModelFileError as exc:
         problems.append(str(exc))
     memory = psutil.virtual_memory()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+from workbench.engine.analysis.gguf_header import loadable_model
 from workbench.engine.base.errors import (
     ExperimentError,
     ModelFileError,
@@ -32,7 +33,7 @@ from workbench.engine.measure.conversations import RecordedConversation
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.prompts import PromptSource, load_prompts
 from workbench.engine.run import notices
-from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.server.discovery import find_server_binary
 from workbench.engine.server.external import (
     ExternalServer,
     api_key_headers,
@@ -220,7 +221,7 @@ def _find_server(setup: RunSetup, server_bin: str | None) -> None:
     setup.notices.append(f"llama-server: {setup.binary_text}")
     for config in setup.configs:
         if config.server.model not in setup.models:
-            setup.models[config.server.model] = resolve_model(config.server.model, setup.base_dir)
+            setup.models[config.server.model] = loadable_model(config.server.model, setup.base_dir)
     setup.configs = [_resolved_draft(c, setup.base_dir) for c in setup.configs]
 
 
@@ -230,7 +231,7 @@ def _resolved_draft(config: RunConfig, base_dir: Path | None) -> RunConfig:
     if not config.server.draft_model:
         return config
     try:
-        path = resolve_model(config.server.draft_model, base_dir)
+        path = loadable_model(config.server.draft_model, base_dir)
     except ModelFileError as exc:
         raise ModelFileError(f"[server] draft_model: {exc}") from None
     return replace(config, server=replace(config.server, draft_model=str(path)))
