@@ -3,13 +3,16 @@ them, headless."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import sqlite3
 import struct
 import xml.etree.ElementTree as ET
 
+from markdown_it import MarkdownIt
 from PySide6.QtWidgets import QApplication
 
-from tests.made_sessions import Config, build_session, request, write_session
+from tests.made_sessions import Config, build_session, request, startup_facts, write_session
 from workbench.cli.main import main
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.store import open_session
@@ -172,9 +175,10 @@ def test_session_strings_cannot_inject_html_markdown_or_formulas(tmp_path, qapp)
     with open_session(path) as session:
         report = write_report([session], tmp_path / "report", SMALL).read_text()
         write_concurrency_csv(tmp_path / "c.csv", session.summaries())
-    assert "<script>" not in report and "&lt;script&gt;alert(1)&lt;/script&gt;" in report
-    assert "=HYPERLINK(&quot;x&quot;)\\|np=1" in report  # a table cell, not two
-    assert "<script>" not in (tmp_path / "report" / "comparison.md").read_text()
+    assert "<script>" not in report.replace("\\<", "") and "\\<script>alert(1)\\</script>" in report
+    assert '=HYPERLINK("x")\\|np=1' in report  # a table cell, not two
+    comparison = (tmp_path / "report" / "comparison.md").read_text()
+    assert "<script>" not in MarkdownIt("commonmark").enable("table").render(comparison)
     with (tmp_path / "c.csv").open() as fh:
         (row,) = list(csv.DictReader(fh))
     assert row["label"] == '\'=HYPERLINK("x")|np=1'
@@ -195,3 +199,33 @@ def test_an_export_from_the_window_leaves_the_windows_colours(sweep_session, tmp
     assert QImage(str(png)).pixelColor(2, 2).name() == "#ffffff"
     assert qapp.palette().color(QPalette.ColorRole.Window) == window_color
     assert pg.getConfigOption("background") == background
+
+
+def test_the_sessions_table_says_what_ran_and_the_markdown_reads_as_written(tmp_path, qapp):
+    """The model by its file's name, what was left to the server said so (and what the
+    server stated), concurrency as the requests went: never ``None``, ``0`` or ``default``;
+    a verdict's ``1->2 slots`` stays an arrow in the page's source, and CommonMark still
+    renders a session's ``<script>`` as text."""
+    toml = "[server]\nslots = [1, 2, 4]\n[workload]\nrequests = 4\n"
+    configs = [
+        Config([request(i, ttft_s=0.1 * (i + 1)) for i in range(4)], startup_facts(n, 8192))
+        for n in (1, 2, 4)
+    ]
+    path = build_session(tmp_path / "s.session.sqlite", toml, configs)
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE session SET name = '<script>alert(1)</script>'")
+    with open_session(path) as session:
+        report = write_report([session], tmp_path / "report", SMALL).read_text()
+    table = report[report.index("## Sessions") :]
+    for row in (
+        "| model | SmolLM2-135M-Instruct.Q4_1 (default) |",
+        "| kv_unified | off (the server's default) |",
+        "| threads | server default |",
+        "| concurrency | 4 (all at once) |",
+        "| requests | 4 |",
+    ):
+        assert row in table
+    assert "None" not in table and "| model | default |" not in table
+    assert "1->2 slots" in report and "&gt;" not in report
+    page = MarkdownIt("commonmark").enable("table").render(report)
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page

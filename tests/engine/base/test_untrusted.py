@@ -70,7 +70,14 @@ def test_control_characters_show_as_text_instead_of_acting() -> None:
 
 
 def test_markdown_text_stays_text_on_one_line() -> None:
-    assert markdown("<script>a | b</script>\nnext") == ("&lt;script&gt;a \\| b&lt;/script&gt; next")
+    assert markdown("<script>a | b</script>\nnext") == "\\<script>a \\| b\\</script> next"
+    assert markdown("&lt; \\") == "\\&lt; \\\\"  # an entity, a backslash: as written
+    assert markdown("> quoted") == "\\> quoted"
+
+
+def test_markdown_source_reads_as_written() -> None:
+    """A report's Markdown is read as text too: an arrow stays an arrow, not ``-&gt;``."""
+    assert markdown("1->2 slots: 3.0 -> 5.0 tok/s") == "1->2 slots: 3.0 -> 5.0 tok/s"
 
 
 def test_a_csv_cell_that_looks_like_a_formula_is_quoted_numbers_are_not() -> None:

@@ -9,7 +9,6 @@ numbers, passes over them.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import re
@@ -69,10 +68,18 @@ def printable(text: str) -> str:
     return _CONTROL.sub("\ufffd", text)
 
 
+# What Markdown could read as other than text: a backslash (its escape), an HTML tag or
+# entity, a table's cell border.
+_MARKDOWN_SYNTAX = re.compile(r"[\\<&|]")
+
+
 def markdown(text: str) -> str:
     """Text from a session for a generated Markdown page: on one line, with HTML and table
-    syntax escaped, so a name like ``<script>`` or ``a | b`` stays text."""
-    return html.escape(printable(text).replace("\n", " ")).replace("|", "\\|")
+    syntax backslash-escaped, so a name like ``<script>`` or ``a | b`` stays text, and the
+    page's source reads as written (``1->2 slots``, not an HTML entity). A ``>`` opening the
+    text would open a quote: it is escaped too."""
+    one_line = _MARKDOWN_SYNTAX.sub(r"\\\g<0>", printable(text).replace("\n", " "))
+    return "\\" + one_line if one_line.startswith(">") else one_line
 
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")

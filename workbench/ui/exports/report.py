@@ -19,9 +19,13 @@ from PySide6.QtWidgets import QApplication
 
 from workbench.engine.analysis.compare import chart_data, compare_sessions, to_markdown
 from workbench.engine.analysis.export import write_csv
+from workbench.engine.analysis.library import session_models
 from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.base.errors import OutputDirError, SessionError
+from workbench.engine.base.records import StartupFacts
 from workbench.engine.base.untrusted import markdown
+from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
+from workbench.engine.config.settings import from_stored, show_value
 from workbench.engine.figures.metrics import Figure, Part, View, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.predict.run_prediction import prediction_notes
@@ -135,19 +139,52 @@ def _fingerprint(session: Session) -> list[tuple[str, str]]:
     ]
 
 
+SERVER_DEFAULT = "server default"
+
+
 def _settings(session: Session) -> list[tuple[str, str]]:
+    """The first configuration's settings as a reader needs them: the model by its file's
+    name (the name its requests gave, for a server the workbench did not start), a value
+    left to the server said so (with what the server stated, where it did), concurrency as
+    the requests were sent (0 in the file means all at once: as many as the requests), and
+    the server's settings only where the workbench started the server (else they were not
+    the server's)."""
     first = session.configs[0] if session.configs else None
     if first is None:
         return []
-    keys = ("model", "ctx", "cont_batching", "kv_unified", "threads")
-    server = [(k, str(first.server.get(k))) for k in keys if k in first.server]
-    workload = [
-        (k, str(v))
-        for k, v in first.workload.items()
-        if k
-        in ("requests", "concurrency", "arrival", "max_tokens", "prompts", "repeats", "ignore_eos")
+    server = from_stored(ServerSettings, first.server)
+    workload = from_stored(WorkloadSettings, first.workload)
+    stated = first.facts or StartupFacts()
+    rows = [
+        ("configurations", ", ".join(c.label for c in session.configs)),
+        ("model", ", ".join(session_models(session))),
     ]
-    return [("configurations", ", ".join(c.label for c in session.configs)), *server, *workload]
+    if session.managed:
+        unified = server.kv_unified if server.kv_unified is not None else stated.kv_unified
+        rows += [
+            ("ctx", show_value(server.ctx)),
+            ("cont_batching", show_value(server.cont_batching)),
+            (
+                "kv_unified",
+                SERVER_DEFAULT
+                if unified is None
+                else show_value(unified)
+                + (" (the server's default)" if server.kv_unified is None else ""),
+            ),
+            ("threads", SERVER_DEFAULT if server.threads is None else show_value(server.threads)),
+        ]
+    concurrency = show_value(workload.effective_concurrency)
+    if not workload.concurrency and not workload.conversations:
+        concurrency += " (all at once)"
+    rows += [
+        ("requests", show_value(workload.per_repeat)),
+        ("concurrency", concurrency),
+        *(
+            (name, show_value(getattr(workload, name)))
+            for name in ("arrival", "max_tokens", "prompts", "repeats", "ignore_eos")
+        ),
+    ]
+    return rows
 
 
 # The figures a configuration has only in some runs, each part a table of its own beside the
