@@ -189,3 +189,18 @@ def test_a_run_with_a_failed_request_round_trips_too(tmp_path):
     assert figures_only(json.loads(again.read_text())) == figures_only(document)
     assert theirs.value("agg_tok_s") == ours.value("agg_tok_s")
     assert theirs.value("failed") == 1
+
+
+def test_the_exported_model_is_the_file_the_server_ran_and_imports_back_named(tmp_path):
+    """A session of the default model writes its file's name as ``model_id`` (not
+    ``default``), so the session imported back names its model instead of an unknown one."""
+    from workbench.engine.analysis.library import UNKNOWN_MODEL, session_models
+    from workbench.engine.server.discovery import DEFAULT_MODEL_FILE
+
+    original = write_sweep(tmp_path / "sweep.session.sqlite")
+    with open_session(original) as session:
+        exported = write_vllm_results(session, tmp_path / "vllm")
+    for path in exported:
+        assert json.loads(path.read_text())["model_id"] == DEFAULT_MODEL_FILE
+        with open_session(imported(path, tmp_path)) as session:
+            assert session_models(session) == [DEFAULT_MODEL_FILE] != [UNKNOWN_MODEL]

@@ -87,6 +87,12 @@ def model_name(model: str) -> str:
     return f"{Path(DEFAULT_MODEL_FILE).stem} (default)" if model == "default" else Path(model).name
 
 
+def model_file_name(model: str) -> str:
+    """The name of the file an experiment's ``model`` field ran (``default``: the default
+    model's own file), as another tool names a model: a file name, never a path."""
+    return DEFAULT_MODEL_FILE if model == "default" else Path(model).name
+
+
 UNKNOWN_MODEL = "unknown model"
 
 

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.analysis.library import model_file_name
 from workbench.engine.base.errors import OutputDirError
 from workbench.engine.base.records import ImportSource, RequestRecord
 from workbench.engine.figures.per_request import NS, prompt_tokens, request_metrics
@@ -169,9 +170,11 @@ def vllm_document(
         )
     peak_tokens, peak_requests = _peaks(measured)
     rate = workload.get("rate") if workload.get("arrival") != "burst" else None
+    # The model as the requests named it, else the file the workbench gave its server: a
+    # re-imported file then names the model, not "default" (read back as an unknown model).
     model = workload.get("model_name") or "default"
-    if model == "default":
-        model = Path(str(config.server.get("model") or "default")).name
+    if model == "default" and session.managed:
+        model = model_file_name(str(config.server.get("model") or "default"))
     return {
         "date": _vllm_date(session.meta.get("created_at")),
         "endpoint_type": "openai-chat" if workload.get("endpoint") == "chat" else "openai",
