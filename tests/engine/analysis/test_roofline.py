@@ -7,6 +7,7 @@ import contextlib
 import shutil
 import sqlite3
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from tests.made_sessions import (
 )
 from workbench.cli.main import main
 from workbench.engine.analysis import roofline as rl
+from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import Gpu, StartupFacts
 from workbench.engine.store import open_session
 
@@ -227,3 +229,34 @@ def test_a_bandwidth_a_session_file_gets_wrong_is_not_used():
 
     hardware = Hardware(gpus=(Gpu(name="H200", memory_bandwidth_gbs=-5.0), Gpu(name="L4")))
     assert rl.nvidia_bandwidth(hardware) is None
+
+
+# -- sessions with nothing to bound ----------------------------------------------------------
+def test_an_imported_session_has_no_roofline_and_says_why(tmp_path, capsys, monkeypatch):
+    """Once an empty table, status 0, after measuring this machine's bandwidth for nothing."""
+    monkeypatch.setattr(rl, "measure_bandwidth", lambda: pytest.fail("measured for nothing"))
+    vllm = next((Path(__file__).parents[2] / "data" / "imports" / "vllm").glob("*.json"))
+    assert main(["import", str(vllm), "--out", str(tmp_path)]) == 0
+    (imported,) = tmp_path.glob("*.session.sqlite")
+    capsys.readouterr()
+    assert main(["roofline", str(imported)]) == 1
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    (line,) = printed.err.splitlines()
+    assert line == (
+        f"error: {imported.name}: it was imported from vllm bench serve (version not "
+        f"recorded in the file), {vllm.name}, whose results do not say the model's and the "
+        "KV cache's sizes in memory, which a roofline needs"
+    )
+
+
+def test_an_external_server_s_session_has_no_roofline_and_says_why(tmp_path):
+    toml = "[server]\nslots = 1\n[workload]\nrequests = 3\nmax_tokens = 12\n"
+    path = build_session(
+        tmp_path / "ext.session.sqlite",
+        toml,
+        [Config(burst(0, 3, slots=1, at_s=0.0))],
+        base_url="http://127.0.0.1:8080",
+    )
+    with pytest.raises(WorkbenchError, match="it measured an external server"):
+        rl.session_roofline(path, bandwidth_gbs=20)

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import Hardware, StartupFacts
 from workbench.engine.figures.per_request import token_count
 from workbench.engine.measure.hardware import cpu_model
@@ -192,6 +193,26 @@ def kv_bytes_per_token(facts: StartupFacts) -> float | None:
     return kv * MIB / cells if cells else None
 
 
+def _step_sizes(facts: StartupFacts | None) -> bool:
+    """Whether a server's start-up log gave what a step reads: its weights and KV sizes."""
+    return (
+        facts is not None
+        and facts.model_buffer_mib is not None
+        and (kv_bytes_per_token(facts) is not None)
+    )
+
+
+def _nothing_to_bound(session: Session) -> str:
+    """Why none of a session's configurations has a bound, in words a user can act on."""
+    needs = "the model's and the KV cache's sizes in memory, which a roofline needs"
+    source = session.import_source()
+    if source is not None:
+        return f"it was {source.describe()}, whose results do not say {needs}"
+    if not session.managed:
+        return f"it measured an external server, which does not tell the workbench {needs}"
+    return f"no configuration's server logged {needs} (did none start?)"
+
+
 def roofline(session: Session, bandwidth: float, gpu: float | None = None) -> list[RooflineRow]:
     """Each configuration against its bound: ``bandwidth`` (bytes/s) for what runs on the
     CPU, ``gpu`` for the layers a server offloaded (None: the CPU's for those too)."""
@@ -249,6 +270,8 @@ def session_roofline(
     the file opened, so a wrong path fails at once, and only when a configuration needs
     it)."""
     with open_session(path) as session:
+        if not any(_step_sizes(c.facts) for c in session.configs):
+            raise WorkbenchError(f"{Path(path).name}: {_nothing_to_bound(session)}")
         if bandwidth_gbs:
             given = bandwidth_gbs * 1e9
             return RooflineReport(roofline(session, given), given, "given", None)
