@@ -40,7 +40,13 @@ from workbench.engine.analysis.export import (
     write_requests_csv,
 )
 from workbench.engine.analysis.library import data_folder, scan
-from workbench.engine.analysis.perfetto import EXTENSION, write_trace
+from workbench.engine.analysis.perfetto import (
+    ALIGN_START,
+    ALIGN_WALL,
+    ALIGNS,
+    EXTENSION,
+    write_trace,
+)
 from workbench.engine.analysis.verdicts import cache_verdicts, lab_verdicts
 from workbench.engine.base.errors import SessionError, WorkbenchError
 from workbench.engine.base.states import NoticeLevel
@@ -105,6 +111,13 @@ def add_export(sub: Any) -> None:
         help=f"with --format {VLLM_JSON}: the folder for vllm bench serve's result files, one "
         f"per configuration; with --format {PERFETTO}: for the trace, NAME{EXTENSION} (the "
         "first session's name, +N for N more) (default: here)",
+    )
+    export.add_argument(
+        "--align",
+        choices=ALIGNS,
+        help=f"with --format {PERFETTO} and several sessions: place them by the wall clock each "
+        f"started at ({ALIGN_WALL}, the default) or each at its own start ({ALIGN_START}: "
+        "sessions recorded hours or days apart side by side)",
     )
     _add_chart_options(
         export,
@@ -267,10 +280,12 @@ def cmd_export(args: argparse.Namespace, console: Console) -> int:
             f"export writes one session's tables, charts and files: give several sessions "
             f"only with --format {PERFETTO} alone (`workbench compare` sets sessions side by side)"
         )
+    if args.align and PERFETTO not in asked:
+        raise WorkbenchError(f"--align places the sessions of --format {PERFETTO}: give it too")
     if PERFETTO in asked:
         with contextlib.ExitStack() as stack:
             sessions = [stack.enter_context(open_session(p)) for p in args.sessions]
-            path, count = write_trace(sessions, Path(args.out))
+            path, count = write_trace(sessions, Path(args.out), args.align or ALIGN_WALL)
         console.print(f"wrote {path} ({plural(count, 'trace event')})", markup=False)
         if not one_session:
             return 0

@@ -15,7 +15,9 @@ few ms after the server handed its slot on (``HANDOVER_US``): the next request's
 drawn from where the one before it ended, its arguments keeping the measured figures.
 
 Times are whole microseconds (the format's unit) from the earliest session's clock origin:
-each session is placed by its wall-clock origin, and its times within are its own clock's.
+each session is placed by its wall-clock origin (``ALIGN_WALL``), or every session's clock
+origin at 0 (``ALIGN_START``: sessions recorded days apart side by side), and its times
+within are its own clock's.
 Events are written one at a time, one configuration's records read at a time, so a long
 session exports in memory bounded by its largest configuration.
 """
@@ -52,12 +54,20 @@ REQUEST, FAILED_REQUEST = "request", "failed request"
 QUEUE_WAIT = "queue wait"
 SERVER_REQUESTS, CLIENT_REQUESTS = "requests (server /metrics)", "requests (from the records)"
 BUSY_SLOTS, RSS, GPU_MEMORY = "busy slots", "RSS MiB", "GPU memory MiB"
-PLACEMENT = (
-    "each session (a process) is placed by its header's wall-clock origin (wall_origin), "
-    "0 being the earliest session's; within a session every time is its own clock's, from "
-    "its clock origin (its configurations one after another on that axis); a remote "
-    "session's clock_offset_ns only places it, every duration in it was measured on its "
-    "own machine"
+ALIGN_WALL, ALIGN_START = "wall", "start"
+ALIGNS = (ALIGN_WALL, ALIGN_START)
+"""How sessions are placed against each other: by the wall clock each started at, or each
+at its own start."""
+PLACEMENT = {
+    ALIGN_WALL: "each session (a process) is placed by its header's wall-clock origin "
+    "(wall_origin), 0 being the earliest session's",
+    ALIGN_START: "each session (a process) starts at 0, whenever it was recorded (aligned at "
+    "their starts: their wall-clock origins are not compared)",
+}
+WITHIN = (
+    "; within a session every time is its own clock's, from its clock origin (its "
+    "configurations one after another on that axis); a remote session's clock_offset_ns "
+    "only places it, every duration in it was measured on its own machine"
 )
 # Lanes' sort order within a process: slots first, then requests without a slot, workers.
 _SLOT, _NO_SLOT, _WORKER = 0, 1, 2
@@ -132,25 +142,32 @@ def host_of(session: Session) -> str:
     return as_text(host or "unknown host")
 
 
-def _placed(sessions: Sequence[Session]) -> list[_Placed]:
-    """Each session's process and place: by its wall-clock origin, the earliest at 0."""
+def _placed(sessions: Sequence[Session], align: str = ALIGN_WALL) -> list[_Placed]:
+    """Each session's process and place: by its wall-clock origin, the earliest at 0; or,
+    aligned at their starts, each one's clock origin at 0."""
+    if align not in ALIGNS:
+        raise ValueError(f"align is one of {', '.join(ALIGNS)}, not {align!r}")
+    by_wall = align == ALIGN_WALL and len(sessions) > 1
     walls = [float(s.meta["wall_origin"]) for s in sessions]
     for s, wall in zip(sessions, walls, strict=True):
-        if len(sessions) > 1 and not math.isfinite(wall):
-            raise SessionError(f"{s.path} has no wall-clock origin to place it beside others")
-    earliest = min(walls)
+        if by_wall and not math.isfinite(wall):
+            raise SessionError(
+                f"{s.path} has no wall-clock origin to place it beside others "
+                f"(--align {ALIGN_START} sets each at its own start)"
+            )
+    earliest = min(walls) if by_wall else 0.0
     return [
         _Placed(s, pid, s.meta["clock_origin_ns"] - round((wall - earliest) * NS))
-        if len(sessions) > 1
+        if by_wall
         else _Placed(s, pid, s.meta["clock_origin_ns"])
         for pid, (s, wall) in enumerate(zip(sessions, walls, strict=True), start=1)
     ]
 
 
-def other_data(sessions: Sequence[Session]) -> dict[str, Any]:
+def other_data(sessions: Sequence[Session], align: str = ALIGN_WALL) -> dict[str, Any]:
     """What the trace's metadata says: who wrote it, how sessions were placed, each one."""
     described = []
-    for placed in _placed(sessions):
+    for placed in _placed(sessions, align):
         s = placed.session
         origin = s.remote_origin()
         described.append(
@@ -166,16 +183,19 @@ def other_data(sessions: Sequence[Session]) -> dict[str, Any]:
         )
     return {
         "exported_by": f"workbench {__version__}",
-        "time_unit": "µs from the earliest session's clock origin",
-        "placement": PLACEMENT,
+        "time_unit": "µs from the earliest session's clock origin"
+        if align == ALIGN_WALL
+        else "µs from each session's own clock origin",
+        "align": align,
+        "placement": PLACEMENT[align] + WITHIN,
         "sessions": described,
     }
 
 
-def trace_events(sessions: Sequence[Session]) -> Iterator[dict[str, Any]]:
+def trace_events(sessions: Sequence[Session], align: str = ALIGN_WALL) -> Iterator[dict[str, Any]]:
     """Every event of the trace, a session after another, a configuration at a time."""
     ids = itertools.count(1)
-    for placed in _placed(sessions):
+    for placed in _placed(sessions, align):
         s, pid = placed.session, placed.pid
         meta = {"ph": "M", "pid": pid, "tid": 0, "ts": 0}
         name = f"{host_of(s)} · {as_text(s.meta['name'])}"
@@ -410,9 +430,12 @@ def trace_name(sessions: Sequence[Session]) -> str:
     return f"{stem}{more}{EXTENSION}"
 
 
-def write_trace(sessions: Sequence[Session], folder: Path) -> tuple[Path, int]:
+def write_trace(
+    sessions: Sequence[Session], folder: Path, align: str = ALIGN_WALL
+) -> tuple[Path, int]:
     """The sessions' trace in ``folder`` (written beside, then moved into place, so a
-    failed export leaves no half a file); returns its path and how many events it holds."""
+    failed export leaves no half a file), placed as ``align`` says; returns its path and
+    how many events it holds."""
     path = folder / trace_name(sessions)
     partial = path.with_name(path.name + ".partial")
     count = 0
@@ -420,12 +443,12 @@ def write_trace(sessions: Sequence[Session], folder: Path) -> tuple[Path, int]:
         folder.mkdir(parents=True, exist_ok=True)
         with partial.open("w", encoding="utf-8") as out:
             out.write('{"traceEvents": [\n')
-            for event in trace_events(sessions):
+            for event in trace_events(sessions, align):
                 out.write(",\n" if count else "")
                 out.write(json.dumps(event, ensure_ascii=False, allow_nan=False))
                 count += 1
             out.write('\n],\n"displayTimeUnit": "ms",\n"otherData": ')
-            out.write(json.dumps(other_data(sessions), ensure_ascii=False, allow_nan=False))
+            out.write(json.dumps(other_data(sessions, align), ensure_ascii=False, allow_nan=False))
             out.write("}\n")
         os.replace(partial, path)
     except OSError as exc:
