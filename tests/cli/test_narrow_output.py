@@ -118,7 +118,7 @@ def test_sessions_prints_each_file_whole(width, tmp_path, capsys):
         assert any(line.split() == [line.split()[0], str(path)] for line in lines), path
     assert_fits("\n".join(line for line in lines if str(folder) not in line), width)
     assert_whole(text, "guidellm-benchmarks", "sweep", "complete", "imported", "unreadable")
-    assert_whole(text, "concurrency=1, concurrency=2", "np=1, np=2", "Made CPU 8-Core")
+    assert_whole(text, "2 configurations: concurrency 1, 2", "np 1, 2", "Made CPU 8-Core")
     assert "version not recorded" not in text  # the backend column says a backend
     at = next(n for n, line in enumerate(lines) if "backend" in line)
     backend = [cell.strip() for cell in lines[at].split("┃")].index("backend")

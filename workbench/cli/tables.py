@@ -21,7 +21,7 @@ from rich.text import Text
 
 from workbench.engine.analysis.compare import Comparison
 from workbench.engine.analysis.export import LATER_PARTS, MemoryCheck, request_rows
-from workbench.engine.analysis.library import SessionInfo
+from workbench.engine.analysis.library import SessionInfo, configurations_line
 from workbench.engine.analysis.planner import ModelFacts, PlanRow
 from workbench.engine.analysis.roofline import RooflineRow
 from workbench.engine.analysis.slo import SHOWN, ConfigGoodput, machines_needed
@@ -532,7 +532,7 @@ def print_sessions(console: Console, infos: list[SessionInfo]) -> None:
                 info.hardware,
                 info.backend or "unknown",
                 info.model,
-                ", ".join(info.configs),
+                configurations_line(info.configs),
             ]
         )
     columns = [Column(n, "right" if n == "#" else "left") for n in (*names, "configurations")]

@@ -10,9 +10,10 @@ import pytest
 
 from tests.made_sessions import HARDWARE, Config, build_session, request
 from workbench.cli.main import main
-from workbench.engine.analysis.library import scan
+from workbench.engine.analysis.library import configurations_line, scan
 from workbench.engine.base.records import Gpu, StartupFacts
 from workbench.engine.store import SCHEMA_VERSION
+from workbench.engine.tune.server_measure import Run, zipped_experiment
 
 
 def test_sessions_are_listed_with_what_ran_where(sweep_session, tmp_path, capsys):
@@ -86,3 +87,47 @@ def test_memory_check_of_a_session(sweep_session, capsys):
     out = capsys.readouterr().out
     assert "measured RSS" in out
     assert "│ np=1   │                      200 │          250 │         20% │" in out
+
+
+def test_a_tune_s_rate_session_is_listed_by_setting_not_over_precise(tmp_path, capsys):
+    """Once "requests=29 rate=3.743, requests=15 rate=1.8715, ...": where one configuration
+    ended and the next began could not be told, and the rates had five digits."""
+    rates = [(3.743, 29), (1.8715, 15), (2.6467, 21), (2.2256, 18)]
+    runs = [
+        Run({"slots": 4}, {"arrival": "poisson", "rate": r, "requests": n}, ("workload.rate",))
+        for r, n in rates
+    ]
+    experiment = zipped_experiment("tune-rate", runs)
+    assert [c.label for c in experiment.configs()][:2] == [
+        "requests=29 rate=3.743",
+        "requests=15 rate=1.8715",
+    ]
+    build_session(
+        tmp_path / "rate.session.sqlite",
+        experiment.to_toml(),
+        [Config([request(i)]) for i in range(len(rates))],
+    )
+    assert main(["sessions", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "4 configurations: requests 29, 15, 21, 18; rate 3.74, 1.87, 2.65, 2.23" in out
+
+
+@pytest.mark.parametrize(
+    ("labels", "line"),
+    [
+        (["np=1"], "np=1"),
+        (["rate=0.93575"], "rate=0.936"),
+        (
+            ["np=1 ctx=4096", "np=1 ctx=8192", "np=2 ctx=4096"],
+            "3 configurations: np 1, 2; ctx 4096, 8192",
+        ),
+        (["rate=1234.5678", "rate=0.05"], "2 configurations: rate 1235, 0.05"),
+        (
+            ["model=Smol-1.5B.gguf", "model=default"],
+            "2 configurations: model Smol-1.5B.gguf, default",
+        ),
+        (["args=--ctx 8", "args=--foo"], "args=--ctx 8; args=--foo"),  # a value with a space
+    ],
+)
+def test_configurations_line(labels, line):
+    assert configurations_line(labels) == line

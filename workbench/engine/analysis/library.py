@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -109,6 +110,52 @@ def session_models(session: Session) -> list[str]:
             known = isinstance(named, str) and named.strip() not in ("", "default")
             names.add(str(named) if known else UNKNOWN_MODEL)
     return sorted(names)
+
+
+SHOWN_DIGITS = 3  # significant digits of a setting's fraction in a listing (rate=1.8715: 1.87)
+
+
+def configurations_line(labels: list[str]) -> str:
+    """A session's configurations on one line that reads apart: ``4 configurations:
+    requests 29, 15, 21, 18; rate 3.74, 1.87, 2.65, 2.23``, each setting its labels name
+    with its values in the order they ran, fractions to ``SHOWN_DIGITS`` significant
+    digits. Labels that are not ``name=value`` words (a value with spaces) are listed
+    whole, ``;`` between them."""
+    if len(labels) == 1:
+        return _short_numbers(labels[0])
+    axes: dict[str, list[str]] = {}
+    for label in labels:
+        words = [w.partition("=") for w in label.split()]
+        if not words or any(not name or not eq for name, eq, _ in words):
+            return "; ".join(map(_short_numbers, labels))
+        for name, _, value in words:
+            shown = axes.setdefault(name, [])
+            if (short := _short_number(value)) not in shown:
+                shown.append(short)
+    settings = "; ".join(f"{name} {', '.join(values)}" for name, values in axes.items())
+    return f"{len(labels)} configurations: {settings}"
+
+
+def _short_numbers(label: str) -> str:
+    return " ".join(
+        f"{name}={_short_number(value)}" if eq else name
+        for name, eq, value in (w.partition("=") for w in label.split())
+    )
+
+
+def _short_number(text: str) -> str:
+    """A fraction to ``SHOWN_DIGITS`` significant digits (never as an exponent); anything
+    else, whole numbers included, as it is."""
+    if "." not in text:
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(value) or value == 0:
+        return text
+    decimals = max(0, SHOWN_DIGITS - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}".rstrip("0").rstrip(".") if decimals else f"{value:.0f}"
 
 
 def describe(path: Path) -> SessionInfo:
