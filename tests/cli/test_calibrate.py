@@ -85,3 +85,33 @@ def test_configurations_of_other_held_settings_are_left_out(tmp_path, capsys):
     assert "of 22 requests" in capsys.readouterr().out
     (stored,) = (tmp_path / "c").iterdir()
     assert load(stored).settings["batch_size"] == 256
+
+
+def test_a_sessions_fit_is_stored_beside_the_probe_and_says_which_predict_uses(tmp_path, capsys):
+    """The issue's way: a probe stored, then a fit from a session: the probe's file is
+    untouched, the fit stored beside it, and the command says which one predict uses."""
+    from tests.engine.predict.test_calibration_evidence import four_short
+
+    cal = tmp_path / "cal"
+    probe = made(tmp_path / "probe.session.sqlite", probe_like())
+    assert main(["calibrate", "--from", str(probe), "--out", str(cal)]) == 0
+    (fitted,) = cal.iterdir()
+    as_probe = fitted.with_name(fitted.name.replace("-from-session", ""))
+    fitted.write_text(fitted.read_text().replace('"probe.session.sqlite"', '"probe"'))
+    fitted.rename(as_probe)
+    before = as_probe.read_bytes()
+    capsys.readouterr()
+
+    session = made(tmp_path / "quick.session.sqlite", four_short())
+    assert main(["calibrate", "--from", str(session), "--out", str(cal)]) == 0
+    out = capsys.readouterr().out
+    assert as_probe.read_bytes() == before
+    (beside,) = [p for p in cal.iterdir() if p != as_probe]
+    assert beside.name == as_probe.name.replace(".json", "-from-session.json")
+    assert "warning: fitted to 4 generating requests" in out
+    assert f"predict uses {as_probe.name}: the probe's" in out
+    assert f"`predict --calibration {beside}` uses this fit" in " ".join(out.split())
+
+    assert main(["calibrate", "--from", str(session), "--out", str(cal)]) == 0
+    again = " ".join(capsys.readouterr().out.split())
+    assert f"stored in {beside} (replacing the one from quick.session.sqlite made " in again

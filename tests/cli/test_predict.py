@@ -192,3 +192,41 @@ def test_against_a_session_each_figure_is_set_beside_what_it_measured(
     assert row.count(" / ") == 5 and "%)" in row  # the five compared figures, with errors
     assert main(["predict", str(session), "--against", str(session)]) == 1
     assert "--against predicts the session's own experiment" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["{}", '{"name": "an experiment", "server": {"slots": 2}}'])
+def test_a_json_that_is_no_calibration_is_one_clear_line(tmp_path, capsys, text):
+    given = tmp_path / "other.json"
+    given.write_text(text)
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(EXPERIMENT)
+    assert main(["predict", str(experiment), "--calibration", str(given)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.endswith(
+        "--calibration: other.json: not a calibration (it has no version and costs: "
+        "`workbench calibrate` makes one)"
+    )
+    assert "version None" not in line
+
+
+def test_it_names_the_file_it_used_and_why(tmp_path, capsys, config_dir, monkeypatch):
+    """The probe's file before a session's fit of the same settings, each named."""
+    monkeypatch.setenv("COLUMNS", "1000")
+    fitted = stored_for(2, 10.0)
+    probe = save(replace(fitted, source="probe"))
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(THREADS.replace("threads = [1, 2]", "threads = 2"))
+    assert main(["predict", str(experiment)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"calibration: {probe} (the probe's: it measured each kind of cost" in text
+    assert "-from-session.json" not in text
+
+
+def test_a_doubtful_calibration_is_said_so_above_the_table(tmp_path, capsys, calibration_file):
+    """The fixture's calibration was fitted to one request, and spans nothing stored."""
+    experiment = tmp_path / "e.toml"
+    experiment.write_text(EXPERIMENT)
+    assert main(["predict", str(experiment), "--calibration", str(calibration_file)]) == 0
+    text = capsys.readouterr().out
+    warning = text.index("warning: the calibration is doubtful: fitted to 1 generating requests")
+    assert warning < text.index("from a doubtful calibration (the warning above)")

@@ -16,20 +16,24 @@ from rich.markup import escape
 
 from workbench.cli.paths import SESSION_HELP, out_folder, session_file
 from workbench.cli.run_commands import add_setting_flags, experiment_of
-from workbench.engine.base.errors import ModelFileError, WorkbenchError
+from workbench.engine.base.errors import ImportFileError, ModelFileError, WorkbenchError
 from workbench.engine.config.experiment import ServerSettings, parse_experiment
 from workbench.engine.predict.calibration import (
+    PROBE,
     Calibration,
     CalibrationError,
     fit_costs,
     held_settings,
+    load,
     machine_identity,
     model_identity,
     now,
+    path_of,
     save,
+    stored,
     usable,
 )
-from workbench.engine.predict.describe import describe
+from workbench.engine.predict.describe import describe, doubts
 from workbench.engine.predict.probe import LIMIT_S, probe
 from workbench.engine.server.discovery import find_server_binary, resolve_model
 from workbench.engine.store import open_session
@@ -62,11 +66,52 @@ def add_calibrate(sub: Any) -> None:
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out) if args.out else None
     calibration = _from_session(Path(args.session)) if args.session else _probed(args, console)
+    earlier = _earlier(path_of(calibration, out))
     path = save(calibration, out)
     for line in describe(calibration):
         console.print(escape(line))
-    console.print(f"stored in {escape(str(path))}")
+    for doubt in doubts(calibration):
+        console.print(f"warning: {escape(doubt.line())}")
+    console.print(f"stored in {escape(str(path))}" + (f" ({escape(earlier)})" if earlier else ""))
+    console.print(escape(used_line(calibration, out)))
     return 0
+
+
+def save_and_say(calibration: Calibration, console: Console) -> Path:
+    """Store a probe's calibration where ``predict`` finds it, saying what it replaces."""
+    earlier = _earlier(path_of(calibration))
+    path = save(calibration)
+    console.print(f"stored in {escape(str(path))}" + (f" ({escape(earlier)})" if earlier else ""))
+    return path
+
+
+def _earlier(path: Path) -> str:
+    """What storing at ``path`` replaces, in words: a calibration never replaces another
+    without a word."""
+    if not path.exists():
+        return ""
+    try:
+        found = load(path)
+    except ImportFileError:
+        return "replacing a file that was no calibration this workbench reads"
+    return f"replacing the one from {found.source} made {found.made_at}"
+
+
+def used_line(calibration: Calibration, folder: Path | None = None) -> str:
+    """Which stored file ``predict`` (and a run's prediction) uses for this calibration's
+    machine, model, build and settings, and why."""
+    c = calibration
+    found = stored(c.machine, c.model, c.build, c.settings, folder)
+    if found is None:
+        return "predict uses none of these files: none loads"
+    path, used = found
+    if used.source == PROBE:
+        why = "the probe's, which measured each kind of cost over a range set for it"
+        if c.source != PROBE:
+            why += f"; `predict --calibration {path_of(c, folder)}` uses this fit"
+    else:
+        why = "a session's fit, as no probe's is stored (`workbench calibrate` makes one)"
+    return f"predict uses {path.name}: {why}"
 
 
 def _from_session(path: Path) -> Calibration:
@@ -99,6 +144,7 @@ def _from_session(path: Path) -> Calibration:
             settings,
             now(),
             path.name,
+            coverage=fit.coverage,
         )
 
 

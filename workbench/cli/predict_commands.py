@@ -12,7 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from workbench.cli.calibrate_commands import describe, probe_now
+from workbench.cli.calibrate_commands import probe_now, save_and_say
 from workbench.cli.paths import session_file
 from workbench.cli.run_commands import (
     add_setting_flags,
@@ -26,11 +26,18 @@ from workbench.engine.base.errors import ImportFileError, WorkbenchError
 from workbench.engine.config.experiment import RunConfig
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.prompts import load_prompts
-from workbench.engine.predict.calibration import Calibration, load, machine_identity, save
+from workbench.engine.predict.calibration import (
+    PROBE,
+    Calibration,
+    coverage,
+    load,
+    machine_identity,
+)
 from workbench.engine.predict.costs import StepCosts
+from workbench.engine.predict.describe import describe, doubts
 from workbench.engine.predict.probe import LIMIT_S
 from workbench.engine.predict.run_prediction import Wanted
-from workbench.engine.predict.sweep import predict_configs
+from workbench.engine.predict.sweep import PredictedConfig, predict_configs
 from workbench.engine.server.discovery import find_server_binary, resolve_model
 from workbench.engine.store import open_session
 
@@ -82,8 +89,8 @@ def cmd_predict(args: argparse.Namespace, console: Console) -> int:
     if len(specs) > 1:
         raise WorkbenchError("a sweep over [workload] prompts is not supported")
     prompts = load_prompts(specs.pop(), base_dir)
-    calibrations = _calibrations(args, configs, base_dir, console)
-    _describe(configs, calibrations, console)
+    files: dict[int, str] = {}
+    calibrations = _calibrations(args, configs, base_dir, console, files)
 
     def costs_of(config: RunConfig) -> tuple[StepCosts, int]:
         calibration = calibrations[config.index]
@@ -95,8 +102,11 @@ def cmd_predict(args: argparse.Namespace, console: Console) -> int:
         if isinstance(result, WorkbenchError):
             raise result
         predicted.append(result)
+    doubtful = _describe(predicted, calibrations, files, console)
     summaries = [p.summary for p in predicted]
     title = "Predicted by the scheduler model (nothing measured)"
+    if doubtful:
+        title += ", from a doubtful calibration (the warning above)"
     console.print(results_table(summaries, title, args.results_columns))
     seconds = sum(p.requests_s for p in predicted)
     console.print(
@@ -113,18 +123,24 @@ def cmd_predict(args: argparse.Namespace, console: Console) -> int:
 
 
 def _describe(
-    configs: list[RunConfig], calibrations: dict[int, Calibration], console: Console
-) -> None:
-    """Each calibration the prediction uses, in plain words, named by its configurations
-    where the sweep uses more than one."""
-    used: dict[int, list[str]] = {}
-    for config in configs:
-        used.setdefault(id(calibrations[config.index]), []).append(config.label)
-    by_id = {id(c): c for c in calibrations.values()}
-    for key, labels in used.items():
-        calibration = by_id[key]
+    predicted: list[PredictedConfig],
+    calibrations: dict[int, Calibration],
+    files: dict[int, str],
+    console: Console,
+) -> bool:
+    """Each calibration the prediction uses, in plain words with its file and why that
+    one, named by its configurations where the sweep uses more than one; then, as a
+    warning, what makes it doubtful for what these configurations ask of it (``doubts``).
+    True when one is."""
+    used: dict[int, list[PredictedConfig]] = {}
+    for p in predicted:
+        used.setdefault(id(calibrations[p.config.index]), []).append(p)
+    doubtful = False
+    for members in used.values():
+        calibration = calibrations[members[0].config.index]
         if len(used) > 1:
-            console.print(f"calibration of {escape(', '.join(labels))}:")
+            console.print(f"calibration of {escape(', '.join(m.config.label for m in members))}:")
+        console.print(f"calibration: {escape(files[members[0].config.index])}")
         for line in describe(calibration):
             console.print(f"calibration: {escape(line)}")
         if calibration.template_tokens is None:
@@ -132,15 +148,25 @@ def _describe(
                 "note: the calibration did not measure the chat template: prompts as written "
                 "are counted without it"
             )
+        asked = coverage(r for m in members for r in m.records)
+        for doubt in doubts(calibration, asked):
+            doubtful = True
+            console.print(f"warning: the calibration is doubtful: {escape(doubt.line())}")
+    return doubtful
 
 
 def _calibrations(
-    args: argparse.Namespace, configs: list[RunConfig], base_dir: Path | None, console: Console
+    args: argparse.Namespace,
+    configs: list[RunConfig],
+    base_dir: Path | None,
+    console: Console,
+    files: dict[int, str],
 ) -> dict[int, Calibration]:
     """Each configuration's calibration, by its index: the file given (for a sweep that
     holds one calibration's settings throughout), or the stored one that holds for its own
-    model and settings on this machine (``Wanted``, as a run finds its prediction's), each
-    one missing made now with ``--probe``."""
+    model and settings on this machine (``Wanted``, as a run finds its prediction's: the
+    probe's before a session's fit), each one missing made now with ``--probe``; ``files``
+    gets each one's file and why that one."""
     binary = find_server_binary(args.server_bin).path
     hardware = fingerprint(binary)
     models = {m: resolve_model(m, base_dir) for m in dict.fromkeys(c.server.model for c in configs)}
@@ -162,18 +188,21 @@ def _calibrations(
                 f"--calibration was made on {given.machine}, not this machine ({machine}): "
                 "a machine's costs say nothing of another's; calibrate here"
             )
+        files.update({c.index: f"{args.calibration} (given with --calibration)" for c in configs})
         return {c.index: given for c in configs}
-    found: dict[Any, Calibration | None] = {}
+    found: dict[Any, tuple[Path, Calibration] | None] = {}
     for config in configs:
         want = wanted[config.index]
         if want.key not in found:
-            found[want.key] = want.stored()
+            found[want.key] = want.stored_file()
     lacking = [c for c in configs if found[wanted[c.index].key] is None]
     if lacking and not args.probe:
         named = "; ".join(dict.fromkeys(wanted[c.index].missing(c.label) for c in lacking))
+        why = "; ".join(dict.fromkeys(r for c in lacking for r in wanted[c.index].refused()))
         raise WorkbenchError(
-            f"{named} on this machine: run `workbench calibrate` with those settings, or "
-            "`workbench predict --probe`"
+            f"{named} on this machine"
+            + (f" (refused: {why})" if why else "")
+            + ": run `workbench calibrate` with those settings, or `workbench predict --probe`"
         )
     for config in lacking:
         want = wanted[config.index]
@@ -181,7 +210,16 @@ def _calibrations(
             continue
         console.print(f"{escape(config.label)}: no stored calibration for {want.settings_text()}")
         calibration = probe_now(binary, models[config.server.model], config.server, console)
-        console.print(f"stored in {escape(str(save(calibration)))}")
-        found[want.key] = calibration
+        found[want.key] = (save_and_say(calibration, console), calibration)
     chosen = {c.index: found[wanted[c.index].key] for c in configs}
-    return {index: c for index, c in chosen.items() if c is not None}
+    for index, pair in chosen.items():
+        if pair is not None:
+            path, calibration = pair
+            files[index] = f"{path} ({_why_this_one(calibration)})"
+    return {index: pair[1] for index, pair in chosen.items() if pair is not None}
+
+
+def _why_this_one(calibration: Calibration) -> str:
+    if calibration.source == PROBE:
+        return "the probe's: it measured each kind of cost over a range set for it"
+    return "a session's fit: no probe's is stored for these settings"

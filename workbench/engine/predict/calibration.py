@@ -18,7 +18,7 @@ import math
 import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,11 @@ class CalibrationError(WorkbenchError):
 @dataclass(frozen=True)
 class FitQuality:
     """How well the fitted costs reproduce the timings they were fitted to: relative errors
-    per request of ``prompt_ms`` and ``predicted_ms`` (0.04: 4 %), the median and the worst."""
+    per request of ``prompt_ms`` and ``predicted_ms`` (0.04: 4 %), the median and the worst;
+    and the same of each request when held back (``held_back_*``: the costs fitted to the
+    other requests, ``HELD_BACK_FOLDS`` ways): what the fit says of requests it has not
+    seen. A fit reproduces its own requests by construction; held back, too few or too
+    alike requests show (None: too few to hold any back, or a file from before)."""
 
     prefill_requests: int
     prefill_median_error: float
@@ -73,12 +77,28 @@ class FitQuality:
     decode_requests: int
     decode_median_error: float
     decode_worst_error: float
+    held_back_prefill_median_error: float | None = None
+    held_back_prefill_worst_error: float | None = None
+    held_back_decode_median_error: float | None = None
+    held_back_decode_worst_error: float | None = None
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What a set of requests spans, as the costs depend on it: the longest prompt
+    processed, the most sequences generating at once and the longest context one reached
+    (prompt, cached tokens and answer). A fit says little beyond its data's span."""
+
+    prompt_tokens: int
+    sequences: int
+    context_tokens: int
 
 
 @dataclass(frozen=True)
 class Fit:
     costs: StepCosts
     quality: FitQuality
+    coverage: Coverage | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +130,9 @@ class Calibration:
     """Step costs and what they hold for. ``machine``, ``model`` and ``build`` are
     identities (``machine_identity``, ``model_identity``); ``settings`` the
     ``HELD_SETTINGS`` as the server ran with them; ``source`` "probe" or the session's
-    name; ``note`` what the maker said (a probe stopped early); ``template_tokens`` what the
+    name (a ``PROBE`` is stored under its own file name, a session's fit under another:
+    ``file_name``); ``coverage`` what its requests spanned; ``note`` what the maker said (a
+    probe stopped early); ``template_tokens`` what the
     chat template adds around a message, by the server's count (None: not measured, as from
     a session), so that prompts as written can be sized without a server; ``chat`` the same
     for each message of a conversation (None: not measured, by an older probe or a
@@ -127,6 +149,7 @@ class Calibration:
     note: str = ""
     template_tokens: int | None = None
     chat: ChatTokens | None = None
+    coverage: Coverage | None = None  # None: a file from before it was stored
 
     def fits(self, machine: str, model: str, build: str | None, settings: dict[str, Any]) -> bool:
         """Whether these costs hold for that machine, model, build and settings."""
@@ -166,12 +189,28 @@ def default_folder() -> Path:
     return config_folder() / FOLDER
 
 
-def file_name(machine: str, model: str, build: str | None, settings: dict[str, Any]) -> str:
-    """One file per machine, model, build and settings: a new calibration of the same
-    replaces the old one."""
+PROBE = "probe"  # the source of a calibration the probe measured
+SESSION_FIT = "-from-session"  # what a session's fit adds to the probe's file name
+
+
+def file_name(
+    machine: str, model: str, build: str | None, settings: dict[str, Any], source: str = PROBE
+) -> str:
+    """One file per machine, model, build and settings for the probe, and one beside it
+    for a fit from a session: a session's fit never takes the probe's place. A new one of
+    the same replaces the old (``workbench calibrate`` says so)."""
     key = json.dumps([machine, model, build, held_settings(settings)], sort_keys=True)
     stem = re.sub(r"[^A-Za-z0-9._-]", "_", model.split(" (")[0].removesuffix(".gguf"))[:80]
-    return f"{stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"
+    made = "" if source == PROBE else SESSION_FIT
+    return f"{stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}{made}.json"
+
+
+def path_of(calibration: Calibration, folder: Path | None = None) -> Path:
+    """Where ``save`` stores ``calibration``."""
+    c = calibration
+    return (folder or default_folder()) / file_name(
+        c.machine, c.model, c.build, c.settings, c.source
+    )
 
 
 # --- the fit -------------------------------------------------------------------------------
@@ -272,10 +311,46 @@ def _prefilling(t: _Timed) -> tuple[int, int] | None:
     return None if t.first_ns is None else (t.first_ns - round(t.prompt_ms * 1e6), t.first_ns)
 
 
-def _least_squares(rows: list[list[float]], observed: list[float]) -> list[float]:
+def _nnls(design: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The least-squares solution with every coefficient at least 0 (Lawson and Hanson's
+    active set): the columns scaled to one length first, so that a coefficient per context
+    token and one per step are judged alike."""
+    scale = np.linalg.norm(design, axis=0)
+    scale[scale == 0] = 1.0
+    a = design / scale
+    columns = a.shape[1]
+    x = np.zeros(columns)
+    passive = np.zeros(columns, dtype=bool)
+    tol = 10 * max(a.shape) * np.finfo(float).eps * max(1.0, float(np.abs(a).sum(axis=0).max()))
+    for _ in range(3 * columns + 10):
+        gradient = a.T @ (y - a @ x)
+        free = ~passive & (gradient > tol)
+        if not free.any():
+            break
+        passive[int(np.argmax(np.where(free, gradient, -np.inf)))] = True
+        for _ in range(3 * columns + 10):
+            trial = np.zeros(columns)
+            trial[passive] = np.linalg.lstsq(a[:, passive], y, rcond=None)[0]
+            if (trial[passive] > tol).all():
+                x = trial
+                break
+            # step from x towards the trial until the first coefficient reaches 0
+            falling = passive & (trial <= tol)
+            step = float(np.min(x[falling] / np.maximum(x[falling] - trial[falling], 1e-300)))
+            x = x + step * (trial - x)
+            passive &= x > tol
+            x[~passive] = 0.0
+    return x / scale
+
+
+def _least_squares(
+    rows: list[list[float]], observed: list[float], signed: tuple[int, ...] = ()
+) -> list[float]:
     """Coefficients minimising the relative error of each row (each row divided by what
-    it observed); a column that is zero throughout, or proportional to the first (nothing
-    in the data tells it apart), gets 0."""
+    it observed), each at least 0 (a cost is never negative: fitted so, not cut after)
+    but those of the ``signed`` columns (a saving as much as a cost); a column that is
+    zero throughout, or proportional to the first (nothing in the data tells it apart),
+    gets 0."""
     design = np.array(rows, dtype=float)
     y = np.array(observed, dtype=float)
     weights = 1.0 / np.maximum(y, 1e-9)
@@ -284,9 +359,14 @@ def _least_squares(rows: list[list[float]], observed: list[float]) -> list[float
         trial = design[:, [*keep, column]] * weights[:, None]
         if np.linalg.matrix_rank(trial, tol=1e-9 * np.abs(trial).max()) == len(keep) + 1:
             keep.append(column)
-    solved, *_ = np.linalg.lstsq(design[:, keep] * weights[:, None], y * weights, rcond=None)
+    weighted = design[:, keep] * weights[:, None]
+    # a signed column is two of at least 0: its value the first less the second
+    twins = [k for k, column in enumerate(keep) if column in signed]
+    solved = _nnls(np.hstack([weighted, -weighted[:, twins]]), y * weights)
+    for twin, k in enumerate(twins):
+        solved[k] -= solved[len(keep) + twin]
     coefficients = [0.0] * design.shape[1]
-    for column, value in zip(keep, solved, strict=True):
+    for column, value in zip(keep, solved[: len(keep)], strict=True):
         coefficients[column] = float(value)
     return coefficients
 
@@ -401,23 +481,36 @@ def _prompt_ms(costs: StepCosts, row: list[float], beside: tuple[float, float]) 
     return costs.step_ms(_generating_ms(d, sequences, context), prompt)
 
 
-def _quality(costs: StepCosts, rows: _Rows) -> FitQuality:
+def _decode_ms(costs: StepCosts, rows: _Rows) -> list[float]:
+    """Each decode row's ``predicted_ms`` by ``costs``: its steps and the other prompts'
+    time within its decode, as measured."""
     d = costs.decode
-    decode = [d.base_ms, d.per_sequence_ms, d.per_context_token_ms]
-    return FitQuality(
+    coefficients = [d.base_ms, d.per_sequence_ms, d.per_context_token_ms]
+    return [
+        _dot(coefficients, row) + other
+        for row, other in zip(rows.decode, rows.interleaved_ms, strict=True)
+    ]
+
+
+def _prompts_ms(costs: StepCosts, rows: _Rows) -> list[float]:
+    return [_prompt_ms(costs, r, b) for r, b in zip(rows.prefill, rows.beside, strict=True)]
+
+
+def _quality(costs: StepCosts, rows: _Rows, held_back: FitQuality | None = None) -> FitQuality:
+    found = FitQuality(
         len(rows.prompt_ms),
-        *_errors(
-            [_prompt_ms(costs, r, b) for r, b in zip(rows.prefill, rows.beside, strict=True)],
-            rows.prompt_ms,
-        ),
+        *_errors(_prompts_ms(costs, rows), rows.prompt_ms),
         len(rows.predicted_ms),
-        *_errors(
-            [
-                _dot(decode, row) + other
-                for row, other in zip(rows.decode, rows.interleaved_ms, strict=True)
-            ],
-            rows.predicted_ms,
-        ),
+        *_errors(_decode_ms(costs, rows), rows.predicted_ms),
+    )
+    if held_back is None:
+        return found
+    return replace(
+        found,
+        held_back_prefill_median_error=held_back.held_back_prefill_median_error,
+        held_back_prefill_worst_error=held_back.held_back_prefill_worst_error,
+        held_back_decode_median_error=held_back.held_back_decode_median_error,
+        held_back_decode_worst_error=held_back.held_back_decode_worst_error,
     )
 
 
@@ -427,19 +520,51 @@ def reproduce(costs: StepCosts, records: Iterable[RequestRecord]) -> FitQuality:
     return _quality(costs, _rows(records))
 
 
-def fit_costs(records: Iterable[RequestRecord]) -> Fit:
-    """Step costs from requests' server timings (``_rows``), by least squares, and how well
-    they reproduce them. A coefficient the data cannot tell apart (one sequence throughout,
-    no cache) is 0. The generating step's costs are fitted first, then the prompt's and
-    the interleaved step's together (``_interleaved_rows``)."""
-    records = list(records)
-    rows = _rows(records)
-    if not rows.prompt_ms and not rows.predicted_ms:
-        raise CalibrationError(
-            "no request with the server's timings to fit (measured, successful, with "
-            "llama-server's prompt_ms and predicted_ms)"
-        )
-    none = [0.0] * 3
+HELD_BACK_FOLDS = 5
+"""Each request is held back once: the costs fitted to the other four fifths predict it."""
+
+
+def _subset(rows: _Rows, decode: list[int], prefill: list[int]) -> _Rows:
+    return _Rows(
+        [rows.prefill[i] for i in prefill],
+        [rows.prompt_ms[i] for i in prefill],
+        [rows.decode[i] for i in decode],
+        [rows.predicted_ms[i] for i in decode],
+        [rows.interleaved_ms[i] for i in decode],
+        [rows.beside[i] for i in prefill],
+    )
+
+
+def _held_back(rows: _Rows, overhead_ms: float) -> FitQuality:
+    """Each request's error when the costs are fitted to the others (``HELD_BACK_FOLDS``
+    folds, by their order, so that each group of alike requests lies in every fold); None
+    of a kind with fewer than two requests."""
+    sizes = {"prefill": len(rows.prompt_ms), "decode": len(rows.predicted_ms)}
+    predicted: dict[str, list[float]] = {kind: [] for kind in sizes}
+    observed: dict[str, list[float]] = {kind: [] for kind in sizes}
+    for fold in range(HELD_BACK_FOLDS):
+        held = {k: [i for i in range(n) if i % HELD_BACK_FOLDS == fold] for k, n in sizes.items()}
+        if not held["prefill"] and not held["decode"]:
+            continue
+        kept = {k: [i for i in range(n) if i % HELD_BACK_FOLDS != fold] for k, n in sizes.items()}
+        costs = _solve(_subset(rows, kept["decode"], kept["prefill"]), overhead_ms)
+        out = _subset(rows, held["decode"], held["prefill"])
+        predicted["prefill"] += _prompts_ms(costs, out)
+        observed["prefill"] += out.prompt_ms
+        predicted["decode"] += _decode_ms(costs, out)
+        observed["decode"] += out.predicted_ms
+
+    def judged(kind: str) -> tuple[float | None, float | None]:
+        return (None, None) if sizes[kind] < 2 else _errors(predicted[kind], observed[kind])
+
+    prefill, decode = judged("prefill"), judged("decode")
+    return FitQuality(sizes["prefill"], 0.0, 0.0, sizes["decode"], 0.0, 0.0, *prefill, *decode)
+
+
+def _solve(rows: _Rows, overhead_ms: float) -> StepCosts:
+    """The costs fitted to ``rows``: the generating step's first, then the prompt's and
+    the interleaved step's together (``_interleaved_rows``); every cost at least 0, the
+    interleaved step's a saving or a cost."""
     own = [
         (row, observed - other)
         for row, observed, other in zip(
@@ -448,17 +573,57 @@ def fit_costs(records: Iterable[RequestRecord]) -> Fit:
         if observed - other > 0
     ]
     decode = DecodeCost(
-        *(_least_squares([r for r, _ in own], [ms for _, ms in own]) if own else none)
+        *(_least_squares([r for r, _ in own], [ms for _, ms in own]) if own else [0.0] * 3)
     )
     prompts = _interleaved_rows(decode, rows)
     prompt = (
-        _least_squares([row for row, _ in prompts], [ms for _, ms in prompts])
+        _least_squares([row for row, _ in prompts], [ms for _, ms in prompts], signed=(3,))
         if prompts
         else [0.0] * 4
     )
+    return StepCosts(decode, PrefillCost(*prompt[:3]), overhead_ms, prompt[3])
+
+
+def coverage(records: Iterable[RequestRecord]) -> Coverage | None:
+    """What ``records`` span (``Coverage``): measured ones as a fit's data, predicted ones
+    as what a prediction asks of its calibration; None without a request with timings."""
     timed = [t for r in usable(records) if (t := _timed(r)) is not None]
-    costs = StepCosts(decode, PrefillCost(*prompt[:3]), _overhead_ms(timed), prompt[3])
-    return Fit(costs, _quality(costs, rows))
+    if not timed:
+        return None
+    # an end sorts before a start at the same moment: those two never generated together
+    moments = sorted(
+        (moment, change)
+        for t in timed
+        if t.steps > 0 and (span := _decoding(t)) is not None
+        for moment, change in ((span[0], 1), (span[1], -1))
+    )
+    together = most = 0
+    for _, change in moments:
+        together += change
+        most = max(most, together)
+    return Coverage(
+        max(t.prompt_n for t in timed),
+        max(most, 1),
+        max(t.prompt_n + t.cache_n + t.predicted_n for t in timed),
+    )
+
+
+def fit_costs(records: Iterable[RequestRecord]) -> Fit:
+    """Step costs from requests' server timings (``_rows``), by least squares with every
+    cost at least 0 (``_least_squares``), how well they reproduce them, each request held
+    back as well (``_held_back``), and what the requests spanned (``coverage``). A
+    coefficient the data cannot tell apart (one sequence throughout, no cache) is 0."""
+    records = list(records)
+    rows = _rows(records)
+    if not rows.prompt_ms and not rows.predicted_ms:
+        raise CalibrationError(
+            "no request with the server's timings to fit (measured, successful, with "
+            "llama-server's prompt_ms and predicted_ms)"
+        )
+    timed = [t for r in usable(records) if (t := _timed(r)) is not None]
+    overhead = _overhead_ms(timed)
+    costs = _solve(rows, overhead)
+    return Fit(costs, _quality(costs, rows, _held_back(rows, overhead)), coverage(records))
 
 
 def _interleaved_rows(decode: DecodeCost, rows: _Rows) -> list[tuple[list[float], float]]:
@@ -490,11 +655,8 @@ def _generating_ms(decode: DecodeCost, sequences: float, context: float) -> floa
 
 def save(calibration: Calibration, folder: Path | None = None) -> Path:
     """Write the calibration into ``folder`` (the user's, by default); return its path."""
-    folder = folder or default_folder()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / file_name(
-        calibration.machine, calibration.model, calibration.build, calibration.settings
-    )
+    path = path_of(calibration, folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
     document = {"version": VERSION, **asdict(calibration)}
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path
@@ -514,6 +676,11 @@ def load(path: Path) -> Calibration:
         raise ImportFileError(f"{path.name}: over the {MAX_BYTES // 1024} KiB a calibration has")
     document = check.mapping(read_json(path), "the file")
     version = document.get("version")
+    if "version" not in document or "costs" not in document:
+        raise ImportFileError(
+            f"{path.name}: not a calibration (it has no version and costs: "
+            "`workbench calibrate` makes one)"
+        )
     if version != VERSION:
         raise ImportFileError(
             f"{path.name}: calibration version {version!r}, not {VERSION} (made by another "
@@ -528,6 +695,12 @@ def load(path: Path) -> Calibration:
             value = check.number(found.get(f.name), f"costs.{where}.{f.name}", optional=False)
             if value is None or abs(value) > MAX_MS:
                 raise check.error(f"costs.{where}.{f.name}", f"is {value}, not a cost in ms")
+            if value < 0:
+                raise check.error(
+                    f"costs.{where}.{f.name}",
+                    f"is {value:g}: a cost is never negative (an older workbench's fit: "
+                    "calibrate again)",
+                )
             values[f.name] = value
         return kind(**values)
 
@@ -543,8 +716,11 @@ def load(path: Path) -> Calibration:
     found = check.mapping(document.get("quality"), "quality")
     quality = {}
     for f in fields(FitQuality):
-        value = check.number(found.get(f.name), f"quality.{f.name}", optional=False)
-        if f.name.endswith("_requests"):
+        held_back = f.name.startswith("held_back_")  # later: a file from before has none
+        value = check.number(found.get(f.name), f"quality.{f.name}", optional=held_back)
+        if held_back and value is None:
+            quality[f.name] = None
+        elif f.name.endswith("_requests"):
             quality[f.name] = check.count(value, f"quality.{f.name}")
         elif value is None or not 0 <= value <= MAX_MS:
             raise check.error(f"quality.{f.name}", f"is {value}, not an error")
@@ -569,6 +745,15 @@ def load(path: Path) -> Calibration:
             if counts[f.name] is None:
                 raise check.error(f"chat.{f.name}", "is missing")
         chat = ChatTokens(**counts)
+    spanned = document.get("coverage")
+    if spanned is not None:
+        found = check.mapping(spanned, "coverage")
+        spans = {}
+        for f in fields(Coverage):
+            spans[f.name] = check.count(found.get(f.name), f"coverage.{f.name}")
+            if spans[f.name] is None:
+                raise check.error(f"coverage.{f.name}", "is missing")
+        spanned = Coverage(**spans)
     return Calibration(
         StepCosts(
             costed(DecodeCost, "decode"),
@@ -586,7 +771,53 @@ def load(path: Path) -> Calibration:
         check.text(document.get("note"), "note"),
         None if template is None else check.count(template, "template_tokens"),
         chat,
+        spanned,
     )
+
+
+def stored(
+    machine: str,
+    model: str,
+    build: str | None,
+    settings: dict[str, Any],
+    folder: Path | None = None,
+) -> tuple[Path, Calibration] | None:
+    """The stored calibration that holds for these, and its file: the probe's where there
+    is one (it measured each kind of cost over a range set for it), else a session's fit
+    (what that session's requests spanned only). A damaged or refused file is none (it is
+    made again; ``refused`` says why)."""
+    folder = folder or default_folder()
+    for source in (PROBE, "session"):
+        path = folder / file_name(machine, model, build, settings, source)
+        if not path.is_file():
+            continue
+        try:
+            found = load(path)
+        except ImportFileError:
+            continue
+        if found.fits(machine, model, build, settings):
+            return path, found
+    return None
+
+
+def refused(
+    machine: str,
+    model: str,
+    build: str | None,
+    settings: dict[str, Any],
+    folder: Path | None = None,
+) -> list[str]:
+    """Why each file stored for these was not used (``load``'s one line for each)."""
+    folder = folder or default_folder()
+    said = []
+    for source in (PROBE, "session"):
+        path = folder / file_name(machine, model, build, settings, source)
+        if path.exists():
+            try:
+                load(path)
+            except ImportFileError as exc:
+                said.append(str(exc))
+    return said
 
 
 def find(
@@ -596,13 +827,6 @@ def find(
     settings: dict[str, Any],
     folder: Path | None = None,
 ) -> Calibration | None:
-    """The stored calibration that holds for these, if there is one (a damaged file is
-    none: it is made again)."""
-    path = (folder or default_folder()) / file_name(machine, model, build, settings)
-    if not path.is_file():
-        return None
-    try:
-        found = load(path)
-    except ImportFileError:
-        return None
-    return found if found.fits(machine, model, build, settings) else None
+    """The stored calibration that holds for these (``stored``), if there is one."""
+    found = stored(machine, model, build, settings, folder)
+    return None if found is None else found[1]

@@ -27,6 +27,7 @@ from workbench.engine.measure.sized_prompts import (
 )
 from workbench.engine.measure.workload import make_client
 from workbench.engine.predict.calibration import (
+    PROBE,
     Calibration,
     ChatTokens,
     fit_costs,
@@ -217,9 +218,10 @@ async def probe(
         hardware.llama_server_build,
         held_settings(settings),
         now(),
-        "probe",
+        PROBE,
         note,
         template,
         chat,
+        fit.coverage,
     )
     return Probed(calibration, measured_s, finished, records)

@@ -23,6 +23,8 @@ from workbench.engine.predict.calibration import (
     held_settings,
     machine_identity,
     model_identity,
+    refused,
+    stored,
 )
 from workbench.engine.predict.costs import StepCosts
 from workbench.engine.predict.sweep import PredictedConfig, predict_configs
@@ -61,6 +63,14 @@ class Wanted:
 
     def stored(self, folder: Path | None = None) -> Calibration | None:
         return find(self.machine, self.model, self.build, self.settings, folder)
+
+    def stored_file(self, folder: Path | None = None) -> tuple[Path, Calibration] | None:
+        """The stored calibration with its file (the probe's before a session's fit)."""
+        return stored(self.machine, self.model, self.build, self.settings, folder)
+
+    def refused(self, folder: Path | None = None) -> list[str]:
+        """Why each file stored for this was not used, one line each."""
+        return refused(self.machine, self.model, self.build, self.settings, folder)
 
     def settings_text(self) -> str:
         """The held settings that differ from the defaults, as ``name=value``: what tells
