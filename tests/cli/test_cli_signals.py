@@ -42,6 +42,10 @@ def test_signal_cancels_cleanly(tmp_path, sig):
         assert any(r.ok for r in records)
         cut = [r for r in records if not r.ok]
         assert cut and all("cancelled" in r.error for r in cut)
+        (summary,) = session.summaries()
+    # The stop's doing, not the server's: counted as cancelled, none as failed.
+    assert (summary.value("failed"), summary.value("cancelled")) == (0, len(cut))
+    assert summary.value("ok") == len(records) - len(cut)
 
 
 def test_a_second_and_third_signal_do_not_cut_the_cleanup_short(tmp_path):

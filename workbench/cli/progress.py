@@ -70,7 +70,7 @@ class ProgressState:
                 self._arrivals.append(now)
             case RequestFinished(record=r) if not r.warmup:
                 self.done += 1
-                self.failed += 0 if r.ok else 1
+                self.failed += 0 if r.ok or r.cancelled else 1
             case ConfigFinished(summary=summary) if summary is not None:
                 self.summaries.append(summary)
             case Notice():

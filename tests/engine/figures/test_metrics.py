@@ -78,6 +78,8 @@ def test_concurrency_csv_keeps_its_columns(tmp_path):
         "spec_acceptance", "spec_drafts", "spec_draft_tokens", "spec_accepted_tokens",
         # a figure added to the measured ones later (E2E p99), after every older column
         "e2e_p99_s",
+        # requests a stop cut short, counted apart from the failed ones
+        "cancelled",
     ]  # fmt: skip
     with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
         summaries = session.summaries()

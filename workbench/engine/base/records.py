@@ -20,6 +20,10 @@ CONTEXT_FULL = "did not fit the slot's context"
 """How a request's error starts when the server could not hold it: refused for a prompt longer
 than a slot's context, or stopped short of ``max_tokens`` when the context filled up."""
 
+CANCELLED = "cancelled"
+"""How a request's error starts when the run was stopped (Ctrl-C, Stop) before it ended: the
+user's doing, not a failure of the server."""
+
 
 class RequestKey(NamedTuple):
     """One request of a session: its configuration, its repeat and its prompt's index. Every
@@ -101,6 +105,11 @@ class RequestRecord:
         """Whether the server could not hold this request in a slot's context: it did not do
         the task the experiment asked for."""
         return self.error is not None and self.error.startswith(CONTEXT_FULL)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the run was stopped before this request ended (it did not fail)."""
+        return not self.ok and self.error is not None and self.error.startswith(CANCELLED)
 
     @property
     def output_tokens(self) -> tuple[int | None, str]:

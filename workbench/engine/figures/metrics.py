@@ -659,6 +659,12 @@ FIGURES: tuple[Figure, ...] = (
         "99th percentile over requests of E2E latency", late=True,
     ),
     Figure(
+        "cancelled", "Cancelled", "cancelled", "requests", None, Combine.SUM,
+        "requests the run's stop (Ctrl-C, Stop) cut short or left unsent: not failures, left "
+        "out of the latency figures; empty when none was",
+        views=_ALL_TABLES, optional=True, late=True,
+    ),
+    Figure(
         "spec_acceptance", "Draft acceptance", "draft accept", "share", 2, Combine.MEAN,
         "of the tokens the draft model drafted, the share the model accepted: "
         "`spec_decode_num_accepted_tokens_total` over `spec_decode_num_draft_tokens_total`, "

@@ -88,6 +88,7 @@ class RunSummary:
     prompt_tokens_p50: float | None = None  # by the server's count
     prefill_tok_s: float | None = None
     context_failed: int = 0  # requests a slot's context could not hold
+    cancelled: int | None = None  # requests a stop (Ctrl-C) cut short; None: none was
     cache_hit_rate: float | None = None  # prompt tokens reused from the cache, of all
     ttft_hit_p50_s: float | None = None  # requests that reused some of their prompt
     ttft_miss_p50_s: float | None = None  # and those that reused none
@@ -217,7 +218,7 @@ def summarize_run(
     return RunSummary(
         requests=len(measured),
         ok=sum(r.ok for r in measured),
-        failed=sum(not r.ok for r in measured),
+        failed=sum(not r.ok and not r.cancelled for r in measured),
         makespan_s=makespan,
         output_tokens=tokens,
         agg_tok_s=tokens / makespan if makespan else None,
@@ -258,6 +259,7 @@ def summarize_run(
         prompt_tokens_p50=percentile([float(n) for n in prompts], 50),
         prefill_tok_s=statistics.fmean(prefill) if prefill else None,
         context_failed=sum(r.context_full for r in measured),
+        cancelled=sum(r.cancelled for r in measured) or None,
         cache_hit_rate=cached / sum(m.prompt_tokens or 0 for m in counted) if counted else None,
         ttft_hit_p50_s=percentile([m.ttft_s for m in metrics if m.cache_hit], 50),
         ttft_miss_p50_s=percentile([m.ttft_s for m in metrics if not m.cache_hit], 50),

@@ -75,10 +75,12 @@ class ConfigSummary:
 
     def value(self, name: str) -> Any:
         """A figure of the catalogue over the repeats, by its repeat rule; ``ok`` (the
-        requests answered) is the requests less those that failed."""
+        requests answered) is the requests less those that failed or were cancelled."""
         if name == "ok":
             requests = self.value("requests")
-            return None if requests is None else requests - (self.value("failed") or 0)
+            if requests is None:
+                return None
+            return requests - (self.value("failed") or 0) - (self.value("cancelled") or 0)
         return figure(name).of(self)
 
     def vllm_value(self, name: str) -> float | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.engine.base import untrusted
-from workbench.engine.base.records import CONTEXT_FULL, RequestRecord, TokenChunk
+from workbench.engine.base.records import CANCELLED, CONTEXT_FULL, RequestRecord, TokenChunk
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.events import FirstToken, RequestSubmitted, TokenChunkArrived
 from workbench.engine.net.http_stream import (
@@ -240,7 +240,7 @@ async def stream_request(
     except HttpStreamError as exc:
         _fail(record, f"connection broken after {len(record.chunks)} token chunks: {exc}")
     except asyncio.CancelledError:
-        _fail(record, f"cancelled after {len(record.chunks)} token chunks")
+        _fail(record, f"{CANCELLED} after {len(record.chunks)} token chunks")
         raise
     except Exception as exc:  # a stream we did not foresee must fail one request, not the run
         _fail(

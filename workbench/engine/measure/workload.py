@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.records import CANCELLED, RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.events import BatchedEmit, RequestFinished
 from workbench.engine.figures.client_limits import ClientLoad
@@ -237,7 +237,7 @@ def name_unfinished(record: RequestRecord) -> None:
     had been sent."""
     if not record.ok and record.error is None:
         sent = record.t_submit_ns is not None
-        record.error = "cancelled" if sent else "cancelled before it was sent"
+        record.error = CANCELLED if sent else f"{CANCELLED} before it was sent"
 
 
 async def _sleep_unless(stop: asyncio.Event, delay: float, stoppable: bool) -> None:
