@@ -13,8 +13,9 @@ import math
 import re
 from dataclasses import dataclass
 
-from workbench.engine.config.experiment import ServerSettings
-from workbench.engine.config.settings import Field, field_named
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.config.experiment import MAX_CONFIGURATIONS, ServerSettings
+from workbench.engine.config.settings import Field, field_named, shown
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Bounded:
             value = math.nan
         if math.isfinite(value) and self.allows(value):
             return value
-        raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {shown(text)}")
 
     @classmethod
     def of_setting(cls, name: str, low: float | None = None) -> Bounded:
@@ -89,13 +90,13 @@ class Listed:
     def __call__(self, text: str) -> list[int | float]:
         parts = [p.strip() for p in text.split(",") if p.strip()]
         if not parts:
-            raise argparse.ArgumentTypeError(f"needs at least one value, got {text!r}")
+            raise argparse.ArgumentTypeError(f"needs at least one value, got {shown(text)}")
         try:
             return [self.each(p) for p in parts]
         except argparse.ArgumentTypeError:
             what = self.each.describe()
             raise argparse.ArgumentTypeError(
-                f"takes comma-separated values, each {what}, got {text!r}"
+                f"takes comma-separated values, each {what}, got {shown(text)}"
             ) from None
 
 
@@ -118,7 +119,7 @@ class Size:
             return width, height
         raise argparse.ArgumentTypeError(
             f"must be WIDTHxHEIGHT from {self.min_width}x{self.min_height} to "
-            f"{self.max_side}x{self.max_side} pixels, got {text!r}"
+            f"{self.max_side}x{self.max_side} pixels, got {shown(text)}"
         )
 
 
@@ -139,7 +140,7 @@ class Duration:
             return seconds
         raise argparse.ArgumentTypeError(
             f"must be a time from {self.low_s:g} s to {self.high_s / 3600:g} h (90, 90s, "
-            f"10m or 1h), got {text!r}"
+            f"10m or 1h), got {shown(text)}"
         )
 
 
@@ -160,3 +161,44 @@ CHART_SIZE = Size(200, 150)  # a chart's widgets lay out down to this
 WINDOW_SIZE = Size(960, 540)  # the window's own minimum at the default font is 956x533
 FONT_PT = Bounded(int, 6, 72)
 BUDGET = Duration(1, 24 * 3600)  # a tune's whole search
+
+
+# A sweep `run` asks to be confirmed: one of more configurations than LARGE_SWEEP runs only
+# with LARGE_SWEEP_FLAG, and is told its duration first (an experiment may make at most
+# MAX_CONFIGURATIONS, engine/config/experiment.py).
+LARGE_SWEEP = 100
+LARGE_SWEEP_FLAG = "--large-sweep"
+CONFIGURATION_S = 2.0
+"""The least a configuration takes before its measured requests: its server's start and
+warm-up. Measured with the default model on the project's 2-core test machine: 2.1 to 7 s a
+configuration (``run --ctx 2048,...,2057 --requests 1 --max-tokens 1``, server states);
+a larger model starts slower."""
+
+
+def duration_words(seconds: float) -> str:
+    """``3 min``, ``5 h 33 min``, ``2 days 4 h``: a duration as an estimate reads."""
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{max(minutes, 1)} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} days {hours} h" if hours else f"{days} days"
+
+
+def confirm_sweep(configurations: int, confirmed: bool) -> str | None:
+    """A sweep of more than ``LARGE_SWEEP`` configurations: its estimate, to say before it
+    runs, or, unless ``confirmed``, a ``WorkbenchError`` saying it and the flag that runs it.
+    None for a smaller sweep."""
+    if configurations <= LARGE_SWEEP:
+        return None
+    estimate = (
+        f"this sweep makes {configurations:,} configurations (at most {MAX_CONFIGURATIONS:,}): "
+        f"at least {duration_words(configurations * CONFIGURATION_S)} before any measured "
+        f"request (each starts its server and warms it up, about {CONFIGURATION_S:g} s with "
+        "the default model; `workbench predict` estimates the requests' own time)"
+    )
+    if not confirmed:
+        raise WorkbenchError(f"{estimate}: give {LARGE_SWEEP_FLAG} to run it")
+    return estimate

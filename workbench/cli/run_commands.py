@@ -20,7 +20,14 @@ from rich.markup import escape
 from rich.text import Text
 
 from workbench.cli.agent_commands import add_remote_command
-from workbench.cli.bounds import AT_OR_AFTER_START_S, FONT_PT, WINDOW_SIZE
+from workbench.cli.bounds import (
+    AT_OR_AFTER_START_S,
+    FONT_PT,
+    LARGE_SWEEP,
+    LARGE_SWEEP_FLAG,
+    WINDOW_SIZE,
+    confirm_sweep,
+)
 from workbench.cli.exit_codes import (
     EXIT_CANCELLED,
     EXIT_CONFIG_FAILED,
@@ -91,6 +98,12 @@ def add_run(sub: Any) -> None:
     # --model flags once the hosts are known (``_run``, ``run_on_hosts``).
     run.set_defaults(model=None)
     run.add_argument("--quiet", action="store_true", help="no live progress, only the results")
+    run.add_argument(
+        LARGE_SWEEP_FLAG,
+        action="store_true",
+        help=f"run a sweep of more than {LARGE_SWEEP} configurations (without it, such a sweep "
+        "is refused with an estimate of how long it takes)",
+    )
     run.add_argument(
         "--resume",
         metavar="SESSION",
@@ -307,6 +320,13 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             signal.signal(sig, handler)
 
 
+def _confirm_sweep(experiment: Experiment, args: argparse.Namespace, console: Console) -> None:
+    """A large sweep runs only when confirmed, and says first how long it takes at least."""
+    estimate = confirm_sweep(experiment.count(bool(args.base_url)), args.large_sweep)
+    if estimate is not None:
+        console.print(f"note: {estimate}", style="yellow", highlight=False, markup=False)
+
+
 def resumed_experiment(path: Path, model: str | None) -> Experiment:
     """The experiment a session ran, from the text it stored. A path in a session is never
     acted on: prompts from a file cannot be resumed, and a model given by path must be given
@@ -335,6 +355,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         raise WorkbenchError("--model is given once (with --host: once per host, HOST=PATH)")
     args.model = args.model_flags[0] if args.model_flags else None
     experiment = experiment_of(args)
+    _confirm_sweep(experiment, args, console)
     if args.api_key_env and not args.base_url:
         raise WorkbenchError("--api-key-env is for an external server: give --base-url too")
     resume = Path(args.resume) if args.resume else None
@@ -479,6 +500,7 @@ def run_on_hosts(args: argparse.Namespace, console: Console) -> int:
     every, own = host_models(args.model_flags, hosts)
     args.model = every
     experiment = experiment_of(args)
+    _confirm_sweep(experiment, args, console)
     models = {host: own.get(host) or every for host in hosts}
     _check_hosts(hosts, models, experiment, args, console)
     out = Path(args.out)

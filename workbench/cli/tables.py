@@ -57,9 +57,19 @@ def output_console() -> Console:
     return Console(width=DEFAULT_WIDTH)
 
 
+MAX_ERROR_CHARS = 2000
+"""The most of an error line printed: its opening and its end (where the advice is), never
+the megabytes a message built from a huge input could hold."""
+
+
 def print_error(text: str) -> None:
     """An error as one line on stderr, whatever its length: a console would break it at its
-    width, and a script reading stdout must not get it with the results."""
+    width, and a script reading stdout must not get it with the results. A line over
+    ``MAX_ERROR_CHARS`` keeps its opening and its last 500 characters."""
+    if len(text) > MAX_ERROR_CHARS:
+        cut = len(text) - MAX_ERROR_CHARS
+        head, tail = text[: MAX_ERROR_CHARS - 500], text[-500:]
+        text = f"{head} … ({cut:,} characters left out) … {tail}"
     Console(stderr=True).print(
         f"[bold red]error:[/bold red] {escape(text)}", highlight=False, soft_wrap=True
     )

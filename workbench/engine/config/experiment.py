@@ -26,6 +26,7 @@ from workbench.engine.config.settings import (
     from_stored,
     setting,
     show_value,
+    shown,
 )
 
 ARRIVALS = ("burst", "poisson", "gamma", "fixed", "trace")
@@ -35,6 +36,11 @@ KINDS = ("requests", "conversations")
 THINK_SPREADS = ("fixed", "exponential")
 ID_SLOTS = ("auto", "conversation")
 MAX_WORKERS = 256  # client processes: more than any machine's cores a client would use
+MAX_CONFIGURATIONS = 10_000
+"""The most configurations one experiment's sweep may make: each starts a server (about 2 s
+before its first measured request with the default model), so 10,000 take the better part of
+a day before any request; ``predict`` models each one."""
+MAX_FILE_BYTES = 2**20  # an experiment file: a few KB by hand, a sweep of 10,000 values in 1 MiB
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
@@ -784,6 +790,12 @@ class Experiment:
             )
         return configs
 
+    def count(self, external: bool = False) -> int:
+        """How many configurations the sweep makes (``configs``, nothing expanded): the
+        zipped axes step as one; in external mode the server's axes collapse."""
+        server = {k: v for k, v in self.server.items() if not external}
+        return sweep_count(server, self.workload, self.zipped)
+
     def with_overrides(
         self, server: dict[str, Any] | None = None, workload: dict[str, Any] | None = None
     ) -> Experiment:
@@ -798,6 +810,7 @@ class Experiment:
             _validate_server_consistency(merged)
             _validate_workload_consistency(loads)
             _validate_zip(self.zipped, merged, loads)
+            _validate_count(merged, loads, self.zipped)
         except ExperimentError as exc:
             raise ExperimentError(f"{self.path or '<flags>'}: {exc}") from None
         changed = replace(self, server=merged, workload=loads, sweep_axes=_axes(merged, loads))
@@ -864,10 +877,18 @@ def workload_file(name: str, spec: str, base_dir: Path | None) -> Path:
 
 
 def load_experiment(path: str | Path) -> Experiment:
-    """Read and validate an experiment file, with errors that name the file and field."""
+    """Read and validate an experiment file, with errors that name the file and field. At
+    most ``MAX_FILE_BYTES`` are read."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise ExperimentError(
+                f"experiment file {p} is over {MAX_FILE_BYTES // 2**20} MiB: not an experiment "
+                "this version reads"
+            )
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise ExperimentError(f"experiment file not found: {p}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -883,17 +904,22 @@ def parse_experiment(
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError(f"{where}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ExperimentError(
+            f"{where}: arrays or tables nested hundreds deep: not an experiment (a setting is "
+            "a value, a list of values to sweep, or a list of such lists)"
+        ) from None
     allowed_top = {"name", "description", "zip", *(cls.TABLE for cls in SETTINGS)}
     for key in data:
         if key not in allowed_top:
             raise ExperimentError(
-                f"{where}: unknown top-level field '{key}'{_suggest(key, allowed_top)}"
+                f"{where}: unknown top-level field {shown(key)}{_suggest(key, allowed_top)}"
             )
     name = data.get("name", name_hint)
     description = data.get("description", "")
     for key, value in (("name", name), ("description", description)):
         if not isinstance(value, str):
-            raise ExperimentError(f"{where}: '{key}' must be a string, got {value!r}")
+            raise ExperimentError(f"{where}: '{key}' must be a string, got {shown(value)}")
     server = data.get("server", {})
     workload = data.get("workload", {})
     for table, value in (("server", server), ("workload", workload)):
@@ -906,8 +932,9 @@ def parse_experiment(
         _validate_workload_consistency(workload)
         zipped = data.get("zip", [])
         if not isinstance(zipped, list) or not all(isinstance(z, str) for z in zipped):
-            raise ExperimentError(f"'zip' must be a list of axis names, got {zipped!r}")
+            raise ExperimentError(f"'zip' must be a list of axis names, got {shown(zipped)}")
         _validate_zip(tuple(zipped), server, workload)
+        _validate_count(server, workload, tuple(zipped))
     except ExperimentError as exc:
         raise ExperimentError(f"{where}: {exc}") from None
     axes = _axes(server, workload)
@@ -926,18 +953,18 @@ def _validate_zip(
         return
     axes = _axes(server, workload)
     if len(zipped) < 2 or len(set(zipped)) != len(zipped):
-        raise ExperimentError(f"zip names two or more different axes, got {list(zipped)}")
+        raise ExperimentError(f"zip names two or more different axes, got {shown(list(zipped))}")
     for name in zipped:
         if name not in axes:
             known = ", ".join(axes) or "none"
             raise ExperimentError(
-                f"zip: {name!r} is not a sweep axis of this experiment (its axes: {known})"
+                f"zip: {shown(name)} is not a sweep axis of this experiment (its axes: {known})"
             )
     tables = {"server": server, "workload": workload}
     lengths = {name: len(tables[name.split(".")[0]][name.split(".")[1]]) for name in zipped}
     if len(set(lengths.values())) > 1:
-        shown = ", ".join(f"{name} has {n}" for name, n in lengths.items())
-        raise ExperimentError(f"zip: the zipped axes must have as many values each ({shown})")
+        said = ", ".join(f"{name} has {n}" for name, n in lengths.items())
+        raise ExperimentError(f"zip: the zipped axes must have as many values each ({said})")
 
 
 def _axes(server: dict[str, Any], workload: dict[str, Any]) -> tuple[str, ...]:
@@ -950,7 +977,49 @@ def _axes(server: dict[str, Any], workload: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
+def _axis_lengths(server: dict[str, Any], workload: dict[str, Any]) -> dict[str, int]:
+    """Each sweep axis (``table.field``) and how many values it has."""
+    tables = {"server": server, "workload": workload}
+    return {
+        axis: len(tables[axis.split(".")[0]][axis.split(".")[1]])
+        for axis in _axes(server, workload)
+    }
+
+
+def sweep_count(
+    server: dict[str, Any], workload: dict[str, Any], zipped: tuple[str, ...] = ()
+) -> int:
+    """The configurations a sweep of these (validated) tables makes: the product of its
+    axes' lengths, the zipped ones (when two or more) counted once."""
+    lengths = _axis_lengths(server, workload)
+    together = [axis for axis in lengths if axis in zipped]
+    if len(together) < 2:
+        together = []
+    count = max((lengths[axis] for axis in together), default=1)
+    for axis, n in lengths.items():
+        if axis not in together:
+            count *= n
+    return count
+
+
+def _validate_count(
+    server: dict[str, Any], workload: dict[str, Any], zipped: tuple[str, ...]
+) -> None:
+    """At most ``MAX_CONFIGURATIONS``, said with each axis's length (a list is never
+    echoed)."""
+    count = sweep_count(server, workload, zipped)
+    if count <= MAX_CONFIGURATIONS:
+        return
+    axes = " x ".join(f"{axis} {n:,}" for axis, n in _axis_lengths(server, workload).items())
+    raise ExperimentError(
+        f"the sweep makes {count:,} configurations ({axes}), over the {MAX_CONFIGURATIONS:,} "
+        "one experiment may run (each starts its server): sweep fewer values, or split it"
+    )
+
+
 def _suggest(key: str, options: set[str] | list[str]) -> str:
+    if len(key) > 100:  # no name is that long: nothing is close
+        return ""
     close = difflib.get_close_matches(key, list(options), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
@@ -959,7 +1028,9 @@ def _validate_table(cls: type, values: dict[str, Any]) -> None:
     known = {f.name: f for f in fields_of(cls)}
     for key, value in values.items():
         if key not in known:
-            raise ExperimentError(f"[{cls.TABLE}] unknown field '{key}'{_suggest(key, set(known))}")
+            raise ExperimentError(
+                f"[{cls.TABLE}] unknown field {shown(key)}{_suggest(key, set(known))}"
+            )
         known[key].check(value)
 
 
@@ -978,7 +1049,7 @@ def _validate_server_consistency(server: dict[str, Any]) -> None:
         for name, given in (("draft_max", most), ("draft_min", fewest)):
             if given:
                 raise ExperimentError(
-                    f'[server] {name} = {given[0]!r} needs draft_model = "DRAFT.gguf" '
+                    f'[server] {name} = {shown(given[0])} needs draft_model = "DRAFT.gguf" '
                     "(speculative decoding)"
                 )
     if most and fewest and max(fewest) > min(most):
@@ -1034,7 +1105,7 @@ def _validate_conversations(workload: dict[str, Any]) -> None:
         for name in ("conversations_file", "id_slot"):
             if bad := _changed(workload, name):
                 raise ExperimentError(
-                    f"[workload] {name} = {bad[0]!r} needs kind = 'conversations'"
+                    f"[workload] {name} = {shown(bad[0])} needs kind = 'conversations'"
                 )
     if "conversations" not in kinds:
         return
@@ -1044,12 +1115,15 @@ def _validate_conversations(workload: dict[str, Any]) -> None:
             v for v in _values(workload, name) if v == refused or (refused is None and v != default)
         ]
         if bad:
-            raise ExperimentError(f"[workload] {name} = {bad[0]!r}: kind = 'conversations' {why}")
+            raise ExperimentError(
+                f"[workload] {name} = {shown(bad[0])}: kind = 'conversations' {why}"
+            )
     if _changed(workload, "conversations_file"):
         for name, why in _NOT_WITH_A_FILE:
             if bad := _changed(workload, name):
                 raise ExperimentError(
-                    f"[workload] {name} = {bad[0]!r}: a conversations_file {why}; leave {name} out"
+                    f"[workload] {name} = {shown(bad[0])}: a conversations_file {why}; "
+                    f"leave {name} out"
                 )
 
 
@@ -1071,7 +1145,7 @@ def _validate_trace(workload: dict[str, Any]) -> None:
     arrivals, traces = _values(workload, "arrival"), _values(workload, "trace")
     if "trace" not in arrivals:
         if named := [t for t in traces if t]:
-            raise ExperimentError(f"[workload] trace = {named[0]!r} needs arrival = 'trace'")
+            raise ExperimentError(f"[workload] trace = {shown(named[0])} needs arrival = 'trace'")
         return
     if len(arrivals) > 1:
         raise ExperimentError(
@@ -1082,7 +1156,7 @@ def _validate_trace(workload: dict[str, Any]) -> None:
         raise ExperimentError("[workload] arrival = 'trace' needs trace = \"FILE.jsonl\"")
     for name, why in _NOT_FOR_TRACES:
         if bad := _changed(workload, name):
-            raise ExperimentError(f"[workload] {name} = {bad[0]!r}: arrival = 'trace' {why}")
+            raise ExperimentError(f"[workload] {name} = {shown(bad[0])}: arrival = 'trace' {why}")
 
 
 def _validate_workload_consistency(workload: dict[str, Any]) -> None:

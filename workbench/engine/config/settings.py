@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import reprlib
 import types
 import typing
 from dataclasses import dataclass
@@ -21,6 +22,17 @@ from typing import Any
 from workbench.engine.base.errors import ExperimentError
 
 DAY_S = 86_400.0
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 3, 6, 6, 4
+_SHORT.maxstring = _SHORT.maxother = 80
+_SHORT.maxlong = 40
+
+
+def shown(value: Any) -> str:
+    """A value as an error line names it: its repr, cut short (a few items, a few levels,
+    80 characters of text), so a line never echoes a megabyte a file or flag held."""
+    return _SHORT.repr(value)
 
 
 @dataclass(frozen=True)
@@ -102,16 +114,16 @@ class Field:
         # bool is an int in Python; a number field must not silently accept true/false.
         if (bool not in types_ and isinstance(value, bool)) or not isinstance(value, types_):
             names = " or ".join("number" if t is float else t.__name__ for t in types_)
-            return f"must be {names}, got {value!r}"
+            return f"must be {names}, got {shown(value)}"
         s = self.setting
         if s.required and not value:
-            return f"{s.required}, got {value!r}"
+            return f"{s.required}, got {shown(value)}"
         if s.choices and value not in s.choices:
-            return f"must be one of {', '.join(s.choices)}, got {value!r}"
+            return f"must be one of {', '.join(s.choices)}, got {shown(value)}"
         bounded = s.low is not None and s.high is not None and value not in s.also
         if bounded and not s.low <= value <= s.high:  # type: ignore[operator]
             extra = f" ({s.note})" if s.note else ""
-            return f"must be between {s.low:g} and {s.high:g}{extra}, got {value!r}"
+            return f"must be between {s.low:g} and {s.high:g}{extra}, got {shown(value)}"
         return None
 
     def check(self, value: Any) -> None:
@@ -122,7 +134,7 @@ class Field:
                 if not isinstance(v, list | tuple) or not all(isinstance(a, str) for a in v):
                     raise ExperimentError(
                         f"{where} must be a list of strings "
-                        f"(or a list of such lists to sweep), got {value!r}"
+                        f"(or a list of such lists to sweep), got {shown(value)}"
                     )
             return
         if isinstance(value, list) and not value:
