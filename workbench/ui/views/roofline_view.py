@@ -9,12 +9,15 @@ from workbench.engine.analysis.roofline import RooflineReport
 from workbench.ui.views.charts import MetricChart
 from workbench.ui.widgets.shown_late import DrawnWhenShown
 
+BOUND = {0}  # the places of the series drawn as a model's figure (dashed, hollow points)
 PLACEHOLDER = "The roofline appears when a run has finished (managed servers only)."
 
 
 def roofline_chart(report: RooflineReport) -> ChartData:
     """Bound and measured decode tok/s against slots, or side by side by name when the
-    configurations share a slot count (a context or batching sweep)."""
+    configurations share a slot count (a context or batching sweep). The bound is a model's
+    figure: in a colour of its own (the second session's), drawn dashed with hollow points
+    (``BOUND``), so it never reads as the measurement beside it."""
     slots = [r.slots for r in report.rows]
     numeric = len(set(slots)) == len(slots)
     rows = sorted(report.rows, key=lambda r: r.slots) if numeric else report.rows
@@ -27,7 +30,9 @@ def roofline_chart(report: RooflineReport) -> ChartData:
         "tok/s",
         "slots" if numeric else "configuration",
         [
-            Series("bound: bandwidth / bytes per step", x, [r.bound_tok_s for r in rows]),
+            Series(
+                "bound: bandwidth / bytes per step", x, [r.bound_tok_s for r in rows], session=1
+            ),
             Series("measured", [p[0] for p in measured], [p[1] for p in measured]),
         ],
         None if numeric else [(xi, r.label) for xi, r in zip(x, rows, strict=True)],
@@ -69,7 +74,7 @@ class RooflineView(DrawnWhenShown, QWidget):
 
     def draw_content(self) -> None:
         if self.report is not None:
-            self._make_chart().show_data(roofline_chart(self.report))
+            self._make_chart().show_data(roofline_chart(self.report), dashed=BOUND)
         elif self.chart is not None:
             self.chart.show_data(ChartData("roofline", "", "tok/s", "slots", []))
 
