@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QBrush, QColor, QPen
-from PySide6.QtWidgets import QToolTip, QWidget
+from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPen
+from PySide6.QtWidgets import QApplication, QToolTip, QWidget
 
 from workbench.engine.base.states import RequestState, RunStatus
 from workbench.ui.run_model import RequestView, RunModel
@@ -39,7 +39,7 @@ from workbench.ui.views.gantt_rows import (
 from workbench.ui.views.legend import ConversationLegend, StateLegend
 from workbench.ui.widgets import plain_text
 from workbench.ui.widgets.live_plot import EmptyNote, cache_axes
-from workbench.ui.widgets.plot_widget import Plot
+from workbench.ui.widgets.plot_widget import Plot, count_axis
 
 BAR_HEIGHT = 0.72
 MIN_SPAN_S = 10.0  # while a run goes: the time axis grows in steps from here
@@ -55,6 +55,7 @@ LOST_INSET_SHARE = 0.003
 GHOST_HEIGHT = 0.96
 GHOST_HATCH = 0.6
 GHOST_EDGE = 0.9
+MARK_LABEL_ROOM = 1.8  # lines of text above the first row: a configuration's name, padded
 STRIP_SHARE = 0.05  # the arrival ticks' strip under the rows, of the rows' height
 TICK_WIDTH = 2  # pixels: an arrival tick
 TITLES = {  # by lanes: rows per request, or lanes per server slot
@@ -72,6 +73,18 @@ def request_ticks(rows: int, most: int = 12) -> list[tuple[int, str]]:
         step *= 10
     numbers = dict.fromkeys([1, *range(step, rows + 1, step)]) if rows else {}
     return [(n - 1, str(n)) for n in numbers]
+
+
+def label_band(rows: float, height_px: float, line_px: float) -> float:
+    """Rows of room above the first row for the configurations' names (``np=1``), so they
+    sit over the bars, not on the first one: ``MARK_LABEL_ROOM`` lines of text in pixels,
+    whatever the plot's height (a share of the rows alone put the name on request 1's bar
+    in a short Gantt at 1366x768). ``rows``: the rest of the range, in rows."""
+    least = max(0.9, rows * 0.09)
+    room = MARK_LABEL_ROOM * line_px
+    if height_px <= 2 * room:  # not laid out yet, or tiny: half the plot at most
+        return max(least, rows) if height_px > 0 else least
+    return max(least, room * rows / (height_px - room))
 
 
 def bar_item(brush: QBrush | QColor, pen: QPen | None = None) -> pg.BarGraphItem:
@@ -146,6 +159,7 @@ class GanttView(Plot):
         plot.setTitle(TITLES[False])
         plot.setLabel("bottom", "time since start", units="s")
         plot.setLabel("left", "request")
+        count_axis(plot)
         plot.invertY(True)
         plot.showGrid(x=True, y=False, alpha=0.2)
         plot.setMouseEnabled(x=True, y=False)
@@ -154,7 +168,7 @@ class GanttView(Plot):
         cache_axes(plot)
         self._x_max = MIN_SPAN_S
         self._now = 0.0
-        self._rows_shown: tuple[int, bool] | None = (0, False)  # rows, and the arrival strip
+        self._rows_shown: tuple[int, bool] | None = None  # rows, and the arrival strip
         self._row_count = 0
         self._ticked = False
         self._row_of: dict[int, int] = {}
@@ -190,6 +204,8 @@ class GanttView(Plot):
         self._views: list[RequestView] = []
         self.note = EmptyNote(self, "each request as it is sent: waiting, prefill, decoding")
         self.scene().sigMouseMoved.connect(self._hover)
+        plot.vb.sigResized.connect(self._refit_rows)
+        self._fit_rows()
 
     def set_lanes(self, on: bool) -> None:
         """Rows per request (default), or lanes per server slot: each slot's prefill and
@@ -263,14 +279,7 @@ class GanttView(Plot):
         Once the run (or the session shown) has ended, the time axis fits the data."""
         plot = self.getPlotItem()
         if (self._row_count, self._ticked) != self._rows_shown:
-            self._rows_shown = (self._row_count, self._ticked)
-            rows = max(self._row_count, 1)
-            band = max(0.9, rows * 0.09)  # room above the first row for the markers' labels
-            strip = strip_height(rows) + 0.1 if self._ticked else 0.0  # and the ticks' below
-            plot.setYRange(-0.5 - band, rows - 0.4 + strip, padding=0)
-            if not self.lanes:  # request numbers only: none in the band above the first
-                numbers = [(float(row), text) for row, text in request_ticks(rows)]
-                plot.getAxis("left").setTicks([self._with_strip(numbers)])
+            self._fit_rows()
         if final:  # nothing more will come: the axis ends with the data, short or long
             fitted = max(FINAL_MIN_SPAN_S, now * 1.03)
             if fitted != self._x_max:
@@ -279,6 +288,30 @@ class GanttView(Plot):
         elif now > 0.92 * self._x_max or now < 0.3 * self._x_max - MIN_SPAN_S:
             self._x_max = max(MIN_SPAN_S, now * 1.5)
             plot.setXRange(0, self._x_max, padding=0)
+
+    def _fit_rows(self) -> None:
+        """The y axis for the rows (and the arrival strip) and the room above them for the
+        configurations' names, which depends on the plot's height in pixels."""
+        plot = self.getPlotItem()
+        self._rows_shown = (self._row_count, self._ticked)
+        self._refit_rows()
+        if not self.lanes:  # request numbers only: none in the band above the first
+            numbers = [(float(row), text) for row, text in request_ticks(self._row_count)]
+            plot.getAxis("left").setTicks([self._with_strip(numbers)])
+
+    def _refit_rows(self) -> None:
+        """Resized: the names' room in rows changes with the plot's height (the rows' ticks
+        stay as they are)."""
+        if self._rows_shown is None:
+            return
+        plot = self.getPlotItem()
+        rows = max(self._row_count, 1)
+        strip = strip_height(rows) + 0.1 if self._ticked else 0.0
+        line = QFontMetricsF(QApplication.font()).height()
+        band = label_band(rows + 0.1 + strip, plot.vb.height(), line)
+        wanted = (-0.5 - band, rows - 0.4 + strip)
+        if any(abs(a - b) > 1e-6 for a, b in zip(plot.vb.viewRange()[1], wanted, strict=True)):
+            plot.setYRange(*wanted, padding=0)
 
     def _sync_ticks(self, ticks: tuple[list[float], list[float]]) -> None:
         """The strip under the rows: a tick where each request was due, redrawn only when

@@ -15,8 +15,9 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from workbench.ui.run_model import RunModel
 from workbench.ui.theme.qt_theme import series_color
 from workbench.ui.widgets.live_plot import EmptyNote, add_legend, cache_axes
-from workbench.ui.widgets.plot_widget import Plot
+from workbench.ui.widgets.plot_widget import Plot, count_axis
 
+HEADROOM = 1.15  # a y axis reaches this far past its highest value: no line on the frame
 BAR_HEIGHT = 0.7  # of a slot's row: its busy bar, and the scale of its context fill
 TITLE_BUSY = "Slots busy (from /slots)"
 TITLE_CONTEXT = "Slots busy, context used (fill)"  # fits the narrow column at 1366x768
@@ -90,10 +91,16 @@ class ServerPlots(QWidget):
 
         self.queue = _time_plot("queuePlot", "Requests in the server")
         q = self.queue.getPlotItem()
+        count_axis(q)
         add_legend(q, offset=(-10, 10))
         self.running = q.plot([], [], pen=_pen("processing"), name="running")
         self.waiting = q.plot([], [], pen=_pen("deferred"), name="waiting (queued)")
-        self.busy = q.plot([], [], pen=_pen("busy_slots"), name="busy slots")
+        # Busy slots as a shaded area beneath the lines: with every running request in a
+        # slot the two counts are equal, and a line drawn over "running" hid it.
+        self.busy = q.plot(
+            [], [], pen=pg.mkPen(None), fillLevel=0, brush=_pale("busy_slots"), name="busy slots"
+        )
+        self.busy.setZValue(-1)
 
         self.kv = _time_plot("kvPlot", TITLE_KV, "9pt")
         self.kv.setToolTip(KV_TIP)
@@ -113,6 +120,7 @@ class ServerPlots(QWidget):
         strip.showGrid(x=True, y=False, alpha=0.2)  # rows are slots: their bars are the grid
         strip.setLabel("left", "slot")
         strip.getAxis("left").enableAutoSIPrefix(False)  # slot ids, never "x0.001"
+        count_axis(strip)
         strip.setLabel("bottom", "time since start", units="s")
         # One time scale for the three: its numbers once, under the bottom plot.
         for upper in (mem, q):
@@ -274,11 +282,12 @@ class ServerPlots(QWidget):
             self.slot_bars.setOpts(brush=_pale("busy_slots") if showing else color)
 
     def _fit_y(self, key: str, widget: pg.PlotWidget, values: list[float]) -> None:
-        """Change the y range only when the data leaves it (or shrinks a lot, on a reset)."""
+        """Change the y range only when the data nears its top (or shrinks a lot, on a
+        reset): a value equal to the top ran along the frame, where no one sees it."""
         top = max(values, default=0.0)
         current = self._y_max[key]
-        if top > current or top < current / 3:
-            self._y_max[key] = nice_ceiling(top * 1.15) if top > 0 else 1.0
+        if top * HEADROOM > current or top < current / 3:
+            self._y_max[key] = nice_ceiling(top * HEADROOM) if top > 0 else 1.0
             widget.getPlotItem().setYRange(0, self._y_max[key], padding=0)
 
     def sample_count(self) -> int:

@@ -45,8 +45,9 @@ class _Centred(QObject):
 
 class EmptyNote(QLabel):
     """A note over an empty plot saying what will appear there: before a run, a plot's 0-1
-    axes and its legend say nothing. While it shows, the legend is hidden; ``show_empty``
-    switches, only when the state changes."""
+    axes and its legend say nothing. While it shows, the legend and the left axis's numbers
+    are hidden (an empty memory plot read "0.2 MiB"); ``show_empty`` switches, only when
+    the state changes."""
 
     def __init__(self, widget: pg.PlotWidget, text: str) -> None:
         super().__init__(text, widget)
@@ -64,5 +65,6 @@ class EmptyNote(QLabel):
             return
         self._empty = empty
         self.setVisible(empty)
+        self.plot.getAxis("left").setStyle(showValues=not empty)
         if self.plot.legend is not None:
             self.plot.legend.setVisible(not empty)

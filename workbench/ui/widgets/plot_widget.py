@@ -52,10 +52,19 @@ def seen_over(color: QColor, background: QColor) -> QColor:
 
 class PlotAxis(pg.AxisItem):
     """An axis whose grid is opaque and beneath the plot's data, and whose label is laid out
-    again only when its text changes (see the module)."""
+    again only when its text changes (see the module). A ``whole`` axis counts things
+    (requests, slots): its ticks are whole numbers, never "request 0.2"."""
 
     _label_html: str | None = None  # what the label shows; pyqtgraph sets it in __init__
     widthChanged = Signal()  # a vertical axis's width, for its tick labels, changed
+    whole = False
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> Any:
+        levels = super().tickSpacing(minVal, maxVal, size)
+        if not self.whole or self._tickSpacing is not None:
+            return levels
+        kept = [(float(round(spacing)), 0.0) for spacing, _ in levels if spacing >= 1]
+        return kept or [(1.0, 0.0)]
 
     def setGrid(self, grid: float | bool) -> None:
         super().setGrid(grid)
@@ -96,6 +105,15 @@ class PlotAxis(pg.AxisItem):
         if views:
             return views[0].backgroundBrush().color()
         return pg.mkColor(pg.getConfigOption("background"))
+
+
+def count_axis(plot: pg.PlotItem, side: str = "left") -> None:
+    """The plot's ``side`` axis counts things: whole-number ticks (``PlotAxis.whole``)."""
+    axis = plot.getAxis(side)
+    if isinstance(axis, PlotAxis):
+        axis.whole = True
+        axis.picture = None
+        axis.update()
 
 
 class PlotViewBox(pg.ViewBox):
