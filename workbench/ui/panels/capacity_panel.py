@@ -28,10 +28,14 @@ from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import field_named
 from workbench.engine.server.discovery import resolve_model
 from workbench.ui.theme.qt_theme import signal_color, text_style
-from workbench.ui.widgets.read_only_table import read_only_table
+from workbench.ui.widgets.read_only_table import read_only_table, two_lines
 
 FIT_SIGNALS = {"fits": "ok", "tight": "warning", "does not fit": "error"}
-COLUMNS = ("ctx", "slots", "ctx/request", "KV MiB", "total MiB", "fits?")
+# Two lines each, every column as wide as its header and cells: shared out equally, a
+# narrow panel cut "ctx/request" to "tx/reques"; now a narrow one scrolls sideways.
+COLUMNS = tuple(
+    two_lines(h) for h in ("ctx", "slots", "ctx/request", "KV MiB", "total MiB", "fits?")
+)
 
 
 _MODELS: dict[str, ModelFacts] = {}
@@ -72,7 +76,7 @@ class CapacityPanel(QWidget):
         super().__init__(parent)
         self.summary = QLabel("Edit the experiment: its memory needs show here.")
         self.summary.setWordWrap(True)
-        self.table = read_only_table(COLUMNS, stretch=True)
+        self.table = read_only_table(COLUMNS)
         self.warnings = QLabel()
         self.warnings.setWordWrap(True)
         self.warnings.setStyleSheet(text_style("warning"))

@@ -4,7 +4,7 @@ colours and the mark of a turn that lost its cache."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent
+from PySide6.QtCore import QEvent, QRect, Qt
 from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
@@ -20,6 +20,7 @@ from workbench.ui.views.gantt_rows import (
 )
 
 SPACING = 14
+TEXT_BOX = QRect(0, 0, 10_000, 1_000)  # room enough for any entry on one line
 TICK_CHIP_WIDTH = 3  # pixels: an arrival tick's chip, a tick as the Gantt draws it
 # A conversations run's Gantt decodes in each conversation's colour (the grid's panes keep
 # the state's): the decode entry says so where it has room, the conversations' row always.
@@ -126,7 +127,14 @@ class StateLegend(QWidget):
             for chip, entry, on in zip(self.chips, entries, self._shown(ticks), strict=True)
             if on
         ]
-        texts = sum(metrics.horizontalAdvance(entry[2 if long else 1]) for _, entry in shown)
+        # As a QLabel measures its text (a pixel or two over its advance): measured by the
+        # advance, the legend's least width cut "queued" to "queuec" at 1366x768.
+        texts = sum(
+            metrics.boundingRect(
+                TEXT_BOX, Qt.AlignmentFlag.AlignLeft, entry[2 if long else 1]
+            ).width()
+            for _, entry in shown
+        )
         chips = sum(chip.width() for chip, _ in shown)
         gaps = SPACING * (2 * len(shown) - 1)
         return texts + chips + gaps + margins.left() + margins.right()

@@ -26,22 +26,13 @@ from workbench.ui.views.charts import MetricChart, with_predictions
 from workbench.ui.views.roofline_view import RooflineView
 from workbench.ui.views.verdicts_view import VerdictsView
 from workbench.ui.widgets import plain_text
-from workbench.ui.widgets.read_only_table import read_only_table
+from workbench.ui.widgets.read_only_table import read_only_table, two_lines
 from workbench.ui.widgets.shown_late import DrawnWhenShown
+from workbench.ui.widgets.whole_tabs import whole_tabs
 
 # A warning sign after the label of a configuration whose numbers the client shaped or whose
 # cross-checks disagree: short, so the lab's columns stay in view at 1366 px; the tooltip says why.
 TRUST_MARK = "\u26a0"
-
-
-def two_lines(header: str) -> str:
-    """A catalogue header on two lines (at its first space, else after its first slash), so
-    the lab's table fits the side panel of a 1366-pixel-wide screen."""
-    head, space, tail = header.partition(" ")
-    if not space:
-        head, slash, tail = header.partition("/")
-        head += slash
-    return f"{head}\n{tail}" if tail else head
 
 
 def tooltip(figure: Figure) -> str:
@@ -122,7 +113,7 @@ class ResultsView(QWidget):
         self._charts_page = LiveCharts()
         self.charts = self._charts_page.charts
         self.live_charts = self._charts_page.figures
-        self.tabs = QTabWidget()
+        self.tabs = whole_tabs(QTabWidget())
         self.tabs.addTab(self.table, "Results")
         self.tabs.addTab(self._charts_page, "Charts")
         self.verdicts = VerdictsView()
