@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSplitter,
-    QTabWidget,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -72,6 +71,7 @@ from workbench.ui.views.results_view import ResultsView
 from workbench.ui.views.server_plots import ServerPlots
 from workbench.ui.views.stream_grid import StreamGrid
 from workbench.ui.widgets.elided_label import ElidedLabel
+from workbench.ui.widgets.whole_tabs import WrappedTabs
 
 DROPPED = (".sqlite", ".json", ".jsonl")  # sessions, and other tools' result files
 
@@ -127,7 +127,7 @@ class MainWindow(QMainWindow):
         form_scroll = QScrollArea()
         form_scroll.setWidget(self.form)
         form_scroll.setWidgetResizable(True)
-        self.left = QTabWidget()
+        self.left = WrappedTabs()  # six tabs: their names wrap in a narrow column
         self.left.addTab(form_scroll, "Experiment")
         self.left.addTab(self.server_panel, "Server")
         self.capacity = CapacityPanel()
@@ -406,6 +406,12 @@ class MainWindow(QMainWindow):
             )
         )
         self.sessions.scanned.connect(self.library.show_infos)
+        self.library.folder_added.connect(self.sessions.add_folder)
+        self.library.folder_forgotten.connect(self.sessions.forget_folder)
+        self.sessions.folders_changed.connect(
+            lambda folders: self.library.show_folders(folders, self.sessions.added)
+        )
+        self.library.show_folders(self.sessions.folders, self.sessions.added)
         self.sessions.failed.connect(lambda text: self.show_banner(text, "error"))
 
         self.slo_panel.evaluate_requested.connect(lambda: self.tasks.spawn(self.evaluate_slo()))

@@ -1,5 +1,6 @@
 """What the workbench remembers between starts: the llama-server binary the user chose (and how
-it was found), the model last picked, and the machines of the Machine picker. One small JSON
+it was found), the model last picked, the machines of the Machine picker and the folders the
+Sessions tab lists besides the output folder. One small JSON
 file in the platform's config folder (``$WORKBENCH_CONFIG_DIR`` moves it); ``reset`` forgets
 everything.
 
@@ -22,7 +23,7 @@ APP_NAME = "concurrency-workbench"
 FILE_NAME = "preferences.json"
 MAX_BYTES = 64 * 1024
 MAX_TEXT = 4096  # a path or a label
-MAX_MACHINES = 32  # hosts a list of machines holds
+MAX_MACHINES = 32  # hosts a list of machines holds (and folders the Sessions tab lists)
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class Preferences:
     model: str | None = None  # the GGUF model last picked
     machines: tuple[str, ...] = ()  # the hosts added by hand to the Machine picker
     machines_ticked: tuple[str, ...] = ()  # the machines a run goes to ("local": this one)
+    session_folders: tuple[str, ...] = ()  # folders of sessions added in the Sessions tab
 
 
 def config_folder() -> Path:

@@ -1,16 +1,18 @@
-"""The sessions in the output folder: open one, label and tag it, note why it was run,
-reveal it, or delete it (after asking)."""
+"""The sessions in the output folder, the app's data folder and any folder added here: open
+one, label and tag it, note why it was run, reveal it, or delete it (after asking)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QUrl, Signal
+from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QFileDialog,
     QFormLayout,
     QGridLayout,
+    QInputDialog,
     QLabel,
     QLineEdit,
     QMessageBox,
@@ -37,13 +39,17 @@ class LibraryPanel(QWidget):
     open_requested = Signal(Path)
     compare_requested = Signal(list)
     refresh_requested = Signal()
+    folder_added = Signal(Path)  # a folder of sessions to list too
+    folder_forgotten = Signal(Path)  # an added folder to list no more
     error = Signal(str)
 
     def __init__(self, folder: Path, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.folder = folder
         self.infos: list[SessionInfo] = []
-        self.where = QLabel(f"Sessions in {folder}")
+        self.added: list[Path] = []  # the folders added by the user, as listed now
+        self.where = QLabel()
+        self.where.setTextFormat(Qt.TextFormat.PlainText)
         self.where.setWordWrap(True)
         self.table = read_only_table(COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -63,6 +69,8 @@ class LibraryPanel(QWidget):
             ("Delete…", self._delete),
             ("Compare", self._compare),
             ("Refresh", self.refresh_requested.emit),
+            ("Add folder…", self._add_folder),
+            ("Forget folder…", self._forget_folder),
         ):
             button = QPushButton(name)
             button.clicked.connect(slot)
@@ -77,7 +85,30 @@ class LibraryPanel(QWidget):
         layout.addWidget(self.table, 1)
         layout.addLayout(form)
         layout.addLayout(buttons)
+        self.show_folders([folder])
         self._selected()
+
+    def show_folders(self, folders: list[Path], added: list[Path] | None = None) -> None:
+        """The folders listed (the first is the output folder); ``added``: those the user
+        added, which **Forget folder…** offers."""
+        self.added = list(added or [])
+        self.where.setText("Sessions in " + ", ".join(str(f) for f in folders))
+        self.buttons["Forget folder…"].setEnabled(bool(self.added))
+
+    def _add_folder(self) -> None:
+        chosen = QFileDialog.getExistingDirectory(
+            self, "Add a folder of sessions", str(self.folder)
+        )
+        if chosen:
+            self.folder_added.emit(Path(chosen))
+
+    def _forget_folder(self) -> None:
+        names = [str(f) for f in self.added]
+        if not names:
+            return
+        name, ok = QInputDialog.getItem(self, "Forget a folder", "List no more:", names, 0, False)
+        if ok and name:
+            self.folder_forgotten.emit(Path(name))
 
     def show_infos(self, infos: list[SessionInfo]) -> None:
         self.infos = infos
