@@ -95,7 +95,7 @@ def test_the_painter_says_how_far_a_run_is_and_gives_a_warning_once(renderer):
     progress, warnings = recorder(renderer.progress), recorder(renderer.warning)
     finished = RequestFinished(request(0, submit_s=0.0))
     renderer.render([*started(2), finished], 1.0, force=True)
-    assert progress[-1] == ("running np=1  ·  config 1/1  ·  1/2 requests done",)
+    assert progress[-1] == ("running np=1 (1/1)  ·  1/2 done",)
     assert renderer.grid.panes.keys() == renderer.model.requests.keys()
     assert renderer.gantt.bar_count() == 2
     warning = Notice("warning", "client saturated", 0)

@@ -31,6 +31,17 @@ SERVER_PLOT_EVERY_TICKS = 16  # memory, queue and slots at ~4 Hz, the pace of /m
 SERVER_PLOT_TICK = 1
 
 
+def progress_line(verb: str, model: RunModel, done: int) -> str:
+    """The top bar's line while a run goes: short enough to stay whole beside the replay
+    bar at 1366 px ("replaying np=4 (3/3)  ·  16/24 done"; its longer wording was cut to
+    "confi...")."""
+    server = model.server
+    return (
+        f"{verb} {server.label} ({server.config_index + 1}/{model.n_configs})  ·  "
+        f"{done}/{len(model.requests)} done"
+    )
+
+
 class RenderController(QObject):
     progress = Signal(str)  # the status line while a run is under way (live or replayed)
     warning = Signal(str)  # the engine's latest warning, for the banner
@@ -107,11 +118,7 @@ class RenderController(QObject):
                 self.predicted.emit(line)
         if running:
             done = sum(v.state.finished for v in self.model.requests.values())
-            self.progress.emit(
-                f"{verb} {self.model.server.label}  ·  "
-                f"config {self.model.server.config_index + 1}/{self.model.n_configs}  ·  "
-                f"{done}/{len(self.model.requests)} requests done"
-            )
+            self.progress.emit(progress_line(verb, self.model, done))
 
     def _sync_server(self) -> None:
         server = self.model.server

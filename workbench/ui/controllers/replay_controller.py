@@ -86,6 +86,8 @@ class ReplayController(QObject):
         self.renderer = renderer
         self.speed = speed
         self.playback: Playback | None = None
+        self.path: Path | None = None  # the open session's file
+        self.playback_status: RunStatus | None = None  # and how its run ended
         self.starts: list[float] = []  # config_starts of the open session
         self._held = False
         self.timer = QTimer(self)
@@ -120,9 +122,8 @@ class ReplayController(QObject):
         self._render([e for _, e in events], self.playback.duration_s, force=True)
         self.playback.seek_forward(self.playback.duration_s)
         self.loaded.emit(self.playback)
-        status = self.model.status
-        kind = "ok" if status is RunStatus.COMPLETE else "info"
-        self.banner.emit(f"Session {path.name} ({status}): press Replay to watch it again.", kind)
+        self.path, self.playback_status = path, self.model.status
+        self._say_session(playing=False)
         self.status.emit(f"session {path.name}")
         self.opened.emit(path)
         if experiment is not None:
@@ -137,9 +138,27 @@ class ReplayController(QObject):
             self.seek(0.0)
         self.timer.start()
         self.playing.emit(True)
+        self._say_session(playing=True)
+
+    def _say_session(self, playing: bool) -> None:
+        """The banner names the open session and how it ended; "press Replay" only while
+        it is not playing (the top bar says "replaying" then)."""
+        if self.path is None or self.playback is None:
+            return
+        with_status = f"Session {self.path.name} ({self.playback_status})"
+        kind = "ok" if self.playback_status is RunStatus.COMPLETE else "info"
+        self.banner.emit(
+            f"{with_status}." if playing else f"{with_status}: press Replay to watch it again.",
+            kind,
+        )
 
     def pause(self) -> None:
+        """Stop playing; a replay paused mid-way is drawn whole as it stands (a frame of
+        a playing replay leaves some panes' numbers to the next)."""
+        playing = self.timer.isActive()
         self.timer.stop()
+        if playing and self.playback is not None and not self.playback.finished:
+            self._render([], self.playback.position_s, force=True)
         self.playing.emit(False)
 
     def seek(self, position_s: float) -> None:
@@ -184,6 +203,7 @@ class ReplayController(QObject):
         if self.playback.finished:
             self.pause()
             self._render([], self.playback.position_s, force=True)
+            self._say_session(playing=False)
             self.finished.emit(self.model.status)
 
     def _render(self, events: list[object], now: float, force: bool = False) -> None:

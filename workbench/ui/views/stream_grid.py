@@ -467,10 +467,11 @@ class StreamGrid(QWidget):
         if budget == 0:  # a frame that redraws a plot draws no pane
             return
         # Each decoding pane's numbers every STATS_EVERY_TICKS frames, the panes in turn: a
-        # twelfth of them a frame, not all of them in one.
+        # twelfth of them a frame, not all of them in one; all of them in a frame that draws
+        # everything (a replay paused at a moment showed "0 tok" beside a pane of text).
         for i, (key, pane) in enumerate(self.panes.items()):
             view = model.requests[key]
-            due = (self._ticks + i) % STATS_EVERY_TICKS == 0
+            due = budget is None or (self._ticks + i) % STATS_EVERY_TICKS == 0
             if (
                 due
                 and view.state is RequestState.DECODING
