@@ -98,6 +98,13 @@ def apply_theme(app: QApplication, name: str = "dark", font_pt: float = DEFAULT_
         palette.setColor(role, t.color(key))
     palette.setColor(QPalette.ColorRole.HighlightedText, theme_color("text", "on_colour"))
     app.setPalette(palette)
+    # Fusion outlines a check box in the window's colour darkened: black on the projector's
+    # black ("Gantt lanes by slot" could not be seen), near-invisible on dark. Its own
+    # palette's window colour (which it paints nothing else with) is the muted text's.
+    indicators = QPalette(palette)
+    indicators.setColor(QPalette.ColorRole.Window, t.color("muted"))
+    for kind in ("QCheckBox", "QRadioButton"):
+        app.setPalette(indicators, kind)
     pg.setConfigOptions(
         background=t.colors["plot_background"],
         foreground=t.colors["plot_foreground"],
@@ -137,8 +144,17 @@ def restyle_plots(root: QWidget, t: Theme, text_scale: float = 1.0) -> None:
             background.setAlpha(200)
             plot.legend.setBrush(pg.mkBrush(background))
             plot.legend.setLabelTextColor(foreground)
-            for _, label in plot.legend.items:  # in its size: a legend does not shrink back
-                _restyle_label(label, foreground, 1.0)
+            for _, label in plot.legend.items:  # scaled as the titles: the Gantt's "predicted"
+                _restyle_label(label, foreground, text_scale)  # stayed 9 pt on a projector
+            fit_legend(plot.legend)
+
+
+def fit_legend(legend: pg.LegendItem) -> None:
+    """A legend as large as its labels now are: pyqtgraph only ever grows one, so a legend
+    scaled up for presenting kept its large box after."""
+    legend.setGeometry(0, 0, 0, 0)  # lays the labels out at their own sizes again
+    legend.layout.activate()
+    legend.updateSize()
 
 
 # Each label's own size ("9pt") before any scaling, so scaling back gives it exactly again.
