@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_bad_input import closed_port, failed
+from tests.cli.test_bad_input import closed_port, failed, refused
 from workbench.cli.bounds import LARGE_SWEEP
-from workbench.cli.main import main
+from workbench.cli.main import build_parser, main
 from workbench.engine.config.experiment import MAX_CONFIGURATIONS
 
 SHORT = 400  # characters: a line a person reads, whatever the input held
@@ -112,3 +112,15 @@ def test_an_error_built_from_thousands_of_configurations_is_bounded(tmp_path, ca
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert len(line) < 2_200 and "characters left out" in line
     assert line.startswith("error: np=1 c=1000: no calibration for")
+
+
+def test_plans_lists_are_bounded_as_their_table_grows_with_both(capsys):
+    """``plan --slots`` and ``--ctx`` of 20,000 values each kept ``plan`` busy past 30 s (a
+    row for every pair); each list takes at most 100 values, said in one line."""
+    many = ",".join(str(1 + k % 1000) for k in range(20_000))
+    for flag in ("--slots", "--ctx"):
+        said = refused(["plan", "default", flag, many], capsys)
+        assert f"argument {flag}: takes at most 100 values, got 20,000" in said
+        assert len(said) < SHORT
+    hundred = ",".join(str(k) for k in range(1, 101))
+    assert build_parser().parse_args(["plan", "default", "--slots", hundred]).slots[-1] == 100
