@@ -124,3 +124,19 @@ def test_plans_lists_are_bounded_as_their_table_grows_with_both(capsys):
         assert len(said) < SHORT
     hundred = ",".join(str(k) for k in range(1, 101))
     assert build_parser().parse_args(["plan", "default", "--slots", hundred]).slots[-1] == 100
+
+
+def test_a_sessions_stored_experiment_of_megabytes_is_refused_unparsed(tmp_path, capsys):
+    """A session file is someone else's: the experiment it stored is bounded as a file is,
+    when ``run --resume`` or ``predict --against`` reads it."""
+    import contextlib
+    import sqlite3
+
+    from tests.made_sessions import write_session
+
+    path = write_session(tmp_path / "made.session.sqlite")
+    huge = "# " + "x" * 2**20 + "\n[server]\nslots = 1\n"
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE session SET experiment_toml = ?", (huge,))
+    said = failed(["predict", "--against", str(path)], capsys)
+    assert "over 1 MiB of text: not an experiment" in said and len(said) < SHORT

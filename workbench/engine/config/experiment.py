@@ -900,6 +900,11 @@ def parse_experiment(
     text: str, name_hint: str = "experiment", path: str | None = None
 ) -> Experiment:
     where = path or "<experiment>"
+    if len(text) > MAX_FILE_BYTES:  # a session's stored experiment is read here too
+        raise ExperimentError(
+            f"{where}: over {MAX_FILE_BYTES // 2**20} MiB of text: not an experiment this "
+            "version reads"
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
