@@ -149,7 +149,8 @@ AT_ONCE = [
 def test_every_request_names_the_trace_line_it_replays(tmp_path, capsys):
     """requests.csv, ``show --requests`` and the Perfetto export name each request's line of
     the trace file (line 1 left out by trace_start_s, line 5 blank), whatever order the
-    rows due at one moment were sent and numbered in."""
+    rows due at one moment were sent and numbered in; the Perfetto export gives each its
+    number too, as requests.csv does."""
     import csv
 
     from workbench.cli.main import main
@@ -181,3 +182,6 @@ def test_every_request_names_the_trace_line_it_replays(tmp_path, capsys):
     assert sorted(args["trace_line"] for args in requests) == [2, 2, 3, 3, 4, 4, 6, 6]
     for args in requests:
         assert records[args["request"]].output_tokens[0] == length_of_line[args["trace_line"]]
+    # Each request's number is requests.csv's, beside its line.
+    by_number = {int(row["request"]): int(row["trace_line"]) for row in rows}
+    assert {args["number"]: args["trace_line"] for args in requests} == by_number

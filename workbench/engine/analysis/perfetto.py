@@ -35,7 +35,7 @@ from typing import Any
 
 from workbench import __version__
 from workbench.engine.base.errors import OutputDirError, SessionError
-from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.records import RequestRecord, request_numbers
 from workbench.engine.base.states import NoticeLevel, ServerState
 from workbench.engine.base.untrusted import as_text
 from workbench.engine.figures.per_request import NS, RequestMetrics, request_metrics
@@ -83,6 +83,7 @@ class _Lanes:
     ids: Iterator[int]  # the async events' ids, unique in the trace
     free_at: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     tids: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    numbered: int = 0  # the session's requests numbered in the configurations so far
 
     def place(
         self, group: int, number: int, start: int, end: int, give: int = 0
@@ -217,7 +218,12 @@ def _config_events(placed: _Placed, config: ConfigRow, lanes: _Lanes) -> Iterato
     ]
     if times:
         yield _instant(pid, placed.us(min(times)), f"start {label}", {"config": label})
-    spans = [span for r in records if (span := _span(placed, r, label)) is not None]
+    # Each request's number as every view gives it (``request_numbers``: over the sweep).
+    numbers = {k: n + lanes.numbered for k, n in request_numbers(records).items()}
+    lanes.numbered += len(numbers)
+    spans = [
+        span for r in records if (span := _span(placed, r, label, numbers.get(r.key))) is not None
+    ]
     # Each lane takes its spans in the order they begin there: a worker's from when they
     # were sent, a slot's from when it had them.
     for span in sorted(spans, key=lambda span: span.start):
@@ -287,7 +293,7 @@ class _Span:
         yield _complete(pid, tid, name, self.decode, self.decode_end, args)
 
 
-def _span(placed: _Placed, r: RequestRecord, label: str) -> _Span | None:
+def _span(placed: _Placed, r: RequestRecord, label: str, number: int | None) -> _Span | None:
     """Where a request's parts lie, as the queue Gantt splits them: its queue wait as the
     catalogue defines it (TTFT less the server's prompt time), then its prefill for as long
     as the server's timings say, then its decode to its last token (a failed one's to its
@@ -311,12 +317,15 @@ def _span(placed: _Placed, r: RequestRecord, label: str) -> _Span | None:
     last = r.t_last_token_ns if r.ok else r.t_done_ns
     decode_end = done if last is None else placed.us(last)
     decode_end = min(max(decode_end, start if decode is None else decode), done)
-    return _Span(r, _args(r, metrics, label), start, served, decode, decode_end, done)
+    return _Span(r, _args(r, metrics, label, number), start, served, decode, decode_end, done)
 
 
-def _args(r: RequestRecord, metrics: RequestMetrics | None, label: str) -> dict[str, Any]:
+def _args(
+    r: RequestRecord, metrics: RequestMetrics | None, label: str, number: int | None
+) -> dict[str, Any]:
     """A request's key, its configuration and figures (ms, the catalogue's), its slot and
-    worker, and in a trace replay the trace's line it replays."""
+    worker; its number (as requests.csv and every view give it; ``request`` is the key's
+    prompt index) and, in a trace replay, the trace's line it replays."""
 
     def ms(seconds: float | None) -> float | None:
         return None if seconds is None else round(seconds * 1000, 3)
@@ -332,6 +341,8 @@ def _args(r: RequestRecord, metrics: RequestMetrics | None, label: str) -> dict[
         "slot": r.slot,
         "worker": r.worker or 0,
     }
+    if number is not None:
+        args["number"] = number
     if r.trace_line is not None:
         args["trace_line"] = r.trace_line
     if r.warmup:
