@@ -200,7 +200,15 @@ def test_a_sweeps_slices_lie_where_its_records_say(tmp_path):
         "queue_wait_ms": 1200.0,
         "slot": 0,
         "worker": 0,
+        "number": 2,  # its number as requests.csv gives it (the key's request counts warm-ups)
     }
+    # Numbers run on over the sweep: np=2's measured requests follow np=1's 3.
+    numbers = {
+        (e["args"]["config_index"], e["args"]["number"])
+        for e in events
+        if e["name"] == "request" and "number" in e["args"]
+    }
+    assert numbers == {(0, 1), (0, 2), (0, 3), (1, 4), (1, 5), (1, 6)}
     (wait, end) = of_request(doc, 0, 2, "b") + [
         e for e in events if e["ph"] == "e" and e["id"] == of_request(doc, 0, 2, "b")[0]["id"]
     ]
