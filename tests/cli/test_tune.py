@@ -131,3 +131,22 @@ def test_a_trace_or_conversations_become_the_traffic(tmp_path, monkeypatch):
         "kind": "conversations",
         "conversations_file": str(Path(trace).resolve()),
     }
+
+
+def test_rates_and_throughputs_are_printed_to_three_figures(tmp_path, capsys, monkeypatch):
+    from dataclasses import replace
+
+    fast = replace(WINNER, measured={"ttft_p90_s": 1.5, "agg_tok_s": 1234.56})
+
+    def tune(request, progress, cancel):
+        return Recommendation(
+            request.slos, fast, True, request.users, 3.1475, (), (fast,),
+            "llama-server -m m.gguf -np 2", request.out_dir / "tune.session.sqlite",
+        )  # fmt: skip
+
+    monkeypatch.setattr(tune_commands, "tune", tune)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main([*TUNE, "--users", "4", "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "It holds 3.15 requests/s (Poisson) within the SLO." in text
+    assert " 1,230 │" in text and "1234" not in text

@@ -23,7 +23,7 @@ from workbench.cli.paths import out_folder
 from workbench.engine.analysis.slo import peak_users
 from workbench.engine.run.lifecycle import STOP_SIGNALS
 from workbench.engine.tune.answer import write_recommendation
-from workbench.engine.tune.records import Recommendation, TuneProgress, TuneRequest
+from workbench.engine.tune.records import Recommendation, TuneProgress, TuneRequest, rounded
 from workbench.engine.tune.search import tune
 from workbench.engine.tune.slo_targets import parse_slos, value_ms
 
@@ -278,7 +278,7 @@ def tried_table(r: Recommendation) -> Table:
             escape(t.label),
             t.source,
             *cells,
-            "-" if agg is None else f"{agg:.1f}",
+            "-" if agg is None else rounded(agg),
             escape(t.why_lost or ("the recommendation" if r.winner is t else "")),
         )
     return table

@@ -8,9 +8,31 @@ predicted figure is never reported as measured.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+DIGITS = 3
+"""A rate or a throughput is said to 3 significant figures: a short run cannot tell more
+(two runs of one configuration differ by several %)."""
+
+
+def significant(value: float, digits: int = DIGITS) -> float:
+    """``value`` rounded to ``digits`` significant figures (3.1475 is 3.15)."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    return round(value, digits - 1 - math.floor(math.log10(abs(value))))
+
+
+def rounded(value: float, digits: int = DIGITS) -> str:
+    """``value`` to ``digits`` significant figures, as words say it: 3.15, 59.9, 1,230."""
+    value = significant(value, digits)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
+
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
 """The latencies an SLO can limit: ``ttft``, ``tpot``, ``itl`` or ``e2el`` (vLLM's names)."""
@@ -146,7 +168,7 @@ class Recommendation:
     def rate_said(self) -> str:
         """What the rate search found, in one sentence (as the CLI and the Tune tab say it)."""
         if self.rate_rps is not None:
-            return f"It holds {self.rate_rps:g} requests/s (Poisson) within the SLO."
+            return f"It holds {rounded(self.rate_rps)} requests/s (Poisson) within the SLO."
         if self.rate_probes:
             return "No Poisson rate probe met the SLO."
         return "Rate search: no room left in the budget."

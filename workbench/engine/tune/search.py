@@ -1,8 +1,11 @@
 """The search a tune makes, within its time budget: the planner removes what does not fit in
 memory; the scheduler model ranks what is left on a calibration (stored, or probed while the
 budget allows); real short runs verify the best candidates, each one's records refitting its
-calibration before the rest are ranked again; and the winner's highest Poisson request rate
-within the SLO is bracketed, a probe stopping early once it over-saturates.
+calibration before the rest are ranked again (where the refit holds for what they ask);
+a candidate the model puts within its error of the winner is measured too, and two measured
+within a run's error of each other are a tie, which goes to more context per slot; and the
+winner's highest Poisson request rate within the SLO is bracketed, a probe stopping early
+once it over-saturates.
 
 What measures is a ``Measure`` (the real server's is ``server_measure.ServerMeasure``), so
 the search's decisions are tested with a fake one. A figure is never reported as measured
@@ -33,9 +36,12 @@ from workbench.engine.measure.prompts import load_prompts
 from workbench.engine.predict.calibration import (
     Calibration,
     CalibrationError,
+    Coverage,
+    coverage,
     fit_costs,
     held_settings,
 )
+from workbench.engine.predict.describe import doubts
 from workbench.engine.predict.probe import LIMIT_S
 from workbench.engine.predict.sweep import predict_experiment
 from workbench.engine.server.discovery import find_server_binary, resolve_model
@@ -47,6 +53,8 @@ from workbench.engine.tune.records import (
     TriedConfig,
     TuneProgress,
     TuneRequest,
+    rounded,
+    significant,
 )
 from workbench.engine.tune.server_measure import (
     FIGURE_KEYS,
@@ -72,6 +80,11 @@ MAX_RATE_PROBES = 6
 RATE_CLOSE = 1.25  # the rate bracket is narrow enough when its ends are within this ratio
 PROGRESS_EVERY_S = 1.0
 SHOWN_RUNNERS_UP = 5
+RUN_ERROR = 0.10
+"""Two verification runs' throughputs closer than this (relative) are a tie: a short run's
+aggregate tok/s moves by as much between two runs of one configuration on a shared machine
+(the lab's runs right after its prediction moved 3 to 15 %)."""
+MAX_MODEL_ERROR = 0.5  # beyond this the model ranks nothing: every candidate is worth a run
 
 
 class TuneError(WorkbenchError):
@@ -111,6 +124,7 @@ class Candidate:
     measured: Measured | None = None
     why_lost: str | None = None
     fits: bool = True
+    asked: Coverage | None = None  # what its predicted requests ask of the calibration
 
     @property
     def group(self) -> tuple[tuple[str, Any], ...]:
@@ -171,6 +185,7 @@ class Search:
         self.run_times: list[float] = []
         self.hopeless_tried = 0
         self.rates: list[RateTried] = []
+        self.train_ctx = 0  # the model's own context, where a candidate sets none
         self._phase, self._text = "plan", "reading the space"
         self._step_ends = self.started
         self._after_step_s = 0.0
@@ -232,6 +247,7 @@ class Search:
         """The candidates that fit in memory and whose slots hold a request; the rest say
         why not. Nothing left is a ``TuneError``."""
         facts = read_model_facts(self.model)
+        self.train_ctx = facts.train_ctx
         free_mib = self.available_bytes / MIB
         for c in self.candidates:
             s, w = c.config.server, c.config.workload
@@ -352,6 +368,7 @@ class Search:
             for c, p in zip(group, predicted, strict=True):
                 c.predicted = {k: number(p.summary.value(k)) for k in FIGURE_KEYS}
                 c.predicted_s = p.requests_s
+                c.asked = coverage(p.records)
         ranked = sum(1 for c in members if c.predicted and c.measured is None)
         if ranked:
             self._say("rank", f"{plural(ranked, 'candidate')} ranked by the scheduler model")
@@ -385,13 +402,46 @@ class Search:
         queue = [*said_meet[:1], *firsts, *said_meet[1:], *rest, *hopeless]
         if best is None or best.measured is None:
             return queue
-        # With a winner measured, only what might beat it is worth a run.
-        bar = best.measured.figures.get("agg_tok_s") or 0
-        return [c for c in queue if not c.predicted or (c.predicted.get("agg_tok_s") or 0) > bar]
+        # With a winner measured, what might beat or tie it is worth a run: a prediction
+        # within the model's error of the winner's measured figure cannot be told from it.
+        bar = _agg(best.measured.figures) * (1 - self.model_error())
+        return [c for c in queue if not c.predicted or _agg(c.predicted) > bar]
+
+    def model_error(self) -> float:
+        """How far a predicted throughput may be from what a run measures: the larger of a
+        run's own error (``RUN_ERROR``), the calibrations' held-back error and what this
+        tune's runs showed of the model's predictions, at most ``MAX_MODEL_ERROR``."""
+        found = [RUN_ERROR]
+        found += [
+            q.held_back_decode_median_error
+            for q in (c.quality for c in self.calibrations.values())
+            if q.held_back_decode_median_error is not None
+        ]
+        for c in self.candidates:
+            if c.measured is not None and not c.measured.failed and c.predicted:
+                measured, predicted = _agg(c.measured.figures), _agg(c.predicted)
+                if measured > 0:
+                    found.append(abs(predicted - measured) / measured)
+        return min(MAX_MODEL_ERROR, max(found))
+
+    def context_per_slot(self, c: Candidate) -> int:
+        """The context one request can use: the whole pool with ``-kvu``, else its share."""
+        server = c.config.server
+        ctx = server.ctx or self.train_ctx
+        return ctx if server.kv_unified else ctx // max(1, server.slots)
+
+    def _pick(self, met: list[Candidate]) -> Candidate:
+        """Of the measured candidates that met the SLO, those within a run's error
+        (``RUN_ERROR``) of the highest throughput tie; a tie goes to more context per slot
+        (fewer slots, unless the KV pool is unified), then to the higher throughput."""
+        top = max(_agg(c.measured.figures) for c in met if c.measured is not None)
+        tied = [c for c in met if c.measured and _agg(c.measured.figures) >= top * (1 - RUN_ERROR)]
+        return max(tied, key=lambda c: (self.context_per_slot(c), _agg(c.measured.figures)))  # type: ignore[union-attr]
 
     def _verify(self, fitting: list[Candidate]) -> Candidate | None:
         runs = 0
         best: Candidate | None = None
+        met: list[Candidate] = []
         while runs < MAX_VERIFY and not self.cancel.is_set():
             queue = self._queue(fitting, best)
             if not queue:
@@ -414,12 +464,9 @@ class Search:
             c.measured = self.measure.verify(c.run, self.deadline, self._tick)
             self.run_times.append(c.measured.seconds)
             c.why_lost = self._judged(c)
-            if c.why_lost is None and (
-                best is None
-                or (c.measured.figures.get("agg_tok_s") or 0)
-                > (best.measured.figures.get("agg_tok_s") or 0)  # type: ignore[union-attr]
-            ):
-                best = c
+            if c.why_lost is None:
+                met.append(c)
+                best = self._pick(met)
             self._refit(c, fitting)
         return best
 
@@ -451,10 +498,26 @@ class Search:
             fit = fit_costs(records)
         except CalibrationError:
             return
-        self.calibrations[c.group] = replace(
-            self.calibrations[c.group], costs=fit.costs, source="refitted by the tune"
+        refitted = replace(
+            self.calibrations[c.group],
+            costs=fit.costs,
+            quality=fit.quality,
+            coverage=fit.coverage,
+            source="refitted by the tune",
         )
-        self._predict([m for m in fitting if m.group == c.group])
+        rest = [m for m in fitting if m.group == c.group and m.measured is None]
+        asked = [m.asked for m in rest if m.asked is not None]
+        wanted = (
+            Coverage(*(max(getattr(a, f) for a in asked) for f in Coverage.__dataclass_fields__))
+            if asked
+            else None
+        )
+        doubted = doubts(refitted, wanted)
+        if doubted:  # a few runs of one shape must not replace a calibration that spans more
+            self._say("rank", f"not refitted: {doubted[0].why}")
+            return
+        self.calibrations[c.group] = refitted
+        self._predict(rest)
 
     def _rate(self, winner: Candidate) -> float | None:
         """The highest Poisson rate the winner holds within the SLO, bracketed: doubled from
@@ -471,19 +534,22 @@ class Search:
         for _ in range(MAX_RATE_PROBES):
             if self.cancel.is_set():
                 break
+            rate = significant(rate)  # a rate to 3 significant figures, as it is said
             requests = min(
                 MAX_RATE_REQUESTS, max(8, self.request.users, math.ceil(rate * RATE_PROBE_S))
             )
             need = START_S + requests / rate + (self.run_times[-1] if self.run_times else 0)
             if need > self._left():
-                self._say("rate", f"no room in the budget for a rate probe at {rate:.2f} req/s")
+                said = f"no room in the budget for a rate probe at {rounded(rate)} req/s"
+                self._say("rate", said)
                 break
             left = MAX_RATE_PROBES - len(self.rates) - 1
-            self._say("rate", f"{winner.label} at {rate:.2f} req/s (Poisson)", need, need * left)
+            said = f"{winner.label} at {rounded(rate)} req/s (Poisson)"
+            self._say("rate", said, need, need * left)
             workload = {
                 **winner.run.workload,
                 "arrival": "poisson",
-                "rate": round(rate, 4),
+                "rate": significant(rate),
                 "requests": requests,
                 "concurrency": 0,
                 "stop_when_saturated": True,
@@ -495,7 +561,7 @@ class Search:
             if why is None:
                 missed = misses(self.slos, measured.figures)
                 why = "; ".join(missed) if missed else None
-            self.rates.append(RateTried(round(rate, 4), why is None, why))
+            self.rates.append(RateTried(significant(rate), why is None, why))
             if why is None:
                 low = rate
             else:
@@ -508,7 +574,7 @@ class Search:
                 break
             else:
                 rate = math.sqrt(low * high)
-        return None if low is None else round(low, 4)
+        return None if low is None else significant(low)
 
     # -- the answer --------------------------------------------------------------------------
     def _tried_config(self, c: Candidate) -> TriedConfig:
@@ -531,14 +597,9 @@ class Search:
         ]
 
     def _recommend(self, winner: Candidate | None, rate: float | None) -> Recommendation:
-        win_agg = (
-            None
-            if winner is None or winner.measured is None
-            else winner.measured.figures.get("agg_tok_s")
-        )
         for c in self.candidates:
             if c is not winner and c.why_lost is None:
-                c.why_lost = self._why_not_run(c, win_agg)
+                c.why_lost = self._why_not_run(c, winner)
         tried = [self._tried_config(c) for c in self.candidates]
         chosen = None if winner is None else tried[self.candidates.index(winner)]
         others = [
@@ -566,17 +627,36 @@ class Search:
             self.measure.rate_session_path,
         )
 
-    def _why_not_run(self, c: Candidate, win_agg: float | None) -> str:
+    def _why_not_run(self, c: Candidate, winner: Candidate | None) -> str:
+        """Why ``c`` is not the recommendation, a measured figure set against a measured
+        one, and a predicted one against a measured one only with the model's error said."""
+        won = None if winner is None or winner.measured is None else winner.measured.figures
+        win_agg = None if won is None else _agg(won)
         if c.measured is not None:
-            agg = c.measured.figures.get("agg_tok_s") or 0
-            return f"measured {agg:.1f} tok/s, not above the winner's {win_agg or 0:.1f}"
+            agg = _agg(c.measured.figures)
+            if winner is not None and win_agg is not None and agg >= win_agg * (1 - RUN_ERROR):
+                return (
+                    f"measured {rounded(agg)} tok/s, within the {RUN_ERROR:.0%} a run can tell "
+                    f"of the winner's measured {rounded(win_agg)}: a tie, which goes to more "
+                    f"context per slot ({self.context_per_slot(winner):,} tokens against "
+                    f"{self.context_per_slot(c):,})"
+                )
+            below = rounded(win_agg or 0)
+            return f"measured {rounded(agg)} tok/s, below the winner's measured {below}"
         if c.predicted:
-            agg = c.predicted.get("agg_tok_s") or 0
+            agg = _agg(c.predicted)
             if not meets(self.slos, c.predicted):
                 return "predicted to miss: " + "; ".join(misses(self.slos, c.predicted))
-            if win_agg is not None and agg <= win_agg:
-                return f"predicted {agg:.1f} tok/s, not above the winner's measured {win_agg:.1f}"
-            return "predicted to meet the SLO, not verified within the budget"
+            if win_agg is None:
+                return "predicted to meet the SLO, not verified within the budget"
+            error = self.model_error()
+            said = (
+                f"predicted {rounded(agg)} tok/s by the model (its error here ±{error:.0%}) "
+                f"against the winner's measured {rounded(win_agg)}"
+            )
+            if agg <= win_agg * (1 - error):
+                return f"{said}: below it by more than that error, not run"
+            return f"{said}: it might beat or tie the winner, not verified within the budget"
         return "not predicted (no calibration for its settings) and not verified within the budget"
 
     def _reason(self, winner: Candidate | None) -> str | None:
@@ -616,3 +696,8 @@ def tune(
     binary = find_server_binary(request.server_bin).path
     measure = ServerMeasure(binary, model, request.out_dir, request.server_bin, cancel)
     return Search(request, model, binary, measure, progress, cancel).run()
+
+
+def _agg(figures: dict[str, float | None]) -> float:
+    """A candidate's aggregate tok/s, 0 where it has none."""
+    return figures.get("agg_tok_s") or 0.0
