@@ -72,8 +72,13 @@ def test_each_configuration_is_predicted_from_the_calibration_of_its_own_setting
         "np=2 batch_size=1024: no calibration for m.gguf with batch_size=1024",
     )
     one = prediction.configs[0]
-    assert (
-        one.calibration == f"probe on {machine_identity(HARDWARE)}, made 2026-12-02T03:00:00+00:00"
+    # where its costs came from: the file, and what makes them doubtful (one request fitted)
+    assert one.calibration.startswith(
+        f"probe on {machine_identity(HARDWARE)}, made 2026-12-02T03:00:00+00:00, m-"
+    )
+    assert one.calibration.endswith(
+        ".json (doubtful: fitted to 1 generating requests, fewer than the 8 that tell a fit's "
+        "error on requests it was not fitted to)"
     )
     assert one.summary.value("requests") == 2
     # The warm-up (repeat -1) and both requests, each repeat's times from its first due time.

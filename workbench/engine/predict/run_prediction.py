@@ -27,6 +27,7 @@ from workbench.engine.predict.calibration import (
     stored,
 )
 from workbench.engine.predict.costs import StepCosts
+from workbench.engine.predict.describe import doubts
 from workbench.engine.predict.sweep import PredictedConfig, predict_configs
 
 NS = 1e9
@@ -85,9 +86,14 @@ class Wanted:
         return f"{label}: {NO_CALIBRATION} {model} with {self.settings_text()}"
 
 
-def calibration_line(calibration: Calibration) -> str:
-    """Where a prediction's costs came from, in one line."""
-    return f"{calibration.source} on {calibration.machine}, made {calibration.made_at}"
+def calibration_line(calibration: Calibration, path: Path | None = None) -> str:
+    """Where a prediction's costs came from, in one line: its source, machine and date, its
+    file, and what makes it doubtful (``doubts``, of its own evidence)."""
+    line = f"{calibration.source} on {calibration.machine}, made {calibration.made_at}"
+    if path is not None:
+        line += f", {path.name}"
+    said = doubts(calibration)
+    return line + (f" (doubtful: {'; '.join(d.why for d in said)})" if said else "")
 
 
 def prediction_notes(prediction: RunPrediction) -> list[str]:
@@ -147,12 +153,14 @@ def predict_run(
     default) that holds for it on this machine (``hardware``, with the server's build);
     ``models``: each configuration's model file, by its ``[server] model``."""
     found: dict[int, Calibration] = {}
+    files: dict[int, Path] = {}
 
     def costs_of(config: RunConfig) -> tuple[StepCosts, int]:
         wanted = Wanted.of(config, hardware, models[config.server.model])
-        calibration = wanted.stored(folder)
-        if calibration is None:
+        stored_file = wanted.stored_file(folder)
+        if stored_file is None:
             raise NoCalibration(wanted.missing(config.label))
+        files[config.index], calibration = stored_file
         found[config.index] = calibration
         return calibration.costs, calibration.template_tokens or 0
 
@@ -165,7 +173,7 @@ def predict_run(
         if isinstance(result, WorkbenchError):
             left_out.append(_named(config, str(result)))
         else:
-            line = calibration_line(found[config.index])
+            line = calibration_line(found[config.index], files[config.index])
             predicted.append(config_prediction(result, line))
     return RunPrediction(tuple(predicted), tuple(left_out))
 
