@@ -146,6 +146,19 @@ def truncated_model(tmp_path: Path, model_path: Path) -> Path:
 
 
 @pytest.fixture
+def unknown_architecture_model(tmp_path: Path, model_path: Path) -> Path:
+    """The default model whole and well formed, its architecture renamed to one llama.cpp does
+    not know: it passes every check of the file, and only the server refuses it."""
+    data = bytearray(model_path.read_bytes())
+    at = data.index(b"general.architecture\x08\x00\x00\x00\x05" + bytes(7) + b"llama")
+    at += len("general.architecture") + 12
+    data[at : at + 5] = b"llamx"
+    path = tmp_path / "unknown.gguf"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.fixture
 def write_experiment(tmp_path: Path):
     """Write an experiment TOML into tmp_path and return (path, parsed experiment)."""
 

@@ -172,12 +172,12 @@ def test_a_table_that_cannot_be_written_is_an_error_after_the_results(tmp_path, 
         assert opened.status == "complete"
 
 
-def test_exit_status_of_a_configuration_that_failed(tmp_path, model_path, capsys):
-    corrupt = tmp_path / "corrupt.gguf"
-    corrupt.write_bytes(model_path.read_bytes()[:4096])  # a real header, then nothing
+def test_exit_status_of_a_configuration_that_failed(tmp_path, unknown_architecture_model, capsys):
+    """A model only the server can refuse: its configuration fails, the run goes on (4)."""
     experiment = tmp_path / "e.toml"
     experiment.write_text(EXIT_EXPERIMENT)
-    args = ["run", str(experiment), "--out", str(tmp_path / "out"), "--model", str(corrupt)]
+    model = str(unknown_architecture_model)
+    args = ["run", str(experiment), "--out", str(tmp_path / "out"), "--model", model]
     assert main(args) == 4
 
 

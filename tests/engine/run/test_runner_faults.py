@@ -103,17 +103,11 @@ def test_a_truncated_model_is_refused_before_any_server_starts(
 
 @pytest.mark.server
 def test_a_model_the_server_cannot_load_fails_start_with_the_server_log(
-    write_experiment, tmp_path, model_path
+    write_experiment, tmp_path, unknown_architecture_model
 ):
     """Whole and well formed, but of an architecture llama.cpp does not know: only the
     server finds that out, and its log says so."""
-    data = bytearray(model_path.read_bytes())
-    at = data.index(b"general.architecture\x08\x00\x00\x00\x05" + bytes(7) + b"llama")
-    at += len("general.architecture") + 12
-    data[at : at + 5] = b"llamx"
-    unknown = tmp_path / "unknown.gguf"
-    unknown.write_bytes(data)
-    experiment = small(write_experiment, server_extra=f'model = "{unknown}"')
+    experiment = small(write_experiment, server_extra=f'model = "{unknown_architecture_model}"')
     result = run_experiment(experiment, RunOptions(tmp_path / "out"))
     (summary,) = result.summaries
     assert summary.status == "failed"
