@@ -227,7 +227,7 @@ def test_a_measured_candidate_that_met_the_slo_lost_on_measured_throughput():
     assert result.winner is not None and result.winner.label == "np=1"
     (loser,) = [t for t in result.tried if t.label == "np=2"]
     assert loser.source == "measured" and loser.meets_slo
-    assert loser.why_lost == "measured 50.0 tok/s, below the winner's measured 200"
+    assert loser.why_lost == "measured 50 tok/s, below the winner's measured 200"
 
 
 def test_a_trace_is_ranked_by_the_model(tmp_path):
@@ -412,8 +412,8 @@ def test_rates_are_said_to_three_significant_figures():
 
     said = Recommendation((), None, True, 4, 3.1475, (), (), None, None).rate_said()
     assert said == "It holds 3.15 requests/s (Poisson) within the SLO."
-    assert [rounded(v) for v in (59.94, 1234.5, 0.012345, 62.5)] == [
-        "59.9", "1,230", "0.0123", "62.5",
+    assert [rounded(v) for v in (59.94, 1234.5, 0.012345, 62.5, 0.9, 120.0)] == [
+        "59.9", "1,230", "0.0123", "62.5", "0.9", "120",
     ]  # fmt: skip
 
 

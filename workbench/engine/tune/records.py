@@ -26,12 +26,14 @@ def significant(value: float, digits: int = DIGITS) -> float:
 
 
 def rounded(value: float, digits: int = DIGITS) -> str:
-    """``value`` to ``digits`` significant figures, as words say it: 3.15, 59.9, 1,230."""
+    """``value`` to ``digits`` significant figures at most, as words say it: 3.15, 59.9,
+    1,230, 0.9 (no trailing zeros)."""
     value = significant(value, digits)
     if value == 0 or not math.isfinite(value):
         return f"{value:g}"
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    return f"{value:,.{decimals}f}"
+    text = f"{value:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
