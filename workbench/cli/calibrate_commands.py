@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from workbench.cli.paths import SESSION_HELP, out_folder, session_file
 from workbench.cli.run_commands import add_setting_flags, experiment_of
-from workbench.engine.base.errors import ImportFileError, ModelFileError, WorkbenchError
+from workbench.engine.base.errors import ModelFileError, WorkbenchError
 from workbench.engine.config.experiment import ServerSettings, parse_experiment
 from workbench.engine.predict.calibration import (
     PROBE,
@@ -24,11 +24,11 @@ from workbench.engine.predict.calibration import (
     CalibrationError,
     fit_costs,
     held_settings,
-    load,
     machine_identity,
     model_identity,
     now,
     path_of,
+    replaced_at,
     save,
     stored,
     usable,
@@ -66,7 +66,7 @@ def add_calibrate(sub: Any) -> None:
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     out = Path(args.out) if args.out else None
     calibration = _from_session(Path(args.session)) if args.session else _probed(args, console)
-    earlier = _earlier(path_of(calibration, out))
+    earlier = replaced_at(path_of(calibration, out))
     path = save(calibration, out)
     for line in describe(calibration):
         console.print(escape(line))
@@ -79,22 +79,10 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
 
 def save_and_say(calibration: Calibration, console: Console) -> Path:
     """Store a probe's calibration where ``predict`` finds it, saying what it replaces."""
-    earlier = _earlier(path_of(calibration))
+    earlier = replaced_at(path_of(calibration))
     path = save(calibration)
     console.print(f"stored in {escape(str(path))}" + (f" ({escape(earlier)})" if earlier else ""))
     return path
-
-
-def _earlier(path: Path) -> str:
-    """What storing at ``path`` replaces, in words: a calibration never replaces another
-    without a word."""
-    if not path.exists():
-        return ""
-    try:
-        found = load(path)
-    except ImportFileError:
-        return "replacing a file that was no calibration this workbench reads"
-    return f"replacing the one from {found.source} made {found.made_at}"
 
 
 def used_line(calibration: Calibration, folder: Path | None = None) -> str:

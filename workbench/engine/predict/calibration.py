@@ -662,6 +662,18 @@ def save(calibration: Calibration, folder: Path | None = None) -> Path:
     return path
 
 
+def replaced_at(path: Path) -> str:
+    """What storing at ``path`` replaces, in words ("" for nothing): a calibration never
+    replaces another without a word."""
+    if not path.exists():
+        return ""
+    try:
+        found = load(path)
+    except ImportFileError:
+        return "replacing a file that was no calibration this workbench reads"
+    return f"replacing the one from {found.source} made {found.made_at}"
+
+
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 

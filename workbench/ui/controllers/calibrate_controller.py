@@ -23,8 +23,8 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import Hardware
 from workbench.engine.config.experiment import RunConfig, ServerSettings
 from workbench.engine.measure.hardware import fingerprint
-from workbench.engine.predict.calibration import Calibration, save
-from workbench.engine.predict.describe import describe
+from workbench.engine.predict.calibration import Calibration, path_of, replaced_at, save
+from workbench.engine.predict.describe import describe, doubts
 from workbench.engine.predict.probe import LIMIT_S, probe
 from workbench.engine.predict.run_prediction import Wanted
 from workbench.engine.server.discovery import find_server_binary, resolve_model
@@ -70,6 +70,7 @@ class CalibrateController(QObject):
     # Emitted from the probe's thread too: Qt queues them to the receiver's thread.
     line = Signal(str)  # a progress line
     stored = Signal(list, str)  # the calibration described (its lines), where it is stored
+    # (with what it replaced)
     failed = Signal(str)
     known = Signal(str)  # whether the settings in the form have a calibration, in one line
 
@@ -133,15 +134,17 @@ class CalibrateController(QObject):
             if done is None:
                 self.failed.emit(CANCELLED)
             else:
-                calibration, path = done
-                self.stored.emit(describe(calibration), str(path))
+                calibration, where = done
+                said = [f"warning: {doubt.line()}" for doubt in doubts(calibration)]
+                self.stored.emit([*describe(calibration), *said], where)
                 self.check(config)
         finally:
             self._own = None
         self.busy_changed.emit(False)
 
-    async def _measure(self, settings: ServerSettings) -> tuple[Calibration, Path]:
-        """In the worker's own loop: find the server and the model, probe, store."""
+    async def _measure(self, settings: ServerSettings) -> tuple[Calibration, str]:
+        """In the worker's own loop: find the server and the model, probe, store; returns
+        where it is stored, with what that replaced."""
         binary = find_server_binary(self.server_bin).path
         model = resolve_model(settings.model)
         self.line.emit(f"calibrating {model.name}: at most {LIMIT_S:g} s of measuring")
@@ -151,7 +154,9 @@ class CalibrateController(QObject):
         probed = await self.probe(binary, model, settings, log, say=self.line.emit)
         if probed.calibration.note:
             self.line.emit(probed.calibration.note)
-        return probed.calibration, save(probed.calibration, self.folder)
+        earlier = replaced_at(path_of(probed.calibration, self.folder))
+        path = save(probed.calibration, self.folder)
+        return probed.calibration, f"{path} ({earlier})" if earlier else str(path)
 
     async def _check(self, number: int, config: RunConfig) -> None:
         try:
