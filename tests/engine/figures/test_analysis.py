@@ -204,11 +204,27 @@ def test_summarize_run() -> None:
     assert s.itl_p50_ms == pytest.approx(float(np.percentile(itl_ms, 50)))
     assert s.itl_max_ms == pytest.approx(100.0)
     assert s.e2e_p50_s == pytest.approx(float(np.percentile([0.300, 0.440], 50)))
-    assert s.decode_tok_s == pytest.approx(statistics.fmean([10.0, 50.0]))
+    assert s.decode_tok_s == pytest.approx(1000.0 / float(np.percentile([100.0, 20.0], 50)))
     assert s.queue_wait_p50_s == pytest.approx(float(np.percentile([0.060, 0.360], 50)))
     assert s.queue_wait_max_s == pytest.approx(0.360)
     assert s.cache_hits == 1
     assert s.token_source == "usage"
+
+
+def test_one_fast_request_does_not_make_the_headline_decode_speed() -> None:
+    # Issue 33's busy run: three requests at about 2 tok/s and one at 83 tok/s. A mean of
+    # per-request rates read 22 tok/s beside a TPOT p50 of 506 ms; the headline is 1 / TPOT p50.
+    slow = [
+        make_record(i, chunk_ms=tuple(100.0 + 500.0 * k for k in range(17)), usage=17)
+        for i in range(3)
+    ]
+    fast = make_record(3, chunk_ms=tuple(100.0 + 12.0 * k for k in range(17)), usage=17)
+    s = summarize_run([*slow, fast])
+    assert s.tpot_p50_ms == pytest.approx(500.0)
+    assert s.decode_tok_s == pytest.approx(2.0)
+    assert s.decode_tok_s == pytest.approx(1000.0 / s.tpot_p50_ms)
+    rates = [m.decode_tok_s for r in [*slow, fast] if (m := request_metrics(r))]
+    assert statistics.fmean(r for r in rates if r) > 20  # what the old headline showed
 
 
 def test_summarize_run_mixed_token_sources() -> None:

@@ -17,6 +17,7 @@ from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
 from workbench.engine.figures.conversation_cache import turn_caches
 from workbench.engine.figures.cross_checks import run_cross_checks, tokens_per_chunk
+from workbench.engine.figures.metrics import headline_decode_tok_s
 from workbench.engine.figures.per_request import (
     NS,
     RequestMetrics,
@@ -200,7 +201,6 @@ def summarize_run(
     itl = [gap for m in metrics for gap in m.itl_s]
     e2e = [m.e2e_s for m in metrics]
     waits = [m.queue_wait_s for m in metrics if m.queue_wait_s is not None]
-    decode = [m.decode_tok_s for m in metrics if m.decode_tok_s is not None]
     sources = sorted({m.token_source for m in metrics})
     # Dispatch delay and connect time count every request that was sent, failed or not.
     dispatch = [d for d in (dispatch_delay_s(r) for r in measured) if d is not None]
@@ -208,6 +208,7 @@ def summarize_run(
     from_intended = [m.ttft_from_intended_s for m in metrics if m.ttft_from_intended_s is not None]
     e2e_intended = [m.e2e_from_intended_s for m in metrics if m.e2e_from_intended_s is not None]
     dispatch_p99 = _ms(percentile(dispatch, 99))
+    tpot_p50_ms = _ms(percentile(tpot, 50))
     prompts = [m.prompt_tokens for m in metrics if m.prompt_tokens is not None]
     prefill = [m.prefill_tok_s for m in metrics if m.prefill_tok_s is not None]
     counted = [m for m in metrics if m.prompt_tokens and m.cached_tokens is not None]
@@ -226,7 +227,7 @@ def summarize_run(
         ttft_p90_s=percentile(ttft, 90),
         ttft_p99_s=percentile(ttft, 99),
         ttft_max_s=max(ttft) if ttft else None,
-        tpot_p50_ms=_ms(percentile(tpot, 50)),
+        tpot_p50_ms=tpot_p50_ms,
         tpot_p90_ms=_ms(percentile(tpot, 90)),
         tpot_p99_ms=_ms(percentile(tpot, 99)),
         itl_p50_ms=_ms(percentile(itl, 50)),
@@ -236,7 +237,7 @@ def summarize_run(
         e2e_p50_s=percentile(e2e, 50),
         e2e_p90_s=percentile(e2e, 90),
         e2e_p99_s=percentile(e2e, 99),
-        decode_tok_s=statistics.fmean(decode) if decode else None,
+        decode_tok_s=headline_decode_tok_s(tpot_p50_ms),
         queue_wait_p50_s=percentile(waits, 50),
         queue_wait_max_s=max(waits) if waits else None,
         cache_hits=sum(m.cache_hit for m in metrics),
