@@ -72,6 +72,14 @@ def test_what_cannot_be_calibrated_is_one_line(tmp_path, capsys, args, said):
     assert said in line and "Traceback" not in line
 
 
+def test_a_truncated_model_is_refused_before_any_server_starts(tmp_path, capsys, truncated_model):
+    argv = ["calibrate", "--model", str(truncated_model), "--out", str(tmp_path / "cal")]
+    assert main(argv) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "the data of tensor 'token_embd.weight' runs past the end of the file" in line
+    assert not (tmp_path / "cal").exists()
+
+
 def test_configurations_of_other_held_settings_are_left_out(tmp_path, capsys):
     """A sweep of -b: each value costs otherwise, so only the first's requests are fitted."""
     toml = "[server]\nbatch_size = [256, 512]\n"

@@ -43,6 +43,17 @@ def test_what_it_cannot_tune_is_one_line(tmp_path, capsys, flags, said):
     assert not (tmp_path / "out" / "recommendation.json").exists()
 
 
+@pytest.mark.parametrize("flag", ["--model", "--draft-model"])
+def test_a_truncated_model_is_refused_before_any_server_starts(
+    tmp_path, capsys, truncated_model, flag
+):
+    code = main([*TUNE, "--users", "2", flag, str(truncated_model), "--out", str(tmp_path / "o")])
+    assert code == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "the data of tensor 'token_embd.weight' runs past the end of the file" in line
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize(
     ("flags", "said"),
     [

@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from workbench.cli.paths import SESSION_HELP, out_folder, session_file
 from workbench.cli.run_commands import add_setting_flags, experiment_of
+from workbench.engine.analysis.gguf_header import loadable_model
 from workbench.engine.base.errors import ModelFileError, WorkbenchError
 from workbench.engine.config.experiment import ServerSettings, parse_experiment
 from workbench.engine.predict.calibration import (
@@ -152,7 +153,7 @@ def _probed(args: argparse.Namespace, console: Console) -> Calibration:
     if len(configs) != 1:
         raise WorkbenchError("calibrate holds one value of each setting: give no comma list")
     settings = configs[0].server
-    model = resolve_model(settings.model)
+    model = loadable_model(settings.model)
     return probe_now(find_server_binary(args.server_bin).path, model, settings, console)
 
 

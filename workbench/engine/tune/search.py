@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import psutil
 
+from workbench.engine.analysis.gguf_header import loadable_model
 from workbench.engine.analysis.planner import MIB, plan, read_model_facts, request_tokens
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.records import RequestRecord
@@ -687,10 +688,10 @@ def tune(
     """The tune ``request`` asks for, on the real server: blocking (run it off a window's
     thread), ``progress`` told at least every second, back soon after ``cancel`` is set
     with every server it started stopped. A ``WorkbenchError`` says why it cannot start."""
-    model = resolve_model(request.model or "default")
+    model = loadable_model(request.model or "default")
     if request.draft_model:
         try:
-            draft = resolve_model(request.draft_model)
+            draft = loadable_model(request.draft_model)
         except WorkbenchError as exc:
             raise TuneError(f"--draft-model: {exc}") from None
         request = replace(request, draft_model=str(draft))

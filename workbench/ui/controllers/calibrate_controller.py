@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
+from workbench.engine.analysis.gguf_header import loadable_model
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import Hardware
 from workbench.engine.config.experiment import RunConfig, ServerSettings
@@ -146,7 +147,7 @@ class CalibrateController(QObject):
         """In the worker's own loop: find the server and the model, probe, store; returns
         where it is stored, with what that replaced."""
         binary = find_server_binary(self.server_bin).path
-        model = resolve_model(settings.model)
+        model = loadable_model(settings.model)
         self.line.emit(f"calibrating {model.name}: at most {LIMIT_S:g} s of measuring")
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         log = self.out_dir / "logs" / f"calibrate-{stamp}.log"
