@@ -22,6 +22,7 @@ from workbench.engine.events import (
     ConfigStarted,
     EventBus,
     ExperimentFinished,
+    MachineLoadMeasured,
     ProcessSample,
     RequestFinished,
     ServerCounters,
@@ -29,6 +30,7 @@ from workbench.engine.events import (
     SlotMatched,
 )
 from workbench.engine.figures.client_limits import ClientLoad
+from workbench.engine.figures.machine_load import MachineLoad
 from workbench.engine.server.discovery import DEFAULT_MODEL_FILE
 from workbench.engine.server.llama_server import server_arguments
 from workbench.engine.store import SessionWriter, create_session
@@ -192,6 +194,7 @@ class Config:
     status: str = "ok"
     error: str | None = None
     loop_busy: float = 0.1
+    machine: MachineLoad | None = None  # recorded for each repeat (None: not recorded)
 
 
 def build_session(
@@ -268,6 +271,8 @@ def _repeat_events(i: int, made: Config):
         mine = [r for r in made.requests if r.repeat == repeat and not r.warmup]
         wall = (max(r.t_done_ns or 0 for r in mine) - min(r.t_submit_ns or 0 for r in mine)) / NS
         yield ClientLoadMeasured(i, repeat, ClientLoad(wall, made.loop_busy * wall, 0.2 * wall))
+        if made.machine is not None:
+            yield MachineLoadMeasured(i, repeat, made.machine)
         before = dict(counted)
         yield ServerCounters(i, repeat, before, count(mine))
 

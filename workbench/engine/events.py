@@ -18,6 +18,7 @@ from workbench.engine.base.columns import column
 from workbench.engine.base.records import ImportSource, RequestRecord, StartupFacts
 from workbench.engine.base.states import ConfigStatus, NoticeLevel, RunStatus, ServerState
 from workbench.engine.figures.client_limits import ClientLoad
+from workbench.engine.figures.machine_load import MachineLoad
 from workbench.engine.figures.predicted import RunPrediction
 from workbench.engine.figures.summaries import ConfigSummary
 
@@ -146,6 +147,15 @@ class ClientLoadMeasured:
     config_index: int
     repeat: int
     load: ClientLoad
+
+
+@dataclass(frozen=True)
+class MachineLoadMeasured:
+    """What else used the machine during one repeat (see ``MachineLoad``)."""
+
+    config_index: int
+    repeat: int
+    load: MachineLoad
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from tests.engine.waiting import until
 from tests.made_sessions import NS, Config, build_session, burst, startup_facts
 from workbench.engine.base.records import Gpu
 from workbench.engine.events import GpuSample, Notice
+from workbench.engine.figures.machine_load import machine_busy_reason
 from workbench.engine.measure import gpu_memory, hardware, sampler
 from workbench.engine.measure.gpu_memory import GpuProbe, Nvml, nvml
 from workbench.engine.measure.sampler import ServerSampler
@@ -139,14 +140,16 @@ def test_usage_sums_the_servers_processes_on_every_gpu(server_on_gpu):
     assert session.used_by({os.getpid()}).bytes == 512 * MIB
     processes[1].append(Proc(4242, 100 * MIB))  # a child of the server on the other GPU
     assert session.used_by({os.getpid(), 4242}).bytes == 612 * MIB
-    assert session.used_by({12345}) == gpu_memory.Usage(False, None)  # not on any GPU
+    # The stranger (pid 1, on both GPUs) and 4242 are others; for 12345, so is this one.
+    assert session.used_by({os.getpid()}).others == 2
+    assert session.used_by({12345}) == gpu_memory.Usage(False, None, 3)  # not on any GPU
 
 
 @pytest.mark.parametrize("odd", [None, NOT_AVAILABLE, -1, True, "512"])
 def test_a_process_nvml_gives_no_figure_for_is_no_figure(server_on_gpu, odd):
     _, processes = server_on_gpu
     processes[1].append(Proc(os.getpid(), odd))  # listed twice, once without a figure
-    assert nvml().used_by({os.getpid()}) == gpu_memory.Usage(True, None)
+    assert nvml().used_by({os.getpid()}) == gpu_memory.Usage(True, None, 1)
 
 
 def test_the_sampler_records_the_servers_gpu_memory(server_on_gpu):
@@ -157,6 +160,10 @@ def test_the_sampler_records_the_servers_gpu_memory(server_on_gpu):
     gpu = [e for e in events if isinstance(e, GpuSample)]
     assert len(gpu) >= 3 and all(e.gpu_bytes == 512 * MIB for e in gpu)
     assert not [e for e in events if isinstance(e, Notice)]  # nothing to explain
+    # Another process on the GPU makes the machine busy (``machine_load``).
+    machine = sampler_.machine_load()
+    assert machine is not None and machine.gpu_other_processes == 1
+    assert "1 other process(es) on the GPU" in (machine_busy_reason(machine) or "")
 
 
 def notices_of(probe_run) -> list[tuple[str, str]]:

@@ -90,6 +90,13 @@ CREATE TABLE client_load (
     wall_s REAL NOT NULL, loop_cpu_s REAL NOT NULL, process_cpu_s REAL NOT NULL,
     PRIMARY KEY (config_idx, repeat)
 );
+CREATE TABLE machine_load (
+    wall_s REAL NOT NULL, cores INTEGER NOT NULL, other_cpu_s REAL NOT NULL, steal_s REAL,
+    load_avg REAL, swap_in_bytes INTEGER, swap_out_bytes INTEGER, memory_pressure_s REAL,
+    cpu_freq_share REAL, gpu_other_processes INTEGER, judged INTEGER NOT NULL,
+    config_idx INTEGER NOT NULL, repeat INTEGER NOT NULL,
+    PRIMARY KEY (config_idx, repeat)
+);
 CREATE TABLE server_counters (
     config_idx INTEGER NOT NULL, repeat INTEGER NOT NULL, before_json TEXT, after_json TEXT,
     PRIMARY KEY (config_idx, repeat)

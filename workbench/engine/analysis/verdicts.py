@@ -329,13 +329,34 @@ def slots_hold_conversations(summaries: list[ConfigSummary]) -> Verdict | None:
     return Verdict(hypothesis, SUPPORTED, numbers)
 
 
+def on_busy_machine(verdict: Verdict, summaries: list[ConfigSummary]) -> Verdict:
+    """A timing verdict resting on a configuration whose machine was busy says so and is not
+    supported: other processes, not the slots, may have made the difference. One whose
+    server's machine is unknown (an external server) says that."""
+    points = _by_slots(summaries)
+    busy = [s for s in points if s.machine_busy and not s.machine_busy.startswith("unknown: ")]
+    unknown = [s for s in points if s.machine_busy and s.machine_busy.startswith("unknown: ")]
+    numbers = list(verdict.numbers)
+    if unknown:
+        numbers.append(
+            "machine load unknown (the server runs elsewhere): "
+            + ", ".join(s.label for s in unknown)
+        )
+    if not busy:
+        return Verdict(verdict.hypothesis, verdict.verdict, numbers)
+    numbers += [f"busy machine at {s.label}: {s.machine_busy}" for s in busy]
+    judged = INCONCLUSIVE if verdict.verdict == SUPPORTED else verdict.verdict
+    return Verdict(verdict.hypothesis, judged, numbers)
+
+
 def lab_verdicts(summaries: list[ConfigSummary]) -> list[Verdict]:
-    """The lab's hypotheses, and the one about conversations where the session has them."""
+    """The lab's hypotheses, and the one about conversations where the session has them.
+    The timing ones are never supported on a busy machine (``on_busy_machine``)."""
     verdicts = [
-        throughput_diminishing(summaries),
-        ttft_linear_in_load(summaries),
+        on_busy_machine(throughput_diminishing(summaries), summaries),
+        on_busy_machine(ttft_linear_in_load(summaries), summaries),
         context_per_slot(summaries),
-        decode_speed_falls(summaries),
+        on_busy_machine(decode_speed_falls(summaries), summaries),
     ]
     conversations = slots_hold_conversations(summaries)
     return verdicts if conversations is None else [*verdicts, conversations]

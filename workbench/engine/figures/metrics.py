@@ -56,6 +56,23 @@ def headline_decode_tok_s(tpot_p50_ms: float | None) -> float | None:
     return 1000.0 / tpot_p50_ms if tpot_p50_ms else None
 
 
+# The thresholds that mark a repeat's machine busy (``machine_load`` applies them), from the
+# spread measured on a quiet and a CPU-hogged two-core machine (docs: metrics, "Was the
+# machine busy?").
+BUSY_OTHER_CPU_SHARE = 0.25  # other processes' CPU time over the CPUs' capacity
+BUSY_STEAL_SHARE = 0.10  # a hypervisor's steal over the CPUs' capacity
+BUSY_SWAP_BYTES_PER_S = 1 * 2**20  # swapped in + out, per second of the repeat
+BUSY_PRESSURE_SHARE = 0.10  # PSI "some" memory stall over the repeat's wall time
+BUSY_FREQ_SHARE = 0.5  # lowest current / top CPU frequency seen
+
+MACHINE_BUSY_RULE = (
+    f"other processes over {BUSY_OTHER_CPU_SHARE:.0%} of the CPUs, steal over "
+    f"{BUSY_STEAL_SHARE:.0%}, swapping over {BUSY_SWAP_BYTES_PER_S / 2**20:g} MiB/s, memory "
+    f"pressure over {BUSY_PRESSURE_SHARE:.0%} of the time, a CPU throttled below "
+    f"{BUSY_FREQ_SHARE:.0%} of its top frequency, or another process on the GPU"
+)
+
+
 class Combine(Enum):
     """How one configuration's repeats make its figure. The value is the rule's name, as the
     documentation, the report and the tooltips print it."""
@@ -674,6 +691,13 @@ FIGURES: tuple[Figure, ...] = (
         "requests the run's stop (Ctrl-C, Stop) cut short or left unsent: not failures, left "
         "out of the latency figures; empty when none was",
         views=_ALL_TABLES, optional=True, late=True,
+    ),
+    Figure(
+        "machine_busy", "Busy machine", "busy machine", "", None, Combine.SETTING,
+        f"why something other than the server and the workbench shaped the numbers "
+        f"({MACHINE_BUSY_RULE}); `unknown` where the server runs elsewhere; empty when the "
+        "machine was quiet or the session did not record it (before schema 11)",
+        late=True,
     ),
     Figure(
         "spec_acceptance", "Draft acceptance", "draft accept", "share", 2, Combine.MEAN,

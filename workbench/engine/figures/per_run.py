@@ -17,6 +17,11 @@ from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
 from workbench.engine.figures.conversation_cache import turn_caches
 from workbench.engine.figures.cross_checks import run_cross_checks, tokens_per_chunk
+from workbench.engine.figures.machine_load import (
+    MachineLoad,
+    machine_busy_reason,
+    machine_unknown_reason,
+)
 from workbench.engine.figures.metrics import headline_decode_tok_s
 from workbench.engine.figures.per_request import (
     NS,
@@ -33,13 +38,14 @@ from workbench.engine.figures.vllm_names import vllm_figures
 
 @dataclass(frozen=True)
 class RunObservations:
-    """What was measured about one run besides its requests: the client's load, and the
-    server's counters just before and just after it (for the cross-checks)."""
+    """What was measured about one run besides its requests: the client's load, what else used
+    the machine, and the server's counters just before and just after it (for the cross-checks)."""
 
     load: ClientLoad | None = None
     counters_before: dict[str, float] | None = None
     counters_after: dict[str, float] | None = None
     slots_from_log: bool = False  # each request's slot was matched from the server's log
+    machine: MachineLoad | None = None
 
 
 @dataclass
@@ -83,6 +89,9 @@ class RunSummary:
     e2e_from_intended_p99_s: float | None = None
     loop_busy: float | None = None  # share of the run the measuring loop was busy
     client_limited: str | None = None  # why the client, not the server, shaped the numbers
+    machine_busy: str | None = None  # why other processes on the machine shaped them
+    machine_unknown: str | None = None  # why the server's machine load was not measured
+    machine_recorded: bool = False  # what else used the machine was measured (schema 11 on)
     tokens_per_chunk: float | None = None  # by the server's count; > 1: ITL is per chunk
     checks: list[str] = field(default_factory=list)  # each cross-check with the server
     checks_failed: list[str] = field(default_factory=list)  # those off by over 5 %
@@ -254,6 +263,9 @@ def summarize_run(
         e2e_from_intended_p99_s=percentile(e2e_intended, 99),
         loop_busy=load.loop_busy if load is not None else None,
         client_limited=client_limited_reason(dispatch_p99, load, ttft_p50),
+        machine_busy=machine_busy_reason(observed.machine),
+        machine_unknown=machine_unknown_reason(observed.machine),
+        machine_recorded=observed.machine is not None,
         tokens_per_chunk=tokens_per_chunk(measured),
         checks=[c.describe() for c in checks],
         checks_failed=[c.describe() for c in checks if not c.agrees],

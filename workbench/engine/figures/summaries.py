@@ -118,6 +118,10 @@ class ConfigSummary:
     def over_saturated(self) -> str | None:
         return wording.over_saturated(self)
 
+    @property
+    def machine_busy(self) -> str | None:
+        return wording.machine_busy(self)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

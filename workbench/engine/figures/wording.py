@@ -72,6 +72,24 @@ def over_saturated(summary: ConfigSummary) -> str | None:
     return _by_repeat(summary, "over_saturated")
 
 
+def machine_busy(summary: ConfigSummary) -> str | None:
+    """Why something besides the server and the workbench used the machine in any repeat
+    (``machine_load``), ``unknown: ...`` where the server's machine was not measured, or
+    None (quiet, or not recorded: sessions before schema 11)."""
+    if busy := _by_repeat(summary, "machine_busy"):
+        return busy
+    if unknown := _by_repeat(summary, "machine_unknown"):
+        return f"unknown: {unknown}"
+    return None
+
+
+def machine_mark(summary: ConfigSummary) -> str | None:
+    """``busy machine``, ``machine unknown`` (the server runs elsewhere), or None."""
+    if (machine := machine_busy(summary)) is None:
+        return None
+    return "machine unknown" if machine.startswith("unknown: ") else "busy machine"
+
+
 def trust_notes(summary: ConfigSummary) -> list[str]:
     """Why the configuration's numbers may not be the server's alone, or not the task the
     others did."""
@@ -83,12 +101,19 @@ def trust_notes(summary: ConfigSummary) -> list[str]:
         notes.append(f"client-limited: {limited}")
     if saturated := over_saturated(summary):
         notes.append(f"over-saturated: {saturated} (latencies grow with the run's length)")
+    if machine := machine_busy(summary):
+        unknown = machine.startswith("unknown: ")
+        notes.append(
+            f"machine load {machine}"
+            if unknown
+            else f"busy machine: {machine} (not the server's speed alone)"
+        )
     return notes + [f"cross-check: {text}" for text in checks_failed(summary)]
 
 
 def flags(summary: ConfigSummary) -> list[str]:
     """Short marks for a table's label cell: a status other than ok, not the same task,
-    client-limited, over-saturated, a failed cross-check."""
+    client-limited, over-saturated, a busy (or unknown) machine, a failed cross-check."""
     marks = [] if summary.status == ConfigStatus.OK else [summary.status]
     if not_same_task(summary):
         marks.append("not the same task")
@@ -96,6 +121,8 @@ def flags(summary: ConfigSummary) -> list[str]:
         marks.append("client-limited")
     if over_saturated(summary):
         marks.append("over-saturated")
+    if mark := machine_mark(summary):
+        marks.append(mark)
     if checks_failed(summary):
         marks.append("cross-check off")
     return marks

@@ -106,10 +106,11 @@ class Nvml:
 
     def used_by(self, pids: Collection[int]) -> Usage:
         """What NVML says of these processes on every GPU (raises what NVML raises)."""
-        listed, total, without_figure = False, 0, False
+        listed, total, without_figure, others = False, 0, False, set()
         for handle in self.handles:
             for proc in self.module.nvmlDeviceGetComputeRunningProcesses(handle):
-                if getattr(proc, "pid", None) not in pids:
+                if (pid := getattr(proc, "pid", None)) not in pids:
+                    others.add(pid)
                     continue
                 listed = True
                 used = getattr(proc, "usedGpuMemory", None)
@@ -119,13 +120,14 @@ class Nvml:
                     total += used
                 else:
                     without_figure = True
-        return Usage(listed, total if listed and not without_figure else None)
+        return Usage(listed, total if listed and not without_figure else None, len(others))
 
 
 @dataclass(frozen=True)
 class Usage:
     listed: bool  # NVML lists at least one of the processes
     bytes: int | None  # their GPU memory; None unless NVML gave a figure for each
+    others: int = 0  # other processes computing on the GPUs (a busy machine's sign)
 
 
 def describe(exc: Exception) -> str:
@@ -174,6 +176,8 @@ class GpuProbe:
         self._querying = False  # a query of this probe's has not returned
         self._skipped = 0
         self._listed_without_figure = False
+        # The most other processes NVML listed on the GPUs at once; None: never asked.
+        self.other_processes: int | None = None
 
     def sample(self, pids: Collection[int]) -> int | None:
         if self.stopped:
@@ -212,6 +216,7 @@ class GpuProbe:
                 NoticeLevel.WARNING,
                 f"GPU memory sampling stopped: NVML took {took:.1f} s to list the GPU's processes",
             )
+        self.other_processes = max(self.other_processes or 0, usage.others)
         if usage.listed and usage.bytes is None:
             self._listed_without_figure = True
         if usage.bytes is not None:

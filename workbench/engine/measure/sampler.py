@@ -17,8 +17,10 @@ import psutil
 
 from workbench.engine.base.states import NoticeLevel
 from workbench.engine.events import GpuSample, MetricsSample, Notice, ProcessSample, SlotsSample
+from workbench.engine.figures.machine_load import MachineLoad
 from workbench.engine.figures.server_kinds import parse_metrics
 from workbench.engine.measure.gpu_memory import GpuProbe
+from workbench.engine.measure.machine_load import MachineMeter
 from workbench.engine.measure.process_memory import process_measure
 from workbench.engine.net.bounded_http import Answer, bounded_get
 from workbench.engine.net.http_stream import ConnectFailed
@@ -232,6 +234,8 @@ class ServerSampler:
             with contextlib.suppress(psutil.Error):
                 self._probe = ProcessProbe(pid)
         self._headers = headers
+        self._pid = pid
+        self._machine: MachineMeter | None = None
         self._gpu: GpuProbe | None = None
         self._gpu_thread: _Ticker | None = None
         self._threads = [_Ticker("sampler-http", 1.0 / http_hz, self._sample_http, self._stop)]
@@ -248,9 +252,24 @@ class ServerSampler:
                 )
                 tell_once(emit, level, notice, None)
 
+    MACHINE_HZ = 1.0  # CPU frequency is a state the OS updates about this often
+
     def start(self) -> None:
+        # What else used the machine, from now to ``machine_load``: the server's machine is
+        # this one only when the workbench started it (a pid); else its load is unknown.
+        self._machine = MachineMeter(self._pid, judged=self._pid is not None)
+        self._threads.append(
+            _Ticker("sampler-machine", 1.0 / self.MACHINE_HZ, self._machine.sample, self._stop)
+        )
         for thread in self._threads:
             thread.start()
+
+    def machine_load(self) -> MachineLoad | None:
+        """What else used the machine between ``start`` and now (after ``stop``: the run)."""
+        if self._machine is None:
+            return None
+        gpu = self._gpu.other_processes if self._gpu is not None else None
+        return self._machine.read(gpu)
 
     def stop(self) -> None:
         self._stop.set()

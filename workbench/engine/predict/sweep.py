@@ -18,6 +18,7 @@ from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.config.experiment import Experiment, RunConfig, WorkloadSettings
 from workbench.engine.figures.metrics import figure
 from workbench.engine.figures.summaries import ConfigSummary, summarize
+from workbench.engine.figures.wording import machine_mark
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sized_prompts import input_lengths
 from workbench.engine.measure.workload import arrival_offsets
@@ -66,7 +67,8 @@ def against_rows(predicted: list[ConfigSummary], measured: list[ConfigSummary]) 
             error = prediction_error(p, m, f.key)
             shown = f"{f.cell(p)} / {f.cell(m)}"
             cells.append(shown if error is None else f"{shown} ({error:+.0%})")
-        rows.append([p.label, *cells])
+        mark = machine_mark(m)  # a busy machine, not the model, may explain the error
+        rows.append([p.label + (f" ({mark} when measured)" if mark else ""), *cells])
     return rows
 
 

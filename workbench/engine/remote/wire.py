@@ -41,6 +41,7 @@ EVENTS: dict[str, type] = {
         ev.SlotsSample,
         ev.SlotMatched,
         ev.ClientLoadMeasured,
+        ev.MachineLoadMeasured,
         ev.ServerCounters,
         ev.ConfigFinished,
         ev.Notice,

@@ -24,6 +24,7 @@ from workbench.engine.events import (
     ClientLoadMeasured,
     ConfigFinished,
     ConfigStarted,
+    MachineLoadMeasured,
     Notice,
     ServerCounters,
     ServerReady,
@@ -232,8 +233,10 @@ class ConfigRuns:
                     sampler.stop()
                     load = meter.read()
                     self.emit(ClientLoadMeasured(idx, repeat, load))
+                    if (machine := sampler.machine_load()) is not None:
+                        self.emit(MachineLoadMeasured(idx, repeat, machine))
                     measured.observed[repeat] = RunObservations(
-                        load, before, None, measured.slot_log is not None
+                        load, before, None, measured.slot_log is not None, machine
                     )
                 after = await asyncio.to_thread(fetch_counters, base_url, headers)
                 measured.observed[repeat] = replace(measured.observed[repeat], counters_after=after)

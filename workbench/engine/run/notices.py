@@ -91,9 +91,9 @@ def stopped_when_saturated(config: RunConfig, repeat: int, unsent: int) -> Notic
 
 
 def about_summary(config: RunConfig, summary: ConfigSummary) -> list[Notice]:
-    """What a configuration's figures call for: the client shaped them, its queue grew
-    without bound, a cross-check failed, or chunks carried several tokens each (so ITL is
-    between chunks)."""
+    """What a configuration's figures call for: the client shaped them, other processes on
+    the machine did, its queue grew without bound, a cross-check failed, or chunks carried
+    several tokens each (so ITL is between chunks)."""
     said = []
     if summary.client_limited:
         said.append(
@@ -109,6 +109,14 @@ def about_summary(config: RunConfig, summary: ConfigSummary) -> list[Notice]:
                 config,
                 f"over-saturated ({summary.over_saturated}): its latencies grow with the "
                 "run's length, so they compare only with a run as long",
+            )
+        )
+    if (machine := summary.machine_busy) and not machine.startswith("unknown: "):
+        said.append(
+            about_config(
+                config,
+                f"busy machine ({machine}): other processes, not only the server, shaped "
+                "these numbers; measure again on a quiet machine",
             )
         )
     said += [about_config(config, f"cross-check: {text}") for text in summary.checks_failed]

@@ -36,6 +36,7 @@ from workbench.engine.store.rows import (
     CLIENT_LOAD,
     CONFIGS,
     IMPORT_SOURCE,
+    MACHINE_LOAD,
     NOTICES,
     PREDICTED_REQUESTS,
     PREDICTION_LEFT_OUT,
@@ -122,6 +123,12 @@ class Session:
     def observations(self, config_index: int) -> dict[int, RunObservations]:
         """Per repeat, what was measured besides the requests (none before schema 4)."""
         loads = self.client_load(config_index)
+        machines = {
+            m.repeat: m.read()
+            for m in MACHINE_LOAD.select(
+                self._conn, self.schema_version, {"config_index": config_index}
+            )
+        }
         counters = {
             c.repeat: c
             for c in SERVER_COUNTERS.select(
@@ -132,13 +139,14 @@ class Session:
         # by a version that kept slots).
         from_log = self.managed and self.schema_version >= REQUEST_SLOTS.since
         observed = {}
-        for repeat in set(loads) | set(counters):
+        for repeat in set(loads) | set(counters) | set(machines):
             measured = counters.get(repeat)
             observed[repeat] = RunObservations(
                 load=loads.get(repeat),
                 counters_before=measured.before if measured else None,
                 counters_after=measured.after if measured else None,
                 slots_from_log=from_log,
+                machine=machines.get(repeat),
             )
         return observed
 

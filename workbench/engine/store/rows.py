@@ -5,7 +5,8 @@ sample, the server's counters, an import's source), that type is the declaration
 fields say how they are stored, ``base/columns.py``): the writer writes it as it is and the
 reader gives it back. The other tables declare a row of their own: the header, a
 configuration (``ConfigRow``: written at its start, its server's readiness and its end), a
-request's chunks and slot, the client's load per repeat (its event holds a ``ClientLoad``),
+request's chunks and slot, the client's load and the machine's per repeat (their events hold
+a ``ClientLoad`` and a ``MachineLoad``),
 the notices and server states (with the time they were stored), an imported file's
 figures and a run's prediction (each configuration's predicted summary, kept whole as JSON,
 its placed requests, and the configurations left out). Every table's SQL, INSERT, SELECT
@@ -15,7 +16,7 @@ and the checked reading of its rows come from its declaration (``table.py``).
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from workbench.engine.base.columns import column
@@ -35,6 +36,7 @@ from workbench.engine.events import (
     SlotsSample,
 )
 from workbench.engine.figures.client_limits import ClientLoad
+from workbench.engine.figures.machine_load import MachineLoad
 from workbench.engine.figures.predicted import ConfigPrediction, PredictedRequest
 from workbench.engine.store.checks import read_value, typed
 from workbench.engine.store.table import Table, Written
@@ -167,6 +169,21 @@ class StoredClientLoad:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class StoredMachineLoad(MachineLoad):
+    """What else used the machine during one repeat (``MachineLoad``'s fields, keyed)."""
+
+    config_index: int = column("config_idx")
+    repeat: int
+
+    @classmethod
+    def of(cls, config_index: int, repeat: int, load: MachineLoad) -> StoredMachineLoad:
+        return cls(config_index=config_index, repeat=repeat, **asdict(load))
+
+    def read(self) -> MachineLoad:
+        return MachineLoad(**{f.name: getattr(self, f.name) for f in fields(MachineLoad)})
+
+
 # A server state and a notice as stored: the event and the time the writer stored it.
 
 
@@ -286,6 +303,7 @@ PROCESS_SAMPLES = Table("process_samples", ProcessSample)
 GPU_SAMPLES = Table("gpu_samples", GpuSample, since=2)
 REQUEST_SLOTS = Table("request_slots", StoredRequestSlot, since=3, key=("config_index", "index"))
 CLIENT_LOAD = Table("client_load", StoredClientLoad, since=4, key=("config_index", "repeat"))
+MACHINE_LOAD = Table("machine_load", StoredMachineLoad, since=11, key=("config_index", "repeat"))
 SERVER_COUNTERS = Table("server_counters", ServerCounters, since=4, key=("config_index", "repeat"))
 METRICS_SAMPLES = Table("metrics_samples", MetricsSample)
 SLOTS_SAMPLES = Table("slots_samples", SlotsSample)
@@ -315,6 +333,7 @@ TABLES: tuple[Table[Any], ...] = (
     GPU_SAMPLES,
     REQUEST_SLOTS,
     CLIENT_LOAD,
+    MACHINE_LOAD,
     SERVER_COUNTERS,
     METRICS_SAMPLES,
     SLOTS_SAMPLES,

@@ -37,7 +37,8 @@ from workbench.engine.store.rows import TABLES
 #     remote_origin, for a session measured on another machine through the agent (older:
 #     every session was measured where it was written)
 # 11: requests' trace_line, the trace file's line a trace replay's request replays (older:
-#     not recorded)
+#     not recorded); machine_load, what else used the machine per repeat (older: not
+#     recorded, so never flagged busy)
 SCHEMA_VERSION = 11
 
 SCHEMA = "".join(f"{table.create_sql()};\n" for table in TABLES)

@@ -30,6 +30,7 @@ from workbench.engine.events import (
     ExperimentFinished,
     GpuSample,
     ImportedFrom,
+    MachineLoadMeasured,
     MetricsSample,
     Notice,
     PredictionMade,
@@ -47,6 +48,7 @@ from workbench.engine.store.rows import (
     CLIENT_LOAD,
     CONFIGS,
     IMPORT_SOURCE,
+    MACHINE_LOAD,
     NOTICES,
     PREDICTED_REQUESTS,
     PREDICTION,
@@ -66,6 +68,7 @@ from workbench.engine.store.rows import (
     StoredChunk,
     StoredClientLoad,
     StoredLeftOut,
+    StoredMachineLoad,
     StoredNotice,
     StoredPredictedRequest,
     StoredPrediction,
@@ -88,6 +91,7 @@ RECORDED_EVENTS = (
     SlotsSample,
     SlotMatched,
     ClientLoadMeasured,
+    MachineLoadMeasured,
     ServerCounters,
     ConfigFinished,
     Notice,
@@ -293,6 +297,9 @@ class SessionWriter:
             case ClientLoadMeasured(load=load):
                 row = StoredClientLoad.of(event.config_index, event.repeat, load)
                 CLIENT_LOAD.insert(conn, [row], replace=True)
+            case MachineLoadMeasured(load=load):
+                machine = StoredMachineLoad.of(event.config_index, event.repeat, load)
+                MACHINE_LOAD.insert(conn, [machine], replace=True)
             case SlotMatched():
                 slot = StoredRequestSlot(
                     config_index=event.config_index, index=event.index, slot=event.slot
