@@ -27,4 +27,6 @@ def test_a_run_beside_a_cpu_hog_is_flagged_busy(tmp_path, capsys) -> None:
     assert summary.machine_busy and "other processes used" in summary.machine_busy
     assert "busy machine (other processes used" in " ".join(ran.split())
     assert main(["show", str(path)]) == 0
-    assert "np=1 [busy machine]" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "np=1 [busy machine]" in shown
+    assert "machine load, np=1 repeat 1: other processes " in shown

@@ -51,6 +51,7 @@ from workbench.engine.analysis.verdicts import cache_verdicts, lab_verdicts
 from workbench.engine.base.errors import SessionError, WorkbenchError
 from workbench.engine.base.states import NoticeLevel
 from workbench.engine.base.words import plural
+from workbench.engine.figures.machine_load import describe as describe_machine
 from workbench.engine.interop.formats import KNOWN_FORMATS, import_file, one_per_run
 from workbench.engine.interop.vllm_result import write_vllm_results
 from workbench.engine.store import open_session
@@ -245,6 +246,12 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
             if config.error:
                 text = escape(f"{config.label}: {config.error}")
                 console.print(f"[red]{text}[/red]", highlight=False)
+        for config in session.configs:  # what else used the machine (schema 11 on)
+            for repeat, observed in sorted(session.observations(config.index).items()):
+                if observed.machine is not None:
+                    where = f"{config.label} repeat {repeat + 1}"
+                    text = f"machine load, {where}: {describe_machine(observed.machine)}"
+                    console.print(text, markup=False, highlight=False, soft_wrap=True)
         checks = memory_checks(session)
         if checks:
             console.print(memory_table(checks))

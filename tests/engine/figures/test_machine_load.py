@@ -11,6 +11,7 @@ from workbench.engine.analysis.verdicts import INCONCLUSIVE, SUPPORTED, lab_verd
 from workbench.engine.events import MachineLoadMeasured
 from workbench.engine.figures.machine_load import (
     MachineLoad,
+    describe,
     machine_busy_reason,
     machine_unknown_reason,
 )
@@ -98,3 +99,13 @@ def test_machine_load_fields_are_stored_whole(tmp_path) -> None:
     with open_session(machine_sweep(tmp_path / "busy.session.sqlite", QUIET, HOGGED)) as s:
         assert {r: o.machine for r, o in s.observations(1).items()} == {0: HOGGED}
     assert isinstance(HOGGED, MachineLoad)
+
+
+def test_show_describes_each_figure_and_says_unknown_where_the_os_does_not() -> None:
+    assert describe(HOGGED) == (
+        "other processes 64% of 2 cores, steal 0%, load average 4.30, swap in/out unknown, "
+        "memory stall unknown, CPU frequency unknown, other GPU processes unknown"
+    )
+    elsewhere = dataclasses.replace(HOGGED, judged=False, cpu_freq_share=0.9)
+    assert "CPU frequency 90% of top" in describe(elsewhere)
+    assert describe(elsewhere).endswith("(this machine's; the server's is unknown)")

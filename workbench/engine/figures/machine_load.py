@@ -49,6 +49,28 @@ class MachineLoad:
         return self.other_cpu_s / self.capacity_s if self.capacity_s > 0 else 0.0
 
 
+def describe(load: MachineLoad) -> str:
+    """Every figure of a repeat's machine load in one line, ``unknown`` where the OS (or
+    NVML) does not say, as ``show`` prints it."""
+
+    def known(value: object, text: str) -> str:
+        return "unknown" if value is None else text
+
+    swap = load.swap_in_bytes, load.swap_out_bytes
+    parts = [
+        f"other processes {load.other_cpu_share:.0%} of {load.cores} cores",
+        "steal " + known(load.steal_s, f"{(load.steal_s or 0) / load.capacity_s:.0%}"),
+        "load average " + known(load.load_avg, f"{load.load_avg or 0:.2f}"),
+        "swap in/out "
+        + known(swap[0], f"{(swap[0] or 0) / 2**20:.1f}/{(swap[1] or 0) / 2**20:.1f} MiB"),
+        "memory stall " + known(load.memory_pressure_s, f"{load.memory_pressure_s or 0:.2f} s"),
+        "CPU frequency " + known(load.cpu_freq_share, f"{load.cpu_freq_share or 0:.0%} of top"),
+        "other GPU processes " + known(load.gpu_other_processes, f"{load.gpu_other_processes}"),
+    ]
+    text = ", ".join(parts)
+    return text if load.judged else f"{text} (this machine's; the server's is unknown)"
+
+
 def machine_busy_reason(load: MachineLoad | None) -> str | None:
     """Why the machine was busy during a repeat, or None (quiet, or not judged)."""
     if load is None or not load.judged or load.wall_s <= 0:
