@@ -93,8 +93,8 @@ def test_export_writes_the_figures_last_and_each_later_turns_re_prefilled_tokens
     with requests.open() as fh:
         reader = csv.DictReader(fh)
         rows = list(reader)
-    assert list(reader.fieldnames or [])[-4:] == [
-        "conversation", "turn", "reprefilled_tokens", "worker"  # worker: the latest column
+    assert list(reader.fieldnames or [])[-5:] == [
+        "conversation", "turn", "reprefilled_tokens", "worker", "trace_line"  # the latest last
     ]  # fmt: skip
     assert [row["reprefilled_tokens"] for row in rows[:6]] == ["", "", "74", "74", "154", "154"]
 
