@@ -11,12 +11,20 @@ from pathlib import Path
 
 import psutil
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.sshd import ssh_env, sshd  # noqa: F401 (fixtures: the real OpenSSH server)
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.server.discovery import default_model_path, find_server_binary
 
 SERVER_NAMES = {"llama-server"}
+
+# The fuzz tests (tests/fuzz/): a few hundred cases a reader in `make test`, and the 1,000 or
+# more a reader must take before landing with HYPOTHESIS_PROFILE=landing.
+_FUZZ = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "database": None}
+settings.register_profile("default", max_examples=200, **_FUZZ)
+settings.register_profile("landing", max_examples=1000, **_FUZZ)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 

@@ -1,0 +1,75 @@
+"""The one voice of validation: a pydantic report becomes one line a user can act on."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field
+
+from workbench.engine.base.errors import ImportFileError, WorkbenchError
+from workbench.engine.base.validation import place, shown, validated
+
+
+class _Run(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    ttft_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    count: Annotated[int, Field(ge=1, le=100)]
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+    version: Literal[1]
+    runs: list[_Run]
+
+
+def test_a_valid_value_comes_back_typed():
+    got = validated(_File, {"version": 1, "runs": [{"ttft_ms": 1, "count": 2}]}, "f.json")
+    assert got.runs[0] == _Run(ttft_ms=1.0, count=2)
+
+
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        ({"version": 2, "runs": []}, "f.json: version must be 1, got 2"),
+        (
+            {"version": 1, "runs": [{"ttft_ms": -1, "count": 2}]},
+            "f.json: runs[0].ttft_ms must be greater than or equal to 0, got -1",
+        ),
+        (
+            {"version": 1, "runs": [{"ttft_ms": 1, "count": 2.0}]},
+            "f.json: runs[0].count must be a whole number, got 2.0",
+        ),
+        (
+            {"version": 1, "runs": [{"ttft_ms": 1, "count": 2, "x": 0}]},
+            "f.json: runs[0].x is not a field here",
+        ),
+        ({"version": 1}, "f.json: runs is missing"),
+        ([1], "f.json: must be a table, got [1]"),
+        (
+            {"version": 1, "runs": [{"ttft_ms": float("nan"), "count": 1}]},
+            "f.json: runs[0].ttft_ms must be a finite number, got nan",
+        ),
+    ],
+)
+def test_the_first_problem_in_one_line(value, line):
+    with pytest.raises(ImportFileError) as caught:
+        validated(_File, value, "f.json", ImportFileError)
+    assert str(caught.value) == line
+
+
+def test_a_huge_value_is_named_short():
+    with pytest.raises(WorkbenchError) as caught:
+        validated(_File, {"version": 1, "runs": [{"ttft_ms": 1, "count": "x" * 10**6}]}, "f")
+    assert len(str(caught.value)) < 200
+
+
+def test_text_is_not_a_number_when_strict():
+    with pytest.raises(WorkbenchError, match="must be a number"):
+        validated(float, "1.5", "flag")
+    assert validated(float, "1.5", "flag", strict=False) == 1.5
+
+
+def test_places_and_values_read_as_a_user_writes_them():
+    assert place(("runs", 2, "ttft_ms")) == "runs[2].ttft_ms"
+    assert shown("y" * 500).count("y") < 100
