@@ -7,6 +7,7 @@ import pytest
 from tests.ui.test_run_model import S, started
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.events import FirstToken, RequestFinished
+from workbench.ui.captions import phase_of
 from workbench.ui.run_model import RunModel
 from workbench.ui.views.gantt import FAILED_MIN_SHARE, GanttView
 from workbench.ui.views.gantt_rows import segments
@@ -55,6 +56,37 @@ def test_a_request_that_timed_out_in_the_queue_leaves_its_slots_lane_to_the_work
     widths = list(gantt.bars["failed"].opts["width"])
     assert widths == [pytest.approx(FAILED_MIN_SHARE * 400.0), pytest.approx(20.0)]
     assert list(gantt.bars["queued"].opts["width"]) == []
+
+
+def test_a_request_a_stop_cut_short_is_cancelled_not_failed(qtbot):
+    """A stop (Ctrl-C, Stop) cut the second request mid-answer: its bar, its pane's state and
+    the caption call it cancelled, in its own colour; the server's failure stays failed."""
+    model = RunModel()
+    started(model, 2)
+    model.apply([FirstToken(0, 0, 1, 10 * S)])
+    model.apply(
+        [
+            RequestFinished(
+                RequestRecord(0, 0, 0, "p", t_submit_ns=0, t_done_ns=5 * S, error="HTTP 500")
+            ),
+            RequestFinished(
+                RequestRecord(
+                    0, 0, 1, "p", t_submit_ns=0, t_first_token_ns=10 * S, t_done_ns=20 * S,
+                    error="cancelled after 3 token chunks",
+                )
+            ),
+        ]
+    )  # fmt: skip
+    failed, cut = model.ordered()
+    assert (failed.state, cut.state) == ("failed", "cancelled")
+    assert segments(cut, 30.0)[-1] == ("cancelled", 10.0, 20.0)
+    gantt = GanttView()
+    qtbot.addWidget(gantt)
+    gantt.sync(model, 30.0)
+    assert list(gantt.bars["cancelled"].opts["width"]) == [pytest.approx(10.0)]
+    assert len(gantt.bars["failed"].opts["width"]) == 1
+    phase = phase_of(model)
+    assert (phase.failed, phase.cancelled) == (1, 1)
 
 
 def test_a_whole_answer_is_split_by_the_servers_timings():

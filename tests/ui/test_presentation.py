@@ -77,6 +77,19 @@ DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo" / "slots-1-2-4
             "2 slots: 6 of 8 answered in 3.0 s, 2 failed",
         ),
         (Phase("np=2", 2, failed=8, status="complete"), "2 slots: all 8 failed"),
+        (
+            Phase("np=2", 2, done=5, failed=1, cancelled=2, span_s=3.0, status="cancelled"),
+            "2 slots: 5 of 8 answered in 3.0 s, 1 failed, 2 cancelled",
+        ),
+        (Phase("np=2", 2, cancelled=8, status="cancelled"), "2 slots: all 8 cancelled"),
+        (
+            Phase("np=2", 2, failed=1, cancelled=1, status="cancelled"),
+            "2 slots: 0 of 2 answered, 1 failed, 1 cancelled",
+        ),
+        (
+            Phase("np=4", 4, decoding=3, done=4, cancelled=1, status="running"),
+            "8 requests, 4 slots: 3 decoding together, 4 answered, 1 cancelled",
+        ),
         (Phase("np=2", 2, failed=1, status="complete"), "2 slots: the request failed"),
         (Phase("ext", None, done=3, span_s=1.0, status="complete"), "ext: all 3 answered in 1.0 s"),
         (Phase("np=2", 2, queued=5, done=3, status="cancelled"), "Stopped: 3 of 8 answered"),

@@ -22,13 +22,18 @@ class Phase:
     decoding: int = 0
     done: int = 0
     failed: int = 0
+    cancelled: int = 0  # cut short or left unsent by a stop: the user's doing, not a failure
     span_s: float | None = None  # first request sent to last one over, once all are over
     status: RunStatus | None = None  # the run's (or the replayed session's): RunModel.status
     starting: bool = False  # its server is being started: its requests are not sent yet
 
     @property
     def requests(self) -> int:
-        return self.queued + self.prefill + self.decoding + self.done + self.failed
+        return self.queued + self.prefill + self.decoding + self.done + self.unanswered
+
+    @property
+    def unanswered(self) -> int:
+        return self.failed + self.cancelled
 
 
 def phase_of(model: RunModel) -> Phase:
@@ -72,8 +77,7 @@ def caption(phase: Phase) -> str:
         parts.append(f"all {n} waiting" if phase.queued == n else f"{phase.queued} waiting")
     if phase.done:
         parts.append(f"{phase.done} answered")
-    if phase.failed:
-        parts.append(f"{phase.failed} failed")
+    parts += _cut(phase)
     head = f"{plural(n, 'request')}, {who}" if phase.slots else plural(n, "request")
     return f"{head}: {', '.join(parts)}"
 
@@ -81,11 +85,18 @@ def caption(phase: Phase) -> str:
 def _outcome(phase: Phase) -> str:
     """How a configuration whose requests are all over ended."""
     n, took = phase.requests, f" in {phase.span_s:.1f} s" if phase.span_s is not None else ""
-    if phase.failed == 0:
+    if phase.unanswered == 0:
         return f"the request answered{took}" if n == 1 else f"all {n} answered{took}"
-    if phase.done == 0:
-        return "the request failed" if n == 1 else f"all {n} failed"
-    return f"{phase.done} of {n} answered{took}, {phase.failed} failed"
+    if phase.done == 0 and not (phase.failed and phase.cancelled):
+        how = "failed" if phase.failed else "cancelled"
+        return f"the request {how}" if n == 1 else f"all {n} {how}"
+    return f"{phase.done} of {n} answered{took}, {', '.join(_cut(phase))}"
+
+
+def _cut(phase: Phase) -> list[str]:
+    """The requests that ended without an answer, failed apart from cancelled."""
+    counts = ((phase.failed, "failed"), (phase.cancelled, "cancelled"))
+    return [f"{count} {how}" for count, how in counts if count]
 
 
 CALIBRATE = "(Calibrate, Server tab)"

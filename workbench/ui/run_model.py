@@ -455,7 +455,13 @@ class RunModel:
             )
             view.decode_tok_s = metrics.decode_tok_s
         else:
-            view.state = RequestState.DONE if record.ok else RequestState.FAILED
+            view.state = (
+                RequestState.DONE
+                if record.ok
+                else RequestState.CANCELLED
+                if record.cancelled
+                else RequestState.FAILED
+            )
             view.error = record.error
         ch.requests.add(key)
         ch.gantt = True

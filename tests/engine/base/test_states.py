@@ -19,7 +19,7 @@ STORED_WORDS = {
     RunStatus: ["running", "complete", "cancelled", "failed", "incomplete"],
     ConfigStatus: ["running", "ok", "failed", "cancelled"],
     ServerState: ["idle", "starting", "healthy", "running", "stopping", "stopped", "crashed"],
-    RequestState: ["queued", "prefill", "decoding", "done", "failed"],
+    RequestState: ["queued", "prefill", "decoding", "done", "failed", "cancelled"],
     NoticeLevel: ["info", "warning", "error"],
 }
 
@@ -35,7 +35,11 @@ def test_each_state_is_its_stored_word(states) -> None:
 
 
 def test_request_states_are_named_for_the_views() -> None:
-    assert [s.label for s in RequestState] == ["queued", "prefill", "decode", "done", "failed"]
-    assert [s for s in RequestState if s.finished] == [RequestState.DONE, RequestState.FAILED]
+    assert [s.label for s in RequestState] == [
+        "queued", "prefill", "decode", "done", "failed", "cancelled"
+    ]  # fmt: skip
+    assert [s for s in RequestState if s.finished] == ["done", "failed", "cancelled"]
+    assert [s for s in RequestState if s.cut] == ["failed", "cancelled"]
     assert RequestState.QUEUED.meaning == "waiting for a slot"
-    assert {s.meaning for s in RequestState if s is not RequestState.QUEUED} == {""}
+    assert RequestState.CANCELLED.meaning == "stopped by the user"
+    assert {s.meaning for s in RequestState if s not in ("queued", "cancelled")} == {""}

@@ -50,6 +50,8 @@ class RequestState(StrEnum):
     DECODING = "decoding"
     DONE = "done"
     FAILED = "failed"
+    CANCELLED = "cancelled"
+    """Cut short or left unsent by a stop (Ctrl-C, Stop): the user's doing, not a failure."""
 
     @property
     def label(self) -> str:
@@ -58,11 +60,16 @@ class RequestState(StrEnum):
     @property
     def meaning(self) -> str:
         """What the state means, where a legend has room to say it."""
-        return "waiting for a slot" if self is RequestState.QUEUED else ""
+        return _REQUEST_MEANINGS.get(self, "")
 
     @property
     def finished(self) -> bool:
-        return self in (RequestState.DONE, RequestState.FAILED)
+        return self in (RequestState.DONE, RequestState.FAILED, RequestState.CANCELLED)
+
+    @property
+    def cut(self) -> bool:
+        """Ended without its answer (failed or cancelled): its bar ends where it was cut."""
+        return self in (RequestState.FAILED, RequestState.CANCELLED)
 
 
 _REQUEST_LABELS = {
@@ -71,6 +78,11 @@ _REQUEST_LABELS = {
     RequestState.DECODING: "decode",
     RequestState.DONE: "done",
     RequestState.FAILED: "failed",
+    RequestState.CANCELLED: "cancelled",
+}
+_REQUEST_MEANINGS = {
+    RequestState.QUEUED: "waiting for a slot",
+    RequestState.CANCELLED: "stopped by the user",
 }
 
 

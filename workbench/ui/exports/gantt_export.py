@@ -48,8 +48,11 @@ def drawn_views(model: RunModel, title: str) -> Iterator[tuple[str, GanttView]]:
             legend.clear()
             users, count = conversation_legend(model)
             for name in SEGMENTS[1:] if lanes else SEGMENTS:  # a slot's lane never waits
-                if not (users and name is RequestState.DECODING):  # a conversation's colour
-                    legend.addItem(view.bars[name], name.label)
+                if users and name is RequestState.DECODING:  # a conversation's colour
+                    continue
+                if name is RequestState.CANCELLED and not len(view.bars[name].opts["width"]):
+                    continue  # a stop's mark, named only where a stop cut something
+                legend.addItem(view.bars[name], name.label)
             for user, colour in users:
                 legend.addItem(view.conversation_bars[colour], user)
             if count > len(users):

@@ -239,7 +239,7 @@ class GanttView(Plot):
                 talking = colour is not None and name is RequestState.DECODING
                 x0s, widths, ys = talks[colour] if talking else spans[name]
                 x0s.append(x0)
-                least = FAILED_MIN_SHARE * shown if name is RequestState.FAILED else 0.0
+                least = FAILED_MIN_SHARE * shown if name.cut else 0.0
                 widths.append(max(x1 - x0, least))
                 ys.append(row)
             if (marked := lost_span(view, now)) is not None:

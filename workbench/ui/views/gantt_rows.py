@@ -14,7 +14,13 @@ from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme.palette import theme_data
 
 # The states a bar is drawn in.
-SEGMENTS = (RequestState.QUEUED, RequestState.PREFILL, RequestState.DECODING, RequestState.FAILED)
+SEGMENTS = (
+    RequestState.QUEUED,
+    RequestState.PREFILL,
+    RequestState.DECODING,
+    RequestState.FAILED,
+    RequestState.CANCELLED,
+)
 STEADY_OPACITY = 0.14  # of the theme's steady colour: a shade behind the bars, not over them
 REPREFILLED = "history re-prefilled"  # a lost turn's mark, as its legend names it
 LATE_S = DISPATCH_LIMIT_MS / 1000  # sent this much after it was due: its tick says it was late
@@ -80,14 +86,14 @@ def segments(view: RequestView, now: float) -> list[tuple[RequestState, float, f
     if view.t_submit is None:
         return []
     start = view.t_submit
-    if view.state is RequestState.FAILED:
-        # Grey while it waited, vermillion from when a slot had it (a mark at its end when
-        # none did): a request that timed out in the queue never held a slot, and in a
-        # slot's lane it must not cover the work the slot did meanwhile.
+    if view.state.cut:
+        # Grey while it waited, its state's colour from when a slot had it (a mark at its
+        # end when none did): a request that timed out in the queue never held a slot, and
+        # in a slot's lane it must not cover the work the slot did meanwhile.
         end = view.t_done or now
         served = next((t for t in (view.t_prefill, view.t_first) if t is not None), end)
         waited = [(RequestState.QUEUED, start, served)] if served > start else []
-        return [*waited, (RequestState.FAILED, served, end)]
+        return [*waited, (view.state, served, end)]
     if view.state is RequestState.DONE and view.t_first is None:  # no token generated
         return [(RequestState.QUEUED, start, view.t_done or start)]
     if view.state is RequestState.DONE and view.t_first is not None:
