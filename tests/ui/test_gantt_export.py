@@ -85,6 +85,7 @@ def test_each_view_shows_its_whole_time_range_and_its_whole_legend(sweep_session
         ends = [x0 + w for bars in view.bars.values() for x0, w in bar_spans(bars)]
         assert max(ends) < plot.vb.viewRange()[0][1], stem  # the last bar ends in the view
         legend = plot.legend
+        assert legend.isVisible(), stem  # once hidden with the window's prediction entry
         assert shown.contains(legend.sceneBoundingRect()), stem
         names = [label.text for _, label in legend.items]
         # The states' own names, as the window's legend gives them.

@@ -20,6 +20,7 @@ from workbench.ui.views.charts import discard, export_widget
 from workbench.ui.views.gantt import TITLES, GanttView
 from workbench.ui.views.gantt_rows import (
     DUE,
+    GHOST,
     REPREFILLED,
     SEGMENTS,
     SENT_LATE,
@@ -40,7 +41,10 @@ def drawn_views(model: RunModel, title: str) -> Iterator[tuple[str, GanttView]]:
     """Each of ``VIEWS`` drawn in turn, ready for its files: the file stem and the view (one
     view, drawn again for each), with a legend of the colours it shows; deleted after."""
     view = GanttView()
-    legend = view.getPlotItem().addLegend(offset=(-10, 10), labelTextSize="9pt")
+    # The plot's one legend, which the window keeps for the prediction's entry alone and
+    # hides when there is none: here it names every colour, and always shows.
+    legend = view.ghost_legend
+    legend.anchor((1, 0), (1, 0), offset=(-10, 10))
     try:
         for stem, lanes in VIEWS:
             view.set_lanes(lanes)
@@ -59,6 +63,8 @@ def drawn_views(model: RunModel, title: str) -> Iterator[tuple[str, GanttView]]:
                 legend.addItem(view.conversation_bars[0], f"… {count} users: colours repeat")
             if users:
                 legend.addItem(view.lost, REPREFILLED)
+            if len(view.ghosts.opts["width"]):
+                legend.addItem(view.ghosts, GHOST)
             for ticks, item, label in zip(
                 view.tick_times(),
                 (view.arrivals, view.late_arrivals),
@@ -67,6 +73,7 @@ def drawn_views(model: RunModel, title: str) -> Iterator[tuple[str, GanttView]]:
             ):
                 if ticks:
                     legend.addItem(item, label)
+            legend.show()
             view.getPlotItem().setTitle(
                 f"{TITLES[lanes]}<br><span style='font-size:9pt'>{html.escape(title)}</span>"
             )
