@@ -35,7 +35,7 @@ def error_lines(stderr: str) -> list[str]:
     [
         ("garbage.session.sqlite", "is not a workbench session"),
         ("missing.session.sqlite", "session file not found"),
-        (".", "not found"),  # a folder
+        (".", "is a folder, not a session file"),
     ],
 )
 def test_a_session_that_does_not_open_says_why_on_stderr(tmp_path, name, said):

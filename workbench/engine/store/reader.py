@@ -354,6 +354,8 @@ def _remove(folder: Path | None) -> None:
 
 def open_session(path: str | Path) -> Session:
     p = Path(path)
+    if p.is_dir():
+        raise SessionError(f"{p} is a folder, not a session file (*.session.sqlite)")
     if not p.is_file():
         raise SessionError(f"session file not found: {p}")
     tmp: Path | None = None
