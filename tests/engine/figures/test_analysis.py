@@ -76,6 +76,33 @@ def test_percentile_matches_numpy_linear(seed: int, q: float) -> None:
     assert percentile(values, q) == pytest.approx(expected, rel=1e-12, abs=1e-12)
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_the_vllm_named_percentiles_are_the_catalogues_to_the_last_digit(seed: int) -> None:
+    """One percentile in one run: vLLM's ``median_`` and ``p99_`` figures (numpy's
+    ``np.median`` and ``np.percentile`` once) and the catalogue's p50 and p99 (the workbench's
+    own interpolation once) are one computation, so they agree exactly, not to a tolerance."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for i in range(int(rng.integers(2, 40))):
+        submit = float(rng.uniform(0, 500))
+        gaps = np.cumsum(rng.exponential(20.0, size=int(rng.integers(2, 8))))
+        chunks = tuple(submit + float(rng.exponential(100.0)) + gaps)
+        records.append(make_record(i, submit_ms=submit, chunk_ms=chunks, usage=len(chunks)))
+    s = summarize_run(records)
+    for name, p50, p99 in (
+        ("ttft", s.ttft_p50_s * 1000, s.ttft_p99_s * 1000),
+        ("tpot", s.tpot_p50_ms, s.tpot_p99_ms),
+        ("itl", s.itl_p50_ms, s.itl_p99_ms),
+        ("e2el", s.e2e_p50_s * 1000, s.e2e_p99_s * 1000),
+    ):
+        assert s.vllm[f"median_{name}_ms"] == p50, name
+        assert s.vllm[f"p99_{name}_ms"] == p99, name
+    # and both are numpy's definition, to its rounding
+    ttfts = [m.ttft_s for r in records if (m := request_metrics(r)) is not None]
+    assert s.vllm["p99_ttft_ms"] == pytest.approx(float(np.percentile(ttfts, 99)) * 1000)
+    assert s.vllm["median_ttft_ms"] == pytest.approx(float(np.median(ttfts)) * 1000)
+
+
 # -- one request ------------------------------------------------------------------------
 def test_request_metrics_from_known_times() -> None:
     # submit at 0; chunks at 100, 120, 150, 160 ms; the server says 4 tokens, 30 ms prefill

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,11 +18,15 @@ from workbench.engine.base.records import RequestRecord
 NS = 1e9
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default), None when empty."""
-    if not values:
-        return None
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """The ``q``-th percentile of ``values`` (``q`` from 0 to 100), None when there are none:
+    the program's one percentile, so that every p50, p90 and p99 it shows (the catalogue's,
+    the steady state's, the vLLM-named figures, the benchmarks') is the same number for the
+    same requests. Linear interpolation between the closest ranks, as the catalogue defines
+    it (numpy's default ``linear`` method, Hyndman and Fan's type 7)."""
     data = sorted(values)
+    if not data:
+        return None
     pos = (len(data) - 1) * q / 100.0
     lo, hi = math.floor(pos), math.ceil(pos)
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
