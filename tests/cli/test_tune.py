@@ -12,6 +12,7 @@ from workbench.cli import tune_commands
 from workbench.cli.exit_codes import EXIT_NOT_VERIFIED
 from workbench.cli.main import main
 from workbench.engine.tune.records import Recommendation, TriedConfig, TuneRequest
+from workbench.engine.tune.verdict import verdict_words
 
 TUNE = ["tune", "--slo", "ttft_p90:2000"]
 
@@ -115,7 +116,9 @@ def test_a_verified_recommendation_is_written_and_its_command_printed(
     assert request.traffic == {"input_tokens": 512, "max_tokens": 128}
     text = capsys.readouterr().out
     assert "peak concurrent users = 400 registered x 0.02 online = 8" in text
-    assert "verified: np=2 at 8 users: ttft_p90 1500 ms (<= 2000)" in text
+    assert "Recommended: np=2 (slots=2).\n" in text
+    assert "Verified on the real server at 8 users at once: TTFT p90 1500 ms (<= 2000)." in text
+    assert "Tried 2 configurations (2 measured) in 0 s." in text
     assert "\nllama-server -m m.gguf -np 2\n" in text
     assert "(the model predicted it would meet)" in text
     document = json.loads((out / "recommendation.json").read_text())
@@ -128,8 +131,27 @@ def test_an_unverified_tune_says_why_and_exits_non_zero(tmp_path, capsys, monkey
     code = main([*TUNE, "--users", "4", "--out", str(tmp_path)])
     assert code == EXIT_NOT_VERIFIED
     text = capsys.readouterr().out
-    assert "not verified: no candidate met the SLO: the closest, np=1" in text
+    assert f"No recommendation: {MISSED}.\n" in text
     assert not json.loads((tmp_path / "recommendation.json").read_text())["verified"]
+
+
+@pytest.mark.parametrize("verified", [True, False])
+def test_the_verdict_is_the_tune_tabs_words(tmp_path, capsys, monkeypatch, verified):
+    """The CLI and the window say one answer the same way: every line of the engine's
+    verdict, as the Tune tab shows it, is printed."""
+    fake_tune(monkeypatch, verified)
+    searched = tune_commands.tune
+    answers: list[Recommendation] = []
+
+    def tune(request, progress, cancel):
+        answers.append(searched(request, progress, cancel))
+        return answers[-1]
+
+    monkeypatch.setattr(tune_commands, "tune", tune)
+    main([*TUNE, "--users", "4", "--out", str(tmp_path)])
+    text = capsys.readouterr().out
+    (answer,) = answers
+    assert all(f"{line}\n" in text for line in verdict_words(answer))
 
 
 def test_a_trace_or_conversations_become_the_traffic(tmp_path, monkeypatch):

@@ -21,16 +21,10 @@ from workbench.engine.tune.records import (
     TuneProgress,
     TuneRequest,
 )
+from workbench.engine.tune.verdict import progress_words, verdict_words
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.panels.experiment_form import ExperimentForm
-from workbench.ui.panels.tune_panel import (
-    TRACE,
-    SloRow,
-    TunePanel,
-    done_share,
-    progress_words,
-    verdict_words,
-)
+from workbench.ui.panels.tune_panel import TRACE, SloRow, TunePanel, done_share
 
 
 class FakeTune:
@@ -108,6 +102,7 @@ def test_progress_reaches_the_window_thread_and_the_answer_is_shown(
     assert "TPOT p50 80 ms (<= 120)" in verdict
     assert "It holds 0.9 requests/s (Poisson) within the SLO." in verdict
     assert "Tried 7 configurations (3 measured)" in verdict
+    assert verdict == "\n".join(verdict_words(panel.recommendation))  # as the CLI says it
     table = panel.table
     rows = [[table.item(r, c).text() for c in range(table.columnCount())] for r in range(3)]
     assert rows[0][:5] == ["np=4 f16", "measured", "1400", "80", "96.0"]

@@ -26,6 +26,7 @@ from workbench.engine.tune.answer import write_recommendation
 from workbench.engine.tune.records import Recommendation, TuneProgress, TuneRequest, rounded
 from workbench.engine.tune.search import tune
 from workbench.engine.tune.slo_targets import parse_slos, value_ms
+from workbench.engine.tune.verdict import progress_words, time_spent, verdict_words
 
 DEFAULT_BUDGET = "10m"
 FOLLOW_S = 0.2
@@ -204,26 +205,20 @@ def _follow(
                 continue
             if latest:
                 now = latest[-1]
-                eta = "" if now.eta_s is None else f", about {_minutes(now.eta_s)} left"
                 bar.update(
                     task,
                     completed=min(now.elapsed_s, now.budget_s),
                     description=escape(now.text),
                     phase=now.phase,
-                    clock=f"{_minutes(now.elapsed_s)}{eta}",
+                    clock=time_spent(now),
                 )
                 if not show_bar and now.text != said:
                     said = now.text
-                    console.print(f"{now.phase}: {escape(now.text)}", highlight=False)
+                    console.print(progress_words(now), markup=False, highlight=False)
     found = outcome[0]
     if isinstance(found, BaseException):
         return found
     return found, cancel.is_set()
-
-
-def _minutes(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    return f"{seconds // 60}:{seconds % 60:02d}"
 
 
 def _report(r: Recommendation, request: TuneRequest, console: Console, cancelled: bool) -> int:
@@ -235,21 +230,15 @@ def _report(r: Recommendation, request: TuneRequest, console: Console, cancelled
 
     chart = folder / "pareto.png"
     write_pareto_chart(r, chart)
+    headline, *rest = verdict_words(r)
+    colour = "green" if r.winner is not None and r.verified else "red"
+    console.print(f"[{colour}]{escape(headline)}[/{colour}]", highlight=False, soft_wrap=True)
+    console.print("\n".join(rest), markup=False, highlight=False, soft_wrap=True)
     if r.winner is not None and r.verified:
-        measured = ", ".join(
-            f"{s.name} {value_ms(s, r.measured):.0f} ms (<= {s.limit_ms:g})" for s in r.slos
-        )
-        console.print(
-            f"[green]verified[/green]: {escape(r.winner.label)} at {r.users} users: {measured}"
-        )
-        console.print(r.rate_said())
         console.print("serve with:")
         console.print(r.command_line or "", markup=False, highlight=False, soft_wrap=True)
-    else:
-        console.print(f"[red]not verified[/red]: {escape(r.reason or '')}", soft_wrap=True)
     console.print(
-        f"recommendation: {path}\nchart: {chart}\n"
-        f"session: {r.session_path or 'none (nothing ran)'}",
+        f"recommendation: {path}\nchart: {chart}",
         markup=False,
         highlight=False,
         soft_wrap=True,

@@ -2,7 +2,8 @@
 search, a budget), its progress as it goes, the tried configurations charted, and its answer:
 the recommended settings, measured or only predicted (always said), what they hold, the
 runners-up and why they lost, the server's command line, and "Use these settings", which
-fills the experiment form."""
+fills the experiment form. Its progress line and its verdict are ``workbench tune``'s words
+(``engine/tune/verdict``)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ from workbench.engine.tune.records import (
 from workbench.engine.tune.search import verification_workload
 from workbench.engine.tune.slo_targets import value_ms
 from workbench.engine.tune.space import NOT_SEARCHED, parse_space
+from workbench.engine.tune.verdict import clock, progress_words, settings_words, verdict_words
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.controllers.tune_controller import TuneController, TuneFunction
 from workbench.ui.panels.pickers import ChoiceDialog, model_picker
@@ -64,14 +66,6 @@ FIXED, TRACE, CONVERSATIONS, BUILTIN = (
     "the built-in prompts",
 )
 SPACE_EXAMPLE = "slots=1..16; ctx>=4096; cache_type_k=f16,q8_0; flash_attn=on,off; threads"
-PHASES = {  # TuneProgress.phase, as the progress line says it
-    "plan": "Planning",
-    "calibrate": "Calibrating",
-    "rank": "Predicting",
-    "verify": "Verifying on the real server",
-    "rate": "Finding the load it holds",
-    "done": "Done",
-}
 STEPS = 1000  # the progress bar's range
 LIMIT_WIDTH = 95  # px: an SLO's limit box
 
@@ -83,33 +77,12 @@ def narrow(combo: QComboBox, letters: int) -> None:
     combo.setMinimumContentsLength(letters)
 
 
-def clock(seconds: float) -> str:
-    """``45 s``, ``3 min 20 s``: an elapsed time or an ETA."""
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, rest = divmod(seconds, 60)
-    return f"{minutes} min {rest} s" if rest else f"{minutes} min"
-
-
-def progress_words(progress: TuneProgress) -> str:
-    """The line under the progress bar: the phase, what it does, the time spent and left."""
-    phase = PHASES.get(progress.phase, progress.phase)
-    left = "" if progress.eta_s is None else f", about {clock(progress.eta_s)} left"
-    spent = f"{clock(progress.elapsed_s)} of a {clock(progress.budget_s)} budget{left}"
-    return f"{phase}: {progress.text}. {spent}."
-
-
 def done_share(progress: TuneProgress) -> float:
     """How much of the tune is done: by its ETA where it has one, else by its budget."""
     if progress.phase == "done":
         return 1.0
     whole = progress.elapsed_s + progress.eta_s if progress.eta_s is not None else progress.budget_s
     return min(1.0, progress.elapsed_s / whole) if whole > 0 else 0.0
-
-
-def settings_words(settings: dict[str, Any]) -> str:
-    return ", ".join(f"{name}={value}" for name, value in settings.items())
 
 
 def form_settings(
@@ -543,7 +516,7 @@ class TunePanel(QWidget):
         self.progress.setValue(STEPS)
         self.phase.setText(f"Finished in {clock(recommendation.elapsed_s)}.")
         self._draw(recommendation.tried, recommendation.winner)
-        self.verdict.setText(verdict_words(recommendation))
+        self.verdict.setText("\n".join(verdict_words(recommendation)))
         self._fill_table(recommendation)
         self.command.setText(recommendation.command_line or "")
         self.command.setCursorPosition(0)  # the binary's name first
@@ -615,37 +588,3 @@ class TunePanel(QWidget):
                 item.setToolTip(settings_words(config.settings))
                 self.table.setItem(r, c, item)
         self.table.setVisible(bool(rows))
-
-
-def verdict_words(recommendation: Recommendation) -> str:
-    """The answer in a few lines, as ``workbench tune`` says it: what is recommended and
-    whether it was measured, its figures against the SLOs, the rate it holds, and how the
-    search went. A predicted figure is said to be predicted."""
-    r = recommendation
-    winner = r.winner
-    lines = []
-    if winner is None:
-        lines.append(f"No recommendation: {r.reason or 'nothing met every SLO'}.")
-    elif r.verified:
-        lines.append(f"Recommended: {winner.label} ({settings_words(winner.settings)}).")
-        measured = ", ".join(
-            f"{s.metric.upper()} p{s.percentile} {value_ms(s, r.measured):.0f} ms "
-            f"(<= {s.limit_ms:g})"
-            for s in r.slos
-            if value_ms(s, r.measured) is not None
-        )
-        users = "" if r.users is None else f" at {plural(r.users, 'user')} at once"
-        lines.append(f"Verified on the real server{users}: {measured}.")
-        lines.append(r.rate_said())
-    else:
-        lines.append(f"Best found: {winner.label} ({settings_words(winner.settings)}).")
-        lines.append("Not verified: its figures are predicted, not measured.")
-        if r.reason:
-            lines.append(r.reason)
-    ran = sum(1 for t in r.tried if t.source == "measured")
-    lines.append(
-        f"Tried {plural(len(r.tried), 'configuration')} ({ran} measured) in {clock(r.elapsed_s)}."
-    )
-    if r.session_path is not None:
-        lines.append(f"Verifying runs: {r.session_path}")
-    return "\n".join(lines)
