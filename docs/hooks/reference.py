@@ -67,12 +67,14 @@ def _meaning(f: Field) -> str:
         text = f"`{s.switch[0]}` / `{s.switch[1]}`: {text}"
     elif s.flag:
         text = f"`{s.flag}`: {text}"
-    if s.choices:
-        text += "; one of " + ", ".join(f"`{c}`" for c in s.choices)
-    if s.low is not None and s.high is not None:
-        text += f"; {_number(s.low)} to {_number(s.high)}"
-        if s.also:
-            text += " or " + ", ".join(_number(a) for a in s.also)
+    if f.choices:
+        text += "; one of " + ", ".join(f"`{c}`" for c in f.choices)
+    if f.range is not None:
+        text += f"; {_number(f.range.low)} to {_number(f.range.high)}"
+        if f.range.also:
+            text += " or " + ", ".join(_number(a) for a in f.range.also)
+    if not s.sweeps:
+        text += f"; not swept ({s.unswept})"
     return text
 
 

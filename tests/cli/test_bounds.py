@@ -1,14 +1,15 @@
-"""The bounds of the numbers a command's flags take: a flag that takes a server setting's value
-(``plan --slots``, ``plan --ctx``) is checked by the setting's own schema."""
+"""The numbers a command's flags take: read from text, then validated by pydantic against
+their declaration; a flag that takes a server setting's value (``plan --slots``, ``plan
+--ctx``) is validated by the setting's own declaration, and says its bounds in words."""
 
 from __future__ import annotations
 
 import argparse
 
 import pytest
+from annotated_types import Ge, Le
 
-from workbench.cli.bounds import PLAN_CTX, PLAN_SLOTS, Bounded
-from workbench.engine.config.settings import Field
+from workbench.cli.bounds import DPI, PLAN_CTX, PLAN_SLOTS, SECONDS, Number
 
 
 def test_a_settings_flag_allows_what_its_schema_allows_and_says_the_bounds():
@@ -20,16 +21,28 @@ def test_a_settings_flag_allows_what_its_schema_allows_and_says_the_bounds():
         PLAN_CTX("0")  # narrower than the schema: a plan's context cannot be 'the model's'
 
 
-def test_the_schemas_check_decides_for_a_settings_flag(monkeypatch):
-    """What the schema refuses, the flag refuses, even within the bounds it says."""
-    slots = Bounded.of_setting("slots")
-    assert slots("3") == 3
-    schema_problem = Field.problem
+def test_the_settings_declaration_decides_for_a_settings_flag():
+    """What the setting's declaration refuses, the flag refuses, even where its own
+    constraints would allow it: -2 slots is no auto."""
+    wide = Number.of_setting("slots", Ge(-5), Le(5000))
+    assert wide("3") == 3 and wide("-1") == -1
+    for text in ("-2", "2000", "2.5", "true"):
+        with pytest.raises(argparse.ArgumentTypeError, match="got"):
+            wide(text)
 
-    def problem(self: Field, value: object) -> str | None:
-        return "not 3" if value == 3 else schema_problem(self, value)
 
-    monkeypatch.setattr(Field, "problem", problem)
-    with pytest.raises(argparse.ArgumentTypeError):
-        slots("3")
-    assert slots("4") == 4
+@pytest.mark.parametrize(
+    ("flag", "text", "words"),
+    [
+        (SECONDS, "0", "must be a number above 0, got '0'"),
+        (SECONDS, "nan", "must be a number above 0, got 'nan'"),
+        (SECONDS, "inf", "must be a number above 0, got 'inf'"),
+        (DPI, "49", "must be a whole number from 50 to 1200, got '49'"),
+        (DPI, "72.0", "must be a whole number from 50 to 1200, got '72.0'"),
+    ],
+)
+def test_a_number_is_read_then_validated_and_refused_in_words(flag, text, words):
+    with pytest.raises(argparse.ArgumentTypeError) as caught:
+        flag(text)
+    assert str(caught.value) == words
+    assert SECONDS("0.5") == 0.5 and DPI("300") == 300

@@ -88,8 +88,8 @@ def test_arrays_nested_5000_deep_are_one_line_not_a_recursion_error(tmp_path, ca
     ("text", "says"),
     [
         ('[workload]\narrival = "' + "x" * 500_000 + '"\n', "must be one of burst"),
-        ('[server]\nslots = "' + "x" * 500_000 + '"\n', "must be int"),
-        ("[server]\nslots = [[" + "1," * 100_000 + "1]]\n", "must be int"),
+        ('[server]\nslots = "' + "x" * 500_000 + '"\n', "must be a whole number"),
+        ("[server]\nslots = [[" + "1," * 100_000 + "1]]\n", "must be a whole number"),
         ('[server]\n"' + "k" * 500_000 + '" = 1\n', "unknown field"),
     ],
 )

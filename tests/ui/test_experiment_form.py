@@ -30,7 +30,7 @@ def test_every_form_field_of_the_schema_has_its_row(qtbot) -> None:
     for f in form_fields():
         assert shown[f.setting.label] == form_box(f).capitalize()
         widget = form.fields[(f.table, f.name)]
-        expected = QComboBox if f.kind is bool or f.setting.choices else QLineEdit
+        expected = QComboBox if f.kind is bool or f.choices else QLineEdit
         assert isinstance(widget, expected), f.name
         assert widget.toolTip() == f.setting.help
 

@@ -51,7 +51,8 @@ def test_an_experiment_that_does_not_load_says_why_on_stderr(tmp_path):
     wrong.write_text('name = "w"\n[server]\nslots = "two"\n')
     done = gui("--experiment", wrong, "--autorun", "--quit-when-done", cwd=tmp_path)
     assert done.returncode == 1
-    assert error_lines(done.stderr) == [f"error: {wrong}: [server] slots must be int, got 'two'"]
+    said = f"error: {wrong}: [server] slots must be a whole number, got 'two'"
+    assert error_lines(done.stderr) == [said]
     assert not (tmp_path / "out").exists()  # nothing ran
 
 

@@ -1,77 +1,28 @@
-"""The bounds of every number a user types on a command's flags, beside the settings'.
+"""The numbers a user types on a command's flags: each declared as a pydantic type, beside the
+settings'.
 
-Each bounded value is an argparse ``type``: a wrong one stops parsing with one line that names
-the flag (argparse adds it), the value and what is allowed. (An experiment's settings, given
-as flags to ``workbench run`` too, keep their bounds in their schema,
-``engine/config/experiment.py``.)
+Each flag's type is read from its text (a number, ``WIDTHxHEIGHT``, ``10m``), then validated
+strictly by pydantic against its declaration (``annotated_types``' ``Ge``, ``Gt``, ``Le``; a
+setting's own, for a flag that takes a setting's value): a wrong one stops parsing with one
+line that names the flag (argparse adds it), the value and what is allowed, in words derived
+from the same declaration. (An experiment's settings, given as flags to ``workbench run`` too,
+are declared in ``engine/config/experiment.py`` and converted by ``Field.from_text``.)
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import re
 from dataclasses import dataclass
+from typing import Annotated, Any
+
+from annotated_types import Ge, Gt, Le
+from pydantic import AllowInfNan, Strict
 
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.validation import shown, validated
 from workbench.engine.config.experiment import MAX_CONFIGURATIONS, ServerSettings
-from workbench.engine.config.settings import Field, field_named, shown
-
-
-@dataclass(frozen=True)
-class Bounded:
-    """A number within bounds: ``low`` and ``high`` are allowed (``low`` itself not when
-    ``above``), and so is any of ``also`` (e.g. -1 for 'auto'). A setting's value is checked
-    by the setting's own schema first (``schema``), so the flag can never allow what an
-    experiment file may not; the bounds here then say it in words, and may narrow it."""
-
-    kind: type[int] | type[float]
-    low: float | None = None
-    high: float | None = None
-    above: bool = False
-    also: tuple[float, ...] = ()
-    schema: Field | None = None
-
-    def __call__(self, text: str) -> int | float:
-        try:
-            value = self.kind(text)
-        except ValueError:
-            value = math.nan
-        if math.isfinite(value) and self.allows(value):
-            return value
-        raise argparse.ArgumentTypeError(f"must be {self.describe()}, got {shown(text)}")
-
-    @classmethod
-    def of_setting(cls, name: str, low: float | None = None) -> Bounded:
-        """A server setting's own bounds, from its schema (``ServerSettings``), so a flag
-        that takes the same value (``plan --slots``) never drifts from it; ``low`` narrows
-        the floor where the flag means less (a plan's context cannot be 0, 'the model's')."""
-        schema = field_named(ServerSettings, name)
-        s = schema.setting
-        return cls(int, s.low if low is None else low, s.high, also=s.also, schema=schema)
-
-    def allows(self, value: float) -> bool:
-        if self.schema is not None and self.schema.problem(value) is not None:
-            return False
-        if value in self.also:
-            return True
-        if self.low is not None and (value <= self.low if self.above else value < self.low):
-            return False
-        return self.high is None or value <= self.high
-
-    def describe(self) -> str:
-        """What is allowed, in words: 'a whole number from 50 to 1200'."""
-        words = ["a whole number" if self.kind is int else "a number"]
-        low, high = _text(self.low), _text(self.high)
-        if low and high and not self.above:
-            words.append(f"from {low} to {high}")
-        else:
-            if low:
-                words.append(f"{'above' if self.above else 'at least'} {low}")
-            if high:
-                words.append(f"{'and ' if low else ''}at most {high}")
-        words += [f"or {_text(v)}" for v in self.also]
-        return " ".join(words)
+from workbench.engine.config.settings import Field, field_named
 
 
 def _text(value: float | None) -> str:
@@ -82,12 +33,82 @@ def _text(value: float | None) -> str:
 
 
 @dataclass(frozen=True)
+class Number:
+    """A number a flag takes: ``kind`` (int or float) within ``constraints`` (``Ge``, ``Gt``,
+    ``Le``), finite; or a setting's value (``setting``), which its declaration validates
+    first, so the flag never allows what an experiment file may not, and ``constraints`` may
+    narrow (a plan's context cannot be 0, 'the model's')."""
+
+    kind: type[int] | type[float]
+    constraints: tuple[Any, ...] = ()
+    setting: Field | None = None
+
+    @classmethod
+    def of_setting(cls, name: str, *narrower: Any) -> Number:
+        return cls(int, narrower, field_named(ServerSettings, name))
+
+    def __call__(self, text: str) -> int | float:
+        try:
+            value = self.kind(text)
+            if self.setting is not None:
+                value = self.setting.validated(value)
+            declared: Any = Int if self.kind is int else Finite
+            if self.constraints:
+                declared = Annotated[declared, *self.constraints]
+            return validated(declared, value, "flag")
+        except (ValueError, WorkbenchError):
+            raise argparse.ArgumentTypeError(
+                f"must be {self.describe()}, got {shown(text)}"
+            ) from None
+
+    def _bound(self, kinds: tuple[type, ...]) -> tuple[float | None, bool]:
+        """The tightest declared bound of these kinds, and whether it excludes itself."""
+        for c in self.constraints:
+            if isinstance(c, kinds):
+                return next(
+                    v for k in ("ge", "gt", "le") if (v := getattr(c, k, None)) is not None
+                ), isinstance(c, Gt)
+        found = self.setting.range if self.setting is not None else None
+        if found is None:
+            return None, False
+        return (found.low if Le not in kinds else found.high), False
+
+    @property
+    def low(self) -> float | None:
+        return self._bound((Ge, Gt))[0]
+
+    @property
+    def high(self) -> float | None:
+        return self._bound((Le,))[0]
+
+    def describe(self) -> str:
+        """What is allowed, in words: 'a whole number from 50 to 1200'."""
+        (least, above), most = self._bound((Ge, Gt)), self.high
+        words = ["a whole number" if self.kind is int else "a number"]
+        low, high = _text(least), _text(most)
+        if low and high and not above:
+            words.append(f"from {low} to {high}")
+        else:
+            if low:
+                words.append(f"{'above' if above else 'at least'} {low}")
+            if high:
+                words.append(f"{'and ' if low else ''}at most {high}")
+        also = self.setting.range.also if self.setting and self.setting.range else ()
+        words += [f"or {_text(v)}" for v in also]
+        return " ".join(words)
+
+
+Int = Annotated[int, Strict()]
+Finite = Annotated[float, Strict(), AllowInfNan(False)]
+
+
+@dataclass(frozen=True)
 class Listed:
-    """Comma-separated numbers, each ``Bounded``: at least one, at most ``most`` (a table
+    """Comma-separated numbers, each a ``Number``: at least one, at most ``most`` (a table
     of every pair of two lists grows as their product: 20,000 of each kept ``plan`` busy
     past 30 s)."""
 
-    each: Bounded
+    each: Number
     most: int = 100
 
     def __call__(self, text: str) -> list[int | float]:
@@ -118,16 +139,18 @@ class Size:
     max_side: int = 8192
 
     def __call__(self, text: str) -> tuple[int, int]:
+        declared = tuple[
+            Annotated[Int, Ge(self.min_width), Le(self.max_side)],
+            Annotated[Int, Ge(self.min_height), Le(self.max_side)],
+        ]
         try:
             width, height = (int(v) for v in text.lower().split("x"))
-        except ValueError:
-            width = height = 0
-        if self.min_width <= width <= self.max_side and self.min_height <= height <= self.max_side:
-            return width, height
-        raise argparse.ArgumentTypeError(
-            f"must be WIDTHxHEIGHT from {self.min_width}x{self.min_height} to "
-            f"{self.max_side}x{self.max_side} pixels, got {shown(text)}"
-        )
+            return validated(declared, (width, height), "flag")
+        except (ValueError, WorkbenchError):
+            raise argparse.ArgumentTypeError(
+                f"must be WIDTHxHEIGHT from {self.min_width}x{self.min_height} to "
+                f"{self.max_side}x{self.max_side} pixels, got {shown(text)}"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -140,33 +163,34 @@ class Duration:
 
     def __call__(self, text: str) -> float:
         found = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([smh]?)\s*", text.lower())
-        seconds = math.nan
-        if found is not None:
+        try:
+            if found is None:
+                raise ValueError(text)
             seconds = float(found[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[found[2]]
-        if math.isfinite(seconds) and self.low_s <= seconds <= self.high_s:
-            return seconds
-        raise argparse.ArgumentTypeError(
-            f"must be a time from {self.low_s:g} s to {self.high_s / 3600:g} h (90, 90s, "
-            f"10m or 1h), got {shown(text)}"
-        )
+            return validated(Annotated[Finite, Ge(self.low_s), Le(self.high_s)], seconds, "flag")
+        except (ValueError, WorkbenchError):
+            raise argparse.ArgumentTypeError(
+                f"must be a time from {self.low_s:g} s to {self.high_s / 3600:g} h (90, 90s, "
+                f"10m or 1h), got {shown(text)}"
+            ) from None
 
 
 # Every bounded number of the commands' flags.
-SECONDS = Bounded(float, 0, above=True)  # an SLO's time limit
-AT_OR_AFTER_START_S = Bounded(float, 0)  # a moment of a session
-DECODE_TOK_S = Bounded(float, 0, above=True)
-BANDWIDTH_GBS = Bounded(float, 0, above=True)
-MEMORY_GIB = Bounded(float, 0, above=True)
-OVERHEAD_MIB = Bounded(float, 0)
-TOKENS = Bounded(int, 0)
-USERS = Bounded(int, 1)
-SHARE_ONLINE = Bounded(float, 0, 1, above=True)
-PLAN_CTX = Listed(Bounded.of_setting("ctx", low=1))
-PLAN_SLOTS = Listed(Bounded.of_setting("slots"))  # -1: auto, as llama-server's -np
-DPI = Bounded(int, 50, 1200)
+SECONDS = Number(float, (Gt(0),))  # an SLO's time limit
+AT_OR_AFTER_START_S = Number(float, (Ge(0),))  # a moment of a session
+DECODE_TOK_S = Number(float, (Gt(0),))
+BANDWIDTH_GBS = Number(float, (Gt(0),))
+MEMORY_GIB = Number(float, (Gt(0),))
+OVERHEAD_MIB = Number(float, (Ge(0),))
+TOKENS = Number(int, (Ge(0),))
+USERS = Number(int, (Ge(1),))
+SHARE_ONLINE = Number(float, (Gt(0), Le(1)))
+PLAN_CTX = Listed(Number.of_setting("ctx", Ge(1)))
+PLAN_SLOTS = Listed(Number.of_setting("slots"))  # -1: auto, as llama-server's -np
+DPI = Number(int, (Ge(50), Le(1200)))
 CHART_SIZE = Size(200, 150)  # a chart's widgets lay out down to this
 WINDOW_SIZE = Size(960, 540)  # the window's own minimum at the default font is 956x533
-FONT_PT = Bounded(int, 6, 72)
+FONT_PT = Number(int, (Ge(6), Le(72)))
 BUDGET = Duration(1, 24 * 3600)  # a tune's whole search
 
 

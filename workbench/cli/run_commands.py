@@ -172,28 +172,17 @@ def add_setting_flags(
 
 
 def flag_value(f: Field, text: str) -> Any:
-    """A flag's text as the file would hold it: one value, or a list (a sweep)."""
+    """A flag's text as the file would hold it: one value, or a list (a sweep), each part
+    converted from text (``Field.from_text``) and validated as a file's is when the
+    experiment is checked."""
     flag = f"--{f.name.replace('_', '-')}"
     values = []
-    for part in (p.strip() for p in text.split(",")):
-        if f.setting.follows is not None and part == f.setting.follows:
-            values.append(part)
-        elif f.kind is bool:
-            if part.lower() not in BOOL_WORDS:
-                raise ExperimentError(f"{flag}: '{part}' is not on or off")
-            values.append(BOOL_WORDS[part.lower()])
-        elif f.kind in (int, float):
-            try:
-                values.append(f.kind(part))
-            except ValueError:
-                noun = "a whole number" if f.kind is int else "a number"
-                raise ExperimentError(f"{flag}: '{part}' is not {noun}") from None
-        else:
-            values.append(part)
+    for part in text.split(","):
+        try:
+            values.append(f.from_text(part))
+        except ValueError as exc:
+            raise ExperimentError(f"{flag}: {exc}") from None
     return values[0] if len(values) == 1 else values
-
-
-BOOL_WORDS = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
 
 
 def experiment_of(args: argparse.Namespace) -> Experiment:

@@ -64,13 +64,16 @@ def test_draft_settings_sweep_and_label_their_configurations():
         ),
         ('draft_min = [1, 2]\ndraft_model = ""\n', r": \[server\] draft_min = 1 needs draft_model"),
         ('draft_model = "d.gguf"\ndraft_max = 0\n', r"\[server\] draft_max must be between 1 and"),
-        ('draft_model = "d.gguf"\ndraft_max = 1.5\n', r"\[server\] draft_max must be int"),
+        (
+            'draft_model = "d.gguf"\ndraft_max = 1.5\n',
+            r"\[server\] draft_max must be a whole number",
+        ),
         ('draft_model = "d.gguf"\ndraft_min = -1\n', r"\[server\] draft_min must be between 0 and"),
         (
             'draft_model = "d.gguf"\ndraft_max = 4\ndraft_min = 5\n',
             r"\[server\] draft_min = 5 is above draft_max = 4",
         ),
-        ("draft_model = 3\n", r"\[server\] draft_model must be str"),
+        ("draft_model = 3\n", r"\[server\] draft_model must be text"),
     ],
 )
 def test_bad_draft_settings_are_refused_by_name(server, message):

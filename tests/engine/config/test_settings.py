@@ -22,6 +22,9 @@ from workbench.engine.config.settings import field_named, fields_of, from_stored
 def test_every_field_is_declared_with_its_kind() -> None:
     kinds = {f.name: (f.kind, f.optional) for cls in SETTINGS for f in fields_of(cls)}
     assert kinds["slots"] == (int, False)
+    assert kinds["flash_attn"] == (str, True)
+    assert field_named(ServerSettings, "flash_attn").choices == ("on", "off", "auto")
+    assert field_named(ServerSettings, "ctx").range.high == 10_000_000
     assert kinds["kv_unified"] == (bool, True)
     assert kinds["rate"] == (float, False)
     assert kinds["extra_args"] == (tuple, False)
@@ -32,28 +35,52 @@ def test_every_field_is_declared_with_its_kind() -> None:
 @pytest.mark.parametrize(
     ("table", "key", "value", "message"),
     [
-        ("server", "slots", "two", "[server] slots must be int, got 'two'"),
-        ("server", "slots", True, "[server] slots must be int, got True"),
+        ("server", "slots", "two", "[server] slots must be a whole number, got 'two'"),
+        ("server", "slots", True, "[server] slots must be a whole number, got True"),
         ("server", "slots", 0, "[server] slots must be between 1 and 1024 (or -1 for auto), got 0"),
         ("server", "cache_type_k", "q9", "[server] cache_type_k must be one of f32"),
         ("server", "model", "", "[server] model must not be empty, got ''"),
         ("server", "extra_args", ["-x", 1], "[server] extra_args must be a list of strings"),
-        ("workload", "rate", "fast", "[workload] rate must be int or number, got 'fast'"),
+        ("workload", "rate", "fast", "[workload] rate must be a number, got 'fast'"),
         ("workload", "prompts", "", "[workload] prompts must be 'builtin' or a file path"),
-        ("workload", "requests", [], "[workload] requests: a sweep list must not be empty"),
     ],
 )
 def test_values_are_checked_from_the_declaration(table, key, value, message) -> None:
     cls = ServerSettings if table == "server" else WorkloadSettings
     with pytest.raises(ExperimentError) as caught:
-        field_named(cls, key).check(value)
+        field_named(cls, key).validated(value)
     assert str(caught.value).startswith(message)
+    with pytest.raises(ExperimentError) as in_a_file:
+        parse_experiment(experiment_to_toml("n", "", *_tables(table, key, value)))
+    assert str(in_a_file.value).startswith(f"<experiment>: {message}")
+
+
+def _tables(table: str, key: str, value: object) -> tuple[dict, dict]:
+    return ({key: value}, {}) if table == "server" else ({}, {key: value})
 
 
 def test_slots_minus_one_and_sweeps_are_allowed() -> None:
-    field_named(ServerSettings, "slots").check(-1)
-    field_named(ServerSettings, "slots").check([1, 2, 4])
-    field_named(ServerSettings, "extra_args").check([["-a"], ["-b", "1"]])
+    assert field_named(ServerSettings, "slots").validated(-1) == -1
+    assert field_named(WorkloadSettings, "concurrency").validated("slots") == "slots"
+    text = '[server]\nslots = [1, 2, 4]\nextra_args = [["-a"], ["-b", "1"]]\n'
+    assert len(parse_experiment(text).configs()) == 6
+    with pytest.raises(ExperimentError, match=r"\[workload\] requests: a sweep list must not"):
+        parse_experiment("[workload]\nrequests = []\n")
+
+
+def test_a_flags_text_becomes_the_value_a_file_would_hold() -> None:
+    assert field_named(ServerSettings, "slots").from_text(" 4 ") == 4
+    assert field_named(ServerSettings, "kv_unified").from_text("off") is False
+    assert field_named(WorkloadSettings, "rate").from_text("2.5") == 2.5
+    assert field_named(WorkloadSettings, "concurrency").from_text("slots") == "slots"
+    for name, text, why in [
+        ("slots", "two", "'two' is not a whole number"),
+        ("slots", "1.5", "'1.5' is not a whole number"),
+        ("cont_batching", "maybe", "'maybe' is not on or off"),
+        ("startup_timeout_s", "inf", "'inf' is not a finite number"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            field_named(ServerSettings, name).from_text(text)
 
 
 def test_a_description_with_control_characters_is_written_so_it_reads_back() -> None:
@@ -66,10 +93,18 @@ def test_a_description_with_control_characters_is_written_so_it_reads_back() -> 
 
 
 def test_a_stored_configuration_reads_back_with_defaults_and_without_bad_values() -> None:
-    stored = {"slots": 4, "ctx": "huge", "extra_args": ["-x"], "from_a_newer_version": 1}
+    stored = {
+        "slots": 4,
+        "ctx": "huge",
+        "threads": None,
+        "port": 0,
+        "extra_args": ["-x"],
+        "from_a_newer_version": 1,
+    }
     settings = from_stored(ServerSettings, stored)
     assert settings.slots == 4
     assert settings.ctx == field_named(ServerSettings, "ctx").default  # "huge" is not an int
+    assert settings.threads is None and settings.port is None  # 0 is no port: the default
     assert settings.extra_args == ("-x",)
     assert from_stored(WorkloadSettings, {}) == WorkloadSettings()
 

@@ -69,7 +69,7 @@ def test_the_setting_is_one_to_256_and_refused_for_conversations():
     for bad, said in (
         ("workers = 0", r"\[workload\] workers must be between 1 and 256"),
         ("workers = 257", r"\[workload\] workers must be between 1 and 256"),
-        ("workers = 1.5", r"\[workload\] workers must be int"),
+        ("workers = 1.5", r"\[workload\] workers must be a whole number"),
         (
             'kind = "conversations"\nworkers = 2',
             r"\[workload\] workers = 2: kind = 'conversations' .*workers must be 1",

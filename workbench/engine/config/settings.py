@@ -1,57 +1,136 @@
 """The schema of an experiment's settings: each field declared once, with everything about it.
 
-A field is a dataclass field of ``ServerSettings`` or ``WorkloadSettings`` whose metadata is a
-``Setting``: its label, meaning, bounds or choices, the llama-server flag it becomes, its short
-name in configuration labels, and whether the window's form shows it. Validation, the form,
-the TOML writer, the server's command line, comparison labels, reading a stored configuration
-back and the documentation's field tables (written at build time by ``docs/hooks/``) are all
-derived from these declarations, so a new setting is one declaration (PyMeasure's
-``Parameter``s drive both its inputs and its results the same way).
-"""
+A field is a dataclass field of a settings class (``ServerSettings``, a workload kind) whose
+annotation says all there is to know about it: its type and constraints as pydantic reads
+them (``Int``, ``Number``, ``Text``, ``Switch``, ``Args``; a ``Range``, ``NonEmpty``, a
+``Literal`` of choices) and, in the same ``Annotated``, its ``Setting``: the label, meaning,
+llama-server flag, short name in labels, form hint and whether it sweeps. Validation (pydantic,
+strict: text is not a number, 1.5 is not a count), the form, the TOML writer, the command
+line and its flags, comparison labels, reading a stored configuration back and the
+documentation's field tables (written at build time by ``docs/hooks/``) are all derived from
+these declarations, so a new setting is one declaration.
 
-from __future__ import annotations
+A settings class is a frozen standard dataclass that pydantic validates (``validated_as``):
+code builds and changes one with ``dataclasses`` as any record, and whatever comes in (a file,
+a flag, a stored session, a message) is checked against the declaration before it is one.
+"""
 
 import dataclasses
 import functools
-import reprlib
+import math
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal, NoReturn
+
+from pydantic import BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
+from typing_extensions import TypedDict
 
 from workbench.engine.base.errors import ExperimentError
+from workbench.engine.base.validation import problem, shown
+
+__all__ = [
+    "CONFIG",
+    "DAY_S",
+    "Args",
+    "Field",
+    "Int",
+    "NonEmpty",
+    "Number",
+    "Range",
+    "Setting",
+    "Switch",
+    "Text",
+    "error_line",
+    "field_named",
+    "fields_of",
+    "from_stored",
+    "refuse",
+    "revalidated",
+    "setting",
+    "show_value",
+    "shown",
+    "validated_as",
+]
 
 DAY_S = 86_400.0
 
-_SHORT = reprlib.Repr()
-_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 3, 6, 6, 4
-_SHORT.maxstring = _SHORT.maxother = 80
-_SHORT.maxlong = 40
+CONFIG = ConfigDict(extra="forbid")
+"""A settings class's pydantic configuration (its ``__pydantic_config__``): a field it does
+not declare is refused. Strictness is each field's own (``Int``, ``Number``, ...)."""
 
 
-def shown(value: Any) -> str:
-    """A value as an error line names it: its repr, cut short (a few items, a few levels,
-    80 characters of text), so a line never echoes a megabyte a file or flag held."""
-    return _SHORT.repr(value)
+def _as_tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+# The types a field is declared with: strict, so that what a file or flag gives is taken as
+# it is or refused, never coerced (a count of 1.5, "2" for a number, true for 1).
+Int = Annotated[int, Strict()]
+Number = Annotated[float, Strict()]  # a whole number is a number too (TOML's 2 for 2.0)
+Text = Annotated[str, Strict()]
+Switch = Annotated[bool, Strict()]
+Args = Annotated[tuple[Text, ...], BeforeValidator(_as_tuple)]
+"""A list of arguments: a file's list of text, held as a tuple."""
+
+
+def _number(value: float) -> str:
+    """A bound as a user types it: 10000000, 0.001, -1."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Range:
+    """A number from ``low`` to ``high`` (both allowed), or one of ``also`` (-1 for 'auto');
+    ``note`` says what the odd values mean, after the bounds in an error."""
+
+    low: float
+    high: float
+    also: tuple[float, ...] = ()
+    note: str = ""
+
+    def words(self) -> str:
+        extra = f" ({self.note})" if self.note else ""
+        return f"must be between {_number(self.low)} and {_number(self.high)}{extra}"
+
+    def allows(self, value: float | None) -> bool:
+        """Whether ``value`` is within: None (a field left to the server) always is."""
+        return value is None or value in self.also or self.low <= value <= self.high
+
+    def _check(self, value: Any) -> Any:
+        if self.allows(value):
+            return value
+        raise PydanticCustomError("range", "{words}", {"words": self.words()})
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+
+@dataclass(frozen=True)
+class NonEmpty:
+    """Text that must not be empty; ``message`` says what it must be instead."""
+
+    message: str
+
+    def _check(self, value: Any) -> Any:
+        if value or value is None:
+            return value
+        raise PydanticCustomError("empty", "{words}", {"words": self.message})
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
 
 
 @dataclass(frozen=True)
 class Setting:
-    """What the rest of the program needs to know about one field."""
+    """What the rest of the program needs to know about one field besides its type."""
 
     label: str
     """The form's label and the short description."""
     help: str
     """What the field means (the documentation's table, the form's tooltip)."""
-    low: float | None = None
-    high: float | None = None
-    also: tuple[float, ...] = ()
-    """Values allowed outside [low, high] (e.g. -1 for 'auto')."""
-    note: str = ""
-    """Said after a bounds error: what the odd values mean."""
-    choices: tuple[str, ...] = ()
-    required: str = ""
-    """A text field that must not be empty: what to say when it is."""
     flag: str | None = None
     """The llama-server flag that takes this value."""
     with_flags: tuple[str, ...] = ()
@@ -69,11 +148,23 @@ class Setting:
     follows: str | None = None
     """A server field whose value this one may take in each configuration of a sweep: the
     file gives that field's name (``concurrency = "slots"``) instead of a number."""
+    sweeps: bool = True
+    """Whether a list of values is a sweep axis (an argument list sweeps as a list of
+    lists); a field that cannot be swept says why (``unswept``)."""
+    unswept: str = ""
 
 
-def setting(default: Any, **declared: Any) -> Any:
-    """A dataclass field carrying its ``Setting``; ``default`` is the value a file may omit."""
-    return dataclasses.field(default=default, metadata={"setting": Setting(**declared)})
+def setting(**declared: Any) -> Setting:
+    """A field's ``Setting``, written inside its ``Annotated`` beside its type."""
+    return Setting(**declared)
+
+
+def refuse(name: str, value: Any, message: str) -> NoReturn:
+    """A rule between fields is broken: the one line ``message`` (naming ``name``, the
+    field to change) as pydantic's error, located on that field."""
+    error = PydanticCustomError("rule", "{words}", {"words": message})
+    detail = InitErrorDetails(type=error, loc=(name,), input=value)
+    raise ValidationError.from_exception_data("settings", [detail])
 
 
 @dataclass(frozen=True)
@@ -88,6 +179,13 @@ class Field:
     optional: bool
     """None is allowed: 'leave it to the server'."""
     setting: Setting
+    choices: tuple[str, ...] = ()
+    """A field of choices (a ``Literal``): the values allowed, in order."""
+    range: Range | None = None
+    required: str = ""
+    """Text that must not be empty: what to say when it is."""
+    annotation: Any = None
+    """The field's declared type with its constraints, as pydantic validates it."""
 
     @property
     def short(self) -> str:
@@ -97,52 +195,41 @@ class Field:
     def is_args(self) -> bool:
         return self.kind is tuple
 
-    def accepted_types(self) -> tuple[type, ...]:
-        return (int, float) if self.kind is float else (self.kind,)
-
     def is_axis(self, value: Any) -> bool:
         """A list is a sweep; an argument list sweeps when it is a list of lists."""
         if self.is_args:
             return bool(value) and all(isinstance(v, list | tuple) for v in value)
         return isinstance(value, list)
 
-    def problem(self, value: Any) -> str | None:
-        """Why ``value`` (one value, not a sweep) is not allowed, or None."""
-        if self.setting.follows is not None and value == self.setting.follows:
-            return None
-        types_ = self.accepted_types()
-        # bool is an int in Python; a number field must not silently accept true/false.
-        if (bool not in types_ and isinstance(value, bool)) or not isinstance(value, types_):
-            names = " or ".join("number" if t is float else t.__name__ for t in types_)
-            return f"must be {names}, got {shown(value)}"
-        s = self.setting
-        if s.required and not value:
-            return f"{s.required}, got {shown(value)}"
-        if s.choices and value not in s.choices:
-            return f"must be one of {', '.join(s.choices)}, got {shown(value)}"
-        bounded = s.low is not None and s.high is not None and value not in s.also
-        if bounded and not s.low <= value <= s.high:  # type: ignore[operator]
-            extra = f" ({s.note})" if s.note else ""
-            return f"must be between {s.low:g} and {s.high:g}{extra}, got {shown(value)}"
-        return None
+    def from_text(self, text: str) -> Any:
+        """One value as typed on a command line or in the form (``"4"``, ``"on"``), as the
+        file would hold it; ValueError says why it is not one. The value is then validated
+        as a file's is (``validated``)."""
+        text = text.strip()
+        if self.setting.follows is not None and text == self.setting.follows:
+            return text
+        if self.kind is bool:
+            if text.lower() not in BOOL_WORDS:
+                raise ValueError(f"'{text}' is not on or off")
+            return BOOL_WORDS[text.lower()]
+        if self.kind in (int, float):
+            try:
+                number = self.kind(text)
+            except ValueError:
+                noun = "a whole number" if self.kind is int else "a number"
+                raise ValueError(f"'{text}' is not {noun}") from None
+            if not math.isfinite(number):
+                raise ValueError(f"'{text}' is not a finite number")
+            return number
+        return text
 
-    def check(self, value: Any) -> None:
-        """Raise ExperimentError naming the table and field for a bad value or sweep."""
-        where = f"[{self.table}] {self.name}"
-        if self.is_args:
-            for v in value if self.is_axis(value) else [value]:
-                if not isinstance(v, list | tuple) or not all(isinstance(a, str) for a in v):
-                    raise ExperimentError(
-                        f"{where} must be a list of strings "
-                        f"(or a list of such lists to sweep), got {shown(value)}"
-                    )
-            return
-        if isinstance(value, list) and not value:
-            raise ExperimentError(f"{where}: a sweep list must not be empty")
-        for v in value if isinstance(value, list) else [value]:
-            problem = self.problem(v)
-            if problem:
-                raise ExperimentError(f"{where} {problem}")
+    def validated(self, value: Any) -> Any:
+        """``value`` (one value, not a sweep) as this field holds it, or ExperimentError
+        naming the table and field: what the form, the flags and a tune's space check."""
+        try:
+            return _adapter(_one_value(self)).validate_python({self.name: value})[self.name]
+        except ValidationError as exc:
+            raise ExperimentError(_line(self.table, exc, {self.name: self}, {})) from None
 
     def flags(self, value: Any) -> list[str]:
         """This field's part of the llama-server command line."""
@@ -156,25 +243,67 @@ class Field:
         return []
 
 
-def _kind(hint: Any) -> tuple[type, bool]:
-    """(kind, optional) from a field's annotation: ``int | None`` is an optional int."""
-    args = typing.get_args(hint)
+@functools.cache
+def _one_value(f: Field) -> Any:
+    """A table of ``f`` alone, as pydantic validates it (so that its errors name it); a field
+    that follows a server field may also say that field's name."""
+    kind = f.annotation
+    if f.setting.follows is not None:
+        kind = kind | Literal[f.setting.follows]
+    return TypedDict(f"{f.table}_{f.name}", {f.name: kind})  # type: ignore[operator]
+
+
+BOOL_WORDS = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
+"""What a flag or a tune's space may say for a boolean."""
+
+
+def _unwrap(hint: Any) -> tuple[Any, list[Any]]:
+    """A type and its ``Annotated`` metadata, nested ones flattened."""
+    metadata: list[Any] = []
+    while typing.get_origin(hint) is Annotated:
+        metadata = [*hint.__metadata__, *metadata]
+        hint = hint.__origin__
+    return hint, metadata
+
+
+def _describe(hint: Any) -> tuple[type, bool, tuple[str, ...], list[Any]]:
+    """(kind, optional, choices, metadata) of a declared annotation: ``Int | None`` is an
+    optional int, ``Literal["on", "off"]`` text of two choices."""
+    hint, metadata = _unwrap(hint)
+    optional = False
     if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-        kinds = [a for a in args if a is not type(None)]
-        return _kind(kinds[0])[0], type(None) in args
-    origin = typing.get_origin(hint)
-    return (origin or hint), False
+        members = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = len(members) < len(typing.get_args(hint))
+        hint, inner = _unwrap(members[0])
+        metadata = [*inner, *metadata]
+    if typing.get_origin(hint) is Literal:
+        return str, optional, tuple(typing.get_args(hint)), metadata
+    return typing.get_origin(hint) or hint, optional, (), metadata
 
 
 @functools.cache
 def fields_of(cls: type) -> tuple[Field, ...]:
     """The declared fields of a settings class, in declaration order."""
-    table = cls.__dict__["TABLE"]
-    hints = typing.get_type_hints(cls)
+    table = cls.__dict__.get("TABLE") or next(c.TABLE for c in cls.__mro__ if "TABLE" in c.__dict__)
+    hints = typing.get_type_hints(cls, include_extras=True)
     out = []
     for f in dataclasses.fields(cls):
-        kind, optional = _kind(hints[f.name])
-        out.append(Field(table, f.name, f.default, kind, optional, f.metadata["setting"]))
+        kind, optional, choices, metadata = _describe(hints[f.name])
+        found = {type(m): m for m in metadata}
+        out.append(
+            Field(
+                table,
+                f.name,
+                f.default,
+                kind,
+                optional,
+                found[Setting],
+                choices,
+                found.get(Range),
+                found[NonEmpty].message if NonEmpty in found else "",
+                hints[f.name],
+            )
+        )
     return tuple(out)
 
 
@@ -182,21 +311,80 @@ def field_named(cls: type, name: str) -> Field:
     return next(f for f in fields_of(cls) if f.name == name)
 
 
-def from_stored(cls: type, values: dict[str, Any]) -> Any:
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    """Pydantic's validator of a settings class or a field's type, built once when first
+    used (never at import: ``workbench --help`` builds none)."""
+    adapter = _ADAPTERS.get(kind)
+    if adapter is None:
+        adapter = _ADAPTERS[kind] = TypeAdapter(kind)
+    return adapter
+
+
+def validated_as(cls: type, values: Mapping[str, Any]) -> Any:
+    """Settings of ``cls`` from ``values`` (one value a field, none a sweep), every field and
+    every rule between fields checked; ExperimentError in one line ``[table] field ...``."""
+    try:
+        return _adapter(cls).validate_python(dict(values))
+    except ValidationError as exc:
+        raise ExperimentError(error_line(cls, exc, values)) from None
+
+
+def revalidated(settings: Any) -> Any:
+    """Settings built elsewhere (read from a message, field by field) validated as a file's
+    are: the same settings, or ExperimentError ``[table] field ...``."""
+    return validated_as(
+        type(settings), {f.name: getattr(settings, f.name) for f in fields_of(type(settings))}
+    )
+
+
+def error_line(cls: type, exc: ValidationError, values: Mapping[str, Any]) -> str:
+    """Pydantic's first error about settings of ``cls`` as the one line a user reads:
+    ``[workload] users must be between 1 and 10000, got 0``."""
+    known = {f.name: f for f in fields_of(cls)}
+    return _line(known[next(iter(known))].table, exc, known, values)
+
+
+def _line(table: str, exc: ValidationError, known: Mapping[str, Field], values: Any) -> str:
+    first = exc.errors(include_url=False)[0]
+    loc = first["loc"]
+    name = loc[0] if loc and isinstance(loc[0], str) else ""
+    f = known.get(name)
+    value = values[name] if name in values else first.get("input")
+    if first["type"] == "rule":
+        return f"[{table}] {first['msg']}"
+    if f is not None and f.is_args and (len(loc) > 1 or first["type"] != "missing"):
+        return (
+            f"[{table}] {name} must be a list of strings (or a list of such lists to sweep), "
+            f"got {shown(value)}"
+        )
+    if f is not None and f.choices and first["type"] == "literal_error":
+        return f"[{table}] {name} must be one of {', '.join(f.choices)}, got {shown(value)}"
+    return f"[{table}] {problem(exc)}"
+
+
+def from_stored(cls: type, values: Any) -> Any:
     """Settings from a stored configuration (a session's JSON, perhaps from another version
     or another machine): unknown fields are dropped, and a missing or invalid value takes the
-    field's default, so nothing unchecked reaches a figure."""
-    kept = {}
-    for f in fields_of(cls):
-        value = values.get(f.name, f.default)
-        if f.is_args:
-            valid = isinstance(value, list | tuple) and all(isinstance(a, str) for a in value)
-            kept[f.name] = tuple(value) if valid else f.default
-        elif value is None:
-            kept[f.name] = None if f.optional else f.default
-        else:
-            kept[f.name] = value if f.problem(value) is None else f.default
-    return cls(**kept)
+    field's default (an invalid pair, the field a rule names), so nothing unchecked reaches a
+    figure."""
+    if isinstance(values, cls):
+        return values
+    given = values if isinstance(values, Mapping) else {}
+    names = {f.name for f in fields_of(cls)}
+    kept = {k: v for k, v in given.items() if k in names}
+    adapter = _adapter(cls)
+    while True:
+        try:
+            return adapter.validate_python(kept)
+        except ValidationError as exc:
+            wrong = {e["loc"][0] for e in exc.errors() if e["loc"] and e["loc"][0] in kept}
+            if not wrong:
+                return cls()
+            for name in wrong:
+                del kept[name]
 
 
 def show_value(value: Any) -> str:

@@ -34,7 +34,7 @@ from typing import Any
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.records import RequestKey, RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings
-from workbench.engine.config.settings import fields_of
+from workbench.engine.config.settings import revalidated
 from workbench.engine.events import FirstToken, RequestFinished, RequestSubmitted, TokenChunkArrived
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.measure.client_workers import (
@@ -270,8 +270,7 @@ def read_job(value: Any) -> Job:
 
 def _check_workload(workload: WorkloadSettings) -> None:
     try:
-        for f in fields_of(WorkloadSettings):
-            f.check(getattr(workload, f.name))
+        revalidated(workload)
     except ExperimentError as exc:
         raise ProtocolError(f"the load job: {exc}") from None
 

@@ -140,6 +140,8 @@ def _check(hint: Any, what: str, lenient: bool, sql: bool, finite: bool) -> Chec
         return lambda value: None if value is None else present(value)
     if hint is Any:
         return lambda value: value
+    if origin is typing.Literal:  # a setting's choices (``engine/config``)
+        return _choice_check(args, what)
     if origin in (tuple, list, dict):
         entry = _check(args[1] if origin is dict else args[0], what, lenient, sql, finite)
 
@@ -170,6 +172,18 @@ def _check(hint: Any, what: str, lenient: bool, sql: bool, finite: bool) -> Chec
         raise TypeError(f"{what} is a {type(value).__name__}")
 
     return plain
+
+
+def _choice_check(choices: tuple[Any, ...], what: str) -> Check:
+    """One of ``choices`` exactly (a bool is not 1, nor 1 True)."""
+
+    def choice(value: Any) -> Any:
+        if any(type(value) is type(c) and value == c for c in choices):
+            return value
+        said = repr(value)[:40]
+        raise ValueError(f"{what} is {said}, not one of {', '.join(map(str, choices))}")
+
+    return choice
 
 
 def _state_check(kind: type[enum.StrEnum], what: str) -> Check:

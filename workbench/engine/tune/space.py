@@ -18,14 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.config.settings import Field, fields_of
 
 MAX_CANDIDATES = 4096
 DEFAULT_SPACE = "slots"
 NOT_SEARCHED = ("model", "port", "extra_args", "startup_timeout_s")
-BOOL_WORDS = {"on": True, "true": True, "yes": True, "off": False, "false": False, "no": False}
 _BOUND = re.compile(r"^([a-z_]+)\s*(>=|<=|>|<)\s*(\S+)$")
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
     ">=": lambda v, n: v >= n,
@@ -60,8 +59,8 @@ def usual_values(f: Field) -> tuple[Any, ...]:
         return known[f.name]
     if f.kind is bool:
         return (True, False)
-    if f.setting.choices:
-        return f.setting.choices
+    if f.choices:
+        return f.choices
     raise SpaceError(f"--space {f.name}: give its values (e.g. {f.name}=a,b or {f.name}=1..8)")
 
 
@@ -79,21 +78,14 @@ def _field(name: str) -> Field:
 
 
 def _value(f: Field, text: str) -> Any:
-    """One value as its setting holds it, checked by its schema."""
-    value: Any = text
-    if f.kind is bool:
-        if text.lower() not in BOOL_WORDS:
-            raise SpaceError(f"--space {f.name}: {text!r} is not on or off")
-        value = BOOL_WORDS[text.lower()]
-    elif f.kind in (int, float):
-        try:
-            value = f.kind(text)
-        except ValueError:
-            noun = "a whole number" if f.kind is int else "a number"
-            raise SpaceError(f"--space {f.name}: {text!r} is not {noun}") from None
-    if (problem := f.problem(value)) is not None:
-        raise SpaceError(f"--space {f.name} {problem}")
-    return value
+    """One value as its setting holds it, converted from text and validated by its
+    declaration (an experiment file's value is validated the same way)."""
+    try:
+        return f.validated(f.from_text(text))
+    except ValueError as exc:
+        raise SpaceError(f"--space {f.name}: {exc}") from None
+    except ExperimentError as exc:
+        raise SpaceError(f"--space {str(exc).removeprefix(f'[{f.table}] ')}") from None
 
 
 def _span(f: Field, low_text: str, high_text: str) -> tuple[Any, ...]:

@@ -46,18 +46,13 @@ BOTH = "on and off"
 CONVERSATIONS = "conversations"  # the workload kind whose own fields have a box of their own
 
 
-def parse_number_list(text: str, kind: type) -> Any:
-    """'1, 2, 4' -> [1, 2, 4]; '8192' -> 8192; '' -> None. Raises ValueError with the reason."""
+def parse_values(f: Field, text: str) -> Any:
+    """'1, 2, 4' -> [1, 2, 4]; '8192' -> 8192; '' -> None: each part converted from text as a
+    flag's is (``Field.from_text``). Raises ValueError with the reason."""
     parts = [p for p in re.split(r"[,\s]+", text.strip()) if p]
     if not parts:
         return None
-    values = []
-    for part in parts:
-        try:
-            values.append(kind(part))
-        except ValueError:
-            noun = "a whole number" if kind is int else "a number"
-            raise ValueError(f"'{part}' is not {noun}") from None
+    values = [f.from_text(part) for part in parts]
     return values[0] if len(values) == 1 else values
 
 
@@ -76,7 +71,7 @@ def combo_items(f: Field) -> dict[str, Any]:
     if f.kind is bool:
         items.update({"on": True, "off": False, BOTH: [True, False]})
     else:
-        items.update({choice: choice for choice in f.setting.choices})
+        items.update({choice: choice for choice in f.choices})
     return items
 
 
@@ -159,7 +154,7 @@ class ExperimentForm(QWidget):
         self.fields: dict[tuple[str, str], QWidget] = {}
         boxes: dict[str, QGroupBox] = {}
         for key, f in self.schema.items():
-            widget = self._combo(f) if f.kind is bool or f.setting.choices else self._line(f)
+            widget = self._combo(f) if f.kind is bool or f.choices else self._line(f)
             widget.setToolTip(f.setting.help)
             self.fields[key] = widget
             box = form_box(f)
@@ -428,9 +423,7 @@ class ExperimentForm(QWidget):
         if f.is_args:
             return shlex.split(text) if text else None
         if f.kind in (int, float):
-            if f.setting.follows is not None and text == f.setting.follows:
-                return text
-            return parse_number_list(text, f.kind)
+            return parse_values(f, text)
         return text or None
 
     def build(self) -> Experiment:
