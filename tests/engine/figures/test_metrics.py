@@ -122,3 +122,33 @@ def test_per_request_figures_come_from_the_catalogue(tmp_path, monkeypatch):
     first = rows[0]
     assert (first["ttft_s"], first["tpot_ms"], first["tpot_us"]) == ("0.1", "100.0", "100000.0")
     assert first["dispatch_ms"] == ""  # made without an arrival schedule: not measured
+
+
+class Asked:
+    """A summary as the catalogue sees one: it asks for a figure's value and spread by key,
+    and reads nothing else of it (no ``mean``, ``sd`` or ``runs`` here)."""
+
+    def value(self, key: str):
+        return {"ttft_p50_s": 1.5, "steady_agg_tok_s": None}.get(key)
+
+    def spread(self, key: str):
+        return 0.25 if key == "ttft_p50_s" else None
+
+
+def test_the_catalogue_asks_a_summary_and_does_not_reach_into_it():
+    ttft = figure("ttft_p50_s")
+    assert ttft.of(Asked()) == 1.5 and ttft.sd_of(Asked()) == 0.25
+    assert ttft.cell(Asked(), with_sd=True) == "1.500 ±0.250"
+    shown = metrics.shown_in(metrics.View.WINDOW, having=[Asked()])
+    assert ttft in shown and figure("steady_agg_tok_s") not in shown  # optional, no value
+
+
+def test_a_summary_applies_the_repeat_rules_itself(tmp_path):
+    with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
+        (summary,) = session.summaries()
+    ttft, requests = figure("ttft_p50_s"), figure("requests")
+    assert summary.value("ttft_p50_s") == summary.mean["ttft_p50_s"] == ttft.over(summary.runs)
+    assert summary.spread("ttft_p50_s") == summary.sd["ttft_p50_s"] == ttft.sd_over(summary.runs)
+    assert summary.value("requests") == requests.over(summary.runs)
+    assert summary.spread("requests") is None  # a sum has no spread
+    assert summary.value("label") == summary.label

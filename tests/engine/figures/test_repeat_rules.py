@@ -14,7 +14,7 @@ import pytest
 from tests.made_sessions import request, write_session
 from workbench.engine.analysis.export import concurrency_columns, write_concurrency_csv
 from workbench.engine.base.records import StartupFacts
-from workbench.engine.figures import metrics
+from workbench.engine.figures import client_limits, metrics
 from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
 from workbench.engine.figures.metrics import Combine, Part, figure
 from workbench.engine.figures.per_run import RunObservations, summarize_run
@@ -97,12 +97,12 @@ def test_the_catalogue_alone_decides_the_rules(tmp_path, monkeypatch):
     assert (row["requests"], float(row["ttft_p90_s"])) == ("3.0", pytest.approx(p90, abs=1e-4))
 
 
-def test_the_thresholds_are_the_catalogues():
-    """The rule marks what the catalogue's thresholds say, and the definitions print them."""
+def test_the_thresholds_are_the_rules_and_the_catalogue_prints_them():
+    """The rule marks what its thresholds say, and the catalogue's definitions print them."""
     limit, share, busy = (
-        metrics.DISPATCH_LIMIT_MS,
-        metrics.DISPATCH_SHARE_OF_TTFT,
-        metrics.LOOP_BUSY_LIMIT,
+        client_limits.DISPATCH_LIMIT_MS,
+        client_limits.DISPATCH_SHARE_OF_TTFT,
+        client_limits.LOOP_BUSY_LIMIT,
     )
     assert client_limited_reason(limit * 1.01, None)  # no TTFT: judged on its own
     assert client_limited_reason(limit * 0.99, None) is None
@@ -130,8 +130,8 @@ def _config(*runs, status="ok"):
 
 
 def test_the_wording_names_the_repeat_that_was_off():
-    busy = f"measuring loop busy {metrics.LOOP_BUSY_LIMIT + 0.05:.0%} of the run"
-    calm, limited = _run(0.1), _run(metrics.LOOP_BUSY_LIMIT + 0.05, ("output tokens off",))
+    busy = f"measuring loop busy {client_limits.LOOP_BUSY_LIMIT + 0.05:.0%} of the run"
+    calm, limited = _run(0.1), _run(client_limits.LOOP_BUSY_LIMIT + 0.05, ("output tokens off",))
     two = _config(calm, limited)
     assert two.client_limited == f"repeat 2: {busy}"
     assert figure("client_limited").of(two) == two.client_limited

@@ -4,17 +4,22 @@ Two signs: requests left later than they should have (dispatch delay), or the th
 reads the sockets and takes the timestamps was saturated. A late dispatch only matters
 against the latency it could distort: 8 ms of delay shapes a 50 ms TTFT, not an 18 s one.
 A saturated loop delays every arrival it reads, so it counts whatever the latencies are.
-The thresholds are the catalogue's (``metrics``), beside the definitions that print them.
+The thresholds live here, with the rule that applies them; the catalogue (``metrics``) reads
+them to print its definitions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.engine.figures.metrics import (
-    DISPATCH_LIMIT_MS,
-    DISPATCH_SHARE_OF_TTFT,
-    LOOP_BUSY_LIMIT,
+DISPATCH_LIMIT_MS = 5.0  # dispatch delay p99 above this may have shaped the numbers ...
+DISPATCH_SHARE_OF_TTFT = 0.01  # ... when it is at least this share of TTFT p50
+LOOP_BUSY_LIMIT = 0.85  # share of the run the measuring loop was busy: saturated above this
+
+CLIENT_LIMITED_RULE = (
+    f"dispatch delay p99 over {DISPATCH_LIMIT_MS:g} ms and at least "
+    f"{DISPATCH_SHARE_OF_TTFT:.0%} of TTFT p50, or the measuring loop busy over "
+    f"{LOOP_BUSY_LIMIT:.0%} of a repeat"
 )
 
 

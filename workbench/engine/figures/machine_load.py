@@ -3,20 +3,28 @@
 "Client-limited" (``client_limits``) is the workbench's own load: its measuring loop or its
 late dispatch shaped the numbers. "Busy machine" is everything else: other processes' CPU
 time, a hypervisor's steal, swapping, memory pressure, a throttled CPU, other processes on the
-GPU. Either makes the figures the machine's as much as the server's. The thresholds are the
-catalogue's (``metrics``), beside the definitions that print them.
+GPU. Either makes the figures the machine's as much as the server's. The thresholds live
+here, with the rule that applies them; the catalogue (``metrics``) reads them to print its
+definitions.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.engine.figures.metrics import (
-    BUSY_FREQ_SHARE,
-    BUSY_OTHER_CPU_SHARE,
-    BUSY_PRESSURE_SHARE,
-    BUSY_STEAL_SHARE,
-    BUSY_SWAP_BYTES_PER_S,
+# From the spread measured on a quiet and a CPU-hogged two-core machine (docs: metrics, "Was
+# the machine busy?").
+BUSY_OTHER_CPU_SHARE = 0.25  # other processes' CPU time over the CPUs' capacity
+BUSY_STEAL_SHARE = 0.10  # a hypervisor's steal over the CPUs' capacity
+BUSY_SWAP_BYTES_PER_S = 1 * 2**20  # swapped in + out, per second of the repeat
+BUSY_PRESSURE_SHARE = 0.10  # PSI "some" memory stall over the repeat's wall time
+BUSY_FREQ_SHARE = 0.5  # lowest current / top CPU frequency seen
+
+MACHINE_BUSY_RULE = (
+    f"other processes over {BUSY_OTHER_CPU_SHARE:.0%} of the CPUs, steal over "
+    f"{BUSY_STEAL_SHARE:.0%}, swapping over {BUSY_SWAP_BYTES_PER_S / 2**20:g} MiB/s, memory "
+    f"pressure over {BUSY_PRESSURE_SHARE:.0%} of the time, a CPU throttled below "
+    f"{BUSY_FREQ_SHARE:.0%} of its top frequency, or another process on the GPU"
 )
 
 

@@ -10,8 +10,11 @@ Figures shown while a run goes and computed differently from the final ones are 
 estimates and named apart from the figures they approximate.
 
 It is the only source of the repeat rules (``Figure.over`` applies them: a configuration's
-summary, every table and export) and of the client-limited thresholds (``client_limits``
-applies them). No Qt here: the engine stays headless (import-linter contract).
+summary, every table and export). The thresholds its definitions print live with the rules
+that apply them (``client_limits``, ``machine_load``, ``saturation``, ``cross_checks``): it
+reads them, and none of those modules reads it back (an import-linter contract keeps
+``figures`` free of import cycles). No Qt here: the engine stays headless (import-linter
+contract).
 """
 
 from __future__ import annotations
@@ -20,9 +23,16 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from workbench.engine.figures.client_limits import (
+    CLIENT_LIMITED_RULE,
+    DISPATCH_LIMIT_MS,
+    DISPATCH_SHARE_OF_TTFT,
+    LOOP_BUSY_LIMIT,
+)
 from workbench.engine.figures.cross_checks import DELIVERY_JITTER_MS
+from workbench.engine.figures.machine_load import MACHINE_BUSY_RULE
 from workbench.engine.figures.saturation import (
     BIN_S,
     CONFIDENCE,
@@ -31,46 +41,15 @@ from workbench.engine.figures.saturation import (
     WINDOW_S,
 )
 
-if TYPE_CHECKING:
-    from workbench.engine.figures.summaries import ConfigSummary
 
-# The thresholds that mark a repeat client-limited, here beside the definitions that print
-# them; ``client_limits`` applies them.
-DISPATCH_LIMIT_MS = 5.0  # dispatch delay p99 above this may have shaped the numbers ...
-DISPATCH_SHARE_OF_TTFT = 0.01  # ... when it is at least this share of TTFT p50
-LOOP_BUSY_LIMIT = 0.85  # share of the run the measuring loop was busy: saturated above this
+class Summarized(Protocol):
+    """What the catalogue asks of a configuration's summary (``ConfigSummary``, and a
+    prediction's): each figure's value and its spread across repeats, by key. The summary
+    applies the repeat rules to its own repeats; the catalogue does not reach into it."""
 
-CLIENT_LIMITED_RULE = (
-    f"dispatch delay p99 over {DISPATCH_LIMIT_MS:g} ms and at least "
-    f"{DISPATCH_SHARE_OF_TTFT:.0%} of TTFT p50, or the measuring loop busy over "
-    f"{LOOP_BUSY_LIMIT:.0%} of a repeat"
-)
+    def value(self, key: str) -> Any: ...
 
-
-def headline_decode_tok_s(tpot_p50_ms: float | None) -> float | None:
-    """A repeat's headline decode speed, from its TPOT p50 (the catalogue's ``decode_tok_s``).
-
-    The reciprocal of the median, not a mean of reciprocals: a mean of per-request rates is
-    pulled up by one fast request (it read 22 tok/s beside a TPOT p50 of 506 ms), and a figure
-    that disagrees with the TPOT beside it cannot be read."""
-    return 1000.0 / tpot_p50_ms if tpot_p50_ms else None
-
-
-# The thresholds that mark a repeat's machine busy (``machine_load`` applies them), from the
-# spread measured on a quiet and a CPU-hogged two-core machine (docs: metrics, "Was the
-# machine busy?").
-BUSY_OTHER_CPU_SHARE = 0.25  # other processes' CPU time over the CPUs' capacity
-BUSY_STEAL_SHARE = 0.10  # a hypervisor's steal over the CPUs' capacity
-BUSY_SWAP_BYTES_PER_S = 1 * 2**20  # swapped in + out, per second of the repeat
-BUSY_PRESSURE_SHARE = 0.10  # PSI "some" memory stall over the repeat's wall time
-BUSY_FREQ_SHARE = 0.5  # lowest current / top CPU frequency seen
-
-MACHINE_BUSY_RULE = (
-    f"other processes over {BUSY_OTHER_CPU_SHARE:.0%} of the CPUs, steal over "
-    f"{BUSY_STEAL_SHARE:.0%}, swapping over {BUSY_SWAP_BYTES_PER_S / 2**20:g} MiB/s, memory "
-    f"pressure over {BUSY_PRESSURE_SHARE:.0%} of the time, a CPU throttled below "
-    f"{BUSY_FREQ_SHARE:.0%} of its top frequency, or another process on the GPU"
-)
+    def spread(self, key: str) -> float | None: ...
 
 
 class Combine(Enum):
@@ -200,14 +179,9 @@ class Figure:
         ``≈21 chunks/s``."""
         return f"{self.header}{self.text(value)} {self.unit}"
 
-    def of(self, summary: Any) -> Any:
-        """Its value for one configuration (a ``ConfigSummary``; for the SLO figures the
-        ``ConfigGoodput``), by its repeat rule."""
-        if self.combine in (Combine.SETTING, Combine.POOLED, Combine.LIVE):
-            return getattr(summary, self.key)
-        if self.combine in (Combine.MEAN_SD, Combine.MEAN) and self.key in summary.mean:
-            return summary.mean[self.key]  # worked out by ``over`` when it was summarized
-        return self.over(summary.runs)
+    def of(self, summary: Summarized) -> Any:
+        """Its value for one configuration, by its repeat rule."""
+        return summary.value(self.key)
 
     def over(self, runs: Sequence[Any]) -> Any:
         """Its value over a configuration's repeats (``RunSummary`` each), by its repeat rule:
@@ -221,16 +195,12 @@ class Figure:
         numbers = _numbers(getattr(run, self.key) for run in runs)
         return statistics.stdev(numbers) if len(numbers) > 1 else None
 
-    def sd_of(self, summary: ConfigSummary) -> float | None:
+    def sd_of(self, summary: Summarized) -> float | None:
         """Its standard deviation across repeats: None with fewer than two, or for a figure
         that is not a mean."""
-        if self.combine not in (Combine.MEAN_SD, Combine.MEAN):
-            return None
-        if self.key in summary.sd:
-            return summary.sd[self.key]
-        return self.sd_over(summary.runs)
+        return summary.spread(self.key)
 
-    def cell(self, summary: ConfigSummary, with_sd: bool = False) -> str:
+    def cell(self, summary: Summarized, with_sd: bool = False) -> str:
         """Its value for one configuration in the display format (with ``±sd`` on request,
         for the figures that report one)."""
         sd = self.sd_of(summary) if with_sd and self.spread else None
@@ -735,7 +705,7 @@ def figure(key: str) -> Figure:
     raise KeyError(key)
 
 
-def shown_in(*views: View, having: Sequence[ConfigSummary] = ()) -> tuple[Figure, ...]:
+def shown_in(*views: View, having: Sequence[Summarized] = ()) -> tuple[Figure, ...]:
     """The figures any of ``views`` shows, in catalogue order, the optional ones only where
     a configuration of ``having`` has a value of them (none without it): a plain burst's
     table gets no empty steady-state, reasoning or conversation columns. Read at call time,

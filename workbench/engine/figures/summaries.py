@@ -26,6 +26,8 @@ from workbench.engine.figures.per_run import (
 )
 from workbench.engine.figures.vllm_names import COUNTS as VLLM_COUNTS
 
+MEANS = (Combine.MEAN_SD, Combine.MEAN)  # the rules whose figures have a spread
+
 
 @dataclass
 class ConfigSummary:
@@ -81,7 +83,22 @@ class ConfigSummary:
             if requests is None:
                 return None
             return requests - (self.value("failed") or 0) - (self.value("cancelled") or 0)
-        return figure(name).of(self)
+        entry = figure(name)
+        if entry.combine in (Combine.SETTING, Combine.POOLED, Combine.LIVE):
+            return getattr(self, name)
+        if entry.combine in MEANS and name in self.mean:
+            return self.mean[name]  # worked out by ``over`` when it was summarized
+        return entry.over(self.runs)
+
+    def spread(self, name: str) -> float | None:
+        """A figure's standard deviation across the repeats: None with fewer than two, or
+        for a figure that is not a mean."""
+        entry = figure(name)
+        if entry.combine not in MEANS:
+            return None
+        if name in self.sd:
+            return self.sd[name]
+        return entry.sd_over(self.runs)
 
     def vllm_value(self, name: str) -> float | None:
         """A figure as vLLM names it (``vllm_names.COLUMNS``), by the catalogue's rules:

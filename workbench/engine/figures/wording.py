@@ -2,21 +2,39 @@
 alone (trust notes), the short marks beside its label (flags), and the sentences behind them.
 
 Apart from the numbers (``summaries``) so that the wording every view prints can change
-without touching the maths; ``ConfigSummary``'s properties of the same names read these.
+without touching the maths; ``ConfigSummary``'s properties of the same names read these, and
+these read only what ``Described`` names of it (so neither module imports the other back).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from workbench.engine.base.states import ConfigStatus
 from workbench.engine.base.words import plural
-
-if TYPE_CHECKING:
-    from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.figures.per_run import RunSummary
 
 
-def unasked_cache_hits(summary: ConfigSummary) -> str | None:
+class Described(Protocol):
+    """What the wording reads of a configuration's summary (``ConfigSummary``)."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def cache_prompt(self) -> bool: ...
+
+    @property
+    def n_ctx_slot(self) -> int | None: ...
+
+    @property
+    def runs(self) -> Sequence[RunSummary]: ...
+
+    def value(self, name: str) -> Any: ...
+
+
+def unasked_cache_hits(summary: Described) -> str | None:
     """Requests that reused cached prompt tokens though the experiment turned the cache off
     (a server that caches anyway, or a prompt file that repeats): their TTFT is flattered.
     None when there were none, or when the cache was asked for."""
@@ -26,7 +44,7 @@ def unasked_cache_hits(summary: ConfigSummary) -> str | None:
     return f"{plural(hits, 'request')} reused cached prompt tokens though cache_prompt is off"
 
 
-def checks_failed(summary: ConfigSummary) -> list[str]:
+def checks_failed(summary: Described) -> list[str]:
     """Cross-checks with the server that disagreed, in any repeat (named by repeat when
     there are several)."""
     many = len(summary.runs) > 1
@@ -37,7 +55,7 @@ def checks_failed(summary: ConfigSummary) -> list[str]:
     ]
 
 
-def not_same_task(summary: ConfigSummary) -> str | None:
+def not_same_task(summary: Described) -> str | None:
     """Why the configuration did not do the task the others did: requests its slots'
     context could not hold were refused or cut short, so its speed is not comparable.
     None when every request was served whole (or failed for another reason)."""
@@ -48,7 +66,7 @@ def not_same_task(summary: ConfigSummary) -> str | None:
     return f"{failed} of {summary.value('requests')} requests did not fit the context{per_slot}"
 
 
-def _by_repeat(summary: ConfigSummary, reason: str) -> str | None:
+def _by_repeat(summary: Described, reason: str) -> str | None:
     """A reason each repeat may give (a ``RunSummary`` field), as one line naming the
     repeats when there are several, or None when none gave it."""
     if len(summary.runs) == 1:
@@ -61,18 +79,18 @@ def _by_repeat(summary: ConfigSummary, reason: str) -> str | None:
     return "; ".join(reasons) or None
 
 
-def client_limited(summary: ConfigSummary) -> str | None:
+def client_limited(summary: Described) -> str | None:
     """Why any repeat's numbers were shaped by the client, or None."""
     return _by_repeat(summary, "client_limited")
 
 
-def over_saturated(summary: ConfigSummary) -> str | None:
+def over_saturated(summary: Described) -> str | None:
     """Why any repeat's queue grew without bound (``saturation``), or None: its latencies
     tell how long the run lasted more than what the server does."""
     return _by_repeat(summary, "over_saturated")
 
 
-def machine_busy(summary: ConfigSummary) -> str | None:
+def machine_busy(summary: Described) -> str | None:
     """Why something besides the server and the workbench used the machine in any repeat
     (``machine_load``), ``unknown: ...`` where the server's machine was not measured, or
     None (quiet, or not recorded: sessions before schema 11)."""
@@ -83,14 +101,14 @@ def machine_busy(summary: ConfigSummary) -> str | None:
     return None
 
 
-def machine_mark(summary: ConfigSummary) -> str | None:
+def machine_mark(summary: Described) -> str | None:
     """``busy machine``, ``machine unknown`` (the server runs elsewhere), or None."""
     if (machine := machine_busy(summary)) is None:
         return None
     return "machine unknown" if machine.startswith("unknown: ") else "busy machine"
 
 
-def trust_notes(summary: ConfigSummary) -> list[str]:
+def trust_notes(summary: Described) -> list[str]:
     """Why the configuration's numbers may not be the server's alone, or not the task the
     others did."""
     task = not_same_task(summary)
@@ -111,7 +129,7 @@ def trust_notes(summary: ConfigSummary) -> list[str]:
     return notes + [f"cross-check: {text}" for text in checks_failed(summary)]
 
 
-def flags(summary: ConfigSummary) -> list[str]:
+def flags(summary: Described) -> list[str]:
     """Short marks for a table's label cell: a status other than ok, not the same task,
     client-limited, over-saturated, a busy (or unknown) machine, a failed cross-check."""
     marks = [] if summary.status == ConfigStatus.OK else [summary.status]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import cache
 
 from workbench.engine.base.states import RequestState
-from workbench.engine.figures.metrics import DISPATCH_LIMIT_MS
+from workbench.engine.figures.client_limits import DISPATCH_LIMIT_MS
 from workbench.engine.figures.predicted import PredictedRequest
 from workbench.ui.run_model import RequestView, RunModel
 from workbench.ui.theme.palette import theme_data
