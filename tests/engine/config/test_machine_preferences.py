@@ -32,13 +32,19 @@ def test_the_machines_are_remembered_with_the_other_choices(config_dir):
 
 
 @pytest.mark.parametrize(
-    "value",
-    ["gpubox", ["gpubox", 3], ["a\x1b[2J"], [f"h{i}" for i in range(MAX_MACHINES + 1)]],
+    ("value", "said"),
+    [
+        ("gpubox", "machines must be a list, got 'gpubox'"),
+        (["gpubox", 3], "machines[1] must be text, got 3"),
+        (["a\x1b[2J"], "machines[0] must be printable text (no control characters)"),
+        ([""], "machines[0] string should have at least 1 character"),
+        ([f"h{i}" for i in range(MAX_MACHINES + 1)], f"at most {MAX_MACHINES} items"),
+    ],
 )
-def test_a_list_that_is_not_one_of_usable_texts_is_left_out(config_dir, value):
+def test_a_list_that_is_not_one_of_usable_texts_is_left_out(config_dir, value, said):
     config_dir.mkdir()
     document = {"machines": value, "model": "/m.gguf"}
     (config_dir / "preferences.json").write_text(json.dumps(document))
     prefs, (note,) = load_preferences()
     assert prefs == Preferences(model="/m.gguf")
-    assert note.endswith("machines is not a list of usable texts; ignored")
+    assert said in note and note.endswith("; ignored") and "\x1b" not in note

@@ -4,12 +4,14 @@ request, and a damaged file never stops it."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 import pytest
 
 from workbench.engine.config.preferences import (
     MAX_BYTES,
     Preferences,
+    _File,
     load_preferences,
     preferences_path,
     remember,
@@ -59,6 +61,17 @@ def test_each_value_is_checked(config_dir):
     prefs, notes = load_preferences()
     assert prefs == Preferences(server_bin_found_by="PATH")
     assert [n.split(": ", 1)[1] for n in notes] == [
-        "server_bin is not a usable text; ignored",
-        "model is not a usable text; ignored",
+        "server_bin must be text, got 42; ignored",
+        "model must be printable text (no control characters), got '/m.gguf\\x1b[2J'; ignored",
     ]
+
+
+def test_its_model_holds_every_preference():
+    assert tuple(_File.model_fields) == tuple(f.name for f in fields(Preferences))
+
+
+def test_a_file_nested_too_deeply_gives_defaults(config_dir):
+    config_dir.mkdir()
+    (config_dir / "preferences.json").write_text("[" * 30_000 + "]" * 30_000)
+    prefs, (note,) = load_preferences()
+    assert prefs == Preferences() and "is not JSON" in note

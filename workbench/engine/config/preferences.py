@@ -5,19 +5,22 @@ file in the platform's config folder (``$WORKBENCH_CONFIG_DIR`` moves it); ``res
 everything.
 
 The file is the user's but may be damaged or from another version: it is read up to
-``MAX_BYTES``, each value is checked for its type, and what does not pass is left at its
-default with a note saying so, never an error that stops the app.
+``MAX_BYTES``, each value is checked against ``_File`` on its own, and what does not pass is
+left at its default with a note saying so, never an error that stops the app.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.validation import validated
 
 APP_NAME = "concurrency-workbench"
 FILE_NAME = "preferences.json"
@@ -34,6 +37,30 @@ class Preferences:
     machines: tuple[str, ...] = ()  # the hosts added by hand to the Machine picker
     machines_ticked: tuple[str, ...] = ()  # the machines a run goes to ("local": this one)
     session_folders: tuple[str, ...] = ()  # folders of sessions added in the Sessions tab
+
+
+def _printable(text: str) -> str:
+    if not text.isprintable():
+        raise ValueError("must be printable text (no control characters)")
+    return text
+
+
+_Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT), AfterValidator(_printable)]
+"""A text the file may hold: a path, a label, a host."""
+_Texts = Annotated[list[_Text], Field(max_length=MAX_MACHINES)]
+
+
+class _File(BaseModel):
+    """The preferences file: each key one of ``Preferences``' (a key it does not know, as a
+    newer workbench's, is passed over)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    server_bin: _Text | None = None
+    server_bin_found_by: _Text | None = None
+    model: _Text | None = None
+    machines: _Texts | None = None
+    machines_ticked: _Texts | None = None
+    session_folders: _Texts | None = None
 
 
 def config_folder() -> Path:
@@ -63,31 +90,24 @@ def load_preferences(path: Path | None = None) -> tuple[Preferences, list[str]]:
         return Preferences(), [f"{path} is over {MAX_BYTES} bytes; using defaults"]
     try:
         document = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return Preferences(), [f"{path} is not JSON; using defaults"]
     if not isinstance(document, dict):
         return Preferences(), [f"{path} does not hold an object; using defaults"]
     values: dict[str, Any] = {}
     notes = []
-    for field in fields(Preferences):
-        value = document.get(field.name)
-        if value is None:
+    # each key on its own: a bad one is left at its default, the others kept
+    for name in _File.model_fields:
+        if document.get(name) is None:
             continue
-        if isinstance(field.default, tuple):
-            if isinstance(value, list) and len(value) <= MAX_MACHINES and all(map(usable, value)):
-                values[field.name] = tuple(value)
-            else:
-                notes.append(f"{path}: {field.name} is not a list of usable texts; ignored")
-        elif usable(value):
-            values[field.name] = value
-        else:
-            notes.append(f"{path}: {field.name} is not a usable text; ignored")
+        try:
+            found = validated(_File, {name: document[name]}, str(path))
+        except WorkbenchError as exc:
+            notes.append(f"{exc}; ignored")
+            continue
+        value = getattr(found, name)
+        values[name] = tuple(value) if isinstance(value, list) else value
     return Preferences(**values), notes
-
-
-def usable(value: Any) -> bool:
-    """A text the file may hold: a path, a label, a host."""
-    return isinstance(value, str) and 0 < len(value) <= MAX_TEXT and value.isprintable()
 
 
 def save_preferences(preferences: Preferences, path: Path | None = None) -> Path:

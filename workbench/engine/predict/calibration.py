@@ -18,24 +18,27 @@ import math
 import re
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from workbench.engine.base.errors import ImportFileError, WorkbenchError
 from workbench.engine.base.records import Hardware, RequestRecord
+from workbench.engine.base.untrusted import MAX_NUMBER
+from workbench.engine.base.validation import validated
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.config.preferences import config_folder
-from workbench.engine.interop.checked import Fields
 from workbench.engine.interop.files import read_json
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
 
 VERSION = 1
 MAX_BYTES = 64 * 1024  # a calibration is a few hundred bytes
 MAX_MS = 1e7  # a cost beyond this (almost 3 hours a step) is damage, not a measurement
+MAX_TEXT = 4096  # a name, a path or a note
 FOLDER = "calibrations"
 HELD_SETTINGS = (
     "batch_size",
@@ -650,6 +653,155 @@ def _generating_ms(decode: DecodeCost, sequences: float, context: float) -> floa
     )
 
 
+# --- the file ------------------------------------------------------------------------------
+
+NOT_A_CALIBRATION = (
+    "not a calibration (it has no version and costs: `workbench calibrate` makes one)"
+)
+
+
+def _never_negative(value: float) -> float:
+    if value < 0:
+        raise ValueError(
+            "must be at least 0: a cost is never negative (an older workbench's fit: "
+            "calibrate again)"
+        )
+    return value
+
+
+def _this_version(value: int) -> int:
+    if value != VERSION:
+        raise ValueError(f"must be {VERSION} (another workbench's calibration: calibrate again)")
+    return value
+
+
+_Cost = Annotated[float, Field(allow_inf_nan=False, le=MAX_MS), AfterValidator(_never_negative)]
+_Signed = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_MS, le=MAX_MS)]
+_Error = Annotated[float, Field(allow_inf_nan=False, ge=0, le=MAX_MS)]
+_Count = Annotated[int, Field(ge=0, le=MAX_NUMBER)]
+_Text = Annotated[str, Field(max_length=MAX_TEXT)]
+
+
+class _Stored(BaseModel):
+    """What a calibration file holds, strictly typed; a key it does not know is passed over
+    (the fields that came later, as ``coverage``, were added so, without a new version)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class _DecodeCost(_Stored):
+    base_ms: _Cost
+    per_sequence_ms: _Cost
+    per_context_token_ms: _Cost
+
+
+class _PrefillCost(_Stored):
+    base_ms: _Cost
+    per_token_ms: _Cost
+    per_token_context_ms: _Cost
+
+
+class _Costs(_Stored):
+    decode: _DecodeCost
+    prefill: _PrefillCost
+    request_overhead_ms: _Cost
+    interleaved_ms: _Signed = 0.0  # later: a file without it holds none (as its fit had)
+
+
+class _Quality(_Stored):
+    prefill_requests: _Count
+    prefill_median_error: _Error
+    prefill_worst_error: _Error
+    decode_requests: _Count
+    decode_median_error: _Error
+    decode_worst_error: _Error
+    # later: a file from before has none
+    held_back_prefill_median_error: _Error | None = None
+    held_back_prefill_worst_error: _Error | None = None
+    held_back_decode_median_error: _Error | None = None
+    held_back_decode_worst_error: _Error | None = None
+
+
+class _HeldSettings(_Stored):
+    """The ``HELD_SETTINGS``, each of its type in ``ServerSettings`` (None: not set)."""
+
+    batch_size: int | None = None
+    ubatch_size: int | None = None
+    threads: int | None = None
+    gpu_layers: int | None = None
+    flash_attn: _Text | None = None
+    cache_type_k: _Text | None = None
+    cache_type_v: _Text | None = None
+    kv_unified: bool | None = None
+    cont_batching: bool | None = None
+    draft_model: _Text | None = None
+    draft_max: int | None = None
+    draft_min: int | None = None
+
+
+class _ChatTokens(_Stored):
+    prompt: _Count
+    system_prompt: _Count
+    exchange: _Count
+    opening: _Count
+    system_opening: _Count
+
+
+class _Coverage(_Stored):
+    prompt_tokens: _Count
+    sequences: _Count
+    context_tokens: _Count
+
+
+class _File(_Stored):
+    """A calibration file as ``save`` writes it (a ``Calibration`` and its version)."""
+
+    version: Annotated[int, AfterValidator(_this_version)]
+    costs: _Costs
+    quality: _Quality
+    machine: _Text
+    model: _Text
+    build: _Text | None = None
+    settings: _HeldSettings = _HeldSettings()
+    made_at: _Text
+    source: _Text
+    note: _Text = ""
+    template_tokens: _Count | None = None
+    chat: _ChatTokens | None = None
+    coverage: _Coverage | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _a_calibration(cls, document: Any) -> Any:
+        """A JSON without costs is another file, not a damaged calibration (one without its
+        version is a damaged one: ``version is missing``)."""
+        if isinstance(document, dict) and "costs" not in document:
+            raise ValueError(NOT_A_CALIBRATION)
+        return document
+
+    def calibration(self) -> Calibration:
+        costs = self.costs
+        return Calibration(
+            StepCosts(
+                DecodeCost(**costs.decode.model_dump()),
+                PrefillCost(**costs.prefill.model_dump()),
+                costs.request_overhead_ms,
+                costs.interleaved_ms,
+            ),
+            FitQuality(**self.quality.model_dump()),
+            self.machine,
+            self.model,
+            self.build,
+            held_settings(self.settings.model_dump()),
+            self.made_at,
+            self.source,
+            self.note,
+            self.template_tokens,
+            None if self.chat is None else ChatTokens(**self.chat.model_dump()),
+            None if self.coverage is None else Coverage(**self.coverage.model_dump()),
+        )
+
+
 # --- storage -------------------------------------------------------------------------------
 
 
@@ -679,112 +831,14 @@ def now() -> str:
 
 
 def load(path: Path) -> Calibration:
-    """A calibration file, every value checked: one clear error for a damaged, foreign,
-    newer or oversized one."""
-    check = Fields(path.name)
+    """A calibration file, every value checked (``_File``): one clear line for a damaged,
+    foreign, newer or oversized one."""
     if not path.is_file():
         raise ImportFileError(f"{path.name}: not a file")
     if path.stat().st_size > MAX_BYTES:
         raise ImportFileError(f"{path.name}: over the {MAX_BYTES // 1024} KiB a calibration has")
-    document = check.mapping(read_json(path), "the file")
-    version = document.get("version")
-    if "version" not in document or "costs" not in document:
-        raise ImportFileError(
-            f"{path.name}: not a calibration (it has no version and costs: "
-            "`workbench calibrate` makes one)"
-        )
-    if version != VERSION:
-        raise ImportFileError(
-            f"{path.name}: calibration version {version!r}, not {VERSION} (made by another "
-            "workbench: calibrate again)"
-        )
-    costs = check.mapping(document.get("costs"), "costs")
-
-    def costed(kind: type, where: str) -> Any:
-        found = check.mapping(costs.get(where), f"costs.{where}")
-        values = {}
-        for f in fields(kind):
-            value = check.number(found.get(f.name), f"costs.{where}.{f.name}", optional=False)
-            if value is None or abs(value) > MAX_MS:
-                raise check.error(f"costs.{where}.{f.name}", f"is {value}, not a cost in ms")
-            if value < 0:
-                raise check.error(
-                    f"costs.{where}.{f.name}",
-                    f"is {value:g}: a cost is never negative (an older workbench's fit: "
-                    "calibrate again)",
-                )
-            values[f.name] = value
-        return kind(**values)
-
-    overhead = check.number(
-        costs.get("request_overhead_ms"), "costs.request_overhead_ms", optional=False
-    )
-    if overhead is None or not 0 <= overhead <= MAX_MS:
-        raise check.error("costs.request_overhead_ms", f"is {overhead}, not a cost in ms")
-    # interleaved_ms came later: a file without it holds none (as its fit had)
-    interleaved = check.number(costs.get("interleaved_ms"), "costs.interleaved_ms") or 0.0
-    if abs(interleaved) > MAX_MS:
-        raise check.error("costs.interleaved_ms", f"is {interleaved}, not a cost in ms")
-    found = check.mapping(document.get("quality"), "quality")
-    quality = {}
-    for f in fields(FitQuality):
-        held_back = f.name.startswith("held_back_")  # later: a file from before has none
-        value = check.number(found.get(f.name), f"quality.{f.name}", optional=held_back)
-        if held_back and value is None:
-            quality[f.name] = None
-        elif f.name.endswith("_requests"):
-            quality[f.name] = check.count(value, f"quality.{f.name}")
-        elif value is None or not 0 <= value <= MAX_MS:
-            raise check.error(f"quality.{f.name}", f"is {value}, not an error")
-        else:
-            quality[f.name] = value
-    settings = check.mapping(document.get("settings"), "settings")
-    held = {}
-    for name in HELD_SETTINGS:
-        value = settings.get(name)
-        if isinstance(value, float) or not isinstance(value, int | str | bool | None):
-            raise check.error(f"settings.{name}", f"is {value!r}, not a setting")
-        held[name] = check.text(value, f"settings.{name}") if isinstance(value, str) else value
-    held = held_settings(held)
-    build = document.get("build")
-    template = document.get("template_tokens")
-    chat = document.get("chat")
-    if chat is not None:
-        found = check.mapping(chat, "chat")
-        counts = {}
-        for f in fields(ChatTokens):
-            counts[f.name] = check.count(found.get(f.name), f"chat.{f.name}")
-            if counts[f.name] is None:
-                raise check.error(f"chat.{f.name}", "is missing")
-        chat = ChatTokens(**counts)
-    spanned = document.get("coverage")
-    if spanned is not None:
-        found = check.mapping(spanned, "coverage")
-        spans = {}
-        for f in fields(Coverage):
-            spans[f.name] = check.count(found.get(f.name), f"coverage.{f.name}")
-            if spans[f.name] is None:
-                raise check.error(f"coverage.{f.name}", "is missing")
-        spanned = Coverage(**spans)
-    return Calibration(
-        StepCosts(
-            costed(DecodeCost, "decode"),
-            costed(PrefillCost, "prefill"),
-            float(overhead),
-            float(interleaved),
-        ),
-        FitQuality(**quality),
-        check.text(document.get("machine"), "machine"),
-        check.text(document.get("model"), "model"),
-        None if build is None else check.text(build, "build"),
-        held,
-        check.text(document.get("made_at"), "made_at"),
-        check.text(document.get("source"), "source"),
-        check.text(document.get("note"), "note"),
-        None if template is None else check.count(template, "template_tokens"),
-        chat,
-        spanned,
-    )
+    found: _File = validated(_File, read_json(path), path.name, ImportFileError)
+    return found.calibration()
 
 
 def stored(
