@@ -21,11 +21,12 @@ from pathlib import Path
 
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.measure.prompts import PromptSource
+from workbench.engine.models.model_file import resolve_model
 from workbench.engine.predict.probe import probe
 from workbench.engine.predict.sweep import COMPARED, predict_experiment, prediction_error
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import RunOptions
-from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.server.discovery import find_server_binary
 
 WORKLOADS = {
     "short burst": "input_tokens = 64\narrival = 'burst'\n",

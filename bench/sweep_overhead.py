@@ -55,9 +55,10 @@ from workbench.engine.events import (  # noqa: E402
     ServerReady,
     ServerStateChanged,
 )
+from workbench.engine.models.model_file import resolve_model  # noqa: E402
 from workbench.engine.run.lifecycle import run_experiment  # noqa: E402
 from workbench.engine.run.runner import RunOptions  # noqa: E402
-from workbench.engine.server.discovery import find_server_binary, resolve_model  # noqa: E402
+from workbench.engine.server.discovery import find_server_binary  # noqa: E402
 from workbench.engine.server.llama_server import free_port, server_arguments  # noqa: E402
 
 GOAL = 1.5

@@ -52,7 +52,7 @@ def main() -> int:
     from platformdirs import user_documents_path
 
     from workbench.cli.main import main as workbench_main
-    from workbench.engine.server.discovery import bundle_root
+    from workbench.engine.base.bundle import bundle_root
 
     bundle = bundle_root() or Path(__file__).resolve().parent.parent
     return workbench_main(app_argv(argv, bundle, user_documents_path()))

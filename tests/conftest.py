@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, settings
 
 from tests.sshd import ssh_env, sshd  # noqa: F401 (fixtures: the real OpenSSH server)
 from workbench.engine.config.experiment import parse_experiment
-from workbench.engine.server.discovery import default_model_path, find_server_binary
+from workbench.engine.models.model_file import default_model_path
+from workbench.engine.server.discovery import find_server_binary
 
 SERVER_NAMES = {"llama-server"}
 

@@ -31,7 +31,7 @@ from workbench.engine.events import (
 )
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.machine_load import MachineLoad
-from workbench.engine.server.discovery import DEFAULT_MODEL_FILE
+from workbench.engine.models.model_file import DEFAULT_MODEL_FILE
 from workbench.engine.server.llama_server import server_arguments
 from workbench.engine.store import SessionWriter, create_session
 

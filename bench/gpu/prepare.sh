@@ -29,7 +29,7 @@ for name in "${EXTRA_WHEELS[@]}"; do
   version=$("$PY" -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$name")
   "$PY" -m pip download -q --no-deps --only-binary :all: -d "$CARRY/wheels" "$name==$version"
 done
-MODEL=$("$PY" -c "from workbench.engine.server.discovery import default_model_path as f; print(f())" 2>/dev/null \
+MODEL=$("$PY" -c "from workbench.engine.models.model_file import default_model_path as f; print(f())" 2>/dev/null \
   || find .venv -name 'SmolLM2-135M-Instruct.Q4_1.gguf' | head -n 1)
 "$PY" bench/gpu/random_model.py template "$MODEL" "$CARRY/model/smollm2-135m-q4_1.template.json.gz"
 

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from workbench.engine.server.discovery import default_model_path
+from workbench.engine.models.model_file import default_model_path
 
 HERE = Path(__file__).resolve().parent
 FIGURES = ("total_s", "agg_tok_s", "ttft_p50_s", "decode_tok_s")

@@ -18,10 +18,10 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 
 from workbench.engine.analysis import export
+from workbench.engine.base.server_kinds import KINDS
 from workbench.engine.config.experiment import SETTINGS
 from workbench.engine.config.settings import Field, fields_of
 from workbench.engine.figures import metrics
-from workbench.engine.figures.server_kinds import KINDS
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 MARKER = re.compile(r"<!-- reference: ([a-z-]+) -->")

@@ -12,7 +12,7 @@ import gguf
 import numpy as np
 import pytest
 
-from workbench.engine.analysis.gguf_header import read_gguf_header
+from workbench.engine.models.gguf_header import read_gguf_header
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu" / "random_model.py"
 spec = importlib.util.spec_from_file_location("random_model", SCRIPT)

@@ -12,8 +12,8 @@ from rich.console import Console
 
 from workbench.cli.main import main
 from workbench.cli.tables import results_table
+from workbench.engine.base.server_kinds import LLAMACPP
 from workbench.engine.figures import client_limits
-from workbench.engine.figures.server_kinds import LLAMACPP
 from workbench.engine.measure.sampler import ServerSampler
 from workbench.engine.run import config_run
 from workbench.engine.run.replay import load_session_events

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from tests.made_sessions import Config, build_session, burst, startup_facts
 from workbench.cli.main import main
-from workbench.engine.server.discovery import default_model_path
+from workbench.engine.models.model_file import default_model_path
 
 ON_METAL = replace(
     startup_facts(1, 4096),

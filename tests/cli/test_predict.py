@@ -13,6 +13,7 @@ from workbench.cli.main import main
 from workbench.engine.analysis.export import concurrency_columns
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.measure.hardware import fingerprint
+from workbench.engine.models.model_file import resolve_model
 from workbench.engine.predict.calibration import (
     Calibration,
     FitQuality,
@@ -21,7 +22,7 @@ from workbench.engine.predict.calibration import (
     save,
 )
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
-from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.server.discovery import find_server_binary
 
 EXPERIMENT = """name = "predicted"
 [server]
@@ -202,10 +203,10 @@ def test_a_json_that_is_no_calibration_is_one_clear_line(tmp_path, capsys, text)
     experiment.write_text(EXPERIMENT)
     assert main(["predict", str(experiment), "--calibration", str(given)]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.endswith(
+    assert (
         "--calibration: other.json: not a calibration (it has no version and costs: "
-        "`workbench calibrate` makes one)"
-    )
+        "`workbench calibrate` makes one), got {"
+    ) in line
     assert "version None" not in line
 
 

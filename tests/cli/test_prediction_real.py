@@ -64,9 +64,10 @@ def test_a_fit_of_four_short_requests_neither_replaces_the_probe_nor_says_decodi
     from tests.engine.predict.test_calibration import probe_like
     from workbench.engine.config.experiment import parse_experiment
     from workbench.engine.measure.hardware import fingerprint
+    from workbench.engine.models.model_file import resolve_model
     from workbench.engine.predict.calibration import Calibration, fit_costs, load, save
     from workbench.engine.predict.run_prediction import Wanted
-    from workbench.engine.server.discovery import find_server_binary, resolve_model
+    from workbench.engine.server.discovery import find_server_binary
 
     monkeypatch.setenv("WORKBENCH_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("COLUMNS", "1000")

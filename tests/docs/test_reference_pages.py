@@ -12,10 +12,10 @@ from mkdocs.exceptions import PluginError
 
 from workbench.engine.analysis import export
 from workbench.engine.analysis.export import concurrency_columns
+from workbench.engine.base.server_kinds import KINDS
 from workbench.engine.config.experiment import SETTINGS
 from workbench.engine.config.settings import fields_of
 from workbench.engine.figures import metrics
-from workbench.engine.figures.server_kinds import KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from workbench.engine.figures.server_kinds import KINDS, LLAMACPP, parse_metrics
+from workbench.engine.base.server_kinds import KINDS, LLAMACPP, parse_metrics
 from workbench.engine.net.http_stream import _ChunkedDecoder
 from workbench.engine.net.sse import SSEParser
 from workbench.mock_server import EXPOSITIONS, MockServer, Timing

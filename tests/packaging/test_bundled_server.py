@@ -1,4 +1,5 @@
-"""A frozen app finds the llama-server and the model it carries (discovery.py).
+"""A frozen app finds the llama-server and the model it carries (server/discovery.py,
+models/model_file.py).
 
 PyInstaller marks a frozen app with ``sys.frozen`` and puts its data in ``sys._MEIPASS``;
 these tests set both on a folder laid out as packaging/workbench.spec lays out the app,
@@ -14,17 +15,20 @@ from pathlib import Path
 
 import pytest
 
+from workbench.engine.base.bundle import bundle_root
 from workbench.engine.base.errors import ServerBinaryNotFound
+from workbench.engine.models.model_file import (
+    BUNDLED_MODEL_DIR,
+    DEFAULT_MODEL_FILE,
+    default_model_path,
+    resolve_model,
+)
 from workbench.engine.server import discovery
 from workbench.engine.server.binary_choices import server_version
 from workbench.engine.server.discovery import (
     BUNDLED,
-    BUNDLED_MODEL_DIR,
     BUNDLED_SERVER_DIR,
-    DEFAULT_MODEL_FILE,
     SERVER_NAME,
-    bundle_root,
-    default_model_path,
     find_server_binary,
 )
 
@@ -124,4 +128,4 @@ def test_a_frozen_app_uses_its_own_model(monkeypatch, tmp_path, model_path):
     (tmp_path / BUNDLED_MODEL_DIR).mkdir()
     (tmp_path / BUNDLED_MODEL_DIR / DEFAULT_MODEL_FILE).symlink_to(model_path)
     assert default_model_path() == tmp_path / BUNDLED_MODEL_DIR / DEFAULT_MODEL_FILE
-    assert discovery.resolve_model("default") == tmp_path / BUNDLED_MODEL_DIR / DEFAULT_MODEL_FILE
+    assert resolve_model("default") == tmp_path / BUNDLED_MODEL_DIR / DEFAULT_MODEL_FILE

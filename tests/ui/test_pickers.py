@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.engine.analysis.test_model_finder import write_gguf
+from tests.engine.models.test_model_finder import write_gguf
 from tests.engine.server.test_binary_choices import script
 from tests.ui.driving import run
 from workbench.engine.config.preferences import load_preferences

@@ -16,9 +16,10 @@ from rich.markup import escape
 
 from workbench.cli.paths import SESSION_HELP, out_folder, session_file
 from workbench.cli.run_commands import add_setting_flags, experiment_of
-from workbench.engine.analysis.gguf_header import loadable_model
 from workbench.engine.base.errors import ModelFileError, WorkbenchError
 from workbench.engine.config.experiment import ServerSettings, parse_experiment
+from workbench.engine.models.gguf_header import loadable_model
+from workbench.engine.models.model_file import resolve_model
 from workbench.engine.predict.calibration import (
     PROBE,
     Calibration,
@@ -36,7 +37,7 @@ from workbench.engine.predict.calibration import (
 )
 from workbench.engine.predict.describe import describe, doubts
 from workbench.engine.predict.probe import LIMIT_S, probe
-from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.server.discovery import find_server_binary
 from workbench.engine.store import open_session
 
 

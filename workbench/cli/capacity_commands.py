@@ -25,13 +25,14 @@ from workbench.cli.bounds import (
 )
 from workbench.cli.paths import SESSION_HELP, session_file
 from workbench.cli.tables import model_line, plan_table, roofline_table, slo_table
-from workbench.engine.analysis.planner import plan, read_model_facts, usable_memory
+from workbench.engine.analysis.planner import plan, usable_memory
 from workbench.engine.analysis.roofline import session_roofline
 from workbench.engine.analysis.slo import Slo, goodput, parse_goodput, peak_users, recommend
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.measure import hardware
-from workbench.engine.server.discovery import resolve_model
+from workbench.engine.models.memory import read_model_facts
+from workbench.engine.models.model_file import resolve_model
 from workbench.engine.store import open_session
 
 

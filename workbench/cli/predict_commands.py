@@ -26,6 +26,7 @@ from workbench.engine.base.errors import ImportFileError, WorkbenchError
 from workbench.engine.config.experiment import RunConfig
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.prompts import load_prompts
+from workbench.engine.models.model_file import resolve_model
 from workbench.engine.predict.calibration import (
     PROBE,
     Calibration,
@@ -38,7 +39,7 @@ from workbench.engine.predict.describe import describe, doubts
 from workbench.engine.predict.probe import LIMIT_S
 from workbench.engine.predict.run_prediction import Wanted
 from workbench.engine.predict.sweep import PredictedConfig, predict_configs
-from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.server.discovery import find_server_binary
 from workbench.engine.store import open_session
 
 

@@ -22,7 +22,7 @@ from rich.text import Text
 from workbench.engine.analysis.compare import Comparison
 from workbench.engine.analysis.export import LATER_PARTS, MemoryCheck, request_rows
 from workbench.engine.analysis.library import SessionInfo, configurations_line
-from workbench.engine.analysis.planner import ModelFacts, PlanRow
+from workbench.engine.analysis.planner import PlanRow
 from workbench.engine.analysis.roofline import RooflineRow
 from workbench.engine.analysis.slo import SHOWN, ConfigGoodput, machines_needed
 from workbench.engine.analysis.verdicts import HELD, LOST, CacheVerdict, Verdict
@@ -41,6 +41,7 @@ from workbench.engine.figures.metrics import (
 )
 from workbench.engine.figures.predicted import RunPrediction
 from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.models.memory import ModelFacts, kv_bytes_per_token
 from workbench.engine.predict.run_prediction import prediction_notes
 from workbench.engine.predict.sweep import against_header, against_rows
 
@@ -589,7 +590,7 @@ def cache_line(verdict: CacheVerdict) -> Text:
 # -- capacity -------------------------------------------------------------------------------
 def model_line(model: ModelFacts, kv_type: str, available: int, where: str) -> str:
     """What the plan is made of: the model's shape, its KV cost per token, the memory."""
-    per_token_kib = model.kv_bytes_per_token(kv_type, kv_type) / 1024
+    per_token_kib = kv_bytes_per_token(model, kv_type, kv_type) / 1024
     return (
         f"{model.name} ({model.architecture}, {model.quantization}): {model.layers} layers, "
         f"{max(model.kv_heads)} KV heads x {model.head_k}, weights "

@@ -7,7 +7,7 @@ import asyncio
 import signal
 import sys
 
-from workbench.engine.figures.server_kinds import LLAMACPP
+from workbench.engine.base.server_kinds import LLAMACPP
 from workbench.engine.measure.open_files import raise_open_files
 from workbench.mock_server.generator import Timing
 from workbench.mock_server.metrics_page import EXPOSITIONS

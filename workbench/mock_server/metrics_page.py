@@ -1,6 +1,6 @@
 """The mock's ``/metrics`` page, as llama.cpp, vLLM or SGLang writes it.
 
-The names come from the server-kind catalogue (``engine/figures/server_kinds.py``), the one
+The names come from the server-kind catalogue (``engine/base/server_kinds.py``), the one
 place they are written down; what is kept here is how each server writes its page: the HELP
 text of each fact, the labels on every series, how a number is written.
 """
@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from workbench.engine.figures.server_kinds import LLAMACPP, SGLANG, VLLM, ServerKind
+from workbench.engine.base.server_kinds import LLAMACPP, SGLANG, VLLM, ServerKind
 
 MODEL = "mock"
 

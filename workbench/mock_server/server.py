@@ -14,7 +14,7 @@ import socket
 import time
 from typing import Any
 
-from workbench.engine.figures.server_kinds import LLAMACPP, VLLM
+from workbench.engine.base.server_kinds import LLAMACPP, VLLM
 from workbench.engine.net.http_stream import (
     HttpStreamError,
     KernelStampedSocket,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.engine.base.records import RequestKey, RequestRecord, StartupFacts
+from workbench.engine.base.server_kinds import ServerKind, describe, detect
 from workbench.engine.base.states import RequestState, RunStatus, ServerState
 from workbench.engine.events import (
     ConfigFinished,
@@ -36,7 +37,6 @@ from workbench.engine.figures.conversation_cache import TurnCache, turn_caches
 from workbench.engine.figures.footprint import predicted_footprint_mib
 from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.figures.predicted import RunPrediction
-from workbench.engine.figures.server_kinds import ServerKind, describe, detect
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.measure.sampler import slot_context_share
 

@@ -62,7 +62,7 @@ log "aiperf $("$AIPERF_VENV/bin/aiperf" --version 2>&1 | tail -1)"
 
 # ---------------------------------------------------------------- server and model
 SERVER="$("$PROJECT_PY" -c 'from workbench.engine.server.discovery import find_server_binary; print(find_server_binary().path)')"
-MODEL="$("$PROJECT_PY" -c 'from workbench.engine.server.discovery import default_model_path; print(default_model_path())')"
+MODEL="$("$PROJECT_PY" -c 'from workbench.engine.models.model_file import default_model_path; print(default_model_path())')"
 log "server $SERVER"
 log "model  $MODEL"
 

@@ -41,14 +41,6 @@ def test_a_real_copy_gives_a_plausible_bandwidth():
     assert 0.2e9 < rl.measure_bandwidth(copy_mib=16, repeats=2) < 2e12
 
 
-def test_kv_bytes_per_token_from_the_servers_own_figures():
-    facts = StartupFacts(kv_buffer_mib=180.0, n_ctx_slot=2048, n_slots=4, kv_unified=False)
-    assert rl.kv_bytes_per_token(facts) == 23040  # SmolLM2-135M: 30 x 3 x 64 x 2 x 2
-    unified = StartupFacts(kv_buffer_mib=180.0, n_ctx_slot=8192, n_slots=4, kv_unified=True)
-    assert rl.kv_bytes_per_token(unified) == 23040
-    assert rl.kv_bytes_per_token(StartupFacts()) is None
-
-
 def test_roofline_of_a_session(sweep_session, capsys):
     with open_session(sweep_session) as session:
         rows = rl.roofline(session, bandwidth=20e9)

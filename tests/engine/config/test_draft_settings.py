@@ -11,8 +11,8 @@ import pytest
 from workbench.cli.main import main
 from workbench.engine.base.errors import ExperimentError, ModelFileError
 from workbench.engine.config.experiment import ServerSettings, parse_experiment
+from workbench.engine.models.model_file import default_model_path
 from workbench.engine.run.runner import ExperimentRunner, RunOptions
-from workbench.engine.server.discovery import default_model_path
 from workbench.engine.server.llama_server import server_arguments
 
 WORKLOAD = "[workload]\nrequests = 1\nmax_tokens = 4\n"

@@ -16,9 +16,9 @@ import pytest
 from tests.made_sessions import Config, build_session, request, startup_facts
 from workbench.cli.main import main
 from workbench.engine.analysis.export import write_concurrency_csv
+from workbench.engine.base.server_kinds import parse_metrics
 from workbench.engine.figures.metrics import figure
 from workbench.engine.figures.per_run import RunObservations, summarize_run
-from workbench.engine.figures.server_kinds import parse_metrics
 from workbench.engine.figures.speculative import SpecFigures, spec_figures
 from workbench.engine.store import open_session
 

@@ -14,12 +14,12 @@ import pytest
 from tests.engine.run.test_runner_faults import fake_binary
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.measure.hardware import fingerprint
+from workbench.engine.models.model_file import resolve_model
 from workbench.engine.predict.calibration import Calibration, FitQuality, save
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
 from workbench.engine.predict.run_prediction import Wanted
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import RunOptions
-from workbench.engine.server.discovery import resolve_model
 from workbench.engine.store import open_session
 
 EXPERIMENT = parse_experiment(

@@ -253,7 +253,7 @@ def test_a_server_without_a_tokenizer_gets_prompts_of_about_the_length(tmp_path)
 
 def test_without_a_tokenizer_the_model_files_vocabulary_counts(tmp_path, model_path):
     """Given the model file (--model), prompts are sized by its own vocabulary."""
-    from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
+    from workbench.engine.models.gguf_tokenizer import BpeEstimator
 
     experiment = parse_experiment(
         f"[server]\nmodel = '{model_path}'\n"

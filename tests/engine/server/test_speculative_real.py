@@ -21,9 +21,9 @@ import httpx
 import pytest
 
 from workbench.engine.base.errors import ServerStartError
+from workbench.engine.base.server_kinds import LLAMACPP, parse_metrics
 from workbench.engine.config.experiment import ServerSettings, parse_experiment
 from workbench.engine.figures.metrics import figure
-from workbench.engine.figures.server_kinds import LLAMACPP, parse_metrics
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import RunOptions
 from workbench.engine.server.llama_server import LlamaServer

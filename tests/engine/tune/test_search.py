@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.models.model_file import default_model_path
 from workbench.engine.predict.calibration import Calibration, FitQuality
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
-from workbench.engine.server.discovery import default_model_path
 from workbench.engine.tune.records import SloTarget, TuneProgress, TuneRequest, rounded
 from workbench.engine.tune.search import MAX_HOPELESS, Search, TuneError, server_args
 from workbench.engine.tune.server_measure import Measured, Run

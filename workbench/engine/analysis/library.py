@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from workbench.engine.base.errors import OutputDirError, SessionError
-from workbench.engine.server.discovery import DEFAULT_MODEL_FILE
+from workbench.engine.models.model_file import DEFAULT_MODEL_FILE
 from workbench.engine.store import Session, open_session
 
 SESSION_GLOB = "*.session.sqlite"

@@ -36,10 +36,10 @@ from typing import Any
 from workbench import __version__
 from workbench.engine.base.errors import OutputDirError, SessionError
 from workbench.engine.base.records import RequestRecord, request_numbers
+from workbench.engine.base.server_kinds import detect
 from workbench.engine.base.states import NoticeLevel, ServerState
 from workbench.engine.base.untrusted import as_text
 from workbench.engine.figures.per_request import NS, RequestMetrics, request_metrics
-from workbench.engine.figures.server_kinds import detect
 from workbench.engine.store import ConfigRow, Session
 
 MIB = 2**20

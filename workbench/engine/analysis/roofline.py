@@ -27,9 +27,9 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import Hardware, StartupFacts
 from workbench.engine.figures.per_request import token_count
 from workbench.engine.measure.hardware import cpu_model
+from workbench.engine.models.memory import MIB, logged_kv_bytes_per_token
 from workbench.engine.store import Session, open_session, summarize_config_records
 
-MIB = 2**20
 COPY_MIB = 256
 
 
@@ -183,22 +183,12 @@ class RooflineRow:
         return None if self.decode_tok_s is None else self.decode_tok_s / self.bound_tok_s
 
 
-def kv_bytes_per_token(facts: StartupFacts) -> float | None:
-    """From what the server logged: its KV buffer over the cells it holds."""
-    kv, per_slot = facts.kv_buffer_mib, facts.n_ctx_slot
-    if kv is None or per_slot is None:
-        return None
-    slots = facts.n_slots if facts.n_slots is not None else 1
-    cells = per_slot if facts.kv_unified else per_slot * slots
-    return kv * MIB / cells if cells else None
-
-
 def _step_sizes(facts: StartupFacts | None) -> bool:
     """Whether a server's start-up log gave what a step reads: its weights and KV sizes."""
     return (
         facts is not None
         and facts.model_buffer_mib is not None
-        and (kv_bytes_per_token(facts) is not None)
+        and (logged_kv_bytes_per_token(facts) is not None)
     )
 
 
@@ -219,7 +209,7 @@ def roofline(session: Session, bandwidth: float, gpu: float | None = None) -> li
     rows = []
     for config in session.configs:
         facts = config.facts or StartupFacts()
-        weights, per_token = facts.model_buffer_mib, kv_bytes_per_token(facts)
+        weights, per_token = facts.model_buffer_mib, logged_kv_bytes_per_token(facts)
         if weights is None or per_token is None:
             continue  # external servers and failed starts log no buffers
         records = [r for r in session.records(config.index) if r.ok and not r.warmup]

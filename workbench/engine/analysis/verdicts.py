@@ -159,7 +159,7 @@ def ttft_linear_in_load(summaries: list[ConfigSummary]) -> Verdict:
 
 
 def context_per_slot(summaries: list[ConfigSummary]) -> Verdict:
-    from workbench.engine.analysis.planner import kv_layout
+    from workbench.engine.models.memory import kv_layout
 
     hypothesis = "each of N explicit slots gets ctx / N tokens of context"
     checked = [

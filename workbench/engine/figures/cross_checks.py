@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.engine.base.records import RequestRecord
-from workbench.engine.figures.server_kinds import (
+from workbench.engine.base.server_kinds import (
     OUTPUT_COUNTERS,
     PROMPT_COUNTERS,
     REQUEST_COUNTERS,

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workbench.engine.base.untrusted import MAX_NUMBER
-from workbench.engine.figures.cross_checks import counter_delta
-from workbench.engine.figures.server_kinds import (
+from workbench.engine.base.server_kinds import (
     ACCEPTED_TOKEN_COUNTERS,
     DRAFT_COUNTERS,
     DRAFT_TOKEN_COUNTERS,
 )
+from workbench.engine.base.untrusted import MAX_NUMBER
+from workbench.engine.figures.cross_checks import counter_delta
 
 
 @dataclass(frozen=True)

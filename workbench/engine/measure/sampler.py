@@ -15,10 +15,10 @@ from typing import Any
 
 import psutil
 
+from workbench.engine.base.server_kinds import parse_metrics
 from workbench.engine.base.states import NoticeLevel
 from workbench.engine.events import GpuSample, MetricsSample, Notice, ProcessSample, SlotsSample
 from workbench.engine.figures.machine_load import MachineLoad
-from workbench.engine.figures.server_kinds import parse_metrics
 from workbench.engine.measure.gpu_memory import GpuProbe
 from workbench.engine.measure.machine_load import MachineMeter
 from workbench.engine.measure.process_memory import process_measure

@@ -31,11 +31,11 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from workbench.engine.analysis.planner import kv_layout
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.base.records import RequestRecord, TokenChunk
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.measure.client import http_error, stopped_short
+from workbench.engine.models.memory import kv_layout
 from workbench.engine.predict.costs import StepCosts
 
 DEFAULT_BATCH = 2048
@@ -121,7 +121,7 @@ class ServerShape:
     @classmethod
     def of(cls, settings: ServerSettings) -> ServerShape:
         """The shape a managed server starts with: each slot ``-c / -np`` of context, or the
-        whole pool with ``-kvu`` (``planner.kv_layout``, as the server pads it)."""
+        whole pool with ``-kvu`` (``models.memory.kv_layout``, as the server pads it)."""
         if settings.ctx <= 0:
             raise ExperimentError(
                 "ctx = 0 (the model's own context) cannot be predicted: give ctx a size"

@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.config.experiment import Experiment, RunConfig, WorkloadSettings
@@ -22,6 +21,8 @@ from workbench.engine.figures.wording import machine_mark
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sized_prompts import input_lengths
 from workbench.engine.measure.workload import arrival_offsets
+from workbench.engine.models.gguf_tokenizer import BpeEstimator
+from workbench.engine.models.model_file import resolve_model
 from workbench.engine.predict.calibration import ChatTokens
 from workbench.engine.predict.costs import StepCosts
 from workbench.engine.predict.scheduler_model import (
@@ -31,7 +32,6 @@ from workbench.engine.predict.scheduler_model import (
     predicted_records,
 )
 from workbench.engine.predict.traffic import Traffic, config_traffic
-from workbench.engine.server.discovery import resolve_model
 
 SHARED_PREFIX = "shared prefix"
 COMPARED = ("ttft_p50_s", "ttft_p90_s", "e2e_p50_s", "decode_tok_s", "agg_tok_s")

@@ -10,10 +10,10 @@ from pathlib import Path
 import psutil
 
 from workbench import __version__
-from workbench.engine.analysis.gguf_header import loadable_model
 from workbench.engine.base.errors import ModelFileError, ServerBinaryNotFound
 from workbench.engine.base.untrusted import printable
 from workbench.engine.measure.hardware import apple_chip, nvidia_gpus
+from workbench.engine.models.gguf_header import loadable_model
 from workbench.engine.remote.protocol import PROTOCOL, HostFacts
 from workbench.engine.server.discovery import find_server_binary
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from workbench.engine.analysis.planner import context_shortfall, kv_layout, request_tokens
+from workbench.engine.analysis.planner import context_shortfall, request_tokens
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.base.states import ConfigStatus, NoticeLevel, ServerState
@@ -50,6 +50,7 @@ from workbench.engine.measure.workload import (
     plan_records,
     run_requests,
 )
+from workbench.engine.models.memory import kv_layout
 from workbench.engine.run import notices
 from workbench.engine.run.prompt_building import build_prompts
 from workbench.engine.run.session_setup import RunSetup

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.states import NoticeLevel
 from workbench.engine.config.experiment import RunConfig
@@ -33,7 +32,8 @@ from workbench.engine.measure.sized_prompts import (
     sized_prompt,
     template_overhead,
 )
-from workbench.engine.server.discovery import resolve_model
+from workbench.engine.models.gguf_tokenizer import BpeEstimator
+from workbench.engine.models.model_file import resolve_model
 
 
 @dataclass(frozen=True)

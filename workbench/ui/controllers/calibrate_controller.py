@@ -19,16 +19,17 @@ from typing import Any, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
-from workbench.engine.analysis.gguf_header import loadable_model
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import Hardware
 from workbench.engine.config.experiment import RunConfig, ServerSettings
 from workbench.engine.measure.hardware import fingerprint
+from workbench.engine.models.gguf_header import loadable_model
+from workbench.engine.models.model_file import resolve_model
 from workbench.engine.predict.calibration import Calibration, path_of, replaced_at, save
 from workbench.engine.predict.describe import describe, doubts
 from workbench.engine.predict.probe import LIMIT_S, probe
 from workbench.engine.predict.run_prediction import Wanted
-from workbench.engine.server.discovery import find_server_binary, resolve_model
+from workbench.engine.server.discovery import find_server_binary
 from workbench.ui.controllers.tasks import Tasks
 
 T = TypeVar("T")

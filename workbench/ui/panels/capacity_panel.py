@@ -22,11 +22,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.analysis.planner import ModelFacts, plan, read_model_facts, request_tokens
+from workbench.engine.analysis.planner import plan, request_tokens
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import field_named
-from workbench.engine.server.discovery import resolve_model
+from workbench.engine.models.memory import ModelFacts, kv_bytes_per_token, read_model_facts
+from workbench.engine.models.model_file import resolve_model
 from workbench.ui.theme.qt_theme import signal_color, text_style
 from workbench.ui.widgets.read_only_table import read_only_table, two_lines
 
@@ -146,7 +147,7 @@ class CapacityPanel(QWidget):
     def _show(self, facts: ModelFacts, rows: list[Any], available: int) -> None:
         self.summary.setText(
             f"{facts.name} ({facts.quantization}): weights {facts.tensor_bytes / 2**20:.0f} "
-            f"MiB, KV {facts.kv_bytes_per_token() / 1024:.1f} KiB per token. "
+            f"MiB, KV {kv_bytes_per_token(facts) / 1024:.1f} KiB per token. "
             f"Available memory: {available / 2**30:.1f} GiB."
         )
         self.table.setRowCount(len(rows))

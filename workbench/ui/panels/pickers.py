@@ -27,9 +27,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.analysis.model_finder import FoundModel, describe, find_models, places
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.preferences import load_preferences, remember
+from workbench.engine.models.model_finder import FoundModel, describe, find_models, places
 from workbench.engine.server.binary_choices import BinaryChoice, choice, server_candidates
 from workbench.ui.controllers.tasks import Tasks
 

@@ -10,7 +10,7 @@ import gguf
 import numpy as np
 import pytest
 
-from workbench.engine.analysis.model_finder import (
+from workbench.engine.models.model_finder import (
     MAX_DEPTH,
     MAX_MANIFEST_BYTES,
     FoundModel,

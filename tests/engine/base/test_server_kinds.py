@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.engine.base.records import RequestRecord
-from workbench.engine.figures.cross_checks import request_check, token_checks
-from workbench.engine.figures.server_kinds import (
+from workbench.engine.base.server_kinds import (
     KINDS,
     LLAMACPP,
     SGLANG,
@@ -19,6 +18,7 @@ from workbench.engine.figures.server_kinds import (
     share,
     total,
 )
+from workbench.engine.figures.cross_checks import request_check, token_checks
 from workbench.mock_server import EXPOSITIONS, MockServer, Timing
 
 # A vLLM /metrics as prometheus_client writes it: labelled series, a counter's _total and

@@ -17,8 +17,8 @@ import itertools
 import re
 from pathlib import Path
 
-from workbench.engine.analysis.gguf_header import read_gguf_header
 from workbench.engine.base.errors import ModelFileError
+from workbench.engine.models.gguf_header import read_gguf_header
 
 TOKENS, MERGES, MODEL = "tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.model"
 WORDS = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?[^\s\w]+|\s+(?!\S)|\s+""")

@@ -8,10 +8,10 @@ from pathlib import Path
 import gguf
 import pytest
 
-from workbench.engine.analysis.gguf_tokenizer import BpeEstimator
 from workbench.engine.base.errors import ModelFileError
 from workbench.engine.measure.prompts import builtin_prompt
 from workbench.engine.measure.sized_prompts import ServerTokenizer, padding
+from workbench.engine.models.gguf_tokenizer import BpeEstimator
 
 # What the real llama-server's /tokenize counted for each (SmolLM2-135M), measured once:
 # the live comparison is test_the_estimate_is_the_servers_own_count below.

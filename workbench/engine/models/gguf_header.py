@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from workbench.engine.base.errors import ModelFileError
-from workbench.engine.server.discovery import check_gguf, resolve_model
+from workbench.engine.models.model_file import check_gguf, resolve_model
 
 VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32

@@ -32,6 +32,11 @@ Where each set comes from (read in the servers' own source):
 
 Series of one name with different labels (several engines or ranks) are one figure: counts
 add up, a share of the KV cache is their mean.
+
+The catalogue is in ``base``, not beside the server code: the figures (the cross-checks, the
+speculative counters) read it and sit below ``server``, and the sampler in ``measure`` (which
+never imports ``server``) parses ``/metrics`` with it, so the lowest layer is the one place
+all of them may import.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.engine.analysis.gguf_header import FILE_TYPES, read_gguf_header
 from workbench.engine.base.errors import ModelFileError, WorkbenchError
-from workbench.engine.server.discovery import default_model_path
+from workbench.engine.models.gguf_header import FILE_TYPES, read_gguf_header
+from workbench.engine.models.model_file import default_model_path
 
 MAX_DEPTH = 6  # hub/models--org--name/snapshots/rev/sub/file.gguf
 MAX_ENTRIES = 20_000  # directory entries looked at, per place

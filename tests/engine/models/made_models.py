@@ -1,0 +1,45 @@
+"""Model files and shapes the models tests and the planner's share: a small GGUF with the
+default model's KV shape, and a Llama-3-8B shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+from workbench.engine.models.memory import MIB, ModelFacts
+
+
+def write_small_model(path: Path) -> Path:
+    """A GGUF header with the default model's KV shape (30 layers, 3 KV heads of 64) and
+    one small tensor: what the plan command reads, without parsing a 49k-token vocabulary."""
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("Small")
+    writer.add_block_count(30)
+    writer.add_embedding_length(576)
+    writer.add_head_count(9)
+    writer.add_head_count_kv(3)
+    writer.add_context_length(8192)
+    writer.add_file_type(3)  # Q4_1
+    writer.add_tensor("token_embd.weight", np.zeros((64, 16), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+LLAMA_8B_SHAPE = ModelFacts(
+    "m.gguf",
+    "llama",
+    "m",
+    1000 * MIB,
+    1000 * MIB,
+    layers=32,
+    kv_heads=(8,) * 32,
+    head_k=128,
+    head_v=128,
+    train_ctx=32768,
+    quantization="Q4_K_M",
+)

@@ -1,0 +1,210 @@
+"""What a server configuration takes in memory: the one memory function (``server_memory``)
+and the cell layout it stands on (``kv_layout``), for the planner, the tune's memory filter,
+the predictor's slots, the run's context check, the verdicts and the figures alike.
+
+A server holds its weights, its KV cache and the rest (compute buffers, the runtime:
+``overhead_mib``). KV bytes per token = sum over layers of KV heads x (K head size x bytes per
+K element + V head size x bytes per V element), the shape read from the GGUF header
+(``read_model_facts``). llama-server gives each of N explicit slots ``pad256(ctx / N)`` cells
+(so the total can exceed ``-c``); with a unified cache (``-kvu``, or ``-np -1``) all slots
+share one pool of ``pad256(ctx)`` cells and a single request may use all of it. Checked
+against the server's own log line ``llama_kv_cache: size = ...`` in the tests.
+
+What a server that ran says of itself (its startup log's buffers, ``StartupFacts``) is read
+into the same ``Memory`` (``logged_memory``), and its KV bytes per token from the same cells
+(``logged_kv_bytes_per_token``), so the plan, the memory plot and the roofline add up one way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.engine.base.errors import ModelFileError
+from workbench.engine.base.records import StartupFacts
+from workbench.engine.models.gguf_header import FILE_TYPES, Value, read_gguf_header
+
+MIB = 2**20
+CELL_PAD = 256
+AUTO_SLOTS = 4  # what -np -1 gives
+DEFAULT_OVERHEAD_MIB = 128.0  # compute buffers and the runtime, when nothing better is known
+# Bytes per element of each KV cache type (block size 32 for the quantised ones).
+BYTES_PER_ELEMENT = {
+    "f32": 4.0,
+    "f16": 2.0,
+    "bf16": 2.0,
+    "q8_0": 34 / 32,
+    "q4_0": 18 / 32,
+    "q4_1": 20 / 32,
+    "iq4_nl": 18 / 32,
+    "q5_0": 22 / 32,
+    "q5_1": 24 / 32,
+}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the memory estimate needs from a model's GGUF header."""
+
+    path: str
+    architecture: str
+    name: str
+    file_bytes: int
+    tensor_bytes: int
+    layers: int
+    kv_heads: tuple[int, ...]  # per layer
+    head_k: int
+    head_v: int
+    train_ctx: int
+    quantization: str
+
+
+def read_model_facts(path: str | Path) -> ModelFacts:
+    """What the KV estimate needs, from the GGUF header (no weights or vocabulary are
+    loaded)."""
+    p = Path(path)
+    header = read_gguf_header(p)
+    fields = header.fields
+    arch = fields.get("general.architecture")
+    if not isinstance(arch, str):
+        raise ModelFileError(f"{p} has no general.architecture key: not a model GGUF")
+
+    def need(key: str) -> Value:
+        value = fields.get(f"{arch}.{key}")
+        if value is None:
+            raise ModelFileError(
+                f"{p}: architecture '{arch}' lacks '{arch}.{key}', which the KV estimate "
+                "needs (not a transformer with a KV cache, or an unusual converter)"
+            )
+        return value
+
+    layers = int(need("block_count"))
+    heads_kv = need("attention.head_count_kv")
+    kv_heads = (
+        tuple(int(h) for h in heads_kv)
+        if isinstance(heads_kv, tuple)
+        else (int(heads_kv),) * layers
+    )
+    embedding = int(need("embedding_length"))
+    heads = need("attention.head_count")
+    first_heads = int(heads[0] if isinstance(heads, tuple) else heads)
+    head_k = fields.get(f"{arch}.attention.key_length") or embedding // first_heads
+    head_v = fields.get(f"{arch}.attention.value_length") or head_k
+    train_ctx = int(fields.get(f"{arch}.context_length") or 0)
+    file_type = fields.get("general.file_type")
+    return ModelFacts(
+        path=str(p),
+        architecture=arch,
+        name=str(fields.get("general.name") or p.stem),
+        file_bytes=p.stat().st_size,
+        tensor_bytes=sum(t.n_bytes for t in header.tensors),
+        layers=layers,
+        kv_heads=kv_heads,
+        head_k=int(head_k),
+        head_v=int(head_v),
+        train_ctx=train_ctx,
+        quantization=FILE_TYPES.get(file_type, str(file_type)) if file_type is not None else "?",
+    )
+
+
+def bytes_per_element(kv_type: str) -> float:
+    """What one element of a KV cache type (``-ctk`` / ``-ctv``) takes."""
+    try:
+        return BYTES_PER_ELEMENT[kv_type]
+    except KeyError:
+        raise ModelFileError(
+            f"unknown KV cache type {kv_type!r}: use one of {', '.join(BYTES_PER_ELEMENT)}"
+        ) from None
+
+
+def kv_bytes_per_token(model: ModelFacts, type_k: str = "f16", type_v: str = "f16") -> float:
+    """The KV cache one token takes, all layers together."""
+    k, v = bytes_per_element(type_k), bytes_per_element(type_v)
+    return sum(heads * (model.head_k * k + model.head_v * v) for heads in model.kv_heads)
+
+
+def pad_cells(n: int) -> int:
+    return max(CELL_PAD, math.ceil(n / CELL_PAD) * CELL_PAD)
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    slots: int
+    unified: bool
+    cells_per_slot: int  # context a single request can use
+    total_cells: int
+
+
+def kv_layout(ctx: int, slots: int, unified: bool = False) -> KvLayout:
+    """The cells llama-server allocates for ``-c ctx -np slots`` (``-np -1`` = 4, unified)."""
+    if slots == -1:
+        slots, unified = AUTO_SLOTS, True
+    if unified:
+        cells = pad_cells(ctx)
+        return KvLayout(slots, True, cells, cells)
+    per_slot = pad_cells(ctx // slots)
+    return KvLayout(slots, False, per_slot, per_slot * slots)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What a server holds, in MiB: its weights, its KV cache and the rest (compute buffers,
+    the runtime)."""
+
+    weights_mib: float
+    kv_mib: float
+    overhead_mib: float
+
+    @property
+    def total_mib(self) -> float:
+        return self.weights_mib + self.kv_mib + self.overhead_mib
+
+
+def server_memory(
+    model: ModelFacts,
+    ctx: int,
+    slots: int,
+    unified: bool = False,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    overhead_mib: float = DEFAULT_OVERHEAD_MIB,
+) -> Memory:
+    """The memory llama-server takes for this model with ``-c ctx -np slots`` (``-kvu``,
+    ``-ctk type_k -ctv type_v``): the weights' tensors, every cell ``kv_layout`` allocates at
+    ``kv_bytes_per_token``, and ``overhead_mib``."""
+    cells = kv_layout(ctx, slots, unified).total_cells
+    return Memory(
+        weights_mib=model.tensor_bytes / MIB,
+        kv_mib=cells * kv_bytes_per_token(model, type_k, type_v) / MIB,
+        overhead_mib=overhead_mib,
+    )
+
+
+def logged_layout(facts: StartupFacts) -> KvLayout | None:
+    """The cells a started server says it holds (its slots and context per slot); None when
+    its log did not give the context per slot."""
+    per_slot = facts.n_ctx_slot
+    if per_slot is None:
+        return None
+    slots = facts.n_slots if facts.n_slots is not None else 1
+    unified = bool(facts.kv_unified)
+    return KvLayout(slots, unified, per_slot, per_slot if unified else per_slot * slots)
+
+
+def logged_memory(facts: StartupFacts) -> Memory | None:
+    """Model + KV + compute buffers, as the server logged them at start-up; None unless it
+    logged all three. A prediction missing a part would read the part's size as the
+    runtime's own use (what the measured memory above the buffers is taken for)."""
+    model, kv, compute = facts.model_buffer_mib, facts.kv_buffer_mib, facts.compute_buffer_mib
+    if model is None or kv is None or compute is None:
+        return None
+    return Memory(weights_mib=float(model), kv_mib=float(kv), overhead_mib=float(compute))
+
+
+def logged_kv_bytes_per_token(facts: StartupFacts) -> float | None:
+    """From what the server logged: its KV buffer over the cells it holds."""
+    layout = logged_layout(facts)
+    if facts.kv_buffer_mib is None or layout is None:
+        return None
+    return facts.kv_buffer_mib * MIB / layout.total_cells if layout.total_cells else None
