@@ -64,6 +64,15 @@ def test_a_huge_value_is_named_short():
     assert len(str(caught.value)) < 200
 
 
+def test_a_nested_value_is_named_short_in_all():
+    """A few items at each of a few levels still multiply: 6 lists of 6 lists of long text
+    is cut as a whole."""
+    nested = [[["z" * 100] * 6] * 6] * 6
+    with pytest.raises(WorkbenchError) as caught:
+        validated(_File, {"version": 1, "runs": nested}, "f")
+    assert len(str(caught.value)) < 250
+
+
 def test_text_is_not_a_number_when_strict():
     with pytest.raises(WorkbenchError, match="must be a number"):
         validated(float, "1.5", "flag")
@@ -72,4 +81,39 @@ def test_text_is_not_a_number_when_strict():
 
 def test_places_and_values_read_as_a_user_writes_them():
     assert place(("runs", 2, "ttft_ms")) == "runs[2].ttft_ms"
+    assert place(("runs", 0, "\r")) == "runs[0]['\\r']"  # a key that is no name: its repr
+    assert len(place(("k" * 10**6,))) < 100
     assert shown("y" * 500).count("y") < 100
+
+
+class _Ping(BaseModel):
+    model_config = ConfigDict(strict=True)
+    op: Literal["ping"]
+    seq: int
+
+
+class _Stop(BaseModel):
+    model_config = ConfigDict(strict=True)
+    op: Literal["stop"]
+
+
+_Op = Annotated[_Ping | _Stop, Field(discriminator="op")]
+
+
+def test_json_text_is_read_as_json():
+    assert validated(_Op, b'{"op": "ping", "seq": 3}', "line", json=True) == _Ping(op="ping", seq=3)
+    assert validated(tuple[int, ...], "[1, 2]", "line", json=True) == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [('{"op": "exec"}', "line: op is not a kind known here, got 'exec'"),
+     ('{"seq": 1}', "line: op is missing"),
+     ('{"op": "ping", "seq": "1"}', "line: ping.seq must be a whole number, got '1'"),
+     ("not json", "line: invalid JSON: expected ident at line 1 column 2, got 'not json'"),
+     ('{"op": "ping", "seq": 1e999}', "line: ping.seq must be a whole number, got inf")],
+)  # fmt: skip
+def test_a_json_line_s_first_problem_in_one_line(text, line):
+    with pytest.raises(WorkbenchError) as caught:
+        validated(_Op, text, "line", json=True)
+    assert str(caught.value) == line

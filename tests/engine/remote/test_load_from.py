@@ -9,7 +9,6 @@ import asyncio
 import dataclasses
 import functools
 import itertools
-import json
 import os
 import re
 import shlex
@@ -32,7 +31,6 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import RequestRecord, TokenChunk
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.events import FirstToken, RequestFinished
-from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.measure.client_workers import (
     Job,
     WorkerLoads,
@@ -44,7 +42,7 @@ from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.workload import plan_records
 from workbench.engine.remote import wire
 from workbench.engine.remote.load_worker import RemoteWorker, load_workers, on_this_clock
-from workbench.engine.remote.protocol import PROTOCOL, ProtocolError, read
+from workbench.engine.remote.protocol import PROTOCOL, ProtocolError, parse
 from workbench.engine.remote.targets import TRANSPORT_VARIABLE, ProcessTarget
 from workbench.engine.store import open_session
 from workbench.mock_server import MockProcess as Mock
@@ -101,22 +99,20 @@ def agents_alive() -> list[psutil.Process]:
 
 def test_the_agent_runs_a_load_job_ready_go_events_done(agent, mock):  # noqa: F811
     agent.send("hello", protocol=PROTOCOL, version=__version__)
-    assert agent.receive()["kind"] == "hello"
+    assert agent.receive().kind == "hello"
     sent = time.perf_counter_ns()
     agent.send("load", job=wire.plain(job(mock.url, 3)))
     ready = agent.receive()
-    assert ready["kind"] == "ready" and sent < ready["t_ns"] < time.perf_counter_ns()
+    assert ready.kind == "ready" and sent < ready.t_ns < time.perf_counter_ns()
     t0 = time.perf_counter_ns() + 20_000_000
     agent.send("go", t0_ns=t0)
     finished: list[RequestRecord] = []
-    while (message := agent.receive())["kind"] == "events":
-        for data in message["events"]:
-            event = wire.decode(data)
+    while (message := agent.receive()).kind == "events":
+        for event in message.events:
             if isinstance(event, RequestFinished):
                 finished.append(event.record)
-    assert message["kind"] == "done"
-    load = read(ClientLoad, message["load"], "the load")
-    assert load.wall_s > 0
+    assert message.kind == "done"
+    assert message.load.wall_s > 0
     assert sorted(r.index for r in finished) == [0, 1, 2]
     assert all(r.ok and r.worker == 1 for r in finished)
     assert [r.t_intended_ns for r in finished] == [t0, t0 + 10_000_000, t0 + 20_000_000]
@@ -127,17 +123,17 @@ def test_a_cancel_ends_the_load_job_with_every_request_sent_back(agent, slow_moc
     agent.send("hello", protocol=PROTOCOL, version=__version__)
     agent.receive()
     agent.send("load", job=wire.plain(job(slow_mock.url, 2, max_tokens=400)))
-    assert agent.receive()["kind"] == "ready"
+    assert agent.receive().kind == "ready"
     agent.send("go", t0_ns=time.perf_counter_ns())
     finished: list[RequestRecord] = []
     cancelled = False
-    while (message := agent.receive())["kind"] == "events":
-        events = [wire.decode(data) for data in message["events"]]
+    while (message := agent.receive()).kind == "events":
+        events = message.events
         if not cancelled and any(isinstance(e, FirstToken) for e in events):
             agent.send("cancel")
             cancelled = True
         finished += [e.record for e in events if isinstance(e, RequestFinished)]
-    assert message["kind"] == "done" and cancelled
+    assert message.kind == "done" and cancelled
     assert sorted(r.index for r in finished) == [0, 1]
     assert all(r.error and r.error.startswith("cancelled") for r in finished)
 
@@ -147,14 +143,14 @@ def test_the_agent_refuses_a_load_job_out_of_bounds(agent, mock):  # noqa: F811
     agent.receive()
     good = wire.plain(job(mock.url, 2))
     for change, said in (
-        ({"workload": {**good["workload"], "workers": 0}}, "[workload] workers must be between"),
+        ({"workload": {**good["workload"], "workers": 0}}, "load.job.workload.workers must be"),
         ({"offsets": [0.0]}, "an offset from t0 for each request"),
         ({"follows": [None, [1, 0.0]]}, "a later turn follows an earlier request"),
-        ({"records": "rm -rf /"}, "the load job.records is a str"),
+        ({"records": "rm -rf /"}, "a message: load.job.records must be a list, got 'rm -rf /'"),
     ):
         agent.send("load", job={**good, **change})
         answer = agent.receive()
-        assert answer["kind"] == "error" and said in answer["text"], answer
+        assert answer.kind == "error" and said in answer.text, answer
     assert agent.end() == 0
 
 
@@ -199,9 +195,8 @@ def far_records(log: Path) -> dict[int, RequestRecord]:
     """What the far side measured, on its own clock: the RequestFinished it sent."""
     found = {}
     for line in log.read_bytes().splitlines():
-        message = json.loads(line)
-        for data in message.get("events", []) if message["kind"] == "events" else []:
-            if isinstance(event := wire.decode(data), RequestFinished):
+        for event in getattr(parse(line, "kind"), "events", []):
+            if isinstance(event, RequestFinished):
                 found[event.record.index] = event.record
     return found
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import pwd
 import shlex
+import shutil
 import socket
 import subprocess
 from pathlib import Path
@@ -228,8 +229,14 @@ def test_accepting_adds_exactly_the_key_shown_and_the_host_is_known_after(ssh_en
 def test_a_key_is_added_hashed_where_ssh_hashes_known_hosts(ssh_env: SshServer):
     dest = ssh_env.unknown_alias("unknown-hashed", extra="  HashKnownHosts yes\n")
     accept_host_key(dest, host_key_status(dest).fingerprints)
-    name, *key = ssh_env.known_hosts_of(dest).read_text().split()
+    known = ssh_env.known_hosts_of(dest)
+    name, *key = known.read_text().split()
     assert name.startswith("|1|") and key == ssh_env.host_line.split()[1:]
+    found = subprocess.run(
+        ["ssh-keygen", "-F", f"[127.0.0.1]:{ssh_env.port}", "-f", str(known)],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout  # fmt: skip
+    assert f"{name} {' '.join(key)}" in found.splitlines()
     check_reachable(dest)
 
 
@@ -261,16 +268,78 @@ def test_a_host_behind_a_jump_host_is_not_scanned_from_here(ssh_env: SshServer):
     assert ssh_env.known_hosts_of(dest).read_text() == ""
 
 
-@pytest.mark.parametrize("kind", ["ed25519", "rsa", "ecdsa"])
-def test_a_fingerprint_is_ssh_keygens(tmp_path: Path, kind: str):
+def _made_key(tmp_path: Path, kind: str) -> Path:
     key = tmp_path / kind
     subprocess.run(
         ["ssh-keygen", "-q", "-t", kind, "-N", "", "-f", str(key)], check=True, timeout=60
     )
+    return key
+
+
+@pytest.mark.parametrize("kind", ["ed25519", "rsa", "ecdsa"])
+def test_a_fingerprint_is_ssh_keygens(tmp_path: Path, kind: str):
+    key = _made_key(tmp_path, kind)
     name, blob = public(key).read_text().split()[:2]
-    assert ssh._fingerprint(name, blob) == fingerprint(public(key))
-    assert ssh._fingerprint("ssh-rsa" if kind != "rsa" else "ssh-ed25519", blob) is None
-    assert ssh._fingerprint(name, blob[:-4] + "!!!!") is None
+    other = "ssh-rsa" if kind != "rsa" else "ssh-ed25519"
+    entries = [f"{other} {blob}", f"{name} {blob[:-4]}!!!!", f"{name} {blob}", "junk"]
+    assert ssh._fingerprints(entries) == {fingerprint(public(key)): f"{name} {blob}"}
+    with pytest.raises(SshError) as caught:  # not one key among them
+        ssh._fingerprints(entries[:2])
+    assert str(caught.value).startswith("ssh-keygen -l could not read the host's keys (exit ")
+    assert "\n" not in str(caught.value)
+
+
+def test_the_keys_of_a_host_are_told_apart_by_their_fingerprints(tmp_path: Path):
+    keys = [_made_key(tmp_path, kind) for kind in ("ed25519", "rsa", "ecdsa")]
+    entries = [" ".join(public(key).read_text().split()[:2]) for key in keys]
+    assert ssh._fingerprints(entries) == {
+        fingerprint(public(key)): entry for key, entry in zip(keys, entries, strict=True)
+    }
+
+
+def _path_with(monkeypatch, tmp_path: Path, **scripts: str) -> None:
+    """A PATH of only ``scripts`` (each a program's name and its shell script)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name, script in scripts.items():
+        (folder / name.replace("_", "-")).write_text(f"#!/bin/sh\n{script}\n")
+        (folder / name.replace("_", "-")).chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+
+
+def test_openssh_s_tools_missing_are_one_line(monkeypatch, tmp_path: Path):
+    _path_with(monkeypatch, tmp_path)
+    with pytest.raises(SshError) as caught:
+        ssh._fingerprints(["ssh-ed25519 AAAA"])
+    assert str(caught.value) == (
+        "ssh-keygen is not a program on PATH: it comes with OpenSSH's client, which reads and "
+        "keeps host keys here"
+    )
+    with pytest.raises(SshError, match=r"^ssh-keygen is not a program on PATH"):
+        ssh._hashed("[127.0.0.1]:2222 ssh-ed25519 AAAA\n")
+
+
+def test_an_ssh_keygen_that_fails_or_hangs_is_one_line_in_bounded_time(monkeypatch, tmp_path):
+    sleep = shutil.which("sleep")
+    _path_with(monkeypatch, tmp_path, ssh_keygen='echo "ssh-keygen: \033[2Jbroken" >&2; exit 3')
+    with pytest.raises(SshError) as caught:
+        ssh._fingerprints(["ssh-ed25519 AAAA"])
+    assert str(caught.value) == (
+        "ssh-keygen -l could not read the host's keys (exit 3: ssh-keygen: \ufffd[2Jbroken)"
+    )
+    with pytest.raises(SshError) as caught:
+        ssh._hashed("[127.0.0.1]:2222 ssh-ed25519 AAAA\n")
+    assert str(caught.value) == (
+        "ssh-keygen -H could not hash the host's name (exit 3: ssh-keygen: \ufffd[2Jbroken): "
+        "nothing was added"
+    )
+    (tmp_path / "bin" / "ssh-keygen").write_text(f"#!/bin/sh\nexec {sleep} 60\n")
+    monkeypatch.setattr(ssh, "KEYGEN_TIMEOUT_S", 0.3)
+    with pytest.raises(SshError) as caught:
+        ssh._fingerprints(["ssh-ed25519 AAAA"])
+    assert str(caught.value) == (
+        "ssh-keygen -l could not read the host's keys (did not answer within 0.3 s)"
+    )
 
 
 @pytest.mark.ssh

@@ -38,23 +38,32 @@ _KINDS = {
     "dict_type": "a table",
     "model_type": "a table",
     "model_attributes_type": "a table",
+    "dataclass_type": "a table",
 }
+
+
+MAX_SHOWN = 160  # characters of a value an error line shows, however it nests
 
 
 def shown(value: Any) -> str:
     """A value as an error line names it: its repr, cut short (a few items, a few levels,
-    80 characters of text)."""
-    return _SHORT.repr(value)
+    80 characters of text, ``MAX_SHOWN`` in all)."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
 
 
 def place(loc: Sequence[str | int]) -> str:
-    """A location in an input as a user reads it: ``runs[2].ttft_ms``."""
+    """A location in an input as a user reads it: ``runs[2].ttft_ms``. A key that is not a
+    name (the input's own, as an unknown field: a line break, a megabyte) is shown as a value
+    is, in brackets: ``runs[0]['\\r']``."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif not part.isidentifier() or len(part) > 80:
+            out += f"[{shown(part)}]"
         else:
-            out += f".{part}" if out else str(part)
+            out += f".{part}" if out else part
     return out
 
 
@@ -73,6 +82,12 @@ def problem(error: ValidationError) -> str:
         return f"{place(loc)} is missing"
     if first["type"] == "extra_forbidden":
         return f"{place(loc)} is not a field here"
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found"):  # a tagged union's tag
+        key = str(first["ctx"]["discriminator"]).strip("'")
+        if first["type"] == "union_tag_not_found":
+            return f"{place([*loc, key])} is missing"
+        given = first["input"].get(key) if isinstance(first["input"], dict) else None
+        return f"{place([*loc, key])} is not a kind known here, got {shown(given)}"
     where = place(loc)
     shown_input = shown(first.get("input"))
     return f"{where + ' ' if where else ''}{what}, got {shown_input}"
@@ -97,10 +112,16 @@ def validated(
     error: Callable[[str], WorkbenchError] = WorkbenchError,
     *,
     strict: bool = True,
+    json: bool = False,
 ) -> Any:
     """``value`` as ``kind`` (a model or any type pydantic knows), or ``error`` raised with
-    ``where: the problem``. Strict by default: text is not a number, 1.0 is not a count."""
+    ``where: the problem``. Strict by default: text is not a number, 1.0 is not a count.
+
+    ``json``: ``value`` is JSON text, parsed and checked in one pass as pydantic reads JSON:
+    an object is a record (a dataclass too), an array a tuple, a word its enum member."""
     try:
+        if json:
+            return _adapter(kind).validate_json(value, strict=strict)
         return _adapter(kind).validate_python(value, strict=strict)
     except ValidationError as exc:
         raise error(f"{where}: {problem(exc)}") from None

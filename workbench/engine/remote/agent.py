@@ -8,7 +8,7 @@ names), and sends every event of the run as it comes. Stdin's end is the near si
 either cancels the run, which stops its servers and keeps its session, and the agent exits.
 
 A load job (``run --load-from``) is one client worker of a run measured from the near side:
-the agent checks the job (``load_worker.read_job``), sends its requests from a loop of its
+the agent checks the job (``load_worker.checked_job``), sends its requests from a loop of its
 own with the same code a local worker runs (``worker_entry.run_job``) and streams their
 events, timestamped by this machine's clock; a cancel or stdin's end cancels it.
 """
@@ -21,7 +21,6 @@ import contextlib
 import hashlib
 import platform
 import queue
-import re
 import sqlite3
 import threading
 import time
@@ -37,13 +36,21 @@ from workbench.engine.measure.client_workers import Job
 from workbench.engine.measure.worker_entry import run_job
 from workbench.engine.remote import wire
 from workbench.engine.remote.host_check import host_facts
-from workbench.engine.remote.link import clock_reading
-from workbench.engine.remote.load_worker import read_job
+from workbench.engine.remote.load_worker import checked_job
 from workbench.engine.remote.protocol import (
     FILE_CHUNK_BYTES,
     MAX_EVENTS_PER_LINE,
     PROTOCOL,
+    CancelOp,
+    CheckOp,
+    FetchOp,
+    GoOp,
+    HelloOp,
+    LoadOp,
+    PingOp,
     ProtocolError,
+    Refused,
+    RunOp,
     SessionHeader,
     dump,
     parse,
@@ -54,7 +61,6 @@ from workbench.engine.run.runner import ExperimentRunner, RunOptions
 from workbench.engine.store import open_session
 
 FLUSH_S = 0.05  # events go out at least this often while a run goes on
-RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 SESSION_SUFFIX = ".session.sqlite"
 
 
@@ -117,31 +123,27 @@ class Agent:
         self._load_commands: queue.Queue[Any] = queue.Queue()
         channel.on_broken = self.cancel
 
-    def handle(self, message: dict[str, Any]) -> bool:
-        """Answer one operation; False when the agent must stop (a refused hello)."""
-        op = message["op"]
-        if op == "hello":
-            return self._hello(message)
-        if op == "ping":
-            self.channel.send("pong", seq=message.get("seq"), t_ns=time.perf_counter_ns())
-        elif op == "check":
-            facts = host_facts(
-                _text_or_none(message, "model"), _text_or_none(message, "server_bin")
-            )
-            self.channel.send("facts", facts=wire.plain(facts))
-        elif op == "run":
-            self._start_run(message)
-        elif op == "cancel":
-            self.cancel()
-        elif op == "fetch":
-            self._fetch(message.get("run_id"))
-        elif op == "load":
-            self._start_load(message)
-        elif op == "go":
-            if clock_reading(t0_ns := message.get("t0_ns")):
-                self._load_commands.put(("go", t0_ns))
-            else:
-                self.channel.send("error", text="a go's t0_ns is a perf_counter_ns reading")
+    def handle(self, message: Any) -> bool:
+        """Answer one operation (a ``protocol.Op``, checked); False when the agent must stop
+        (a refused hello)."""
+        match message:
+            case HelloOp():
+                return self._hello(message)
+            case PingOp():
+                self.channel.send("pong", seq=message.seq, t_ns=time.perf_counter_ns())
+            case CheckOp():
+                facts = host_facts(message.model or None, message.server_bin or None)
+                self.channel.send("facts", facts=wire.plain(facts))
+            case RunOp():
+                self._start_run(message)
+            case CancelOp():
+                self.cancel()
+            case FetchOp():
+                self._fetch(message.run_id)
+            case LoadOp():
+                self._start_load(message)
+            case GoOp():
+                self._load_commands.put(("go", message.t0_ns))
         return True
 
     def cancel(self) -> None:
@@ -159,13 +161,12 @@ class Agent:
         if self._load_thread is not None:
             self._load_thread.join(STOP_WAIT_S + 10.0)
 
-    def _hello(self, message: dict[str, Any]) -> bool:
-        protocol, version = message.get("protocol"), message.get("version")
-        if protocol != PROTOCOL:
+    def _hello(self, message: HelloOp) -> bool:
+        if message.protocol != PROTOCOL:
             self.channel.send(
                 "error",
                 text=f"workbench {__version__} here speaks protocol {PROTOCOL}, the near side "
-                f"{str(version)[:40]} speaks {str(protocol)[:20]}: install the same version "
+                f"{message.version[:40]} speaks {message.protocol}: install the same version "
                 "on both machines",
             )
             return False
@@ -173,7 +174,7 @@ class Agent:
         return True
 
     # -- a run --------------------------------------------------------------------------------
-    def _start_run(self, message: dict[str, Any]) -> None:
+    def _start_run(self, message: RunOp) -> None:
         if self._run_thread is not None and self._run_thread.is_alive():
             self.channel.send("error", text="a run is going on already")
             return
@@ -182,7 +183,7 @@ class Agent:
         )
         self._run_thread.start()
 
-    def _run(self, message: dict[str, Any]) -> None:
+    def _run(self, message: RunOp) -> None:
         try:
             self._run_one(message)
         except WorkbenchError as exc:
@@ -190,18 +191,13 @@ class Agent:
         finally:
             self.channel.send("done")
 
-    def _run_one(self, message: dict[str, Any]) -> None:
-        toml = message.get("experiment_toml")
-        if not isinstance(toml, str):
-            raise WorkbenchError("a run without its experiment")
-        name = _text_or_none(message, "experiment_name") or "experiment"
-        experiment = parse_experiment(toml, name_hint=name)
-        if (model := _text_or_none(message, "model")) is not None:
-            experiment = experiment.with_overrides({"model": model})
+    def _run_one(self, message: RunOp) -> None:
+        name = message.experiment_name or "experiment"
+        experiment = parse_experiment(message.experiment_toml, name_hint=name)
+        if message.model:
+            experiment = experiment.with_overrides({"model": message.model})
         run_id = uuid.uuid4().hex
-        options = RunOptions(
-            self.data_dir / run_id, server_bin=_text_or_none(message, "server_bin")
-        )
+        options = RunOptions(self.data_dir / run_id, server_bin=message.server_bin or None)
         lifecycle = self._lifecycle = RunLifecycle(ExperimentRunner(experiment, options))
         lifecycle.prepare()
         session_path = lifecycle.runner.session_path
@@ -222,13 +218,13 @@ class Agent:
             self.channel.send_events([ExperimentFinished(result.status, result.error)])
 
     # -- a load job ------------------------------------------------------------------------
-    def _start_load(self, message: dict[str, Any]) -> None:
+    def _start_load(self, message: LoadOp) -> None:
         busy = [t for t in (self._run_thread, self._load_thread) if t is not None and t.is_alive()]
         if busy:
             self.channel.send("error", text="a run or load job is going on already")
             return
         try:
-            job = read_job(message.get("job"))
+            job = checked_job(message.job)
         except ProtocolError as exc:
             self.channel.send("error", text=str(exc))
             return
@@ -260,10 +256,7 @@ class Agent:
             commands.put(None)  # the thread still waiting for a command returns
 
     # -- a session fetched ------------------------------------------------------------------
-    def _fetch(self, run_id: Any) -> None:
-        if not isinstance(run_id, str) or not RUN_ID.match(run_id):
-            self.channel.send("error", text="a run id is 32 hexadecimal digits")
-            return
+    def _fetch(self, run_id: str) -> None:
         found = sorted((self.data_dir / run_id).glob(f"*{SESSION_SUFFIX}"))
         if len(found) != 1:
             self.channel.send("error", text=f"no session of run {run_id} on {platform.node()}")
@@ -326,19 +319,23 @@ def session_header(path: Path) -> SessionHeader:
         )
 
 
-def _text_or_none(message: dict[str, Any], key: str) -> str | None:
-    value = message.get(key)
-    return value if isinstance(value, str) and value else None
-
-
 def serve(stdin: BinaryIO, stdout: BinaryIO, data_dir: Path | None = None) -> int:
     """Answer the near side until stdin ends; 0, or 1 after something not of the protocol
-    (said to the near side in one line)."""
+    (said to the near side in one line). An operation whose fields are wrong is answered
+    with its one line, and the agent goes on (but after a hello: it ends)."""
     agent = Agent(Channel(stdout), data_dir or agent_data_dir())
     status = 0
     try:
         while (line := read_line(stdin)) is not None:
-            if not agent.handle(parse(line, "op")):
+            try:
+                message = parse(line, "op")
+            except Refused as exc:
+                agent.channel.send("error", text=str(exc))
+                if exc.word == "hello":  # perhaps a near side of another protocol: no more
+                    status = 1
+                    break
+                continue
+            if not agent.handle(message):
                 status = 1
                 break
     except ProtocolError as exc:

@@ -9,12 +9,9 @@ paths are prefixed with the host, as a live run's are.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import hashlib
 import os
-import re
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
@@ -26,9 +23,6 @@ from workbench.engine.remote.targets import check_reachable, target_for
 from workbench.engine.store import open_session
 from workbench.engine.store.rows import CONFIGS, RemoteOrigin
 from workbench.engine.store.writer import write_remote_origin
-
-MAX_FETCH_BYTES = 16 * 2**30  # a session of many long runs is a few GiB at the most
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def fetch_session(
@@ -67,29 +61,21 @@ def fetch_session(
 
 
 def _receive(link: AgentLink, partial: Path, timeout_s: float) -> None:
-    """The file, chunk by chunk, into ``partial``: no more than it announced, and that
-    within ``MAX_FETCH_BYTES``, with the sha256 it announced."""
+    """The file, chunk by chunk, into ``partial``: no more than it announced (within
+    ``MAX_FETCH_BYTES``: ``protocol.FileMessage``), with the sha256 it announced."""
     announced = link.expect("file", timeout_s)
-    size, sha256 = announced.get("size"), announced.get("sha256")
-    if not isinstance(size, int) or isinstance(size, bool) or not 0 < size <= MAX_FETCH_BYTES:
-        raise ProtocolError(f"{link.host} announced a session of {str(size)[:40]} bytes")
-    if not isinstance(sha256, str) or not SHA256.match(sha256):
-        raise ProtocolError(f"{link.host} announced a session without its sha256")
+    size, sha256 = announced.size, announced.sha256
     digest, written = hashlib.sha256(), 0
     with partial.open("wb") as out:
-        while (message := link.receive(timeout_s))["kind"] == "chunk":
-            data = message.get("data")
-            try:
-                chunk = base64.b64decode(data if isinstance(data, str) else "", validate=True)
-            except (binascii.Error, ValueError):
-                raise ProtocolError(f"{link.host} sent a chunk that is not base64") from None
+        while (message := link.receive(timeout_s)).kind == "chunk":
+            chunk = message.data
             written += len(chunk)
             if written > size:
                 raise ProtocolError(f"{link.host} sent more than the {size} bytes announced")
             digest.update(chunk)
             out.write(chunk)
-    if message["kind"] != "file_end":
-        raise ProtocolError(f"{link.host} sent a {message['kind']} message inside a file")
+    if message.kind != "file_end":
+        raise ProtocolError(f"{link.host} sent a {message.kind} message inside a file")
     if written != size or digest.hexdigest() != sha256:
         raise ProtocolError(
             f"{link.host} sent {written} bytes whose sha256 is not the one announced"

@@ -21,14 +21,15 @@ from workbench import __version__
 from workbench.engine.base import untrusted
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.remote.protocol import (
+    CLOCK_BOUND,
     PROTOCOL,
+    ErrorMessage,
     HostFacts,
     HostTarget,
     ProtocolError,
     dump,
     not_the_protocol,
     parse,
-    read,
     read_line,
 )
 
@@ -89,9 +90,10 @@ class AgentLink:
                 return False
         return True
 
-    def receive(self, timeout: float) -> dict[str, Any]:
-        """The next message; ``LinkLost`` when the channel ended or nothing came within
-        ``timeout``, ``ProtocolError`` when what came is not the protocol's."""
+    def receive(self, timeout: float) -> Any:
+        """The next message (a ``protocol.Message``, checked); ``LinkLost`` when the channel
+        ended or nothing came within ``timeout``, ``ProtocolError`` when what came is not the
+        protocol's."""
         try:
             message = self._messages.get(timeout=timeout)
         except queue.Empty:
@@ -103,13 +105,13 @@ class AgentLink:
             raise LinkLost(f"the connection to {self.host} closed{self.said()}")
         return message
 
-    def expect(self, kind: str, timeout: float = REPLY_TIMEOUT_S) -> dict[str, Any]:
+    def expect(self, kind: str, timeout: float = REPLY_TIMEOUT_S) -> Any:
         """The next message, which must be ``kind`` (an ``error`` is the far side's line)."""
         message = self.receive(timeout)
-        if message["kind"] == "error":
+        if message.kind == "error":
             raise WorkbenchError(f"{self.host}: {error_text(message)}")
-        if message["kind"] != kind:
-            raise not_the_protocol(self.host, f"a {message['kind']} message where a {kind} was due")
+        if message.kind != kind:
+            raise not_the_protocol(self.host, f"a {message.kind} message where a {kind} was due")
         return message
 
     def said(self) -> str:
@@ -123,15 +125,12 @@ class AgentLink:
         """Say who we are; a far side of another protocol is one line saying what to do."""
         self.send("hello", protocol=PROTOCOL, version=__version__)
         message = self.expect("hello", timeout)
-        protocol, version = message.get("protocol"), message.get("version")
-        if not isinstance(version, str) or not isinstance(protocol, int):
-            raise ProtocolError(f"{self.host} sent a hello without its protocol and version")
-        self.agent_version = untrusted.printable(version[:100])
-        if protocol != PROTOCOL:
+        self.agent_version = untrusted.printable(message.version[:100])
+        if message.protocol != PROTOCOL:
             raise WorkbenchError(
                 f"{self.host}: workbench {self.agent_version} there, {__version__} here: "
-                f"protocol {protocol} vs {PROTOCOL}, upgrade with `{INSTALL}{__version__}` "
-                "on the older side"
+                f"protocol {message.protocol} vs {PROTOCOL}, upgrade with "
+                f"`{INSTALL}{__version__}` on the older side"
             )
 
     def check(
@@ -139,8 +138,8 @@ class AgentLink:
     ) -> HostFacts:
         """The far host's facts for a run."""
         self.send("check", model=model, server_bin=server_bin)
-        message = self.expect("facts", timeout)
-        return read(HostFacts, message.get("facts"), f"{self.host}'s facts")
+        facts: HostFacts = self.expect("facts", timeout).facts
+        return facts
 
     def measure_clock(self, timeout: float = REPLY_TIMEOUT_S) -> tuple[int, int]:
         """(round trip, far clock minus this one's) from the round trip that took least
@@ -151,11 +150,10 @@ class AgentLink:
             self.send("ping", seq=seq)
             pong = self.expect("pong", timeout)
             came = time.perf_counter_ns()
-            far = pong.get("t_ns")
-            if pong.get("seq") != seq or not clock_reading(far):
-                raise ProtocolError(f"{self.host} answered ping {seq} with {pong!r:.80}")
+            if pong.seq != seq:
+                raise ProtocolError(f"{self.host} answered ping {seq} with pong {pong.seq}")
             if best is None or came - sent < best[0]:
-                best = (came - sent, far - (sent + came) // 2)
+                best = (came - sent, pong.t_ns - (sent + came) // 2)
         assert best is not None
         return best
 
@@ -215,10 +213,9 @@ class AgentLink:
 def clock_reading(value: Any) -> bool:
     """Whether ``value`` can be a ``perf_counter_ns`` reading (and an offset made of it
     fits the session's 64-bit column)."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**62
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < CLOCK_BOUND
 
 
-def error_text(message: dict[str, Any]) -> str:
+def error_text(message: ErrorMessage) -> str:
     """An ``error`` message's line, bounded and safe for a terminal."""
-    text = message.get("text")
-    return untrusted.printable(text[:1000]) if isinstance(text, str) else "an error"
+    return untrusted.printable(message.text[:1000])

@@ -13,10 +13,11 @@ request's times places its bars on this machine's axis and leaves each of its du
 exactly as the far machine measured them; the offset's error (about half the round trip)
 only moves bars against this machine's.
 
-The far side is untrusted: every event is checked by the wire, must be about one of this
-job's requests, and carries clock readings within bounds. The job the agent is sent is
-checked there the same way (``read_job``). A channel that ends or goes silent past
-``LIVENESS_S`` mid-run is this worker lost (``WorkerLost``, naming the host).
+The far side is untrusted: every event is checked by the protocol, must be about one of
+this job's requests, and carries clock readings within bounds. The job the agent is sent is
+checked there the same way (``protocol.LoadOp``, then ``checked_job``). A channel that ends
+or goes silent past ``LIVENESS_S`` mid-run is this worker lost (``WorkerLost``, naming the
+host).
 """
 
 from __future__ import annotations
@@ -53,14 +54,7 @@ from workbench.engine.remote.link import (
     clock_reading,
     error_text,
 )
-from workbench.engine.remote.protocol import (
-    MAX_EVENTS_PER_LINE,
-    HostTarget,
-    ProtocolError,
-    event_from,
-    not_the_protocol,
-    read,
-)
+from workbench.engine.remote.protocol import HostTarget, ProtocolError, not_the_protocol
 from workbench.engine.remote.targets import LOCAL, check_reachable, target_for
 
 LOAD_EVENTS = (RequestSubmitted, FirstToken, TokenChunkArrived, RequestFinished)
@@ -120,18 +114,15 @@ class RemoteWorker:
             link.hello(self._reply_timeout_s)
             rtt_ns, self.offset_ns = link.measure_clock(self._reply_timeout_s)
             link.send("load", job=wire.plain(dataclasses.replace(self.job, core=None)))
-            ready = link.expect("ready", READY_TIMEOUT_S)
+            t_ns: int = link.expect("ready", READY_TIMEOUT_S).t_ns
         except LinkLost as exc:
             raise WorkerLost(f"{self.name} was lost while preparing: {exc}") from None
-        t_ns = ready.get("t_ns")
-        if not clock_reading(t_ns):
-            raise ProtocolError(f"{self.host} said it was ready at {t_ns!r:.40}")
         self.lead_ns = rtt_ns
         self.said = (
             f"{self.name}: clock offset {self.offset_ns / 1e6:+.3f} ms "
             f"(round trip {rtt_ns / 1e6:.1f} ms)"
         )
-        return int(t_ns) - self.offset_ns
+        return t_ns - self.offset_ns
 
     async def go(self, t0_ns: int) -> None:
         """t0 on the far clock (a channel gone is found by ``pump``)."""
@@ -149,11 +140,14 @@ class RemoteWorker:
         try:
             while True:
                 message = await self._in_thread(self._receive)
-                kind = message["kind"]
+                kind = message.kind
                 if kind == "events":
-                    take(self._events(message.get("events")))
+                    take(self._events(message.events))
                 elif kind == "done":
-                    return read(ClientLoad, message.get("load"), f"{self.host}'s client load")
+                    if message.load is None:
+                        raise not_the_protocol(self.host, "a load job done without its load")
+                    load: ClientLoad = message.load
+                    return load
                 elif kind == "error":
                     raise WorkerLost(f"{self.name}: {error_text(message)}")
                 elif kind != "pong":
@@ -161,7 +155,7 @@ class RemoteWorker:
         finally:
             pinging.cancel()
 
-    def _receive(self) -> dict[str, Any]:
+    def _receive(self) -> Any:
         assert self._link is not None
         try:
             return self._link.receive(self._liveness_s)
@@ -174,13 +168,11 @@ class RemoteWorker:
             await asyncio.sleep(self._ping_every_s)
             self._link.send("ping", seq=-1)
 
-    def _events(self, data: Any) -> list[Any]:
-        """The far events, checked, about this job's requests, on this clock."""
-        if not isinstance(data, list) or len(data) > MAX_EVENTS_PER_LINE:
-            raise ProtocolError(f"{self.host} sent an events message that is not a list")
+    def _events(self, far: list[Any]) -> list[Any]:
+        """The far events (checked by the protocol) about this job's requests, on this
+        clock."""
         events = []
-        for item in data:
-            event = event_from(self.host, item)
+        for event in far:
             if not isinstance(event, LOAD_EVENTS):
                 raise ProtocolError(f"{self.host} sent a {type(event).__name__} in a load job")
             about = event.record if isinstance(event, RequestFinished) else event
@@ -242,11 +234,11 @@ def on_this_clock(value: Any, offset_ns: int, host: str) -> Any:
     return dataclasses.replace(value, **changes)
 
 
-def read_job(value: Any) -> Job:
-    """A load job as the near side sent it, every field checked: its settings within their
-    bounds, one offset (finite, within ``MAX_OFFSET_S``) per request, a later turn after an
-    earlier one, its own max_tokens each at least 1."""
-    job: Job = read(Job, value, "the load job")
+def checked_job(job: Job) -> Job:
+    """A load job as the near side sent it (each field of its type, ``protocol.LoadOp``),
+    checked across its fields: its settings within their bounds, one offset (finite, within
+    ``MAX_OFFSET_S``) per request, a later turn after an earlier one, its own max_tokens
+    each at least 1."""
     _check_workload(job.workload)
     count = len(job.records)
     if len(job.offsets) != count or not all(

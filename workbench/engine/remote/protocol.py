@@ -3,8 +3,10 @@
 One message a line, UTF-8 JSON, at most ``MAX_LINE_BYTES``. The near side (the workbench
 the user runs) sends operations (``"op"``); the far side (``workbench agent``) answers with
 messages (``"kind"``). Both sides say ``PROTOCOL`` first and refuse any other number, so a
-mismatch is one clear line, never a misread field. No message can carry code: every value is
-checked against a record's types (``wire``) before it is used.
+mismatch is one clear line, never a misread field. No message can carry code: each is a
+model below, one of a union tagged by its ``op`` or ``kind``, and ``parse`` reads a line into
+it through pydantic (``wire.Wire``), every field checked against its type and bounds before
+anyone uses it. A field a model does not know is ignored, as protocol 2 always has.
 
 Near to far (``op``):
 
@@ -40,38 +42,41 @@ Protocol 2 added ``load``, ``go`` and ``ready``.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from dataclasses import dataclass
-from typing import IO, Any, Protocol
+from typing import IO, Annotated, Any, Literal, Protocol, Union, get_args
+
+from pydantic import AfterValidator, Field, create_model
 
 from workbench.engine.base import untrusted
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import Hardware
-from workbench.engine.remote import wire
-from workbench.engine.store.checks import WRONG, typed
+from workbench.engine.base.validation import validated
+from workbench.engine.figures.client_limits import ClientLoad
+from workbench.engine.measure.client_workers import Job
+from workbench.engine.remote.wire import Bounded, Event, Wire
 
 PROTOCOL = 2
 MAX_LINE_BYTES = 8 * 1024 * 1024
 MAX_EVENTS_PER_LINE = 4096
 FILE_CHUNK_BYTES = 1024 * 1024  # of a fetched file, before base64
-OPS = ("hello", "check", "run", "ping", "cancel", "fetch", "load", "go")
-KINDS = (
-    "hello",
-    "facts",
-    "session",
-    "events",
-    "ready",
-    "pong",
-    "file",
-    "chunk",
-    "file_end",
-    "error",
-    "done",
-)
+MAX_FETCH_BYTES = 16 * 2**30  # a session of many long runs is a few GiB at the most
+CLOCK_BOUND = 2**62  # no perf_counter_ns reading is larger; an offset made of one fits 64 bits
 
 
 class ProtocolError(WorkbenchError):
     """The channel carried something that is no message of this protocol."""
+
+
+class Refused(ProtocolError):
+    """A message of this protocol (its ``op`` or ``kind`` is known) whose fields are not
+    the protocol's: the agent answers it with an error and goes on."""
+
+    def __init__(self, word: str, text: str) -> None:
+        super().__init__(text)
+        self.word = word
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,161 @@ class SessionHeader:
     hardware: Hardware
     clock_origin_ns: int
     created_at: str
+
+
+def _base64(text: bytes) -> bytes:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("is not base64") from None
+
+
+# A protocol's number: whatever it is, a short one.
+ProtocolNumber = Annotated[int, Field(ge=0, lt=2**31)]
+# A ``perf_counter_ns`` reading (of either clock).
+ClockReading = Annotated[int, Field(ge=0, lt=CLOCK_BOUND)]
+RunId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]  # a run's folder on the far side
+
+# -- near to far: operations --------------------------------------------------------------
+
+
+class HelloOp(Wire):
+    op: Literal["hello"]
+    protocol: ProtocolNumber
+    version: str
+
+
+class CheckOp(Wire):
+    op: Literal["check"]
+    model: str | None = None
+    server_bin: str | None = None
+
+
+class RunOp(Wire):
+    op: Literal["run"]
+    experiment_toml: str
+    experiment_name: str | None = None
+    model: str | None = None
+    server_bin: str | None = None
+
+
+class PingOp(Wire):
+    op: Literal["ping"]
+    seq: int
+
+
+class CancelOp(Wire):
+    op: Literal["cancel"]
+
+
+class FetchOp(Wire):
+    op: Literal["fetch"]
+    run_id: RunId
+
+
+class LoadOp(Wire):
+    op: Literal["load"]
+    job: Annotated[Job, Bounded]  # its bounds across fields: ``load_worker.checked_job``
+
+
+class GoOp(Wire):
+    op: Literal["go"]
+    t0_ns: ClockReading
+
+
+OP_MODELS = (HelloOp, CheckOp, RunOp, PingOp, CancelOp, FetchOp, LoadOp, GoOp)
+Op = Annotated[Union[OP_MODELS], Field(discriminator="op")]  # noqa: UP007 (a tuple's union)
+
+# -- far to near: messages ----------------------------------------------------------------
+
+
+class HelloMessage(Wire):
+    kind: Literal["hello"]
+    protocol: ProtocolNumber
+    version: str
+    hostname: str | None = None  # protocol 1 did not say it
+
+
+class FactsMessage(Wire):
+    kind: Literal["facts"]
+    facts: Annotated[HostFacts, Bounded]
+
+
+class SessionMessage(Wire):
+    kind: Literal["session"]
+    run_id: RunId
+    header: Annotated[SessionHeader, Bounded]
+
+
+class EventsMessage(Wire):
+    kind: Literal["events"]
+    events: Annotated[list[Event], Field(max_length=MAX_EVENTS_PER_LINE)]
+
+
+class ReadyMessage(Wire):
+    kind: Literal["ready"]
+    t_ns: ClockReading
+
+
+class PongMessage(Wire):
+    kind: Literal["pong"]
+    seq: int
+    t_ns: ClockReading
+
+
+class FileMessage(Wire):
+    kind: Literal["file"]
+    run_id: RunId
+    size: Annotated[int, Field(gt=0, le=MAX_FETCH_BYTES)]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class ChunkMessage(Wire):
+    kind: Literal["chunk"]
+    data: Annotated[bytes, AfterValidator(_base64)]  # base64 text on the wire, its bytes here
+
+
+class FileEndMessage(Wire):
+    kind: Literal["file_end"]
+
+
+class ErrorMessage(Wire):
+    kind: Literal["error"]
+    text: str  # untrusted: shown through ``link.error_text``
+
+
+class DoneMessage(Wire):
+    kind: Literal["done"]
+    load: Annotated[ClientLoad, Bounded] | None = None  # of a load job; a run's has none
+
+
+MESSAGE_MODELS = (
+    HelloMessage,
+    FactsMessage,
+    SessionMessage,
+    EventsMessage,
+    ReadyMessage,
+    PongMessage,
+    FileMessage,
+    ChunkMessage,
+    FileEndMessage,
+    ErrorMessage,
+    DoneMessage,
+)
+Message = Annotated[Union[MESSAGE_MODELS], Field(discriminator="kind")]  # noqa: UP007
+
+
+def _tags(models: tuple[type[Wire], ...], key: str) -> tuple[str, ...]:
+    return tuple(get_args(m.model_fields[key].annotation)[0] for m in models)
+
+
+OPS = _tags(OP_MODELS, "op")
+KINDS = _tags(MESSAGE_MODELS, "kind")
+
+
+_MESSAGES: dict[str, Any] = {"op": Op, "kind": Message}
+# A message's word alone: whether a line that is no message is at least one of some kind.
+_WORDS = {key: create_model(f"{key}_word", __base__=Wire, **{key: (str, ...)}) for key in _MESSAGES}
 
 
 class HostTarget(Protocol):
@@ -143,38 +303,27 @@ def read_line(stream: IO[bytes]) -> bytes | None:
     return line
 
 
-def parse(line: bytes, key: str) -> dict[str, Any]:
-    """A line as a message whose ``key`` (``op`` or ``kind``) is one of this protocol's."""
-    known = OPS if key == "op" else KINDS
+def parse(line: bytes, key: str) -> Any:
+    """A line as a message whose ``key`` (``op``: an ``Op``, or ``kind``: a ``Message``) is
+    one of this protocol's, every field checked. A line that is none is a ``ProtocolError``;
+    one of a known ``op`` or ``kind`` whose fields are wrong is ``Refused``, naming the
+    field."""
     try:
-        message = typed(json.loads(line), dict, "a message")
-        word = typed(message.get(key), str, f"a message's {key}")
-    except (*WRONG, UnicodeDecodeError):
+        return validated(_MESSAGES[key], line, "a message", ProtocolError, json=True)
+    except ProtocolError as exc:
+        refused = untrusted.printable(str(exc))
+    try:  # what went wrong: the message itself, or a field of one
+        word = getattr(validated(_WORDS[key], line, "a message", ProtocolError, json=True), key)
+    except ProtocolError:
         raise ProtocolError(f"not a message of the agent's protocol: {excerpt(line)}") from None
-    if word not in known:
+    if word not in (OPS if key == "op" else KINDS):
         raise ProtocolError(f"unknown {key} {untrusted.label(word)!r}: {excerpt(line)}")
-    return message
+    raise Refused(word, refused)
 
 
 def not_the_protocol(host: str, what: object) -> ProtocolError:
     """The one line for anything a host sent that this protocol does not allow."""
     return ProtocolError(f"{host} sent something that is not the agent's protocol: {what}")
-
-
-def event_from(host: str, data: Any) -> Any:
-    """An engine event ``host`` sent, checked (``wire.decode``)."""
-    try:
-        return wire.decode(data)
-    except wire.WireError as exc:
-        raise not_the_protocol(host, exc) from None
-
-
-def read(cls: type, value: Any, what: str) -> Any:
-    """A record of a message (``HostFacts``, ``SessionHeader``), every field checked."""
-    try:
-        return wire.read_record(cls, typed(value, dict, what), what)
-    except (*WRONG, wire.WireError) as exc:
-        raise ProtocolError(f"{what}: {exc}") from None
 
 
 def excerpt(data: bytes, limit: int = 80) -> str:

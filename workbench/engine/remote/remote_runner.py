@@ -4,10 +4,11 @@
 it as they follow a local run. Preparing says hello, checks the host's facts and measures
 the far clock's offset, then asks for the run and waits for its session's header: a run
 the far side refuses (no model there) is refused here, before anything started. Running,
-a thread takes the agent's messages, checks every event (``wire.decode``) and publishes it;
-a ``SessionWriter`` records them into a local session made from the far header, with its
-``remote_origin``. Paths the far side names are about the far machine: the session's is
-this copy's, a server log's is prefixed with the host, so nothing here ever opens one.
+a thread takes the agent's messages, each checked on its way in (``protocol.parse``, every
+event too), and publishes their events; a ``SessionWriter`` records them into a local
+session made from the far header, with its ``remote_origin``. Paths the far side names
+are about the far machine: the session's is this copy's, a server log's is prefixed with
+the host, so nothing here ever opens one.
 
 However the channel ends, the local session keeps every finished request: garbage ends it
 failed; a connection that drops (or goes silent past ``liveness_s``) ends it incomplete,
@@ -35,7 +36,6 @@ from workbench.engine.events import (
     ServerReady,
 )
 from workbench.engine.figures.summaries import ConfigSummary
-from workbench.engine.remote.agent import RUN_ID
 from workbench.engine.remote.link import (
     LIVENESS_S,
     PING_EVERY_S,
@@ -45,15 +45,13 @@ from workbench.engine.remote.link import (
     error_text,
 )
 from workbench.engine.remote.protocol import (
-    MAX_EVENTS_PER_LINE,
     PROTOCOL,
     HostFacts,
     HostTarget,
     ProtocolError,
     SessionHeader,
-    event_from,
+    SessionMessage,
     not_the_protocol,
-    read,
 )
 from workbench.engine.run.lifecycle import STOP_WAIT_S
 from workbench.engine.run.runner import RunOptions, RunResult
@@ -159,12 +157,9 @@ class RemoteRunner:
             link.close()
             raise
 
-    def _create_session(self, started: dict[str, Any]) -> None:
-        run_id = started.get("run_id")
-        if not isinstance(run_id, str) or not RUN_ID.match(run_id):
-            raise ProtocolError(f"{self.host} sent a run id that is not one: {run_id!r:.80}")
-        header: SessionHeader = read(SessionHeader, started.get("header"), "the session header")
-        self.run_id = run_id
+    def _create_session(self, started: SessionMessage) -> None:
+        header: SessionHeader = started.header
+        self.run_id = started.run_id
         try:
             create_session(
                 self.session_path,
@@ -273,15 +268,12 @@ class RemoteRunner:
             self._ended.set()
             self.bus.run_ended()
 
-    def _take(self, message: dict[str, Any]) -> bool:
+    def _take(self, message: Any) -> bool:
         """Act on one message; False once the far side is done."""
-        kind = message["kind"]
+        kind = message.kind
         if kind == "events":
-            events = message.get("events")
-            if not isinstance(events, list) or len(events) > MAX_EVENTS_PER_LINE:
-                raise ProtocolError(f"{self.host} sent an events message that is not a list")
-            for data in events:
-                self._publish(data)
+            for event in message.events:
+                self._publish(event)
         elif kind == "error":
             self._error = f"{self.host}: {error_text(message)}"
             self.bus.publish(Notice(NoticeLevel.ERROR, self._error))
@@ -291,8 +283,7 @@ class RemoteRunner:
             raise not_the_protocol(self.host, f"a {kind} message during a run")
         return True
 
-    def _publish(self, data: Any) -> None:
-        event = event_from(self.host, data)
+    def _publish(self, event: Any) -> None:
         if isinstance(event, ExperimentStarted):
             event = replace(event, session_path=str(self.session_path))
         elif isinstance(event, ServerReady) and event.log_path is not None:

@@ -8,17 +8,17 @@ trusted by ``accept_host_key`` after the window asked), and a changed key is ref
 outright. ``WORKBENCH_SSH`` (shell words, like git's ``GIT_SSH_COMMAND``) names another
 ssh or adds its words: ``WORKBENCH_SSH="ssh -F ~/.ssh/lab_config"``.
 
-What ssh, ssh-keyscan or a config file gives is untrusted: each is read within a deadline
-and a byte bound, and shown only as printable text.
+Host keys are OpenSSH's own business: ``ssh-keyscan`` reads a host's keys, ``ssh-keygen
+-l`` gives their fingerprints and ``ssh-keygen -H`` hashes a known_hosts name; nothing here
+decodes a key or hashes a name itself. What ssh, its tools or a config file gives is
+untrusted: each is read within a deadline and a byte bound, and shown only as printable
+text.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import glob
-import hashlib
-import hmac
 import os
 import re
 import shlex
@@ -38,25 +38,15 @@ ENV = "WORKBENCH_SSH"
 PROBE_TIMEOUT_S = 30.0  # ssh to a host and `true` there, through any ProxyJump
 CONFIG_TIMEOUT_S = 10.0  # `ssh -G`, which reads the config and connects nowhere
 SCAN_TIMEOUT_S = 5  # ssh-keyscan's own -T, per host
+KEYGEN_TIMEOUT_S = 10.0  # ssh-keygen reading or hashing a few keys, which takes milliseconds
 MAX_OUTPUT_BYTES = 256 * 1024  # of a command's stdout or stderr
 MAX_CONFIG_BYTES = 1024 * 1024  # read of one ssh config file
 MAX_CONFIG_FILES = 64  # a config and the files it includes
 MAX_INCLUDE_DEPTH = 16  # as OpenSSH's own
-MAX_KEY_BYTES = 16 * 1024  # a host key's blob (RSA 16384 is about 2 KiB)
 MAX_LINE = 200  # of a message of ssh's in one of ours
 MAX_DEST = 1024  # characters of a destination (a host name is at most 253)
 DEFAULT_PORT = 22
 
-# OpenSSH's key types, as ssh-keygen -l names them.
-KEY_LABELS = {
-    "ssh-ed25519": "ED25519",
-    "ssh-rsa": "RSA",
-    "ecdsa-sha2-nistp256": "ECDSA",
-    "ecdsa-sha2-nistp384": "ECDSA",
-    "ecdsa-sha2-nistp521": "ECDSA",
-    "sk-ssh-ed25519@openssh.com": "ED25519-SK",
-    "sk-ecdsa-sha2-nistp256@openssh.com": "ECDSA-SK",
-}
 _CHANGED = "REMOTE HOST IDENTIFICATION HAS CHANGED"
 _VERIFY_FAILED = "Host key verification failed."
 _SENT_KEY = re.compile(
@@ -65,6 +55,9 @@ _SENT_KEY = re.compile(
 _REMOVE = re.compile(r"^\s*(ssh-keygen -f .* -R .*)$", re.MULTILINE)
 _DENIED = re.compile(r"(\S+): Permission denied \(([^)]*)\)")
 _KEYWORD = re.compile(r"^\s*(\w+)(?:\s*=\s*|\s+)(.*)$")
+# A line of ``ssh-keygen -l`` for a key whose comment is its number here: "256 SHA256:... 0
+# (ED25519)".
+_LISTED = re.compile(r"^\d+ (SHA256:\S+) (\d+) \(([\w-]+)\)$")
 
 
 class SshError(WorkbenchError):
@@ -217,7 +210,7 @@ def accept_host_key(dest: str, fingerprints: Sequence[str]) -> None:
             f"{dest}: reached through a proxy, so its keys cannot be scanned from here: "
             f"accept it with {key.accept_command} (and answer yes)"
         )
-    scanned = _scan(where)
+    scanned = _scan(where)  # an SshError if OpenSSH's tools cannot read them
     shown = set(fingerprints)
     if not shown or set(scanned) != shown:
         now = ", ".join(scanned) or "none"
@@ -225,9 +218,8 @@ def accept_host_key(dest: str, fingerprints: Sequence[str]) -> None:
             f"{dest}: the host's keys are not the ones shown (it shows {now} now): "
             "nothing was added"
         )
-    name = _hashed_name(where.key_name) if where.hashed else where.key_name
-    lines = "".join(f"{name} {entry}\n" for entry in scanned.values())
-    _append(where.known_hosts, lines)
+    lines = "".join(f"{where.key_name} {entry}\n" for entry in scanned.values())
+    _append(where.known_hosts, _hashed(lines) if where.hashed else lines)
 
 
 def key_line(key: HostKey) -> str:
@@ -321,7 +313,10 @@ def _key_of(target: SshTarget, ran: _Ran) -> HostKey | None:
             accept,
             printable(remove.group(1).strip())[:MAX_LINE] if remove else None,
         )
-    shown = () if where.proxied else tuple(_scan(where))
+    shown: tuple[str, ...] = ()
+    if not where.proxied:
+        with contextlib.suppress(SshError):  # shown as not read; accepting says why
+            shown = tuple(_scan(where))
     return HostKey(target.name, where.host, where.port, False, False, shown, accept)
 
 
@@ -390,42 +385,63 @@ def _resolve(target: SshTarget) -> _Resolved:
 
 def _scan(where: _Resolved) -> dict[str, str]:
     """The host's keys as ssh-keyscan reads them now: each "TYPE BASE64" by its
-    fingerprint ("ED25519 SHA256:..."); none if it cannot be scanned."""
-    if shutil.which("ssh-keyscan") is None or where.host.startswith("-"):
+    fingerprint ("ED25519 SHA256:..."); none if it cannot be scanned. An ``SshError`` when
+    OpenSSH's tools are missing or fail."""
+    if where.host.startswith("-"):
         return {}
-    argv = ["ssh-keyscan", "-T", str(SCAN_TIMEOUT_S), "-p", str(where.port), where.host]
+    argv = [_tool("ssh-keyscan"), "-T", str(SCAN_TIMEOUT_S), "-p", str(where.port), where.host]
     ran = _run(argv, SCAN_TIMEOUT_S * 3)
-    keys: dict[str, str] = {}
-    for line in ran.stdout.splitlines():
-        fields = line.split()
-        if len(fields) != 3 or line.startswith("#") or fields[1] not in KEY_LABELS:
-            continue
-        if (fingerprint := _fingerprint(fields[1], fields[2])) is not None:
-            keys.setdefault(fingerprint, f"{fields[1]} {fields[2]}")
-    return keys
+    entries = [
+        f"{fields[1]} {fields[2]}"
+        for line in ran.stdout.splitlines()
+        if len(fields := line.split()) == 3 and not line.startswith("#")
+    ]
+    return _fingerprints(entries)
 
 
-def _fingerprint(kind: str, blob_b64: str) -> str | None:
-    """A key's fingerprint as ssh-keygen -l writes it; None for a blob that is no key of
-    that type."""
-    if len(blob_b64) > MAX_KEY_BYTES * 4 // 3 + 4:
-        return None
-    try:
-        blob = base64.b64decode(blob_b64, validate=True)
-    except ValueError:
-        return None
-    name = kind.encode()
-    if blob[:4] != len(name).to_bytes(4, "big") or blob[4 : 4 + len(name)] != name:
-        return None
-    digest = base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
-    return f"{KEY_LABELS[kind]} SHA256:{digest}"
+def _fingerprints(entries: Sequence[str]) -> dict[str, str]:
+    """Each key ("TYPE BASE64") by its fingerprint as ``ssh-keygen -l`` gives it
+    ("ED25519 SHA256:..."); a line that is no key is left out. Each key goes to ssh-keygen
+    with its number as its comment, which names it in what ssh-keygen writes."""
+    if not entries:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="workbench-keys-") as folder:
+        keys = Path(folder) / "keys"
+        keys.write_text("".join(f"{entry} {n}\n" for n, entry in enumerate(entries)))
+        ran = _run([_tool("ssh-keygen"), "-l", "-f", str(keys)], KEYGEN_TIMEOUT_S)
+    listed = [m for line in ran.stdout.splitlines() if (m := _LISTED.match(line.strip()))]
+    if ran.returncode != 0 and not listed:  # stopped, or not one key among them
+        why = ran.stopped or f"exit {ran.returncode}: {_last_line(ran.stderr)}"
+        raise SshError(f"ssh-keygen -l could not read the host's keys ({why})")
+    found: dict[str, str] = {}
+    for m in listed:
+        if int(m.group(2)) < len(entries):
+            found.setdefault(f"{m.group(3)} {m.group(1)}", entries[int(m.group(2))])
+    return found
 
 
-def _hashed_name(name: str) -> str:
-    """A known_hosts name as ``HashKnownHosts yes`` writes it: ``|1|salt|HMAC-SHA1``."""
-    salt = os.urandom(20)
-    mac = hmac.new(salt, name.encode(), hashlib.sha1).digest()
-    return f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(mac).decode()}"
+def _hashed(lines: str) -> str:
+    """known_hosts lines with their names hashed, as ``HashKnownHosts yes`` keeps them
+    (``ssh-keygen -H``, on a copy of their own)."""
+    with tempfile.TemporaryDirectory(prefix="workbench-known-") as folder:
+        known = Path(folder) / "known_hosts"
+        known.write_text(lines)
+        ran = _run([_tool("ssh-keygen"), "-H", "-f", str(known)], KEYGEN_TIMEOUT_S)
+        hashed = known.read_text() if ran.returncode == 0 else ""
+    if not hashed or not all(line.startswith("|1|") for line in hashed.splitlines()):
+        why = ran.stopped or f"exit {ran.returncode}: {_last_line(ran.stderr)}"
+        raise SshError(f"ssh-keygen -H could not hash the host's name ({why}): nothing was added")
+    return hashed
+
+
+def _tool(name: str) -> str:
+    """An OpenSSH program on PATH, or an ``SshError`` saying it is missing."""
+    if (path := shutil.which(name)) is None:
+        raise SshError(
+            f"{name} is not a program on PATH: it comes with OpenSSH's client, which reads "
+            "and keeps host keys here"
+        )
+    return path
 
 
 def _append(path: Path, lines: str) -> None:

@@ -1,10 +1,13 @@
 """Engine events as JSON, and back: what crosses from an agent on another machine.
 
-The far side is untrusted. Encoding is a walk over each event's dataclass fields; decoding
-walks the same annotations and checks every value against its field's type (the session
-file's own checks, ``store/checks.py``), so no value of a wrong type, no unknown event and
+The far side is untrusted. Encoding is a walk over each event's dataclass fields
+(``plain``). Decoding is pydantic's, from the JSON text, against the same dataclasses: an
+event is ``{"type": name, "data": fields}``, one of a union tagged by its type (``Event``),
+read strictly (``base/validation.py``), so no value of a wrong type, no unknown event and
 nothing executable reaches the bus. Fields the session does not store as columns (a
-request's chunks) travel too.
+request's chunks) travel too. What a type cannot say is checked on what it read
+(``bounded``): no list or table over ``MAX_ENTRIES``, and a server's own figures in a
+request bounded as the client bounds them.
 """
 
 from __future__ import annotations
@@ -12,16 +15,19 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import json
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
 from workbench.engine import events as ev
 from workbench.engine.base import untrusted
 from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.validation import validated
 from workbench.engine.config.experiment import RunConfig
-from workbench.engine.store.checks import WRONG, declared_fields, read_value, typed
 
 # Every event an agent may send, by its name on the wire.
 EVENTS: dict[str, type] = {
@@ -49,13 +55,87 @@ EVENTS: dict[str, type] = {
         ev.ExperimentFinished,
     )
 }
-# Fields annotated loosely (to keep ``events`` free of import cycles), by what they hold.
-_HINTS: dict[tuple[type, str], Any] = {(ev.ConfigStarted, "config"): RunConfig}
 MAX_ENTRIES = 100_000  # in any one list or object: a request's chunks are the longest
 
 
 class WireError(ValueError):
     """What the far side sent is not an event of this protocol (the text says which field)."""
+
+
+class Wire(BaseModel):
+    """A message on the wire: read from JSON strictly (no text as a number, no 1.0 as a
+    count), every number finite, a field it does not know ignored (as protocol 2 always
+    has), and the records inside read the same way."""
+
+    model_config = ConfigDict(strict=True, frozen=True, allow_inf_nan=False)
+
+
+def bounded(value: Any) -> Any:
+    """``value`` (an event or a record, as read) with no list or table of more than
+    ``MAX_ENTRIES``; a request's ``usage`` and ``timings``, the server's own figures, are
+    kept as the client keeps them (``untrusted.numbers``)."""
+    unseen = [value]
+    while unseen:
+        item = unseen.pop()
+        if isinstance(item, RequestRecord):
+            item.usage = None if item.usage is None else untrusted.numbers(item.usage)
+            item.timings = None if item.timings is None else untrusted.numbers(item.timings)
+        if isinstance(item, list | tuple | dict):
+            if len(item) > MAX_ENTRIES:
+                raise ValueError(f"has {len(item)} entries, more than {MAX_ENTRIES}")
+            unseen += item.values() if isinstance(item, dict) else item
+        elif hasattr(type(item), "__dataclass_fields__"):
+            unseen += [getattr(item, name) for name in _holding(type(item))]
+    return value
+
+
+@functools.cache
+def _holding(cls: type) -> tuple[str, ...]:
+    """The fields of the record ``cls`` that may hold a list, a table or a record: those
+    ``bounded`` looks into (a request's chunks, not each chunk's time)."""
+    hints = typing.get_type_hints(cls)
+    return tuple(f.name for f in dataclasses.fields(cls) if not _plain(hints[f.name]))
+
+
+def _plain(hint: Any) -> bool:
+    if typing.get_origin(hint) in (Union, types.UnionType):
+        return all(_plain(inner) for inner in typing.get_args(hint))
+    return hint in (int, float, str, bool, type(None)) or (
+        isinstance(hint, type) and issubclass(hint, enum.Enum)
+    )
+
+
+# The records of a message: as read, then bounded.
+Bounded = AfterValidator(bounded)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ConfigStarted(ev.ConfigStarted):
+    """``ConfigStarted`` as it is read: its config (typed loosely in ``events``, to keep that
+    module free of import cycles) is a ``RunConfig``."""
+
+    config: RunConfig
+
+
+def _event(cls: type) -> Any:
+    """The message of one event: its name, and its fields as the event's dataclass."""
+    data: Any = cls
+    if cls is ev.ConfigStarted:
+        data = Annotated[_ConfigStarted, AfterValidator(lambda e: ev.ConfigStarted(**vars(e)))]
+    return create_model(
+        f"{cls.__name__}Message",
+        __base__=Wire,
+        type=(Literal[cls.__name__], ...),
+        data=(data, ...),
+    )
+
+
+# An event as it comes: its message, read into the event itself.
+Event = Annotated[
+    Union[tuple(_event(cls) for cls in EVENTS.values())],  # noqa: UP007 (built at run time)
+    Field(discriminator="type"),
+    AfterValidator(lambda message: bounded(message.data)),
+]
 
 
 def encode(event: Any) -> dict[str, Any]:
@@ -66,16 +146,17 @@ def encode(event: Any) -> dict[str, Any]:
     return {"type": name, "data": plain(event)}
 
 
-def decode(message: Any) -> Any:
-    """The event ``encode`` made, checked; ``WireError`` names what is wrong."""
+def decode(message: str | bytes | Any) -> Any:
+    """The event ``encode`` made, from its JSON text (or that text parsed), checked;
+    ``WireError`` names what is wrong, in one line."""
     try:
-        found = typed(message, dict, "the event")
-        name = typed(found.get("type"), str, "the event's type")
-        if (cls := EVENTS.get(name)) is None:
-            raise ValueError(f"{untrusted.label(name)!r} is no event of this protocol")
-        return read_record(cls, typed(found.get("data"), dict, name), name)
-    except WRONG as exc:
-        raise WireError(str(exc)) from None
+        if not isinstance(message, str | bytes):
+            message = json.dumps(message)
+        return validated(Event, message, "the event", WireError, json=True)
+    except WireError as exc:
+        raise WireError(untrusted.printable(str(exc))) from None
+    except (TypeError, ValueError, RecursionError):  # a value no JSON holds
+        raise WireError(f"the event is no JSON: {untrusted.as_text(message, 80)!r}") from None
 
 
 def plain(value: Any) -> Any:
@@ -89,67 +170,3 @@ def plain(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     return value
-
-
-def read_record(cls: type, data: dict[str, Any], what: str) -> Any:
-    """The record ``cls`` from its fields as JSON, each checked against its annotation."""
-    if len(data) > MAX_ENTRIES:
-        raise ValueError(f"{what} has {len(data)} fields")
-    values = {}
-    for f, hint in declared_fields(cls):
-        if f.name in data:
-            hint = _HINTS.get((cls, f.name), hint)
-            values[f.name] = _value(hint, data[f.name], f"{what}.{f.name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ValueError(f"{what} has no {f.name}")
-    record = cls(**values)
-    if cls is RequestRecord:  # what a server said, bounded as the client bounds it
-        usage = None if record.usage is None else untrusted.numbers(record.usage)
-        timings = None if record.timings is None else untrusted.numbers(record.timings)
-        record = dataclasses.replace(record, usage=usage, timings=timings)
-    return record
-
-
-@functools.cache
-def _kind(hint: Any) -> tuple[str, Any]:
-    """What a value of ``hint`` is read as: a record, a container or a plain value."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType) and type(None) in args:
-        (inner,) = [a for a in args if a is not type(None)]
-        return ("optional", inner)
-    if dataclasses.is_dataclass(hint):
-        return ("record", hint)
-    if origin is tuple and args and args[-1] is not Ellipsis:
-        return ("fixed", args)
-    if origin in (list, tuple) and (origin is list or args[-1] is Ellipsis):
-        return ("sequence", (origin, args[0]))
-    if origin is dict:
-        return ("mapping", args[1])
-    return ("plain", hint)
-
-
-def _value(hint: Any, value: Any, what: str) -> Any:
-    kind, inner = _kind(hint)
-    if kind == "optional":
-        return None if value is None else _value(inner, value, what)
-    if kind == "record":
-        return read_record(inner, typed(value, dict, what), what)
-    if kind == "fixed":
-        items = typed(value, list, what)
-        if len(items) != len(inner):
-            raise ValueError(f"{what} has {len(items)} entries, not {len(inner)}")
-        return tuple(
-            _value(h, v, f"{what}[{n}]") for n, (h, v) in enumerate(zip(inner, items, strict=True))
-        )
-    if kind == "sequence":
-        origin, entry = inner
-        items = typed(value, list, what)
-        if len(items) > MAX_ENTRIES:
-            raise ValueError(f"{what} has {len(items)} entries")
-        return origin(_value(entry, v, f"{what}[{n}]") for n, v in enumerate(items))
-    if kind == "mapping":
-        items = typed(value, dict, what)
-        if len(items) > MAX_ENTRIES:
-            raise ValueError(f"{what} has {len(items)} entries")
-        return {typed(k, str, what): _value(inner, v, f"{what}.{k}") for k, v in items.items()}
-    return read_value(hint, value, what)
