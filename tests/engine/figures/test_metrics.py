@@ -109,11 +109,11 @@ def test_display_formats():
 
 def test_per_request_figures_come_from_the_catalogue(tmp_path, monkeypatch):
     from workbench.engine.analysis import export
-    from workbench.engine.figures.metrics import REQUEST_FIGURES, RequestFigure
+    from workbench.engine.figures.metrics import RequestFigure
 
     extra = RequestFigure("tpot_s", "tpot_us", "TPOT", "us", 1e6, 1, "TPOT in microseconds")
-    monkeypatch.setattr(export, "REQUEST_FIGURES", (*REQUEST_FIGURES, extra))
-    monkeypatch.setattr(export, "REQUEST_COLUMNS", [*export.REQUEST_COLUMNS, "tpot_us"])
+    column = export.RequestColumn(extra.column, lambda r: extra.value(r.metrics))
+    monkeypatch.setattr(export, "REQUEST_TABLE", (*export.REQUEST_TABLE, column))
     with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
         export.write_requests_csv(tmp_path / "r.csv", session)
     with (tmp_path / "r.csv").open() as fh:
@@ -122,6 +122,17 @@ def test_per_request_figures_come_from_the_catalogue(tmp_path, monkeypatch):
     first = rows[0]
     assert (first["ttft_s"], first["tpot_ms"], first["tpot_us"]) == ("0.1", "100.0", "100000.0")
     assert first["dispatch_ms"] == ""  # made without an arrival schedule: not measured
+
+
+def test_requests_csv_names_each_catalogue_figure_once_in_one_declaration():
+    """The columns' order is said in one place (no flags that move a column to the end): a
+    per-request figure of the catalogue not placed there, or placed twice, is caught."""
+    from workbench.engine.analysis.export import REQUEST_COLUMNS, REQUEST_TABLE
+    from workbench.engine.figures.metrics import REQUEST_FIGURES
+
+    assert REQUEST_COLUMNS == [c.name for c in REQUEST_TABLE]
+    assert len(set(REQUEST_COLUMNS)) == len(REQUEST_COLUMNS)
+    assert all(REQUEST_COLUMNS.count(f.column) == 1 for f in REQUEST_FIGURES)
 
 
 class Asked:

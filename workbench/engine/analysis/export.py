@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.errors import OutputDirError
-from workbench.engine.base.records import StartupFacts, request_numbers
+from workbench.engine.base.records import RequestRecord, StartupFacts, request_numbers
 from workbench.engine.base.untrusted import csv_cell
 from workbench.engine.figures import vllm_names
-from workbench.engine.figures.conversation_cache import turn_caches
+from workbench.engine.figures.conversation_cache import TurnCache, turn_caches
 from workbench.engine.figures.footprint import predicted_footprint_mib
 from workbench.engine.figures.metrics import (
     REQUEST_FIGURES,
@@ -21,7 +22,7 @@ from workbench.engine.figures.metrics import (
     Part,
     in_part,
 )
-from workbench.engine.figures.per_request import NS, request_metrics
+from workbench.engine.figures.per_request import NS, RequestMetrics, request_metrics
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.store import Session
 
@@ -63,45 +64,107 @@ def concurrency_columns() -> list[str]:
 # The lab's columns, which every version of concurrency.csv begins with.
 LAB_COLUMNS = [f.column for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER) if f.lab]
 
-REQUEST_COLUMNS = [
-    "config",
-    "label",
-    "repeat",
-    "request",
-    "warmup",
-    "ok",
-    "error",
-    "http_status",
-    "slot",
-    "t_intended_s",
-    "t_ready_s",
-    "t_submit_s",
-    "t_first_token_s",
-    "t_last_token_s",
-    "t_done_s",
-    *(f.column for f in REQUEST_FIGURES if not f.appended),
-    "output_tokens",
-    "token_source",
-    "chunks",
-    "finish_reason",
-    "cache_hit",
-    "cache_n",
-    "prompt_n",
-    "prompt_ms",
-    "predicted_n",
-    "predicted_ms",
-    "prompt",
-    *(f.column for f in REQUEST_FIGURES if f.appended),
-    "reasoning_token_source",
-    "conversation",
-    "turn",
-    "reprefilled_tokens",
-    "worker",
-    "trace_line",
-]
-"""``requests.csv``'s columns, in order, the one place that order is said (the JSON export's
-requests follow it too). A column that came later goes last, so a reader that takes the
-columns by place finds the older ones where they were."""
+
+@dataclass(frozen=True)
+class _Request:
+    """What one row of ``requests.csv`` is made of: a record, its figures, and what the
+    session says around it (its configuration's label, its number, its turn's cache)."""
+
+    record: RequestRecord
+    metrics: RequestMetrics | None
+    label: str
+    number: int | None
+    cache: TurnCache | None
+    origin_ns: int
+
+    def since_start(self, t_ns: int | None) -> float | None:
+        return None if t_ns is None else round((t_ns - self.origin_ns) / NS, 6)
+
+
+@dataclass(frozen=True)
+class RequestColumn:
+    """One column of ``requests.csv``: its name and how a request's value is read."""
+
+    name: str
+    value: Callable[[_Request], Any]
+
+
+def _stamp(name: str, attr: str) -> RequestColumn:
+    """A raw timestamp, in seconds since the session's clock origin."""
+    return RequestColumn(name, lambda r: r.since_start(getattr(r.record, attr)))
+
+
+def _timing(name: str) -> RequestColumn:
+    """A value of the server's own ``timings``, as it sent it."""
+    return RequestColumn(name, lambda r: (r.record.timings or {}).get(name))
+
+
+def _figures(*keys: str) -> list[RequestColumn]:
+    """The catalogue's per-request figures, each under its column and in its unit."""
+    by_key = {f.key: f for f in REQUEST_FIGURES}
+    return [
+        RequestColumn(by_key[k].column, lambda r, f=by_key[k]: f.value(r.metrics)) for k in keys
+    ]
+
+
+def _cache_hit(r: _Request) -> Any:
+    return r.metrics.cache_hit if r.metrics else None
+
+
+def _reasoning_source(r: _Request) -> Any:
+    return r.metrics.reasoning_token_source if r.metrics else None
+
+
+def _reprefilled(r: _Request) -> int | None:
+    return r.cache.reprefilled if r.cache is not None else None
+
+
+REQUEST_TABLE: tuple[RequestColumn, ...] = (
+    RequestColumn("config", lambda r: r.record.config_index),
+    RequestColumn("label", lambda r: r.label),
+    RequestColumn("repeat", lambda r: None if r.record.warmup else r.record.repeat + 1),
+    RequestColumn("request", lambda r: r.number),
+    RequestColumn("warmup", lambda r: r.record.warmup),
+    RequestColumn("ok", lambda r: r.record.ok),
+    RequestColumn("error", lambda r: r.record.error),
+    RequestColumn("http_status", lambda r: r.record.http_status),
+    RequestColumn("slot", lambda r: r.record.slot),
+    _stamp("t_intended_s", "t_intended_ns"),
+    _stamp("t_ready_s", "t_ready_ns"),
+    _stamp("t_submit_s", "t_submit_ns"),
+    _stamp("t_first_token_s", "t_first_token_ns"),
+    _stamp("t_last_token_s", "t_last_token_ns"),
+    _stamp("t_done_s", "t_done_ns"),
+    *_figures(
+        "ttft_s", "e2e_s", "tpot_s", "decode_tok_s", "queue_wait_s", "prefill_s", "dispatch_s",
+        "connect_s", "prompt_tokens", "prefill_tok_s", "ttft_from_intended_s",
+        "e2e_from_intended_s",
+    ),
+    RequestColumn("output_tokens", lambda r: r.record.output_tokens[0]),
+    RequestColumn("token_source", lambda r: r.record.output_tokens[1]),
+    RequestColumn("chunks", lambda r: len(r.record.chunks)),
+    RequestColumn("finish_reason", lambda r: r.record.finish_reason),
+    RequestColumn("cache_hit", _cache_hit),
+    _timing("cache_n"),
+    _timing("prompt_n"),
+    _timing("prompt_ms"),
+    _timing("predicted_n"),
+    _timing("predicted_ms"),
+    RequestColumn("prompt", lambda r: r.record.prompt),
+    *_figures("ttfo_s", "reasoning_tokens"),
+    RequestColumn("reasoning_token_source", _reasoning_source),
+    RequestColumn("conversation", lambda r: r.record.conversation_id),
+    RequestColumn("turn", lambda r: r.record.turn),
+    RequestColumn("reprefilled_tokens", _reprefilled),
+    RequestColumn("worker", lambda r: r.record.worker),
+    RequestColumn("trace_line", lambda r: r.record.trace_line),
+)  # fmt: skip
+"""``requests.csv``'s columns, in order: the one place each column and its place are said
+(the JSON export's requests follow it too). A column added later goes last, so a reader
+that takes the columns by place finds the older ones where they were; a per-request figure
+of the catalogue is named here at its place."""
+
+REQUEST_COLUMNS = [c.name for c in REQUEST_TABLE]
 
 
 def _round(value: Any, digits: int = 4) -> Any:
@@ -121,56 +184,22 @@ def concurrency_row(s: ConfigSummary) -> dict[str, Any]:
 
 
 def request_rows(session: Session) -> list[dict[str, Any]]:
-    origin = session.meta["clock_origin_ns"]
-
-    def rel(t: int | None) -> float | None:
-        return None if t is None else round((t - origin) / NS, 6)
-
-    rows = []
     records = [r for config in session.configs for r in session.records(config.index)]
     numbers = request_numbers(records)
     labels = {config.index: config.label for config in session.configs}
     caches = turn_caches(records)
-    for r in records:
-        m = request_metrics(r)
-        timings = r.timings or {}
-        tokens, source = r.output_tokens
-        values = {
-            "config": r.config_index,
-            "label": labels[r.config_index],
-            "repeat": None if r.warmup else r.repeat + 1,
-            "request": numbers.get(r.key),
-            "warmup": r.warmup,
-            "ok": r.ok,
-            "error": r.error,
-            "http_status": r.http_status,
-            "slot": r.slot,
-            "t_intended_s": rel(r.t_intended_ns),
-            "t_ready_s": rel(r.t_ready_ns),
-            "t_submit_s": rel(r.t_submit_ns),
-            "t_first_token_s": rel(r.t_first_token_ns),
-            "t_last_token_s": rel(r.t_last_token_ns),
-            "t_done_s": rel(r.t_done_ns),
-            **{f.column: f.value(m) for f in REQUEST_FIGURES},
-            "output_tokens": tokens,
-            "token_source": source,
-            "chunks": len(r.chunks),
-            "finish_reason": r.finish_reason,
-            "cache_hit": m.cache_hit if m else None,
-            "cache_n": timings.get("cache_n"),
-            "prompt_n": timings.get("prompt_n"),
-            "prompt_ms": timings.get("prompt_ms"),
-            "predicted_n": timings.get("predicted_n"),
-            "predicted_ms": timings.get("predicted_ms"),
-            "prompt": r.prompt,
-            "reasoning_token_source": m.reasoning_token_source if m else None,
-            "conversation": r.conversation_id,
-            "turn": r.turn,
-            "reprefilled_tokens": c.reprefilled if (c := caches.get(r.key)) is not None else None,
-            "worker": r.worker,
-            "trace_line": r.trace_line,
-        }
-        rows.append({column: values[column] for column in REQUEST_COLUMNS})
+    origin = session.meta["clock_origin_ns"]
+    rows = []
+    for record in records:
+        request = _Request(
+            record,
+            request_metrics(record),
+            labels[record.config_index],
+            numbers.get(record.key),
+            caches.get(record.key),
+            origin,
+        )
+        rows.append({c.name: c.value(request) for c in REQUEST_TABLE})
     return rows
 
 
@@ -193,7 +222,7 @@ def write_concurrency_csv(path: Path, summaries: list[ConfigSummary]) -> None:
 
 
 def write_requests_csv(path: Path, session: Session) -> None:
-    write_csv(path, request_rows(session), REQUEST_COLUMNS)
+    write_csv(path, request_rows(session), [c.name for c in REQUEST_TABLE])
 
 
 def figure_definitions() -> list[dict[str, str]]:

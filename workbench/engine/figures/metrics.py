@@ -734,9 +734,6 @@ class RequestFigure:
     scale: float  # from seconds (or as is) to ``unit``
     digits: int
     definition: str
-    # Came after requests.csv's columns settled: written after them all, so that a reader
-    # that takes the columns by place finds the older ones where they were.
-    appended: bool = False
 
     def value(self, metrics: Any) -> float | None:
         """Its value for one request's ``RequestMetrics`` (None: failed, or not measured)."""
@@ -793,7 +790,6 @@ REQUEST_FIGURES: tuple[RequestFigure, ...] = (
         "(`reasoning_content`, or vLLM's `reasoning`); equal to TTFT where it streamed none "
         "(reasoning inside the answer, as `<think>` tags, is answer); empty where no answer "
         "came, or in a session older than schema 7, which did not tell the two apart",
-        appended=True,
     ),
     RequestFigure(
         "reasoning_tokens", "reasoning_tokens", "Reasoning tokens", "tokens", 1, 0,
@@ -802,6 +798,5 @@ REQUEST_FIGURES: tuple[RequestFigure, ...] = (
         "else the reasoning chunks counted (llama-server's usage does not say); "
         "`reasoning_token_source` says which (`usage`, `chunks`); empty in a session older "
         "than schema 7",
-        appended=True,
     ),
 )  # fmt: skip
