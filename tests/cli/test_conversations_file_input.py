@@ -37,7 +37,7 @@ def test_a_bad_line_is_named_with_its_field(tmp_path, capsys):
     )
     line = run_with(tmp_path, "chats.jsonl", capsys)
     assert line.endswith(
-        "[workload] conversations_file: chats.jsonl:2: messages[0].content: a string, not a number"
+        "[workload] conversations_file: chats.jsonl:2: messages[0].content must be text, got 7"
     )
 
 

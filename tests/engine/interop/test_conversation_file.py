@@ -72,54 +72,59 @@ def test_each_line_or_item_says_its_own_format(tmp_path):
     [
         ('{"msgs": []}', r"chats\.jsonl:2: a conversation has either 'messages' \(OpenAI\) or"),
         (
-            '{"messages": [], "conversations": []}',
-            r"chats\.jsonl:2: a conversation has either .* found both",
+            json.dumps(
+                {
+                    "messages": [{"role": "user", "content": "q"}],
+                    "conversations": [{"from": "human", "value": "q"}],
+                }
+            ),
+            r"chats\.jsonl:2: a conversation has either .* got \{'conversations': \[",
         ),
-        ("[1, 2]", r"chats\.jsonl:2: a conversation is a JSON object, not a list"),
+        ("[1, 2]", r"chats\.jsonl:2: must be a table, got \[1, 2\]"),
         ("{not json", r"chats\.jsonl:2: not valid JSON"),
-        ('{"messages": "hi"}', r"chats\.jsonl:2: messages: a list of messages, not a string"),
+        ('{"messages": "hi"}', r"chats\.jsonl:2: messages must be a list, got 'hi'"),
         (
             openai(("tool", "x")),
-            r"chats\.jsonl:2: messages\[0\]\.role: 'tool' is not one of the OpenAI roles "
-            r"\(system, user, assistant\)",
+            r"chats\.jsonl:2: messages\[0\]\.role must be 'system', 'user' or 'assistant', "
+            r"got 'tool'",
         ),
         (
             '{"conversations": [{"from": "user", "value": "x"}]}',
-            r"chats\.jsonl:2: conversations\[0\]\.from: 'user' is not one of the ShareGPT roles "
-            r"\(system, human, gpt\)",
+            r"chats\.jsonl:2: conversations\[0\]\.from must be 'system', 'human' or 'gpt', "
+            r"got 'user'",
         ),
         (
             '{"messages": [{"role": "user", "content": ["parts"]}]}',
-            r"chats\.jsonl:2: messages\[0\]\.content: a string, not a list",
+            r"chats\.jsonl:2: messages\[0\]\.content must be text, got \['parts'\]",
         ),
         (
             '{"messages": [{"role": "user", "content": null}]}',
-            r"chats\.jsonl:2: messages\[0\]\.content: a string, not null",
+            r"chats\.jsonl:2: messages\[0\]\.content must be text, got None",
         ),
         (
             '{"messages": [{"role": "user"}]}',
-            r"chats\.jsonl:2: messages\[0\]: no 'content' \(OpenAI messages have "
-            r"'role' and 'content'\)",
+            r"chats\.jsonl:2: messages\[0\]\.content is missing",
         ),
         (
             '{"conversations": [{"value": "x"}]}',
-            r"chats\.jsonl:2: conversations\[0\]: no 'from'",
+            r"chats\.jsonl:2: conversations\[0\]\.from is missing",
         ),
         (
             openai(("system", "s"), ("assistant", "a")),
-            r"chats\.jsonl:2: messages: no user message, so nothing to send",
+            r"chats\.jsonl:2: messages has no user message, so nothing to send",
         ),
         (
             openai(("user", "q"), ("system", "s")),
-            r"chats\.jsonl:2: messages\[1\]: a system message after the first",
+            r"chats\.jsonl:2: messages has a system message at \[1\], after the first",
         ),
         (
             openai(*[("user", "q")] * 1001),
-            r"chats\.jsonl:2: messages: over 1,000 user messages in a conversation",
+            r"chats\.jsonl:2: messages has 1,001 user messages, over the 1,000 a conversation",
         ),
         (
             openai(("user", "x" * (2**20 + 1))),
-            r"chats\.jsonl:2: messages\[0\]\.content: over 1,048,576 characters",
+            r"chats\.jsonl:2: messages\[0\]\.content string should have at most 1048576 "
+            r"characters",
         ),
     ],
 )

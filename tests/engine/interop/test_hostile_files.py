@@ -11,8 +11,8 @@ import pytest
 
 from workbench.engine.base.errors import ImportFileError, WorkbenchError
 from workbench.engine.interop import imported
-from workbench.engine.interop.checked import MAX_FIGURES
 from workbench.engine.interop.formats import import_file, one_per_run, read_result_file
+from workbench.engine.interop.values import MAX_FIGURES
 from workbench.engine.store import open_session
 
 DATA = Path(__file__).parents[2] / "data" / "imports"
@@ -41,8 +41,14 @@ def refused(path: Path, says: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "says"),
     [
-        (lambda d: d["input_lens"].__setitem__(0, 10**30), "input_lens[0] is 1000000"),
-        (lambda d: d["output_lens"].__setitem__(1, 10**400), "output_lens[1] is too large"),
+        (
+            lambda d: d["input_lens"].__setitem__(0, 10**30),
+            "input_lens[0] must be less than or equal to 1000000000000, got 1000000",
+        ),
+        (
+            lambda d: d["output_lens"].__setitem__(1, 10**400),
+            "output_lens[1] must be less than or equal to 1000000000000, got 1000",
+        ),
         (lambda d: d.__setitem__("start_times", [-9e9, 9e9, 0, 1]), "start 1.8e+10 s apart"),
         (lambda d: d["itls"].__setitem__(0, [100, 100, 100]), "its chunks (300 s after the"),
     ],
@@ -78,11 +84,11 @@ def requests_of(d: dict) -> dict:
 @pytest.mark.parametrize(
     ("tool_file", "change", "says"),
     [
-        (GUIDELLM, lambda d: requests_of(d).update(successful=5), "should be a list"),
-        (GUIDELLM, lambda d: requests_of(d)["successful"].append(7), "should be an object"),
-        (GUIDELLM, lambda d: d["benchmarks"].__setitem__(1, "x"), "[1] should be an object"),
-        (SUMMARY, lambda d: d["input_config"]["models"].update(items=5), "should be a list"),
-        (SUMMARY, lambda d: d["input_config"]["models"].update(items={"a": 1}), "should be a list"),
+        (GUIDELLM, lambda d: requests_of(d).update(successful=5), "successful must be a list"),
+        (GUIDELLM, lambda d: requests_of(d)["successful"].append(7), "[5] must be a table, got 7"),
+        (GUIDELLM, lambda d: d["benchmarks"].__setitem__(1, "x"), "[1] must be a table"),
+        (SUMMARY, lambda d: d["input_config"]["models"].update(items=5), "items must be a list"),
+        (SUMMARY, lambda d: d["input_config"]["models"].update(items={"a": 1}), "must be a list"),
     ],
 )
 def test_a_shape_no_tool_writes_is_one_line(tmp_path, tool_file, change, says):
@@ -98,7 +104,7 @@ def test_a_shape_no_tool_writes_is_one_line(tmp_path, tool_file, change, says):
 
 def test_a_jsonl_line_nested_too_deep_is_one_line(tmp_path):
     (tmp_path / "profile_export.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n")
-    refused(tmp_path / "profile_export.jsonl", "line 1 is not JSON", tmp_path)
+    refused(tmp_path / "profile_export.jsonl", "profile_export.jsonl:1: not valid JSON", tmp_path)
 
 
 def test_a_fifo_is_not_read(tmp_path):
@@ -149,5 +155,5 @@ def test_both_files_of_an_aiperf_run_are_one_run():
 
 def test_an_unforeseen_shape_is_still_one_line(tmp_path):
     path = vllm(tmp_path, lambda d: d.update(itls=["x", [0.1], [0.1], []]))
-    with pytest.raises(ImportFileError, match=r"^result.json: itls\[0\] should be a list"):
+    with pytest.raises(ImportFileError, match=r"^result.json: itls\[0\] must be a list"):
         read_result_file(path)

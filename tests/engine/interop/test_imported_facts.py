@@ -85,7 +85,9 @@ def test_sessions_sort_by_when_they_ran_not_when_they_were_imported(tmp_path, ca
 
 
 def test_a_date_that_is_not_one_is_refused(tmp_path):
-    with pytest.raises(ImportFileError, match="date is 'last tuesday', not a date"):
+    with pytest.raises(
+        ImportFileError, match=r"date must be a date as vLLM writes it .*, got 'last tuesday'"
+    ):
         import_file(vllm_file(tmp_path, date="last tuesday"), tmp_path)
 
 

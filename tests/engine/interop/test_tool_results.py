@@ -123,10 +123,13 @@ def test_a_damaged_aiperf_line_names_its_line(tmp_path):
     record = json.loads(lines[1])
     record["metrics"]["time_to_first_token"] = {"value": "soon", "unit": "ms"}
     (tmp_path / "profile_export.jsonl").write_text("\n".join([lines[0], json.dumps(record)]))
-    with pytest.raises(ImportFileError, match=r"^profile_export.jsonl: line 2 should be a number"):
+    with pytest.raises(
+        ImportFileError,
+        match=r"^profile_export.jsonl:2: metrics.time_to_first_token.value must be a number",
+    ):
         read_result_file(tmp_path / "profile_export.jsonl")
     (tmp_path / "profile_export.jsonl").write_text(lines[0] + "\n{oops\n")
-    with pytest.raises(ImportFileError, match="line 2 is not JSON"):
+    with pytest.raises(ImportFileError, match=r"^profile_export.jsonl:2: not valid JSON"):
         read_result_file(tmp_path / "profile_export.jsonl")
 
 

@@ -110,14 +110,29 @@ def test_a_file_that_is_not_a_vllm_result_is_one_clear_line(tmp_path, content, s
 @pytest.mark.parametrize(
     ("change", "says"),
     [
-        (lambda d: d["ttfts"].__setitem__(1, "fast"), "ttfts[1] should be a number, not str"),
-        (lambda d: d["latencies"].__setitem__(0, -1.0), "latencies[0] is -1.0, a negative time"),
-        (lambda d: d["itls"][2].append(None), "itls[2][7] should be a number, not NoneType"),
-        (lambda d: d["output_lens"].pop(), "output_lens has 3 entries for 4 requests"),
-        (lambda d: d.__setitem__("max_concurrency", 1.5), "max_concurrency is 1.5, not a count"),
-        (lambda d: d["errors"].__setitem__(0, 17), "errors[0] should be text, not int"),
-        (lambda d: d["ttfts"].__setitem__(0, 1e300), "ttfts[0] is 1e+300 s, not a plausible"),
-        (lambda d: d["start_times"].__setitem__(2, -1e12), "start_times[2] is -1e+12 s, not a"),
+        (lambda d: d["ttfts"].__setitem__(1, "fast"), "ttfts[1] must be a number, got 'fast'"),
+        (
+            lambda d: d["latencies"].__setitem__(0, -1.0),
+            "latencies[0] must be greater than or equal to 0, got -1.0",
+        ),
+        (lambda d: d["itls"][2].append(None), "itls[2][7] must be a number, got None"),
+        (
+            lambda d: d["output_lens"].pop(),
+            "output_lens has 3 entries for 4 requests, got [8, 8, 8]",
+        ),
+        (
+            lambda d: d.__setitem__("max_concurrency", 1.5),
+            "max_concurrency must be a whole number, got 1.5",
+        ),
+        (lambda d: d["errors"].__setitem__(0, 17), "errors[0] must be text, got 17"),
+        (
+            lambda d: d["ttfts"].__setitem__(0, 1e300),
+            "ttfts[0] must be less than or equal to 10000000, got 1e+300",
+        ),
+        (
+            lambda d: d["start_times"].__setitem__(2, -1e12),
+            "start_times[2] must be greater than or equal to -10000000000, got -1000000000000.0",
+        ),
     ],
 )
 def test_a_damaged_vllm_file_names_the_value(tmp_path, change, says):
@@ -144,7 +159,7 @@ def test_infinite_and_nan_values_are_refused(tmp_path):
     text = json.dumps(document).replace('"ttfts": [0.1', '"ttfts": [NaN', 1)
     path = tmp_path / "nan.json"
     path.write_text(text)
-    with pytest.raises(ImportFileError, match=r"ttfts\[0\] is nan, not a finite number"):
+    with pytest.raises(ImportFileError, match=r"ttfts\[0\] must be a finite number, got nan"):
         read_result_file(path)
 
 
@@ -195,7 +210,7 @@ def test_the_exported_model_is_the_file_the_server_ran_and_imports_back_named(tm
     """A session of the default model writes its file's name as ``model_id`` (not
     ``default``), so the session imported back names its model instead of an unknown one."""
     from workbench.engine.analysis.library import UNKNOWN_MODEL, session_models
-    from workbench.engine.server.discovery import DEFAULT_MODEL_FILE
+    from workbench.engine.models.model_file import DEFAULT_MODEL_FILE
 
     original = write_sweep(tmp_path / "sweep.session.sqlite")
     with open_session(original) as session:

@@ -18,98 +18,192 @@ is the latency), and the server's token counts ``usage_prompt_tokens`` and
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from workbench.engine.base.errors import ImportFileError
 from workbench.engine.base.records import ImportSource
-from workbench.engine.interop.checked import MAX_ERROR, Fields, figures
-from workbench.engine.interop.files import bounded_lines, read_json
+from workbench.engine.base.validation import validated
+from workbench.engine.interop.files import bounded_lines, json_line, read_json
 from workbench.engine.interop.imported import ImportedRequest, ImportedResult, ImportedRun
+from workbench.engine.interop.values import (
+    MAX_CHUNKS,
+    MAX_CLOCK_S,
+    MAX_ERROR,
+    MAX_REQUESTS,
+    Count,
+    ErrorText,
+    IsoDate,
+    Milliseconds,
+    Rate,
+    Table,
+    Text,
+    figures,
+)
 
 TOOL = "AIPerf"
 RECORDS = "profile_export.jsonl"
 SUMMARY = "profile_export_aiperf.json"
 STATISTICS = ("avg", "p50", "p90", "p99")
 MS = 1000.0
+NS = 10**9
 
 
 def looks_like_aiperf_summary(doc: Any) -> bool:
     return isinstance(doc, dict) and "aiperf_version" in doc
 
 
-def _metric(check: Fields, metrics: dict[str, Any], name: str, unit: str, where: str) -> Any:
-    """``metrics[name]["value"]``, its unit checked (None when the record lacks it)."""
-    found = metrics.get(name)
-    if found is None:
-        return None
-    if not isinstance(found, dict) or found.get("unit") != unit:
-        raise check.error(f"{where}.metrics.{name}", f"should be a value in {unit}")
-    return found.get("value")
+class InMs(Table):
+    value: Milliseconds | None = None
+    unit: Literal["ms"]
 
 
-def _request(check: Fields, record: Any, where: str) -> ImportedRequest | None:
+class GapsInMs(Table):
+    value: Annotated[list[Milliseconds], Field(max_length=MAX_CHUNKS)] | None = None
+    unit: Literal["ms"]
+
+
+class InTokens(Table):
+    value: Count | None = None
+    unit: Literal["tokens"]
+
+
+class Metrics(Table):
+    """The metrics a request's record keeps that the workbench reads: each ``{value, unit}``,
+    its unit the one AIPerf writes."""
+
+    time_to_first_token: InMs | None = None
+    request_latency: InMs | None = None
+    inter_chunk_latency: GapsInMs | None = None
+    usage_prompt_tokens: InTokens | None = None
+    input_sequence_length: InTokens | None = None  # AIPerf's own count: the fallback
+    usage_completion_tokens: InTokens | None = None
+    output_sequence_length: InTokens | None = None
+
+
+EpochNs = Annotated[float, Field(ge=-MAX_CLOCK_S * NS, le=MAX_CLOCK_S * NS, allow_inf_nan=False)]
+
+
+class RecordMetadata(Table):
+    benchmark_phase: Text | None = "profiling"
+    request_start_ns: EpochNs | None = None
+
+
+class Failure(Table):
+    code: int | None = None
+    type: ErrorText | None = None
+    message: ErrorText | None = None
+
+
+class Record(Table):
+    """One line of ``profile_export.jsonl``: one request."""
+
+    metadata: RecordMetadata | None = None
+    metrics: Metrics | None = None
+    error: Failure | None = None
+
+
+def _ms(found: InMs | None) -> float | None:
+    return None if found is None or found.value is None else found.value / MS
+
+
+def _tokens(*found: InTokens | None) -> int | None:
+    return next((f.value for f in found if f is not None and f.value is not None), None)
+
+
+def _request(record: Record) -> ImportedRequest | None:
     """One line's request; None for a record outside the measured phase."""
-    record = check.mapping(record, where)
-    meta = check.mapping(record.get("metadata"), f"{where}.metadata")
-    if meta.get("benchmark_phase", "profiling") != "profiling":
+    meta = record.metadata or RecordMetadata()
+    if meta.benchmark_phase != "profiling":
         return None
-    metrics = check.mapping(record.get("metrics"), f"{where}.metrics")
-    at = f"{where}.metadata.request_start_ns"
-    start_ns = check.number(meta.get("request_start_ns"), at)
-    start = None if start_ns is None else check.clock(start_ns / 1e9, f"{at} / 1e9")
-
-    def count(*names: str) -> int | None:
-        for name in names:
-            value = check.count(_metric(check, metrics, name, "tokens", where), f"{where}.{name}")
-            if value is not None:
-                return value
-        return None
-
-    prompt = count("usage_prompt_tokens", "input_sequence_length")
-    error = record.get("error")
-    if error is not None:
-        error = check.mapping(error, f"{where}.error")
-        parts = (str(error.get("code") or ""), error.get("type"), error.get("message"))
-        text = " ".join(check.text(part, f"{where}.error", MAX_ERROR) for part in parts).strip()
+    metrics = record.metrics or Metrics()
+    start = None if meta.request_start_ns is None else meta.request_start_ns / NS
+    prompt = _tokens(metrics.usage_prompt_tokens, metrics.input_sequence_length)
+    if (error := record.error) is not None:
+        parts = (str(error.code or "")[:MAX_ERROR], error.type or "", error.message or "")
         return ImportedRequest(
-            start_s=start, ttft_s=None, latency_s=None, prompt_tokens=prompt, error=text or "failed"
+            start_s=start,
+            ttft_s=None,
+            latency_s=None,
+            prompt_tokens=prompt,
+            error=" ".join(parts).strip() or "failed",
         )
-    ttft = check.seconds(_metric(check, metrics, "time_to_first_token", "ms", where), where)
-    latency = check.seconds(_metric(check, metrics, "request_latency", "ms", where), where)
-    gaps = _metric(check, metrics, "inter_chunk_latency", "ms", where)
+    gaps = metrics.inter_chunk_latency
     return ImportedRequest(
         start_s=start,
-        ttft_s=None if ttft is None else ttft / MS,
-        latency_s=None if latency is None else latency / MS,
-        chunk_gaps_s=tuple(g / MS for g in check.gaps(gaps or [], f"{where}.inter_chunk_latency")),
+        ttft_s=_ms(metrics.time_to_first_token),
+        latency_s=_ms(metrics.request_latency),
+        chunk_gaps_s=tuple(g / MS for g in gaps.value or ()) if gaps else (),
         prompt_tokens=prompt,
-        output_tokens=count("usage_completion_tokens", "output_sequence_length"),
+        output_tokens=_tokens(metrics.usage_completion_tokens, metrics.output_sequence_length),
     )
 
 
-def _records(path: Path, check: Fields) -> list[ImportedRequest]:
-    found = []
-    for n, line in enumerate(bounded_lines(path), start=1):
+def _records(path: Path) -> list[ImportedRequest]:
+    """Every measured request of the records file, each line validated; the file's requests
+    and chunk times bounded."""
+    found: list[ImportedRequest] = []
+    chunks = 0
+    for number, line in enumerate(bounded_lines(path), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise check.error(f"line {n}", f"is not JSON ({exc})") from None
-        request = _request(check, record, f"line {n}")
-        if request is not None:
-            found.append(request)
-        check.requests(len(found), RECORDS)
+        where = f"{path.name}:{number}"
+        record = validated(Record, json_line(line, where), where, ImportFileError)
+        request = _request(record)
+        if request is None:
+            continue
+        found.append(request)
+        chunks += len(request.chunk_gaps_s)
+        if len(found) > MAX_REQUESTS:
+            raise ImportFileError(f"{where}: over the {MAX_REQUESTS:,} requests a run may hold")
+        if chunks > MAX_CHUNKS:
+            raise ImportFileError(f"{where}: over the {MAX_CHUNKS:,} chunk times a file may hold")
     return found
 
 
-def _summary(path: Path) -> dict[str, Any] | None:
-    summary = read_json(path) if path.is_file() else None
-    if summary is not None and not looks_like_aiperf_summary(summary):
+class ModelItem(Table):
+    name: Text | None = None
+
+
+class Models(Table):
+    items: list[ModelItem] | None = None
+
+
+class Endpoint(Table):
+    urls: list[Text | None] | None = None
+    type: Text | None = None
+
+
+class Phase(Table):
+    kind: Text | None = None
+    concurrency: Count | None = None
+    request_rate: Rate | None = None
+
+
+class InputConfig(Table):
+    models: Models | None = None
+    endpoint: Endpoint | None = None
+    phases: list[Phase] | None = None
+
+
+class Summary(Table):
+    """What the workbench reads of ``profile_export_aiperf.json`` (its figures aside)."""
+
+    aiperf_version: Text | None = None
+    input_config: InputConfig | None = None
+    start_time: IsoDate | None = None
+
+
+def _summary(path: Path) -> tuple[Summary, dict[str, float]] | None:
+    """The summary beside the records, and the figures it states; None without one."""
+    document = read_json(path) if path.is_file() else None
+    if document is None:
+        return None
+    if not looks_like_aiperf_summary(document):
         raise ImportFileError(f"{path.name}: not AIPerf's summary (no aiperf_version)")
-    return summary
+    return validated(Summary, document, path.name, ImportFileError), _figures(document)
 
 
 def _figures(summary: dict[str, Any]) -> dict[str, float]:
@@ -123,50 +217,40 @@ def _figures(summary: dict[str, Any]) -> dict[str, float]:
     return figures(stated)
 
 
-def _load(check: Fields, summary: dict[str, Any]) -> dict[str, Any]:
-    config = check.mapping(summary.get("input_config"), "input_config")
-    phases = check.listed(config.get("phases") or [], "input_config.phases")
-    phase = next((p for p in phases if isinstance(p, dict) and p.get("kind") == "profiling"), {})
-    concurrency = check.count(phase.get("concurrency"), "input_config.phases[].concurrency")
-    rate = check.number(phase.get("request_rate"), "input_config.phases[].request_rate")
-    if rate:
-        return {"concurrency": concurrency, "rate": rate, "arrival": "poisson"}
-    return {"concurrency": concurrency}
+def _load(config: InputConfig) -> dict[str, Any]:
+    phase = next((p for p in config.phases or () if p.kind == "profiling"), Phase())
+    if phase.request_rate:
+        return {"concurrency": phase.concurrency, "rate": phase.request_rate, "arrival": "poisson"}
+    return {"concurrency": phase.concurrency}
 
 
 def read_aiperf(path: Path) -> ImportedResult:
     """The run in ``path``'s folder: ``path`` is either of AIPerf's two files."""
     records_path = path if path.suffix == ".jsonl" else path.with_name(RECORDS)
     summary_path = path if path.suffix == ".json" else path.with_name(SUMMARY)
-    check = Fields(records_path.name)
     if not records_path.is_file():
         raise ImportFileError(
             f"{path.name}: AIPerf's summary alone has no per-request times; keep {RECORDS} "
             "beside it"
         )
-    requests = _records(records_path, check)
-    summary = _summary(summary_path)
-    notes = [] if summary else [f"no {SUMMARY} beside it: its load and version are not known"]
-    summary = summary or {}
-    config = check.mapping(summary.get("input_config"), "input_config")
-    models = check.mapping(config.get("models"), "input_config.models").get("items")
-    first = check.listed(models or [{}], "input_config.models.items")[0]
-    model = check.text(check.mapping(first, "input_config.models.items[0]").get("name"), "model")
-    endpoint = check.mapping(config.get("endpoint"), "input_config.endpoint")
-    urls = check.listed(endpoint.get("urls") or [""], "input_config.endpoint.urls")
-    url = check.text(urls[0], "input_config.endpoint.urls[0]")
+    requests = _records(records_path)
+    beside = _summary(summary_path)
+    notes = [] if beside else [f"no {SUMMARY} beside it: its load and version are not known"]
+    summary, stated = beside or (Summary(), {})
+    config = summary.input_config or InputConfig()
+    items = (config.models.items if config.models else None) or [ModelItem()]
+    endpoint = config.endpoint or Endpoint()
     run = ImportedRun(
         requests=tuple(sorted(requests, key=lambda r: r.start_s or 0.0)),
-        endpoint="completion" if endpoint.get("type") == "completions" else "chat",
-        reported=_figures(summary),
-        **_load(check, summary),
+        endpoint="completion" if endpoint.type == "completions" else "chat",
+        reported=stated,
+        **_load(config),
     )
-    version = check.text(summary.get("aiperf_version"), "aiperf_version")
     return ImportedResult(
-        source=ImportSource(TOOL, version or None, path.name),
+        source=ImportSource(TOOL, summary.aiperf_version or None, path.name),
         runs=(run,),
-        model=model or None,
-        base_url=url or None,
+        model=items[0].name or None,
+        base_url=(endpoint.urls or [None])[0] or None,
         notes=tuple(notes),
-        recorded_at=check.moment(summary.get("start_time"), "start_time"),
+        recorded_at=summary.start_time,
     )

@@ -12,12 +12,14 @@ and the field.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from workbench.engine.base.errors import ExperimentError, ImportFileError
-from workbench.engine.interop.files import bounded_lines, read_json
+from workbench.engine.base.validation import validated
+from workbench.engine.interop.files import bounded_lines, json_line, read_json
 from workbench.engine.measure.conversations import RecordedConversation
 
 MAX_CONVERSATIONS = 100_000
@@ -27,21 +29,76 @@ MAX_MESSAGES_PER_CONVERSATION = 4 * MAX_TURNS_PER_CONVERSATION
 MAX_LINE_BYTES = 8 * 2**20
 MAX_MESSAGE_CHARS = 2**20
 
-# Each format's conversation key, its messages' keys, and what each role name means here.
-_FORMATS = {
-    "messages": (
-        "OpenAI",
-        "role",
-        "content",
-        {"system": "system", "user": "user", "assistant": "assistant"},
-    ),
-    "conversations": (
-        "ShareGPT",
-        "from",
-        "value",
-        {"system": "system", "human": "user", "gpt": "assistant"},
-    ),
-}
+Content = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+
+class Message(_Table):
+    """An OpenAI message."""
+
+    role: Literal["system", "user", "assistant"]
+    content: Content
+
+
+class ShareGPTMessage(_Table):
+    """A ShareGPT message: ``from`` (``human``, ``gpt``, ``system``) and its ``value``."""
+
+    speaker: Literal["system", "human", "gpt"] = Field(alias="from")
+    value: Content
+
+    @property
+    def role(self) -> str:
+        return {"human": "user", "gpt": "assistant"}.get(self.speaker, self.speaker)
+
+    @property
+    def content(self) -> str:
+        return self.value
+
+
+def _turns(messages: list[Any]) -> list[Any]:
+    """A conversation a replay can send: a system message only first, and 1 to
+    ``MAX_TURNS_PER_CONVERSATION`` user messages."""
+    roles = [m.role for m in messages]
+    if "system" in roles[1:]:
+        at = roles.index("system", 1)
+        raise ValueError(f"has a system message at [{at}], after the first (a replay sends one)")
+    users = roles.count("user")
+    if not users:
+        raise ValueError("has no user message, so nothing to send")
+    if users > MAX_TURNS_PER_CONVERSATION:
+        raise ValueError(
+            f"has {users:,} user messages, over the {MAX_TURNS_PER_CONVERSATION:,} "
+            "a conversation may hold"
+        )
+    return messages
+
+
+Bounded = Field(max_length=MAX_MESSAGES_PER_CONVERSATION)
+
+
+class Conversation(_Table):
+    """One conversation, in either format: ``messages`` (OpenAI) or ``conversations``
+    (ShareGPT)."""
+
+    messages: Annotated[list[Message], Bounded, AfterValidator(_turns)] | None = None
+    conversations: Annotated[list[ShareGPTMessage], Bounded, AfterValidator(_turns)] | None = None
+
+    @model_validator(mode="after")
+    def _one_format(self) -> Conversation:
+        if (self.messages is None) == (self.conversations is None):
+            raise ValueError(
+                "a conversation has either 'messages' (OpenAI) or 'conversations' (ShareGPT)"
+            )
+        return self
+
+    def recorded(self) -> RecordedConversation:
+        """What a replay sends: the system message, and the user messages in order."""
+        messages: list[Message] | list[ShareGPTMessage] = self.messages or self.conversations or []
+        system = messages[0].content if messages[0].role == "system" else ""
+        return RecordedConversation(system, tuple(m.content for m in messages if m.role == "user"))
 
 
 def read_conversations(path: Path) -> tuple[RecordedConversation, ...]:
@@ -53,7 +110,8 @@ def read_conversations(path: Path) -> tuple[RecordedConversation, ...]:
     conversations = []
     user_turns = 0
     for where, item in items:
-        conversation = _conversation(f"{path.name}:{where}", item)
+        found = validated(Conversation, item, f"{path.name}:{where}", ExperimentError)
+        conversation = found.recorded()
         user_turns += len(conversation.questions)
         if user_turns > MAX_USER_TURNS:
             raise ExperimentError(
@@ -69,12 +127,8 @@ def _line_items(path: Path) -> list[tuple[str, Any]]:
     items = []
     lines = bounded_lines(path, ExperimentError, MAX_CONVERSATIONS, MAX_LINE_BYTES)
     for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            items.append((str(number), json.loads(line)))
-        except (ValueError, RecursionError) as exc:
-            raise ExperimentError(f"{path.name}:{number}: not valid JSON ({exc})") from None
+        if line.strip():
+            items.append((str(number), json_line(line, f"{path.name}:{number}", ExperimentError)))
     return items
 
 
@@ -94,72 +148,3 @@ def _array_items(path: Path) -> list[tuple[str, Any]]:
             f"{path.name}: over {MAX_CONVERSATIONS:,} conversations, the most it may hold"
         )
     return [(f"item {k}", item) for k, item in enumerate(data, 1)]
-
-
-def _conversation(where: str, item: Any) -> RecordedConversation:
-    if not isinstance(item, dict):
-        raise ExperimentError(f"{where}: a conversation is a JSON object, not {_kind(item)}")
-    keys = [key for key in _FORMATS if key in item]
-    if len(keys) != 1:
-        raise ExperimentError(
-            f"{where}: a conversation has either 'messages' (OpenAI) or 'conversations' "
-            f"(ShareGPT), found {'both' if keys else sorted(item)[:5] or 'no keys'}"
-        )
-    (key,) = keys
-    name, role_key, content_key, roles = _FORMATS[key]
-    messages = item[key]
-    if not isinstance(messages, list):
-        raise ExperimentError(f"{where}: {key}: a list of messages, not {_kind(messages)}")
-    if len(messages) > MAX_MESSAGES_PER_CONVERSATION:
-        raise ExperimentError(
-            f"{where}: {key}: over {MAX_MESSAGES_PER_CONVERSATION:,} messages in a conversation"
-        )
-    system = ""
-    questions: list[str] = []
-    for k, message in enumerate(messages):
-        field = f"{key}[{k}]"
-        if not isinstance(message, dict):
-            raise ExperimentError(f"{where}: {field}: a message is an object, not {_kind(message)}")
-        for needed in (role_key, content_key):
-            if needed not in message:
-                raise ExperimentError(
-                    f"{where}: {field}: no '{needed}' ({name} messages have "
-                    f"'{role_key}' and '{content_key}')"
-                )
-        role = roles.get(message[role_key]) if isinstance(message[role_key], str) else None
-        if role is None:
-            raise ExperimentError(
-                f"{where}: {field}.{role_key}: {message[role_key]!r:.60} is not one of "
-                f"the {name} roles ({', '.join(roles)})"
-            )
-        content = message[content_key]
-        if not isinstance(content, str):
-            raise ExperimentError(f"{where}: {field}.{content_key}: a string, not {_kind(content)}")
-        if len(content) > MAX_MESSAGE_CHARS:
-            raise ExperimentError(
-                f"{where}: {field}.{content_key}: over {MAX_MESSAGE_CHARS:,} characters"
-            )
-        if role == "system":
-            if k:
-                raise ExperimentError(
-                    f"{where}: {field}: a system message after the first (a replay sends "
-                    "one, first)"
-                )
-            system = content
-        elif role == "user":
-            questions.append(content)
-    if not questions:
-        raise ExperimentError(f"{where}: {key}: no user message, so nothing to send")
-    if len(questions) > MAX_TURNS_PER_CONVERSATION:
-        raise ExperimentError(
-            f"{where}: {key}: over {MAX_TURNS_PER_CONVERSATION:,} user messages in a conversation"
-        )
-    return RecordedConversation(system, tuple(questions))
-
-
-def _kind(value: Any) -> str:
-    """A JSON value's kind, as an error says it."""
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
-    if value is None:
-        return "null"
-    return names.get(type(value), "a number")

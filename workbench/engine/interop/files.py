@@ -41,6 +41,14 @@ def read_json(path: Path) -> Any:
         raise ImportFileError(f"{path.name}: not valid JSON ({exc})") from None
 
 
+def json_line(line: str, where: str, error: type[WorkbenchError] = ImportFileError) -> Any:
+    """One line of a JSON Lines file, or ``error`` naming ``where`` it is (file:line)."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise error(f"{where}: not valid JSON ({exc})") from None
+
+
 def bounded_lines(
     path: Path,
     error: type[WorkbenchError] = ImportFileError,

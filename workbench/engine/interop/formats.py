@@ -3,21 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from workbench.engine.base.errors import ImportFileError, OutputDirError
 from workbench.engine.interop.aiperf import RECORDS as AIPERF_RECORDS
 from workbench.engine.interop.aiperf import SUMMARY as AIPERF_SUMMARY
-from workbench.engine.interop.aiperf import TOOL as AIPERF
 from workbench.engine.interop.aiperf import looks_like_aiperf_summary, read_aiperf
 from workbench.engine.interop.files import read_json
-from workbench.engine.interop.guidellm import TOOL as GUIDELLM
 from workbench.engine.interop.guidellm import looks_like_guidellm, read_guidellm
 from workbench.engine.interop.imported import ImportedResult, write_imported_session
-from workbench.engine.interop.vllm_result import TOOL as VLLM
 from workbench.engine.interop.vllm_result import looks_like_vllm, read_vllm
 
 KNOWN_FORMATS = (
@@ -31,33 +26,20 @@ GENERIC_NAMES = ("benchmarks", "profile_export", "profile_export_aiperf")
 
 
 def read_result_file(path: Path) -> ImportedResult:
-    """The result ``path`` holds, read by the reader of the tool that wrote it."""
+    """The result ``path`` holds, read by the reader of the tool that wrote it: each validates
+    the whole file against its model before anything is kept."""
     if path.suffix == ".jsonl":
-        return _read(read_aiperf, path, AIPERF)
+        return read_aiperf(path)
     doc = read_json(path)
     if looks_like_aiperf_summary(doc):
-        return _read(read_aiperf, path, AIPERF)
+        return read_aiperf(path)
     if looks_like_guidellm(doc):
-        return _read(read_guidellm, doc, path.name, GUIDELLM)
+        return read_guidellm(doc, path.name)
     if looks_like_vllm(doc):
-        return _read(read_vllm, doc, path.name, VLLM)
+        return read_vllm(doc, path.name)
     raise ImportFileError(
         f"{path.name}: not a result file this version reads (it reads {KNOWN_FORMATS})"
     )
-
-
-def _read(reader: Callable[..., ImportedResult], *args: Any) -> ImportedResult:
-    """A reader checks every value it uses; a shape it did not foresee (an object where a
-    list was due, deep inside) is still one line, never a traceback. The last argument is
-    the tool's name."""
-    *given, tool = args
-    try:
-        return reader(*given)
-    except (TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
-        name = given[-1] if isinstance(given[-1], str) else given[0].name
-        raise ImportFileError(
-            f"{name}: not in the shape {tool} writes ({type(exc).__name__}: {str(exc)[:200]})"
-        ) from None
 
 
 def one_per_run(paths: list[Path]) -> list[Path]:

@@ -14,11 +14,29 @@ a distribution per request group; the successful requests' are kept.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from workbench.engine.base.errors import ImportFileError
 from workbench.engine.base.records import ImportSource
-from workbench.engine.interop.checked import MAX_ANSWER, MAX_ERROR, Fields, figures
+from workbench.engine.base.validation import validated
 from workbench.engine.interop.imported import ImportedRequest, ImportedResult, ImportedRun
+from workbench.engine.interop.values import (
+    MAX_REQUESTS,
+    MAX_SECONDS,
+    Answer,
+    Clock,
+    Count,
+    Epoch,
+    ErrorText,
+    PerRequest,
+    Seconds,
+    Table,
+    Text,
+    epoch_date,
+    figures,
+)
 
 TOOL = "GuideLLM"
 GROUPS = ("successful", "errored", "incomplete")
@@ -38,61 +56,155 @@ def looks_like_guidellm(doc: Any) -> bool:
     )
 
 
-def _load(check: Fields, strategy: Any, where: str) -> dict[str, Any]:
-    """The run's load in ``ImportedRun``'s fields, from GuideLLM's strategy."""
-    strategy = check.mapping(strategy, where)
-    kind = strategy.get("type_")
-    limit = check.count(strategy.get("max_concurrency"), f"{where}.max_concurrency")
-    match kind:
-        case "synchronous":
-            return {"concurrency": 1}
-        case "concurrent":
-            return {"concurrency": check.count(strategy.get("streams"), f"{where}.streams")}
-        case "throughput":
-            return {"concurrency": limit}
-        case "constant" | "poisson":
-            rate = check.number(strategy.get("rate"), f"{where}.rate", optional=False)
-            if not rate or rate <= 0:
-                raise check.error(f"{where}.rate", f"is {rate}, not a rate")
-            arrival = "fixed" if kind == "constant" else "poisson"
-            return {"concurrency": limit, "rate": rate, "arrival": arrival}
-    raise check.error(f"{where}.type_", f"is {str(kind)[:40]!r}, a strategy not known here")
+class Timings(Table):
+    first_token_iteration: Clock | None = None
+    last_token_iteration: Clock | None = None
 
 
-def _request(check: Fields, found: Any, where: str, group: str) -> ImportedRequest:
-    found = check.mapping(found, where)
-    info = check.mapping(found.get("info"), f"{where}.info")
-    timings = check.mapping(info.get("timings"), f"{where}.info.timings")
-    start = check.clock(found.get("request_start_time"), f"{where}.request_start_time")
-    end = check.clock(found.get("request_end_time"), f"{where}.request_end_time")
-    first = check.clock(timings.get("first_token_iteration"), f"{where}...first_token_iteration")
-    last = check.clock(timings.get("last_token_iteration"), f"{where}...last_token_iteration")
-    prompt = check.count(found.get("prompt_tokens"), f"{where}.prompt_tokens")
+class Info(Table):
+    timings: Timings | None = None
+    error: ErrorText | None = None
 
-    def since_start(moment: float | None, what: str) -> float | None:
-        if moment is None or start is None:
-            return None
-        return check.seconds(moment - start, f"{where}: its {what}, after its start,")
 
-    if group != "successful" or start is None or (last is None and end is None):
-        error = check.text(info.get("error"), f"{where}.info.error", MAX_ERROR)
+class Request(Table):
+    """One request: epoch seconds for its start and end, and its first and last token's."""
+
+    request_start_time: Clock | None = None
+    request_end_time: Clock | None = None
+    info: Info | None = None
+    prompt_tokens: Count | None = None
+    output_tokens: Count | None = None
+    output: Answer | None = None
+
+    @property
+    def timings(self) -> Timings:
+        return (self.info.timings if self.info else None) or Timings()
+
+    @property
+    def finished(self) -> float | None:
+        """When its answer ended: its last token, else (an answer not streamed) its end."""
+        last = self.timings.last_token_iteration
+        return last if last is not None else self.request_end_time
+
+
+class Succeeded(Request):
+    @model_validator(mode="after")
+    def _after_its_start(self) -> Succeeded:
+        start = self.request_start_time
+        for what, moment in (
+            ("first token", self.timings.first_token_iteration),
+            ("end", self.finished),
+        ):
+            if start is not None and moment is not None and not 0 <= moment - start <= MAX_SECONDS:
+                raise ValueError(f"has its {what} {moment - start:g} s after its start")
+        return self
+
+
+class Groups(Table):
+    successful: Annotated[list[Succeeded], PerRequest] | None = None
+    errored: Annotated[list[Request], PerRequest] | None = None
+    incomplete: Annotated[list[Request], PerRequest] | None = None
+
+    @model_validator(mode="after")
+    def _requests_bounded(self) -> Groups:
+        if (held := sum(len(getattr(self, group) or ()) for group in GROUPS)) > MAX_REQUESTS:
+            raise ValueError(f"holds {held:,} requests, over the {MAX_REQUESTS:,} a run may")
+        return self
+
+
+class Strategy(Table):
+    """The run's load: ``synchronous``, ``concurrent`` (``streams``), ``throughput``, or
+    ``constant`` and ``poisson`` at a ``rate``."""
+
+    type_: Literal["synchronous", "concurrent", "throughput", "constant", "poisson"]
+    streams: Count | None = None
+    max_concurrency: Count | None = None
+    rate: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        None, validate_default=True
+    )
+
+    @field_validator("rate")
+    @classmethod
+    def _rate_where_it_sets_the_load(cls, rate: float | None, info: ValidationInfo) -> Any:
+        if rate is None and info.data.get("type_") in ("constant", "poisson"):
+            raise ValueError(f"is missing: a {info.data['type_']} strategy sends at a rate")
+        return rate
+
+    def load(self) -> dict[str, Any]:
+        """The run's load in ``ImportedRun``'s fields."""
+        match self.type_:
+            case "synchronous":
+                return {"concurrency": 1}
+            case "concurrent":
+                return {"concurrency": self.streams}
+            case "throughput":
+                return {"concurrency": self.max_concurrency}
+        arrival = "fixed" if self.type_ == "constant" else "poisson"
+        return {"concurrency": self.max_concurrency, "rate": self.rate, "arrival": arrival}
+
+
+class BenchmarkConfig(Table):
+    strategy: Strategy
+
+
+class Benchmark(Table):
+    """One load level."""
+
+    config: BenchmarkConfig
+    start_time: Epoch | None = None
+    requests: Groups | None = None
+    metrics: dict[str, Any] | None = None
+    duration: Seconds | None = None
+
+
+class Backend(Table):
+    model: Text | None = None
+    target: Text | None = None
+    request_format: Text | None = None
+
+
+class Spec(Table):
+    backend: Backend | None = None
+
+
+class Config(Table):
+    spec: Spec | None = None
+
+
+class Metadata(Table):
+    guidellm_version: Text | None = None
+
+
+class BenchmarksFile(Table):
+    """What the workbench reads of ``benchmarks.json``."""
+
+    metadata: Metadata
+    benchmarks: list[Benchmark]
+    config: Config | None = None
+
+
+def _request(found: Request, group: str) -> ImportedRequest:
+    start, end = found.request_start_time, found.request_end_time
+    if group != "successful" or start is None or found.finished is None:
+        error = (found.info.error if found.info else None) or ""
         if group == "incomplete":
             error = error or "incomplete: still running when the benchmark ended"
         return ImportedRequest(
             start_s=start,
             ttft_s=None,
             latency_s=None if end is None or start is None else max(0.0, end - start),
-            prompt_tokens=prompt,
+            prompt_tokens=found.prompt_tokens,
             error=error or f"{group}, with no time for its end",
         )
     # A whole answer (not streamed) has no token times: it ends at its end.
+    first = found.timings.first_token_iteration
     return ImportedRequest(
         start_s=start,
-        ttft_s=since_start(first, "first token"),
-        latency_s=since_start(last if last is not None else end, "last token"),
-        prompt_tokens=prompt,
-        output_tokens=check.count(found.get("output_tokens"), f"{where}.output_tokens"),
-        text=check.text(found.get("output"), f"{where}.output", MAX_ANSWER),
+        ttft_s=None if first is None else first - start,
+        latency_s=found.finished - start,
+        prompt_tokens=found.prompt_tokens,
+        output_tokens=found.output_tokens,
+        text=found.output or "",
     )
 
 
@@ -113,51 +225,37 @@ def _figures(metrics: Any) -> dict[str, float]:
 
 
 def read_guidellm(doc: dict[str, Any], file_name: str) -> ImportedResult:
-    check = Fields(file_name)
-    spec = check.mapping(check.mapping(doc.get("config"), "config").get("spec"), "config.spec")
-    backend = check.mapping(spec.get("backend"), "config.spec.backend")
-    route = check.text(backend.get("request_format"), "config.spec.backend.request_format")
+    found: BenchmarksFile = validated(BenchmarksFile, doc, file_name, ImportFileError)
+    backend = (found.config and found.config.spec and found.config.spec.backend) or Backend()
+    route = backend.request_format or ""
     endpoint = "completion" if route.endswith("/v1/completions") else "chat"
     runs = []
-    started = []
-    for i, benchmark in enumerate(check.listed(doc["benchmarks"], "benchmarks")):
-        where = f"benchmarks[{i}]"
-        benchmark = check.mapping(benchmark, where)
-        if (moment := check.moment(benchmark.get("start_time"), f"{where}.start_time")) is not None:
-            started.append(moment)
-        groups = check.mapping(benchmark.get("requests"), f"{where}.requests")
-        config = check.mapping(benchmark.get("config"), f"{where}.config")
-        strategy = config.get("strategy")
-        load = _load(check, strategy, f"{where}.config.strategy")
-        found = [
-            _request(check, request, f"{where}.requests.{group}[{k}]", group)
-            for group in GROUPS
-            for k, request in enumerate(
-                check.listed(groups.get(group) or [], f"{where}.requests.{group}")
-            )
+    for i, benchmark in enumerate(found.benchmarks):
+        groups = benchmark.requests or Groups()
+        requests = [
+            _request(request, group) for group in GROUPS for request in getattr(groups, group) or ()
         ]
-        check.requests(len(found), f"{where}.requests")
-        found.sort(key=lambda r: r.start_s if r.start_s is not None else float("inf"))
-        kind = strategy.get("type_") if isinstance(strategy, dict) else "?"
-        stated = _figures(benchmark.get("metrics"))
-        duration = check.seconds(benchmark.get("duration"), f"{where}.duration")
-        if duration is not None:
-            stated["duration"] = duration
+        requests.sort(key=lambda r: r.start_s if r.start_s is not None else float("inf"))
+        stated = _figures(benchmark.metrics)
+        if benchmark.duration is not None:
+            stated["duration"] = benchmark.duration
+        strategy = benchmark.config.strategy
         runs.append(
             ImportedRun(
-                requests=tuple(found),
-                name=f"benchmark {i + 1} ({kind})",
+                requests=tuple(requests),
+                name=f"benchmark {i + 1} ({strategy.type_})",
                 reported=stated,
                 endpoint=endpoint,
-                **load,
+                **strategy.load(),
             )
         )
-    version = check.text(doc["metadata"].get("guidellm_version"), "metadata.guidellm_version")
+    started = [b.start_time for b in found.benchmarks if b.start_time is not None]
+    version = found.metadata.guidellm_version
     return ImportedResult(
         source=ImportSource(TOOL, version or None, file_name),
         runs=tuple(runs),
-        model=check.text(backend.get("model"), "config.spec.backend.model") or None,
-        base_url=check.text(backend.get("target"), "config.spec.backend.target") or None,
+        model=backend.model or None,
+        base_url=backend.target or None,
         notes=(NO_ITL,),
-        recorded_at=min(started, default=None),
+        recorded_at=epoch_date(min(started)) if started else None,
     )

@@ -32,7 +32,7 @@ from workbench.engine.events import (
     ReportedFigures,
     RequestFinished,
 )
-from workbench.engine.interop.checked import MAX_SECONDS
+from workbench.engine.interop.values import MAX_SECONDS
 from workbench.engine.store import SessionWriter, create_session, open_session
 from workbench.engine.store.writer import REFUSED
 
@@ -253,19 +253,29 @@ def _events(result: ImportedResult, configs: list[RunConfig]) -> Iterator[Any]:
         if run.name:
             yield Notice(NoticeLevel.INFO, f"{config.label} is the file's {run.name}", i)
         for index, request in enumerate(run.requests):
-            yield RequestFinished(request.record(i, index, origin))
+            try:
+                record = request.record(i, index, origin)
+            except ImportFileError as exc:
+                raise ImportFileError(f"{result.source.file_name}: {exc}") from None
+            yield RequestFinished(record)
         if run.reported:
             yield ReportedFigures(i, dict(run.reported))
         yield ConfigFinished(i, ConfigStatus.OK)
     yield ExperimentFinished(RunStatus.COMPLETE)
 
 
+def import_events(result: ImportedResult) -> tuple[str, list[RunConfig], list[Any]]:
+    """What importing ``result`` writes, every request checked: the experiment file its runs
+    stand for, its configurations, and the events a run would have published."""
+    toml, configs = run_configs(result)
+    return toml, configs, list(_events(result, configs))
+
+
 def write_imported_session(result: ImportedResult, path: Path) -> Path:
     """Write ``result`` as the session file ``path`` (which must not exist yet)."""
-    toml, configs = run_configs(result)
     if path.exists():
         raise ImportFileError(f"{path} exists already; the import writes a new session")
-    events = list(_events(result, configs))  # every request checked before a file exists
+    toml, _, events = import_events(result)  # all checked before a file exists
     try:
         create_session(
             path,

@@ -7,39 +7,67 @@ block of ``block_size`` prompt tokens: rows that share an id share that block of
 the trace's prefix sharing can be reproduced). AIPerf's variant adds ``session_id``: a
 session's turns are sent in file order, its first at its ``timestamp`` (or 0), each later one
 ``delay`` ms after the previous turn's reply ended. Every value is checked for its type and
-range, and each error names the file, the line and the field.
+range by the row's model, and each error names the file, the line and the field.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.validation import validated
 from workbench.engine.config.experiment import RunConfig, WorkloadSettings, workload_file
 from workbench.engine.config.settings import DAY_S
-from workbench.engine.interop.checked import MAX_PROBLEM, MAX_SECONDS
-from workbench.engine.interop.files import bounded_lines
+from workbench.engine.interop.files import bounded_lines, json_line
+from workbench.engine.interop.values import MAX_MS
 
 MAX_ROWS = 100_000  # as many as an experiment's ``requests`` may ask for
 MAX_LINE_BYTES = 2**20
 MAX_TOKENS = 10_000_000  # a row's length, as ``input_tokens`` is bounded
 MAX_ROW_HASH_IDS = 20_000  # blocks of one row: 10 M tokens of 512-token blocks
 MAX_FILE_HASH_IDS = 5_000_000  # in the whole file: each is kept in memory
-MAX_MS = MAX_SECONDS * 1000  # a time in the trace (115 days): beyond it, damage
 MAX_SESSION_ID = 200  # characters
 
 MOONCAKE = "Mooncake"
 AIPERF = "AIPerf"
-_FIELDS = {
-    MOONCAKE: ("timestamp", "input_length", "output_length", "hash_ids"),
-    AIPERF: ("session_id", "timestamp", "delay", "input_length", "output_length", "hash_ids"),
-}
+
+Ms = Annotated[float, Field(ge=0, le=MAX_MS, allow_inf_nan=False)]  # a time in the trace
+
+
+def _number_as_text(value: Any) -> Any:
+    return str(value) if type(value) is int else value
+
+
+class MooncakeRow(BaseModel):
+    """A row of a Mooncake trace: nothing but its fields, each of its type and range."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    timestamp: Ms
+    input_length: Annotated[int, Field(ge=0, le=MAX_TOKENS)]
+    output_length: Annotated[int, Field(ge=1, le=MAX_TOKENS)] | None = None  # None: max_tokens
+    hash_ids: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_ROW_HASH_IDS)] = []
+
+
+class AiperfRow(MooncakeRow):
+    """A row of AIPerf's trace: a session's turn. Its first has a ``timestamp`` (or none:
+    at 0), a later one a ``delay`` after the previous reply."""
+
+    session_id: Annotated[
+        Annotated[str, Field(min_length=1, max_length=MAX_SESSION_ID)],
+        BeforeValidator(_number_as_text),  # a number names a session as its text does
+    ]
+    timestamp: Ms | None = None
+    delay: Ms | None = None
+
+
+_ROWS: dict[str, type[MooncakeRow]] = {MOONCAKE: MooncakeRow, AIPERF: AiperfRow}
 
 
 @dataclass(frozen=True)
@@ -99,34 +127,34 @@ def read_trace(path: Path) -> Trace:
     ):
         if not line.strip():
             continue
-        where = f"{path.name}:{number}:"
-        try:
-            found = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise ExperimentError(f"{where} not valid JSON ({_short(str(exc))})") from None
-        if not isinstance(found, dict):
-            raise ExperimentError(f"{where} a row should be a JSON object, not {_kind(found)}")
+        where = f"{path.name}:{number}"
+        found = json_line(line, where, ExperimentError)
         if checker is None:
             checker = _Rows(path.name, _format_of(found, where))
-        rows.append(checker.row(found, number))
+        row = validated(_ROWS[checker.format], found, where, ExperimentError)
+        rows.append(checker.row(row, number))
     if checker is None:
         raise ExperimentError(f"{path.name}: no rows: not a trace")
     return Trace(path.name, checker.format, tuple(rows))
 
 
-def _format_of(row: dict[str, Any], where: str) -> str:
+def _format_of(row: Any, where: str) -> str:
+    """The format the first row says, by its fields (a row that is no table is read as
+    Mooncake's, whose model then says what is wrong)."""
+    if not isinstance(row, dict):
+        return MOONCAKE
     if "session_id" in row:
         return AIPERF
     if "timestamp" in row:
         return MOONCAKE
     raise ExperimentError(
-        f"{where} neither 'timestamp' (a Mooncake trace) nor 'session_id' (AIPerf's): not a trace"
+        f"{where}: neither 'timestamp' (a Mooncake trace) nor 'session_id' (AIPerf's): not a trace"
     )
 
 
 class _Rows:
-    """Checks a file's rows in order: their fields, and what holds across rows (timestamps
-    that never go back, a session's turns, the file's hash ids)."""
+    """What holds across a file's rows, in order: timestamps that never go back, a session's
+    turns, the file's hash ids."""
 
     def __init__(self, name: str, format: str) -> None:
         self.name, self.format = name, format
@@ -134,28 +162,17 @@ class _Rows:
         self.last_time: tuple[float, int] | None = None  # the latest timestamp and its line
         self.sessions: set[str] = set()
 
-    def row(self, found: dict[str, Any], number: int) -> TraceRow:
+    def row(self, found: MooncakeRow, number: int) -> TraceRow:
         where = f"{self.name}:{number}:"
-        known = _FIELDS[self.format]
-        for key in found:
-            if key not in known:
-                raise ExperimentError(
-                    f"{where} unknown field {_short(repr(key))} for a {self.format} trace "
-                    f"(its rows have {', '.join(known)})"
-                )
-        if "input_length" not in found:
-            raise ExperimentError(f"{where} input_length is missing")
-        input_length = _count(found["input_length"], f"{where} input_length", 0)
-        output = found.get("output_length")
-        output_length = None if output is None else _count(output, f"{where} output_length", 1)
-        hash_ids = self._hash_ids(found.get("hash_ids", []), f"{where} hash_ids")
-        timestamp = found.get("timestamp")
-        if self.format == MOONCAKE and timestamp is None:
-            raise ExperimentError(f"{where} timestamp is missing")
-        session, delay = None, None
-        if self.format == AIPERF:
-            session = _session(found.get("session_id"), where)
-            delay = found.get("delay")
+        self.hash_ids += len(found.hash_ids)
+        if self.hash_ids > MAX_FILE_HASH_IDS:
+            raise ExperimentError(
+                f"{where} hash_ids brings the file's hash ids over {MAX_FILE_HASH_IDS:,}, "
+                "the most read"
+            )
+        timestamp, session, delay = found.timestamp, None, None
+        if isinstance(found, AiperfRow):
+            session, delay = found.session_id, found.delay
             later = session in self.sessions
             self.sessions.add(session)
             if later and timestamp is not None:
@@ -168,84 +185,26 @@ class _Rows:
                     f"{where} delay on the first turn of session {session!r}: there is no reply "
                     "before it; give timestamp"
                 )
-            delay = None if delay is None else _ms(delay, f"{where} delay")
             if later and delay is None:
                 delay = 0.0
-        moment = None if timestamp is None else _ms(timestamp, f"{where} timestamp")
-        if moment is not None:
-            if self.last_time is not None and moment < self.last_time[0]:
+        if timestamp is not None:
+            if self.last_time is not None and timestamp < self.last_time[0]:
                 raise ExperimentError(
-                    f"{where} timestamp {moment:g} is before line {self.last_time[1]}'s "
+                    f"{where} timestamp {timestamp:g} is before line {self.last_time[1]}'s "
                     f"{self.last_time[0]:g}: timestamps must not go backwards"
                 )
-            self.last_time = (moment, number)
+            self.last_time = (timestamp, number)
         elif delay is None:
-            moment = 0.0  # a session's first turn with no time: at the start
-        return TraceRow(number, input_length, output_length, hash_ids, moment, session, delay)
-
-    def _hash_ids(self, value: Any, where: str) -> tuple[int, ...]:
-        if not isinstance(value, list):
-            raise ExperimentError(f"{where} should be a list, not {_kind(value)}")
-        if len(value) > MAX_ROW_HASH_IDS:
-            raise ExperimentError(f"{where} has {len(value):,}, over {MAX_ROW_HASH_IDS:,} a row")
-        self.hash_ids += len(value)
-        if self.hash_ids > MAX_FILE_HASH_IDS:
-            raise ExperimentError(
-                f"{where} brings the file's hash ids over {MAX_FILE_HASH_IDS:,}, the most read"
-            )
-        for k, h in enumerate(value):
-            if type(h) is not int or h < 0:
-                raise ExperimentError(
-                    f"{where}[{k}] is {_short(repr(h))}, not a hash id (an int ≥ 0)"
-                )
-        return tuple(value)
-
-
-def _count(value: Any, where: str, least: int) -> int:
-    """A token count: a whole number (not a bool), from ``least`` to ``MAX_TOKENS``."""
-    if type(value) is not int:
-        raise ExperimentError(f"{where} should be a whole number, not {_short(repr(value))}")
-    if not least <= value <= MAX_TOKENS:
-        raise ExperimentError(
-            f"{where} is {value}, not a count of tokens from {least} to {MAX_TOKENS:,}"
+            timestamp = 0.0  # a session's first turn with no time: at the start
+        return TraceRow(
+            number,
+            found.input_length,
+            found.output_length,
+            tuple(found.hash_ids),
+            timestamp,
+            session,
+            delay,
         )
-    return value
-
-
-def _ms(value: Any, where: str) -> float:
-    """A time in the trace, in ms: a finite number (not a bool), from 0 to ``MAX_MS``."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ExperimentError(f"{where} should be a number of ms, not {_short(repr(value))}")
-    try:
-        ms = float(value)
-    except OverflowError:
-        raise ExperimentError(f"{where} is too large a number") from None
-    if not (math.isfinite(ms) and 0 <= ms <= MAX_MS):
-        raise ExperimentError(
-            f"{where} is {_short(repr(value))}, not a time from 0 to {MAX_MS:g} ms"
-        )
-    return ms
-
-
-def _session(value: Any, where: str) -> str:
-    if value is None:
-        raise ExperimentError(f"{where} session_id is missing (an AIPerf trace's rows have one)")
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise ExperimentError(f"{where} session_id should be text, not {_short(repr(value))}")
-    text = str(value)
-    if not text or len(text) > MAX_SESSION_ID:
-        raise ExperimentError(
-            f"{where} session_id should be 1 to {MAX_SESSION_ID} characters, not {len(text)}"
-        )
-    return text
-
-
-def _kind(value: Any) -> str:
-    return {list: "a list", str: "text", type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= MAX_PROBLEM else text[:MAX_PROBLEM] + "…"
 
 
 def plan_trace(trace: Trace, workload: WorkloadSettings) -> TracePlan:

@@ -16,20 +16,37 @@ configuration has several), so vLLM's own plotting and comparison scripts read t
 from __future__ import annotations
 
 import json
-import math
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, ValidationInfo, field_validator
 
 from workbench.engine.analysis.library import model_file_name
-from workbench.engine.base.errors import OutputDirError
+from workbench.engine.base.errors import ImportFileError, OutputDirError
 from workbench.engine.base.records import ImportSource, RequestRecord
+from workbench.engine.base.untrusted import MAX_TEXT
+from workbench.engine.base.validation import validated
 from workbench.engine.figures.per_request import NS, prompt_tokens, request_metrics
 from workbench.engine.figures.per_run import makespan_s
 from workbench.engine.figures.vllm_names import COUNTS, THROUGHPUTS, vllm_figures
-from workbench.engine.interop.checked import MAX_ANSWER, MAX_ERROR, Fields, figures
 from workbench.engine.interop.imported import ImportedRequest, ImportedResult, ImportedRun
+from workbench.engine.interop.values import (
+    MAX_CHUNKS,
+    Answer,
+    Clock,
+    Count,
+    ErrorText,
+    Gaps,
+    Number,
+    PerRequest,
+    Rate,
+    Seconds,
+    Table,
+    Text,
+    figures,
+)
 from workbench.engine.store import ConfigRow, Session
 
 TOOL = "vllm bench serve"
@@ -53,57 +70,107 @@ def looks_like_vllm(doc: Any) -> bool:
     return isinstance(doc, dict) and "request_throughput" in doc and "completed" in doc
 
 
+def _dated(text: str) -> str:
+    try:
+        return datetime.strptime(text[:MAX_TEXT], VLLM_DATE).isoformat(timespec="seconds")
+    except ValueError:
+        raise ValueError("must be a date as vLLM writes it (20261130-101500)") from None
+
+
+def _inf_is_none(rate: Any) -> Any:
+    return None if rate == "inf" else rate
+
+
+class VllmResult(Table):
+    """What the workbench reads of a vLLM result file: one list per request field, each as
+    long as ``ttfts``, and the run's settings."""
+
+    ttfts: Annotated[list[Seconds | None], PerRequest]
+    itls: Annotated[list[Gaps], PerRequest]
+    latencies: Annotated[list[Seconds | None], PerRequest]
+    input_lens: Annotated[list[Count | None], PerRequest]
+    output_lens: Annotated[list[Count | None], PerRequest]
+    errors: Annotated[list[ErrorText | None], PerRequest]  # "" (or null): it succeeded
+    start_times: Annotated[list[Clock | None], PerRequest] | None = None
+    generated_texts: Annotated[list[Answer | None], PerRequest] | None = None
+    request_rate: Annotated[Rate | None, BeforeValidator(_inf_is_none)] = None  # "inf": burst
+    burstiness: Number | None = None
+    max_concurrency: Count | None = None
+    backend: Text | None = None
+    endpoint_type: Text | None = None
+    label: Text | None = None
+    model_id: Text | None = None
+    date: Annotated[str, AfterValidator(_dated)] | None = None  # local time, no zone
+
+    @field_validator("itls", "latencies", "input_lens", "output_lens", "errors", "start_times")
+    @classmethod
+    def _one_per_request(cls, found: list[Any] | None, info: ValidationInfo) -> list[Any] | None:
+        return _one_each(found, info)
+
+    @field_validator("generated_texts")
+    @classmethod
+    def _one_text_per_request(cls, found: list[Any] | None, info: ValidationInfo) -> Any:
+        return _one_each(found or None, info)  # an empty list: no texts kept
+
+    @field_validator("itls")
+    @classmethod
+    def _chunks_bounded(cls, itls: list[list[float]]) -> list[list[float]]:
+        if (chunks := sum(map(len, itls))) > MAX_CHUNKS:
+            raise ValueError(f"holds {chunks:,} chunk times, over the {MAX_CHUNKS:,} a file may")
+        return itls
+
+
+def _one_each(found: list[Any] | None, info: ValidationInfo) -> list[Any] | None:
+    requests = len(info.data.get("ttfts", found or []))
+    if found is not None and len(found) != requests:
+        raise ValueError(f"has {len(found)} entries for {requests} requests")
+    return found
+
+
 def read_vllm(doc: dict[str, Any], file_name: str) -> ImportedResult:
-    check = Fields(file_name)
     if not all(key in doc for key in PER_REQUEST):
         missing = ", ".join(k for k in PER_REQUEST if k not in doc)
-        raise check.error(
-            "is a vllm bench serve summary without per-request times",
-            f"(no {missing}): run it with --save-result --save-detailed",
+        raise ImportFileError(
+            f"{file_name}: is a vllm bench serve summary without per-request times "
+            f"(no {missing}): run it with --save-result --save-detailed"
         )
-    n = check.requests(len(check.listed(doc["ttfts"], "ttfts")), "ttfts")
-    lists = {key: check.listed(doc[key], key, n) for key in PER_REQUEST}
-    starts = check.listed(doc["start_times"], "start_times", n) if "start_times" in doc else None
-    texts = check.listed(doc.get("generated_texts") or [""] * n, "generated_texts", n)
+    found: VllmResult = validated(VllmResult, doc, file_name, ImportFileError)
+    starts = found.start_times or [None] * len(found.ttfts)
+    texts = found.generated_texts or [None] * len(found.ttfts)
     requests = []
-    for i in range(n):
-        error = check.text(lists["errors"][i], f"errors[{i}]", MAX_ERROR)
+    for i, error in enumerate(found.errors):
         failed = bool(error)
         requests.append(
             ImportedRequest(
-                start_s=check.clock(starts[i], f"start_times[{i}]") if starts else None,
-                ttft_s=None if failed else check.seconds(lists["ttfts"][i], f"ttfts[{i}]"),
-                latency_s=check.seconds(lists["latencies"][i], f"latencies[{i}]"),
-                chunk_gaps_s=() if failed else check.gaps(lists["itls"][i], f"itls[{i}]"),
-                prompt_tokens=check.count(lists["input_lens"][i], f"input_lens[{i}]"),
-                output_tokens=None
-                if failed
-                else check.count(lists["output_lens"][i], f"output_lens[{i}]"),
-                text=check.text(texts[i], f"generated_texts[{i}]", MAX_ANSWER),
+                start_s=starts[i],
+                ttft_s=None if failed else found.ttfts[i],
+                latency_s=found.latencies[i],
+                chunk_gaps_s=() if failed else tuple(found.itls[i]),
+                prompt_tokens=found.input_lens[i],
+                output_tokens=None if failed else found.output_lens[i],
+                text=texts[i] or "",
                 error=error or None,
             )
         )
-    rate = doc.get("request_rate", "inf")
-    rate = None if rate in ("inf", None) else check.number(rate, "request_rate")
-    burstiness = check.number(doc.get("burstiness", 1.0), "burstiness") or 1.0
-    concurrency = check.count(doc.get("max_concurrency"), "max_concurrency")
-    backend = check.text(doc.get("backend") or doc.get("endpoint_type"), "backend")
+    rate = found.request_rate
+    burstiness = found.burstiness or 1.0
+    backend = found.backend or found.endpoint_type
     stated = figures({k: v for k, v in doc.items() if k in SUMMARY or STATISTIC.fullmatch(k)})
     run = ImportedRun(
         requests=tuple(requests),
-        concurrency=concurrency or None,
-        rate=rate if rate and math.isfinite(rate) else None,
+        concurrency=found.max_concurrency or None,
+        rate=rate or None,
         arrival="burst" if not rate else ("poisson" if burstiness == 1.0 else "gamma"),
         burstiness=burstiness,
         endpoint="chat" if backend in CHAT_BACKENDS else "completion",
-        name=check.text(doc.get("label"), "label"),
+        name=found.label or "",
         reported=stated,
     )
     return ImportedResult(
         source=ImportSource(TOOL, None, file_name),
         runs=(run,),
-        model=check.text(doc.get("model_id"), "model_id") or None,
-        recorded_at=check.moment(doc.get("date"), "date", VLLM_DATE),
+        model=found.model_id or None,
+        recorded_at=found.date,
     )
 
 
