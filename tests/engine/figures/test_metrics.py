@@ -130,7 +130,7 @@ def test_requests_csv_names_each_catalogue_figure_once_in_one_declaration():
     from workbench.engine.analysis.export import REQUEST_COLUMNS, REQUEST_TABLE
     from workbench.engine.figures.metrics import REQUEST_FIGURES
 
-    assert REQUEST_COLUMNS == [c.name for c in REQUEST_TABLE]
+    assert [c.name for c in REQUEST_TABLE] == REQUEST_COLUMNS
     assert len(set(REQUEST_COLUMNS)) == len(REQUEST_COLUMNS)
     assert all(REQUEST_COLUMNS.count(f.column) == 1 for f in REQUEST_FIGURES)
 
