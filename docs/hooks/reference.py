@@ -75,6 +75,8 @@ def _meaning(f: Field) -> str:
             text += " or " + ", ".join(_number(a) for a in f.range.also)
     if not s.sweeps:
         text += f"; not swept ({s.unswept})"
+    if 0 < len(f.kinds) < len(getattr(f.kinds[0], "KINDS", ())):
+        text += "; a field of " + " and ".join(f"`{k.NAME}`" for k in f.kinds)
     return text
 
 

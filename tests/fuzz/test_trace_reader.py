@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.json_documents import JSON, NEAR, NESTED, dumped, mutated, mutated_bytes
 from workbench.engine.base.errors import ExperimentError
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import TraceWorkload
 from workbench.engine.interop.trace_file import Trace, plan_trace, read_trace
 
 SAMPLE = Path(__file__).parents[2] / "resources" / "traces" / "sample-mooncake.jsonl"
@@ -27,7 +27,7 @@ SESSIONS = [
     {"session_id": "a", "input_length": 40, "output_length": 2},
     {"session_id": 7, "input_length": 50, "output_length": 2},
 ]
-WORKLOAD = WorkloadSettings(arrival="trace", trace="t.jsonl")
+WORKLOAD = TraceWorkload(trace="t.jsonl")
 # file:line: (the line of the row), or file: (the file as a whole)
 NAMED = re.compile(r"t\.jsonl(:\d+)?: ")
 

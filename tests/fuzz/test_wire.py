@@ -21,7 +21,7 @@ from tests.engine.remote.far_sides import FACTS, HEADER
 from workbench.engine import events as ev
 from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.base.states import ConfigStatus, NoticeLevel, RunStatus, ServerState
-from workbench.engine.config.experiment import WorkloadSettings, parse_experiment
+from workbench.engine.config.experiment import RequestsWorkload, parse_experiment
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.machine_load import MachineLoad
 from workbench.engine.figures.predicted import RunPrediction
@@ -83,7 +83,7 @@ ENCODED = [wire.encode(e) for e in EVENTS]
 
 
 def _job() -> dict[str, Any]:
-    workload = WorkloadSettings(requests=2, max_tokens=8)
+    workload = RequestsWorkload(requests=2, max_tokens=8)
     records = plan_records(0, 0, 0, 2, PromptSource())
     [job] = jobs_for("http://127.0.0.1:8080", {"x-key": "v"}, workload, records, [0.0, 0.5])
     return wire.plain(job)

@@ -134,3 +134,15 @@ def test_choosing_conversations_shows_the_prompt_cache_it_turns_on(qtbot):
     kind.setCurrentText("conversations")
     kind.setCurrentText("requests")
     assert cache.currentText() == "on" and form.build().workload["cache_prompt"] is True
+
+
+def test_a_kind_changed_in_the_form_writes_only_that_kinds_fields(qtbot):
+    """The conversations box keeps its values while hidden, but a requests experiment made
+    of the form holds none of them (a file that mixed kinds would be refused)."""
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load(parse_experiment(CHAT))
+    form.fields[("workload", "kind")].setCurrentText("requests")
+    built = form.build()
+    assert not set(CONVERSATION_FIELDS) & set(built.workload)
+    assert type(built.configs()[0].workload).__name__ == "RequestsWorkload"

@@ -239,7 +239,7 @@ class RunModel:
                 self._close_slot_spans(self.last_t)
                 self._close_slot_context(self.last_t)
                 self.server = ServerView(config.index, config.label)
-                if config.workload.arrival != "burst":
+                if config.workload.scheduled:
                     self._scheduled.add(config.index)
                 self.config_marks.append((self.last_t, config.label))
                 self._close_predicted(self.last_t)

@@ -7,7 +7,11 @@ from __future__ import annotations
 import pytest
 
 from workbench.engine.base.errors import ExperimentError
-from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.config.experiment import (
+    ConversationsWorkload,
+    RequestsWorkload,
+    parse_experiment,
+)
 
 CONVERSATIONS = '[workload]\nkind = "conversations"\n'
 
@@ -25,8 +29,10 @@ def test_a_repeat_sends_every_turn_of_every_conversation():
     (config,) = parse_experiment(CONVERSATIONS + "users = 3\nturns = 5\nrequests = 2\n").configs()
     assert config.workload.per_repeat == 15
     assert config.workload.effective_concurrency == 3
-    (plain,) = parse_experiment("[workload]\nrequests = 2\nusers = 3\n").configs()
+    (plain,) = parse_experiment("[workload]\nrequests = 2\n").configs()
     assert plain.workload.per_repeat == 2
+    with pytest.raises(ExperimentError, match=r"\[workload\] users is a field of kind = "):
+        parse_experiment("[workload]\nrequests = 2\nusers = 3\n")  # not of a requests one
 
 
 def test_the_last_turn_is_the_longest_prompt_a_slot_must_hold():
@@ -63,11 +69,23 @@ def test_slots_by_users_is_a_sweep():
             'think_time_spread = "gamma"',
             r"\[workload\] think_time_spread must be one of fixed, exp",
         ),
-        ("stop_when_saturated = true", r"\[workload\] stop_when_saturated = True: .*false"),
+        (
+            "stop_when_saturated = true",
+            r'\[workload\] stop_when_saturated is a field of kind = "requests" or '
+            r'arrival = "trace", '
+            r'not of this workload \(kind = "conversations"\)',
+        ),
         ('endpoint = "completion"', r"\[workload\] endpoint = 'completion': kind = 'conv"),
-        ('arrival = "poisson"\nrate = 2', r"\[workload\] arrival = 'poisson': .*'burst'"),
-        ("input_tokens = 128", r"\[workload\] input_tokens = 128: .*user_tokens"),
-        ("shared_prefix_tokens = 8", r"\[workload\] shared_prefix_tokens = 8: .*system_prompt"),
+        (
+            'arrival = "poisson"\nrate = 2',
+            r'\[workload\] arrival is a field of kind = "requests" or arrival = "trace", not of '
+            r'this workload \(kind = "conversations"\)',
+        ),
+        ("input_tokens = 128", r'\[workload\] input_tokens is a field of kind = "requests", not'),
+        (
+            "shared_prefix_tokens = 8",
+            r'\[workload\] shared_prefix_tokens is a field of kind = "req',
+        ),
     ],
 )
 def test_what_a_conversations_workload_cannot_take_is_refused_by_name(extra, message):
@@ -84,3 +102,16 @@ def test_a_swept_kind_is_checked_for_its_conversations():
     assert (
         len(parse_experiment('[workload]\nkind = ["requests", "conversations"]\n').configs()) == 2
     )
+
+
+def test_a_swept_kind_gives_each_configuration_its_own_kinds_fields():
+    """Each configuration is the kind it says, with that kind's fields: the requests one has
+    no users, the conversations one no concurrency; a field of neither is refused."""
+    text = '[workload]\nkind = ["requests", "conversations"]\nusers = 2\nconcurrency = 1\n'
+    requests, chats = parse_experiment(text).configs()
+    assert isinstance(requests.workload, RequestsWorkload) and requests.workload.concurrency == 1
+    assert not hasattr(requests.workload, "users")
+    assert isinstance(chats.workload, ConversationsWorkload) and chats.workload.users == 2
+    assert "concurrency" not in chats.to_dict()["workload"]
+    with pytest.raises(ExperimentError, match=r"\[workload\] time_scale is a field of arrival"):
+        parse_experiment(text + "time_scale = 2.0\n")

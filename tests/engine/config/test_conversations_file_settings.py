@@ -42,15 +42,12 @@ def test_slots_and_the_pin_are_a_sweep():
     [
         (
             '[workload]\nconversations_file = "chats.jsonl"\n',
-            r"\[workload\] conversations_file = 'chats.jsonl' needs kind = 'conversations'",
+            r'\[workload\] conversations_file is a field of kind = "conversations", not of this '
+            r'workload \(kind = "requests"\)',
         ),
         (
             '[workload]\nid_slot = "conversation"\n',
-            r"\[workload\] id_slot = 'conversation' needs kind = 'conversations'",
-        ),
-        (
-            '[workload]\nkind = ["requests", "conversations"]\nid_slot = "conversation"\n',
-            r"\[workload\] id_slot = 'conversation' needs kind = 'conversations'",
+            r'\[workload\] id_slot is a field of kind = "conversations", not of this workload',
         ),
         (
             '[workload]\nkind = "conversations"\nid_slot = "user"\n',

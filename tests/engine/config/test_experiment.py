@@ -9,8 +9,8 @@ import pytest
 
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.config.experiment import (
+    RequestsWorkload,
     ServerSettings,
-    WorkloadSettings,
     load_experiment,
     parse_experiment,
 )
@@ -53,7 +53,7 @@ def test_reference_lab_expands_to_three_slot_counts() -> None:
 def test_defaults_fill_what_the_file_leaves_out() -> None:
     (config,) = parse_experiment("[server]\nslots = 2\n").configs()
     assert config.server == ServerSettings(slots=2)
-    assert config.workload == WorkloadSettings()
+    assert config.workload == RequestsWorkload()
     assert config.label == "np=2"  # no axis: named as a slots sweep names the same slots
     (swept, _) = parse_experiment("[server]\nslots = [2, 4]\n").configs()
     assert swept.label == config.label

@@ -10,6 +10,7 @@ import pytest
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.config.experiment import (
     SETTINGS,
+    RequestsWorkload,
     ServerSettings,
     WorkloadSettings,
     experiment_to_toml,
@@ -106,7 +107,7 @@ def test_a_stored_configuration_reads_back_with_defaults_and_without_bad_values(
     assert settings.ctx == field_named(ServerSettings, "ctx").default  # "huge" is not an int
     assert settings.threads is None and settings.port is None  # 0 is no port: the default
     assert settings.extra_args == ("-x",)
-    assert from_stored(WorkloadSettings, {}) == WorkloadSettings()
+    assert from_stored(WorkloadSettings, {}) == RequestsWorkload()
 
 
 def test_labels_use_the_declared_short_names() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.made_sessions import request
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import RequestsWorkload
 from workbench.engine.figures.per_run import summarize_run
 from workbench.engine.figures.steady_state import steady_window
 
@@ -28,7 +28,7 @@ def closed_loop() -> list:
 
 def test_a_closed_loop_is_steady_from_its_limit_to_its_last_send():
     records = closed_loop()
-    loop = WorkloadSettings(requests=4, concurrency=2)
+    loop = RequestsWorkload(requests=4, concurrency=2)
     window = steady_window(records, loop)
     assert window is not None
     assert (window.start_ns, window.end_ns) == (round(0.45 * NS), round(1.75 * NS))
@@ -46,18 +46,18 @@ def test_a_closed_loop_is_steady_from_its_limit_to_its_last_send():
 def test_a_closed_loop_that_never_reaches_its_limit_has_none():
     # One at a time (each takes 1.2 s): the limit of two is never reached.
     records = [request(i, submit_s=1.3 * i) for i in range(3)]
-    assert steady_window(records, WorkloadSettings(requests=3, concurrency=2)) is None
+    assert steady_window(records, RequestsWorkload(requests=3, concurrency=2)) is None
 
 
 def test_an_open_loop_is_steady_between_the_10th_and_90th_percentile_of_its_sends():
     # Sent a second apart; the first and the last find an empty or a draining server.
     records = [request(i, submit_s=float(i), ttft_s=0.2 if 0 < i < 10 else 0.9) for i in range(11)]
     for arrival in ("poisson", "gamma", "fixed"):
-        load = WorkloadSettings(requests=11, arrival=arrival, rate=1.0)
+        load = RequestsWorkload(requests=11, arrival=arrival, rate=1.0)
         window = steady_window(records, load)
         assert window is not None
         assert (window.start_ns, window.end_ns) == (1 * NS, 9 * NS)
-    run = summarize_run(records, None, WorkloadSettings(requests=11, arrival="poisson", rate=1))
+    run = summarize_run(records, None, RequestsWorkload(requests=11, arrival="poisson", rate=1))
     assert (run.steady_s, run.steady_requests) == (8.0, 9)
     assert run.steady_ttft_p90_s == pytest.approx(0.2)
     assert run.ttft_p90_s == pytest.approx(0.9)
@@ -69,7 +69,7 @@ def test_an_open_loop_is_steady_between_the_10th_and_90th_percentile_of_its_send
 @pytest.mark.parametrize("concurrency", [0, 4, 10])
 def test_a_burst_has_no_steady_state(concurrency):
     records = [request(i, submit_s=0.0, ttft_s=0.1 * (i + 1)) for i in range(4)]
-    burst = WorkloadSettings(requests=4, concurrency=concurrency)
+    burst = RequestsWorkload(requests=4, concurrency=concurrency)
     assert steady_window(records, burst) is None
     run = summarize_run(records, None, burst)
     assert run.ttft_p50_s is not None

@@ -13,7 +13,7 @@ import pytest
 
 from workbench.cli.main import main
 from workbench.engine.base.errors import ExperimentError
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import TraceWorkload, WorkloadSettings
 from workbench.engine.interop import trace_file
 from workbench.engine.interop.trace_file import (
     AIPERF,
@@ -39,7 +39,7 @@ def write(tmp_path: Path, rows: list, name: str = "t.jsonl") -> Path:
 
 
 def trace_workload(**settings) -> WorkloadSettings:
-    return WorkloadSettings(arrival="trace", trace="t.jsonl", **settings)
+    return TraceWorkload(trace="t.jsonl", **settings)
 
 
 def test_a_mooncake_trace_reads_as_written(tmp_path):

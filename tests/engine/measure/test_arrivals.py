@@ -7,12 +7,12 @@ import statistics
 
 import pytest
 
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import RequestsWorkload
 from workbench.engine.measure.workload import arrival_offsets
 
 
 def gaps(arrival: str, rate: float, n: int, seed: int = 3, burstiness: float = 1.0) -> list[float]:
-    workload = WorkloadSettings(requests=n, arrival=arrival, rate=rate, burstiness=burstiness)
+    workload = RequestsWorkload(requests=n, arrival=arrival, rate=rate, burstiness=burstiness)
     offsets = arrival_offsets(workload, n, seed)
     assert offsets[0] == 0.0 and offsets == sorted(offsets)
     return [b - a for a, b in itertools.pairwise(offsets)]

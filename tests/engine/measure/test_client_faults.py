@@ -18,7 +18,7 @@ import pytest
 
 from tests.fakes.sse_server import Behaviour, FakeServer
 from workbench.engine.base.records import RequestRecord, TokenChunk
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import RequestsWorkload, WorkloadSettings
 from workbench.engine.events import FirstToken, RequestFinished, RequestSubmitted, TokenChunkArrived
 from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.measure.client import _apply_payload, stream_request
@@ -34,7 +34,7 @@ NS = 1e9
 
 
 def settings(**overrides: Any) -> WorkloadSettings:
-    return WorkloadSettings(
+    return RequestsWorkload(
         **{"requests": 1, "max_tokens": 8, "request_timeout_s": 5.0, **overrides}
     )
 

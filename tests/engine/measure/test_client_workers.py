@@ -18,7 +18,7 @@ import pytest
 
 from workbench.cli.main import main
 from workbench.engine.base.errors import ExperimentError
-from workbench.engine.config.experiment import WorkloadSettings, parse_experiment
+from workbench.engine.config.experiment import RequestsWorkload, parse_experiment
 from workbench.engine.events import FirstToken, RequestFinished
 from workbench.engine.figures.per_request import percentile, request_metrics
 from workbench.engine.measure.client_workers import (
@@ -64,7 +64,7 @@ def experiment(workload: str):
 
 
 def test_the_setting_is_one_to_256_and_refused_for_conversations():
-    assert WorkloadSettings().workers == 1
+    assert RequestsWorkload().workers == 1
     assert experiment("workers = 4").configs()[0].workload.workers == 4
     for bad, said in (
         ("workers = 0", r"\[workload\] workers must be between 1 and 256"),
@@ -72,7 +72,7 @@ def test_the_setting_is_one_to_256_and_refused_for_conversations():
         ("workers = 1.5", r"\[workload\] workers must be a whole number"),
         (
             'kind = "conversations"\nworkers = 2',
-            r"\[workload\] workers = 2: kind = 'conversations' .*workers must be 1",
+            r'\[workload\] workers is a field of kind = "requests" or arrival = "trace", not ',
         ),
     ):
         with pytest.raises(ExperimentError, match=said):
@@ -98,12 +98,12 @@ def test_requests_are_dealt_round_robin_and_a_later_turn_goes_with_the_one_befor
 
 def test_the_limit_is_shared_out_and_no_worker_has_no_place():
     records = plan_records(0, 0, 0, 6, PromptSource())
-    limited = WorkloadSettings(requests=6, concurrency=3, workers=4)
+    limited = RequestsWorkload(requests=6, concurrency=3, workers=4)
     jobs = jobs_for("http://127.0.0.1:9", None, limited, records, [0.0] * 6)
     assert [j.workload.concurrency for j in jobs] == [1, 1, 1]
     assert [[r.index for r in j.records] for j in jobs] == [[0, 3], [1, 4], [2, 5]]
     assert [r.worker for r in records] == [0, 1, 2, 0, 1, 2]
-    unlimited = WorkloadSettings(requests=6, workers=2)
+    unlimited = RequestsWorkload(requests=6, workers=2)
     jobs = jobs_for("http://127.0.0.1:9", None, unlimited, records, [0.0] * 6)
     assert [j.workload.concurrency for j in jobs] == [0, 0]
     assert [j.workload.effective_concurrency for j in jobs] == [3, 3]
@@ -114,7 +114,7 @@ def test_a_worker_shares_this_process_clock():
     handshake: the two processes' timestamps compare directly."""
 
     async def handshake() -> tuple[int, int, int]:
-        job = Job(0, "http://127.0.0.1:9", None, WorkloadSettings(), [], [], None, None, None)
+        job = Job(0, "http://127.0.0.1:9", None, RequestsWorkload(), [], [], None, None, None)
         worker = WorkerProcess(job)
         before = time.perf_counter_ns()
         ready = await worker.start()
@@ -168,7 +168,7 @@ def test_one_worker_sends_from_the_runs_own_loop_as_before(tmp_path, mock):
 
 def slow_repeat(mock_url: str, on_event, requests: int = 6):
     """Six long streams (2 s each) across two workers; every event goes to ``on_event``."""
-    workload = WorkloadSettings(requests=requests, max_tokens=400, workers=2)
+    workload = RequestsWorkload(requests=requests, max_tokens=400, workers=2)
     records = plan_records(0, 0, 0, requests, PromptSource())
     finished: list[RequestFinished] = []
 
@@ -271,7 +271,7 @@ def test_the_windows_engine_process_sends_from_workers_too(tmp_path, mock):
 def test_a_later_turn_of_a_trace_is_sent_by_its_sessions_worker_after_the_turn_before(mock):
     """Requests 1 and 3 follow 0 and 2 (a trace's later turns): each goes with the one it
     follows (not round-robin), due its delay after that one ended, on the same clock."""
-    workload = WorkloadSettings(requests=4, max_tokens=8, workers=2)
+    workload = RequestsWorkload(requests=4, max_tokens=8, workers=2)
     records = plan_records(0, 0, 0, 4, PromptSource())
     follows = [None, (0, 0.05), None, (2, 0.0)]
     asyncio.run(
@@ -329,7 +329,7 @@ def test_a_worker_that_cannot_start_is_one_error_with_its_last_words(monkeypatch
     from workbench.engine.measure import client_workers
 
     monkeypatch.setattr(client_workers, "ENTRY_MODULE", "workbench.no_such_module")
-    workload = WorkloadSettings(requests=2, max_tokens=8, workers=2)
+    workload = RequestsWorkload(requests=2, max_tokens=8, workers=2)
     records = plan_records(0, 0, 0, 2, PromptSource())
     finished: list[RequestFinished] = []
     with pytest.raises(WorkerLost, match=r"^client worker \d exited with status 1 while "

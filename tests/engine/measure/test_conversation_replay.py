@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes.sse_server import Behaviour, FakeServer
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import ConversationsWorkload
 from workbench.engine.events import RequestFinished
 from workbench.engine.measure.conversations import (
     RecordedConversation,
@@ -36,8 +36,7 @@ def answering(body: dict[str, Any]) -> Behaviour:
 
 
 def replay(users: int, id_slot: str = "auto", slots: int | None = None) -> tuple[list, list, list]:
-    workload = WorkloadSettings(
-        kind="conversations",
+    workload = ConversationsWorkload(
         conversations_file="chats.jsonl",
         users=users,
         id_slot=id_slot,

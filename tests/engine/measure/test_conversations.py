@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from tests.fakes.sse_server import Behaviour, FakeServer
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import (
+    ConversationsWorkload,
+)
 from workbench.engine.events import RequestFinished
 from workbench.engine.measure.conversations import (
     plan_conversations,
@@ -41,8 +43,7 @@ def answering(fail: str | None = None):
 def converse(
     fail: str | None = None, system: str = "", spread: str = "fixed"
 ) -> tuple[list, list, list]:
-    workload = WorkloadSettings(
-        kind="conversations",
+    workload = ConversationsWorkload(
         users=2,
         turns=3,
         think_time_s=THINK_S,
@@ -105,7 +106,7 @@ def test_a_turn_goes_after_the_previous_answer_and_the_think_time(spread):
     if spread == "fixed":
         assert pauses == [THINK_S * 1e9] * 4
     else:  # drawn from each turn's seed: the same every run, one pause unlike another
-        workload = WorkloadSettings(think_time_s=THINK_S, think_time_spread=spread)
+        workload = ConversationsWorkload(think_time_s=THINK_S, think_time_spread=spread)
         assert pauses == [
             think_time_ns(workload, before) for c in conversations for before in c.turns[:-1]
         ]

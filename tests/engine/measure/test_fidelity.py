@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from workbench.engine.base.records import RequestRecord
-from workbench.engine.config.experiment import WorkloadSettings, parse_experiment
+from workbench.engine.config.experiment import RequestsWorkload, WorkloadSettings, parse_experiment
 from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
 from workbench.engine.figures.cross_checks import token_checks
 from workbench.engine.figures.per_request import dispatch_delay_s, percentile, request_metrics
@@ -50,7 +50,7 @@ def mock() -> Iterator[Mock]:
 
 
 def workload(**overrides: object) -> WorkloadSettings:
-    return WorkloadSettings(
+    return RequestsWorkload(
         **{"requests": 1, "max_tokens": TOKENS, "request_timeout_s": 30.0, **overrides}
     )
 

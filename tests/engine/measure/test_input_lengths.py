@@ -6,12 +6,12 @@ import statistics
 
 import pytest
 
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import RequestsWorkload
 from workbench.engine.measure.sized_prompts import MIN_DRAWN_TOKENS, input_lengths
 
 
 def lengths(count: int = 2000, **settings: object) -> list[int]:
-    return input_lengths(WorkloadSettings(**settings), count)
+    return input_lengths(RequestsWorkload(**settings), count)
 
 
 def test_fixed_and_unset_lengths() -> None:

@@ -7,7 +7,11 @@ import asyncio
 
 import pytest
 
-from workbench.engine.config.experiment import ServerSettings, WorkloadSettings, parse_experiment
+from workbench.engine.config.experiment import (
+    RequestsWorkload,
+    ServerSettings,
+    parse_experiment,
+)
 from workbench.engine.events import EventBus, RequestFinished
 from workbench.engine.figures.cross_checks import DELIVERY_JITTER_MS, decode_check
 from workbench.engine.figures.per_request import request_metrics
@@ -35,7 +39,7 @@ async def test_client_decode_time_agrees_with_server_timings(server_binary, mode
     records: dict[int, list] = {n: [] for n in lengths}
     try:
         for tokens in (4, *lengths * 3):  # the first one warms the server up
-            workload = WorkloadSettings(requests=1, max_tokens=tokens)
+            workload = RequestsWorkload(requests=1, max_tokens=tokens)
             async with make_client(server.base_url, workload) as client:
                 (record,) = plan_records(0, 0, sum(map(len, records.values())), 1, PromptSource())
                 await run_requests(client, workload, [record], [0.0], lambda e: None)
@@ -67,7 +71,7 @@ async def test_eight_requests_on_one_slot_queue(server_binary, model_path, tmp_p
     )
     await server.start()
     try:
-        workload = WorkloadSettings(requests=8, max_tokens=24)
+        workload = RequestsWorkload(requests=8, max_tokens=24)
         async with make_client(server.base_url, workload) as client:
             warm = plan_records(0, -1, 100, 1, PromptSource(), warmup=True)
             await run_requests(client, workload, warm, [0.0], lambda e: None)
@@ -92,7 +96,7 @@ async def test_back_to_back_requests_never_break_a_connection(server_binary, mod
     await server.start()
     records = []
     try:
-        workload = WorkloadSettings(requests=8, concurrency=2, max_tokens=8)
+        workload = RequestsWorkload(requests=8, concurrency=2, max_tokens=8)
         async with make_client(server.base_url, workload) as client:
             for repeat in range(4):
                 batch = plan_records(0, repeat, repeat * 8, 8, PromptSource())

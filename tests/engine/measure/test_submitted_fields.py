@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from tests.fakes.sse_server import Behaviour, FakeServer
 from workbench.engine.base.records import RequestRecord
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import RequestsWorkload
 from workbench.engine.events import RequestSubmitted
 from workbench.engine.measure.client import stream_request
 from workbench.engine.measure.workload import make_client
 
 
 async def submitted(record: RequestRecord) -> RequestSubmitted:
-    workload = WorkloadSettings(requests=1, max_tokens=4, request_timeout_s=5.0)
+    workload = RequestsWorkload(requests=1, max_tokens=4, request_timeout_s=5.0)
     events: list[object] = []
     async with (
         FakeServer(Behaviour(tokens=2)) as server,

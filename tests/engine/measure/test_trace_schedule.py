@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from tests.fakes.sse_server import Behaviour, FakeServer
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import TraceWorkload
 from workbench.engine.events import RequestFinished
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.workload import make_client, plan_records, run_requests
@@ -26,9 +26,7 @@ def refusing(prompt: str | None):
 
 
 def replay(follows, max_tokens, refuse: str | None = None):
-    workload = WorkloadSettings(
-        requests=3, arrival="trace", trace="t.jsonl", request_timeout_s=5.0, max_tokens=64
-    )
+    workload = TraceWorkload(requests=3, trace="t.jsonl", request_timeout_s=5.0, max_tokens=64)
     records = plan_records(0, 0, 0, 3, PromptSource(["p0", "p1", "p2"]))
     events: list = []
 

@@ -29,7 +29,7 @@ from workbench import __version__
 from workbench.cli.main import main
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import RequestRecord, TokenChunk
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import RequestsWorkload
 from workbench.engine.events import FirstToken, RequestFinished
 from workbench.engine.measure.client_workers import (
     Job,
@@ -75,7 +75,7 @@ def by_process(monkeypatch):
 
 
 def job(url: str, count: int, max_tokens: int = 8, worker: int = 1) -> Job:
-    workload = WorkloadSettings(requests=count, max_tokens=max_tokens)
+    workload = RequestsWorkload(requests=count, max_tokens=max_tokens)
     records = plan_records(0, 0, 0, count, PromptSource())
     [one] = jobs_for(url, None, workload, records, [0.01 * i for i in range(count)])
     for record in one.records:
@@ -240,7 +240,7 @@ def test_a_far_worker_killed_mid_run_is_one_error_in_bounded_time(slow_mock):
                     os.kill(far.pid, signal.SIGKILL)
                 killed_at.append(time.monotonic())
 
-        workload = WorkloadSettings(requests=4, max_tokens=400)
+        workload = RequestsWorkload(requests=4, max_tokens=400)
         records = plan_records(0, 0, 0, 4, PromptSource())
         far = functools.partial(RemoteWorker, ProcessTarget("far1"), FAR)
         run = run_in_workers(

@@ -85,7 +85,8 @@ def search(
     cancel: threading.Event | None = None,
     traffic: dict | None = None,
 ) -> Search:
-    traffic = {**TRAFFIC, **(traffic or {})}
+    # None leaves a field of TRAFFIC out (a trace's rows give their own prompt lengths)
+    traffic = {k: v for k, v in {**TRAFFIC, **(traffic or {})}.items() if v is not None}
     request = TuneRequest(slos, users=4, traffic=traffic, space=space, budget_s=budget_s)
     return Search(
         request,
@@ -237,7 +238,7 @@ def test_a_trace_is_ranked_by_the_model(tmp_path):
     rows = [{"timestamp": 250 * k, "input_length": 40, "output_length": 8} for k in range(6)]
     recorded.write_text("".join(json.dumps(row) + "\n" for row in rows))
     measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
-    trace = {"arrival": "trace", "trace": str(recorded), "input_tokens": 0}
+    trace = {"arrival": "trace", "trace": str(recorded), "input_tokens": None}
     result = search(measure, space="slots=1,2", traffic=trace).run()
     assert all(t.predicted.get("ttft_p90_s") for t in result.tried)
     assert result.verified and measure.runs[0].workload["arrival"] == "trace"
@@ -247,7 +248,7 @@ def test_a_trace_is_ranked_by_the_model(tmp_path):
 def test_a_trace_the_model_cannot_read_is_ranked_by_measurement_and_said_so():
     said: list[TuneProgress] = []
     measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
-    trace = {"arrival": "trace", "trace": "missing.jsonl", "input_tokens": 0}
+    trace = {"arrival": "trace", "trace": "missing.jsonl", "input_tokens": None}
     result = search(measure, space="slots=1,2", said=said, traffic=trace).run()
     assert any("ranked by measurement only" in p.text for p in said)
     assert measure.probes == 0 and all(t.predicted == {} for t in result.tried)

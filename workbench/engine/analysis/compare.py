@@ -186,7 +186,7 @@ def _sent(workload: dict[str, Any], key: str) -> str:
     settings = from_stored(WorkloadSettings, workload)
     if key == "concurrency":
         return str(settings.effective_concurrency)
-    return show_value(getattr(settings, key))
+    return show_value(getattr(settings, key, ""))  # another kind's field: none
 
 
 def to_markdown(comparison: Comparison) -> str:

@@ -15,7 +15,6 @@ import difflib
 import functools
 import itertools
 import tomllib
-import typing
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -42,17 +41,38 @@ from workbench.engine.config.settings import (
     shown,
     validated_as,
 )
+from workbench.engine.config.workloads import (
+    MAX_WORKERS,
+    ConversationsWorkload,
+    RequestsWorkload,
+    TraceWorkload,
+    Workload,
+    WorkloadSettings,
+    kind_of,
+)
 
-Arrival = Literal["burst", "poisson", "gamma", "fixed", "trace"]
-Endpoint = Literal["chat", "completion"]
-Spread = Literal["fixed", "uniform", "normal"]
-Kind = Literal["requests", "conversations"]
-ThinkSpread = Literal["fixed", "exponential"]
-IdSlot = Literal["auto", "conversation"]
+__all__ = [
+    "MAX_CONFIGURATIONS",
+    "MAX_WORKERS",
+    "SETTINGS",
+    "ConversationsWorkload",
+    "Experiment",
+    "RequestsWorkload",
+    "RunConfig",
+    "ServerSettings",
+    "TraceWorkload",
+    "Workload",
+    "WorkloadSettings",
+    "experiment_to_toml",
+    "load_experiment",
+    "of_its_kinds",
+    "parse_experiment",
+    "short_name",
+    "sweep_count",
+    "workload_file",
+]
+
 KvCacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
-ARRIVALS = typing.get_args(Arrival)
-KINDS = typing.get_args(Kind)
-MAX_WORKERS = 256  # client processes: more than any machine's cores a client would use
 MAX_CONFIGURATIONS = 10_000
 """The most configurations one experiment's sweep may make: each starts a server (about 2 s
 before its first measured request with the default model), so 10,000 take the better part of
@@ -299,477 +319,6 @@ class ServerSettings:
     ] = 120.0
 
 
-@dataclass(frozen=True, kw_only=True)
-class WorkloadSettings:
-    """The requests fired at a server for one configuration."""
-
-    __pydantic_config__ = CONFIG
-    TABLE = "workload"
-
-    kind: Annotated[
-        Kind,
-        setting(
-            label="kind",
-            help=(
-                "`requests` (independent requests, as `requests`, `arrival` and `concurrency` "
-                "say) or `conversations`: `users` chats at once, each sending `turns` questions "
-                "in order, every turn carrying the conversation so far with the server's real "
-                "answers (`cache_prompt` is on unless the file says otherwise)"
-            ),
-            in_form=True,
-        ),
-    ] = "requests"
-    requests: Annotated[
-        Int,
-        Range(1, 100_000),
-        setting(
-            label="requests",
-            help=(
-                "requests per repeat (a `conversations` run sends `users` x `turns` instead, a "
-                "`trace` run its rows)"
-            ),
-            in_form=True,
-            hint="8",
-        ),
-    ] = 8
-    users: Annotated[
-        Int,
-        Range(1, 10_000),
-        setting(
-            label="users",
-            help="for `conversations`: the conversations going on at once",
-            short="users",
-            in_form=True,
-            hint="4",
-        ),
-    ] = 4
-    turns: Annotated[
-        Int,
-        Range(1, 1000),
-        setting(
-            label="turns",
-            help="for `conversations`: the questions each conversation asks, one after another",
-            short="turns",
-            in_form=True,
-            hint="3",
-        ),
-    ] = 3
-    think_time_s: Annotated[
-        Number,
-        Range(0, DAY_S, note="seconds"),
-        setting(
-            label="think time (s)",
-            help="for `conversations`: seconds between an answer's end and the next question",
-            short="think",
-            in_form=True,
-            hint="0",
-        ),
-    ] = 0.0
-    think_time_spread: Annotated[
-        ThinkSpread,
-        setting(
-            label="think time spread",
-            help=(
-                "for `conversations`: `fixed` (every pause `think_time_s`) or `exponential` (each "
-                "pause drawn with mean `think_time_s`, request *i*'s from `seed + i`, so a sweep "
-                "gives every configuration the same pauses)"
-            ),
-        ),
-    ] = "fixed"
-    user_tokens: Annotated[
-        Int,
-        Range(1, 10_000_000, note="tokens"),
-        setting(
-            label="user tokens",
-            help=(
-                "for `conversations`: each new user message's length in tokens, its text alone "
-                "as the server's `/tokenize` counts it (the chat template's tokens come on top)"
-            ),
-            short="user",
-            in_form=True,
-            hint="64",
-        ),
-    ] = 64
-    system_prompt_tokens: Annotated[
-        Int,
-        Range(0, 10_000_000, note="tokens"),
-        setting(
-            label="system prompt tokens",
-            help=(
-                "for `conversations`: a system prompt of this many tokens, the same for every "
-                "conversation of a configuration; `0` = none"
-            ),
-            short="system",
-            in_form=True,
-            hint="0 (none)",
-        ),
-    ] = 0
-    conversations_file: Annotated[
-        Text,
-        setting(
-            label="conversations file",
-            help="for `conversations`: replay a file's conversations instead of made-up ones, "
-            'OpenAI messages as JSON Lines (`{"messages": [{"role": ..., "content": ...}]}` '
-            'a line) or ShareGPT (`{"conversations": [{"from": ..., "value": ...}]}` a line, '
-            "or a `.json` array of them); each turn sends the next recorded user message "
-            "after the server's real answers (the recorded ones are not sent), `users` "
-            "conversations at once, the next one starting when one ends, so a repeat sends "
-            "every user message of the file once; relative to the experiment file",
-            in_form=True,
-            hint="a .jsonl or .json file, or empty",
-            file_filter="Conversations (*.jsonl *.json)",
-            short="file",
-        ),
-    ] = ""
-    id_slot: Annotated[
-        IdSlot,
-        setting(
-            label="slot per conversation",
-            help=(
-                "for `conversations`: `auto` (the server picks each turn's slot) or "
-                "`conversation` (user *n*'s conversations pinned to slot (*n* - 1) mod the "
-                "server's slots, sent as llama-server's `id_slot` with each of their turns)"
-            ),
-        ),
-    ] = "auto"
-    concurrency: Annotated[
-        Int,
-        Range(0, 10_000, note='0 = all at once, or "slots"'),
-        setting(
-            label="concurrency",
-            help='client-side limit on requests in flight; `0` = all at once; `"slots"` = as many '
-            "as the configuration's slots (a sweep over slots keeps the two equal; with "
-            "`-np -1` there is no fixed count, so no limit)",
-            in_form=True,
-            hint='0 = all at once, or "slots"',
-            follows="slots",
-        ),
-    ] = 0
-    arrival: Annotated[
-        Arrival,
-        setting(
-            label="arrival",
-            help=(
-                "`burst` (all at t0), or at `rate`: `poisson`, `gamma` (gaps as bursty as "
-                "`burstiness` says) or `fixed`; or `trace`: when a recorded `trace` says"
-            ),
-            in_form=True,
-        ),
-    ] = "burst"
-    rate: Annotated[
-        Number,
-        Range(0.001, 100_000, also=(0,), note="requests/s, 0 for burst"),
-        setting(
-            label="rate",
-            help="requests per second for `poisson` / `fixed`",
-            in_form=True,
-            hint="requests/s for poisson or fixed",
-        ),
-    ] = 0.0
-    burstiness: Annotated[
-        Number,
-        Range(0.01, 1000, note="gamma shape"),
-        setting(
-            label="burstiness",
-            help=(
-                "for `gamma` arrivals, the gamma distribution's shape (as `vllm bench serve "
-                "--burstiness`): 1 is Poisson, below 1 burstier, above 1 steadier; the mean rate "
-                "stays `rate`"
-            ),
-        ),
-    ] = 1.0
-    trace: Annotated[
-        Text,
-        setting(
-            label="trace",
-            help=(
-                "for `trace` arrivals: a recorded trace to replay, JSON Lines in Mooncake's format "
-                "(`timestamp` in ms, `input_length`, `output_length`, `hash_ids`) or AIPerf's "
-                "(rows with `session_id`, later turns `delay` ms after the previous reply); every "
-                "row is sent (up to `max_requests`), whatever `requests` says; relative to the "
-                "experiment file"
-            ),
-            in_form=True,
-            hint="a .jsonl trace, for arrival = trace",
-            file_filter="Traces (*.jsonl)",
-        ),
-    ] = ""
-    time_scale: Annotated[
-        Number,
-        Range(0.001, 1000, note="2 = twice as fast"),
-        setting(
-            label="time scale",
-            help=(
-                "for `trace`: how much faster than recorded the trace is replayed (2 = twice as "
-                "fast)"
-            ),
-        ),
-    ] = 1.0
-    length_scale: Annotated[
-        Number,
-        Range(0.001, 1000, note="a factor"),
-        setting(
-            label="length scale",
-            help=(
-                "for `trace`: each row's `input_length`, `output_length` and the block of a hash "
-                "id are multiplied by this (0.25 fits a production trace to a small model)"
-            ),
-        ),
-    ] = 1.0
-    block_size: Annotated[
-        Int,
-        Range(1, 1_000_000, note="tokens"),
-        setting(
-            label="block size",
-            help="for `trace`: tokens of prompt per hash id, before `length_scale`",
-        ),
-    ] = 512
-    max_requests: Annotated[
-        Int,
-        Range(0, 100_000, note="0 = every row"),
-        setting(
-            label="max requests",
-            help=(
-                "for `trace`: send at most this many rows (after `trace_start_s`); `0` = every row"
-            ),
-        ),
-    ] = 0
-    trace_start_s: Annotated[
-        Number,
-        Range(0, 10_000_000, note="seconds"),
-        setting(
-            label="trace start (s)",
-            help=(
-                "for `trace`: skip the rows before this point of the trace (seconds, as "
-                "recorded) and start the rest at 0"
-            ),
-        ),
-    ] = 0.0
-    stop_when_saturated: Annotated[
-        Switch,
-        setting(
-            label="stop when saturated",
-            help=(
-                "stop sending a repeat's requests once its queue grows without bound (the test "
-                "behind `over_saturated`, checked every second as the requests go): those sent "
-                "finish, the rest are recorded as not sent and no figure counts them"
-            ),
-        ),
-    ] = False
-    max_tokens: Annotated[
-        Int,
-        Range(1, 1_000_000),
-        setting(
-            label="max tokens",
-            help="tokens to generate per request (a `trace` row asks its own `output_length`)",
-            in_form=True,
-            hint="64",
-        ),
-    ] = 64
-    temperature: Annotated[
-        Number,
-        Range(0, 100),
-        setting(
-            label="temperature",
-            help="sampling temperature",
-        ),
-    ] = 0.0
-    seed: Annotated[
-        Int,
-        Range(-(2**63), 2**63 - 1),
-        setting(
-            label="seed",
-            help="sampling seed; request *i* gets `seed + i`",
-        ),
-    ] = 42
-    prompts: Annotated[
-        Text,
-        NonEmpty("must be 'builtin' or a file path"),
-        setting(
-            label="prompts",
-            help='built-in prompts (unique per request), a `.jsonl` file of `{"prompt": ...}` '
-            "objects, or a text file with one prompt per line (reused in turn if there are "
-            "fewer than requests); relative to the experiment file",
-            in_form=True,
-            hint="builtin, or a .jsonl / .txt file",
-        ),
-    ] = "builtin"
-    input_tokens: Annotated[
-        Int,
-        Range(0, 10_000_000, note="0 = prompts as written"),
-        setting(
-            label="input tokens",
-            help=(
-                "each prompt's length in tokens as the server counts it, chat template included: "
-                "the prompt is padded with synthetic text (or cut) to exactly this, using the "
-                "server's own `/tokenize`; `0` sends the prompts as written"
-            ),
-            short="in",
-            in_form=True,
-            hint="0 = prompts as written",
-        ),
-    ] = 0
-    endpoint: Annotated[
-        Endpoint,
-        setting(
-            label="endpoint",
-            help="`chat` (`/v1/chat/completions`) or `completion` (`/v1/completions`)",
-        ),
-    ] = "chat"
-    input_spread: Annotated[
-        Spread,
-        setting(
-            label="input spread",
-            help=(
-                "how `input_tokens` varies between requests: `fixed`, `uniform` (within "
-                "`input_tokens` ± `input_spread_tokens`) or `normal` (mean `input_tokens`, "
-                "standard deviation `input_spread_tokens`); each request's length is drawn "
-                "from `seed`"
-            ),
-        ),
-    ] = "fixed"
-    input_spread_tokens: Annotated[
-        Int,
-        Range(0, 10_000_000, note="tokens"),
-        setting(
-            label="input spread (tokens)",
-            help=(
-                "the half-width (`uniform`) or standard deviation (`normal`) of the prompt lengths"
-            ),
-        ),
-    ] = 0
-    shared_prefix_tokens: Annotated[
-        Int,
-        Range(0, 10_000_000, note="tokens"),
-        setting(
-            label="shared prefix",
-            help=(
-                "every prompt of a configuration starts with the same text of this many tokens "
-                "(a long system prompt; by the server's tokenizer), then its own question: with "
-                "`cache_prompt = true` the server can reuse the shared part; `0` = none"
-            ),
-            short="prefix",
-            in_form=True,
-            hint="0 = none",
-        ),
-    ] = 0
-    stream: Annotated[
-        Switch,
-        setting(
-            label="stream",
-            help=(
-                "stream each answer token by token; `false` asks for the whole answer at once, "
-                "so its first visible text is the whole response (TTFT equals E2E latency)"
-            ),
-            short="stream",
-            in_form=True,
-        ),
-    ] = True
-    cache_prompt: Annotated[
-        Switch,
-        setting(
-            label="prompt cache",
-            help=(
-                "let the server reuse a prompt's prefix already in the slot's cache "
-                "(`timings.cache_n` says how many tokens it reused)"
-            ),
-            short="cache",
-            in_form=True,
-        ),
-    ] = False
-    ignore_eos: Annotated[
-        Switch,
-        setting(
-            label="ignore EOS",
-            help="generate exactly `max_tokens` (stable comparisons)",
-        ),
-    ] = True
-    repeats: Annotated[
-        Int,
-        Range(1, 1000),
-        setting(
-            label="repeats",
-            help="measured repeats per configuration (mean and spread are reported)",
-            in_form=True,
-            hint="1",
-        ),
-    ] = 1
-    warmup: Annotated[
-        Int,
-        Range(0, 1000),
-        setting(
-            label="warm-up",
-            help="sequential warm-up requests per configuration, recorded but not counted",
-            in_form=True,
-            hint="1",
-        ),
-    ] = 1
-    request_timeout_s: Annotated[
-        Number,
-        Range(0.1, DAY_S, note="seconds"),
-        setting(
-            label="request timeout (s)",
-            help="a request that takes longer is recorded as failed",
-        ),
-    ] = 300.0
-    model_name: Annotated[
-        Text,
-        setting(
-            label="model name",
-            help="the `model` field sent (external servers may need it)",
-        ),
-    ] = "default"
-    workers: Annotated[
-        Int,
-        Range(1, MAX_WORKERS, note="client processes"),
-        setting(
-            label="client workers",
-            help=(
-                "client processes that send a repeat's requests, each with its own event loop "
-                "(pinned to a core of its own where the system allows): the requests are dealt "
-                "round-robin, `concurrency` is shared out between them, and every request keeps "
-                "its time from the one arrival schedule; `1` sends them all from the run's own "
-                "loop (one loop takes about 23,000 token events/s); `conversations` take `1`"
-            ),
-            short="workers",
-        ),
-    ] = 1
-
-    @property
-    def conversations(self) -> bool:
-        return self.kind == "conversations"
-
-    @property
-    def per_repeat(self) -> int:
-        """Requests one repeat sends: a conversations run sends every turn of every
-        conversation, whatever ``requests`` says; one from a file sends the file's user
-        messages, which the run's setup counts into ``requests``."""
-        if self.conversations and not self.conversations_file:
-            return self.users * self.turns
-        return self.requests
-
-    @property
-    def longest_prompt_tokens(self) -> int:
-        """The longest prompt a slot must hold, the chat template's tokens aside (0: not
-        known, prompts as written): ``input_tokens``, or a conversation's last turn, which
-        carries the system prompt, every question and every answer but its own."""
-        if self.conversations_file:
-            return 0  # the file's messages, as written
-        if self.conversations:
-            questions = self.turns * self.user_tokens
-            return self.system_prompt_tokens + questions + (self.turns - 1) * self.max_tokens
-        return self.input_tokens
-
-    @property
-    def effective_concurrency(self) -> int:
-        """How many requests may be in flight at once, as sent: 0 means no client-side
-        limit, and a limit above the request count holds no more than the requests; a
-        conversations run has one request in flight per conversation at most."""
-        if self.conversations:
-            return self.users
-        return min(self.concurrency or self.requests, self.requests)
-
-
 SETTINGS = (ServerSettings, WorkloadSettings)
 """The experiment file's tables, in file order."""
 
@@ -790,7 +339,7 @@ class RunConfig:
     index: int
     label: str
     server: ServerSettings
-    workload: WorkloadSettings
+    workload: Workload
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -893,10 +442,12 @@ def _expand(
         picked = sorted((p for part in parts for p in part), key=lambda p: _axis_order(axes, p))
         chosen = {(table, f.name): v for table, f, v in picked}
         s = {k: chosen.get(("server", k), v) for k, v in server.items()}
-        w = _conversation_defaults({k: chosen.get(("workload", k), v) for k, v in workload.items()})
+        w = {k: chosen.get(("workload", k), v) for k, v in workload.items()}
+        kind = kind_of(w)
+        own = {k: v for k, v in w.items() if k in _names(kind)}
         server_settings = _draft_alone(_settings(ServerSettings, s, checked))
-        followed = _follow(w, None if external else server_settings)
-        workload_settings = _settings(WorkloadSettings, followed, checked)
+        followed = _follow(own, None if external else server_settings)
+        workload_settings = _settings(kind, followed, checked)
         label = " ".join(f"{f.short}={show_value(v)}" for _, f, v in picked)
         configs.append(
             RunConfig(
@@ -909,8 +460,13 @@ def _expand(
     return tuple(configs)
 
 
+@functools.cache
+def _names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields_of(cls))
+
+
 def _settings(cls: type, values: dict[str, Any], checked: dict[str, Any]) -> Any:
-    key = f"{cls.TABLE} {values!r}"
+    key = f"{cls.__name__} {values!r}"
     if key not in checked:
         checked[key] = validated_as(cls, values)
     return checked[key]
@@ -940,14 +496,6 @@ def _draft_alone(server: ServerSettings) -> ServerSettings:
     if server.draft_model:
         return server
     return replace(server, draft_model=None, draft_max=None, draft_min=None)
-
-
-def _conversation_defaults(workload: dict[str, Any]) -> dict[str, Any]:
-    """A conversations workload turns the prompt cache on unless the file says otherwise:
-    real chat clients send ``cache_prompt``, and coming back to a slot is what is measured."""
-    if workload.get("kind") == "conversations" and "cache_prompt" not in workload:
-        return {**workload, "cache_prompt": True}
-    return workload
 
 
 def _default_label(server: ServerSettings, external: bool) -> str:
@@ -1049,11 +597,11 @@ def _checked(experiment: Experiment, where: str) -> Experiment:
     try:
         _check_table(ServerSettings, server)
         _check_table(WorkloadSettings, workload)
+        _check_kinds(workload)
         _validate_zip(zipped, server, workload)
         _validate_count(server, workload, zipped)
         configs = _expand(server, workload, zipped, external=False)
         _validate_server_consistency(server)
-        _validate_workload_consistency(workload)
     except ExperimentError as exc:
         raise ExperimentError(f"{where}: {exc}") from None
     checked = replace(experiment, sweep_axes=_axes(server, workload))
@@ -1076,6 +624,45 @@ def _check_table(cls: type, values: dict[str, Any]) -> None:
             raise ExperimentError(f"[{cls.TABLE}] {key}: a sweep list must not be empty")
         if not f.setting.sweeps and f.is_axis(value):
             raise ExperimentError(f"[{cls.TABLE}] {key} cannot be swept: {f.setting.unswept}")
+
+
+def _check_kinds(workload: dict[str, Any]) -> None:
+    """Every field of the table belongs to a kind the table is (``kind`` and ``arrival``, or
+    each of their values in a sweep: each configuration takes its own kind's fields); a
+    trace's times are the trace's, so its arrival is not swept with others."""
+    arrivals = _values(workload, "arrival")
+    if "trace" in arrivals and len(arrivals) > 1:
+        raise ExperimentError(
+            "[workload] arrival = 'trace' cannot be swept with other arrivals: a trace run's "
+            "times are the trace's"
+        )
+    kinds = _kinds(workload)
+    for key in workload:
+        if not any(key in _names(kind) for kind in kinds):
+            owners = " or ".join(k.NAME for k in WorkloadSettings.KINDS if key in _names(k))
+            which = " or ".join(sorted(k.NAME for k in kinds))
+            raise ExperimentError(
+                f"[workload] {key} is a field of {owners}, not of this workload ({which})"
+            )
+
+
+def _kinds(workload: dict[str, Any]) -> set[type[WorkloadSettings]]:
+    """The kinds of a table's configurations: of each ``kind`` and ``arrival`` it sweeps."""
+    arrivals = _values(workload, "arrival")
+    return {kind_of({"kind": k, "arrival": a}) for k in _values(workload, "kind") for a in arrivals}
+
+
+def of_its_kinds(workload: dict[str, Any]) -> dict[str, Any]:
+    """A ``[workload]`` table without the fields none of its kinds has: what a form that
+    keeps every kind's fields (showing only its kind's) writes."""
+    kinds = _kinds(workload)
+    return {k: v for k, v in workload.items() if any(k in _names(kind) for kind in kinds)}
+
+
+def _values(table: dict[str, Any], name: str) -> list[Any]:
+    """A workload field's values in the file: its sweep's, its one value, or its default."""
+    value = table.get(name, field_named(WorkloadSettings, name).default)
+    return value if isinstance(value, list) else [value]
 
 
 def _validate_zip(
@@ -1159,18 +746,17 @@ def _suggest(key: str, options: set[str] | tuple[str, ...]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def _values(workload: dict[str, Any], name: str, cls: type = WorkloadSettings) -> list[Any]:
-    """A field's values in the file: its sweep's, its one value, or its default."""
-    value = workload.get(name, field_named(cls, name).default)
+def _server_values(server: dict[str, Any], name: str) -> list[Any]:
+    value = server.get(name, field_named(ServerSettings, name).default)
     return value if isinstance(value, list) else [value]
 
 
 def _validate_server_consistency(server: dict[str, Any]) -> None:
     """The draft's token counts mean something only with a draft model, and the fewest
     cannot be more than the most (in a sweep: any fewest against any most)."""
-    most = [v for v in _values(server, "draft_max", ServerSettings) if v is not None]
-    fewest = [v for v in _values(server, "draft_min", ServerSettings) if v is not None]
-    if not any(_values(server, "draft_model", ServerSettings)):
+    most = [v for v in _server_values(server, "draft_max") if v is not None]
+    fewest = [v for v in _server_values(server, "draft_min") if v is not None]
+    if not any(_server_values(server, "draft_model")):
         for name, given in (("draft_max", most), ("draft_min", fewest)):
             if given:
                 raise ExperimentError(
@@ -1181,128 +767,6 @@ def _validate_server_consistency(server: dict[str, Any]) -> None:
         raise ExperimentError(
             f"[server] draft_min = {max(fewest)} is above draft_max = {min(most)}: the "
             "fewest drafted tokens cannot be more than the most"
-        )
-
-
-# What a conversations workload cannot take: its messages are sized by user_tokens and
-# system_prompt_tokens, its turns go when the previous answer came back, and a history of
-# messages needs the chat endpoint.
-_NOT_FOR_CONVERSATIONS = (
-    ("endpoint", "completion", "sends messages: it needs endpoint = 'chat'"),
-    ("arrival", None, "starts every conversation at once: arrival must be 'burst'"),
-    (
-        "stop_when_saturated",
-        None,
-        "has at most one request of each conversation waiting: stop_when_saturated must be false",
-    ),
-    ("input_tokens", None, "sizes each new message by user_tokens: input_tokens must be 0"),
-    (
-        "workers",
-        None,
-        "sends each turn after the one before from one client: workers must be 1",
-    ),
-    (
-        "shared_prefix_tokens",
-        None,
-        "shares system_prompt_tokens: shared_prefix_tokens must be 0",
-    ),
-)
-
-
-# What a conversations file gives instead: its own turns, user and system messages.
-_NOT_WITH_A_FILE = (
-    ("turns", "replays each conversation's own turns"),
-    ("user_tokens", "sends its user messages as written"),
-    ("system_prompt_tokens", "sends each conversation's own system message"),
-    ("prompts", "takes its user messages from the file"),
-)
-
-
-def _changed(workload: dict[str, Any], name: str) -> list[Any]:
-    """A field's values in the file other than its default."""
-    default = field_named(WorkloadSettings, name).default
-    return [v for v in _values(workload, name) if v != default]
-
-
-def _validate_conversations(workload: dict[str, Any]) -> None:
-    kinds = _values(workload, "kind")
-    if "requests" in kinds:
-        for name in ("conversations_file", "id_slot"):
-            if bad := _changed(workload, name):
-                raise ExperimentError(
-                    f"[workload] {name} = {shown(bad[0])} needs kind = 'conversations'"
-                )
-    if "conversations" not in kinds:
-        return
-    for name, refused, why in _NOT_FOR_CONVERSATIONS:
-        default = field_named(WorkloadSettings, name).default
-        bad = [
-            v for v in _values(workload, name) if v == refused or (refused is None and v != default)
-        ]
-        if bad:
-            raise ExperimentError(
-                f"[workload] {name} = {shown(bad[0])}: kind = 'conversations' {why}"
-            )
-    if _changed(workload, "conversations_file"):
-        for name, why in _NOT_WITH_A_FILE:
-            if bad := _changed(workload, name):
-                raise ExperimentError(
-                    f"[workload] {name} = {shown(bad[0])}: a conversations_file {why}; "
-                    f"leave {name} out"
-                )
-
-
-# What a trace run cannot take: its rows give each request's time, prompt length and shared
-# blocks (a conversations run refuses arrival 'trace' as it refuses every arrival but burst).
-_NOT_FOR_TRACES = (
-    ("input_tokens", "sizes each prompt by its row's input_length: input_tokens must be 0"),
-    ("input_spread", "takes each prompt's length from its row: input_spread must be 'fixed'"),
-    (
-        "shared_prefix_tokens",
-        "shares prompt blocks as its rows' hash_ids say: shared_prefix_tokens must be 0",
-    ),
-    ("rate", "sends each row when the trace says: rate must be 0"),
-)
-
-
-def _validate_trace(workload: dict[str, Any]) -> None:
-    """``arrival = "trace"`` and ``trace`` go together, and the trace decides what it gives."""
-    arrivals, traces = _values(workload, "arrival"), _values(workload, "trace")
-    if "trace" not in arrivals:
-        if named := [t for t in traces if t]:
-            raise ExperimentError(f"[workload] trace = {shown(named[0])} needs arrival = 'trace'")
-        return
-    if len(arrivals) > 1:
-        raise ExperimentError(
-            "[workload] arrival = 'trace' cannot be swept with other arrivals: a trace run's "
-            "times are the trace's"
-        )
-    if not all(traces):
-        raise ExperimentError("[workload] arrival = 'trace' needs trace = \"FILE.jsonl\"")
-    for name, why in _NOT_FOR_TRACES:
-        if bad := _changed(workload, name):
-            raise ExperimentError(f"[workload] {name} = {shown(bad[0])}: arrival = 'trace' {why}")
-
-
-def _validate_workload_consistency(workload: dict[str, Any]) -> None:
-    _validate_conversations(workload)
-    _validate_trace(workload)
-    arrivals = workload.get("arrival", "burst")
-    rates = workload.get("rate", 0.0)
-    arrival_list = arrivals if isinstance(arrivals, list) else [arrivals]
-    rate_list = rates if isinstance(rates, list) else [rates]
-    timed = [a for a in arrival_list if a not in ("burst", "trace")]
-    if timed and any(r <= 0 for r in rate_list):
-        raise ExperimentError(
-            "[workload] arrival 'poisson', 'gamma' or 'fixed' needs rate > 0 (requests/s)"
-        )
-    requests = workload.get("requests", 8)
-    most = max(requests) if isinstance(requests, list) else requests
-    slowest = min((r for r in rate_list if r > 0), default=0)
-    if timed and slowest and most / slowest > DAY_S:
-        raise ExperimentError(
-            f"[workload] {most} requests at {slowest:g}/s would take {most / slowest / 3600:.0f} "
-            "hours to send: raise rate or lower requests (a run is bounded to a day)"
         )
 
 

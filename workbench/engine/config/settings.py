@@ -186,6 +186,8 @@ class Field:
     """Text that must not be empty: what to say when it is."""
     annotation: Any = None
     """The field's declared type with its constraints, as pydantic validates it."""
+    kinds: tuple[type, ...] = ()
+    """Of a table of several kinds (``[workload]``): the kinds that have this field."""
 
     @property
     def short(self) -> str:
@@ -283,8 +285,11 @@ def _describe(hint: Any) -> tuple[type, bool, tuple[str, ...], list[Any]]:
 
 @functools.cache
 def fields_of(cls: type) -> tuple[Field, ...]:
-    """The declared fields of a settings class, in declaration order."""
-    table = cls.__dict__.get("TABLE") or next(c.TABLE for c in cls.__mro__ if "TABLE" in c.__dict__)
+    """The declared fields of a settings class, in declaration order; of the base of a table
+    of several kinds (its ``KINDS``), every kind's, in the table's order (its ``ORDER``)."""
+    if cls.__dict__.get("KINDS"):
+        return _merged(cls)
+    table = cls.TABLE
     hints = typing.get_type_hints(cls, include_extras=True)
     out = []
     for f in dataclasses.fields(cls):
@@ -302,9 +307,31 @@ def fields_of(cls: type) -> tuple[Field, ...]:
                 found.get(Range),
                 found[NonEmpty].message if NonEmpty in found else "",
                 hints[f.name],
+                (cls,),
             )
         )
     return tuple(out)
+
+
+def _merged(base: Any) -> tuple[Field, ...]:
+    """Each field of any kind once: its first kind's declaration, the choices of every kind
+    that has it (``kind``: requests or conversations), the kinds that have it."""
+    named: dict[str, Field] = {}
+    for kind in base.KINDS:
+        for f in fields_of(kind):
+            first = named.get(f.name)
+            if first is None:
+                named[f.name] = f
+                continue
+            choices = tuple(dict.fromkeys((*first.choices, *f.choices)))
+            annotation = first.annotation
+            if choices != first.choices:
+                annotation = Annotated[Literal[choices], first.setting]  # type: ignore[valid-type]
+            named[f.name] = dataclasses.replace(
+                first, choices=choices, annotation=annotation, kinds=(*first.kinds, kind)
+            )
+    place = {name: i for i, name in enumerate(base.ORDER)}
+    return tuple(sorted(named.values(), key=lambda f: place.get(f.name, len(place))))
 
 
 def field_named(cls: type, name: str) -> Field:
@@ -343,8 +370,9 @@ def revalidated(settings: Any) -> Any:
 def error_line(cls: type, exc: ValidationError, values: Mapping[str, Any]) -> str:
     """Pydantic's first error about settings of ``cls`` as the one line a user reads:
     ``[workload] users must be between 1 and 10000, got 0``."""
-    known = {f.name: f for f in fields_of(cls)}
-    return _line(known[next(iter(known))].table, exc, known, values)
+    table = next(c for c in cls.__mro__ if "TABLE" in c.__dict__)
+    known = {f.name: f for f in fields_of(table)}
+    return _line(table.TABLE, exc, known, values)
 
 
 def _line(table: str, exc: ValidationError, known: Mapping[str, Field], values: Any) -> str:
@@ -373,6 +401,8 @@ def from_stored(cls: type, values: Any) -> Any:
     if isinstance(values, cls):
         return values
     given = values if isinstance(values, Mapping) else {}
+    if cls.__dict__.get("KINDS"):
+        cls = cls.kind_for(given)  # the kind the stored values say
     names = {f.name for f in fields_of(cls)}
     kept = {k: v for k, v in given.items() if k in names}
     adapter = _adapter(cls)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.workloads import SentRequests
 from workbench.engine.figures.per_request import NS, RequestMetrics, percentile, request_metrics
 
 OPEN_LOOP_SPAN = (10.0, 90.0)  # percentiles of the send times that bound an open loop's window
@@ -83,8 +84,8 @@ def steady_window(
     sends = sorted(r.t_submit_ns for r in records if r.t_submit_ns is not None)
     if len(sends) < 2:
         return None
-    if workload.arrival == "burst":
-        if not workload.concurrency:  # everything at once: no steady state
+    if not workload.scheduled:
+        if not isinstance(workload, SentRequests) or not workload.concurrency:  # all at once
             return None
         # A limit the requests never exceed is reached by the last send, if at all: no window.
         start, end = _first_full(records, workload.concurrency), sends[-1]

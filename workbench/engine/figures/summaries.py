@@ -17,6 +17,7 @@ from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.base.states import ConfigStatus
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import from_stored
+from workbench.engine.config.workloads import ConversationsWorkload, RequestsWorkload
 from workbench.engine.figures import wording
 from workbench.engine.figures.metrics import SUMMARY_PARTS, Combine, figure, in_part
 from workbench.engine.figures.per_run import (
@@ -179,10 +180,10 @@ def summarize_config(
         cont_batching=settings.cont_batching if managed else None,
         concurrency=load.effective_concurrency,
         max_tokens=load.max_tokens,
-        input_tokens=load.input_tokens,
+        input_tokens=load.input_tokens if isinstance(load, RequestsWorkload) else 0,
         cache_prompt=load.cache_prompt,
         warmup=load.warmup,
-        users=load.users if load.conversations else None,
+        users=load.users if isinstance(load, ConversationsWorkload) else None,
         cache_ram_mib=settings.cache_ram_mib if managed else None,
         status=status,
         runs=runs,

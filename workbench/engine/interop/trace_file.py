@@ -24,6 +24,7 @@ from workbench.engine.base.records import RequestRecord
 from workbench.engine.base.validation import validated
 from workbench.engine.config.experiment import RunConfig, WorkloadSettings, workload_file
 from workbench.engine.config.settings import DAY_S
+from workbench.engine.config.workloads import TraceWorkload
 from workbench.engine.interop.files import bounded_lines, json_line
 from workbench.engine.interop.values import MAX_MS
 
@@ -273,7 +274,7 @@ def trace_plans(configs: Iterable[RunConfig], base_dir: Path | None) -> dict[int
     plans = {}
     for config in configs:
         workload = config.workload
-        if workload.arrival != "trace":
+        if not isinstance(workload, TraceWorkload):
             continue
         if workload.trace not in read:
             read[workload.trace] = read_trace(workload_file("trace", workload.trace, base_dir))

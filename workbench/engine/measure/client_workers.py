@@ -46,7 +46,7 @@ from typing import Any, Protocol
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import RequestKey, RequestRecord
 from workbench.engine.base.states import NoticeLevel
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import Workload, WorkloadSettings
 from workbench.engine.events import Notice, RequestFinished
 from workbench.engine.figures.client_limits import ClientLoad
 
@@ -76,7 +76,7 @@ class Job:
     worker: int
     base_url: str
     headers: dict[str, str] | None
-    workload: WorkloadSettings
+    workload: Workload
     records: list[RequestRecord]
     offsets: list[float]
     follows: list[tuple[int, float] | None] | None

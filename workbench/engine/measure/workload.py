@@ -13,6 +13,7 @@ from typing import Any
 
 from workbench.engine.base.records import CANCELLED, RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.workloads import RequestsWorkload
 from workbench.engine.events import BatchedEmit, RequestFinished
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.saturation import LEFT_UNSENT, over_saturated
@@ -28,7 +29,7 @@ SATURATION_CHECK_S = 1.0  # how often a repeat that stops when over-saturated is
 
 def arrival_offsets(workload: WorkloadSettings, n: int, seed: int) -> list[float]:
     """Seconds after t0 at which each request becomes due."""
-    if workload.arrival == "burst" or n == 0:
+    if not isinstance(workload, RequestsWorkload) or workload.arrival == "burst" or n == 0:
         return [0.0] * n
     if workload.arrival == "fixed":
         return [i / workload.rate for i in range(n)]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workbench.engine.base.records import RequestRecord
-from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
+from workbench.engine.config.experiment import RequestsWorkload, ServerSettings
 from workbench.engine.measure.client import stream_request
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.sized_prompts import (
@@ -141,7 +141,7 @@ async def send(
     each its own prompt so none reuses another's cache; each request's timeout is what is
     left to ``deadline`` (``time.monotonic``'s)."""
     workload = replace(
-        WorkloadSettings(),
+        RequestsWorkload(),
         endpoint="completions",
         max_tokens=phase.max_tokens,
         ignore_eos=True,

@@ -9,12 +9,13 @@ and every number from the model.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.config.experiment import Experiment, RunConfig, WorkloadSettings
+from workbench.engine.config.workloads import ConversationsWorkload, RequestsWorkload
 from workbench.engine.figures.metrics import figure
 from workbench.engine.figures.summaries import ConfigSummary, summarize
 from workbench.engine.figures.wording import machine_mark
@@ -85,7 +86,7 @@ class PredictedConfig:
 
 
 def _not_modelled(config: RunConfig) -> str | None:
-    if config.workload.conversations and config.server.cache_ram_mib != 0:
+    if isinstance(config.workload, ConversationsWorkload) and config.server.cache_ram_mib != 0:
         return "conversations beside the RAM prompt cache (cache_ram_mib other than 0)"
     if config.server.draft_model:
         return "speculative decoding (a draft_model)"
@@ -104,7 +105,7 @@ def prompt_lengths(
     chat template included), or the prompt as written counted with the model's own
     vocabulary plus the chat template's tokens (an estimate: the server's tokenizer counts
     the run's)."""
-    if workload.input_tokens:
+    if isinstance(workload, RequestsWorkload) and workload.input_tokens:
         return input_lengths(workload, count)
     assert count_tokens is not None, "prompts as written are counted with a vocabulary"
     template = template_tokens if workload.endpoint == "chat" else 0
@@ -114,7 +115,7 @@ def prompt_lengths(
 def _requests(
     workload: WorkloadSettings, lengths: list[int], offsets: list[float]
 ) -> list[Request]:
-    shared = workload.shared_prefix_tokens
+    shared = workload.shared_prefix_tokens if isinstance(workload, RequestsWorkload) else 0
     return [
         Request(
             due_s=due,
@@ -147,7 +148,7 @@ def predict_config(
     requests_s = 0.0
     plan: list[tuple[int, Traffic]] = []
     if warm:
-        sequential = replace(workload, arrival="burst")
+        sequential = workload.one_at_a_time()
         plan.append((-1, Traffic(_requests(sequential, lengths[:warm], [0.0] * warm), 1)))
     for repeat in range(workload.repeats):
         if traffic is not None:
@@ -209,8 +210,11 @@ def predict_configs(
             costs, template_tokens = costs_of(config)
             model = config.server.model
             # made-up conversations' messages are sized in tokens: nothing to count
-            made_up = workload.conversations and not workload.conversations_file
-            if not workload.input_tokens and not made_up and model not in counters:
+            made_up = (
+                isinstance(workload, ConversationsWorkload) and not workload.conversations_file
+            )
+            sized = isinstance(workload, RequestsWorkload) and workload.input_tokens
+            if not sized and not made_up and model not in counters:
                 path = resolve_model(model, base_dir)
                 counters[model] = BpeEstimator.from_model(path).count
             planned = config_traffic(

@@ -20,6 +20,7 @@ from pathlib import Path
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import RunConfig, WorkloadSettings, workload_file
+from workbench.engine.config.workloads import ConversationsWorkload, TraceWorkload
 from workbench.engine.interop.conversation_file import read_conversations
 from workbench.engine.interop.trace_file import TracePlan, trace_plans
 from workbench.engine.measure.conversations import RecordedConversation, think_time_ns
@@ -196,14 +197,14 @@ def config_traffic(
     independent requests), its requests numbered from ``first_index`` as a run numbers
     them; ``count`` counts a conversations file's messages."""
     workload = config.workload
-    if workload.arrival == "trace":
+    if isinstance(workload, TraceWorkload):
         plan = trace_plans([config], base_dir)[config.index]
         workload = replace(workload, requests=len(plan.rows))
         template = template_tokens if workload.endpoint == "chat" else 0
         traffic = trace_traffic(plan, workload, template)
         config = replace(config, workload=workload)
         return ConfigTraffic(config, None, [traffic] * workload.repeats)
-    if not workload.conversations:
+    if not isinstance(workload, ConversationsWorkload):
         return None
     if chat is None:
         raise ExperimentError(

@@ -20,6 +20,7 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.base.states import ConfigStatus, NoticeLevel, ServerState
 from workbench.engine.config.experiment import RunConfig
+from workbench.engine.config.workloads import ConversationsWorkload
 from workbench.engine.events import (
     ClientLoadMeasured,
     ConfigFinished,
@@ -177,7 +178,7 @@ class ConfigRuns:
             client = await stack.enter_async_context(make_client(base_url, workload, headers))
             if workload.warmup:
                 warm = self._plan(idx, -1, workload.warmup, prompts, warmup=True)
-                sequential = replace(workload, concurrency=1, arrival="burst")
+                sequential = workload.one_at_a_time()
                 await run_requests(client, sequential, warm, [0.0] * len(warm), self.emit)
                 await self._check_server_alive(idx, warm)
             for repeat in range(workload.repeats):
@@ -198,7 +199,7 @@ class ConfigRuns:
                 one_client = workload.workers == 1 and not self.setup.load_from
                 meter = ClientLoadMeter() if one_client else WorkerLoads()
                 try:
-                    if workload.conversations:
+                    if isinstance(workload, ConversationsWorkload):
                         conversations = (
                             plan_replay(planned, self.setup.conversations)
                             if workload.conversations_file

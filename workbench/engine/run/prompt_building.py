@@ -16,6 +16,7 @@ from pathlib import Path
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.states import NoticeLevel
 from workbench.engine.config.experiment import RunConfig
+from workbench.engine.config.workloads import ConversationsWorkload, RequestsWorkload
 from workbench.engine.interop.trace_file import TracePlan
 from workbench.engine.measure.conversations import RecordedConversation
 from workbench.engine.measure.prompts import PromptSource
@@ -59,12 +60,13 @@ async def build_prompts(
     ``shared_prefix_tokens``; the prompts as written when both are 0; a conversations
     file's user messages (``recorded``, read at setup) for a replay; a trace's rows'."""
     workload = config.workload
-    if workload.conversations_file:
+    if isinstance(workload, ConversationsWorkload) and workload.conversations_file:
         return _replayed_prompts(config, prompts, first_index, recorded)
-    if workload.conversations:
+    if isinstance(workload, ConversationsWorkload):
         return await _conversation_prompts(config, prompts, first_index, base_url, headers)
     if trace is not None:
         return await _trace_prompts(config, prompts, first_index, base_url, headers, trace)
+    assert isinstance(workload, RequestsWorkload), "a trace's prompts come from its rows"
     target, shared = workload.input_tokens, workload.shared_prefix_tokens
     if not target and not shared:
         return BuiltPrompts(prompts)

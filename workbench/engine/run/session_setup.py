@@ -24,6 +24,7 @@ from workbench.engine.base.errors import (
 from workbench.engine.base.records import Hardware
 from workbench.engine.base.states import ConfigStatus, RunStatus
 from workbench.engine.config.experiment import Experiment, RunConfig, workload_file
+from workbench.engine.config.workloads import ConversationsWorkload
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.interop.conversation_file import read_conversations
 from workbench.engine.interop.trace_file import TracePlan, trace_plans
@@ -118,7 +119,7 @@ def prepare_run(
     prompts = load_prompts(prompt_specs.pop(), base_dir)
     setup = RunSetup(configs, prompts, base_dir, log_dir, options.base_url)
     setup.load_from = options.load_from
-    if options.load_from and any(c.workload.conversations for c in configs):
+    if options.load_from and any(isinstance(c.workload, ConversationsWorkload) for c in configs):
         raise WorkbenchError(
             "--load-from is for independent requests: a conversations run sends each "
             "conversation from this machine"
@@ -156,7 +157,11 @@ def _load_conversations(setup: RunSetup) -> None:
     """A conversations file, read whole and checked before any server starts (a replay never
     runs from a half-read file); each configuration's ``requests`` becomes its user
     messages, what one repeat of the replay sends."""
-    files = {c.workload.conversations_file for c in setup.configs} - {""}
+    files = {
+        c.workload.conversations_file
+        for c in setup.configs
+        if isinstance(c.workload, ConversationsWorkload)
+    } - {""}
     if not files:
         return
     if len(files) > 1:

@@ -140,6 +140,8 @@ def _check(hint: Any, what: str, lenient: bool, sql: bool, finite: bool) -> Chec
         return lambda value: None if value is None else present(value)
     if hint is Any:
         return lambda value: value
+    if origin in (typing.Union, types.UnionType) and all(map(dataclasses.is_dataclass, args)):
+        return _kinds_check(args, what)
     if origin is typing.Literal:  # a setting's choices (``engine/config``)
         return _choice_check(args, what)
     if origin in (tuple, list, dict):
@@ -172,6 +174,18 @@ def _check(hint: Any, what: str, lenient: bool, sql: bool, finite: bool) -> Chec
         raise TypeError(f"{what} is a {type(value).__name__}")
 
     return plain
+
+
+def _kinds_check(kinds: tuple[Any, ...], what: str) -> Check:
+    """A record of one of several kinds (a workload): the kind its fields say, as their
+    common base tells (``kind_for``), read as a record is."""
+    base = next(c for c in kinds[0].__mro__ if c.__dict__.get("KINDS"))
+
+    def one_of(value: Any) -> Any:
+        given = typed(value, dict, what)
+        return read_record(base.kind_for(given), given, lenient=True)
+
+    return one_of
 
 
 def _choice_check(choices: tuple[Any, ...], what: str) -> Check:

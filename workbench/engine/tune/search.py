@@ -32,6 +32,7 @@ from workbench.engine.base.records import RequestRecord
 from workbench.engine.base.words import plural
 from workbench.engine.config.experiment import RunConfig, ServerSettings
 from workbench.engine.config.settings import show_value
+from workbench.engine.config.workloads import ConversationsWorkload, RequestsWorkload, kind_of
 from workbench.engine.measure.prompts import load_prompts
 from workbench.engine.models.gguf_header import loadable_model
 from workbench.engine.models.memory import MIB, read_model_facts
@@ -149,9 +150,10 @@ def verification_workload(request: TuneRequest) -> dict[str, Any]:
     """The traffic at ``users`` at once: their requests in flight together, twice over (a
     conversations run holds ``users`` conversations; a trace keeps its own times)."""
     workload = dict(request.traffic)
-    if workload.get("kind") == "conversations":
+    kind = kind_of(workload)
+    if kind is ConversationsWorkload:
         workload["users"] = request.users
-    elif workload.get("arrival") != "trace":
+    elif kind is RequestsWorkload:
         workload.setdefault("requests", max(8, 2 * request.users))
         workload["concurrency"] = request.users
     return workload

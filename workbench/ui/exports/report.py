@@ -26,6 +26,7 @@ from workbench.engine.base.records import StartupFacts
 from workbench.engine.base.untrusted import markdown
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import from_stored, show_value
+from workbench.engine.config.workloads import SentRequests
 from workbench.engine.figures.metrics import Figure, Part, View, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.predict.run_prediction import prediction_notes
@@ -174,7 +175,7 @@ def _settings(session: Session) -> list[tuple[str, str]]:
             ("threads", SERVER_DEFAULT if server.threads is None else show_value(server.threads)),
         ]
     concurrency = show_value(workload.effective_concurrency)
-    if not workload.concurrency and not workload.conversations:
+    if isinstance(workload, SentRequests) and not workload.concurrency:
         concurrency += " (all at once)"
     rows += [
         ("requests", show_value(workload.per_repeat)),
@@ -182,6 +183,7 @@ def _settings(session: Session) -> list[tuple[str, str]]:
         *(
             (name, show_value(getattr(workload, name)))
             for name in ("arrival", "max_tokens", "prompts", "repeats", "ignore_eos")
+            if hasattr(workload, name)  # a conversation has no arrival: each turn follows
         ),
     ]
     return rows

@@ -30,10 +30,12 @@ from PySide6.QtWidgets import (
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.config.experiment import (
     SETTINGS,
+    ConversationsWorkload,
     Experiment,
     RunConfig,
     experiment_to_toml,
     load_experiment,
+    of_its_kinds,
     parse_experiment,
 )
 from workbench.engine.config.settings import Field, fields_of
@@ -81,11 +83,10 @@ def form_fields() -> list[Field]:
 
 
 def form_box(f: Field) -> str:
-    """The box a field is in: its table's, or for a workload field that only a
-    conversations run reads (its help says so first), the conversations' box, shown only
-    while the kind is conversations: a short form for the other runs, on a small screen."""
-    only_conversations = f.setting.help.startswith(f"for `{CONVERSATIONS}`")
-    return CONVERSATIONS if f.table == "workload" and only_conversations else f.table
+    """The box a field is in: its table's, or for a field of conversations workloads only,
+    the conversations' box, shown only while the kind is conversations: a short form for
+    the other runs, on a small screen."""
+    return CONVERSATIONS if f.kinds == (ConversationsWorkload,) else f.table
 
 
 def show_choice(combo: QComboBox, f: Field, value: Any) -> None:
@@ -93,8 +94,9 @@ def show_choice(combo: QComboBox, f: Field, value: Any) -> None:
 
 
 def ran_value(config: RunConfig, f: Field) -> Any:
-    """What a configuration runs with for a field (the file's, its default or its rule)."""
-    return getattr(config.server if f.table == "server" else config.workload, f.name)
+    """What a configuration runs with for a field (the file's, its default or its rule);
+    of a field another kind of workload has, its default."""
+    return getattr(config.server if f.table == "server" else config.workload, f.name, f.default)
 
 
 def error_style() -> str:
@@ -456,7 +458,7 @@ class ExperimentForm(QWidget):
             self.name.text().strip() or "experiment",
             base.description if base else "",
             server,
-            workload,
+            of_its_kinds(workload),  # a hidden box of another kind's fields is not written
             base.zipped if base else (),
         )
         return parse_experiment(text, path=base.path if base else None)
