@@ -26,6 +26,22 @@ def test_the_legend_names_every_state_by_its_label(qtbot):
     assert legend.labels[0][2] == "queued (waiting for a slot)"
 
 
+def test_the_cancelled_entry_shows_only_for_a_run_a_stop_cut_short(qtbot):
+    """Every run would otherwise pay a chip's width in the centre column for a state few
+    runs have (at 1600 px the results table then scrolled)."""
+    legend = StateLegend()
+    qtbot.addWidget(legend)
+    legend.resize(2000, 40)
+    legend.show()
+    cancelled = list(RequestState).index(RequestState.CANCELLED)
+    narrow = legend.minimumWidth()
+    assert not legend.labels[cancelled][0].isVisible()
+    legend.show_run(False, False, False, cancelled=True)
+    assert legend.labels[cancelled][0].isVisible() and legend.minimumWidth() > narrow
+    legend.show_run(False, False, False, cancelled=False)
+    assert legend.minimumWidth() == narrow
+
+
 def test_a_decoding_request_is_called_decode_in_its_pane_and_its_tooltip(qtbot):
     view = decoding_view().ordered()[0]
     assert view.state is RequestState.DECODING

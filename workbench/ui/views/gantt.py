@@ -266,7 +266,8 @@ class GanttView(Plot):
             lanes = [(float(i), name) for i, name in enumerate(rows[1])]
             self.getPlotItem().getAxis("left").setTicks([self._with_strip(lanes)])
         if self.states is not None:
-            self.states.show_run(bool(model.users), self._ticked, bool(self._ticks[1]))
+            cancelled = any(v.state is RequestState.CANCELLED for v in self._views)
+            self.states.show_run(bool(model.users), self._ticked, bool(self._ticks[1]), cancelled)
         self.ghost_legend.setVisible(bool(ghosts[0]))
         self._sync_marks(model)
         self._sync_steady(steady_spans(model))

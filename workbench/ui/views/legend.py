@@ -71,6 +71,7 @@ class StateLegend(QWidget):
         layout.addStretch(1)
         self._ticks = [False, False]  # whether the run draws each kind of tick
         self._conversations = False
+        self._cancelled = False  # whether the run has requests a stop cut short
         self._fit()
 
     def _add(self, color: QColor, short: str, long: str) -> tuple[QLabel, str, str]:
@@ -83,15 +84,18 @@ class StateLegend(QWidget):
         self.layout().addWidget(label)
         return label, short, long
 
-    def show_run(self, conversations: bool, due: bool, late: bool) -> None:
-        """What the Gantt draws: a conversation's decode colour, arrival ticks, late ones."""
-        if (conversations, [due, late]) == (self._conversations, self._ticks):
+    def show_run(self, conversations: bool, due: bool, late: bool, cancelled: bool = False) -> None:
+        """What the Gantt draws: a conversation's decode colour, arrival ticks, late ones,
+        and requests a stop cut short (their entry shows only then: a legend a run without
+        them does not need must not take the centre column's width)."""
+        drawn = (conversations, [due, late], cancelled)
+        if drawn == (self._conversations, self._ticks, self._cancelled):
             return
-        self._conversations, self._ticks = conversations, [due, late]
+        self._conversations, self._ticks, self._cancelled = drawn
         label, short, _ = self.labels[self._decode]
         long = DECODE_BY_CONVERSATION if conversations else short
         self.labels[self._decode] = (label, short, long)
-        self._show_texts()
+        self._fit()
 
     def changeEvent(self, event: QEvent) -> None:
         """Chips as tall as the text (a projector's large font beside 14-pixel chips hides
@@ -114,8 +118,10 @@ class StateLegend(QWidget):
         self._show_texts()
 
     def _shown(self, ticks: bool) -> list[bool]:
-        """Which entries show: every state's, and with ``ticks`` the ticks the run draws."""
-        return [True] * len(RequestState) + [ticks and drawn for drawn in self._ticks]
+        """Which entries show: every state's (cancelled where the run has any), and with
+        ``ticks`` the ticks the run draws."""
+        states = [s is not RequestState.CANCELLED or self._cancelled for s in RequestState]
+        return states + [ticks and drawn for drawn in self._ticks]
 
     def _width(self, long: bool, ticks: bool) -> int:
         """The legend's width with the short (or the long) texts, with or without ticks."""
