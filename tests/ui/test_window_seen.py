@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QPointF
 from PySide6.QtGui import QColor
@@ -62,6 +63,11 @@ def test_running_shows_over_busy_slots_and_no_line_lies_on_the_frame(qtbot) -> N
     assert plots.busy.opts["fillLevel"] == 0 and plots.busy.opts["fillBrush"] is not None
     top = plots.queue.getPlotItem().vb.viewRange()[1][1]
     assert top >= 2.0 * 1.1  # the plateau at 2 below the frame, not on it
+    # Its legend entry a square of the shade (a filled curve's own sample is a triangle).
+    (swatch,) = [
+        s.item for s, label in plots.queue.getPlotItem().legend.items if label.text == "busy slots"
+    ]
+    assert isinstance(swatch, pg.BarGraphItem)
 
 
 def shown_tick_values(axis) -> list[float]:

@@ -97,10 +97,11 @@ class ServerPlots(QWidget):
         self.waiting = q.plot([], [], pen=_pen("deferred"), name="waiting (queued)")
         # Busy slots as a shaded area beneath the lines: with every running request in a
         # slot the two counts are equal, and a line drawn over "running" hid it.
-        self.busy = q.plot(
-            [], [], pen=pg.mkPen(None), fillLevel=0, brush=_pale("busy_slots"), name="busy slots"
-        )
+        self.busy = q.plot([], [], pen=pg.mkPen(None), fillLevel=0, brush=_pale("busy_slots"))
         self.busy.setZValue(-1)
+        # A shaded area's own legend sample is a triangle: the entry is a square of its shade.
+        swatch = pg.BarGraphItem(x=[], height=[], width=1, brush=_pale("busy_slots"), pen=None)
+        q.legend.addItem(swatch, "busy slots")
 
         self.kv = _time_plot("kvPlot", TITLE_KV, "9pt")
         self.kv.setToolTip(KV_TIP)
