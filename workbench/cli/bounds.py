@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from annotated_types import Ge, Gt, Le
-from pydantic import AllowInfNan, Strict
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.validation import shown, validated
 from workbench.engine.config.experiment import MAX_CONFIGURATIONS, ServerSettings
-from workbench.engine.config.settings import Field, field_named
+from workbench.engine.config.settings import Field, Finite, Strict, field_named
 
 
 def _text(value: float | None) -> str:
@@ -52,7 +51,7 @@ class Number:
             value = self.kind(text)
             if self.setting is not None:
                 value = self.setting.validated(value)
-            declared: Any = Int if self.kind is int else Finite
+            declared: Any = Int if self.kind is int else FiniteNumber
             if self.constraints:
                 declared = Annotated[declared, *self.constraints]
             return validated(declared, value, "flag")
@@ -99,7 +98,7 @@ class Number:
 
 
 Int = Annotated[int, Strict()]
-Finite = Annotated[float, Strict(), AllowInfNan(False)]
+FiniteNumber = Annotated[float, Strict(), Finite()]
 
 
 @dataclass(frozen=True)
@@ -167,7 +166,9 @@ class Duration:
             if found is None:
                 raise ValueError(text)
             seconds = float(found[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[found[2]]
-            return validated(Annotated[Finite, Ge(self.low_s), Le(self.high_s)], seconds, "flag")
+            return validated(
+                Annotated[FiniteNumber, Ge(self.low_s), Le(self.high_s)], seconds, "flag"
+            )
         except (ValueError, WorkbenchError):
             raise argparse.ArgumentTypeError(
                 f"must be a time from {self.low_s:g} s to {self.high_s / 3600:g} h (90, 90s, "

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic_core import ValidationError
 
 from workbench.engine.base.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 T = TypeVar("T")
 
@@ -135,5 +138,9 @@ _ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
 def _adapter(kind: Any) -> TypeAdapter[Any]:
     adapter = _ADAPTERS.get(kind)
     if adapter is None:
+        # Imported when first used: pydantic's schema builder is a tenth of a second to
+        # import, which a command that validates nothing (``workbench --help``) never pays.
+        from pydantic import TypeAdapter
+
         adapter = _ADAPTERS[kind] = TypeAdapter(kind)
     return adapter

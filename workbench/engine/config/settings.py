@@ -24,8 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NoReturn
 
-from pydantic import BeforeValidator, ConfigDict, Strict, TypeAdapter, ValidationError
-from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError, core_schema
 from typing_extensions import TypedDict
 
 from workbench.engine.base.errors import ExperimentError
@@ -36,11 +35,13 @@ __all__ = [
     "DAY_S",
     "Args",
     "Field",
+    "Finite",
     "Int",
     "NonEmpty",
     "Number",
     "Range",
     "Setting",
+    "Strict",
     "Switch",
     "Text",
     "error_line",
@@ -57,9 +58,36 @@ __all__ = [
 
 DAY_S = 86_400.0
 
-CONFIG = ConfigDict(extra="forbid")
+CONFIG: dict[str, Any] = {"extra": "forbid"}
 """A settings class's pydantic configuration (its ``__pydantic_config__``): a field it does
 not declare is refused. Strictness is each field's own (``Int``, ``Number``, ...)."""
+
+
+class Strict:
+    """A value taken as it is or refused, never coerced (pydantic's strict mode, for one
+    type): no text as a number, no 1.5 as a count, no true as 1. (pydantic's own ``Strict``
+    is in a module a tenth of a second to import; this marker needs none of it.)"""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        schema = handler(source)
+        schema["strict"] = True
+        return schema
+
+
+class Finite:
+    """A number that is finite: no inf, no nan."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        schema = handler(source)
+        schema["allow_inf_nan"] = False
+        return schema
+
+
+class _AsTuple:
+    """A list (a file's) as the tuple a settings record holds."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        return core_schema.no_info_before_validator_function(_as_tuple, handler(source))
 
 
 def _as_tuple(value: Any) -> Any:
@@ -72,7 +100,7 @@ Int = Annotated[int, Strict()]
 Number = Annotated[float, Strict()]  # a whole number is a number too (TOML's 2 for 2.0)
 Text = Annotated[str, Strict()]
 Switch = Annotated[bool, Strict()]
-Args = Annotated[tuple[Text, ...], BeforeValidator(_as_tuple)]
+Args = Annotated[tuple[Text, ...], _AsTuple()]
 """A list of arguments: a file's list of text, held as a tuple."""
 
 
@@ -338,14 +366,16 @@ def field_named(cls: type, name: str) -> Field:
     return next(f for f in fields_of(cls) if f.name == name)
 
 
-_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+_ADAPTERS: dict[Any, Any] = {}
 
 
-def _adapter(kind: Any) -> TypeAdapter[Any]:
+def _adapter(kind: Any) -> Any:
     """Pydantic's validator of a settings class or a field's type, built once when first
-    used (never at import: ``workbench --help`` builds none)."""
+    used (never at import: ``workbench --help`` neither builds one nor imports the builder)."""
     adapter = _ADAPTERS.get(kind)
     if adapter is None:
+        from pydantic import TypeAdapter
+
         adapter = _ADAPTERS[kind] = TypeAdapter(kind)
     return adapter
 
@@ -388,6 +418,8 @@ def _line(table: str, exc: ValidationError, known: Mapping[str, Field], values: 
             f"[{table}] {name} must be a list of strings (or a list of such lists to sweep), "
             f"got {shown(value)}"
         )
+    if first["type"] == "unexpected_keyword_argument":  # a field a stored record does not have
+        return f"[{table}] {name} is not a field here"
     if f is not None and f.choices and first["type"] == "literal_error":
         return f"[{table}] {name} must be one of {', '.join(f.choices)}, got {shown(value)}"
     return f"[{table}] {problem(exc)}"

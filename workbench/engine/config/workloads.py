@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import Discriminator, Tag, model_validator
+from pydantic_core import core_schema
 
 from workbench.engine.config.settings import (
     CONFIG,
@@ -90,6 +90,15 @@ class WorkloadSettings:
     @staticmethod
     def kind_for(values: Mapping[str, Any]) -> type["WorkloadSettings"]:
         return kind_of(values)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """Pydantic's schema of the kind, then its rules between fields (``_rules``)."""
+        return core_schema.no_info_after_validator_function(cls._rules, handler(source))
+
+    def _rules(self) -> "WorkloadSettings":
+        """What one kind's fields must be together (``refuse`` names the field)."""
+        return self
 
     requests: Annotated[
         Int,
@@ -379,8 +388,7 @@ class RequestsWorkload(SentRequests):
     def scheduled(self) -> bool:
         return self.arrival != "burst"
 
-    @model_validator(mode="after")
-    def _rate(self) -> "RequestsWorkload":
+    def _rules(self) -> "RequestsWorkload":
         """A timed arrival needs a rate, and a run is bounded to a day."""
         if self.arrival in TIMED and self.rate <= 0:
             refuse(
@@ -481,8 +489,7 @@ class TraceWorkload(SentRequests):
     def scheduled(self) -> bool:
         return True
 
-    @model_validator(mode="after")
-    def _named(self) -> "TraceWorkload":
+    def _rules(self) -> "TraceWorkload":
         if not self.trace:
             refuse("trace", self.trace, "arrival = 'trace' needs trace = \"FILE.jsonl\"")
         return self
@@ -628,8 +635,7 @@ class ConversationsWorkload(WorkloadSettings):
         """A conversation's turns go one after another from one client."""
         return 1
 
-    @model_validator(mode="after")
-    def _messages(self) -> "ConversationsWorkload":
+    def _rules(self) -> "ConversationsWorkload":
         """A history of messages needs the chat endpoint, and a conversations file gives
         its own turns, user and system messages."""
         if self.endpoint != "chat":
@@ -673,6 +679,7 @@ def kind_of(values: Mapping[str, Any]) -> type["WorkloadSettings"]:
 
 
 def _tag(value: Any) -> str:
+    """The tag of the kind a value is (a table of values, or settings)."""
     values = value if isinstance(value, Mapping) else dataclasses.asdict(value)
     return _TAGS[kind_of(values)]
 
@@ -686,13 +693,17 @@ _TAGS = {
 }
 
 
+class _ByKind:
+    """Pydantic's tagged union of the kinds, each tried alone: the one ``kind_of`` says."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        choices = {tag: handler.generate_schema(kind) for kind, tag in _TAGS.items()}
+        return core_schema.tagged_union_schema(choices, discriminator=_tag)
+
+
 Workload = Annotated[
-    Union[  # noqa: UP007 (a tagged union: each member with its tag)
-        Annotated[RequestsWorkload, Tag(_TAGS[RequestsWorkload])],
-        Annotated[ConversationsWorkload, Tag(_TAGS[ConversationsWorkload])],
-        Annotated[TraceWorkload, Tag(_TAGS[TraceWorkload])],
-    ],
-    Discriminator(_tag),
+    Union[RequestsWorkload, ConversationsWorkload, TraceWorkload],  # noqa: UP007
+    _ByKind(),
 ]
 """Any workload, as pydantic validates one: the kind its ``kind`` and ``arrival`` say."""
 
