@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from workbench.engine.base.errors import ExperimentError
@@ -63,10 +63,12 @@ def _refused_in_one_line(text: str) -> None:
     try:
         experiment = parse_experiment(text)
     except ExperimentError as exc:
+        event("refused")
         said = str(exc)
         assert "\n" not in said and "\r" not in said, said
         assert 0 < len(said) < 2000, said
         return
+    event("read")
     configs = experiment.configs()
     assert len(configs) == experiment.count() >= 1
     assert len(experiment.configs(external=True)) == experiment.count(external=True)
