@@ -322,7 +322,9 @@ def resumed_experiment(path: Path, model: str | None) -> Experiment:
     again with --model."""
     with open_session(path) as session:
         text, name = session.meta["experiment_toml"], session.meta["name"]
-    experiment = parse_experiment(text, name_hint=name, path=f"{path} (stored experiment)")
+    experiment = parse_experiment(
+        text, name_hint=name, path=f"{path} (stored experiment)", stored=True
+    )
     if any(c.workload.prompts != "builtin" for c in experiment.configs()):
         raise WorkbenchError(
             f"{path} sent prompts from a file named in the session; a path in a session is "

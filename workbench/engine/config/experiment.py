@@ -555,8 +555,12 @@ _TOP_LEVEL = tuple(f.name for f in dataclasses.fields(_Document))
 
 
 def parse_experiment(
-    text: str, name_hint: str = "experiment", path: str | None = None
+    text: str, name_hint: str = "experiment", path: str | None = None, *, stored: bool = False
 ) -> Experiment:
+    """An experiment from its file's text; ExperimentError in one line naming where and the
+    field. ``stored``: the experiment a session kept, perhaps written before a workload
+    held its own kind's fields alone (a form wrote every kind's): the fields of another kind
+    are left out, as its run ignored them, so that every session reads back."""
     where = path or "<experiment>"
     if len(text) > MAX_FILE_BYTES:  # a session's stored experiment is read here too
         raise ExperimentError(
@@ -582,7 +586,7 @@ def parse_experiment(
         document.name if document.name is not None else name_hint,
         document.description,
         dict(document.server),
-        dict(document.workload),
+        of_its_kinds(document.workload) if stored else dict(document.workload),
         text,
         path,
         zipped=tuple(document.zip),

@@ -162,7 +162,11 @@ def load_session(path: str | Path) -> tuple[list[tuple[int, Any]], Experiment | 
         events = session_events(session)
         text, name = session.meta["experiment_toml"], session.meta["name"]
     try:
-        experiment = parse_experiment(text, name_hint=str(name)) if isinstance(text, str) else None
+        experiment = (
+            parse_experiment(text, name_hint=str(name), stored=True)
+            if isinstance(text, str)
+            else None
+        )
     except ExperimentError:
         experiment = None
     return events, experiment
