@@ -54,7 +54,7 @@ class _File(BaseModel):
     """The preferences file: each key one of ``Preferences``' (a key it does not know, as a
     newer workbench's, is passed over)."""
 
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, defer_build=True)
     server_bin: _Text | None = None
     server_bin_found_by: _Text | None = None
     model: _Text | None = None

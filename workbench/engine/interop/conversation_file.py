@@ -33,7 +33,7 @@ Content = Annotated[str, Field(max_length=MAX_MESSAGE_CHARS)]
 
 
 class _Table(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, defer_build=True)
 
 
 class Message(_Table):

@@ -48,7 +48,7 @@ def _number_as_text(value: Any) -> Any:
 class MooncakeRow(BaseModel):
     """A row of a Mooncake trace: nothing but its fields, each of its type and range."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, defer_build=True)
 
     timestamp: Ms
     input_length: Annotated[int, Field(ge=0, le=MAX_TOKENS)]

@@ -26,7 +26,7 @@ class Table(BaseModel):
     """A table of another tool's file: strict (text is not a number, 1.0 is not a count),
     and the fields the workbench does not read are passed over."""
 
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, defer_build=True)
 
 
 def _cut(limit: int) -> Callable[[str], str]:

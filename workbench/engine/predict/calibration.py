@@ -686,7 +686,7 @@ class _Stored(BaseModel):
     """What a calibration file holds, strictly typed; a key it does not know is passed over
     (the fields that came later, as ``coverage``, were added so, without a new version)."""
 
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, defer_build=True)
 
 
 class _DecodeCost(_Stored):

@@ -67,7 +67,7 @@ class Wire(BaseModel):
     count), every number finite, a field it does not know ignored (as protocol 2 always
     has), and the records inside read the same way."""
 
-    model_config = ConfigDict(strict=True, frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(strict=True, frozen=True, allow_inf_nan=False, defer_build=True)
 
 
 def bounded(value: Any) -> Any:
