@@ -82,3 +82,21 @@ def test_a_stored_experiment_that_held_another_kinds_fields_reads_back():
     assert config.workload.per_repeat == 3 and not hasattr(config.workload, "users")
     with pytest.raises(ExperimentError, match=r"\[workload\] users is a field of kind = "):
         parse_experiment(text)
+
+
+def test_a_file_the_old_form_saved_with_every_kinds_defaults_still_loads():
+    """The window's form once saved every kind's fields, the others at their defaults: such a
+    file still loads (they mean nothing for its kind and are left out); another kind's field
+    set to anything else is a mix, refused naming it."""
+    old_form = (
+        '[workload]\nkind = "requests"\nrequests = 8\nusers = 4\nturns = 3\n'
+        'think_time_s = 0.0\nconversations_file = ""\ntrace = ""\n'
+    )
+    experiment = parse_experiment(old_form)
+    assert set(experiment.workload) == {"kind", "requests"}
+    (config,) = experiment.configs()
+    assert config.workload.per_repeat == 8
+    with pytest.raises(ExperimentError, match=r"\[workload\] turns is a field of kind = "):
+        parse_experiment(old_form.replace("turns = 3", "turns = 2"))
+    with pytest.raises(ExperimentError, match=r"\[workload\] users is a field of kind = "):
+        parse_experiment(old_form.replace("users = 4", "users = true"))  # true is not 4

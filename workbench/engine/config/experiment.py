@@ -586,7 +586,7 @@ def parse_experiment(
         document.name if document.name is not None else name_hint,
         document.description,
         dict(document.server),
-        of_its_kinds(document.workload) if stored else dict(document.workload),
+        of_its_kinds(document.workload) if stored else _untouched_left_out(document.workload),
         text,
         path,
         zipped=tuple(document.zip),
@@ -661,6 +661,30 @@ def of_its_kinds(workload: dict[str, Any]) -> dict[str, Any]:
     keeps every kind's fields (showing only its kind's) writes."""
     kinds = _kinds(workload)
     return {k: v for k, v in workload.items() if any(k in _names(kind) for kind in kinds)}
+
+
+def _untouched_left_out(workload: dict[str, Any]) -> dict[str, Any]:
+    """A ``[workload]`` table without another kind's fields that hold that kind's default:
+    the window's form once wrote every kind's fields, so a file saved by it says ``users``
+    and ``turns`` under a requests workload without meaning them. A field of another kind
+    set to anything else is a mix of kinds, which ``_check_kinds`` refuses."""
+    kinds = _kinds(workload)
+
+    def untouched(key: str, value: Any) -> bool:
+        if key in ("kind", "arrival"):  # what says the kinds: never left out
+            return False
+        owners = [k for k in WorkloadSettings.KINDS if key in _names(k)]
+        return any(
+            value == (default := field_named(k, key).default)
+            and isinstance(value, bool) == isinstance(default, bool)
+            for k in owners
+        )
+
+    return {
+        key: value
+        for key, value in workload.items()
+        if any(key in _names(kind) for kind in kinds) or not untouched(key, value)
+    }
 
 
 def _values(table: dict[str, Any], name: str) -> list[Any]:
