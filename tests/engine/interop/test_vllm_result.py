@@ -144,6 +144,18 @@ def test_a_damaged_vllm_file_names_the_value(tmp_path, change, says):
         read_result_file(path)
 
 
+def test_a_count_written_as_a_whole_float_is_that_count(tmp_path):
+    """Some tools write counts as floats (2.0): the checked readers took them, and so do the
+    models; 1.5 stays refused (above)."""
+    document = json.loads(VLLM_FILE.read_text())
+    document["max_concurrency"] = 2.0
+    document["output_lens"] = [float(n) for n in document["output_lens"]]
+    path = tmp_path / "floats.json"
+    path.write_text(json.dumps(document))
+    (run,) = read_result_file(path).runs
+    assert run.concurrency == 2
+
+
 def test_a_first_token_after_the_end_is_refused(tmp_path):
     document = json.loads(VLLM_FILE.read_text())
     document["ttfts"][1] = 5.0

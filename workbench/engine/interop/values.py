@@ -8,7 +8,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+)
 
 from workbench.engine.base.untrusted import MAX_NUMBER, MAX_TEXT
 
@@ -39,7 +47,16 @@ Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]  # 
 Milliseconds = Annotated[float, Field(ge=0, le=MAX_MS, allow_inf_nan=False)]
 Clock = Annotated[float, Field(ge=-MAX_CLOCK_S, le=MAX_CLOCK_S, allow_inf_nan=False)]
 Epoch = Annotated[float, Field(ge=0, le=MAX_CLOCK_S, allow_inf_nan=False)]  # seconds since 1970
-Count = Annotated[int, Field(ge=0, le=MAX_NUMBER)]  # of tokens or requests
+
+
+def _whole(value: Any) -> Any:
+    """A count some tools write as a float (``2.0``): taken as the whole number it is; a
+    fraction, a bool or text is left for the strict check to refuse."""
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+# Of tokens or requests; a float that is a whole number is one (the readers took it so).
+Count = Annotated[int, BeforeValidator(_whole), Field(ge=0, le=MAX_NUMBER)]
 Text = Annotated[str, AfterValidator(_cut(MAX_TEXT))]  # a name or a label, cut short
 ErrorText = Annotated[str, AfterValidator(_cut(MAX_ERROR))]
 Answer = Annotated[str, AfterValidator(_cut(MAX_ANSWER))]
