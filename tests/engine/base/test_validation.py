@@ -117,3 +117,12 @@ def test_a_json_line_s_first_problem_in_one_line(text, line):
     with pytest.raises(WorkbenchError) as caught:
         validated(_Op, text, "line", json=True)
     assert str(caught.value) == line
+
+
+def test_an_unknown_key_is_named_whatever_it_looks_like():
+    """A key of the input's own that looks like pydantic's internal names (brackets, a
+    ``function-`` prefix) is still the field the line names."""
+    for key in ("a[0]", "function-x"):
+        with pytest.raises(WorkbenchError) as caught:
+            validated(_File, {"version": 1, "runs": [], key: 1}, "f.json")
+        assert key in str(caught.value) and "  " not in str(caught.value)

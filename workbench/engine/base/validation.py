@@ -83,8 +83,10 @@ def problem(error: ValidationError) -> str:
     what = f"must be {kind}" if kind else _message(first)
     if first["type"] == "missing":
         return f"{place(loc)} is missing"
-    if first["type"] == "extra_forbidden":
-        return f"{place(loc)} is not a field here"
+    if first["type"] == "extra_forbidden":  # its last part is the input's own key, whatever
+        *inside, key = first["loc"]  # it looks like ("a[0]" included)
+        kept = [p for p in inside if isinstance(p, int) or not _internal(p)]
+        return f"{place([*kept, key])} is not a field here"
     if first["type"] in ("union_tag_invalid", "union_tag_not_found"):  # a tagged union's tag
         key = str(first["ctx"]["discriminator"]).strip("'")
         if first["type"] == "union_tag_not_found":
@@ -124,8 +126,8 @@ def validated(
     an object is a record (a dataclass too), an array a tuple, a word its enum member."""
     try:
         if json:
-            return _adapter(kind).validate_json(value, strict=strict)
-        return _adapter(kind).validate_python(value, strict=strict)
+            return adapter(kind).validate_json(value, strict=strict)
+        return adapter(kind).validate_python(value, strict=strict)
     except ValidationError as exc:
         raise error(f"{where}: {problem(exc)}") from None
     except RecursionError:
@@ -135,12 +137,13 @@ def validated(
 _ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
 
 
-def _adapter(kind: Any) -> TypeAdapter[Any]:
-    adapter = _ADAPTERS.get(kind)
-    if adapter is None:
+def adapter(kind: Any) -> TypeAdapter[Any]:
+    """The one pydantic adapter of ``kind``, made when first asked for and kept."""
+    made = _ADAPTERS.get(kind)
+    if made is None:
         # Imported when first used: pydantic's schema builder is a tenth of a second to
         # import, which a command that validates nothing (``workbench --help``) never pays.
         from pydantic import TypeAdapter
 
-        adapter = _ADAPTERS[kind] = TypeAdapter(kind)
-    return adapter
+        made = _ADAPTERS[kind] = TypeAdapter(kind)
+    return made

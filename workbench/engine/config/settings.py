@@ -28,7 +28,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 from typing_extensions import TypedDict
 
 from workbench.engine.base.errors import ExperimentError
-from workbench.engine.base.validation import problem, shown
+from workbench.engine.base.validation import adapter, problem, shown
 
 __all__ = [
     "CONFIG",
@@ -240,16 +240,16 @@ class Field:
             return text
         if self.kind is bool:
             if text.lower() not in BOOL_WORDS:
-                raise ValueError(f"'{text}' is not on or off")
+                raise ValueError(f"{shown(text)} is not on or off")
             return BOOL_WORDS[text.lower()]
         if self.kind in (int, float):
             try:
                 number = self.kind(text)
             except ValueError:
                 noun = "a whole number" if self.kind is int else "a number"
-                raise ValueError(f"'{text}' is not {noun}") from None
+                raise ValueError(f"{shown(text)} is not {noun}") from None
             if not math.isfinite(number):
-                raise ValueError(f"'{text}' is not a finite number")
+                raise ValueError(f"{shown(text)} is not a finite number")
             return number
         return text
 
@@ -257,7 +257,7 @@ class Field:
         """``value`` (one value, not a sweep) as this field holds it, or ExperimentError
         naming the table and field: what the form, the flags and a tune's space check."""
         try:
-            return _adapter(_one_value(self)).validate_python({self.name: value})[self.name]
+            return adapter(_one_value(self)).validate_python({self.name: value})[self.name]
         except ValidationError as exc:
             raise ExperimentError(_line(self.table, exc, {self.name: self}, {})) from None
 
@@ -366,25 +366,11 @@ def field_named(cls: type, name: str) -> Field:
     return next(f for f in fields_of(cls) if f.name == name)
 
 
-_ADAPTERS: dict[Any, Any] = {}
-
-
-def _adapter(kind: Any) -> Any:
-    """Pydantic's validator of a settings class or a field's type, built once when first
-    used (never at import: ``workbench --help`` neither builds one nor imports the builder)."""
-    adapter = _ADAPTERS.get(kind)
-    if adapter is None:
-        from pydantic import TypeAdapter
-
-        adapter = _ADAPTERS[kind] = TypeAdapter(kind)
-    return adapter
-
-
 def validated_as(cls: type, values: Mapping[str, Any]) -> Any:
     """Settings of ``cls`` from ``values`` (one value a field, none a sweep), every field and
     every rule between fields checked; ExperimentError in one line ``[table] field ...``."""
     try:
-        return _adapter(cls).validate_python(dict(values))
+        return adapter(cls).validate_python(dict(values))
     except ValidationError as exc:
         raise ExperimentError(error_line(cls, exc, values)) from None
 
@@ -437,10 +423,10 @@ def from_stored(cls: type, values: Any) -> Any:
         cls = cls.kind_for(given)  # the kind the stored values say
     names = {f.name for f in fields_of(cls)}
     kept = {k: v for k, v in given.items() if k in names}
-    adapter = _adapter(cls)
+    reader = adapter(cls)
     while True:
         try:
-            return adapter.validate_python(kept)
+            return reader.validate_python(kept)
         except ValidationError as exc:
             wrong = {e["loc"][0] for e in exc.errors() if e["loc"] and e["loc"][0] in kept}
             if not wrong:
