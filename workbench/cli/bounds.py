@@ -21,14 +21,13 @@ from annotated_types import Ge, Gt, Le
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.validation import shown, validated
 from workbench.engine.config.experiment import MAX_CONFIGURATIONS, ServerSettings
-from workbench.engine.config.settings import Field, Finite, Strict, field_named
+from workbench.engine.config.settings import Field, Finite, Int, as_typed, field_named
+from workbench.engine.config.settings import Number as SettingNumber
 
 
 def _text(value: float | None) -> str:
-    """A bound as typed: 10000000, not 1e+07; none as empty."""
-    if value is None:
-        return ""
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+    """A bound as typed (10000000, not 1e+07); none as empty."""
+    return "" if value is None else as_typed(value)
 
 
 @dataclass(frozen=True)
@@ -97,8 +96,7 @@ class Number:
         return " ".join(words)
 
 
-Int = Annotated[int, Strict()]
-FiniteNumber = Annotated[float, Strict(), Finite()]
+FiniteNumber = Annotated[SettingNumber, Finite()]
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ __all__ = [
     "Strict",
     "Switch",
     "Text",
+    "as_typed",
     "error_line",
     "field_named",
     "fields_of",
@@ -104,7 +105,7 @@ Args = Annotated[tuple[Text, ...], _AsTuple()]
 """A list of arguments: a file's list of text, held as a tuple."""
 
 
-def _number(value: float) -> str:
+def as_typed(value: float) -> str:
     """A bound as a user types it: 10000000, 0.001, -1."""
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
@@ -121,7 +122,7 @@ class Range:
 
     def words(self) -> str:
         extra = f" ({self.note})" if self.note else ""
-        return f"must be between {_number(self.low)} and {_number(self.high)}{extra}"
+        return f"must be between {as_typed(self.low)} and {as_typed(self.high)}{extra}"
 
     def allows(self, value: float | None) -> bool:
         """Whether ``value`` is within: None (a field left to the server) always is."""
