@@ -186,6 +186,23 @@ def test_the_file_holds_every_held_setting():
     assert tuple(_HeldSettings.model_fields) == HELD_SETTINGS
 
 
+def test_the_files_model_holds_each_records_fields_in_its_order():
+    """The file's models declare again what the records hold (with a file's bounds on each):
+    a field added to a record and not to its model would be dropped on reading back."""
+    from dataclasses import fields
+
+    from workbench.engine.predict import calibration as c
+
+    pairs = [
+        (c._DecodeCost, DecodeCost), (c._PrefillCost, PrefillCost), (c._Costs, StepCosts),
+        (c._Quality, c.FitQuality), (c._ChatTokens, c.ChatTokens), (c._Coverage, c.Coverage),
+    ]  # fmt: skip
+    for model, record in pairs:
+        assert tuple(model.model_fields) == tuple(f.name for f in fields(record)), model
+    stored = tuple(name for name in c._File.model_fields if name != "version")
+    assert stored == tuple(f.name for f in fields(Calibration))
+
+
 def test_the_chat_templates_tokens_are_optional_and_checked(tmp_path):
     """A calibration fitted from a session never measured the template: none, not 0."""
     path = save(calibration(), tmp_path)
