@@ -70,10 +70,10 @@ def test_each_kind_is_reported_and_fills_the_server_plots(tmp_path, capsys, key)
     else:
         assert max(model.kv_usage[1]) > 0
     # Each kind's counters agree with the responses; llama.cpp also times its decoding.
-    checks = [c.split(":")[0] for c in run.checks]
+    checks = [c.split(":")[0] for c in run.cross_checks.checks]
     expected = ["decode time", "output tokens", "prompt tokens"]
     assert checks == (expected if kind is LLAMACPP else [*expected[1:], "requests"])
-    assert run.checks_failed == []
+    assert run.cross_checks.checks_failed == []
 
 
 def test_a_client_limited_external_run_is_flagged(tmp_path, capsys, monkeypatch):

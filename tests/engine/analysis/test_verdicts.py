@@ -18,6 +18,7 @@ from workbench.engine.analysis.verdicts import (
 )
 from workbench.engine.base.records import CONTEXT_FULL, RequestRecord
 from workbench.engine.figures.per_run import summarize_run
+from workbench.engine.figures.steady_state import SteadyFigures
 from workbench.engine.figures.summaries import ConfigSummary
 
 
@@ -90,7 +91,9 @@ def test_ttft_linearity():
 
 def test_an_over_saturated_configuration_leaves_ttft_linearity_open():
     linear = [summary(n, 1, 0.5 + 0.25 * 8 / n, 1) for n in (1, 2, 4, 8)]
-    saturated = replace(summarize_run([]), over_saturated="the queue grew 1.00 requests/s")
+    saturated = replace(
+        summarize_run([]), steady=SteadyFigures(over_saturated="the queue grew 1.00 requests/s")
+    )
     linear[0] = replace(linear[0], runs=[saturated])
     verdict = ttft_linear_in_load(linear)
     assert verdict.verdict == INCONCLUSIVE

@@ -12,7 +12,7 @@ import pytest
 
 from tests.made_sessions import request, turn
 from workbench.engine.base.records import StartupFacts
-from workbench.engine.figures.metrics import View, figure, shown_in
+from workbench.engine.figures.metrics import View, field_at, figure, shown_in
 from workbench.engine.figures.per_run import summarize_run
 from workbench.engine.figures.summaries import summarize
 
@@ -39,20 +39,30 @@ def chats(later_cache_n: tuple[int, int], later_ttft_s: float = 0.4) -> list:
 
 def test_later_turns_that_lost_their_cache_are_counted_and_their_history_summed():
     run = summarize_run(chats((26, 26)))
-    assert (run.turn1_ttft_p50_s, run.later_ttft_p50_s) == pytest.approx((0.2, 0.4))
+    assert (run.conversation.turn1_ttft_p50_s, run.conversation.later_ttft_p50_s) == pytest.approx(
+        (0.2, 0.4)
+    )
     # 100 - 26 and 180 - 26 re-prefilled, per conversation
-    assert run.reprefilled_tokens == 2 * (74 + 154)
-    assert run.later_cache_share == pytest.approx(4 * 26 / (2 * (100 + 180)))
-    assert (run.later_turns, run.lost_turns, run.lost_turn_share) == (4, 4, 1.0)
+    assert run.conversation.reprefilled_tokens == 2 * (74 + 154)
+    assert run.conversation.later_cache_share == pytest.approx(4 * 26 / (2 * (100 + 180)))
+    assert (
+        run.conversation.later_turns,
+        run.conversation.lost_turns,
+        run.conversation.lost_turn_share,
+    ) == (4, 4, 1.0)
 
 
 def test_history_and_more_from_the_cache_is_a_share_of_one_and_nothing_re_prefilled():
     run = summarize_run(chats((107, 187), later_ttft_s=0.05))  # the answer's start too
-    assert run.later_cache_share == 1.0 and run.reprefilled_tokens == 0
-    assert (run.later_turns, run.lost_turns, run.lost_turn_share) == (4, 0, 0.0)
+    assert run.conversation.later_cache_share == 1.0 and run.conversation.reprefilled_tokens == 0
+    assert (
+        run.conversation.later_turns,
+        run.conversation.lost_turns,
+        run.conversation.lost_turn_share,
+    ) == (4, 0, 0.0)
     # Half of turn 3's history lost: re-prefilled, but not over the line of a lost cache.
     run = summarize_run(chats((100, 90)))
-    assert run.reprefilled_tokens == 2 * 90 and run.lost_turns == 0
+    assert run.conversation.reprefilled_tokens == 2 * 90 and run.conversation.lost_turns == 0
 
 
 def test_repeats_combine_by_the_catalogue_rule_and_slots_are_shared_by_the_users():
@@ -81,16 +91,18 @@ def test_a_run_of_independent_requests_has_none_of_them():
         "later_cache_share", "reprefilled_tokens", "later_turns", "lost_turns",
         "lost_turn_share", "ttfo_p50_s", "ttfo_p90_s",
     )  # fmt: skip
-    assert {key: getattr(run, key) for key in keys} == dict.fromkeys(keys)
+    assert {key: field_at(run, figure(key).path) for key in keys} == dict.fromkeys(keys)
 
 
 def test_ttfo_has_percentiles_only_where_reasoning_was_streamed():
     # Each streams 3 chunks of reasoning 0.1 s apart after a 0.1 s TTFT: TTFO is 0.4 s.
     reasoned = summarize_run([request(k, reasoning=3) for k in range(3)])
-    assert reasoned.ttfo_p50_s == pytest.approx(0.4) and reasoned.ttfo_p90_s == pytest.approx(0.4)
+    assert reasoned.reasoning.ttfo_p50_s == pytest.approx(
+        0.4
+    ) and reasoned.reasoning.ttfo_p90_s == pytest.approx(0.4)
     # Told apart but none streamed: TTFO is TTFT, and says nothing more.
     plain = summarize_run([request(k, reasoning=0) for k in range(3)])
-    assert plain.ttfo_p50_s is None and plain.ttfo_p90_s is None
+    assert plain.reasoning.ttfo_p50_s is None and plain.reasoning.ttfo_p90_s is None
 
 
 def test_a_table_shows_an_optional_figure_only_where_a_configuration_has_it():

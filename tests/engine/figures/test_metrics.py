@@ -12,8 +12,8 @@ from tests.made_sessions import TWO_REPEATS, write_session
 from workbench.engine.analysis.export import concurrency_columns, write_concurrency_csv
 from workbench.engine.analysis.slo import ConfigGoodput, Slo, goodput
 from workbench.engine.figures import metrics
-from workbench.engine.figures.metrics import Combine, Part, figure
-from workbench.engine.figures.per_run import RunSummary
+from workbench.engine.figures.metrics import Combine, Part, field_at, figure
+from workbench.engine.figures.per_run import RunSummary, summarize_run
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.store import open_session
 
@@ -25,10 +25,16 @@ def test_every_key_names_what_it_reads():
     for f in metrics.FIGURES:
         if f.combine is Combine.SETTING:  # a field, or a property over the repeats
             assert f.key in config_fields or hasattr(ConfigSummary, f.key), f.key
-        elif f.part in (Part.RUN, Part.STEADY) or f.combine is Combine.JOINED:
-            assert f.key in run_fields, f.key
         elif f.part is Part.SLO:
             assert f.key in slo_fields, f.key
+        elif f.combine is not Combine.RUNS and f.part is not Part.LIVE:
+            # A repeat's figure is where its dotted path says, in its part's sub-record.
+            assert f.path.split(".")[0] in run_fields, f.key
+            assert f.path.endswith(f.key) and field_at(summarize_run([]), f.path) in (
+                None,
+                0,
+                "none",
+            )
     keys = [f.key for f in metrics.FIGURES]
     assert len(keys) == len(set(keys))
     assert all(f.estimate == (f.part is Part.LIVE) for f in metrics.FIGURES)

@@ -16,6 +16,7 @@ from workbench.engine.analysis.export import concurrency_columns, write_concurre
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.figures import client_limits, metrics
 from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
+from workbench.engine.figures.cross_checks import CrossChecked
 from workbench.engine.figures.metrics import Combine, Part, figure
 from workbench.engine.figures.per_run import RunObservations, summarize_run
 from workbench.engine.figures.summaries import summarize_config
@@ -122,7 +123,7 @@ def test_the_thresholds_are_the_rules_and_the_catalogue_prints_them():
 def _run(loop_busy: float, checks_failed: tuple[str, ...] = ()):
     records = [request(i, ttft_s=0.1 * (i + 1)) for i in range(3)]
     run = summarize_run(records, RunObservations(ClientLoad(1.0, loop_busy, 1.0)))
-    return dataclasses.replace(run, checks_failed=list(checks_failed))
+    return dataclasses.replace(run, cross_checks=CrossChecked(checks_failed=list(checks_failed)))
 
 
 def _config(*runs, status="ok"):

@@ -92,9 +92,16 @@ def test_no_drafts_or_untrusted_counters_give_no_figures(before, after):
 def test_a_repeat_summary_carries_them():
     records = [request(0, submit_s=0.0, ttft_s=0.1, tokens=8)]
     run = summarize_run(records, RunObservations(None, IDLE, counters(2, 8, 6)))
-    assert (run.spec_drafts, run.spec_draft_tokens, run.spec_accepted_tokens) == (2, 8, 6)
-    assert run.spec_acceptance == 0.75
-    assert summarize_run(records, RunObservations(None, IDLE, IDLE)).spec_acceptance is None
+    assert (
+        run.speculative.spec_drafts,
+        run.speculative.spec_draft_tokens,
+        run.speculative.spec_accepted_tokens,
+    ) == (2, 8, 6)
+    assert run.speculative.spec_acceptance == 0.75
+    assert (
+        summarize_run(records, RunObservations(None, IDLE, IDLE)).speculative.spec_acceptance
+        is None
+    )
 
 
 def write_drafted(path: Path) -> Path:

@@ -33,14 +33,14 @@ def test_a_closed_loop_is_steady_from_its_limit_to_its_last_send():
     assert window is not None
     assert (window.start_ns, window.end_ns) == (round(0.45 * NS), round(1.75 * NS))
     run = summarize_run(records, None, loop)
-    assert run.steady_s == pytest.approx(1.3)
-    assert run.steady_requests == 3  # requests 1 to 3; request 0 went before the limit
+    assert run.steady.steady_s == pytest.approx(1.3)
+    assert run.steady.steady_requests == 3  # requests 1 to 3; request 0 went before the limit
     # Tokens inside the window: all of requests 0 and 1, the first of request 2's.
-    assert run.steady_agg_tok_s == pytest.approx(25 / 1.3)
+    assert run.steady.steady_agg_tok_s == pytest.approx(25 / 1.3)
     # The ramp-up's slow first token counts in the whole run only.
-    assert run.steady_ttft_p50_s == run.steady_ttft_p90_s == pytest.approx(0.1)
+    assert run.steady.steady_ttft_p50_s == run.steady.steady_ttft_p90_s == pytest.approx(0.1)
     assert run.ttft_p90_s == pytest.approx(0.38)
-    assert run.steady_tpot_p50_ms == pytest.approx(100.0)
+    assert run.steady.steady_tpot_p50_ms == pytest.approx(100.0)
 
 
 def test_a_closed_loop_that_never_reaches_its_limit_has_none():
@@ -58,12 +58,12 @@ def test_an_open_loop_is_steady_between_the_10th_and_90th_percentile_of_its_send
         assert window is not None
         assert (window.start_ns, window.end_ns) == (1 * NS, 9 * NS)
     run = summarize_run(records, None, RequestsWorkload(requests=11, arrival="poisson", rate=1))
-    assert (run.steady_s, run.steady_requests) == (8.0, 9)
-    assert run.steady_ttft_p90_s == pytest.approx(0.2)
+    assert (run.steady.steady_s, run.steady.steady_requests) == (8.0, 9)
+    assert run.steady.steady_ttft_p90_s == pytest.approx(0.2)
     assert run.ttft_p90_s == pytest.approx(0.9)
     # A token every 0.1 s: requests 1 to 7 whole inside the window, request 0's from 1.0 to
     # 2.0 s (11), request 8's from 8.2 to 9.0 s (9), none of request 9's (from 9.2 s).
-    assert run.steady_agg_tok_s == pytest.approx((7 * 12 + 11 + 9) / 8)
+    assert run.steady.steady_agg_tok_s == pytest.approx((7 * 12 + 11 + 9) / 8)
 
 
 @pytest.mark.parametrize("concurrency", [0, 4, 10])
@@ -73,10 +73,15 @@ def test_a_burst_has_no_steady_state(concurrency):
     assert steady_window(records, burst) is None
     run = summarize_run(records, None, burst)
     assert run.ttft_p50_s is not None
-    steady = (run.steady_s, run.steady_requests, run.steady_agg_tok_s, run.steady_ttft_p50_s)
+    steady = (
+        run.steady.steady_s,
+        run.steady.steady_requests,
+        run.steady.steady_agg_tok_s,
+        run.steady.steady_ttft_p50_s,
+    )
     assert steady == (None, None, None, None)
-    assert (run.steady_ttft_p90_s, run.steady_tpot_p50_ms) == (None, None)
+    assert (run.steady.steady_ttft_p90_s, run.steady.steady_tpot_p50_ms) == (None, None)
 
 
 def test_without_its_workload_a_repeat_has_no_steady_figures():
-    assert summarize_run(closed_loop()).steady_s is None
+    assert summarize_run(closed_loop()).steady.steady_s is None

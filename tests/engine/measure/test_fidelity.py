@@ -277,15 +277,17 @@ def external_run(url: str, folder: Path, requests: int = 4, tokens: int = 12):
 def test_cross_checks_agree_with_an_honest_server(mock: Mock, tmp_path: Path) -> None:
     result = external_run(mock.url, tmp_path)
     run = result.summaries[0].runs[0]
-    assert [c.split(":")[0] for c in run.checks] == [
+    assert [c.split(":")[0] for c in run.cross_checks.checks] == [
         "decode time",
         "output tokens",
         "prompt tokens",
     ]
-    assert run.checks_failed == []
+    assert run.cross_checks.checks_failed == []
     assert run.tokens_per_chunk == pytest.approx(1.0)
     with open_session(result.session_path) as session:
-        assert session.summaries()[0].runs[0].checks == run.checks  # stored, re-derived
+        assert (
+            session.summaries()[0].runs[0].cross_checks.checks == run.cross_checks.checks
+        )  # stored, re-derived
 
 
 def test_several_tokens_per_chunk_fail_the_decode_check(tmp_path: Path) -> None:
@@ -296,9 +298,9 @@ def test_several_tokens_per_chunk_fail_the_decode_check(tmp_path: Path) -> None:
         server.stop()
     run = result.summaries[0].runs[0]
     assert run.tokens_per_chunk == pytest.approx(4.0)
-    assert len(run.checks_failed) == 1
-    assert run.checks_failed[0].startswith("decode time")
-    assert "several tokens" in run.checks_failed[0]
+    assert len(run.cross_checks.checks_failed) == 1
+    assert run.cross_checks.checks_failed[0].startswith("decode time")
+    assert "several tokens" in run.cross_checks.checks_failed[0]
     with open_session(result.session_path) as session:
         notices = [n.text for n in session.notices() if n.level == "warning"]
     assert any("cross-check: decode time" in text for text in notices)

@@ -230,9 +230,11 @@ def test_cross_checks_agree_on_a_real_server(server_binary, write_experiment, tm
     result = run_experiment(experiment, RunOptions(tmp_path / "out"))
     assert result.status == "complete", result.error
     run = result.summaries[0].runs[0]
-    names = [text.split(":")[0] for text in run.checks]
-    assert names == ["decode time", "output tokens", "prompt tokens", "requests"], run.checks
-    assert run.checks_failed == [], run.checks
+    names = [text.split(":")[0] for text in run.cross_checks.checks]
+    assert names == ["decode time", "output tokens", "prompt tokens", "requests"], (
+        run.cross_checks.checks
+    )
+    assert run.cross_checks.checks_failed == [], run.cross_checks.checks
     assert run.dispatch_p99_ms is not None and run.connect_p50_ms is not None
 
 

@@ -6,6 +6,7 @@ reads as none; a damaged one is one clear error."""
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -17,6 +18,7 @@ from tests.made_sessions import SWEEP, write_sweep
 from workbench.engine.base.errors import SessionError
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.events import EventBus, ExperimentFinished, PredictionMade
+from workbench.engine.figures.per_run import PARTS
 from workbench.engine.figures.predicted import RunPrediction
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
@@ -115,3 +117,29 @@ def test_a_prediction_is_read_within_bounds(predicted_sweep, monkeypatch):
     monkeypatch.setattr(reader, "MAX_PREDICTION_BYTES", 1000)
     with open_session(predicted_sweep) as session, pytest.raises(SessionError, match="1,000 b"):
         session.predictions()
+
+
+def _flat(run: dict) -> dict:
+    """A repeat's summary as files before sub-records wrote it: every figure at the top."""
+    flat = {k: v for k, v in run.items() if k not in PARTS}
+    for part in PARTS:
+        flat.update(run[part])
+    return flat
+
+
+def test_a_prediction_stored_before_sub_records_reads_back_the_same(tmp_path, predicted_sweep):
+    """Schemas 9 to 11 kept each repeat's steady, reasoning, conversation, speculative and
+    cross-check figures at the top of its summary: they read back into their sub-records."""
+    path = tmp_path / "flat.session.sqlite"
+    shutil.copy(predicted_sweep, path)
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        for index, text in conn.execute("SELECT config_idx, summary_json FROM predictions"):
+            stored = json.loads(text)
+            stored["runs"] = [_flat(run) for run in stored["runs"]]
+            assert stored["runs"] and "steady" not in stored["runs"][0]
+            conn.execute(
+                "UPDATE predictions SET summary_json = ? WHERE config_idx = ?",
+                (json.dumps(stored), index),
+            )
+    with open_session(path) as session:
+        assert session.predictions() == sweep_prediction()

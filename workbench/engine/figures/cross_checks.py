@@ -9,7 +9,7 @@ figure from both sides over one repeat, and a disagreement over 5 % names its li
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.base.server_kinds import (
@@ -53,6 +53,19 @@ class CrossCheck:
             f"{self.unit} ({share})"
         )
         return text if self.agrees else f"{text}: {self.cause}"
+
+
+@dataclass(frozen=True)
+class CrossChecked:
+    """A repeat's cross-checks as the summary keeps them: each one described, and those
+    that disagreed."""
+
+    checks: list[str] = field(default_factory=list)
+    checks_failed: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, checks: list[CrossCheck]) -> CrossChecked:
+        return cls([c.describe() for c in checks], [c.describe() for c in checks if not c.agrees])
 
 
 def counter_delta(

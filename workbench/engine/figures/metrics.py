@@ -102,6 +102,16 @@ class Part(Enum):
     LIVE = "while a run goes"
 
 
+PART_RECORDS = {
+    Part.STEADY: "steady",
+    Part.REASONING: "reasoning",
+    Part.CONVERSATION: "conversation",
+    Part.SPECULATIVE: "speculative",
+}
+"""The parts whose per-repeat figures ``RunSummary`` keeps in a sub-record, by its
+attribute; the other parts' are its own fields."""
+
+
 class View(Enum):
     """The summary views that show a selection of the figures (the CSV and JSON exports show
     every figure of the ``SUMMARY_PARTS``)."""
@@ -137,6 +147,13 @@ class Figure:
     # column (with its spread), so a reader that takes the columns by place finds them all
     # where they were.
     late: bool = False
+
+    @property
+    def path(self) -> str:
+        """Where a repeat's value of it is in ``RunSummary``: its key, inside its part's
+        sub-record where the part has one (``steady.steady_s``)."""
+        record = PART_RECORDS.get(self.part)
+        return f"{record}.{self.key}" if record else self.key
 
     @property
     def column(self) -> str:
@@ -188,11 +205,11 @@ class Figure:
         the one place the rules are applied to numbers."""
         if self.combine is Combine.RUNS:  # a count of repeats: no repeat has a value of it
             return len(runs)
-        return self.combine.apply([getattr(run, self.key) for run in runs])
+        return self.combine.apply([field_at(run, self.path) for run in runs])
 
     def sd_over(self, runs: Sequence[Any]) -> float | None:
         """Its standard deviation across ``runs``: None with fewer than two values."""
-        numbers = _numbers(getattr(run, self.key) for run in runs)
+        numbers = _numbers(field_at(run, self.path) for run in runs)
         return statistics.stdev(numbers) if len(numbers) > 1 else None
 
     def sd_of(self, summary: Summarized) -> float | None:
@@ -218,6 +235,14 @@ SUMMARY_PARTS = (
 )
 """The parts whose figures a configuration's summary holds, as ``concurrency.csv`` and the
 JSON export write them."""
+
+
+def field_at(record: Any, path: str) -> Any:
+    """A record's value at a dotted ``path`` (``steady.steady_s``, or ``ttft_p50_s``)."""
+    value = record
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
 
 
 def _numbers(values: Iterable[Any]) -> list[float]:

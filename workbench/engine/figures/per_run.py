@@ -9,14 +9,20 @@ drafts a draft model made and the model accepted (``speculative``).
 from __future__ import annotations
 
 import statistics
+import typing
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
 
 from workbench.engine.base.records import RequestKey, RequestRecord
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.figures.client_limits import ClientLoad, client_limited_reason
 from workbench.engine.figures.conversation_cache import turn_caches
-from workbench.engine.figures.cross_checks import run_cross_checks, tokens_per_chunk
+from workbench.engine.figures.cross_checks import (
+    CrossChecked,
+    run_cross_checks,
+    tokens_per_chunk,
+)
 from workbench.engine.figures.machine_load import (
     MachineLoad,
     machine_busy_reason,
@@ -30,8 +36,8 @@ from workbench.engine.figures.per_request import (
     request_metrics,
 )
 from workbench.engine.figures.saturation import LEFT_UNSENT, over_saturated
-from workbench.engine.figures.speculative import spec_figures
-from workbench.engine.figures.steady_state import steady_figures
+from workbench.engine.figures.speculative import SpecFigures, spec_figures
+from workbench.engine.figures.steady_state import SteadyFigures, steady_figures
 from workbench.engine.figures.vllm_names import vllm_figures
 
 
@@ -45,6 +51,66 @@ class RunObservations:
     counters_after: dict[str, float] | None = None
     slots_from_log: bool = False  # each request's slot was matched from the server's log
     machine: MachineLoad | None = None
+
+
+@dataclass(frozen=True)
+class ReasoningFigures:
+    """TTFO where some request streamed reasoning apart from its answer; None each where
+    none did (TTFO is then TTFT)."""
+
+    ttfo_p50_s: float | None = None
+    ttfo_p90_s: float | None = None
+
+
+def reasoning_figures(metrics: Sequence[RequestMetrics]) -> ReasoningFigures:
+    """The TTFO of a repeat's successful requests, where any streamed reasoning."""
+    if not any((m.reasoning_tokens or 0) > 0 for m in metrics):
+        return ReasoningFigures()
+    ttfo = [m.ttfo_s for m in metrics if m.ttfo_s is not None]
+    return ReasoningFigures(percentile(ttfo, 50), percentile(ttfo, 90))
+
+
+@dataclass(frozen=True)
+class ConversationFigures:
+    """A repeat's conversation turns: TTFT of turn 1 against the later turns, and how the
+    later turns' history fared against the server's cache (``conversation_cache``); None
+    each for a repeat with no conversations."""
+
+    turn1_ttft_p50_s: float | None = None
+    turn1_ttft_p90_s: float | None = None
+    later_ttft_p50_s: float | None = None
+    later_ttft_p90_s: float | None = None
+    later_cache_share: float | None = None
+    reprefilled_tokens: int | None = None
+    later_turns: int | None = None
+    lost_turns: int | None = None
+    lost_turn_share: float | None = None
+
+
+def conversation_figures(
+    records: Sequence[RequestRecord], metrics: dict[RequestKey, RequestMetrics]
+) -> ConversationFigures:
+    """The figures of one repeat's measured ``records`` (``metrics``: each successful
+    one's, by its key) that are turns of conversations."""
+    turns = [r for r in records if r.turn is not None and r.conversation_id is not None]
+    if not turns:
+        return ConversationFigures()
+    first = [metrics[r.key].ttft_s for r in turns if r.turn == 1 and r.key in metrics]
+    later = [metrics[r.key].ttft_s for r in turns if r.turn > 1 and r.key in metrics]
+    caches = list(turn_caches(turns).values())
+    seen = sum(c.seen for c in caches)
+    lost = sum(c.lost for c in caches)
+    return ConversationFigures(
+        turn1_ttft_p50_s=percentile(first, 50),
+        turn1_ttft_p90_s=percentile(first, 90),
+        later_ttft_p50_s=percentile(later, 50),
+        later_ttft_p90_s=percentile(later, 90),
+        later_cache_share=sum(min(c.cached, c.seen) for c in caches) / seen if seen else None,
+        reprefilled_tokens=sum(c.reprefilled for c in caches) if caches else None,
+        later_turns=len(caches) if caches else None,
+        lost_turns=lost if caches else None,
+        lost_turn_share=lost / len(caches) if caches else None,
+    )
 
 
 @dataclass
@@ -92,8 +158,6 @@ class RunSummary:
     machine_unknown: str | None = None  # why the server's machine load was not measured
     machine_recorded: bool = False  # what else used the machine was measured (schema 11 on)
     tokens_per_chunk: float | None = None  # by the server's count; > 1: ITL is per chunk
-    checks: list[str] = field(default_factory=list)  # each cross-check with the server
-    checks_failed: list[str] = field(default_factory=list)  # those off by over 5 %
     prompt_tokens_p50: float | None = None  # by the server's count
     prefill_tok_s: float | None = None
     context_failed: int = 0  # requests a slot's context could not hold
@@ -102,77 +166,33 @@ class RunSummary:
     ttft_hit_p50_s: float | None = None  # requests that reused some of their prompt
     ttft_miss_p50_s: float | None = None  # and those that reused none
     vllm: dict[str, float | None] = field(default_factory=dict)  # as vllm bench serve names them
-    # over the steady state (``steady_state``): None each for a burst, which has none
-    steady_start_ns: int | None = None  # its bounds, on the records' clock
-    steady_end_ns: int | None = None
-    steady_s: float | None = None
-    steady_requests: int | None = None
-    steady_agg_tok_s: float | None = None
-    steady_ttft_p50_s: float | None = None
-    steady_ttft_p90_s: float | None = None
-    steady_tpot_p50_ms: float | None = None
-    over_saturated: str | None = None  # why its queue grew without bound (``saturation``)
-    # where a request streamed reasoning apart from its answer; else None each
-    ttfo_p50_s: float | None = None
-    ttfo_p90_s: float | None = None
-    # a conversations run's turns (``ConversationFigures``): None each for any other run
-    turn1_ttft_p50_s: float | None = None
-    turn1_ttft_p90_s: float | None = None
-    later_ttft_p50_s: float | None = None
-    later_ttft_p90_s: float | None = None
-    later_cache_share: float | None = None
-    reprefilled_tokens: int | None = None
-    later_turns: int | None = None
-    lost_turns: int | None = None
-    lost_turn_share: float | None = None
-    # speculative decoding, from the server's counters (``SpecFigures``): None each without
-    spec_drafts: int | None = None
-    spec_draft_tokens: int | None = None
-    spec_accepted_tokens: int | None = None
-    spec_acceptance: float | None = None
+    # Its parts, each computed by its own module; the catalogue finds a figure of a part by
+    # its dotted path (``steady.steady_s``, ``metrics.Figure.path``).
+    cross_checks: CrossChecked = field(default_factory=CrossChecked)
+    steady: SteadyFigures = field(default_factory=SteadyFigures)
+    reasoning: ReasoningFigures = field(default_factory=ReasoningFigures)
+    conversation: ConversationFigures = field(default_factory=ConversationFigures)
+    speculative: SpecFigures = field(default_factory=SpecFigures)
 
 
-@dataclass(frozen=True)
-class ConversationFigures:
-    """A repeat's conversation turns: TTFT of turn 1 against the later turns, and how the
-    later turns' history fared against the server's cache (``conversation_cache``); None
-    each for a repeat with no conversations."""
-
-    turn1_ttft_p50_s: float | None = None
-    turn1_ttft_p90_s: float | None = None
-    later_ttft_p50_s: float | None = None
-    later_ttft_p90_s: float | None = None
-    later_cache_share: float | None = None
-    reprefilled_tokens: int | None = None
-    later_turns: int | None = None
-    lost_turns: int | None = None
-    lost_turn_share: float | None = None
+PARTS: tuple[str, ...] = ("cross_checks", "steady", "reasoning", "conversation", "speculative")
+"""``RunSummary``'s sub-records, by attribute."""
 
 
-def conversation_figures(
-    records: Sequence[RequestRecord], metrics: dict[RequestKey, RequestMetrics]
-) -> ConversationFigures:
-    """The figures of one repeat's measured ``records`` (``metrics``: each successful
-    one's, by its key) that are turns of conversations."""
-    turns = [r for r in records if r.turn is not None and r.conversation_id is not None]
-    if not turns:
-        return ConversationFigures()
-    first = [metrics[r.key].ttft_s for r in turns if r.turn == 1 and r.key in metrics]
-    later = [metrics[r.key].ttft_s for r in turns if r.turn > 1 and r.key in metrics]
-    caches = list(turn_caches(turns).values())
-    seen = sum(c.seen for c in caches)
-    lost = sum(c.lost for c in caches)
-    return ConversationFigures(
-        turn1_ttft_p50_s=percentile(first, 50),
-        turn1_ttft_p90_s=percentile(first, 90),
-        later_ttft_p50_s=percentile(later, 50),
-        later_ttft_p90_s=percentile(later, 90),
-        later_cache_share=sum(min(c.cached, c.seen) for c in caches) / seen if seen else None,
-        reprefilled_tokens=sum(c.reprefilled for c in caches) if caches else None,
-        later_turns=len(caches) if caches else None,
-        lost_turns=lost if caches else None,
-        lost_turn_share=lost / len(caches) if caches else None,
-    )
+def nested(stored: dict[str, Any]) -> dict[str, Any]:
+    """A repeat's stored figures with every sub-record whole, each field it lacks at its
+    default. A summary written before ``RunSummary`` had sub-records (a stored prediction,
+    schemas 9 to 11) holds their fields at its top level: they are moved into them."""
+    hints = typing.get_type_hints(RunSummary)
+    out = dict(stored)
+    for part in PARTS:
+        record = hints[part]
+        given = out.get(part, {})
+        if not isinstance(given, dict):
+            continue  # damage: the reading refuses it
+        inner = {f.name for f in fields(record)} & out.keys() if part not in out else set()
+        out[part] = {**asdict(record()), **given, **{name: out.pop(name) for name in inner}}
+    return out
 
 
 def headline_decode_tok_s(tpot_p50_ms: float | None) -> float | None:
@@ -229,9 +249,6 @@ def summarize_run(
     prompts = [m.prompt_tokens for m in metrics if m.prompt_tokens is not None]
     prefill = [m.prefill_tok_s for m in metrics if m.prefill_tok_s is not None]
     counted = [m for m in metrics if m.prompt_tokens and m.cached_tokens is not None]
-    # TTFO says more than TTFT only where some request streamed reasoning before its answer.
-    reasoned = any((m.reasoning_tokens or 0) > 0 for m in metrics)
-    ttfo = [m.ttfo_s for m in metrics if m.ttfo_s is not None] if reasoned else []
     cached = sum(m.cached_tokens or 0 for m in counted)
     return RunSummary(
         requests=len(measured),
@@ -275,8 +292,6 @@ def summarize_run(
         machine_unknown=machine_unknown_reason(observed.machine),
         machine_recorded=observed.machine is not None,
         tokens_per_chunk=tokens_per_chunk(measured),
-        checks=[c.describe() for c in checks],
-        checks_failed=[c.describe() for c in checks if not c.agrees],
         prompt_tokens_p50=percentile([float(n) for n in prompts], 50),
         prefill_tok_s=statistics.fmean(prefill) if prefill else None,
         context_failed=sum(r.context_full for r in measured),
@@ -285,11 +300,13 @@ def summarize_run(
         ttft_hit_p50_s=percentile([m.ttft_s for m in metrics if m.cache_hit], 50),
         ttft_miss_p50_s=percentile([m.ttft_s for m in metrics if not m.cache_hit], 50),
         vllm=vllm_figures(metrics, makespan),
-        **asdict(steady_figures(measured, workload)),
-        # The requests a stop left unsent were due (and waited) all the same.
-        over_saturated=over_saturated([r for r in records if not r.warmup]),
-        ttfo_p50_s=percentile(ttfo, 50),
-        ttfo_p90_s=percentile(ttfo, 90),
-        **asdict(conversation_figures(measured, by_key)),
-        **asdict(spec_figures(observed.counters_before, observed.counters_after)),
+        cross_checks=CrossChecked.of(checks),
+        steady=replace(
+            steady_figures(measured, workload),
+            # The requests a stop left unsent were due (and waited) all the same.
+            over_saturated=over_saturated([r for r in records if not r.warmup]),
+        ),
+        reasoning=reasoning_figures(metrics),
+        conversation=conversation_figures(measured, by_key),
+        speculative=spec_figures(observed.counters_before, observed.counters_after),
     )

@@ -46,7 +46,8 @@ class SteadyWindow:
 @dataclass(frozen=True)
 class SteadyFigures:
     """Throughput and latency over a repeat's steady state, and its bounds on the records'
-    clock (the Gantt shades it): None each without one."""
+    clock (the Gantt shades it): None each without one. Beside them, why its queue grew
+    without bound (``saturation``), which the whole repeat tells."""
 
     steady_start_ns: int | None = None
     steady_end_ns: int | None = None
@@ -56,6 +57,7 @@ class SteadyFigures:
     steady_ttft_p50_s: float | None = None
     steady_ttft_p90_s: float | None = None
     steady_tpot_p50_ms: float | None = None
+    over_saturated: str | None = None
 
 
 def _first_full(records: Sequence[RequestRecord], concurrency: int) -> int | None:

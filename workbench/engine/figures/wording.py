@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from workbench.engine.base.states import ConfigStatus
 from workbench.engine.base.words import plural
+from workbench.engine.figures.metrics import field_at, figure
 from workbench.engine.figures.per_run import RunSummary
 
 
@@ -51,7 +52,7 @@ def checks_failed(summary: Described) -> list[str]:
     return [
         f"repeat {i + 1}: {text}" if many else text
         for i, run in enumerate(summary.runs)
-        for text in run.checks_failed
+        for text in run.cross_checks.checks_failed
     ]
 
 
@@ -67,14 +68,14 @@ def not_same_task(summary: Described) -> str | None:
 
 
 def _by_repeat(summary: Described, reason: str) -> str | None:
-    """A reason each repeat may give (a ``RunSummary`` field), as one line naming the
-    repeats when there are several, or None when none gave it."""
+    """A reason each repeat may give (a ``RunSummary`` field, by its dotted path), as one
+    line naming the repeats when there are several, or None when none gave it."""
     if len(summary.runs) == 1:
-        return getattr(summary.runs[0], reason)
+        return field_at(summary.runs[0], reason)
     reasons = [
         f"repeat {i + 1}: {text}"
         for i, run in enumerate(summary.runs)
-        if (text := getattr(run, reason))
+        if (text := field_at(run, reason))
     ]
     return "; ".join(reasons) or None
 
@@ -87,7 +88,7 @@ def client_limited(summary: Described) -> str | None:
 def over_saturated(summary: Described) -> str | None:
     """Why any repeat's queue grew without bound (``saturation``), or None: its latencies
     tell how long the run lasted more than what the server does."""
-    return _by_repeat(summary, "over_saturated")
+    return _by_repeat(summary, figure("over_saturated").path)
 
 
 def machine_busy(summary: Described) -> str | None:

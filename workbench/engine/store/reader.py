@@ -27,7 +27,7 @@ from workbench.engine.base.records import (
 )
 from workbench.engine.base.states import RunStatus
 from workbench.engine.figures.client_limits import ClientLoad
-from workbench.engine.figures.per_run import RunObservations, RunSummary
+from workbench.engine.figures.per_run import RunObservations, RunSummary, nested
 from workbench.engine.figures.predicted import ConfigPrediction, PredictedRequest, RunPrediction
 from workbench.engine.figures.summaries import ConfigSummary, summarize
 from workbench.engine.store.checks import WRONG, read_record, typed
@@ -308,7 +308,7 @@ def _predicted_summary(stored: dict[str, Any]) -> ConfigSummary:
     """A prediction's summary as ``ConfigSummary.to_dict()`` wrote it, every value of the
     type its field declares (nested ones too, which checks read leniently: a value that
     does not survive the reading is damage); a field it lacks takes its default."""
-    runs = [_with_defaults(RunSummary, typed(r, dict, "a run")) for r in typed(
+    runs = [_with_defaults(RunSummary, nested(typed(r, dict, "a run"))) for r in typed(
         stored.get("runs"), list, "runs"
     )]  # fmt: skip
     expected = _with_defaults(ConfigSummary, {**stored, "runs": runs})

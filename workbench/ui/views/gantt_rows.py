@@ -178,10 +178,10 @@ def steady_spans(model: RunModel) -> list[tuple[float, float]]:
     the run's start: the Gantt shades them, so the ramp-up and the drain show outside. A
     burst has none."""
     return [
-        (model.seconds(run.steady_start_ns), model.seconds(run.steady_end_ns))
+        (model.seconds(run.steady.steady_start_ns), model.seconds(run.steady.steady_end_ns))
         for summary in model.summaries
         for run in summary.runs
-        if run.steady_start_ns is not None and run.steady_end_ns is not None
+        if run.steady.steady_start_ns is not None and run.steady.steady_end_ns is not None
     ]
 
 
