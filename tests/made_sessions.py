@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.records import Hardware, RequestRecord, StartupFacts, TokenChunk
-from workbench.engine.config.experiment import RunConfig, parse_experiment
+from workbench.engine.config.experiment import (
+    RunConfig,
+    ServerSettings,
+    WorkloadSettings,
+    parse_experiment,
+)
 from workbench.engine.events import (
     ClientLoadMeasured,
     ConfigFinished,
@@ -391,3 +396,13 @@ def write_conversations(path: Path) -> Path:
         ]
         configs.append(Config(requests, startup_facts(slots, 4096)))
     return build_session(path, CONVERSATIONS, configs)
+
+
+def server_of(values: dict[str, Any]) -> ServerSettings:
+    """A configuration's server settings, written as a file's ``[server]`` table."""
+    return ServerSettings(**values)
+
+
+def workload_of(values: dict[str, Any]) -> WorkloadSettings:
+    """A configuration's workload, of the kind its ``[workload]`` table says."""
+    return WorkloadSettings.kind_for(values)(**values)

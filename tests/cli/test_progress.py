@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from tests.made_sessions import server_of, workload_of
 from workbench.cli import progress
 from workbench.cli.progress import ProgressState
 from workbench.engine.base.records import StartupFacts
@@ -14,7 +15,7 @@ from workbench.engine.figures.summaries import summarize_config
 
 
 def finished(index: int, label: str) -> ConfigFinished:
-    summary = summarize_config(index, label, {}, {}, StartupFacts(), [])
+    summary = summarize_config(index, label, server_of({}), workload_of({}), StartupFacts(), [])
     return ConfigFinished(index, "ok", summary=summary)
 
 

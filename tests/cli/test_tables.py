@@ -8,6 +8,7 @@ import re
 import pytest
 from rich.console import Console
 
+from tests.made_sessions import server_of, workload_of
 from workbench.cli.progress import ProgressState
 from workbench.cli.tables import Column, Fitted, ResultColumns, parse_columns, results_table
 from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
@@ -74,7 +75,12 @@ def record(index: int, submit_s: float, first_s: float, last_s: float) -> Reques
 def one_config(label: str = "np=1") -> ConfigSummary:
     run = summarize_run([record(0, 0.0, 0.5, 1.5), record(1, 0.0, 1.5, 2.5)])
     return summarize_config(
-        0, label, {"slots": 1, "ctx": 8192}, {"requests": 2}, StartupFacts(n_ctx_slot=8192), [run]
+        0,
+        label,
+        server_of({"slots": 1, "ctx": 8192}),
+        workload_of({"requests": 2}),
+        StartupFacts(n_ctx_slot=8192),
+        [run],
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QTimer
 
+from tests.made_sessions import server_of, workload_of
 from tests.ui.driving import run
 from tests.ui.test_charts import row
 from tests.ui.test_render_pacing import burst
@@ -28,7 +29,9 @@ from workbench.engine.figures.summaries import ConfigSummary, summarize_config
 def summary(index: int = 0) -> ConfigSummary:
     """A configuration the client limited: its label is marked (⚠), widening its column."""
     busy = summarize_run([], RunObservations(ClientLoad(1.0, 0.9, 0.95)))
-    return summarize_config(index, f"np={index + 1}", {"slots": 64}, {}, StartupFacts(), [busy])
+    return summarize_config(
+        index, f"np={index + 1}", server_of({"slots": 64}), workload_of({}), StartupFacts(), [busy]
+    )
 
 
 def settle(loop) -> None:

@@ -8,7 +8,7 @@ import csv
 
 from rich.console import Console
 
-from tests.made_sessions import write_session
+from tests.made_sessions import server_of, workload_of, write_session
 from workbench.cli.tables import results_table
 from workbench.engine.analysis.export import write_concurrency_csv, write_json
 from workbench.engine.analysis.slo import Slo, goodput
@@ -106,7 +106,9 @@ def test_a_client_limited_configuration_is_marked_in_the_results_table(qtbot):
     busy = summarize_run([], RunObservations(ClientLoad(1.0, 0.9, 0.95)))
     calm = summarize_run([], RunObservations(ClientLoad(1.0, 0.1, 0.2)))
     summaries = [
-        summarize_config(i, f"np={i + 1}", {"slots": i + 1}, {}, StartupFacts(), [run])
+        summarize_config(
+            i, f"np={i + 1}", server_of({"slots": i + 1}), workload_of({}), StartupFacts(), [run]
+        )
         for i, run in enumerate((busy, calm))
     ]
     view = ResultsView()
@@ -125,8 +127,8 @@ def test_server_text_in_a_tooltip_is_shown_not_rendered(qtbot):
     failed = summarize_config(
         0,
         "np=1",
-        {"slots": 1},
-        {},
+        server_of({"slots": 1}),
+        workload_of({}),
         StartupFacts(),
         [],
         status="failed",

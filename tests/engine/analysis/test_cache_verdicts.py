@@ -5,7 +5,7 @@ sweep; and the lab's hypothesis judged on those sentences."""
 from __future__ import annotations
 
 from tests.engine.figures.test_conversation_figures import WORKLOAD, chats
-from tests.made_sessions import request
+from tests.made_sessions import request, server_of, workload_of
 from workbench.engine.analysis.verdicts import (
     HELD,
     INCONCLUSIVE,
@@ -26,7 +26,14 @@ HELD_CACHE, LOST_CACHE, HALF = (107, 187), (26, 26), (107, 26)
 def config(index: int, slots: int, cache_n: tuple[int, int], ttft: float) -> ConfigSummary:
     """Two conversations at ``slots``, their later turns finding ``cache_n`` in the cache."""
     records = [r for r in chats(cache_n, ttft) if not setattr(r, "config_index", index)]
-    return summarize(index, f"np={slots}", {"slots": slots}, WORKLOAD, StartupFacts(), records)
+    return summarize(
+        index,
+        f"np={slots}",
+        server_of({"slots": slots}),
+        workload_of(WORKLOAD),
+        StartupFacts(),
+        records,
+    )
 
 
 def test_each_configuration_gets_one_sentence_beside_the_other():
@@ -54,7 +61,9 @@ def test_alone_a_configuration_is_judged_on_its_own_numbers():
 
 
 def test_a_run_that_is_not_a_conversations_run_has_no_sentence_and_no_hypothesis():
-    plain = summarize(0, "np=1", {"slots": 1}, {}, StartupFacts(), [request(0)])
+    plain = summarize(
+        0, "np=1", server_of({"slots": 1}), workload_of({}), StartupFacts(), [request(0)]
+    )
     assert cache_verdicts([plain]) == []
     assert slots_hold_conversations([plain]) is None
     assert len(lab_verdicts([plain])) == 4  # the lab's four, nothing added
@@ -70,7 +79,9 @@ def test_the_hypothesis_holds_where_a_slot_each_held_and_shared_slots_lost():
     assert beyond is not None and beyond.verdict == NOT_SUPPORTED
     assert beyond.numbers[0] == f"np=1: {HELD} at 2 conversations per slot"
     facts, records = StartupFacts(), chats(HELD_CACHE)
-    unknown = summarize(0, "ext", {}, WORKLOAD, facts, records, managed=False)
+    unknown = summarize(
+        0, "ext", server_of({}), workload_of(WORKLOAD), facts, records, managed=False
+    )
     assert slots_hold_conversations([unknown]).verdict == INCONCLUSIVE  # type: ignore[union-attr]
 
 
@@ -79,8 +90,8 @@ def test_caches_held_from_the_ram_cache_while_conversations_share_slots_are_not_
     slot: held at one slot then says nothing about slots (measured: 90-95 % of the history
     reused at 1, 2 and 4 slots for 8 users with 256 MiB, 46-47 % without)."""
     records = chats(HELD_CACHE, 0.05)
-    ram = summarize(0, "np=1 cram=256", {"slots": 1, "cache_ram_mib": 256}, WORKLOAD,
-                    StartupFacts(), records)  # fmt: skip
+    server = server_of({"slots": 1, "cache_ram_mib": 256})
+    ram = summarize(0, "np=1 cram=256", server, workload_of(WORKLOAD), StartupFacts(), records)
     (alone,) = cache_verdicts([ram])
     assert alone.state == HELD and alone.ram_cache
     verdict = slots_hold_conversations([ram])

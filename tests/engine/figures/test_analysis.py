@@ -8,6 +8,7 @@ import statistics
 import numpy as np
 import pytest
 
+from tests.made_sessions import server_of, workload_of
 from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.figures.metrics import FIGURES
 from workbench.engine.figures.per_request import percentile, request_metrics
@@ -290,7 +291,7 @@ def test_summarize_config_mean_and_sd_across_repeats() -> None:
     server = {"slots": 2, "ctx": 4096, "cont_batching": False}
     workload = {"requests": 8, "concurrency": 0, "max_tokens": 64}
     facts = StartupFacts(n_ctx_slot=2048, n_slots=2, kv_unified=False)
-    c = summarize_config(3, "np=2", server, workload, facts, runs)
+    c = summarize_config(3, "np=2", server_of(server), workload_of(workload), facts, runs)
     assert c.mean["makespan_s"] == pytest.approx(2.0)
     assert c.sd["makespan_s"] == pytest.approx(1.0)  # sample standard deviation
     agg = [3 / 1.0, 3 / 2.0, 3 / 3.0]
@@ -312,7 +313,14 @@ def test_summarize_config_mean_and_sd_across_repeats() -> None:
 
 def test_summarize_config_single_repeat_has_no_sd() -> None:
     facts = StartupFacts()
-    c = summarize_config(0, "x", {"slots": 1}, {"concurrency": 2}, facts, [_run([(0.0, 500.0)])])
+    c = summarize_config(
+        0,
+        "x",
+        server_of({"slots": 1}),
+        workload_of({"concurrency": 2}),
+        facts,
+        [_run([(0.0, 500.0)])],
+    )
     assert c.mean["makespan_s"] == pytest.approx(0.5)
     assert c.sd["makespan_s"] is None
     assert c.concurrency == 2
@@ -322,8 +330,8 @@ def test_summarize_config_without_runs_and_with_override() -> None:
     c = summarize_config(
         1,
         "np=-1",
-        {"slots": -1},
-        {},
+        server_of({"slots": -1}),
+        workload_of({}),
         StartupFacts(n_slots=4),
         [],
         status="failed",

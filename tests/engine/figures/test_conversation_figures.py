@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.made_sessions import request, turn
+from tests.made_sessions import request, server_of, turn, workload_of
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.figures.metrics import View, field_at, figure, shown_in
 from workbench.engine.figures.per_run import summarize_run
@@ -71,16 +71,30 @@ def test_repeats_combine_by_the_catalogue_rule_and_slots_are_shared_by_the_users
         for r in chats((107, 187))
     ]
     summary = summarize(
-        0, "np=1", {"slots": 1}, WORKLOAD, StartupFacts(), [*chats((26, 26)), *second]
+        0,
+        "np=1",
+        server_of({"slots": 1}),
+        workload_of(WORKLOAD),
+        StartupFacts(),
+        [*chats((26, 26)), *second],
     )
     assert summary.value("reprefilled_tokens") == 456  # summed: 456 + 0
     assert (summary.value("later_turns"), summary.value("lost_turns")) == (8, 4)
     assert summary.value("lost_turn_share") == 0.5  # the mean of 1 and 0
     assert summary.value("later_ttft_p50_s") == pytest.approx(0.4)
     assert summary.value("conversations_per_slot") == 2.0
-    plain = summarize(0, "np=1", {"slots": 1}, {}, StartupFacts(), [request(0)])
+    plain = summarize(
+        0, "np=1", server_of({"slots": 1}), workload_of({}), StartupFacts(), [request(0)]
+    )
     assert plain.conversations_per_slot is None  # not a conversations run
-    auto = summarize(0, "np=auto", {"slots": -1}, WORKLOAD, StartupFacts(), chats((26, 26)))
+    auto = summarize(
+        0,
+        "np=auto",
+        server_of({"slots": -1}),
+        workload_of(WORKLOAD),
+        StartupFacts(),
+        chats((26, 26)),
+    )
     assert auto.conversations_per_slot is None  # the server chose: unknown
 
 
@@ -106,8 +120,12 @@ def test_ttfo_has_percentiles_only_where_reasoning_was_streamed():
 
 
 def test_a_table_shows_an_optional_figure_only_where_a_configuration_has_it():
-    chat = summarize(0, "np=1", {"slots": 1}, WORKLOAD, StartupFacts(), chats((26, 26)))
-    plain = summarize(1, "np=2", {"slots": 2}, {}, StartupFacts(), [request(0)])
+    chat = summarize(
+        0, "np=1", server_of({"slots": 1}), workload_of(WORKLOAD), StartupFacts(), chats((26, 26))
+    )
+    plain = summarize(
+        1, "np=2", server_of({"slots": 2}), workload_of({}), StartupFacts(), [request(0)]
+    )
     optional = {f.key for f in shown_in(View.TERMINAL) if f.optional}
     assert not optional  # with no configurations to ask, none
     shown = {f.key for f in shown_in(View.TERMINAL, having=[plain, chat])}

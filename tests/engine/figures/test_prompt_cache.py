@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.made_sessions import server_of, workload_of
 from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.figures.per_run import summarize_run
 from workbench.engine.figures.summaries import summarize_config
@@ -24,7 +25,9 @@ def record(index: int, ttft_s: float, cache_n: int, prompt: int = 100) -> Reques
 
 
 def config(workload: dict, records: list[RequestRecord]):
-    return summarize_config(0, "c", {}, workload, StartupFacts(), [summarize_run(records)])
+    return summarize_config(
+        0, "c", server_of({}), workload_of(workload), StartupFacts(), [summarize_run(records)]
+    )
 
 
 def test_hits_the_rate_and_ttft_with_and_without():

@@ -11,7 +11,7 @@ import statistics
 
 import pytest
 
-from tests.made_sessions import request, write_session
+from tests.made_sessions import request, server_of, workload_of, write_session
 from workbench.engine.analysis.export import concurrency_columns, write_concurrency_csv
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.figures import client_limits, metrics
@@ -127,7 +127,9 @@ def _run(loop_busy: float, checks_failed: tuple[str, ...] = ()):
 
 
 def _config(*runs, status="ok"):
-    return summarize_config(0, "np=1", {"slots": 1}, {}, StartupFacts(), list(runs), status)
+    return summarize_config(
+        0, "np=1", server_of({"slots": 1}), workload_of({}), StartupFacts(), list(runs), status
+    )
 
 
 def test_the_wording_names_the_repeat_that_was_off():

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from tests.made_sessions import server_of, workload_of
 from workbench.engine.analysis.export import concurrency_columns, concurrency_row
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.base.records import StartupFacts
@@ -208,8 +209,8 @@ def test_the_summary_of_a_prediction_has_the_hand_computed_figures_under_the_csv
     summary = summarize(
         0,
         "np=1",
-        {"slots": 1, "ctx": 2048},
-        {"requests": 3, "max_tokens": 5, "warmup": 0},
+        server_of({"slots": 1, "ctx": 2048}),
+        workload_of({"requests": 3, "max_tokens": 5, "warmup": 0}),
         StartupFacts(n_slots=1, n_ctx_slot=2048, n_ctx=2048),
         records,
     )

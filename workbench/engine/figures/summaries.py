@@ -16,7 +16,6 @@ from typing import Any
 from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.base.states import ConfigStatus
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
-from workbench.engine.config.settings import from_stored
 from workbench.engine.config.workloads import ConversationsWorkload, RequestsWorkload
 from workbench.engine.figures import wording
 from workbench.engine.figures.metrics import SUMMARY_PARTS, Combine, figure, in_part
@@ -147,8 +146,8 @@ class ConfigSummary:
 def summarize_config(
     index: int,
     label: str,
-    server: dict[str, Any],
-    workload: dict[str, Any],
+    server: ServerSettings,
+    workload: WorkloadSettings,
     facts: StartupFacts,
     runs: list[RunSummary],
     status: str = ConfigStatus.OK,
@@ -163,28 +162,24 @@ def summarize_config(
     spread = [f for f in in_part(*SUMMARY_PARTS) if f.spread]
     mean = {f.key: f.over(runs) for f in spread}
     sd = {f.key: f.sd_over(runs) for f in spread}
-    # A stored configuration may come from another version: missing fields take the
-    # schema's defaults, unknown ones are ignored.
-    settings = from_stored(ServerSettings, server)
-    load = from_stored(WorkloadSettings, workload)
-    known = settings.slots if managed else facts.n_slots
+    known = server.slots if managed else facts.n_slots
     slots = slots_override if slots_override is not None else known
     return ConfigSummary(
         index=index,
         label=label,
         slots=slots,
-        ctx=facts.n_ctx or (settings.ctx if managed else None),
+        ctx=facts.n_ctx or (server.ctx if managed else None),
         n_ctx_slot=facts.n_ctx_slot,
         n_slots=facts.n_slots,
         kv_unified=facts.kv_unified,
-        cont_batching=settings.cont_batching if managed else None,
-        concurrency=load.effective_concurrency,
-        max_tokens=load.max_tokens,
-        input_tokens=load.input_tokens if isinstance(load, RequestsWorkload) else 0,
-        cache_prompt=load.cache_prompt,
-        warmup=load.warmup,
-        users=load.users if isinstance(load, ConversationsWorkload) else None,
-        cache_ram_mib=settings.cache_ram_mib if managed else None,
+        cont_batching=server.cont_batching if managed else None,
+        concurrency=workload.effective_concurrency,
+        max_tokens=workload.max_tokens,
+        input_tokens=workload.input_tokens if isinstance(workload, RequestsWorkload) else 0,
+        cache_prompt=workload.cache_prompt,
+        warmup=workload.warmup,
+        users=workload.users if isinstance(workload, ConversationsWorkload) else None,
+        cache_ram_mib=server.cache_ram_mib if managed else None,
         status=status,
         runs=runs,
         mean=mean,
@@ -196,8 +191,8 @@ def summarize_config(
 def summarize(
     index: int,
     label: str,
-    server: dict[str, Any],
-    workload: dict[str, Any],
+    server: ServerSettings,
+    workload: WorkloadSettings,
     facts: StartupFacts,
     records: Sequence[RequestRecord],
     observed: dict[int, RunObservations] | None = None,
@@ -212,10 +207,11 @@ def summarize(
     ``slots``: the slots the server ran with, when known. The one summary of a
     configuration: live, on reopening, in a replay and for an import."""
     observed = observed or {}
-    load = from_stored(WorkloadSettings, workload)
     repeats = sorted({r.repeat for r in records if not r.warmup})
     runs = [
-        summarize_run([r for r in records if r.repeat == k and not r.warmup], observed.get(k), load)
+        summarize_run(
+            [r for r in records if r.repeat == k and not r.warmup], observed.get(k), workload
+        )
         for k in repeats
     ]
     return summarize_config(

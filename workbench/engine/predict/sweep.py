@@ -169,9 +169,8 @@ def predict_config(
     facts = StartupFacts(
         n_slots=shape.slots, n_ctx_slot=shape.ctx_per_slot, n_ctx=config.server.ctx
     )
-    stored = config.to_dict()
     summary = summarize(
-        config.index, config.label, stored["server"], stored["workload"], facts, records,
+        config.index, config.label, config.server, config.workload, facts, records,
         slots=shape.slots,
     )  # fmt: skip
     return PredictedConfig(config, summary, records, requests_s)

@@ -385,12 +385,11 @@ class ConfigRuns:
         status: str,
         error: str | None,
     ) -> ConfigSummary:
-        d = config.to_dict()
         summary = summarize(
             config.index,
             config.label,
-            d["server"],
-            d["workload"],
+            config.server,
+            config.workload,
             facts,
             records,
             observed,

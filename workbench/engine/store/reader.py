@@ -26,6 +26,8 @@ from workbench.engine.base.records import (
     TokenChunk,
 )
 from workbench.engine.base.states import RunStatus
+from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
+from workbench.engine.config.settings import from_stored
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.per_run import RunObservations, RunSummary, nested
 from workbench.engine.figures.predicted import ConfigPrediction, PredictedRequest, RunPrediction
@@ -284,8 +286,10 @@ def summarize_config_records(
     return summarize(
         config.index,
         config.label,
-        config.server,
-        config.workload,
+        # A stored configuration may come from another version: a missing field takes
+        # its default, an unknown one is dropped.
+        from_stored(ServerSettings, config.server),
+        from_stored(WorkloadSettings, config.workload),
         config.facts or StartupFacts(),
         records,
         observed,
