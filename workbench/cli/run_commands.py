@@ -38,8 +38,8 @@ from workbench.cli.paths import experiment_file, out_folder, session_file
 from workbench.cli.progress import ProgressState, live_rate_text
 from workbench.cli.tables import add_table_flags, event_line, results_table, run_line
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
+from workbench.engine.base.escaping import printable
 from workbench.engine.base.states import ConfigStatus, RunStatus
-from workbench.engine.base.untrusted import printable
 from workbench.engine.base.words import plural
 from workbench.engine.config.experiment import (
     SETTINGS,

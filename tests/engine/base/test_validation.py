@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from workbench.engine.base.errors import ImportFileError, WorkbenchError
-from workbench.engine.base.validation import place, shown, validated
+from workbench.engine.base.validation import MAX_TEXT, as_text, place, shown, validated
 
 
 class _Run(BaseModel):
@@ -126,3 +126,13 @@ def test_an_unknown_key_is_named_whatever_it_looks_like():
         with pytest.raises(WorkbenchError) as caught:
             validated(_File, {"version": 1, "runs": [], key: 1}, "f.json")
         assert key in str(caught.value) and "  " not in str(caught.value)
+
+
+def test_as_text_is_bounded_and_never_raises():
+    assert as_text("x" * 1000) == "x" * MAX_TEXT
+    assert as_text("x" * 1000, 64) == "x" * 64
+    assert as_text({"a": 1}) == '{"a": 1}'
+    assert as_text(float("nan")) == "NaN"
+    loop: list = []
+    loop.append(loop)
+    assert as_text(loop) == "[[...]]"  # JSON cannot: its repr

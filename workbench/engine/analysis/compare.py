@@ -9,8 +9,8 @@ from enum import StrEnum
 from typing import Any
 
 from workbench.engine.analysis.library import session_models
+from workbench.engine.base.escaping import markdown, printable
 from workbench.engine.base.states import ConfigStatus
-from workbench.engine.base.untrusted import markdown, printable
 from workbench.engine.config.experiment import WorkloadSettings, short_name
 from workbench.engine.config.settings import from_stored, show_value
 from workbench.engine.figures.metrics import Figure, View, figure, shown_in

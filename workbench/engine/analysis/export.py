@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.errors import OutputDirError
+from workbench.engine.base.escaping import csv_cell
 from workbench.engine.base.records import RequestRecord, StartupFacts, request_numbers
-from workbench.engine.base.untrusted import csv_cell
 from workbench.engine.figures import vllm_names
 from workbench.engine.figures.conversation_cache import TurnCache, turn_caches
 from workbench.engine.figures.footprint import predicted_footprint_mib

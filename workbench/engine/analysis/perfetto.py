@@ -38,7 +38,7 @@ from workbench.engine.base.errors import OutputDirError, SessionError
 from workbench.engine.base.records import RequestRecord, request_numbers
 from workbench.engine.base.server_kinds import detect
 from workbench.engine.base.states import NoticeLevel, ServerState
-from workbench.engine.base.untrusted import as_text
+from workbench.engine.base.validation import as_text
 from workbench.engine.figures.per_request import NS, RequestMetrics, request_metrics
 from workbench.engine.store import ConfigRow, Session
 

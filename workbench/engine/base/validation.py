@@ -8,6 +8,7 @@ short, so a line never echoes the megabyte a file held.
 
 from __future__ import annotations
 
+import json
 import reprlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -46,6 +47,19 @@ _KINDS = {
 
 
 MAX_SHOWN = 160  # characters of a value an error line shows, however it nests
+MAX_TEXT = 200  # characters of a name or label an input gives that are kept
+MAX_NUMBER = 10**12  # far above any token count or duration in ms a real input holds
+
+
+def as_text(value: Any, limit: int = MAX_TEXT) -> str:
+    """Any value as bounded text: JSON where it can be, else its repr. What an input sent
+    that is not what it should be is kept this way where it must stay visible (a server's
+    figure of 2**70) without ever being taken for one."""
+    try:
+        text = value if isinstance(value, str) else json.dumps(value, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text[:limit]
 
 
 def shown(value: Any) -> str:

@@ -16,7 +16,7 @@ from workbench.engine.base.server_kinds import (
     DRAFT_COUNTERS,
     DRAFT_TOKEN_COUNTERS,
 )
-from workbench.engine.base.untrusted import MAX_NUMBER
+from workbench.engine.base.validation import MAX_NUMBER
 from workbench.engine.figures.cross_checks import counter_delta
 
 

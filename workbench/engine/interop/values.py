@@ -18,7 +18,7 @@ from pydantic import (
     ValidationError,
 )
 
-from workbench.engine.base.untrusted import MAX_NUMBER, MAX_TEXT
+from workbench.engine.base.validation import MAX_NUMBER, MAX_TEXT
 
 MAX_REQUESTS = 100_000  # per run, as an experiment's ``requests``
 MAX_CHUNKS = 2_000_000  # in the whole file: each becomes a row (a 2 GB, 100 s write at 10 M)

@@ -26,8 +26,7 @@ from pydantic import AfterValidator, BeforeValidator, ValidationInfo, field_vali
 from workbench.engine.analysis.library import model_file_name
 from workbench.engine.base.errors import ImportFileError, OutputDirError
 from workbench.engine.base.records import ImportSource, RequestRecord
-from workbench.engine.base.untrusted import MAX_TEXT
-from workbench.engine.base.validation import validated
+from workbench.engine.base.validation import MAX_TEXT, validated
 from workbench.engine.figures.per_request import NS, prompt_tokens, request_metrics
 from workbench.engine.figures.per_run import makespan_s
 from workbench.engine.figures.vllm_names import COUNTS, THROUGHPUTS, vllm_figures

@@ -11,10 +11,16 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from itertools import islice
+from typing import Annotated, Any
 
-from workbench.engine.base import untrusted
+from pydantic import AfterValidator, BeforeValidator, Field, PlainValidator
+from typing_extensions import TypeAliasType
+
+from workbench.engine.base.escaping import printable
 from workbench.engine.base.records import CANCELLED, CONTEXT_FULL, RequestRecord, TokenChunk
+from workbench.engine.base.validation import MAX_NUMBER, MAX_TEXT, adapter, as_text
 from workbench.engine.config.experiment import WorkloadSettings
 from workbench.engine.events import FirstToken, RequestSubmitted, TokenChunkArrived
 from workbench.engine.net.http_stream import (
@@ -37,6 +43,53 @@ def max_chunks(workload: WorkloadSettings) -> int:
 
 
 Message = dict[str, str]  # one chat message: its role and content
+MAX_KEYS = 64  # figures in one of a server's tables: llama-server sends a dozen
+
+
+def _text(limit: int) -> Any:
+    """Text within ``limit`` as it came; any other value as its text, cut to ``limit``."""
+    return Annotated[
+        Annotated[str, Field(max_length=limit)]
+        | Annotated[Any, PlainValidator(partial(as_text, limit=limit))],
+        Field(union_mode="left_to_right"),
+    ]
+
+
+def _first_keys(value: Any) -> Any:
+    if isinstance(value, dict) and len(value) > MAX_KEYS:
+        return dict(islice(value.items(), MAX_KEYS))
+    return value
+
+
+def _table(figure: Any) -> Any:
+    """A table of the first ``MAX_KEYS`` keys, each cut to 64 characters."""
+    return Annotated[dict[_text(64), figure], BeforeValidator(_first_keys)]
+
+
+# A server's ``usage``, ``timings`` and ``finish_reason`` reach the session file and the
+# analysis. One odd value (a count of 2**70, a list where a number belongs, a float that is
+# not finite) must neither stop the session writer nor turn into a figure: a number out of
+# bounds is kept as text, so the raw value stays visible, and the analysis, which reads only
+# numbers, passes over it. Nothing fails these types: whatever is no figure is text.
+_Number = (
+    Annotated[int, Field(ge=-MAX_NUMBER, le=MAX_NUMBER)]
+    | Annotated[float, Field(ge=-MAX_NUMBER, le=MAX_NUMBER, allow_inf_nan=False)]
+)
+_Figure = Annotated[_Number | _text(MAX_TEXT), Field(union_mode="left_to_right")] | None
+# Named, so that finding its adapter per streamed chunk is one lookup, not a walk of the type.
+Figures = TypeAliasType(
+    "Figures",
+    _table(  # nested tables (``prompt_tokens_details``) once more; deeper ones as text
+        Annotated[_Number | _table(_Figure) | _text(MAX_TEXT), Field(union_mode="left_to_right")]
+        | None
+    ),
+)
+FinishReason = TypeAliasType("FinishReason", Annotated[_text(64), AfterValidator(printable)])
+
+
+def numbers(table: dict[str, Any]) -> dict[str, Any]:
+    """A server's table of figures (``usage``, ``timings``) as ``Figures`` keeps it."""
+    return adapter(Figures).validate_python(table, strict=True)
 
 
 def request_payload(
@@ -96,9 +149,9 @@ def _apply_payload(record: RequestRecord, payload: dict[str, Any], t_ns: int, em
         message = error.get("message", error) if isinstance(error, dict) else error
         raise StreamFailure(f"server error in stream: {message}")
     if isinstance(payload.get("usage"), dict):
-        record.usage = untrusted.numbers(payload["usage"])
+        record.usage = numbers(payload["usage"])
     if isinstance(payload.get("timings"), dict):
-        record.timings = untrusted.numbers(payload["timings"])
+        record.timings = numbers(payload["timings"])
     for choice in payload.get("choices") or []:
         if not isinstance(choice, dict):
             raise StreamFailure(f"malformed stream: choice is not an object: {choice!r:.200}")
@@ -107,7 +160,9 @@ def _apply_payload(record: RequestRecord, payload: dict[str, Any], t_ns: int, em
             if text:
                 _add_chunk(record, TokenChunk(t_ns, text, reasoning), emit)
         if choice.get("finish_reason"):
-            record.finish_reason = untrusted.label(choice["finish_reason"])
+            record.finish_reason = adapter(FinishReason).validate_python(
+                choice["finish_reason"], strict=True
+            )
 
 
 def _add_chunk(record: RequestRecord, chunk: TokenChunk, emit: Emit) -> None:
@@ -326,6 +381,6 @@ def _handle_event(
 
 def _fail(record: RequestRecord, error: str) -> None:
     record.ok = False
-    record.error = untrusted.printable(error)  # it may quote what the server sent
+    record.error = printable(error)  # it may quote what the server sent
     if record.t_done_ns is None:
         record.t_done_ns = time.perf_counter_ns()

@@ -28,8 +28,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 from workbench.engine.base.errors import ImportFileError, WorkbenchError
 from workbench.engine.base.records import Hardware, RequestRecord
-from workbench.engine.base.untrusted import MAX_NUMBER
-from workbench.engine.base.validation import validated
+from workbench.engine.base.validation import MAX_NUMBER, validated
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.config.preferences import config_folder
 from workbench.engine.interop.files import read_json

@@ -11,7 +11,7 @@ import psutil
 
 from workbench import __version__
 from workbench.engine.base.errors import ModelFileError, ServerBinaryNotFound
-from workbench.engine.base.untrusted import printable
+from workbench.engine.base.escaping import printable
 from workbench.engine.measure.hardware import apple_chip, nvidia_gpus
 from workbench.engine.models.gguf_header import loadable_model
 from workbench.engine.remote.protocol import PROTOCOL, HostFacts

@@ -18,8 +18,8 @@ from collections import deque
 from typing import Any
 
 from workbench import __version__
-from workbench.engine.base import untrusted
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.escaping import printable
 from workbench.engine.remote.protocol import (
     CLOCK_BOUND,
     PROTOCOL,
@@ -118,14 +118,14 @@ class AgentLink:
         """The end of what the process wrote on stderr, as ``: ...`` (or nothing)."""
         text = b"".join(self._stderr).decode("utf-8", "replace").strip()
         lines = [line for line in text.splitlines() if line.strip()]
-        return f": {untrusted.printable(lines[-1][-300:])}" if lines else ""
+        return f": {printable(lines[-1][-300:])}" if lines else ""
 
     # -- the conversation's first steps -------------------------------------------------------
     def hello(self, timeout: float = REPLY_TIMEOUT_S) -> None:
         """Say who we are; a far side of another protocol is one line saying what to do."""
         self.send("hello", protocol=PROTOCOL, version=__version__)
         message = self.expect("hello", timeout)
-        self.agent_version = untrusted.printable(message.version[:100])
+        self.agent_version = printable(message.version[:100])
         if message.protocol != PROTOCOL:
             raise WorkbenchError(
                 f"{self.host}: workbench {self.agent_version} there, {__version__} here: "
@@ -218,4 +218,4 @@ def clock_reading(value: Any) -> bool:
 
 def error_text(message: ErrorMessage) -> str:
     """An ``error`` message's line, bounded and safe for a terminal."""
-    return untrusted.printable(message.text[:1000])
+    return printable(message.text[:1000])

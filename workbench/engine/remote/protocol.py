@@ -50,10 +50,10 @@ from typing import IO, Annotated, Any, Literal, Protocol, Union, get_args
 
 from pydantic import AfterValidator, Field, create_model
 
-from workbench.engine.base import untrusted
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.escaping import printable
 from workbench.engine.base.records import Hardware
-from workbench.engine.base.validation import validated
+from workbench.engine.base.validation import as_text, validated
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.measure.client_workers import Job
 from workbench.engine.remote.wire import Bounded, Event, Wire
@@ -311,13 +311,13 @@ def parse(line: bytes, key: str) -> Any:
     try:
         return validated(_MESSAGES[key], line, "a message", ProtocolError, json=True)
     except ProtocolError as exc:
-        refused = untrusted.printable(str(exc))
+        refused = printable(str(exc))
     try:  # what went wrong: the message itself, or a field of one
         word = getattr(validated(_WORDS[key], line, "a message", ProtocolError, json=True), key)
     except ProtocolError:
         raise ProtocolError(f"not a message of the agent's protocol: {excerpt(line)}") from None
     if word not in (OPS if key == "op" else KINDS):
-        raise ProtocolError(f"unknown {key} {untrusted.label(word)!r}: {excerpt(line)}")
+        raise ProtocolError(f"unknown {key} {printable(as_text(word, 64))!r}: {excerpt(line)}")
     raise Refused(word, refused)
 
 
@@ -329,4 +329,4 @@ def not_the_protocol(host: str, what: object) -> ProtocolError:
 def excerpt(data: bytes, limit: int = 80) -> str:
     """The start of what came, as text safe for a terminal."""
     text = data[:limit].decode("utf-8", "replace").rstrip("\n")
-    return repr(untrusted.printable(text)) + ("..." if len(data) > limit else "")
+    return repr(printable(text)) + ("..." if len(data) > limit else "")

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.errors import OutputDirError, WorkbenchError
+from workbench.engine.base.escaping import printable
 from workbench.engine.base.states import NoticeLevel, RunStatus
-from workbench.engine.base.untrusted import printable
 from workbench.engine.config.experiment import Experiment, RunConfig
 from workbench.engine.events import (
     EventBus,

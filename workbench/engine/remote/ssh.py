@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.base.untrusted import printable
+from workbench.engine.base.escaping import printable
 
 ENV = "WORKBENCH_SSH"
 PROBE_TIMEOUT_S = 30.0  # ssh to a host and `true` there, through any ProxyJump

@@ -24,10 +24,11 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
 from workbench.engine import events as ev
-from workbench.engine.base import untrusted
+from workbench.engine.base.escaping import printable
 from workbench.engine.base.records import RequestRecord
-from workbench.engine.base.validation import validated
+from workbench.engine.base.validation import as_text, validated
 from workbench.engine.config.experiment import RunConfig
+from workbench.engine.measure.client import numbers
 
 # Every event an agent may send, by its name on the wire.
 EVENTS: dict[str, type] = {
@@ -73,13 +74,13 @@ class Wire(BaseModel):
 def bounded(value: Any) -> Any:
     """``value`` (an event or a record, as read) with no list or table of more than
     ``MAX_ENTRIES``; a request's ``usage`` and ``timings``, the server's own figures, are
-    kept as the client keeps them (``untrusted.numbers``)."""
+    kept as the client keeps them (``client.numbers``)."""
     unseen = [value]
     while unseen:
         item = unseen.pop()
         if isinstance(item, RequestRecord):
-            item.usage = None if item.usage is None else untrusted.numbers(item.usage)
-            item.timings = None if item.timings is None else untrusted.numbers(item.timings)
+            item.usage = None if item.usage is None else numbers(item.usage)
+            item.timings = None if item.timings is None else numbers(item.timings)
         if isinstance(item, list | tuple | dict):
             if len(item) > MAX_ENTRIES:
                 raise ValueError(f"has {len(item)} entries, more than {MAX_ENTRIES}")
@@ -154,9 +155,9 @@ def decode(message: str | bytes | Any) -> Any:
             message = json.dumps(message)
         return validated(Event, message, "the event", WireError, json=True)
     except WireError as exc:
-        raise WireError(untrusted.printable(str(exc))) from None
+        raise WireError(printable(str(exc))) from None
     except (TypeError, ValueError, RecursionError):  # a value no JSON holds
-        raise WireError(f"the event is no JSON: {untrusted.as_text(message, 80)!r}") from None
+        raise WireError(f"the event is no JSON: {as_text(message, 80)!r}") from None
 
 
 def plain(value: Any) -> Any:

@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from workbench.engine.base.untrusted import printable
+from workbench.engine.base.escaping import printable
 from workbench.engine.server.discovery import BUNDLED, bundled_binary, packaged_binary
 
 HOMEBREW = (

@@ -27,9 +27,9 @@ import httpx
 import psutil
 
 from workbench.engine.base.errors import PortInUseError, ServerStartError
+from workbench.engine.base.escaping import printable
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.base.states import ServerState
-from workbench.engine.base.untrusted import printable
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.config.settings import fields_of
 from workbench.engine.server.startup_log import parse_startup_log

@@ -22,8 +22,8 @@ from workbench.engine.analysis.export import write_csv
 from workbench.engine.analysis.library import session_models
 from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.base.errors import OutputDirError, SessionError
+from workbench.engine.base.escaping import markdown
 from workbench.engine.base.records import StartupFacts
-from workbench.engine.base.untrusted import markdown
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import from_stored, show_value
 from workbench.engine.config.workloads import SentRequests
