@@ -203,11 +203,10 @@ def test_a_json_that_is_no_calibration_is_one_clear_line(tmp_path, capsys, text)
     experiment.write_text(EXPERIMENT)
     assert main(["predict", str(experiment), "--calibration", str(given)]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert (
+    assert line.endswith(
         "--calibration: other.json: not a calibration (it has no version and costs: "
-        "`workbench calibrate` makes one), got {"
-    ) in line
-    assert "version None" not in line
+        "`workbench calibrate` makes one)"
+    )
 
 
 def test_it_names_the_file_it_used_and_why(tmp_path, capsys, config_dir, monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from workbench.engine.base.errors import ImportFileError, WorkbenchError
 from workbench.engine.base.validation import MAX_TEXT, as_text, place, shown, validated
@@ -136,3 +136,54 @@ def test_as_text_is_bounded_and_never_raises():
     loop: list = []
     loop.append(loop)
     assert as_text(loop) == "[[...]]"  # JSON cannot: its repr
+
+
+def _at_least_0(value: float) -> float:
+    if value < 0:
+        raise ValueError("must be at least 0: a cost is never negative")
+    return value
+
+
+def _on_or_off(value: str) -> str:
+    if value not in ("on", "off"):
+        raise ValueError(f"{shown(value)} is not on or off")
+    return value
+
+
+def _sorted(value: list[int]) -> list[int]:
+    if value != sorted(value):  # an ``assert``'s error: pytest rewrites one written here
+        raise AssertionError("must be in order, smallest first")
+    return value
+
+
+class _Rules(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+    cost: Annotated[float, AfterValidator(_at_least_0)] = 0.0
+    switch: Annotated[str, AfterValidator(_on_or_off)] = "on"
+    steps: Annotated[list[int], AfterValidator(_sorted)] = []
+    low: int = 0
+    high: int = 0
+
+    @model_validator(mode="after")
+    def _low_first(self) -> _Rules:
+        if self.low > self.high:
+            raise ValueError(f"low ({self.low}) is above high ({self.high})")
+        return self
+
+
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        # A rule on one value that does not name it: the value follows, as the library's do.
+        ({"cost": -8.7e-05}, "f: cost must be at least 0: a cost is never negative, got -8.7e-05"),
+        # One that names it already: not twice.
+        ({"switch": "maybe"}, "f: switch 'maybe' is not on or off"),
+        # One on a list or a whole table: its words say what is wrong; the input is not echoed.
+        ({"steps": [3, 1, 2]}, "f: steps must be in order, smallest first"),
+        ({"low": 5, "high": 2}, "f: low (5) is above high (2)"),
+    ],
+)
+def test_a_custom_rule_s_words_are_not_followed_by_what_they_already_say(value, line):
+    with pytest.raises(WorkbenchError) as caught:
+        validated(_Rules, value, "f")
+    assert str(caught.value) == line

@@ -118,7 +118,7 @@ def test_a_file_that_is_not_a_vllm_result_is_one_clear_line(tmp_path, content, s
         (lambda d: d["itls"][2].append(None), "itls[2][7] must be a number, got None"),
         (
             lambda d: d["output_lens"].pop(),
-            "output_lens has 3 entries for 4 requests, got [8, 8, 8]",
+            "output_lens has 3 entries for 4 requests",  # the rule says it: no list echoed
         ),
         (
             lambda d: d.__setitem__("max_concurrency", 1.5),
@@ -140,7 +140,7 @@ def test_a_damaged_vllm_file_names_the_value(tmp_path, change, says):
     change(document)
     path = tmp_path / "damaged.json"
     path.write_text(json.dumps(document).replace("Infinity", "1e999"))
-    with pytest.raises(ImportFileError, match="^damaged.json: " + re.escape(says)):
+    with pytest.raises(ImportFileError, match="^damaged.json: " + re.escape(says) + "$"):
         read_result_file(path)
 
 

@@ -9,6 +9,7 @@ short, so a line never echoes the megabyte a file held.
 from __future__ import annotations
 
 import json
+import re
 import reprlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -108,8 +109,22 @@ def problem(error: ValidationError) -> str:
         given = first["input"].get(key) if isinstance(first["input"], dict) else None
         return f"{place([*loc, key])} is not a kind known here, got {shown(given)}"
     where = place(loc)
-    shown_input = shown(first.get("input"))
-    return f"{where + ' ' if where else ''}{what}, got {shown_input}"
+    said = f"{where + ' ' if where else ''}{what}"
+    return said if _said_in_full(first, what) else f"{said}, got {shown(first.get('input'))}"
+
+
+def _said_in_full(error: Any, message: str) -> bool:
+    """A custom rule's message (a validator's ``ValueError`` or ``assert``) that says what
+    is wrong in its own words: the value after it would repeat what the message quotes, or
+    echo the whole table or list the rule judged. A rule on one value that does not name it
+    (``must be at least 0``) and the library's own constraints keep ", got"."""
+    if error["type"] not in ("value_error", "assertion_error"):
+        return False
+    given = error.get("input")
+    named = re.escape(shown(given))
+    return isinstance(given, dict | list | tuple) or bool(
+        re.search(rf"(?<![\w.]){named}(?![\w.])", message)
+    )
 
 
 def _internal(part: str) -> bool:
