@@ -141,7 +141,7 @@ def test_a_session_whose_clock_origin_is_text_is_refused_on_reading(session, tmp
     conn.close()
     said = failed(["show", str(tampered), "--requests"], capsys)
     assert f"{tampered} is not a readable workbench session" in said
-    assert "clock_origin_ns is a str" in said
+    assert "session: clock_origin_ns must be a whole number, got 'soon'" in said
 
 
 # -- paths: said for what they are ---------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -143,3 +144,38 @@ def test_a_prediction_stored_before_sub_records_reads_back_the_same(tmp_path, pr
             )
     with open_session(path) as session:
         assert session.predictions() == sweep_prediction()
+
+
+def test_an_older_summary_reads_its_new_fields_at_their_defaults(tmp_path, predicted_sweep):
+    """A summary written before a field was added lacks it, and one written before a field
+    was taken out has a key no field has: both read, the one at its default (the made
+    prediction's value, here)."""
+    path = tmp_path / "older.session.sqlite"
+    shutil.copy(predicted_sweep, path)
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "UPDATE predictions SET summary_json = json_set(json_remove(summary_json, "
+            "'$.users', '$.runs[0].speculative.spec_acceptance'), '$.gone', 1, '$.runs[0].gone', 2)"
+        )
+    with open_session(path) as session:
+        assert session.predictions() == sweep_prediction()
+
+
+@pytest.mark.parametrize(
+    ("damage", "line"),
+    [
+        (
+            "replace(summary_json, '\"ok\": 3', '\"ok\": true')",
+            "a predicted summary: runs[0].ok must be a whole number, got True",
+        ),
+        ("json_set(summary_json, '$.runs', 'none')", "a predicted summary: runs must be a list"),
+        ('replace(summary_json, \'"mean": {\', \'"mean": {"x": NaN, \')', "Out of range float"),
+    ],
+)
+def test_a_damaged_summary_names_its_field(tmp_path, predicted_sweep, damage, line):
+    path = tmp_path / "damaged.session.sqlite"
+    shutil.copy(predicted_sweep, path)
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        assert conn.execute(f"UPDATE predictions SET summary_json = {damage}").rowcount > 0
+    with open_session(path) as session, pytest.raises(SessionError, match=re.escape(line)):
+        session.predictions()

@@ -101,7 +101,10 @@ def test_a_damaged_reasoning_flag_is_damage(tmp_path):
     path = reasoned_session(tmp_path)
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("UPDATE chunks SET reasoning = 'yes' WHERE seq = 2")
-    with open_session(path) as session, pytest.raises(SessionError, match="reasoning flag"):
+    with (
+        open_session(path) as session,
+        pytest.raises(SessionError, match="chunks: reasoning must be true or false, got 'yes'"),
+    ):
         session.records(0)
 
 

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine.base.columns import column, column_of
+from workbench.engine.base.columns import column, column_of, declared_fields
 from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.base.states import ConfigStatus
 from workbench.engine.events import GpuSample
-from workbench.engine.store.checks import declared_fields
 from workbench.engine.store.rows import (
     CHUNKS,
     CONFIGS,

@@ -109,7 +109,7 @@ def test_a_state_no_view_knows_is_damage_and_a_notice_level_reads_as_unknown(tmp
         assert session.configs[0].status is ConfigStatus.OK
     with contextlib.closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("INSERT INTO server_states VALUES (0, 1, 'paused', NULL)")
-    with pytest.raises(SessionError, match="'paused', not one of idle, starting"):
+    with pytest.raises(SessionError, match=r"state must be 'idle', 'starting', .*got 'paused'"):
         load_session(path)
 
 
@@ -133,3 +133,20 @@ def test_a_number_too_large_for_a_float_reads_as_not_a_count(tmp_path, capsys):
         assert sample.values == {"llamacpp:requests_processing": float("inf")}
     assert main(["show", str(path)]) == 0
     load_session(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [
+        ("text-as-time", "requests: t_submit_ns must be a whole number, got 'soon'"),
+        ("command-an-object", "configs: command must be a list, got {'a': 1}"),
+        ("chunk-a-blob", "chunks: text must be text, got b'\\x00\\xff'"),
+        ("usage-nested-deep", "requests: usage nested too deeply to read"),
+    ],
+)
+def test_the_line_names_the_table_the_field_and_the_value(library, name, line):
+    """Each value is validated against its field (pydantic, ``store/checks``): the one line
+    says which table and field, what it must be, and the value cut short."""
+    with pytest.raises(SessionError) as raised:
+        load_session(library / f"{name}.session.sqlite")
+    assert f"(ValueError: {line}" in str(raised.value)

@@ -10,6 +10,8 @@ of the engine can say how they are stored without knowing the store.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
 from dataclasses import MISSING, dataclass
 from typing import Any
 
@@ -68,3 +70,11 @@ def not_stored(*, default: Any = MISSING, default_factory: Any = MISSING) -> Any
 
 def column_of(f: dataclasses.Field[Any]) -> Column:
     return f.metadata.get(COLUMN, PLAIN)
+
+
+@functools.cache
+def declared_fields(cls: type) -> tuple[tuple[dataclasses.Field[Any], Any], ...]:
+    """A record's fields, each with its resolved annotation: what its table's columns and the
+    validation of its stored values are derived from."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f, hints[f.name]) for f in dataclasses.fields(cls))

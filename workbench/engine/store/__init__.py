@@ -4,8 +4,8 @@
 - ``table``: a table declared once, by a dataclass of its columns; its SQL, its statements
   and the reading of its rows from that.
 - ``rows``: every table, each declared by the record or event its rows stand for.
-- ``checks``: what a value read from a file (which can come from anyone) must be to be used,
-  by the annotation of its field.
+- ``checks``: every value read from a file (which can come from anyone) validated by
+  pydantic against the annotation of its field, and what a session's columns add to that.
 - ``writer``: ``create_session`` and ``SessionWriter``, the thread that records a run, and
   ``reopen_session`` for a run that goes on in the same file.
 - ``reader``: ``open_session`` and ``Session``, a file opened for reading.

@@ -8,12 +8,13 @@ damaged content: whatever is wrong becomes one ``SessionError`` naming the file.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import shutil
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +27,13 @@ from workbench.engine.base.records import (
     TokenChunk,
 )
 from workbench.engine.base.states import RunStatus
+from workbench.engine.base.validation import validated
 from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
 from workbench.engine.config.settings import from_stored
 from workbench.engine.figures.client_limits import ClientLoad
-from workbench.engine.figures.per_run import RunObservations, RunSummary, nested
+from workbench.engine.figures.per_run import RunObservations, nested
 from workbench.engine.figures.predicted import ConfigPrediction, PredictedRequest, RunPrediction
 from workbench.engine.figures.summaries import ConfigSummary, summarize
-from workbench.engine.store.checks import WRONG, read_record, typed
 from workbench.engine.store.rows import (
     CHUNKS,
     CLIENT_LOAD,
@@ -57,8 +58,9 @@ from workbench.engine.store.rows import (
 )
 from workbench.engine.store.schema import SCHEMA_VERSION
 
-# What a valid SQLite file with content no workbench wrote raises on reading.
-_DAMAGE = (sqlite3.DatabaseError, KeyError, AttributeError, *WRONG)
+# What a valid SQLite file with content no workbench wrote raises on reading: a value that
+# fails its validation (``checks``) raises ValueError.
+_DAMAGE = (sqlite3.DatabaseError, KeyError, AttributeError, TypeError, ValueError)
 # A prediction's bounds: a file can come from anyone. A run of a million requests would be
 # a long one; a configuration's summary is a few kB for each repeat.
 MAX_PREDICTED_CONFIGS = 10_000
@@ -310,30 +312,14 @@ def _bounded(rows: Iterable[sqlite3.Row], limit: int, what: str) -> Iterator[sql
 
 def _predicted_summary(stored: dict[str, Any]) -> ConfigSummary:
     """A prediction's summary as ``ConfigSummary.to_dict()`` wrote it, every value of the
-    type its field declares (nested ones too, which checks read leniently: a value that
-    does not survive the reading is damage); a field it lacks takes its default."""
-    runs = [_with_defaults(RunSummary, nested(typed(r, dict, "a run"))) for r in typed(
-        stored.get("runs"), list, "runs"
-    )]  # fmt: skip
-    expected = _with_defaults(ConfigSummary, {**stored, "runs": runs})
-    summary = read_record(ConfigSummary, expected)
-    if summary.to_dict() != expected:
-        raise ValueError("a predicted summary holds a value of the wrong type")
-    return summary
-
-
-def _with_defaults(kind: type, stored: dict[str, Any]) -> dict[str, Any]:
-    """``stored``'s values of ``kind``'s fields, a field it lacks at its default (one added
-    since it was written); a key no field has is dropped (one taken out since)."""
-    found = {}
-    for f in fields(kind):
-        if f.name in stored:
-            found[f.name] = stored[f.name]
-        elif f.default is not MISSING:
-            found[f.name] = f.default
-        elif f.default_factory is not MISSING:
-            found[f.name] = f.default_factory()
-    return found
+    type its field declares, nested ones too (no NaN, no infinity: none is a prediction); a
+    field it lacks takes its default (one added since it was written), a key no field has is
+    dropped (one taken out since). Validated as the JSON it was kept as; each repeat's
+    figures nested into their sub-records first, where an older file kept them flat."""
+    if isinstance(runs := stored.get("runs"), list):
+        stored = {**stored, "runs": [nested(r) if isinstance(r, dict) else r for r in runs]}
+    text = json.dumps(stored, allow_nan=False)
+    return validated(ConfigSummary, text, "a predicted summary", ValueError, json=True)
 
 
 def _connect_for_reading(p: Path) -> tuple[sqlite3.Connection, Path | None]:

@@ -38,7 +38,7 @@ from workbench.engine.events import (
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.machine_load import MachineLoad
 from workbench.engine.figures.predicted import ConfigPrediction, PredictedRequest
-from workbench.engine.store.checks import read_value, typed
+from workbench.engine.store.checks import read_json
 from workbench.engine.store.table import Table, Written
 
 
@@ -67,7 +67,7 @@ class StoredSession:
         return dict(vars(self))
 
     def hardware(self) -> Hardware:
-        return read_value(Hardware, self.hardware_json, "hardware_json", json_text=True)
+        return read_json(Hardware, self.hardware_json, "hardware_json")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,18 +120,15 @@ class StoredChunk:
     @staticmethod
     def read(found: sqlite3.Row) -> TokenChunk:
         """The chunk in a row of this table (read by name, see ``Table.found``). A row per
-        token: the usual case is checked by exact type first (a bool is no int either way),
-        and only a wrong value goes the long way, to its error."""
+        token: the usual case (what the table declares, by exact type) is taken as it is,
+        and anything else is validated as any row is (``Table.read``): it reads the same, or
+        raises naming what is wrong."""
         t_ns, text, flag = found["t_ns"], found["text"], found["reasoning"]
-        # The flag is a bool column's 0 or 1 (read as ``checks`` reads any), NULL in a file
-        # older than schema 7.
+        # The flag is a bool column's 0 or 1, NULL in a file older than schema 7.
         if type(t_ns) is int and type(text) is str and (flag is None or type(flag) is int):
             return TokenChunk(t_ns, text, bool(flag))
-        return TokenChunk(
-            typed(t_ns, int, "a chunk's time"),
-            typed(text, str, "a chunk"),
-            flag is not None and typed(flag, int, "a chunk's reasoning flag") != 0,
-        )
+        chunk = CHUNKS.read(found)
+        return TokenChunk(chunk.t_ns, chunk.text, chunk.reasoning)
 
 
 @dataclass(frozen=True, kw_only=True)

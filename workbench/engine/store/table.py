@@ -6,25 +6,24 @@ Everything about a table is derived from that declaration: its ``CREATE TABLE`` 
 the annotations, NOT NULL where a field takes no None and came with its table, the key), the
 INSERT with ``:name`` placeholders, the SELECT that names its columns and reads them by
 name, an UPDATE that names what it sets, and the reading of a row back into the declared
-type, every value checked against its annotation (``checks.read_record``). Callers name
+type, every value validated against its annotation (``checks.read_record``). Callers name
 fields, never columns; no value passes by position, so a field added to a declaration is
 created, written and read at once, and a value can never land in its neighbour's column.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import MISSING, dataclass, is_dataclass
+from dataclasses import dataclass, is_dataclass
 from functools import cached_property
 from typing import Any, Generic, TypeVar
 
-from workbench.engine.base.columns import column_of
-from workbench.engine.store.checks import declared_fields, read_record
+from workbench.engine.base.columns import column_of, declared_fields
+from workbench.engine.store.checks import read_record
 
 R = TypeVar("R")
 
@@ -54,9 +53,9 @@ class _Column:
     sql_default: str | None = None
     nullable: bool = False
     of: Callable[[Any], Any] | None = None  # how a written column is worked out
-    # What a NULL reads as in a column newer than its table (an older row never had it):
-    # the field's default. None: NULL reads as None (checked against the annotation).
-    default: Callable[[], Any] | None = None
+    # A NULL in it reads as the field's default: a column newer than its table (an older
+    # row never had it). False: NULL reads as None (checked against the annotation).
+    defaulted: bool = False
 
 
 def _sql_type(kind: Any) -> tuple[str, bool]:
@@ -98,9 +97,6 @@ class Table(Generic[R]):
             if not stored.stored:
                 continue
             since = stored.since or self.since
-            default = None if f.default_factory is MISSING else f.default_factory
-            if f.default is not MISSING:
-                default = functools.partial(_same, f.default)
             declared.append(
                 _Column(
                     stored.name or f.name,
@@ -110,7 +106,7 @@ class Table(Generic[R]):
                     stored.json,
                     stored.sql_default,
                     stored.nullable,
-                    default=default if since > self.since else None,
+                    defaulted=since > self.since,
                 )
             )
         if self.single_row and all(c.field != ONE_ROW for c in declared):
@@ -227,13 +223,12 @@ class Table(Generic[R]):
         """The declared row from a row of this table (by column name), every value checked;
         a NULL in a column newer than the table reads as the field's default (an older
         file's row never had it)."""
-        stored = {name: found[c.name] for name, c in self.fields.items()}
-        defaults = {
-            name: c.default()
+        stored = {
+            name: found[c.name]
             for name, c in self.fields.items()
-            if c.default is not None and stored[name] is None
+            if not (c.defaulted and found[c.name] is None)
         }
-        return read_record(self.row, stored, sql=True, **defaults)
+        return read_record(self.row, stored, self.name, sql=True)
 
     # The statements, run.
 
@@ -275,10 +270,6 @@ class Table(Generic[R]):
         cursor = conn.cursor()
         cursor.row_factory = sqlite3.Row
         return cursor.execute(self.select_sql(version, where, order_by), self._stored(where))
-
-
-def _same(value: Any) -> Any:
-    return value
 
 
 def _to_sql(value: Any, as_json: bool) -> Any:
