@@ -6,33 +6,17 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hypothesis import event, given
 
-from tests.engine.predict.test_calibration import calibration
+from tests.engine.predict.test_calibration import full
 from tests.fuzz.json_documents import JSON, NESTED, dumped, mutated, mutated_bytes
 from workbench.engine.base.errors import ImportFileError
-from workbench.engine.config.experiment import ServerSettings
-from workbench.engine.predict.calibration import (
-    Calibration,
-    ChatTokens,
-    Coverage,
-    held_settings,
-    load,
-    save,
-)
+from workbench.engine.predict.calibration import Calibration, load, save
 
-SETTINGS = ServerSettings(batch_size=512, flash_attn="on", draft_model="d.gguf", draft_max=8)
-# every field the file holds given a value: a change may reach each
-MADE = replace(
-    calibration(note="stopped at the 60 s bound", template_tokens=30),
-    settings=held_settings(SETTINGS),
-    chat=ChatTokens(prompt=30, system_prompt=14, exchange=11, opening=24, system_opening=8),
-    coverage=Coverage(prompt_tokens=256, sequences=8, context_tokens=2048),
-)
+MADE = full()  # every field the file holds given a value: a change may reach each
 
 
 def _written() -> str:

@@ -9,18 +9,21 @@ import os
 import re
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.made_sessions import HARDWARE, NS
 from workbench.engine.base.errors import ImportFileError
 from workbench.engine.base.records import RequestRecord, TokenChunk
+from workbench.engine.base.validation import MAX_NUMBER
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.predict.calibration import (
-    HELD_SETTINGS,
+    MAX_TEXT,
     Calibration,
     CalibrationError,
-    _HeldSettings,
+    ChatTokens,
+    Coverage,
     find,
     fit_costs,
     held_settings,
@@ -182,25 +185,105 @@ def test_a_long_identity_reads_back_whole(tmp_path):
     assert load(save(made, tmp_path)) == made
 
 
-def test_the_file_holds_every_held_setting():
-    assert tuple(_HeldSettings.model_fields) == HELD_SETTINGS
+def full() -> Calibration:
+    """A calibration with every field of every record it holds given a value (none None):
+    what a change to any field can be tried on."""
+    every_setting = ServerSettings(
+        batch_size=512,
+        ubatch_size=256,
+        threads=4,
+        gpu_layers=99,
+        flash_attn="on",
+        cache_type_k="q8_0",
+        cache_type_v="q8_0",
+        kv_unified=True,
+        cont_batching=False,
+        draft_model="d.gguf",
+        draft_max=8,
+        draft_min=1,
+    )
+    made = calibration(
+        build="version: 7000 (abc)",
+        settings=held_settings(every_setting),
+        note="stopped at the 60 s bound",
+        template_tokens=30,
+        chat=ChatTokens(prompt=30, system_prompt=14, exchange=11, opening=24, system_opening=8),
+        coverage=Coverage(prompt_tokens=256, sequences=8, context_tokens=2048),
+    )
+    return replace(made, costs=replace(made.costs, interleaved_ms=-0.5))
 
 
-def test_the_files_model_holds_each_records_fields_in_its_order():
-    """The file's models declare again what the records hold (with a file's bounds on each):
-    a field added to a record and not to its model would be dropped on reading back."""
-    from dataclasses import fields
+def leaves(node: Any, path: str = "") -> list[tuple[str, Any]]:
+    """Every value in a file's document with its place as an error line names it."""
+    if isinstance(node, dict):
+        return [p for key, v in node.items() for p in leaves(v, f"{path}.{key}" if path else key)]
+    return [(path, node)]
 
-    from workbench.engine.predict import calibration as c
 
-    pairs = [
-        (c._DecodeCost, DecodeCost), (c._PrefillCost, PrefillCost), (c._Costs, StepCosts),
-        (c._Quality, c.FitQuality), (c._ChatTokens, c.ChatTokens), (c._Coverage, c.Coverage),
-    ]  # fmt: skip
-    for model, record in pairs:
-        assert tuple(model.model_fields) == tuple(f.name for f in fields(record)), model
-    stored = tuple(name for name in c._File.model_fields if name != "version")
-    assert stored == tuple(f.name for f in fields(Calibration))
+def written(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    path = save(full(), tmp_path)
+    return path, json.loads(path.read_text())
+
+
+def test_every_field_of_every_record_is_written_and_read_back(tmp_path):
+    """The file is read against the records themselves: a field added to one is written,
+    checked and read back with nothing else changed (``full`` gives it a value; a cost
+    below 0 where it may be a saving)."""
+    path, document = written(tmp_path)
+    assert not [place for place, value in leaves(document) if value is None]
+    assert load(path) == full()
+
+
+SIGNED = ("costs.interleaved_ms", "settings.")  # a saving, and settings as the server takes
+
+
+def wrong(place: str, value: Any) -> list[Any]:
+    """Values of another kind than ``value``'s, or out of what its field may hold."""
+    if isinstance(value, bool):
+        return ["yes", 1]
+    if isinstance(value, str):
+        return [7, "x" * (MAX_TEXT + 1)]
+    out = ["1", True, float("nan"), [value]]
+    if isinstance(value, int):
+        out.append(value + 0.5)
+    if not place.startswith("settings."):  # every number but a setting is bounded
+        out += [1e300, MAX_NUMBER + 1] if isinstance(value, int) else [1e300, float("inf")]
+    if not place.startswith(SIGNED):
+        out.append(-1)
+    return out
+
+
+def test_every_value_of_a_wrong_kind_or_out_of_bounds_is_refused_where_it_is(tmp_path):
+    """Each field's annotation is what the file is checked by: a value of another kind, not
+    finite, too large, too long or below 0 where its field is never negative is refused in
+    one line naming the file and the field, whatever record the field is in."""
+    path, document = written(tmp_path)
+    tried = 0
+    for place, value in leaves(document):
+        for bad in wrong(place, value):
+            changed = json.loads(json.dumps(document))
+            *above, key = place.split(".")
+            node = changed
+            for part in above:
+                node = node[part]
+            node[key] = bad
+            path.write_text(json.dumps(changed))
+            try:
+                load(path)
+            except ImportFileError as exc:
+                (line,) = str(exc).splitlines()
+            else:
+                pytest.fail(f"{place} took {bad!r}")
+            assert line.startswith(f"{path.name}: {place} "), (place, bad, line)
+            tried += 1
+    assert tried > 200
+
+
+def test_a_file_without_build_or_settings_holds_none(tmp_path):
+    """Every reader of these files has taken a build or settings left out as none."""
+    path = stored(tmp_path, lambda d: (d.pop("build"), d.pop("settings")))
+    found = load(path)
+    assert found.build is None and found.settings == held_settings({})
 
 
 def test_the_chat_templates_tokens_are_optional_and_checked(tmp_path):

@@ -145,11 +145,13 @@ def validated(
     where: str,
     error: Callable[[str], WorkbenchError] = WorkbenchError,
     *,
-    strict: bool = True,
+    strict: bool | None = True,
     json: bool = False,
 ) -> Any:
     """``value`` as ``kind`` (a model or any type pydantic knows), or ``error`` raised with
     ``where: the problem``. Strict by default: text is not a number, 1.0 is not a count.
+    ``strict=None``: as each field declares, for records (dataclasses) read from a parsed
+    document: strict pydantic takes a dataclass only as an instance, never as a table.
 
     ``json``: ``value`` is JSON text, parsed and checked in one pass as pydantic reads JSON:
     an object is a record (a dataclass too), an array a tuple, a word its enum member."""

@@ -8,6 +8,9 @@ What the fit relies on was measured on the real llama-server
 processed, the ones reused from the cache (``cache_n``) left out, and ``prompt_ms`` times
 them; ``predicted_ms`` runs from the first generated token to the last, so it spans
 ``predicted_n - 1`` generating steps (the first token comes out of the prompt's step).
+
+A calibration file is read by pydantic against the records themselves (``Calibration`` and
+what it holds): each field's annotation says what the file may hold for it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Annotated, Any
 
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from typing_extensions import TypedDict
 
 from workbench.engine.base.errors import ImportFileError, WorkbenchError
 from workbench.engine.base.records import Hardware, RequestRecord
@@ -32,29 +36,42 @@ from workbench.engine.base.validation import MAX_NUMBER, validated
 from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.config.preferences import config_folder
 from workbench.engine.interop.files import read_json
-from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
+from workbench.engine.predict.costs import MAX_MS, DecodeCost, PrefillCost, StepCosts
 
 VERSION = 1
 MAX_BYTES = 64 * 1024  # a calibration is a few hundred bytes
-MAX_MS = 1e7  # a cost beyond this (almost 3 hours a step) is damage, not a measurement
 MAX_TEXT = 4096  # a name, a path or a note
 FOLDER = "calibrations"
-HELD_SETTINGS = (
-    "batch_size",
-    "ubatch_size",
-    "threads",
-    "gpu_layers",
-    "flash_attn",
-    "cache_type_k",
-    "cache_type_v",
-    "kv_unified",
-    "cont_batching",
-    "draft_model",
-    "draft_max",
-    "draft_min",
-)
-"""The server settings a step's cost depends on: another value of any needs its own
-calibration. The slots and the context do not change a step's cost (what is decoding does)."""
+
+# What a calibration file may hold in a field, each value strictly of its kind (no text as
+# a number, no 1.0 as a count): the records' annotations are made of these.
+_Count = Annotated[int, Field(strict=True, ge=0, le=MAX_NUMBER)]
+_Error = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=MAX_MS)]
+_Text = Annotated[str, Field(strict=True, max_length=MAX_TEXT)]
+_Whole = Annotated[int, Field(strict=True)]
+_Switch = Annotated[bool, Field(strict=True)]
+
+
+class HeldSettings(TypedDict, total=False):
+    """The server settings a step's cost depends on, each of its type in ``ServerSettings``
+    (None: not set): another value of any needs its own calibration. The slots and the
+    context do not change a step's cost (what is decoding does)."""
+
+    batch_size: _Whole | None
+    ubatch_size: _Whole | None
+    threads: _Whole | None
+    gpu_layers: _Whole | None
+    flash_attn: _Text | None
+    cache_type_k: _Text | None
+    cache_type_v: _Text | None
+    kv_unified: _Switch | None
+    cont_batching: _Switch | None
+    draft_model: _Text | None
+    draft_max: _Whole | None
+    draft_min: _Whole | None
+
+
+HELD_SETTINGS = tuple(HeldSettings.__annotations__)  # their names, in order
 HELD_WHEN_SET = ("draft_model", "draft_max", "draft_min")
 """Held settings that came after calibrations were first stored: left out while unset, so a
 calibration stored before them is still found for the settings it was made with."""
@@ -73,16 +90,16 @@ class FitQuality:
     seen. A fit reproduces its own requests by construction; held back, too few or too
     alike requests show (None: too few to hold any back, or a file from before)."""
 
-    prefill_requests: int
-    prefill_median_error: float
-    prefill_worst_error: float
-    decode_requests: int
-    decode_median_error: float
-    decode_worst_error: float
-    held_back_prefill_median_error: float | None = None
-    held_back_prefill_worst_error: float | None = None
-    held_back_decode_median_error: float | None = None
-    held_back_decode_worst_error: float | None = None
+    prefill_requests: _Count
+    prefill_median_error: _Error
+    prefill_worst_error: _Error
+    decode_requests: _Count
+    decode_median_error: _Error
+    decode_worst_error: _Error
+    held_back_prefill_median_error: _Error | None = None
+    held_back_prefill_worst_error: _Error | None = None
+    held_back_decode_median_error: _Error | None = None
+    held_back_decode_worst_error: _Error | None = None
 
 
 @dataclass(frozen=True)
@@ -91,9 +108,9 @@ class Coverage:
     processed, the most sequences generating at once and the longest context one reached
     (prompt, cached tokens and answer). A fit says little beyond its data's span."""
 
-    prompt_tokens: int
-    sequences: int
-    context_tokens: int
+    prompt_tokens: _Count
+    sequences: _Count
+    context_tokens: _Count
 
 
 @dataclass(frozen=True)
@@ -112,11 +129,11 @@ class ChatTokens:
     ``system_opening`` besides the system message's text): what every conversation's
     prompts share."""
 
-    prompt: int
-    system_prompt: int
-    exchange: int
-    opening: int
-    system_opening: int
+    prompt: _Count
+    system_prompt: _Count
+    exchange: _Count
+    opening: _Count
+    system_opening: _Count
 
     def first_prompt(self, system_tokens: int) -> int:
         """A first turn's prompt besides its message: the template and the system prompt."""
@@ -142,14 +159,14 @@ class Calibration:
 
     costs: StepCosts
     quality: FitQuality
-    machine: str
-    model: str
-    build: str | None
-    settings: dict[str, Any]
-    made_at: str
-    source: str
-    note: str = ""
-    template_tokens: int | None = None
+    machine: _Text
+    model: _Text
+    build: _Text | None
+    settings: Annotated[HeldSettings, AfterValidator(held_settings)]
+    made_at: _Text
+    source: _Text
+    note: _Text = ""
+    template_tokens: _Count | None = None
     chat: ChatTokens | None = None
     coverage: Coverage | None = None  # None: a file from before it was stored
 
@@ -659,115 +676,20 @@ NOT_A_CALIBRATION = (
 )
 
 
-def _never_negative(value: float) -> float:
-    if value < 0:
-        raise ValueError(
-            "must be at least 0: a cost is never negative (an older workbench's fit: "
-            "calibrate again)"
-        )
-    return value
-
-
 def _this_version(value: int) -> int:
     if value != VERSION:
         raise ValueError(f"must be {VERSION} (another workbench's calibration: calibrate again)")
     return value
 
 
-_Cost = Annotated[float, Field(allow_inf_nan=False, le=MAX_MS), AfterValidator(_never_negative)]
-_Signed = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_MS, le=MAX_MS)]
-_Error = Annotated[float, Field(allow_inf_nan=False, ge=0, le=MAX_MS)]
-_Count = Annotated[int, Field(ge=0, le=MAX_NUMBER)]
-_Text = Annotated[str, Field(max_length=MAX_TEXT)]
-
-
-class _Stored(BaseModel):
-    """What a calibration file holds, strictly typed; a key it does not know is passed over
-    (the fields that came later, as ``coverage``, were added so, without a new version)."""
+class _File(BaseModel):
+    """What a calibration file holds besides a ``Calibration``'s fields: its version. A key
+    it does not know is passed over (the fields that came later, as ``coverage``, were added
+    so, without a new version)."""
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True, defer_build=True)
 
-
-class _DecodeCost(_Stored):
-    base_ms: _Cost
-    per_sequence_ms: _Cost
-    per_context_token_ms: _Cost
-
-
-class _PrefillCost(_Stored):
-    base_ms: _Cost
-    per_token_ms: _Cost
-    per_token_context_ms: _Cost
-
-
-class _Costs(_Stored):
-    decode: _DecodeCost
-    prefill: _PrefillCost
-    request_overhead_ms: _Cost
-    interleaved_ms: _Signed = 0.0  # later: a file without it holds none (as its fit had)
-
-
-class _Quality(_Stored):
-    prefill_requests: _Count
-    prefill_median_error: _Error
-    prefill_worst_error: _Error
-    decode_requests: _Count
-    decode_median_error: _Error
-    decode_worst_error: _Error
-    # later: a file from before has none
-    held_back_prefill_median_error: _Error | None = None
-    held_back_prefill_worst_error: _Error | None = None
-    held_back_decode_median_error: _Error | None = None
-    held_back_decode_worst_error: _Error | None = None
-
-
-class _HeldSettings(_Stored):
-    """The ``HELD_SETTINGS``, each of its type in ``ServerSettings`` (None: not set)."""
-
-    batch_size: int | None = None
-    ubatch_size: int | None = None
-    threads: int | None = None
-    gpu_layers: int | None = None
-    flash_attn: _Text | None = None
-    cache_type_k: _Text | None = None
-    cache_type_v: _Text | None = None
-    kv_unified: bool | None = None
-    cont_batching: bool | None = None
-    draft_model: _Text | None = None
-    draft_max: int | None = None
-    draft_min: int | None = None
-
-
-class _ChatTokens(_Stored):
-    prompt: _Count
-    system_prompt: _Count
-    exchange: _Count
-    opening: _Count
-    system_opening: _Count
-
-
-class _Coverage(_Stored):
-    prompt_tokens: _Count
-    sequences: _Count
-    context_tokens: _Count
-
-
-class _File(_Stored):
-    """A calibration file as ``save`` writes it (a ``Calibration`` and its version)."""
-
     version: Annotated[int, AfterValidator(_this_version)]
-    costs: _Costs
-    quality: _Quality
-    machine: _Text
-    model: _Text
-    build: _Text | None = None
-    settings: _HeldSettings = _HeldSettings()
-    made_at: _Text
-    source: _Text
-    note: _Text = ""
-    template_tokens: _Count | None = None
-    chat: _ChatTokens | None = None
-    coverage: _Coverage | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -778,27 +700,10 @@ class _File(_Stored):
             raise ValueError(NOT_A_CALIBRATION)
         return document
 
-    def calibration(self) -> Calibration:
-        costs = self.costs
-        return Calibration(
-            StepCosts(
-                DecodeCost(**costs.decode.model_dump()),
-                PrefillCost(**costs.prefill.model_dump()),
-                costs.request_overhead_ms,
-                costs.interleaved_ms,
-            ),
-            FitQuality(**self.quality.model_dump()),
-            self.machine,
-            self.model,
-            self.build,
-            held_settings(self.settings.model_dump()),
-            self.made_at,
-            self.source,
-            self.note,
-            self.template_tokens,
-            None if self.chat is None else ChatTokens(**self.chat.model_dump()),
-            None if self.coverage is None else Coverage(**self.coverage.model_dump()),
-        )
+
+_UNSAID = {"build": None, "settings": {}}
+"""What a file may leave out that a ``Calibration`` has no default for: no build, no
+settings held (as every reader of these files has taken it)."""
 
 
 # --- storage -------------------------------------------------------------------------------
@@ -830,14 +735,20 @@ def now() -> str:
 
 
 def load(path: Path) -> Calibration:
-    """A calibration file, every value checked (``_File``): one clear line for a damaged,
-    foreign, newer or oversized one."""
+    """A calibration file, every value checked (``_File``, then ``Calibration``'s own
+    annotations): one clear line for a damaged, foreign, newer or oversized one."""
     if not path.is_file():
         raise ImportFileError(f"{path.name}: not a file")
     if path.stat().st_size > MAX_BYTES:
         raise ImportFileError(f"{path.name}: over the {MAX_BYTES // 1024} KiB a calibration has")
-    found: _File = validated(_File, read_json(path), path.name, ImportFileError)
-    return found.calibration()
+    document = read_json(path)
+    validated(_File, document, path.name, ImportFileError)
+    # Each value strict by its own annotation: strict pydantic would take a record only as
+    # an instance, never as the file's table.
+    calibration: Calibration = validated(
+        Calibration, {**_UNSAID, **document}, path.name, ImportFileError, strict=None
+    )
+    return calibration
 
 
 def stored(

@@ -7,11 +7,39 @@ KV cache) and with their context (attention over every cached token), and a prom
 cost per token at the batch sizes the server was started with. The calibration fits these
 coefficients to the server's own ``timings`` (``calibration``); the scheduler model
 (``scheduler_model``) adds them up step by step.
+
+Each field's annotation says what a calibration file may hold for it: the file is read by
+pydantic against these records themselves.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+MAX_MS = 1e7  # a cost beyond this (almost 3 hours a step) is damage, not a measurement
+
+
+def _never_negative(value: float) -> float:
+    if value < 0:
+        raise ValueError(
+            "must be at least 0: a cost is never negative (an older workbench's fit: "
+            "calibrate again)"
+        )
+    return value
+
+
+Cost = Annotated[
+    float,
+    Field(strict=True, allow_inf_nan=False, le=MAX_MS),
+    AfterValidator(_never_negative),
+]
+"""A cost in ms: a number, never text, finite and at most ``MAX_MS``; the fit makes none
+below 0, so one below 0 is another workbench's."""
+Saving = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-MAX_MS, le=MAX_MS)]
+"""A cost in ms that may be a saving (below 0)."""
 
 
 @dataclass(frozen=True)
@@ -20,9 +48,9 @@ class DecodeCost:
     tokens between them: ``base_ms + per_sequence_ms * sequences + per_context_token_ms *
     context_tokens``."""
 
-    base_ms: float
-    per_sequence_ms: float
-    per_context_token_ms: float
+    base_ms: Cost
+    per_sequence_ms: Cost
+    per_context_token_ms: Cost
 
     def step_ms(self, sequences: int, context_tokens: int) -> float:
         if sequences <= 0:
@@ -42,9 +70,9 @@ class PrefillCost:
     slot's cache (attention over them): ``base_ms + tokens * (per_token_ms +
     per_token_context_ms * context_tokens)``, at the ``-b``/``-ub`` the calibration held."""
 
-    base_ms: float
-    per_token_ms: float
-    per_token_context_ms: float = 0.0
+    base_ms: Cost
+    per_token_ms: Cost
+    per_token_context_ms: Cost = 0.0
 
     def ms(self, tokens: int, context_tokens: int = 0) -> float:
         if tokens <= 0:
@@ -66,8 +94,8 @@ class StepCosts:
 
     decode: DecodeCost
     prefill: PrefillCost
-    request_overhead_ms: float = 0.0
-    interleaved_ms: float = 0.0
+    request_overhead_ms: Cost = 0.0
+    interleaved_ms: Saving = 0.0  # a file from before it was fitted holds none
 
     def step_ms(self, decode_ms: float, prefill_ms: float) -> float:
         """One step's cost from its generating part and its prompt part: a step holding
