@@ -47,7 +47,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workbench.engine.config.experiment import ServerSettings, parse_experiment  # noqa: E402
+from workbench.engine.config.experiment import parse_experiment  # noqa: E402
+from workbench.engine.config.server_settings import ServerSettings  # noqa: E402
 from workbench.engine.events import (  # noqa: E402
     ConfigFinished,
     EventBus,

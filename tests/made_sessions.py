@@ -15,12 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.engine.base.records import Hardware, RequestRecord, StartupFacts, TokenChunk
-from workbench.engine.config.experiment import (
-    RunConfig,
-    ServerSettings,
-    WorkloadSettings,
-    parse_experiment,
-)
+from workbench.engine.config.experiment import RunConfig, WorkloadSettings, parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.events import (
     ClientLoadMeasured,
     ConfigFinished,

@@ -12,7 +12,7 @@ import pytest
 from tests.fakes.sse_server import Behaviour, serve_in_thread
 from workbench.cli.main import main
 from workbench.engine.analysis.export import LAB_COLUMNS
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.server.llama_server import LlamaServer, free_port
 from workbench.engine.store import open_session
 

@@ -13,7 +13,8 @@ from tests.made_sessions import request, write_session, write_sweep
 from tests.ui.driving import run
 from workbench.engine.analysis.slo import Slo
 from workbench.engine.base.states import RunStatus
-from workbench.engine.config.experiment import ServerSettings, parse_experiment
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.events import (
     ConfigStarted,
     ExperimentStarted,

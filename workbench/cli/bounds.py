@@ -20,7 +20,8 @@ from annotated_types import Ge, Gt, Le
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.validation import shown, validated
-from workbench.engine.config.experiment import MAX_CONFIGURATIONS, ServerSettings
+from workbench.engine.config.experiment import MAX_CONFIGURATIONS
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import Field, Finite, Int, as_typed, field_named
 from workbench.engine.config.settings import Number as SettingNumber
 

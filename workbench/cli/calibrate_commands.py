@@ -17,7 +17,8 @@ from rich.markup import escape
 from workbench.cli.paths import SESSION_HELP, out_folder, session_file
 from workbench.cli.run_commands import add_setting_flags, experiment_of
 from workbench.engine.base.errors import ModelFileError, WorkbenchError
-from workbench.engine.config.experiment import ServerSettings, parse_experiment
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.models.gguf_header import loadable_model
 from workbench.engine.models.model_file import resolve_model
 from workbench.engine.predict.calibration import (

@@ -162,7 +162,8 @@ def expanded(text: str) -> dict[str, object]:
 def main() -> None:
     from dataclasses import asdict
 
-    from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
+    from workbench.engine.config.experiment import WorkloadSettings
+    from workbench.engine.config.server_settings import ServerSettings
 
     DEFAULTS.update(server=asdict(ServerSettings()), workload=asdict(WorkloadSettings()))
     data = {

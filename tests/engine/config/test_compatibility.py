@@ -13,12 +13,8 @@ import pytest
 
 from tests.engine.config.compat_cases import EXPECTED, cases
 from workbench.engine.base.errors import ExperimentError
-from workbench.engine.config.experiment import (
-    RunConfig,
-    ServerSettings,
-    WorkloadSettings,
-    parse_experiment,
-)
+from workbench.engine.config.experiment import RunConfig, WorkloadSettings, parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import from_stored
 from workbench.engine.config.workloads import kind_of
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from workbench.engine.base.errors import ExperimentError
-from workbench.engine.config.experiment import ServerSettings, parse_experiment
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.server.llama_server import server_arguments
 
 FILE = '[workload]\nkind = "conversations"\nconversations_file = "chats.jsonl"\n'

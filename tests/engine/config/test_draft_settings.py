@@ -10,7 +10,8 @@ import pytest
 
 from workbench.cli.main import main
 from workbench.engine.base.errors import ExperimentError, ModelFileError
-from workbench.engine.config.experiment import ServerSettings, parse_experiment
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.models.model_file import default_model_path
 from workbench.engine.run.runner import ExperimentRunner, RunOptions
 from workbench.engine.server.llama_server import server_arguments

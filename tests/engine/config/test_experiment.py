@@ -8,12 +8,8 @@ from pathlib import Path
 import pytest
 
 from workbench.engine.base.errors import ExperimentError
-from workbench.engine.config.experiment import (
-    RequestsWorkload,
-    ServerSettings,
-    load_experiment,
-    parse_experiment,
-)
+from workbench.engine.config.experiment import RequestsWorkload, load_experiment, parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 
 ROOT = Path(__file__).parents[3]
 EXPERIMENTS = sorted((ROOT / "experiments").glob("*.toml"))

@@ -11,12 +11,12 @@ from workbench.engine.base.errors import ExperimentError
 from workbench.engine.config.experiment import (
     SETTINGS,
     RequestsWorkload,
-    ServerSettings,
     WorkloadSettings,
     experiment_to_toml,
     parse_experiment,
     short_name,
 )
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import field_named, fields_of, from_stored
 
 

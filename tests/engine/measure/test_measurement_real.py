@@ -7,11 +7,8 @@ import asyncio
 
 import pytest
 
-from workbench.engine.config.experiment import (
-    RequestsWorkload,
-    ServerSettings,
-    parse_experiment,
-)
+from workbench.engine.config.experiment import RequestsWorkload, parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.events import EventBus, RequestFinished
 from workbench.engine.figures.cross_checks import DELIVERY_JITTER_MS, decode_check
 from workbench.engine.figures.per_request import request_metrics

@@ -8,7 +8,8 @@ import csv
 
 import pytest
 
-from workbench.engine.config.experiment import ServerSettings, load_experiment, parse_experiment
+from workbench.engine.config.experiment import load_experiment, parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.sized_prompts import (
     ServerTokenizer,
     sized_prompt,

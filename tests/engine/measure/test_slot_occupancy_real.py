@@ -10,7 +10,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.events import SlotsSample
 from workbench.engine.measure.sampler import ServerSampler, slot_context_share
 from workbench.engine.measure.sized_prompts import ServerTokenizer, sized_prompt

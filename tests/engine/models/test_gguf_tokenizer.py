@@ -50,7 +50,7 @@ def test_a_model_without_byte_level_merges_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.server
 def test_the_estimate_is_the_servers_own_count(server_binary, model_path, tmp_path) -> None:
-    from workbench.engine.config.experiment import ServerSettings
+    from workbench.engine.config.server_settings import ServerSettings
     from workbench.engine.server.llama_server import LlamaServer
 
     texts = [builtin_prompt(i) + "\n\n" + padding(i, 400) for i in range(4)]

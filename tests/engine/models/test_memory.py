@@ -14,7 +14,7 @@ from tests.engine.models.made_models import LLAMA_8B_SHAPE, write_small_model
 from workbench.cli.main import main
 from workbench.engine.base.errors import ModelFileError
 from workbench.engine.base.records import StartupFacts
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.models.memory import (
     MIB,
     Memory,

@@ -17,7 +17,7 @@ from tests.made_sessions import HARDWARE, NS
 from workbench.engine.base.errors import ImportFileError
 from workbench.engine.base.records import RequestRecord, TokenChunk
 from workbench.engine.base.validation import MAX_NUMBER
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.predict.calibration import (
     MAX_TEXT,
     Calibration,

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.sized_prompts import ServerTokenizer, sized_prompt
 from workbench.engine.predict.calibration import fit_costs, reproduce
 from workbench.engine.predict.probe import Phase, probe, send

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine.config.experiment import ServerSettings, parse_experiment
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sized_prompts import ServerTokenizer
 from workbench.engine.predict.calibration import ChatTokens, fit_costs

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from workbench.engine.base.errors import ExperimentError
-from workbench.engine.config.experiment import ServerSettings, parse_experiment
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.predict.calibration import held_settings
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts

@@ -9,7 +9,8 @@ import pickle
 import pytest
 
 from tests.made_sessions import HARDWARE
-from workbench.engine.config.experiment import ServerSettings, parse_experiment
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.events import PredictionMade
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.predict import probe

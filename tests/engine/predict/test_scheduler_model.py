@@ -12,7 +12,7 @@ from tests.made_sessions import server_of, workload_of
 from workbench.engine.analysis.export import concurrency_columns, concurrency_row
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.base.records import StartupFacts
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.figures.summaries import summarize
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts

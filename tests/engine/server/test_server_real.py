@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.server.llama_server import LlamaServer
 
 pytestmark = pytest.mark.server

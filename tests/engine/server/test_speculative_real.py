@@ -22,7 +22,8 @@ import pytest
 
 from workbench.engine.base.errors import ServerStartError
 from workbench.engine.base.server_kinds import LLAMACPP, parse_metrics
-from workbench.engine.config.experiment import ServerSettings, parse_experiment
+from workbench.engine.config.experiment import parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.figures.metrics import figure
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import RunOptions

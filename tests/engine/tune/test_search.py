@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.models.model_file import default_model_path
 from workbench.engine.predict.calibration import Calibration, FitQuality
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts

@@ -13,7 +13,7 @@ import pytest
 
 from tests.engine.tune.test_search import COSTS, QUALITY
 from workbench.engine.base.states import ConfigStatus, RunStatus
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.predict.calibration import (
     Calibration,

@@ -15,7 +15,8 @@ from typing import Any
 
 from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.base.states import ConfigStatus
-from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
+from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.workloads import ConversationsWorkload, RequestsWorkload
 from workbench.engine.figures import wording
 from workbench.engine.figures.metrics import SUMMARY_PARTS, Combine, figure, in_part

@@ -33,8 +33,8 @@ from typing_extensions import TypedDict
 from workbench.engine.base.errors import ImportFileError, WorkbenchError
 from workbench.engine.base.records import Hardware, RequestRecord
 from workbench.engine.base.validation import MAX_NUMBER, validated
-from workbench.engine.config.experiment import ServerSettings
 from workbench.engine.config.preferences import config_folder
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.interop.files import read_json
 from workbench.engine.predict.costs import MAX_MS, DecodeCost, PrefillCost, StepCosts
 

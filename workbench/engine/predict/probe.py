@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workbench.engine.base.records import RequestRecord
-from workbench.engine.config.experiment import RequestsWorkload, ServerSettings
+from workbench.engine.config.experiment import RequestsWorkload
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.client import stream_request
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.measure.sized_prompts import (

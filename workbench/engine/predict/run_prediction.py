@@ -14,7 +14,8 @@ from typing import Any
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import Hardware, RequestRecord
-from workbench.engine.config.experiment import RunConfig, ServerSettings
+from workbench.engine.config.experiment import RunConfig
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.figures.predicted import ConfigPrediction, PredictedRequest, RunPrediction
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.predict.calibration import (

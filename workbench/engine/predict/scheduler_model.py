@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.base.records import RequestRecord, TokenChunk
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.client import http_error, stopped_short
 from workbench.engine.models.memory import kv_layout
 from workbench.engine.predict.costs import StepCosts

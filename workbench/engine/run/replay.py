@@ -17,10 +17,10 @@ from workbench.engine.base.states import ServerState
 from workbench.engine.config.experiment import (
     Experiment,
     RunConfig,
-    ServerSettings,
     WorkloadSettings,
     parse_experiment,
 )
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import from_stored
 from workbench.engine.events import (
     ConfigFinished,

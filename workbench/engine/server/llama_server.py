@@ -30,7 +30,7 @@ from workbench.engine.base.errors import PortInUseError, ServerStartError
 from workbench.engine.base.escaping import printable
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.base.states import ServerState
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import fields_of
 from workbench.engine.server.startup_log import parse_startup_log
 from workbench.engine.server.watchdog import group_members

@@ -28,7 +28,8 @@ from workbench.engine.base.records import (
 )
 from workbench.engine.base.states import RunStatus
 from workbench.engine.base.validation import validated
-from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
+from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import from_stored
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.per_run import RunObservations, nested

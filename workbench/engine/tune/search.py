@@ -30,7 +30,8 @@ from workbench.engine.analysis.planner import plan, request_tokens
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.base.words import plural
-from workbench.engine.config.experiment import RunConfig, ServerSettings
+from workbench.engine.config.experiment import RunConfig
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import show_value
 from workbench.engine.config.workloads import ConversationsWorkload, RequestsWorkload, kind_of
 from workbench.engine.measure.prompts import load_prompts

@@ -23,12 +23,8 @@ from typing import Any, TypeVar
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.base.states import ConfigStatus
-from workbench.engine.config.experiment import (
-    Experiment,
-    ServerSettings,
-    WorkloadSettings,
-    parse_experiment,
-)
+from workbench.engine.config.experiment import Experiment, WorkloadSettings, parse_experiment
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import field_named
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.predict.calibration import (

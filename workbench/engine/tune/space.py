@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import Field, fields_of
 
 MAX_CANDIDATES = 4096

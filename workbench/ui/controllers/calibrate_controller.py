@@ -21,7 +21,8 @@ from PySide6.QtCore import QObject, Signal
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import Hardware
-from workbench.engine.config.experiment import RunConfig, ServerSettings
+from workbench.engine.config.experiment import RunConfig
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.models.gguf_header import loadable_model
 from workbench.engine.models.model_file import resolve_model

@@ -10,7 +10,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.models.model_file import resolve_model
 from workbench.engine.server.discovery import find_server_binary
 from workbench.engine.server.llama_server import LlamaServer

@@ -24,7 +24,8 @@ from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.base.errors import OutputDirError, SessionError
 from workbench.engine.base.escaping import markdown
 from workbench.engine.base.records import StartupFacts
-from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
+from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import from_stored, show_value
 from workbench.engine.config.workloads import SentRequests
 from workbench.engine.figures.metrics import Figure, Part, View, shown_in

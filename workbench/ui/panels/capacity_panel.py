@@ -24,7 +24,8 @@ from PySide6.QtWidgets import (
 
 from workbench.engine.analysis.planner import plan, request_tokens
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.config.experiment import ServerSettings, WorkloadSettings
+from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import field_named
 from workbench.engine.models.memory import ModelFacts, kv_bytes_per_token, read_model_facts
 from workbench.engine.models.model_file import resolve_model

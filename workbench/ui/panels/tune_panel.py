@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 from workbench.engine.analysis.slo import peak_users
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.words import plural
-from workbench.engine.config.experiment import ServerSettings
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import fields_of
 from workbench.engine.tune.records import (
     METRICS,
