@@ -103,3 +103,20 @@ def test_zipped_axes_survive_the_form_and_are_checked(qtbot) -> None:
     form.fields[("server", "slots")].setText("1, 2, 4")
     with pytest.raises(ExperimentError, match="as many values each"):
         form.build()
+
+
+def test_a_per_slot_limit_is_a_form_field_and_a_context_beside_it_is_marked(qtbot) -> None:
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load(parse_experiment("[server]\nslots = 2\n"))
+    form.fields[("server", "kv_unified_per_slot")].setText("512, 1024")
+    built = form.build()
+    assert built.server == {"slots": 2, "kv_unified_per_slot": [512, 1024]}
+    assert [(c.label, c.server.ctx) for c in built.configs()] == [
+        ("kvus=512", 1024),
+        ("kvus=1024", 2048),
+    ]
+    form.fields[("server", "ctx")].setText("8192")
+    with pytest.raises(ExperimentError, match="ctx and kv_unified_per_slot cannot both"):
+        form.build()
+    assert form.fields[("server", "ctx")].styleSheet()  # the field to change is marked

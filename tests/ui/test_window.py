@@ -140,6 +140,22 @@ def test_the_capacity_panel_follows_the_form(window, loop):
     run(loop, lambda: "not found" in window.capacity.summary.text(), 30)
 
 
+def test_the_capacity_panel_plans_a_per_slot_limits_pool(window, loop):
+    """``kv_unified_per_slot``: each slot count's pool is slots x the limit, one unified
+    pool, whatever context the form holds."""
+    window.form.load_file("experiments/slots-1-2-4.toml")
+    window.left.setCurrentWidget(window.capacity)
+    window.form.fields[("server", "kv_unified_per_slot")].setText("2048")
+    table = window.capacity.table
+    run(loop, lambda: table.rowCount() == 3 and table.item(1, 0).text() == "4096", 30)
+    cells = [[table.item(r, c).text() for c in range(4)] for r in range(3)]
+    assert cells == [
+        ["2048", "1 (unified)", "2048", "45"],
+        ["4096", "2 (unified)", "2048", "90"],
+        ["8192", "4 (unified)", "2048", "180"],
+    ]
+
+
 def test_sweeps_the_form_cannot_show_are_kept(window, tmp_path):
     path = tmp_path / "swept.toml"
     path.write_text(

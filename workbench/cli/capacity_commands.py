@@ -17,6 +17,7 @@ from workbench.cli.bounds import (
     MEMORY_GIB,
     OVERHEAD_MIB,
     PLAN_CTX,
+    PLAN_PER_SLOT,
     PLAN_SLOTS,
     SECONDS,
     SHARE_ONLINE,
@@ -51,6 +52,12 @@ def add_plan(sub: Any) -> None:
     )
     parser.add_argument("--kv-type", default="f16", help="KV cache type for K and V (f16, q8_0...)")
     parser.add_argument("--unified", action="store_true", help="one KV pool for all slots (-kvu)")
+    parser.add_argument(
+        "--kv-unified-per-slot",
+        type=PLAN_PER_SLOT,
+        metavar="N",
+        help="one unified pool of slots x N tokens, N a request (--ctx is then not used)",
+    )
     parser.add_argument(
         "--gpu",
         action="store_true",
@@ -131,11 +138,12 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         args.ctx,
         args.slots,
         available,
-        unified=args.unified,
+        unified=args.unified or args.kv_unified_per_slot is not None,
         type_k=args.kv_type,
         type_v=args.kv_type,
         overhead_mib=args.overhead_mib,
         need_tokens=args.need,
+        per_slot=args.kv_unified_per_slot,
     )
     console.print(model_line(model, args.kv_type, available, where), markup=False, highlight=False)
     console.print(plan_table(rows))

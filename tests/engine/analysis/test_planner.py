@@ -40,6 +40,14 @@ def test_plan_table_for_known_inputs():
     assert q8.kv_mib == pytest.approx(1024 * 34 / 64)
 
 
+def test_a_per_slot_limit_plans_each_slot_counts_own_pool():
+    """``--kv-unified-per-slot 1024``: slots x 1024 cells in one pool, 1024 a request,
+    whatever context is asked."""
+    rows = plan(LLAMA_8B_SHAPE, [8192], [1, 4], 6 * 2**30, unified=True, per_slot=1024)
+    cells = [(r.ctx, r.slots, r.unified, r.ctx_per_request, r.kv_mib) for r in rows]
+    assert cells == [(1024, 1, True, 1024, 128.0), (4096, 4, True, 1024, 512.0)]
+
+
 # What a 16 GB Mac's server logs (recommendedMaxWorkingSetSize = 11453.25 MB, all layers on
 # the GPU), and the same server with none offloaded.
 ON_METAL = StartupFacts(
@@ -100,6 +108,17 @@ def test_plan_command(small_model, capsys):
     with pytest.raises(SystemExit):
         main(["plan", str(small_model), "--slots", "two"])
     assert "argument --slots: takes comma-separated values" in capsys.readouterr().err
+
+
+def test_plan_command_with_a_per_slot_limit(small_model, capsys):
+    argv = ["plan", str(small_model), "--slots", "1,4", "--kv-unified-per-slot", "1024"]
+    assert main([*argv, "--memory-gib", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "│ 1024 │     1 │ unified │            1024 │   22.5 │" in out
+    assert "│ 4096 │     4 │ unified │            1024 │   90.0 │" in out
+    with pytest.raises(SystemExit):
+        main(["plan", str(small_model), "--kv-unified-per-slot", "0"])
+    assert "--kv-unified-per-slot: must be" in capsys.readouterr().err
 
 
 def test_planning_for_a_gpu_that_is_not_there(small_model, capsys, monkeypatch):

@@ -15,12 +15,15 @@ from workbench.cli.main import main
 from workbench.engine.base.errors import ModelFileError
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.config.server_settings import ServerSettings
+from workbench.engine.config.settings import validated_as
 from workbench.engine.models.memory import (
     MIB,
+    KvLayout,
     Memory,
     ModelFacts,
     kv_bytes_per_token,
     kv_layout,
+    layout_of,
     logged_kv_bytes_per_token,
     logged_memory,
     read_model_facts,
@@ -116,11 +119,29 @@ def test_the_cells_a_layout_allocates():
     )
 
 
+def test_a_per_slot_limit_sizes_the_pool_and_caps_each_slot():
+    """``--kv-unified-per-slot N``: a pool of slots x N (padded as any), N a request, whatever
+    ``-c`` says (as ``test_server_real`` measures)."""
+    assert kv_layout(8192, 2, True, per_slot=1024) == KvLayout(2, True, 1024, 2048)
+    assert kv_layout(2000, 2, True, per_slot=1000) == KvLayout(2, True, 1000, 2048)
+    assert kv_layout(0, -1, per_slot=512) == KvLayout(4, True, 512, 2048)
+    assert kv_layout(0, 3, per_slot=300) == KvLayout(3, False, 300, 1536)  # no -kvu: padded
+    per_slot = server_memory(LLAMA_8B_SHAPE, 8192, 2, True, per_slot=1024)
+    assert per_slot.kv_mib == 2048 * 131072 / MIB == 256.0
+    settings = validated_as(ServerSettings, {"slots": 2, "kv_unified_per_slot": 1024})
+    assert layout_of(settings) == KvLayout(2, True, 1024, 2048)
+    assert layout_of(ServerSettings(slots=4, ctx=8192)) == kv_layout(8192, 4)
+
+
 def test_a_started_servers_own_buffers_read_the_same_way():
     facts = StartupFacts(kv_buffer_mib=180.0, n_ctx_slot=2048, n_slots=4, kv_unified=False)
     assert logged_kv_bytes_per_token(facts) == 23040  # SmolLM2-135M: 30 x 3 x 64 x 2 x 2
     unified = StartupFacts(kv_buffer_mib=180.0, n_ctx_slot=8192, n_slots=4, kv_unified=True)
     assert logged_kv_bytes_per_token(unified) == 23040
+    capped = StartupFacts(
+        kv_buffer_mib=45.0, n_ctx_slot=1024, n_slots=2, kv_unified=True, n_ctx=2048
+    )  # --kv-unified-per-slot 1024: the pool is the context, not a slot's
+    assert logged_kv_bytes_per_token(capped) == 23040
     assert logged_kv_bytes_per_token(StartupFacts()) is None
     assert logged_memory(facts) is None  # no model or compute buffer logged
     whole = StartupFacts(model_buffer_mib=92.0, kv_buffer_mib=180.0, compute_buffer_mib=64.0)

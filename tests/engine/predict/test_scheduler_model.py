@@ -13,6 +13,7 @@ from workbench.engine.analysis.export import concurrency_columns, concurrency_ro
 from workbench.engine.base.errors import ExperimentError
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.config.server_settings import ServerSettings
+from workbench.engine.config.settings import validated_as
 from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.figures.summaries import summarize
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
@@ -302,3 +303,13 @@ def _tasks_in_log(text: str) -> dict[int, tuple[float, float, float]]:
         for task, t in seen.items()
         if {"new", "prompt_ms", "stop"} <= set(t)
     }
+
+
+def test_a_per_slot_limit_is_each_slots_context_in_its_shared_pool():
+    """``kv_unified_per_slot``: 2 slots of a 2048-token pool, each request at most 1024."""
+    settings = validated_as(ServerSettings, {"slots": 2, "kv_unified_per_slot": 1024})
+    assert ServerShape.of(settings) == ServerShape(2, 1024)
+    refused, served = predict(
+        [Request(0.0, 1024, 1), Request(0.0, 100, 1)], ServerShape.of(settings), FLAT
+    )
+    assert refused.refused is not None and served.refused is None

@@ -9,6 +9,8 @@ import httpx
 import pytest
 
 from workbench.engine.config.server_settings import ServerSettings
+from workbench.engine.config.settings import validated_as
+from workbench.engine.models.memory import layout_of, logged_kv_bytes_per_token
 from workbench.engine.server.llama_server import LlamaServer
 
 pytestmark = pytest.mark.server
@@ -47,6 +49,36 @@ async def test_startup_facts_for_auto_slots(server_binary, model_path, tmp_path)
         assert facts.n_slots == 4
         assert facts.kv_unified is True
         assert facts.n_ctx_slot == 8192
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+@pytest.mark.parametrize(
+    ("slots", "per_slot", "n_slots", "pool"),
+    [(2, 1024, 2, 2048), (-1, 512, 4, 2048), (3, 300, 3, 1024)],
+)
+async def test_a_per_slot_limit_makes_one_unified_pool_of_slots_times_it(
+    server_binary, model_path, tmp_path, slots, per_slot, n_slots, pool
+):
+    """``kv_unified_per_slot``: the server starts one unified pool of slots x the limit
+    (padded to 256 cells: 3 x 300 takes 1024) and caps each slot at exactly the limit, as
+    ``models.memory`` and the scheduler model plan it."""
+    settings = validated_as(ServerSettings, {"slots": slots, "kv_unified_per_slot": per_slot})
+    server = LlamaServer(server_binary, model_path, settings, tmp_path / "server.log")
+    await server.start()
+    try:
+        facts = server.facts
+        assert (facts.n_slots, facts.n_ctx_slot, facts.kv_unified) == (n_slots, per_slot, True)
+        assert facts.n_ctx == pool
+        assert facts.kv_buffer_mib == pytest.approx(pool * 23040 / 2**20)  # SmolLM2-135M
+        layout = layout_of(settings)
+        assert (layout.slots, layout.cells_per_slot, layout.total_cells) == (
+            n_slots,
+            per_slot,
+            pool,
+        )
+        assert logged_kv_bytes_per_token(facts) == 23040
+        assert f"to --kv-unified-per-slot ({per_slot})" in server.log_path.read_text()
     finally:
         await asyncio.to_thread(server.stop)
 

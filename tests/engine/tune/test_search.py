@@ -176,6 +176,19 @@ def test_a_slot_too_small_for_a_request_does_not_fit():
     assert all(run.server["slots"] == 1 for run in measure.runs)
 
 
+def test_a_per_slot_limit_too_small_for_a_request_does_not_fit():
+    """``kv_unified_per_slot = 256``: one unified pool, but 256 tokens a request, less than a
+    400-token prompt and its answer; 1024 holds it."""
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
+    space = "slots=2; kv_unified_per_slot=256,1024"
+    tuned = search(measure, space=space, traffic={"input_tokens": 400})
+    result = tuned.run()
+    small = next(t for t in result.tried if "kvus=256" in t.label)
+    assert not small.fits_memory and "each request gets 256 tokens" in (small.why_lost or "")
+    big = next(c for c in tuned.candidates if c.config.server.kv_unified_per_slot == 1024)
+    assert tuned.context_per_slot(big) == 1024 and big.config.server.ctx == 2048
+
+
 def test_without_a_calibration_or_time_to_probe_it_ranks_by_measurement():
     said: list[TuneProgress] = []
     measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0))

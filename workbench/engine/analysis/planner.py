@@ -84,17 +84,21 @@ def plan(
     overhead_mib: float = DEFAULT_OVERHEAD_MIB,
     need_tokens: int = 0,
     facts: StartupFacts | None = None,
+    per_slot: int | None = None,
 ) -> list[PlanRow]:
     """Every (ctx, slots) pair: memory it takes and whether it fits in ``available_bytes``,
     or in less where ``facts`` (a server's startup facts on this machine) say its GPU holds
     less (``usable_memory``); warns when a request would get less context than it needs
-    (prompt + max tokens)."""
+    (prompt + max tokens). With ``per_slot`` (``--kv-unified-per-slot``) each slot count's
+    pool is its own (slots x per_slot), whatever ``ctxs`` say."""
     available_mib = usable_memory(available_bytes, "", facts)[0] / MIB
     rows = []
-    for ctx in ctxs:
+    for ctx in ctxs if per_slot is None else ctxs[:1]:
         for slots in slot_counts:
-            layout = kv_layout(ctx, slots, unified)
-            memory = server_memory(model, ctx, slots, unified, type_k, type_v, overhead_mib)
+            layout = kv_layout(ctx, slots, unified, per_slot)
+            memory = server_memory(
+                model, ctx, slots, unified, type_k, type_v, overhead_mib, per_slot
+            )
             total = memory.total_mib
             fit = (
                 "does not fit"
@@ -108,7 +112,7 @@ def plan(
                 warning = f"beyond the model's training context ({model.train_ctx})"
             rows.append(
                 PlanRow(
-                    ctx=ctx,
+                    ctx=ctx if per_slot is None else layout.slots * per_slot,
                     slots=layout.slots,
                     unified=layout.unified,
                     ctx_per_request=layout.cells_per_slot,

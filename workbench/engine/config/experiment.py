@@ -533,7 +533,13 @@ def _server_values(server: dict[str, Any], name: str) -> list[Any]:
 
 def _validate_server_consistency(server: dict[str, Any]) -> None:
     """The draft's token counts mean something only with a draft model, and the fewest
-    cannot be more than the most (in a sweep: any fewest against any most)."""
+    cannot be more than the most (in a sweep: any fewest against any most); a context is
+    not given with ``kv_unified_per_slot``, which makes the pool (``ServerSettings``)."""
+    if "ctx" in server and "kv_unified_per_slot" in server:
+        raise ExperimentError(
+            "[server] ctx and kv_unified_per_slot cannot both be given: the pool is "
+            "slots x kv_unified_per_slot, so leave ctx out"
+        )
     most = [v for v in _server_values(server, "draft_max") if v is not None]
     fewest = [v for v in _server_values(server, "draft_min") if v is not None]
     if not any(_server_values(server, "draft_model")):

@@ -5,8 +5,10 @@
 and the documentation's table.
 """
 
-from dataclasses import dataclass
-from typing import Annotated, Literal
+from dataclasses import dataclass, replace
+from typing import Annotated, Any, Literal
+
+from pydantic_core import core_schema
 
 from workbench.engine.config.settings import (
     CONFIG,
@@ -18,10 +20,17 @@ from workbench.engine.config.settings import (
     Range,
     Switch,
     Text,
+    refuse,
     setting,
 )
 
-__all__ = ["KvCacheType", "ServerSettings"]
+__all__ = ["AUTO_SLOTS", "KvCacheType", "ServerSettings"]
+
+AUTO_SLOTS = 4
+"""The slots ``-np -1`` gives (with a unified KV pool)."""
+MAX_CTX = 10_000_000
+"""The most tokens of context a configuration may have (``-c``, or the pool
+``kv_unified_per_slot`` makes)."""
 
 KvCacheType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"]
 
@@ -32,6 +41,36 @@ class ServerSettings:
 
     __pydantic_config__ = CONFIG
     TABLE = "server"
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """Pydantic's schema of the settings, then their rules between fields (``_rules``)."""
+        return core_schema.no_info_after_validator_function(cls._rules, handler(source))
+
+    def _rules(self) -> "ServerSettings":
+        """``kv_unified_per_slot`` sizes the pool itself: ``ctx`` becomes that pool (slots x
+        the per-slot limit: llama-server sizes it so without ``-c``, and ``-c`` of the same
+        size starts the same server), and the pool is unified, as its name says (the server
+        keeps one pool per slot without ``--kv-unified``)."""
+        per_slot = self.kv_unified_per_slot
+        if per_slot is None:
+            return self
+        if self.kv_unified is False:
+            refuse(
+                "kv_unified",
+                False,
+                "kv_unified = false contradicts kv_unified_per_slot, a per-slot limit in one "
+                "unified KV pool: leave kv_unified out",
+            )
+        pool = (AUTO_SLOTS if self.slots == -1 else self.slots) * per_slot
+        if pool > MAX_CTX:
+            refuse(
+                "kv_unified_per_slot",
+                per_slot,
+                f"kv_unified_per_slot x slots = {pool} tokens of KV pool, over the {MAX_CTX} a "
+                "context may be: lower kv_unified_per_slot or slots",
+            )
+        return replace(self, ctx=pool, kv_unified=True)
 
     model: Annotated[
         Text,
@@ -61,10 +100,13 @@ class ServerSettings:
     ] = 1
     ctx: Annotated[
         Int,
-        Range(0, 10_000_000, note="0 = the model's own"),
+        Range(0, MAX_CTX, note="0 = the model's own"),
         setting(
             label="context (-c)",
-            help="total context; with explicit slots each gets `ctx / slots`",
+            help=(
+                "total context; with explicit slots each gets `ctx / slots`; with "
+                "`kv_unified_per_slot`, the pool it makes (not given)"
+            ),
             flag="-c",
             short="c",
             in_form=True,
@@ -89,6 +131,22 @@ class ServerSettings:
             switch=("--kv-unified", "--no-kv-unified"),
             short="kvu",
             in_form=True,
+        ),
+    ] = None
+    kv_unified_per_slot: Annotated[
+        Int | None,
+        Range(1, MAX_CTX, note="tokens"),
+        setting(
+            label="KV per slot (tokens)",
+            help=(
+                "llama-server's `--kv-unified-per-slot`: one unified KV pool of `slots` x this "
+                "many tokens (`-np -1`: 4 slots), each request using at most this many of it; "
+                "`ctx` is then that pool and is not given, `kv_unified` is on"
+            ),
+            flag="--kv-unified-per-slot",
+            short="kvus",
+            in_form=True,
+            hint="unset (-c sizes the pool)",
         ),
     ] = None
     cache_type_k: Annotated[

@@ -7,8 +7,10 @@ A server holds its weights, its KV cache and the rest (compute buffers, the runt
 K element + V head size x bytes per V element), the shape read from the GGUF header
 (``read_model_facts``). llama-server gives each of N explicit slots ``pad256(ctx / N)`` cells
 (so the total can exceed ``-c``); with a unified cache (``-kvu``, or ``-np -1``) all slots
-share one pool of ``pad256(ctx)`` cells and a single request may use all of it. Checked
-against the server's own log line ``llama_kv_cache: size = ...`` in the tests.
+share one pool of ``pad256(ctx)`` cells and a single request may use all of it. With
+``--kv-unified-per-slot N`` the pool is sized for N a slot (``-c`` is N x slots) and a request
+uses at most N of it. Checked against the server's own log line ``llama_kv_cache: size = ...``
+in the tests.
 
 What a server that ran says of itself (its startup log's buffers, ``StartupFacts``) is read
 into the same ``Memory`` (``logged_memory``), and its KV bytes per token from the same cells
@@ -18,16 +20,16 @@ into the same ``Memory`` (``logged_memory``), and its KV bytes per token from th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from workbench.engine.base.errors import ModelFileError
 from workbench.engine.base.records import StartupFacts
+from workbench.engine.config.server_settings import AUTO_SLOTS, ServerSettings
 from workbench.engine.models.gguf_header import FILE_TYPES, Value, read_gguf_header
 
 MIB = 2**20
 CELL_PAD = 256
-AUTO_SLOTS = 4  # what -np -1 gives
 DEFAULT_OVERHEAD_MIB = 128.0  # compute buffers and the runtime, when nothing better is known
 # Bytes per element of each KV cache type (block size 32 for the quantised ones).
 BYTES_PER_ELEMENT = {
@@ -136,15 +138,28 @@ class KvLayout:
     total_cells: int
 
 
-def kv_layout(ctx: int, slots: int, unified: bool = False) -> KvLayout:
-    """The cells llama-server allocates for ``-c ctx -np slots`` (``-np -1`` = 4, unified)."""
+def kv_layout(ctx: int, slots: int, unified: bool = False, per_slot: int | None = None) -> KvLayout:
+    """The cells llama-server allocates for ``-c ctx -np slots`` (``-np -1`` = 4, unified);
+    with ``--kv-unified-per-slot per_slot`` the pool is ``slots x per_slot`` (the server's own
+    size for it without ``-c``, and the ``-c`` the workbench gives it) and a request uses at
+    most ``per_slot`` of it: the server caps each slot's context at exactly that."""
     if slots == -1:
         slots, unified = AUTO_SLOTS, True
+    if per_slot is not None:
+        layout = kv_layout(slots * per_slot, slots, unified)
+        return replace(layout, cells_per_slot=min(per_slot, layout.cells_per_slot))
     if unified:
         cells = pad_cells(ctx)
         return KvLayout(slots, True, cells, cells)
-    per_slot = pad_cells(ctx // slots)
-    return KvLayout(slots, False, per_slot, per_slot * slots)
+    cells = pad_cells(ctx // slots)
+    return KvLayout(slots, False, cells, cells * slots)
+
+
+def layout_of(settings: ServerSettings) -> KvLayout:
+    """The cells a managed server of ``settings`` holds (``kv_layout`` of its flags)."""
+    return kv_layout(
+        settings.ctx, settings.slots, bool(settings.kv_unified), settings.kv_unified_per_slot
+    )
 
 
 @dataclass(frozen=True)
@@ -169,11 +184,12 @@ def server_memory(
     type_k: str = "f16",
     type_v: str = "f16",
     overhead_mib: float = DEFAULT_OVERHEAD_MIB,
+    per_slot: int | None = None,
 ) -> Memory:
     """The memory llama-server takes for this model with ``-c ctx -np slots`` (``-kvu``,
-    ``-ctk type_k -ctv type_v``): the weights' tensors, every cell ``kv_layout`` allocates at
-    ``kv_bytes_per_token``, and ``overhead_mib``."""
-    cells = kv_layout(ctx, slots, unified).total_cells
+    ``-ctk type_k -ctv type_v``, ``--kv-unified-per-slot per_slot``): the weights' tensors,
+    every cell ``kv_layout`` allocates at ``kv_bytes_per_token``, and ``overhead_mib``."""
+    cells = kv_layout(ctx, slots, unified, per_slot).total_cells
     return Memory(
         weights_mib=model.tensor_bytes / MIB,
         kv_mib=cells * kv_bytes_per_token(model, type_k, type_v) / MIB,
@@ -183,13 +199,15 @@ def server_memory(
 
 def logged_layout(facts: StartupFacts) -> KvLayout | None:
     """The cells a started server says it holds (its slots and context per slot); None when
-    its log did not give the context per slot."""
+    its log did not give the context per slot. A unified pool is its whole context (``n_ctx``),
+    more than a slot's where ``--kv-unified-per-slot`` caps each slot."""
     per_slot = facts.n_ctx_slot
     if per_slot is None:
         return None
     slots = facts.n_slots if facts.n_slots is not None else 1
-    unified = bool(facts.kv_unified)
-    return KvLayout(slots, unified, per_slot, per_slot if unified else per_slot * slots)
+    if facts.kv_unified:
+        return KvLayout(slots, True, per_slot, max(per_slot, facts.n_ctx or 0))
+    return KvLayout(slots, False, per_slot, per_slot * slots)
 
 
 def logged_memory(facts: StartupFacts) -> Memory | None:

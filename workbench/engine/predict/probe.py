@@ -124,9 +124,10 @@ class Probed:
 
 
 def probe_settings(settings: ServerSettings) -> ServerSettings:
-    """The settings to calibrate, at enough slots (and context for each) for the probe."""
+    """The settings to calibrate, at enough slots (and context for each) for the probe: no
+    per-slot limit (``kv_unified_per_slot`` bounds a request's context, not a step's cost)."""
     slots = max(SLOTS, settings.slots)
-    return replace(settings, slots=slots, ctx=slots * SLOT_CONTEXT)
+    return replace(settings, slots=slots, ctx=slots * SLOT_CONTEXT, kv_unified_per_slot=None)
 
 
 async def send(

@@ -35,7 +35,7 @@ from workbench.engine.base.errors import ExperimentError
 from workbench.engine.base.records import RequestRecord, TokenChunk
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.client import http_error, stopped_short
-from workbench.engine.models.memory import kv_layout
+from workbench.engine.models.memory import layout_of
 from workbench.engine.predict.costs import StepCosts
 
 DEFAULT_BATCH = 2048
@@ -120,13 +120,14 @@ class ServerShape:
 
     @classmethod
     def of(cls, settings: ServerSettings) -> ServerShape:
-        """The shape a managed server starts with: each slot ``-c / -np`` of context, or the
-        whole pool with ``-kvu`` (``models.memory.kv_layout``, as the server pads it)."""
+        """The shape a managed server starts with: each slot ``-c / -np`` of context, the
+        whole pool with ``-kvu``, or at most ``kv_unified_per_slot`` of it
+        (``models.memory.layout_of``, as the server pads it)."""
         if settings.ctx <= 0:
             raise ExperimentError(
                 "ctx = 0 (the model's own context) cannot be predicted: give ctx a size"
             )
-        layout = kv_layout(settings.ctx, settings.slots, bool(settings.kv_unified))
+        layout = layout_of(settings)
         return cls(
             slots=layout.slots,
             ctx_per_slot=layout.cells_per_slot,

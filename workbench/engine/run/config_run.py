@@ -51,7 +51,7 @@ from workbench.engine.measure.workload import (
     plan_records,
     run_requests,
 )
-from workbench.engine.models.memory import kv_layout
+from workbench.engine.models.memory import layout_of
 from workbench.engine.run import notices
 from workbench.engine.run.prompt_building import build_prompts
 from workbench.engine.run.session_setup import RunSetup
@@ -130,7 +130,7 @@ class ConfigRuns:
         request will not fit."""
         if self.external or config.server.slots <= 0 or config.server.ctx <= 0:
             return None
-        layout = kv_layout(config.server.ctx, config.server.slots, bool(config.server.kv_unified))
+        layout = layout_of(config.server)
         self._warn_about_context(config, layout.cells_per_slot)
         return layout.cells_per_slot
 

@@ -267,6 +267,7 @@ class Search:
                 type_k=s.cache_type_k or "f16",
                 type_v=s.cache_type_v or "f16",
                 need_tokens=request_tokens(w.longest_prompt_tokens, w.max_tokens),
+                per_slot=s.kv_unified_per_slot,
             )[0]
             if row.fit == "does not fit":
                 c.fits = False
@@ -432,8 +433,11 @@ class Search:
         return min(MAX_MODEL_ERROR, max(found))
 
     def context_per_slot(self, c: Candidate) -> int:
-        """The context one request can use: the whole pool with ``-kvu``, else its share."""
+        """The context one request can use: the whole pool with ``-kvu`` (at most
+        ``kv_unified_per_slot`` of it where that is set), else its share."""
         server = c.config.server
+        if server.kv_unified_per_slot is not None:
+            return server.kv_unified_per_slot
         ctx = server.ctx or self.train_ctx
         return ctx if server.kv_unified else ctx // max(1, server.slots)
 

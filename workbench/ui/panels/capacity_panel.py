@@ -127,22 +127,28 @@ class CapacityPanel(QWidget):
             self.table.setRowCount(0)
             return
         kv_type = _values(server, ServerSettings, "cache_type_k")[0] or "f16"  # llama.cpp's own
-        unified = server.get("kv_unified") is True
+        per_slots = _values(server, ServerSettings, "kv_unified_per_slot")
+        unified = server.get("kv_unified") is True or per_slots != [None]
         need = request_tokens(
             int(max(_values(workload, WorkloadSettings, "input_tokens"))),
             int(max(_values(workload, WorkloadSettings, "max_tokens"))),
         )
         available = psutil.virtual_memory().available
         with contextlib.suppress(WorkbenchError):
-            rows = plan(
-                facts,
-                [int(v) for v in _values(server, ServerSettings, "ctx")],
-                [int(v) for v in _values(server, ServerSettings, "slots")],
-                available,
-                unified=unified,
-                type_k=str(kv_type),
-                need_tokens=need,
-            )
+            rows = [
+                row
+                for per_slot in per_slots
+                for row in plan(
+                    facts,
+                    [int(v) for v in _values(server, ServerSettings, "ctx")],
+                    [int(v) for v in _values(server, ServerSettings, "slots")],
+                    available,
+                    unified=unified,
+                    type_k=str(kv_type),
+                    need_tokens=need,
+                    per_slot=per_slot,
+                )
+            ]
             self._show(facts, rows, available)
 
     def _show(self, facts: ModelFacts, rows: list[Any], available: int) -> None:
