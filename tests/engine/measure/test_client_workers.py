@@ -332,8 +332,10 @@ def test_a_worker_that_cannot_start_is_one_error_with_its_last_words(monkeypatch
     workload = RequestsWorkload(requests=2, max_tokens=8, workers=2)
     records = plan_records(0, 0, 0, 2, PromptSource())
     finished: list[RequestFinished] = []
-    with pytest.raises(WorkerLost, match=r"^client worker \d exited with status 1 while "
-                       r"preparing: .*No module named workbench.no_such_module$"):  # fmt: skip
+    # A worker that dies at once may be gone before its job is written (a loaded machine).
+    with pytest.raises(WorkerLost, match=r"^client worker \d exited with status 1 (while "
+                       r"preparing|before it was told): .*No module named "
+                       r"workbench.no_such_module$"):  # fmt: skip
         asyncio.run(
             run_in_workers(
                 "http://127.0.0.1:9", None, workload, records, [0.0, 0.0], finished.append,
