@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.engine.base.errors import ExperimentError
+from workbench.engine.base.errors import ExperimentError, WorkbenchError
+from workbench.engine.base.validation import validated
 from workbench.engine.config.experiment import (
     SETTINGS,
     RequestsWorkload,
@@ -18,6 +19,7 @@ from workbench.engine.config.experiment import (
 )
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import field_named, fields_of, from_stored
+from workbench.engine.config.workloads import Workload
 
 
 def test_every_field_is_declared_with_its_kind() -> None:
@@ -134,3 +136,12 @@ def test_the_k_and_v_cache_types_are_named_alike() -> None:
     type"."""
     k, v = (field_named(ServerSettings, f"cache_type_{x}").setting.label for x in "kv")
     assert (k, v) == ("K cache type", "V cache type")
+
+
+@pytest.mark.parametrize("value", [None, 3, "requests", [1]])
+def test_a_workload_that_is_no_table_is_refused_in_one_line(value):
+    """A wire message's job may carry anything where its workload goes (found by fuzzing:
+    ``null`` raised a TypeError from the union's tag)."""
+    with pytest.raises(WorkbenchError) as raised:
+        validated(Workload, value, "job", WorkbenchError)
+    assert str(raised.value).startswith("job: a workload is a table of its settings, got ")

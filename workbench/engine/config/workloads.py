@@ -678,8 +678,11 @@ def kind_of(values: Mapping[str, Any]) -> type["WorkloadSettings"]:
     return RequestsWorkload
 
 
-def _tag(value: Any) -> str:
-    """The tag of the kind a value is (a table of values, or settings)."""
+def _tag(value: Any) -> str | None:
+    """The tag of the kind a value is (a table of values, or settings); None for anything
+    else, which the union then refuses."""
+    if not isinstance(value, Mapping) and not dataclasses.is_dataclass(value):
+        return None
     values = value if isinstance(value, Mapping) else dataclasses.asdict(value)
     return _TAGS[kind_of(values)]
 
@@ -698,7 +701,12 @@ class _ByKind:
 
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
         choices = {tag: handler.generate_schema(kind) for kind, tag in _TAGS.items()}
-        return core_schema.tagged_union_schema(choices, discriminator=_tag)
+        return core_schema.tagged_union_schema(
+            choices,
+            discriminator=_tag,
+            custom_error_type="workload_table",
+            custom_error_message="a workload is a table of its settings",
+        )
 
 
 Workload = Annotated[
