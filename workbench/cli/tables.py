@@ -591,11 +591,36 @@ def cache_line(verdict: CacheVerdict) -> Text:
 def model_line(model: ModelFacts, kv_type: str, available: int, where: str) -> str:
     """What the plan is made of: the model's shape, its KV cost per token, the memory."""
     per_token_kib = kv_bytes_per_token(model, kv_type, kv_type) / 1024
+    window = model.window
+    layers = f"{model.layers} layers"
+    if window is not None:
+        layers += (
+            f" ({model.layers - window.windowed_layers} full, {window.windowed_layers} with a "
+            f"{window.tokens}-token window)"
+        )
     return (
-        f"{model.name} ({model.architecture}, {model.quantization}): {model.layers} layers, "
+        f"{model.name} ({model.architecture}, {model.quantization}): {layers}, "
         f"{max(model.kv_heads)} KV heads x {model.head_k}, weights "
         f"{model.tensor_bytes / 2**20:.0f} MiB, KV {per_token_kib:.1f} KiB per token "
         f"({kv_type}); memory to plan for: {available / 2**30:.1f} GiB ({where})"
+    )
+
+
+def window_note(model: ModelFacts, ubatch: int, swa_full: bool) -> str:
+    """How the plan counts a sliding-window model's KV (empty for a model without one)."""
+    window = model.window
+    if window is None:
+        return model.window_note and f"Note: {model.window_note}."
+    held = (
+        "the whole context too (--swa-full)"
+        if swa_full
+        else f"its {window.tokens}-token window plus the {ubatch}-token micro-batch (per slot; "
+        "the window of every slot in a unified pool), padded to 256"
+    )
+    return (
+        f"KV MiB counts two caches: the {model.layers - window.windowed_layers} full layers "
+        f"hold each slot's context, the {window.windowed_layers} windowed layers {held}. "
+        "A request's prompt limit is still the ctx per request."
     )
 
 

@@ -1,5 +1,6 @@
 """Model files and shapes the models tests and the planner's share: a small GGUF with the
-default model's KV shape, and a Llama-3-8B shape."""
+default model's KV shape, a Gemma-3-270M-shaped header with a sliding window, and a
+Llama-3-8B shape."""
 
 from __future__ import annotations
 
@@ -23,6 +24,30 @@ def write_small_model(path: Path) -> Path:
     writer.add_context_length(8192)
     writer.add_file_type(3)  # Q4_1
     writer.add_tensor("token_embd.weight", np.zeros((64, 16), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def write_windowed_model(
+    path: Path, arch: str, window: int | None, pattern: int | list[bool] | None = None
+) -> Path:
+    """A Gemma-3-270M-shaped GGUF header (no tensors): what the memory estimate reads."""
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_name("Windowed")
+    writer.add_block_count(18)
+    writer.add_embedding_length(640)
+    writer.add_head_count(4)
+    writer.add_head_count_kv(1)
+    writer.add_key_length(256)
+    writer.add_value_length(256)
+    writer.add_context_length(32768)
+    if window is not None:
+        writer.add_sliding_window(window)
+    if pattern is not None:
+        writer.add_sliding_window_pattern(pattern)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

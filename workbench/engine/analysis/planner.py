@@ -20,6 +20,7 @@ from workbench.engine.models.memory import (
     kv_layout,
     server_memory,
 )
+from workbench.engine.models.sliding_window import DEFAULT_UBATCH
 
 BUILTIN_PROMPT_TOKENS = 80
 """About what a built-in prompt takes with a chat template (SmolLM2: 45 + 30 tokens)."""
@@ -85,19 +86,31 @@ def plan(
     need_tokens: int = 0,
     facts: StartupFacts | None = None,
     per_slot: int | None = None,
+    ubatch: int = DEFAULT_UBATCH,
+    swa_full: bool = False,
 ) -> list[PlanRow]:
     """Every (ctx, slots) pair: memory it takes and whether it fits in ``available_bytes``,
     or in less where ``facts`` (a server's startup facts on this machine) say its GPU holds
     less (``usable_memory``); warns when a request would get less context than it needs
     (prompt + max tokens). With ``per_slot`` (``--kv-unified-per-slot``) each slot count's
-    pool is its own (slots x per_slot), whatever ``ctxs`` say."""
+    pool is its own (slots x per_slot), whatever ``ctxs`` say. ``ubatch`` and ``swa_full``
+    size a sliding-window model's windowed cache."""
     available_mib = usable_memory(available_bytes, "", facts)[0] / MIB
     rows = []
     for ctx in ctxs if per_slot is None else ctxs[:1]:
         for slots in slot_counts:
             layout = kv_layout(ctx, slots, unified, per_slot)
             memory = server_memory(
-                model, ctx, slots, unified, type_k, type_v, overhead_mib, per_slot
+                model,
+                ctx,
+                slots,
+                unified,
+                type_k,
+                type_v,
+                overhead_mib,
+                per_slot,
+                ubatch,
+                swa_full,
             )
             total = memory.total_mib
             fit = (

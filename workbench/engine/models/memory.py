@@ -12,6 +12,9 @@ share one pool of ``pad256(ctx)`` cells and a single request may use all of it. 
 uses at most N of it. Checked against the server's own log line ``llama_kv_cache: size = ...``
 in the tests.
 
+A sliding-window model's windowed layers hold a smaller cache of their own beside it
+(``models.sliding_window``): ``kv_caches`` gives the two apart.
+
 What a server that ran says of itself (its startup log's buffers, ``StartupFacts``) is read
 into the same ``Memory`` (``logged_memory``), and its KV bytes per token from the same cells
 (``logged_kv_bytes_per_token``), so the plan, the memory plot and the roofline add up one way.
@@ -27,6 +30,12 @@ from workbench.engine.base.errors import ModelFileError
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.config.server_settings import AUTO_SLOTS, ServerSettings
 from workbench.engine.models.gguf_header import FILE_TYPES, Value, read_gguf_header
+from workbench.engine.models.sliding_window import (
+    DEFAULT_UBATCH,
+    SlidingWindow,
+    read_window,
+    windowed_cells,
+)
 
 MIB = 2**20
 CELL_PAD = 256
@@ -60,6 +69,8 @@ class ModelFacts:
     head_v: int
     train_ctx: int
     quantization: str
+    window: SlidingWindow | None = None  # None: every layer holds a full cache
+    window_note: str = ""  # why a model with a window is counted as if it had none
 
 
 def read_model_facts(path: str | Path) -> ModelFacts:
@@ -95,6 +106,7 @@ def read_model_facts(path: str | Path) -> ModelFacts:
     head_v = fields.get(f"{arch}.attention.value_length") or head_k
     train_ctx = int(fields.get(f"{arch}.context_length") or 0)
     file_type = fields.get("general.file_type")
+    window, window_note = read_window(fields, arch, layers)
     return ModelFacts(
         path=str(p),
         architecture=arch,
@@ -107,6 +119,8 @@ def read_model_facts(path: str | Path) -> ModelFacts:
         head_v=int(head_v),
         train_ctx=train_ctx,
         quantization=FILE_TYPES.get(file_type, str(file_type)) if file_type is not None else "?",
+        window=window,
+        window_note=window_note,
     )
 
 
@@ -120,10 +134,15 @@ def bytes_per_element(kv_type: str) -> float:
         ) from None
 
 
+def layer_kv_bytes(model: ModelFacts, type_k: str = "f16", type_v: str = "f16") -> list[float]:
+    """The KV cache one token takes in each layer."""
+    k, v = bytes_per_element(type_k), bytes_per_element(type_v)
+    return [heads * (model.head_k * k + model.head_v * v) for heads in model.kv_heads]
+
+
 def kv_bytes_per_token(model: ModelFacts, type_k: str = "f16", type_v: str = "f16") -> float:
     """The KV cache one token takes, all layers together."""
-    k, v = bytes_per_element(type_k), bytes_per_element(type_v)
-    return sum(heads * (model.head_k * k + model.head_v * v) for heads in model.kv_heads)
+    return sum(layer_kv_bytes(model, type_k, type_v))
 
 
 def pad_cells(n: int) -> int:
@@ -163,6 +182,41 @@ def layout_of(settings: ServerSettings) -> KvLayout:
 
 
 @dataclass(frozen=True)
+class KvCaches:
+    """The KV cache apart: the layers holding the full layout and the windowed ones."""
+
+    full_mib: float
+    windowed_mib: float = 0.0
+    windowed_cells: int = 0  # all streams together
+
+    @property
+    def total_mib(self) -> float:
+        return self.full_mib + self.windowed_mib
+
+
+def kv_caches(
+    model: ModelFacts,
+    layout: KvLayout,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    ubatch: int = DEFAULT_UBATCH,
+    swa_full: bool = False,
+) -> KvCaches:
+    """The KV that ``layout`` takes: every full layer at its cells, every windowed layer at
+    the windowed cache's (``sliding_window.windowed_cells``)."""
+    per_layer = layer_kv_bytes(model, type_k, type_v)
+    window = model.window
+    if window is None:
+        return KvCaches(layout.total_cells * sum(per_layer) / MIB)
+    cells = windowed_cells(
+        layout.total_cells, layout.slots, layout.unified, window.tokens, ubatch, swa_full
+    )
+    full = sum(b for b, w in zip(per_layer, window.windowed, strict=True) if not w)
+    windowed = sum(b for b, w in zip(per_layer, window.windowed, strict=True) if w)
+    return KvCaches(layout.total_cells * full / MIB, cells * windowed / MIB, cells)
+
+
+@dataclass(frozen=True)
 class Memory:
     """What a server holds, in MiB: its weights, its KV cache and the rest (compute buffers,
     the runtime)."""
@@ -185,14 +239,17 @@ def server_memory(
     type_v: str = "f16",
     overhead_mib: float = DEFAULT_OVERHEAD_MIB,
     per_slot: int | None = None,
+    ubatch: int = DEFAULT_UBATCH,
+    swa_full: bool = False,
 ) -> Memory:
     """The memory llama-server takes for this model with ``-c ctx -np slots`` (``-kvu``,
-    ``-ctk type_k -ctv type_v``, ``--kv-unified-per-slot per_slot``): the weights' tensors,
-    every cell ``kv_layout`` allocates at ``kv_bytes_per_token``, and ``overhead_mib``."""
-    cells = kv_layout(ctx, slots, unified, per_slot).total_cells
+    ``-ctk type_k -ctv type_v``, ``--kv-unified-per-slot per_slot``, ``-ub ubatch``,
+    ``--swa-full``): the weights' tensors, the KV of the cells ``kv_layout`` allocates
+    (``kv_caches``), and ``overhead_mib``."""
+    layout = kv_layout(ctx, slots, unified, per_slot)
     return Memory(
         weights_mib=model.tensor_bytes / MIB,
-        kv_mib=cells * kv_bytes_per_token(model, type_k, type_v) / MIB,
+        kv_mib=kv_caches(model, layout, type_k, type_v, ubatch, swa_full).total_mib,
         overhead_mib=overhead_mib,
     )
 

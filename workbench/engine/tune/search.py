@@ -38,6 +38,7 @@ from workbench.engine.measure.prompts import load_prompts
 from workbench.engine.models.gguf_header import loadable_model
 from workbench.engine.models.memory import MIB, read_model_facts
 from workbench.engine.models.model_file import resolve_model
+from workbench.engine.models.sliding_window import micro_batch
 from workbench.engine.predict.calibration import (
     Calibration,
     CalibrationError,
@@ -268,6 +269,7 @@ class Search:
                 type_v=s.cache_type_v or "f16",
                 need_tokens=request_tokens(w.longest_prompt_tokens, w.max_tokens),
                 per_slot=s.kv_unified_per_slot,
+                ubatch=micro_batch(s.batch_size, s.ubatch_size),
             )[0]
             if row.fit == "does not fit":
                 c.fits = False
