@@ -130,7 +130,7 @@ def _from_session(path: Path) -> Calibration:
             fit.costs,
             fit.quality,
             machine_identity(session.hardware),
-            _model_named(str(config.server.get("model") or "?")),
+            _model_named(config.run_config.server.model or "?"),
             session.hardware.llama_server_build,
             settings,
             now(),

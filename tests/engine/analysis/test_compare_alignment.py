@@ -3,13 +3,15 @@ sweeps over more than one setting (no server needed)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
 from workbench.engine.analysis.compare import chart_data_from, compare_sessions
 from workbench.engine.base.records import Hardware, StartupFacts
+from workbench.engine.base.states import ConfigStatus
 from workbench.engine.figures.summaries import ConfigSummary
+from workbench.engine.store import ConfigRow
 
 
 def summary(label: str, slots: int, ctx: int, agg: float, cb: bool = True) -> ConfigSummary:
@@ -39,14 +41,6 @@ def summary(label: str, slots: int, ctx: int, agg: float, cb: bool = True) -> Co
 
 
 @dataclass
-class FakeConfig:
-    label: str
-    server: dict = field(default_factory=lambda: {"model": "default"})
-    workload: dict = field(default_factory=lambda: {"max_tokens": 64})
-    facts: StartupFacts = field(default_factory=lambda: StartupFacts(backend="CPU"))
-
-
-@dataclass
 class FakeSession:
     name: str
     rows: list[ConfigSummary]
@@ -63,7 +57,17 @@ class FakeSession:
 
     @property
     def configs(self):
-        return [FakeConfig(s.label) for s in self.rows]
+        return [
+            ConfigRow(
+                index=i,
+                label=s.label,
+                server={"model": "default"},
+                workload={"max_tokens": 64},
+                status=ConfigStatus.OK,
+                facts=StartupFacts(backend="CPU"),
+            )
+            for i, s in enumerate(self.rows)
+        ]
 
     def summaries(self):
         return self.rows

@@ -17,6 +17,8 @@ import pytest
 from workbench.engine.base.columns import column, column_of, declared_fields
 from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.base.states import ConfigStatus
+from workbench.engine.config.server_settings import ServerSettings
+from workbench.engine.config.workloads import ConversationsWorkload
 from workbench.engine.events import GpuSample
 from workbench.engine.store.rows import (
     CHUNKS,
@@ -226,3 +228,21 @@ def test_a_new_file_gets_every_table_or_none(tmp_path):
         assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert names == {table.name for table in TABLES}
+
+
+def test_a_stored_configuration_reads_typed_whatever_version_wrote_it():
+    """A configuration's settings are the JSON of the version that ran it: a field this
+    version does not know is dropped, a wrong value takes its default, and the kind of
+    workload is the one its fields say."""
+    row = ConfigRow(
+        index=2,
+        label="np=2",
+        server={"slots": 2, "model": "m.gguf", "gone_since": 1, "ctx": "big"},
+        workload={"kind": "conversations", "users": 3, "retired": True},
+        status=ConfigStatus.OK,
+    )
+    config = row.run_config
+    assert (config.index, config.label) == (2, "np=2")
+    assert (config.server.slots, config.server.model) == (2, "m.gguf")
+    assert config.server.ctx == ServerSettings().ctx
+    assert isinstance(config.workload, ConversationsWorkload) and config.workload.users == 3

@@ -104,11 +104,10 @@ def session_models(session: Session) -> list[str]:
     names = set()
     for c in session.configs:
         if session.managed:
-            names.add(model_name(str(c.server.get("model") or "default")))
+            names.add(model_name(c.run_config.server.model or "default"))
         else:
-            named = c.workload.get("model_name")
-            known = isinstance(named, str) and named.strip() not in ("", "default")
-            names.add(str(named) if known else UNKNOWN_MODEL)
+            named = c.run_config.workload.model_name
+            names.add(named if named.strip() not in ("", "default") else UNKNOWN_MODEL)
     return sorted(names)
 
 

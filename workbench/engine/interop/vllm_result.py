@@ -27,6 +27,7 @@ from workbench.engine.analysis.library import model_file_name
 from workbench.engine.base.errors import ImportFileError, OutputDirError
 from workbench.engine.base.records import ImportSource, RequestRecord
 from workbench.engine.base.validation import MAX_TEXT, validated
+from workbench.engine.config.workloads import RequestsWorkload, SentRequests
 from workbench.engine.figures.per_request import NS, prompt_tokens, request_metrics
 from workbench.engine.figures.per_run import makespan_s
 from workbench.engine.figures.vllm_names import COUNTS, THROUGHPUTS, vllm_figures
@@ -211,7 +212,7 @@ def vllm_document(
     session: Session, config: ConfigRow, records: list[RequestRecord]
 ) -> dict[str, Any]:
     """One run (the measured requests of one repeat) as vLLM's result file."""
-    workload = config.workload
+    workload = config.run_config.workload
     measured = [r for r in records if not r.warmup]
     named = vllm_figures(
         [m for r in measured if (m := request_metrics(r)) is not None], makespan_s(measured)
@@ -235,23 +236,26 @@ def vllm_document(
             }
         )
     peak_tokens, peak_requests = _peaks(measured)
-    rate = workload.get("rate") if workload.get("arrival") != "burst" else None
+    paced = isinstance(workload, RequestsWorkload) and workload.arrival != "burst"
     # The model as the requests named it, else the file the workbench gave its server: a
     # re-imported file then names the model, not "default" (read back as an unknown model).
-    model = workload.get("model_name") or "default"
+    model = workload.model_name or "default"
     if model == "default" and session.managed:
-        model = model_file_name(str(config.server.get("model") or "default"))
+        model = model_file_name(config.run_config.server.model or "default")
+    chat = workload.endpoint == "chat"
     return {
         "date": _vllm_date(session.meta.get("created_at")),
-        "endpoint_type": "openai-chat" if workload.get("endpoint") == "chat" else "openai",
-        "backend": "openai-chat" if workload.get("endpoint") == "chat" else "openai",
+        "endpoint_type": "openai-chat" if chat else "openai",
+        "backend": "openai-chat" if chat else "openai",
         "label": config.label,
         "model_id": model,
         "tokenizer_id": model,
         "num_prompts": len(measured),
-        "request_rate": rate or "inf",
-        "burstiness": workload.get("burstiness", 1.0),
-        "max_concurrency": workload.get("concurrency") or None,
+        "request_rate": (workload.rate if paced else None) or "inf",
+        "burstiness": workload.burstiness if isinstance(workload, RequestsWorkload) else 1.0,
+        "max_concurrency": (
+            workload.concurrency or None if isinstance(workload, SentRequests) else None
+        ),
         "duration": makespan_s(measured) or 0.0,
         "failed": sum(not r.ok for r in measured),
         "request_goodput": None,

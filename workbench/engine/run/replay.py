@@ -16,12 +16,8 @@ from workbench.engine.base.records import StartupFacts
 from workbench.engine.base.states import ServerState
 from workbench.engine.config.experiment import (
     Experiment,
-    RunConfig,
-    WorkloadSettings,
     parse_experiment,
 )
-from workbench.engine.config.server_settings import ServerSettings
-from workbench.engine.config.settings import from_stored
 from workbench.engine.events import (
     ConfigFinished,
     ConfigStarted,
@@ -36,22 +32,11 @@ from workbench.engine.events import (
     TokenChunkArrived,
 )
 from workbench.engine.store import (
-    ConfigRow,
     Session,
     open_session,
     summarize_config_records,
 )
 from workbench.engine.store.rows import SAMPLED
-
-
-def run_config(row: ConfigRow) -> RunConfig:
-    """The configuration as the run had it (fields this version does not know are dropped)."""
-    return RunConfig(
-        row.index,
-        row.label,
-        from_stored(ServerSettings, row.server),
-        from_stored(WorkloadSettings, row.workload),
-    )
 
 
 def session_events(session: Session) -> list[tuple[int, Any]]:
@@ -74,7 +59,7 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
     )
     last = origin
     for row in session.configs:
-        config = run_config(row)
+        config = row.run_config
         records = session.records(row.index)
         states = session.samples("server_states", row.index)
         times = [s.t_ns for s in states] + [

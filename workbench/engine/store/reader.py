@@ -28,9 +28,6 @@ from workbench.engine.base.records import (
 )
 from workbench.engine.base.states import RunStatus
 from workbench.engine.base.validation import validated
-from workbench.engine.config.experiment import WorkloadSettings
-from workbench.engine.config.server_settings import ServerSettings
-from workbench.engine.config.settings import from_stored
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.per_run import RunObservations, nested
 from workbench.engine.figures.predicted import ConfigPrediction, PredictedRequest, RunPrediction
@@ -289,10 +286,8 @@ def summarize_config_records(
     return summarize(
         config.index,
         config.label,
-        # A stored configuration may come from another version: a missing field takes
-        # its default, an unknown one is dropped.
-        from_stored(ServerSettings, config.server),
-        from_stored(WorkloadSettings, config.workload),
+        config.run_config.server,
+        config.run_config.workload,
         config.facts or StartupFacts(),
         records,
         observed,

@@ -15,6 +15,7 @@ and the checked reading of its rows come from its declaration (``table.py``).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -28,6 +29,9 @@ from workbench.engine.base.records import (
     TokenChunk,
 )
 from workbench.engine.base.states import ConfigStatus, NoticeLevel, RunStatus, ServerState
+from workbench.engine.config.experiment import RunConfig, WorkloadSettings
+from workbench.engine.config.server_settings import ServerSettings
+from workbench.engine.config.settings import from_stored
 from workbench.engine.events import (
     GpuSample,
     MetricsSample,
@@ -88,6 +92,18 @@ class ConfigRow:
     log_tail: str | None = None
     facts: StartupFacts | None = column("facts_json", json=True, default=None)  # None: never ready
     slots: int | None = None
+
+    @functools.cached_property
+    def run_config(self) -> RunConfig:
+        """Its settings as the run had them, typed once: the file keeps them as JSON of
+        whichever version wrote it, so a field this version does not know is dropped and a
+        missing or invalid one takes its default (``from_stored``)."""
+        return RunConfig(
+            self.index,
+            self.label,
+            from_stored(ServerSettings, self.server),
+            from_stored(WorkloadSettings, self.workload),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

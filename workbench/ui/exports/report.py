@@ -24,9 +24,7 @@ from workbench.engine.analysis.verdicts import lab_verdicts
 from workbench.engine.base.errors import OutputDirError, SessionError
 from workbench.engine.base.escaping import markdown
 from workbench.engine.base.records import StartupFacts
-from workbench.engine.config.experiment import WorkloadSettings
-from workbench.engine.config.server_settings import ServerSettings
-from workbench.engine.config.settings import from_stored, show_value
+from workbench.engine.config.settings import show_value
 from workbench.engine.config.workloads import SentRequests
 from workbench.engine.figures.metrics import Figure, Part, View, shown_in
 from workbench.engine.figures.summaries import ConfigSummary
@@ -154,8 +152,7 @@ def _settings(session: Session) -> list[tuple[str, str]]:
     first = session.configs[0] if session.configs else None
     if first is None:
         return []
-    server = from_stored(ServerSettings, first.server)
-    workload = from_stored(WorkloadSettings, first.workload)
+    server, workload = first.run_config.server, first.run_config.workload
     stated = first.facts or StartupFacts()
     rows = [
         ("configurations", ", ".join(c.label for c in session.configs)),
