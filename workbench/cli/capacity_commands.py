@@ -29,6 +29,7 @@ from workbench.cli.paths import SESSION_HELP, session_file
 from workbench.cli.tables import (
     model_line,
     plan_table,
+    recurrent_note,
     roofline_table,
     slo_table,
     window_note,
@@ -167,8 +168,9 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     )
     console.print(model_line(model, args.kv_type, available, where), markup=False, highlight=False)
     console.print(plan_table(rows))
-    if note := window_note(model, args.ubatch, args.swa_full):
-        console.print(note, markup=False, highlight=False)
+    for note in (window_note(model, args.ubatch, args.swa_full), recurrent_note(model)):
+        if note:
+            console.print(note, markup=False, highlight=False)
     return 0
 
 

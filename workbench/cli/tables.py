@@ -598,6 +598,13 @@ def model_line(model: ModelFacts, kv_type: str, available: int, where: str) -> s
             f" ({model.layers - window.windowed_layers} full, {window.windowed_layers} with a "
             f"{window.tokens}-token window)"
         )
+    state = model.recurrent
+    if state is not None:
+        attending = f"{state.attention_layers} with a KV cache, " if state.attention_layers else ""
+        layers += (
+            f" ({attending}{state.recurrent_layers} recurrent: "
+            f"{state.bytes_per_sequence / 2**20:.1f} MiB of state per sequence)"
+        )
     return (
         f"{model.name} ({model.architecture}, {model.quantization}): {layers}, "
         f"{max(model.kv_heads)} KV heads x {model.head_k}, weights "
@@ -624,9 +631,38 @@ def window_note(model: ModelFacts, ubatch: int, swa_full: bool) -> str:
     )
 
 
+def recurrent_note(model: ModelFacts) -> str:
+    """How the plan counts a recurrent or hybrid model's memory (empty for a transformer)."""
+    state = model.recurrent
+    if state is None:
+        return model.recurrent_note and f"Note: {model.recurrent_note}."
+    kv = (
+        f"KV MiB is the {state.attention_layers} attention layers' cache only"
+        if state.attention_layers
+        else "no layer holds a KV cache"
+    )
+    return (
+        f"State MiB is the {state.recurrent_layers} recurrent layers' fixed state, one "
+        "sequence's a slot (f32 whatever --kv-type), which does not grow with the context; "
+        f"{kv}. These figures are modelled from llama.cpp's source and not checked on a server."
+    )
+
+
 def plan_table(rows: list[PlanRow]) -> Fitted:
-    """Each context and slot count: the KV cache, the total, and whether it fits."""
-    names = ("ctx", "slots", "KV", "ctx per request", "KV MiB", "total MiB", "fits?", "warning")
+    """Each context and slot count: the KV cache (apart from a recurrent model's fixed
+    state, where it has one), the total, and whether it fits."""
+    stateful = any(r.state_mib for r in rows)
+    names = (
+        "ctx",
+        "slots",
+        "KV",
+        "ctx per request",
+        "KV MiB",
+        *(("state MiB",) if stateful else ()),
+        "total MiB",
+        "fits?",
+        "warning",
+    )
     styles = {"fits": "green", "tight": "yellow", "does not fit": "red"}
     cells = [
         [
@@ -634,7 +670,8 @@ def plan_table(rows: list[PlanRow]) -> Fitted:
             str(r.slots),
             "unified" if r.unified else "per slot",
             str(r.ctx_per_request),
-            f"{r.kv_mib:.1f}",
+            f"{r.kv_mib - r.state_mib:.1f}",
+            *((f"{r.state_mib:.1f}",) if stateful else ()),
             f"{r.total_mib:.0f}",
             Text(r.fit, style=styles[r.fit]),
             r.warning,

@@ -1,6 +1,6 @@
 """Model files and shapes the models tests and the planner's share: a small GGUF with the
-default model's KV shape, a Gemma-3-270M-shaped header with a sliding window, and a
-Llama-3-8B shape."""
+default model's KV shape, a Gemma-3-270M-shaped header with a sliding window, a
+header of any recurrent or hybrid architecture, and a Llama-3-8B shape."""
 
 from __future__ import annotations
 
@@ -68,3 +68,24 @@ LLAMA_8B_SHAPE = ModelFacts(
     train_ctx=32768,
     quantization="Q4_K_M",
 )
+
+
+def write_recurrent_model(
+    path: Path, arch: str, layers: int, embedding: int, keys: dict[str, int | list[int]]
+) -> Path:
+    """A GGUF header of ``arch`` (no tensors) with ``keys`` under ``{arch}.``: unsigned
+    numbers, or one a layer."""
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_name("Recurrent")
+    writer.add_block_count(layers)
+    writer.add_embedding_length(embedding)
+    for key, value in keys.items():
+        if isinstance(value, list):
+            writer.add_array(f"{arch}.{key}", value)
+        else:
+            writer.add_uint32(f"{arch}.{key}", value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path

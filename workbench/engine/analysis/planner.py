@@ -19,6 +19,7 @@ from workbench.engine.models.memory import (
     ModelFacts,
     kv_layout,
     server_memory,
+    state_mib,
 )
 from workbench.engine.models.sliding_window import DEFAULT_UBATCH
 
@@ -50,10 +51,11 @@ class PlanRow:
     slots: int
     unified: bool
     ctx_per_request: int
-    kv_mib: float
+    kv_mib: float  # the recurrent state too, where the model has one
     total_mib: float
     fit: str  # fits / tight / does not fit
     warning: str = ""
+    state_mib: float = 0.0  # a recurrent or hybrid model's fixed state, in kv_mib
 
 
 TIGHT_FRACTION = 0.8  # above this share of available memory, other programs will feel it
@@ -133,6 +135,7 @@ def plan(
                     total_mib=total,
                     fit=fit,
                     warning=warning,
+                    state_mib=state_mib(model, layout.slots),
                 )
             )
     return rows

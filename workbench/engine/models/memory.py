@@ -13,7 +13,9 @@ uses at most N of it. Checked against the server's own log line ``llama_kv_cache
 in the tests.
 
 A sliding-window model's windowed layers hold a smaller cache of their own beside it
-(``models.sliding_window``): ``kv_caches`` gives the two apart.
+(``models.sliding_window``): ``kv_caches`` gives the two apart. A recurrent or hybrid model's
+recurrent layers hold a fixed state per sequence instead (``models.recurrent``): only its
+attention layers count KV heads, and ``kv_caches`` gives the state apart.
 
 What a server that ran says of itself (its startup log's buffers, ``StartupFacts``) is read
 into the same ``Memory`` (``logged_memory``), and its KV bytes per token from the same cells
@@ -30,6 +32,7 @@ from workbench.engine.base.errors import ModelFileError
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.config.server_settings import AUTO_SLOTS, ServerSettings
 from workbench.engine.models.gguf_header import FILE_TYPES, Value, read_gguf_header
+from workbench.engine.models.recurrent import RecurrentState, per_layer, read_recurrent
 from workbench.engine.models.sliding_window import (
     DEFAULT_UBATCH,
     SlidingWindow,
@@ -64,13 +67,15 @@ class ModelFacts:
     file_bytes: int
     tensor_bytes: int
     layers: int
-    kv_heads: tuple[int, ...]  # per layer
+    kv_heads: tuple[int, ...]  # per layer; 0 where the layer holds no KV cache
     head_k: int
     head_v: int
     train_ctx: int
     quantization: str
     window: SlidingWindow | None = None  # None: every layer holds a full cache
     window_note: str = ""  # why a model with a window is counted as if it had none
+    recurrent: RecurrentState | None = None  # None: no layer holds a recurrent state
+    recurrent_note: str = ""  # why a model with a state is counted as if it had none
 
 
 def read_model_facts(path: str | Path) -> ModelFacts:
@@ -83,8 +88,8 @@ def read_model_facts(path: str | Path) -> ModelFacts:
     if not isinstance(arch, str):
         raise ModelFileError(f"{p} has no general.architecture key: not a model GGUF")
 
-    def need(key: str) -> Value:
-        value = fields.get(f"{arch}.{key}")
+    def need(key: str, default: int | None = None) -> Value:
+        value = fields.get(f"{arch}.{key}", default)
         if value is None:
             raise ModelFileError(
                 f"{p}: architecture '{arch}' lacks '{arch}.{key}', which the KV estimate "
@@ -93,16 +98,15 @@ def read_model_facts(path: str | Path) -> ModelFacts:
         return value
 
     layers = int(need("block_count"))
-    heads_kv = need("attention.head_count_kv")
-    kv_heads = (
-        tuple(int(h) for h in heads_kv)
-        if isinstance(heads_kv, tuple)
-        else (int(heads_kv),) * layers
-    )
     embedding = int(need("embedding_length"))
-    heads = need("attention.head_count")
+    state, state_note = read_recurrent(fields, arch, layers, embedding)
+    no_kv = 0 if state is not None and not any(state.attention) else None  # Mamba, RWKV
+    kv_heads = per_layer(need("attention.head_count_kv", no_kv), layers)
+    if state is not None:
+        kv_heads = tuple(h if a else 0 for h, a in zip(kv_heads, state.attention, strict=True))
+    heads = need("attention.head_count", no_kv)
     first_heads = int(heads[0] if isinstance(heads, tuple) else heads)
-    head_k = fields.get(f"{arch}.attention.key_length") or embedding // first_heads
+    head_k = fields.get(f"{arch}.attention.key_length") or embedding // max(first_heads, 1)
     head_v = fields.get(f"{arch}.attention.value_length") or head_k
     train_ctx = int(fields.get(f"{arch}.context_length") or 0)
     file_type = fields.get("general.file_type")
@@ -121,6 +125,8 @@ def read_model_facts(path: str | Path) -> ModelFacts:
         quantization=FILE_TYPES.get(file_type, str(file_type)) if file_type is not None else "?",
         window=window,
         window_note=window_note,
+        recurrent=state,
+        recurrent_note=state_note,
     )
 
 
@@ -181,17 +187,25 @@ def layout_of(settings: ServerSettings) -> KvLayout:
     )
 
 
+def state_mib(model: ModelFacts, slots: int) -> float:
+    """The recurrent layers' state of a server with ``slots`` slots (0 for a transformer):
+    one sequence's state a slot, whatever the context (``models.recurrent``)."""
+    return model.recurrent.bytes_for(slots) / MIB if model.recurrent else 0.0
+
+
 @dataclass(frozen=True)
 class KvCaches:
-    """The KV cache apart: the layers holding the full layout and the windowed ones."""
+    """The KV cache apart: the layers holding the full layout, the windowed ones and the
+    recurrent layers' fixed state."""
 
     full_mib: float
     windowed_mib: float = 0.0
     windowed_cells: int = 0  # all streams together
+    state_mib: float = 0.0
 
     @property
     def total_mib(self) -> float:
-        return self.full_mib + self.windowed_mib
+        return self.full_mib + self.windowed_mib + self.state_mib
 
 
 def kv_caches(
@@ -203,17 +217,19 @@ def kv_caches(
     swa_full: bool = False,
 ) -> KvCaches:
     """The KV that ``layout`` takes: every full layer at its cells, every windowed layer at
-    the windowed cache's (``sliding_window.windowed_cells``)."""
+    the windowed cache's (``sliding_window.windowed_cells``), and every recurrent layer's
+    state once a slot (f32, whatever ``type_k`` and ``type_v``)."""
     per_layer = layer_kv_bytes(model, type_k, type_v)
     window = model.window
+    state = state_mib(model, layout.slots)
     if window is None:
-        return KvCaches(layout.total_cells * sum(per_layer) / MIB)
+        return KvCaches(layout.total_cells * sum(per_layer) / MIB, state_mib=state)
     cells = windowed_cells(
         layout.total_cells, layout.slots, layout.unified, window.tokens, ubatch, swa_full
     )
     full = sum(b for b, w in zip(per_layer, window.windowed, strict=True) if not w)
     windowed = sum(b for b, w in zip(per_layer, window.windowed, strict=True) if w)
-    return KvCaches(layout.total_cells * full / MIB, cells * windowed / MIB, cells)
+    return KvCaches(layout.total_cells * full / MIB, cells * windowed / MIB, cells, state)
 
 
 @dataclass(frozen=True)
