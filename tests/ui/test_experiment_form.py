@@ -120,3 +120,19 @@ def test_a_per_slot_limit_is_a_form_field_and_a_context_beside_it_is_marked(qtbo
     with pytest.raises(ExperimentError, match="ctx and kv_unified_per_slot cannot both"):
         form.build()
     assert form.fields[("server", "ctx")].styleSheet()  # the field to change is marked
+
+
+def test_a_context_a_rule_sets_shows_what_the_run_gets(qtbot) -> None:
+    """Left out beside ``kv_unified_per_slot``, the context is slots x N, not the default
+    8192 its hint would show; with the limit gone the hint is back."""
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load(parse_experiment("[server]\nslots = 2\nkv_unified_per_slot = 2048\n"))
+    ctx = form.fields[("server", "ctx")]
+    assert ctx.text() == "" and ctx.placeholderText() == "4096"
+    form.fields[("server", "slots")].setText("4")
+    assert ctx.placeholderText() == "8192"  # 4 x 2048: the run's, the default's too
+    form.fields[("server", "kv_unified_per_slot")].setText("1024")
+    assert ctx.placeholderText() == "4096"
+    form.fields[("server", "kv_unified_per_slot")].setText("")
+    assert ctx.placeholderText() == "8192"

@@ -120,6 +120,7 @@ class ExperimentForm(QWidget):
         # changed, so the file's own rules still decide it (a conversations run's cache).
         self._unset: dict[tuple[str, str], Any] = {}
         self._loading = False
+        self.changed.connect(self._show_derived)
         self.path_label = QLabel("(no file)")
         self.path_label.setWordWrap(True)
         # A reopened session's experiment is shown as it ran, not as editable fields.
@@ -320,7 +321,23 @@ class ExperimentForm(QWidget):
             if key[1] not in (experiment.server if key[0] == "server" else experiment.workload)
         }
         self._loading = False
+        self._show_derived()
         self._clear_errors()
+
+    def _show_derived(self) -> None:
+        """An empty number field shows what the run will get where a rule sets it from other
+        fields (``ctx`` is slots x ``kv_unified_per_slot``), else its hint: a left-out
+        context must not read as the default's 8192 when the run's is 4096."""
+        if self._loading or (experiment := self.quietly_built()) is None:
+            return
+        first = experiment.configs()[0]
+        for key, widget in self.fields.items():
+            f = self.schema[key]
+            if isinstance(widget, QLineEdit) and f.kind in (int, float) and not f.is_args:
+                ran = ran_value(first, f)
+                derived = ran is not None and ran != f.default
+                hint = f.setting.hint.format(cores=os.cpu_count() or 1)
+                widget.setPlaceholderText(format_value(ran) if derived else hint)
 
     def _cannot_show(self, f: Field, value: Any) -> bool:
         if f.is_args:
