@@ -253,7 +253,7 @@ def test_a_server_without_a_tokenizer_gets_prompts_of_about_the_length(tmp_path)
 
 def test_without_a_tokenizer_the_model_files_vocabulary_counts(tmp_path, model_path):
     """Given the model file (--model), prompts are sized by its own vocabulary."""
-    from workbench.engine.models.gguf_tokenizer import BpeEstimator
+    from workbench.engine.models.gguf_tokenizer import estimator_for
 
     experiment = parse_experiment(
         f"[server]\nmodel = '{model_path}'\n"
@@ -264,7 +264,7 @@ def test_without_a_tokenizer_the_model_files_vocabulary_counts(tmp_path, model_p
         sent = [r.body for r in server.received if r.path == "/v1/chat/completions"]
     with open_session(result.session_path) as session:
         notices = [n.text for n in session.notices()]
-    estimator = BpeEstimator.from_model(model_path)
-    counts = [estimator.count(body["messages"][0]["content"]) for body in sent]
+    count = estimator_for(model_path)
+    counts = [count(body["messages"][0]["content"]) for body in sent]
     assert all(299 <= n <= 301 for n in counts), counts
     assert any(f"counted with {model_path.name}'s vocabulary" in n for n in notices)

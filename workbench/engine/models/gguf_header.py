@@ -157,8 +157,8 @@ class TensorInfo:
 @dataclass(frozen=True)
 class GgufHeader:
     """What the header says. ``fields`` holds the numbers, booleans, strings of up to
-    ``MAX_KEPT_STRING_BYTES`` and numeric arrays of up to ``MAX_KEPT_ARRAY_ITEMS`` (as
-    tuples); keys whose values were stepped over are absent."""
+    ``MAX_KEPT_STRING_BYTES``, numeric arrays of up to ``MAX_KEPT_ARRAY_ITEMS`` and the
+    arrays asked for by name (as tuples); keys whose values were stepped over are absent."""
 
     version: int
     fields: dict[str, Value]
@@ -166,15 +166,15 @@ class GgufHeader:
     data_offset: int  # where the tensor data starts in the file
 
 
-def read_gguf_header(path: Path, string_arrays: frozenset[str] = frozenset()) -> GgufHeader:
+def read_gguf_header(path: Path, kept_arrays: frozenset[str] = frozenset()) -> GgufHeader:
     """The header of a GGUF file, read in bounded steps (see the module's docstring). The
-    string arrays named in ``string_arrays`` (a vocabulary) are kept too, within
-    ``MAX_VOCAB_BYTES`` together."""
+    arrays named in ``kept_arrays`` (a vocabulary, its scores) are kept whatever their length,
+    within ``MAX_VOCAB_BYTES`` together."""
     check_gguf(path)
     try:
         size = path.stat().st_size
         with path.open("rb", buffering=1 << 16) as fh:
-            return _Parser(fh, size, path, string_arrays).header()
+            return _Parser(fh, size, path, kept_arrays).header()
     except OSError as exc:
         raise ModelFileError(f"cannot read model file {path}: {exc}") from None
 
@@ -190,10 +190,10 @@ def loadable_model(model: str, base_dir: Path | None = None) -> Path:
 
 class _Parser:
     def __init__(
-        self, fh: BinaryIO, size: int, path: Path, string_arrays: frozenset[str] = frozenset()
+        self, fh: BinaryIO, size: int, path: Path, kept_arrays: frozenset[str] = frozenset()
     ) -> None:
         self.fh, self.size, self.path = fh, size, path
-        self.string_arrays = string_arrays
+        self.kept_arrays = kept_arrays
         self.pos = 0
         self.walked = 0
         self.kept = 0
@@ -299,17 +299,22 @@ class _Parser:
         if item_type not in MIN_BYTES:
             raise self.error(f"{key!r} is an array of type {item_type}, which GGUF does not define")
         n = self.count(f"the item count of {key!r}", MIN_BYTES[item_type])
+        keep = key in self.kept_arrays and depth == 0
         if item_type in SCALARS:
             nbytes = n * MIN_BYTES[item_type]
-            if n > MAX_KEPT_ARRAY_ITEMS:
+            if n > MAX_KEPT_ARRAY_ITEMS and not keep:
                 self.skip(nbytes, what)
                 return None
+            if keep:
+                self.vocab += nbytes
+                if self.vocab > MAX_VOCAB_BYTES:
+                    raise self.error(f"its vocabulary takes more than {MAX_VOCAB_BYTES} bytes")
             return struct.unpack(f"<{n}{SCALARS[item_type]}", self.keep(nbytes, what))
         self.walked += n
         if self.walked > MAX_WALKED_ITEMS:
             raise self.error(f"more than {MAX_WALKED_ITEMS} strings or inner arrays in all")
         if item_type == STRING:
-            return self.strings(n, what, keep=key in self.string_arrays and depth == 0)
+            return self.strings(n, what, keep=keep)
         for _ in range(n):
             self.value(ARRAY, key, depth + 1)
         return None

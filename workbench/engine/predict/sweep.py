@@ -22,7 +22,7 @@ from workbench.engine.figures.wording import machine_mark
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sized_prompts import input_lengths
 from workbench.engine.measure.workload import arrival_offsets
-from workbench.engine.models.gguf_tokenizer import BpeEstimator
+from workbench.engine.models.gguf_tokenizer import estimator_for
 from workbench.engine.models.model_file import resolve_model
 from workbench.engine.predict.calibration import ChatTokens
 from workbench.engine.predict.costs import StepCosts
@@ -215,7 +215,7 @@ def predict_configs(
             sized = isinstance(workload, RequestsWorkload) and workload.input_tokens
             if not sized and not made_up and model not in counters:
                 path = resolve_model(model, base_dir)
-                counters[model] = BpeEstimator.from_model(path).count
+                counters[model] = estimator_for(path)
             planned = config_traffic(
                 config, next_index, template_tokens, chat_of(config), counters.get(model),
                 base_dir,

@@ -33,7 +33,7 @@ from workbench.engine.measure.sized_prompts import (
     sized_prompt,
     template_overhead,
 )
-from workbench.engine.models.gguf_tokenizer import BpeEstimator
+from workbench.engine.models.gguf_tokenizer import estimator_for
 from workbench.engine.models.model_file import resolve_model
 
 
@@ -258,6 +258,6 @@ def model_estimate(
         return None, "padded a word per token (give --model FILE.gguf to count better)"
     try:
         model = resolve_model(config.server.model, base_dir)
-        return BpeEstimator.from_model(model).count, f"counted with {model.name}'s vocabulary"
+        return estimator_for(model), f"counted with {model.name}'s vocabulary"
     except WorkbenchError as exc:
         return None, f"padded a word per token ({exc})"
