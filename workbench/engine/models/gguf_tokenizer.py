@@ -14,8 +14,8 @@ the longest first (``tokenizer_st_partition``); in each piece between them
 (``llm_tokenizer_spm_session``), spaces become ``▁`` (one in front where the model adds a
 space prefix and the piece opens the text or follows a cut-out token), the text's UTF-8
 characters are merged pairwise, the pair whose joined text is the vocabulary token of the
-highest score first (the leftmost on a tie), and what no token covers is resegmented along
-its merges or falls back to one token a byte; a test holds it to ``llama-tokenize``.
+highest score first (the leftmost on a tie), and a character no token covers falls back to
+one token a byte; a test holds it to ``llama-tokenize``.
 Special tokens (the BOS) and the chat template are not counted.
 """
 
@@ -153,7 +153,6 @@ class SpmEstimator:
         after = [*range(1, len(starts)), -1]
         before = list(range(-1, len(starts) - 1))
         queue: list[tuple[float, int, int, int]] = []
-        merged_from: dict[bytes, tuple[int, int]] = {}
 
         def pair(left: int, right: int) -> None:
             if left < 0 or right < 0:
@@ -162,7 +161,6 @@ class SpmEstimator:
             score = self.scores.get(joined)
             if score is not None:
                 heapq.heappush(queue, (-score, left, right, len(joined)))
-                merged_from[joined] = (left, right)
 
         for i in range(1, len(starts)):
             pair(i - 1, i)
@@ -178,17 +176,13 @@ class SpmEstimator:
             pair(before[left], left)
             pair(left, after[left])
 
-        def tokens(symbol: int) -> int:
-            piece = data[starts[symbol] : starts[symbol] + sizes[symbol]]
-            if piece in self.scores:
-                return 1
-            if (parts := merged_from.get(piece)) is None:
-                return len(piece)  # a token a byte
-            return tokens(parts[0]) + tokens(parts[1])
-
+        # Two symbols merge only into a token, so a symbol left is a token or a single
+        # character none covers, which falls back to a token a byte (llama.cpp's
+        # ``resegment`` then finds no merge to undo).
         count, symbol = 0, 0
         while symbol != -1:
-            count += tokens(symbol)
+            piece = data[starts[symbol] : starts[symbol] + sizes[symbol]]
+            count += 1 if piece in self.scores else len(piece)
             symbol = after[symbol]
         return count
 
