@@ -142,10 +142,12 @@ def test_the_capacity_panel_follows_the_form(window, loop):
 
 def test_the_capacity_panel_plans_a_per_slot_limits_pool(window, loop):
     """``kv_unified_per_slot``: each slot count's pool is slots x the limit, one unified
-    pool, whatever context the form holds."""
+    pool; the file's context must go (the two are refused together, and the panel plans
+    only what would run)."""
     window.form.load_file("experiments/slots-1-2-4.toml")
     window.left.setCurrentWidget(window.capacity)
     window.form.fields[("server", "kv_unified_per_slot")].setText("2048")
+    window.form.fields[("server", "ctx")].setText("")
     table = window.capacity.table
     run(loop, lambda: table.rowCount() == 3 and table.item(1, 0).text() == "4096", 30)
     cells = [[table.item(r, c).text() for c in range(4)] for r in range(3)]

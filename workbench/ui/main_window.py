@@ -537,11 +537,9 @@ class MainWindow(QMainWindow):
     def _form_changed(self) -> None:
         """Keep the capacity panel, and whether the settings are calibrated, in step with
         the server settings being edited."""
-        try:
-            server, workload = self.form.values()
-        except ExperimentError:
+        if (experiment := self.form.quietly_built()) is None:
             return
-        self.capacity.update_for(server, workload)
+        self.capacity.update_for(experiment)
         self._check_calibration()
 
     def _check_calibration(self) -> None:

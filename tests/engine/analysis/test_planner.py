@@ -7,11 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine.models.made_models import LLAMA_8B_SHAPE, write_small_model
+from tests.engine.models.made_models import LLAMA_8B_SHAPE, write_small_model, write_windowed_model
 from workbench.cli.main import main
-from workbench.engine.analysis.planner import METAL_WORKING_SET, plan, usable_memory
+from workbench.engine.analysis.planner import (
+    METAL_WORKING_SET,
+    plan,
+    plan_settings,
+    usable_memory,
+)
 from workbench.engine.base.records import Gpu, StartupFacts
-from workbench.engine.models.memory import kv_bytes_per_token
+from workbench.engine.config.server_settings import ServerSettings
+from workbench.engine.config.settings import validated_as
+from workbench.engine.models.memory import kv_bytes_per_token, read_model_facts
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +139,20 @@ def test_planning_for_a_gpu_that_is_not_there(small_model, capsys, monkeypatch):
     )
     assert main(["plan", str(small_model), "--gpu", "--ctx", "8192", "--slots", "4"]) == 0
     assert "141.0 GiB (VRAM of H200)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_configurations_row_reads_every_setting_that_sizes_its_memory(tmp_path):
+    """``plan_settings`` (tune's filter and the Capacity panel): a Gemma-3-270M shape at
+    -np 2 -c 8192 takes 54 MiB of KV (what llama-server logged), 46.5 with -ub 128, 144
+    with ``--swa-full`` among its extra arguments, and a per-slot limit's pool."""
+    model = read_model_facts(write_windowed_model(tmp_path / "g.gguf", "gemma3", 512))
+    base = ServerSettings(slots=2, ctx=8192)
+    free = 64 * 2**30
+    assert plan_settings(model, base, free).kv_mib == pytest.approx(54.0)
+    assert plan_settings(model, replace(base, ubatch_size=128), free).kv_mib == pytest.approx(46.5)
+    swa_full = replace(base, extra_args=("--swa-full",))
+    assert plan_settings(model, swa_full, free).kv_mib == pytest.approx(144.0)
+    pooled = validated_as(ServerSettings, {"slots": 2, "kv_unified_per_slot": 1024})
+    row = plan_settings(model, pooled, free, need_tokens=1500)
+    assert (row.ctx, row.ctx_per_request, row.unified) == (2048, 1024, True)
+    assert row.warning.startswith("each request gets 1024")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.engine.base.records import StartupFacts
+from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.models.memory import (
     DEFAULT_OVERHEAD_MIB,
     MIB,
@@ -21,7 +22,7 @@ from workbench.engine.models.memory import (
     server_memory,
     state_mib,
 )
-from workbench.engine.models.sliding_window import DEFAULT_UBATCH
+from workbench.engine.models.sliding_window import DEFAULT_UBATCH, micro_batch
 
 BUILTIN_PROMPT_TOKENS = 80
 """About what a built-in prompt takes with a chat template (SmolLM2: 45 + 30 tokens)."""
@@ -139,3 +140,25 @@ def plan(
                 )
             )
     return rows
+
+
+def plan_settings(
+    model: ModelFacts, settings: ServerSettings, available_bytes: int, need_tokens: int = 0
+) -> PlanRow:
+    """One configuration's row from its typed settings (context, slots, unified pool or a
+    per-slot limit, K and V types, micro-batch, ``--swa-full`` among its extra arguments):
+    the one figure ``tune``'s memory filter and the Capacity panel both give."""
+    s = settings
+    return plan(
+        model,
+        [s.ctx or model.train_ctx],
+        [s.slots],
+        available_bytes,
+        unified=bool(s.kv_unified),
+        type_k=s.cache_type_k or "f16",
+        type_v=s.cache_type_v or "f16",
+        need_tokens=need_tokens,
+        per_slot=s.kv_unified_per_slot,
+        ubatch=micro_batch(s.batch_size, s.ubatch_size),
+        swa_full="--swa-full" in s.extra_args,
+    )[0]

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import psutil
 
-from workbench.engine.analysis.planner import plan, request_tokens
+from workbench.engine.analysis.planner import plan_settings, request_tokens
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.base.words import plural
@@ -38,7 +38,6 @@ from workbench.engine.measure.prompts import load_prompts
 from workbench.engine.models.gguf_header import loadable_model
 from workbench.engine.models.memory import MIB, read_model_facts
 from workbench.engine.models.model_file import resolve_model
-from workbench.engine.models.sliding_window import micro_batch
 from workbench.engine.predict.calibration import (
     Calibration,
     CalibrationError,
@@ -259,18 +258,8 @@ class Search:
         free_mib = self.available_bytes / MIB
         for c in self.candidates:
             s, w = c.config.server, c.config.workload
-            row = plan(
-                facts,
-                [s.ctx or facts.train_ctx],
-                [s.slots],
-                self.available_bytes,
-                unified=bool(s.kv_unified),
-                type_k=s.cache_type_k or "f16",
-                type_v=s.cache_type_v or "f16",
-                need_tokens=request_tokens(w.longest_prompt_tokens, w.max_tokens),
-                per_slot=s.kv_unified_per_slot,
-                ubatch=micro_batch(s.batch_size, s.ubatch_size),
-            )[0]
+            need = request_tokens(w.longest_prompt_tokens, w.max_tokens)
+            row = plan_settings(facts, s, self.available_bytes, need)
             if row.fit == "does not fit":
                 c.fits = False
                 c.why_lost = (

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import multiprocessing
 from pathlib import Path
-from typing import Any
 
 import psutil
 from PySide6.QtCore import Qt
@@ -22,11 +20,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from workbench.engine.analysis.planner import plan, request_tokens
+from workbench.engine.analysis.planner import PlanRow, plan_settings, request_tokens
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.config.experiment import WorkloadSettings
+from workbench.engine.config.experiment import Experiment
 from workbench.engine.config.server_settings import ServerSettings
-from workbench.engine.config.settings import field_named
 from workbench.engine.models.memory import ModelFacts, kv_bytes_per_token, read_model_facts
 from workbench.engine.models.model_file import resolve_model
 from workbench.ui.theme.qt_theme import signal_color, text_style
@@ -67,12 +64,6 @@ def stop_reader() -> None:
         _READER = None
 
 
-def _values(table: dict[str, Any], cls: type, name: str) -> list[Any]:
-    """A field's values in a form's table: its sweep, its one value, or the schema's default."""
-    value = table.get(name, field_named(cls, name).default)
-    return value if isinstance(value, list) else [value]
-
-
 class CapacityPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -87,13 +78,13 @@ class CapacityPanel(QWidget):
         layout.addWidget(self.table, 1)
         layout.addWidget(self.warnings)
         self._task: asyncio.Task[None] | None = None
-        self._pending: tuple[dict[str, Any], dict[str, Any]] | None = None
+        self._pending: Experiment | None = None
 
-    def update_for(self, server: dict[str, Any], workload: dict[str, Any]) -> None:
+    def update_for(self, experiment: Experiment) -> None:
         """Recompute for these settings when the panel is on screen (the latest edit wins):
         reading a model's header costs seconds of CPU that a running experiment should
         not have to share."""
-        self._pending = (server, workload)
+        self._pending = experiment
         if self.isVisible():
             self._start_pending()
 
@@ -104,21 +95,20 @@ class CapacityPanel(QWidget):
     def _start_pending(self) -> None:
         if self._pending is None:
             return
-        server, workload = self._pending
-        self._pending = None
+        experiment, self._pending = self._pending, None
         if self._task is not None and not self._task.done():
             self._task.cancel()
-        self._task = asyncio.ensure_future(self._update(server, workload))
+        self._task = asyncio.ensure_future(self._update(experiment))
 
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
         stop_reader()
 
-    async def _update(self, server: dict[str, Any], workload: dict[str, Any]) -> None:
-        model_field = str(_values(server, ServerSettings, "model")[0])
+    async def _update(self, experiment: Experiment) -> None:
+        configs = experiment.configs()
         try:
-            path: Path = await asyncio.to_thread(resolve_model, model_field)
+            path: Path = await asyncio.to_thread(resolve_model, configs[0].server.model)
             if str(path) not in _MODELS:
                 self.summary.setText("Reading the model's GGUF header…")
             facts = await model_facts(path)
@@ -126,32 +116,16 @@ class CapacityPanel(QWidget):
             self.summary.setText(str(exc))
             self.table.setRowCount(0)
             return
-        kv_type = _values(server, ServerSettings, "cache_type_k")[0] or "f16"  # llama.cpp's own
-        per_slots = _values(server, ServerSettings, "kv_unified_per_slot")
-        unified = server.get("kv_unified") is True or per_slots != [None]
-        need = request_tokens(
-            int(max(_values(workload, WorkloadSettings, "input_tokens"))),
-            int(max(_values(workload, WorkloadSettings, "max_tokens"))),
-        )
+        # A row a server setting: the longest request any workload beside it sends.
+        need: dict[ServerSettings, int] = {}
+        for c in configs:
+            tokens = request_tokens(c.workload.longest_prompt_tokens, c.workload.max_tokens)
+            need[c.server] = max(need.get(c.server, 0), tokens)
         available = psutil.virtual_memory().available
-        with contextlib.suppress(WorkbenchError):
-            rows = [
-                row
-                for per_slot in per_slots
-                for row in plan(
-                    facts,
-                    [int(v) for v in _values(server, ServerSettings, "ctx")],
-                    [int(v) for v in _values(server, ServerSettings, "slots")],
-                    available,
-                    unified=unified,
-                    type_k=str(kv_type),
-                    need_tokens=need,
-                    per_slot=per_slot,
-                )
-            ]
-            self._show(facts, rows, available)
+        rows = [plan_settings(facts, s, available, tokens) for s, tokens in need.items()]
+        self._show(facts, rows, available)
 
-    def _show(self, facts: ModelFacts, rows: list[Any], available: int) -> None:
+    def _show(self, facts: ModelFacts, rows: list[PlanRow], available: int) -> None:
         self.summary.setText(
             f"{facts.name} ({facts.quantization}): weights {facts.tensor_bytes / 2**20:.0f} "
             f"MiB, KV {kv_bytes_per_token(facts) / 1024:.1f} KiB per token. "
