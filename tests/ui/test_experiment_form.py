@@ -136,3 +136,16 @@ def test_a_context_a_rule_sets_shows_what_the_run_gets(qtbot) -> None:
     assert ctx.placeholderText() == "4096"
     form.fields[("server", "kv_unified_per_slot")].setText("")
     assert ctx.placeholderText() == "8192"
+
+
+def test_one_edit_is_parsed_once_whoever_asks(qtbot) -> None:
+    """The placeholders, the Capacity panel and the calibration check each ask for the form's
+    experiment after an edit: the same text is one parse, an edit a new one."""
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load(parse_experiment("[server]\nslots = 2\n"))
+    first = form.quietly_built()
+    assert first is not None and form.quietly_built() is first
+    form.fields[("server", "slots")].setText("4")
+    again = form.quietly_built()
+    assert again is not first and again.configs()[0].server.slots == 4

@@ -120,6 +120,7 @@ class ExperimentForm(QWidget):
         # changed, so the file's own rules still decide it (a conversations run's cache).
         self._unset: dict[tuple[str, str], Any] = {}
         self._loading = False
+        self._last_parsed: tuple[tuple[str, str | None], Experiment] | None = None
         self.changed.connect(self._show_derived)
         self.path_label = QLabel("(no file)")
         self.path_label.setWordWrap(True)
@@ -478,7 +479,12 @@ class ExperimentForm(QWidget):
             of_its_kinds(workload),  # a hidden box of another kind's fields is not written
             base.zipped if base else (),
         )
-        return parse_experiment(text, path=base.path if base else None)
+        path = base.path if base else None
+        # Each edit is read by several listeners (the placeholders, the Capacity panel, the
+        # calibration check): the same text is parsed once. An experiment is immutable.
+        if self._last_parsed is None or self._last_parsed[0] != (text, path):
+            self._last_parsed = ((text, path), parse_experiment(text, path=path))
+        return self._last_parsed[1]
 
     def external_url(self) -> str | None:
         return self.base_url.text().strip() if self.external.isChecked() else None
