@@ -12,6 +12,15 @@ import numpy as np
 from workbench.engine.models.memory import MIB, ModelFacts
 
 
+def written(writer: gguf.GGUFWriter, path: Path) -> Path:
+    """``writer``'s header, keys and tensors written to ``path``, closed."""
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
 def write_small_model(path: Path) -> Path:
     """A GGUF header with the default model's KV shape (30 layers, 3 KV heads of 64) and
     one small tensor: what the plan command reads, without parsing a 49k-token vocabulary."""
@@ -24,11 +33,7 @@ def write_small_model(path: Path) -> Path:
     writer.add_context_length(8192)
     writer.add_file_type(3)  # Q4_1
     writer.add_tensor("token_embd.weight", np.zeros((64, 16), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return written(writer, path)
 
 
 def write_windowed_model(
@@ -48,11 +53,7 @@ def write_windowed_model(
         writer.add_sliding_window(window)
     if pattern is not None:
         writer.add_sliding_window_pattern(pattern)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return written(writer, path)
 
 
 LLAMA_8B_SHAPE = ModelFacts(
@@ -84,8 +85,4 @@ def write_recurrent_model(
             writer.add_array(f"{arch}.{key}", value)
         else:
             writer.add_uint32(f"{arch}.{key}", value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return written(writer, path)

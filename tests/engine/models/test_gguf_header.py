@@ -10,7 +10,7 @@ import gguf
 import numpy as np
 import pytest
 
-from tests.engine.models.made_models import write_small_model
+from tests.engine.models.made_models import write_small_model, written
 from workbench.engine.base.errors import ModelFileError
 from workbench.engine.models import gguf_header
 from workbench.engine.models.gguf_header import GgufHeader, read_gguf_header
@@ -93,11 +93,7 @@ def varied_model(tmp_path_factory) -> Path:
     q8 = gguf.GGMLQuantizationType.Q8_0
     writer.add_tensor("q8", np.zeros((2, 34), dtype=np.uint8), raw_dtype=q8)
     writer.add_tensor("i32", np.zeros(3, dtype=np.int32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return written(writer, path)
 
 
 def test_the_header_reader_keeps_numbers_and_steps_over_vocabularies(varied_model):
@@ -254,10 +250,7 @@ def test_string_arrays_read_in_blocks_of_any_size(tmp_path, monkeypatch):
     writer.add_array("tokenizer.ggml.merges", list(reversed(words)))
     writer.add_context_length(4096)
     writer.add_tensor("token_embd.weight", np.zeros((4, 4), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    written(writer, path)
     kept = frozenset({"tokenizer.ggml.tokens"})
     whole = read_gguf_header(path, kept)
     assert whole.fields["tokenizer.ggml.tokens"] == tuple(words)

@@ -12,6 +12,7 @@ from pathlib import Path
 import gguf
 import pytest
 
+from tests.engine.models.made_models import written
 from workbench.engine.base.errors import ModelFileError
 from workbench.engine.measure.prompts import builtin_prompt
 from workbench.engine.measure.sized_prompts import ServerTokenizer, padding
@@ -44,11 +45,7 @@ def _vocabulary(path: Path, kind: str, **arrays: list) -> Path:
     writer.add_tokenizer_model(kind)
     for key, values in arrays.items():
         writer.add_array(f"tokenizer.ggml.{key}", values)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return written(writer, path)
 
 
 def test_a_tokenizer_of_another_kind_or_without_its_arrays_is_refused(tmp_path: Path) -> None:

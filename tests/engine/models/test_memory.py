@@ -10,7 +10,7 @@ from pathlib import Path
 import gguf
 import pytest
 
-from tests.engine.models.made_models import LLAMA_8B_SHAPE, write_small_model
+from tests.engine.models.made_models import LLAMA_8B_SHAPE, write_small_model, written
 from workbench.cli.main import main
 from workbench.engine.base.errors import ModelFileError
 from workbench.engine.base.records import StartupFacts
@@ -161,10 +161,7 @@ def test_an_architecture_without_the_needed_keys(tmp_path, capsys):
     writer = gguf.GGUFWriter(str(path), "oddarch")
     writer.add_block_count(4)
     writer.add_embedding_length(64)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    written(writer, path)
     with pytest.raises(
         ModelFileError, match=r"'oddarch' lacks 'oddarch\.attention\.head_count_kv'"
     ):

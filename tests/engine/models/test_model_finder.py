@@ -10,6 +10,7 @@ import gguf
 import numpy as np
 import pytest
 
+from tests.engine.models.made_models import written
 from workbench.engine.models.model_finder import (
     MAX_DEPTH,
     MAX_MANIFEST_BYTES,
@@ -29,11 +30,7 @@ def write_gguf(path: Path, arch: str = "qwen2", file_type: int = 15, ctx: int = 
     writer.add_context_length(ctx)
     writer.add_file_type(file_type)
     writer.add_tensor("token_embd.weight", np.zeros((8, 8), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return written(writer, path)
 
 
 def ollama_manifest(path: Path, digest: str) -> None:
