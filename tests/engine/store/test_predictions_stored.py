@@ -19,7 +19,7 @@ from tests.made_sessions import SWEEP, write_sweep
 from workbench.engine.base.errors import SessionError
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.events import EventBus, ExperimentFinished, PredictionMade
-from workbench.engine.figures.per_run import PARTS
+from workbench.engine.figures.per_run import SUB_RECORDS
 from workbench.engine.figures.predicted import RunPrediction
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
@@ -122,8 +122,8 @@ def test_a_prediction_is_read_within_bounds(predicted_sweep, monkeypatch):
 
 def _flat(run: dict) -> dict:
     """A repeat's summary as files before sub-records wrote it: every figure at the top."""
-    flat = {k: v for k, v in run.items() if k not in PARTS}
-    for part in PARTS:
+    flat = {k: v for k, v in run.items() if k not in SUB_RECORDS}
+    for part in SUB_RECORDS:
         flat.update(run[part])
     return flat
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 import typing
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 from workbench.engine.base.records import RequestKey, RequestRecord
@@ -175,18 +175,20 @@ class RunSummary:
     speculative: SpecFigures = field(default_factory=SpecFigures)
 
 
-PARTS: tuple[str, ...] = ("cross_checks", "steady", "reasoning", "conversation", "speculative")
-"""``RunSummary``'s sub-records, by attribute."""
+SUB_RECORDS: dict[str, type] = {
+    name: hint
+    for name, hint in typing.get_type_hints(RunSummary).items()
+    if is_dataclass(hint)
+}
+"""``RunSummary``'s sub-records, by attribute, read off its fields."""
 
 
 def nested(stored: dict[str, Any]) -> dict[str, Any]:
     """A repeat's stored figures with every sub-record whole, each field it lacks at its
     default. A summary written before ``RunSummary`` had sub-records (a stored prediction,
     schemas 9 to 11) holds their fields at its top level: they are moved into them."""
-    hints = typing.get_type_hints(RunSummary)
     out = dict(stored)
-    for part in PARTS:
-        record = hints[part]
+    for part, record in SUB_RECORDS.items():
         given = out.get(part, {})
         if not isinstance(given, dict):
             continue  # damage: the reading refuses it
