@@ -176,9 +176,7 @@ class RunSummary:
 
 
 SUB_RECORDS: dict[str, type] = {
-    name: hint
-    for name, hint in typing.get_type_hints(RunSummary).items()
-    if is_dataclass(hint)
+    name: hint for name, hint in typing.get_type_hints(RunSummary).items() if is_dataclass(hint)
 }
 """``RunSummary``'s sub-records, by attribute, read off its fields."""
 
