@@ -13,6 +13,7 @@ build: 6000 (abc1234) with cc (GCC) 13.2.0 for x86_64-linux-gnu
 load_tensors:   CPU_Mapped model buffer size =    69.19 MiB
 llama_context: n_ctx         = 8192
 llama_context: n_ctx_per_seq = 4096
+llama_context:        CPU  output buffer size =     0.38 MiB
 llama_kv_cache:        CPU KV buffer size =   180.00 MiB
 llama_context:        CPU compute buffer size =    66.51 MiB
 srv    load_model: initializing slots, n_slots = 2
@@ -29,6 +30,7 @@ def test_cpu_log() -> None:
     assert facts.kv_buffer_mib == pytest.approx(180.00)
     assert facts.model_buffer_mib == pytest.approx(69.19)
     assert facts.compute_buffer_mib == pytest.approx(66.51)
+    assert facts.output_buffer_mib == pytest.approx(0.38)
     assert facts.backend == "CPU"
     assert facts.build is not None and facts.build.startswith("6000 (abc1234)")
 
@@ -44,6 +46,7 @@ def test_unified_kv_and_log_so_far() -> None:
     )
     assert (facts.n_slots, facts.n_ctx_slot, facts.kv_unified) == (4, 8192, True)
     assert facts.kv_buffer_mib is None and facts.model_buffer_mib is None
+    assert facts.output_buffer_mib is None and "output_buffer_mib" not in facts.to_dict()
     assert parse_startup_log("") == StartupFacts()
 
 

@@ -34,6 +34,7 @@ EVERY_FACT = StartupFacts(
     layers_offloaded=31,
     layers_total=31,
     metal_working_set_bytes=11_453_250_000,
+    output_buffer_mib=0.75,
 )
 EVERY_PART = Hardware(
     hostname="lab-host",

@@ -184,6 +184,7 @@ class StartupFacts:
     layers_offloaded: int | None = None  # "offloaded 31/31 layers to GPU": 31
     layers_total: int | None = None  # and 31 (the model's layers and its output layer)
     metal_working_set_bytes: int | None = None  # what Metal lets the GPU hold (Apple)
+    output_buffer_mib: float | None = None  # the logits of one token a sequence
 
     def to_dict(self) -> dict[str, Any]:
         """As a session stores it and the JSON export shows it: every field by name, but a
@@ -196,7 +197,12 @@ class StartupFacts:
         return stored
 
 
-STATED_ONLY = ("layers_offloaded", "layers_total", "metal_working_set_bytes")
+STATED_ONLY = (
+    "layers_offloaded",
+    "layers_total",
+    "metal_working_set_bytes",
+    "output_buffer_mib",
+)
 """Startup facts a session stores only when the server stated them."""
 
 

@@ -19,6 +19,7 @@ _KV_SIZE = re.compile(r"llama_kv_cache\w*:\s+size\s*=\s*([\d.]+)\s*MiB")
 _KV_BUFFER = re.compile(r"llama_kv_cache\w*:\s+(\S+)\s+KV buffer size\s*=\s*([\d.]+)\s*MiB")
 _MODEL_BUFFER = re.compile(r"(\S+)\s+model buffer size\s*=\s*([\d.]+)\s*MiB")
 _COMPUTE_BUFFER = re.compile(r"(\S+)\s+compute buffer size\s*=\s*([\d.]+)\s*MiB")
+_OUTPUT_BUFFER = re.compile(r"(\S+)\s+output buffer size\s*=\s*([\d.]+)\s*MiB")
 _BUILD = re.compile(r"\bbuild[:\s]+(\d+\s*\([^)]*\)(?:\s+with\s+.*)?)$")
 _BACKENDS = (
     (re.compile(r"ggml_cuda_init|CUDA\d*\s+model buffer|using device CUDA", re.I), "CUDA"),
@@ -46,6 +47,7 @@ def parse_startup_log(text: str) -> StartupFacts:
     devices: list[str] = []
     model_mib: dict[str, float] = {}
     compute_mib: dict[str, float] = {}
+    output_mib: dict[str, float] = {}
     kv_buffers: list[float] = []
     kv_sizes: list[float] = []
     offloaded: tuple[int, int] | None = None
@@ -69,6 +71,8 @@ def parse_startup_log(text: str) -> StartupFacts:
             model_mib[m.group(1)] = float(m.group(2))
         if "compute buffer size" in line and (m := _COMPUTE_BUFFER.search(line)):
             compute_mib[m.group(1)] = float(m.group(2))
+        if "output buffer size" in line and (m := _OUTPUT_BUFFER.search(line)):
+            output_mib[m.group(1)] = float(m.group(2))
         if "build" in line and (m := _BUILD.search(line)) and build is None:
             build = m.group(1)
         if "using device" in line and (m := _DEVICE.search(line)) and m.group(1) not in devices:
@@ -92,6 +96,7 @@ def parse_startup_log(text: str) -> StartupFacts:
         kv_buffer_mib=round(sum(kv_sizes or kv_buffers), 2) if kv_sizes or kv_buffers else None,
         model_buffer_mib=round(sum(model_mib.values()), 2) if model_mib else None,
         compute_buffer_mib=round(sum(compute_mib.values()), 2) if compute_mib else None,
+        output_buffer_mib=round(sum(output_mib.values()), 2) if output_mib else None,
         backend=backend,
         build=build,
         devices=tuple(devices),
