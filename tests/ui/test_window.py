@@ -12,7 +12,10 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 
 from tests.ui.driving import run
+from workbench.engine.analysis.planner import plan
 from workbench.engine.config.experiment import load_experiment
+from workbench.engine.models.memory import read_model_facts
+from workbench.engine.models.model_file import default_model_path
 from workbench.engine.server.llama_server import free_port
 from workbench.ui.panels.experiment_form import error_style
 
@@ -125,13 +128,18 @@ def test_the_capacity_panel_follows_the_form(window, loop):
     assert window.capacity.table.rowCount() == 0  # nothing computed while out of sight
     window.left.setCurrentWidget(window.capacity)
     run(loop, lambda: window.capacity.table.rowCount() == 3, 30)
-    cells = [[window.capacity.table.item(r, c).text() for c in range(6)] for r in range(3)]
+    cells = [[window.capacity.table.item(r, c).text() for c in range(7)] for r in range(3)]
     assert [row[:4] for row in cells] == [
         ["8192", "1", "8192", "180"],
         ["8192", "2", "4096", "180"],
         ["8192", "4", "2048", "180"],
     ]
-    assert all(row[5] == "fits" for row in cells)
+    model = read_model_facts(default_model_path())
+    planned = plan(model, [8192], [1, 2, 4], 2**40)  # what `workbench plan` prints
+    assert [row[4:6] for row in cells] == [
+        [f"{p.compute_mib:.0f}", f"{p.total_mib:.0f}"] for p in planned
+    ]
+    assert all(row[6] == "fits" for row in cells)
     window.form.fields[("server", "ctx")].setText("2048")
     window.form.fields[("workload", "max_tokens")].setText("1000")
     run(loop, lambda: window.capacity.table.item(0, 0).text() == "2048", 30)

@@ -27,6 +27,7 @@ from workbench.cli.bounds import (
 )
 from workbench.cli.paths import SESSION_HELP, session_file
 from workbench.cli.tables import (
+    footprint_note,
     model_line,
     plan_table,
     recurrent_note,
@@ -86,8 +87,14 @@ def add_plan(sub: Any) -> None:
     parser.add_argument(
         "--overhead-mib",
         type=OVERHEAD_MIB,
-        default=128.0,
-        help="compute buffers and runtime beyond weights and KV (128)",
+        help="the server process's own memory beyond its buffers (default: estimated from the "
+        "model's vocabulary, about 36 MiB for 49k tokens)",
+    )
+    parser.add_argument(
+        "--flash-attn",
+        choices=("on", "off"),
+        default="on",
+        help="flash attention (-fa; on: what llama-server's auto picks on CPU, CUDA and Metal)",
     )
     parser.add_argument(
         "--ubatch",
@@ -152,6 +159,8 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
     available, where = _memory_to_plan_for(args)
     facts = _server_facts(args.facts_from) if args.facts_from else None
     available, where = usable_memory(available, where, facts)
+    repack = not args.gpu and not (facts and facts.layers_offloaded)
+    flash_attn = args.flash_attn == "on"
     rows = plan(
         model,
         args.ctx,
@@ -160,15 +169,22 @@ def cmd_plan(args: argparse.Namespace, console: Console) -> int:
         unified=args.unified or args.kv_unified_per_slot is not None,
         type_k=args.kv_type,
         type_v=args.kv_type,
-        overhead_mib=args.overhead_mib,
+        runtime=args.overhead_mib,
         need_tokens=args.need,
         per_slot=args.kv_unified_per_slot,
         ubatch=args.ubatch,
         swa_full=args.swa_full,
+        flash_attn=flash_attn,
+        repack=repack,
     )
     console.print(model_line(model, args.kv_type, available, where), markup=False, highlight=False)
     console.print(plan_table(rows))
-    for note in (window_note(model, args.ubatch, args.swa_full), recurrent_note(model)):
+    notes = (
+        footprint_note(model, rows, args.ubatch, flash_attn, repack),
+        window_note(model, args.ubatch, args.swa_full),
+        recurrent_note(model),
+    )
+    for note in notes:
         if note:
             console.print(note, markup=False, highlight=False)
     return 0

@@ -30,18 +30,18 @@ def test_plan_table_for_known_inputs():
     model = LLAMA_8B_SHAPE
     assert kv_bytes_per_token(model) == 131072  # 128 KiB per token: a Llama-3-8B shape
     rows = plan(
-        model, [8192, 65536], [1, 4], available_bytes=6 * 2**30, overhead_mib=0, need_tokens=3000
+        model, [8192, 65536], [1, 4], available_bytes=6 * 2**30, runtime=0, need_tokens=3000
     )
     cells = [(r.ctx, r.slots, r.ctx_per_request, r.kv_mib, r.fit) for r in rows]
     assert cells == [
         (8192, 1, 8192, 1024.0, "fits"),
         (8192, 4, 2048, 1024.0, "fits"),
-        (65536, 1, 65536, 8192.0, "does not fit"),
+        (65536, 1, 32768, 8192.0, "does not fit"),  # capped at training
         (65536, 4, 16384, 8192.0, "does not fit"),
     ]
     assert "refused or cut short" in rows[1].warning and rows[0].warning == ""
     assert "training context" in rows[2].warning
-    tight = plan(model, [16384], [2], available_bytes=int(3.4 * 2**30), overhead_mib=0)
+    tight = plan(model, [16384], [2], available_bytes=int(3.4 * 2**30), runtime=0)
     assert tight[0].fit == "tight"  # 3000 MiB of 3482
     q8 = plan(model, [8192], [1], 6 * 2**30, type_k="q8_0", type_v="q8_0")[0]
     assert q8.kv_mib == pytest.approx(1024 * 34 / 64)
@@ -75,17 +75,18 @@ def test_on_metal_the_gpu_working_set_is_what_a_configuration_may_take():
 
 
 def test_a_plan_on_metal_is_held_to_the_working_set():
-    """64k of context for one slot: 8 GiB of KV and 1000 MiB of weights, 9192 MiB. In 14 GiB
-    of free RAM that fits; in the 10923 MiB Metal lets the GPU hold it is tight, and with
-    twice the context it does not fit at all."""
-    ram = plan(LLAMA_8B_SHAPE, [65536, 131072], [1], 14 * GIB, overhead_mib=0)
-    metal = plan(LLAMA_8B_SHAPE, [65536, 131072], [1], 14 * GIB, overhead_mib=0, facts=ON_METAL)
-    assert [r.total_mib for r in ram] == [r.total_mib for r in metal] == [9192.0, 17384.0]
+    """64k of context for one slot: 8 GiB of KV and 1000 MiB of weights, 9192 MiB beside the
+    compute buffers. In 14 GiB of free RAM that fits; in the 10923 MiB Metal lets the GPU hold
+    it is tight, and with twice the context it does not fit at all."""
+    ram = plan(LLAMA_8B_SHAPE, [65536, 131072], [1], 14 * GIB, runtime=0)
+    metal = plan(LLAMA_8B_SHAPE, [65536, 131072], [1], 14 * GIB, runtime=0, facts=ON_METAL)
+    assert [r.total_mib for r in ram] == [r.total_mib for r in metal]
+    assert [r.total_mib - r.compute_mib for r in ram] == [9192.0, 17384.0]
     assert [r.fit for r in ram] == ["fits", "does not fit"]
     assert [r.fit for r in metal] == ["tight", "does not fit"]
     on_cpu = replace(ON_METAL, layers_offloaded=0)
     assert [
-        r.fit for r in plan(LLAMA_8B_SHAPE, [65536], [1], 14 * GIB, overhead_mib=0, facts=on_cpu)
+        r.fit for r in plan(LLAMA_8B_SHAPE, [65536], [1], 14 * GIB, runtime=0, facts=on_cpu)
     ] == ["fits"]
 
 
@@ -111,7 +112,7 @@ def test_plan_command(small_model, capsys):
     assert out.startswith("Small (llama, Q4_1): 30 layers, 3 KV heads x 64, weights 0 MiB, KV ")
     assert "22.5 KiB per token (f16); memory to plan for: 0.5 GiB (given)" in " ".join(out.split())
     assert "│ 8192 │     4 │  unified │            8192 │  180.0 │" in out
-    assert "less than the 3000 it needs" in out
+    assert "each request gets 2048 tokens" in out
     with pytest.raises(SystemExit):
         main(["plan", str(small_model), "--slots", "two"])
     assert "argument --slots: takes comma-separated values" in capsys.readouterr().err

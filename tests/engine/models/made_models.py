@@ -9,6 +9,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from workbench.engine.models.buffers import Shape
 from workbench.engine.models.memory import MIB, ModelFacts
 
 
@@ -44,6 +45,8 @@ def write_windowed_model(
     writer.add_name("Windowed")
     writer.add_block_count(18)
     writer.add_embedding_length(640)
+    writer.add_feed_forward_length(2048)
+    writer.add_vocab_size(262144)
     writer.add_head_count(4)
     writer.add_head_count_kv(1)
     writer.add_key_length(256)
@@ -68,6 +71,9 @@ LLAMA_8B_SHAPE = ModelFacts(
     head_v=128,
     train_ctx=32768,
     quantization="Q4_K_M",
+    shape=Shape(
+        vocab=128256, embedding=4096, feed_forward=14336, heads=32, head_k=128, repacked_bytes=0
+    ),
 )
 
 

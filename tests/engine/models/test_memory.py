@@ -4,7 +4,7 @@ way."""
 
 from __future__ import annotations
 
-import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import gguf
@@ -29,7 +29,6 @@ from workbench.engine.models.memory import (
     read_model_facts,
     server_memory,
 )
-from workbench.engine.server.llama_server import LlamaServer
 
 
 @pytest.fixture(scope="module")
@@ -67,38 +66,15 @@ def test_model_facts_from_the_gguf_header(smollm):
     assert smollm.tensor_bytes == 96_576_768  # 92.10 MiB
 
 
-@pytest.mark.server
-@pytest.mark.parametrize(
-    ("slots", "ctx", "unified", "type_k"),
-    [
-        (2, 8192, None, None),
-        (3, 8192, None, None),
-        (3, 1000, None, None),
-        (4, 4096, True, None),
-        (-1, 8192, None, None),
-        (2, 8192, None, "q8_0"),
-    ],
-)
-def test_estimate_matches_the_servers_kv_buffer(
-    smollm, server_binary, model_path, tmp_path, slots, ctx, unified, type_k
-):
-    settings = ServerSettings(slots=slots, ctx=ctx, kv_unified=unified, cache_type_k=type_k)
-    server = LlamaServer(server_binary, model_path, settings, tmp_path / "s.log")
-    asyncio.run(server.start())
-    server.stop()
-    estimate = server_memory(smollm, ctx, slots, bool(unified), type_k or "f16").kv_mib
-    assert estimate == pytest.approx(server.facts.kv_buffer_mib, rel=0.01)
-    layout = kv_layout(ctx, slots, bool(unified))
-    assert layout.cells_per_slot == server.facts.n_ctx_slot
-    assert server.facts.model_buffer_mib == pytest.approx(smollm.tensor_bytes / MIB, rel=0.01)
-
-
 def test_the_memory_of_a_known_shape():
-    """Weights + every allocated cell at the KV bytes per token + the overhead."""
+    """Weights + every allocated cell at the KV bytes per token + the compute and output
+    buffers + the process's own use."""
     assert kv_bytes_per_token(LLAMA_8B_SHAPE) == 131072  # 128 KiB per token: a Llama-3-8B shape
-    memory = server_memory(LLAMA_8B_SHAPE, 8192, 4, overhead_mib=100)
-    assert memory == Memory(weights_mib=1000.0, kv_mib=1024.0, overhead_mib=100)
-    assert memory.total_mib == 2124.0
+    memory = server_memory(LLAMA_8B_SHAPE, 8192, 4, runtime=100)
+    compute = 512 * (4 * (3 * 14336 + 5 * 4096) + 64 + 2 * 2048) + 4 * 128256 * 4
+    assert memory == Memory(1000.0, 1024.0, compute / MIB, 100)
+    assert memory.total_mib == 2124.0 + compute / MIB
+    assert memory.buffers_mib == 2024.0 + compute / MIB
     assert server_memory(LLAMA_8B_SHAPE, 1000, 3).kv_mib == 3 * 512 * 131072 / MIB  # padded
     assert server_memory(LLAMA_8B_SHAPE, 8192, -1).kv_mib == 1024.0  # 4 slots, one pool
     q8 = server_memory(LLAMA_8B_SHAPE, 8192, 1, type_k="q8_0", type_v="q8_0")
@@ -146,6 +122,7 @@ def test_a_started_servers_own_buffers_read_the_same_way():
     assert logged_memory(facts) is None  # no model or compute buffer logged
     whole = StartupFacts(model_buffer_mib=92.0, kv_buffer_mib=180.0, compute_buffer_mib=64.0)
     assert logged_memory(whole) == Memory(92.0, 180.0, 64.0)
+    assert logged_memory(replace(whole, output_buffer_mib=0.5)) == Memory(92.0, 180.0, 64.5)
     assert logged_memory(whole).total_mib == 336.0
 
 

@@ -96,7 +96,7 @@ def test_rwkv_token_shifts_and_wkv_state(tmp_path, arch, keys, r, s):
     facts = read_model_facts(write_recurrent_model(tmp_path / "r.gguf", arch, 24, 2048, keys))
     assert (facts.recurrent.r_floats, facts.recurrent.s_floats) == (r, s)
     assert facts.recurrent.bytes_per_sequence == (r + s) * 4 * 24
-    assert server_memory(facts, 8192, 2, overhead_mib=0).kv_mib == 2 * (r + s) * 96 / MIB
+    assert server_memory(facts, 8192, 2, runtime=0).kv_mib == 2 * (r + s) * 96 / MIB
 
 
 LFM2_KV = [0, 0, 8, 0, 0, 8, 0, 0, 8, 0, 8, 0, 8, 0, 8, 0]  # LFM2-1.2B: 6 attention layers

@@ -4,14 +4,13 @@ what llama-server b11434 logged for Gemma 3 270M and against the real server."""
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 
 import pytest
 
 from tests.engine.models.made_models import write_windowed_model
 from workbench.cli.main import main
-from workbench.engine.config.server_settings import ServerSettings
+from workbench.engine.models.buffers import Shape
 from workbench.engine.models.memory import (
     MIB,
     ModelFacts,
@@ -26,7 +25,6 @@ from workbench.engine.models.sliding_window import (
     swa_pattern,
     windowed_cells,
 )
-from workbench.engine.server.llama_server import LlamaServer
 
 GEMMA3_FULL_LAYERS = (5, 11, 17)  # set_swa_pattern(6) over 18 layers
 
@@ -42,6 +40,9 @@ GEMMA3_270M = ModelFacts(
     head_v=256,
     train_ctx=32768,
     quantization="Q4_K_M",
+    shape=Shape(
+        vocab=262144, embedding=640, feed_forward=2048, heads=4, head_k=256, repacked_bytes=0
+    ),
     window=SlidingWindow(512, tuple(i not in GEMMA3_FULL_LAYERS for i in range(18))),
 )
 
@@ -165,31 +166,3 @@ def test_the_plan_shows_the_two_caches(tmp_path, capsys):
     assert main([*args, "--swa-full"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "│ 144.0 │" in out and "the whole context too (--swa-full)" in out
-
-
-@pytest.mark.server
-@pytest.mark.parametrize(
-    ("slots", "ctx", "unified", "ubatch", "extra"),
-    [
-        (2, 8192, None, None, ()),
-        (4, 2048, None, None, ()),
-        (4, 8192, True, 128, ()),
-        (1, 32768, None, None, ()),
-        (2, 8192, None, None, ("--swa-full",)),
-    ],
-)
-def test_the_estimate_matches_the_servers_kv_on_gemma3(
-    gemma3_path, server_binary, tmp_path, slots, ctx, unified, ubatch, extra
-):
-    facts = read_model_facts(gemma3_path)
-    assert facts.window == GEMMA3_270M.window
-    settings = ServerSettings(
-        slots=slots, ctx=ctx, kv_unified=unified, ubatch_size=ubatch, extra_args=extra
-    )
-    server = LlamaServer(server_binary, gemma3_path, settings, tmp_path / "s.log")
-    asyncio.run(server.start())
-    server.stop()
-    estimate = server_memory(
-        facts, ctx, slots, bool(unified), ubatch=micro_batch(None, ubatch), swa_full=bool(extra)
-    )
-    assert estimate.kv_mib == pytest.approx(server.facts.kv_buffer_mib, rel=0.01)

@@ -13,6 +13,7 @@ import pytest
 
 from tests.engine.models.made_models import write_windowed_model
 from workbench.engine.config.server_settings import ServerSettings
+from workbench.engine.models.memory import read_model_facts, settings_memory
 from workbench.engine.models.model_file import default_model_path
 from workbench.engine.predict.calibration import Calibration, FitQuality
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
@@ -192,14 +193,26 @@ def test_a_per_slot_limit_too_small_for_a_request_does_not_fit():
 
 def test_a_sliding_window_models_memory_counts_its_window_and_micro_batch(tmp_path):
     """A Gemma-3-270M shape at -np 2 -c 8192 takes 54 MiB of KV with -ub 512 and 46.5 with
-    -ub 128 (what llama-server logged), not the 144 of a full cache on every layer: with
-    128 MiB of overhead and 178 MiB free, only -ub 128 fits."""
+    -ub 128 (what llama-server logged), not the 144 of a full cache on every layer, and a
+    smaller compute buffer too: with free memory between the two totals only -ub 128 fits."""
     model = write_windowed_model(tmp_path / "gemma.gguf", "gemma3", 512)
+    facts = read_model_facts(model)
+    small, large = (
+        settings_memory(facts, ServerSettings(slots=2, ctx=8192, ubatch_size=ub)).total_mib
+        for ub in (128, 512)
+    )
+    assert large - small > 54 - 46.5
     measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
     space = "slots=2; ctx=8192; ubatch_size=128,512"
     request = TuneRequest((SloTarget("ttft", 90, 2000),), 4, traffic=TRAFFIC, space=space)
     result = Search(
-        request, model, "llama-server", measure, [].append, threading.Event(), 178 * 2**20
+        request,
+        model,
+        "llama-server",
+        measure,
+        [].append,
+        threading.Event(),
+        int((small + large) / 2 * 2**20),
     ).run()
     fits = {t.label: t.fits_memory for t in result.tried}
     assert list(fits.values()) == [True, False], fits

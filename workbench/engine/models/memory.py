@@ -2,9 +2,10 @@
 and the cell layout it stands on (``kv_layout``), for the planner, the tune's memory filter,
 the predictor's slots, the run's context check, the verdicts and the figures alike.
 
-A server holds its weights, its KV cache and the rest (compute buffers, the runtime:
-``overhead_mib``). KV bytes per token = sum over layers of KV heads x (K head size x bytes per
-K element + V head size x bytes per V element), the shape read from the GGUF header
+A server holds its weights (and the copies the CPU backend repacks), its KV cache, its compute
+and output buffers and the process's own use (``models.buffers``). KV bytes per token = sum
+over layers of KV heads x (K head size x bytes per K element + V head size x bytes per V
+element), the shape read from the GGUF header
 (``read_model_facts``). llama-server gives each of N explicit slots ``pad256(ctx / N)`` cells
 (so the total can exceed ``-c``); with a unified cache (``-kvu``, or ``-np -1``) all slots
 share one pool of ``pad256(ctx)`` cells and a single request may use all of it. With
@@ -31,18 +32,25 @@ from pathlib import Path
 from workbench.engine.base.errors import ModelFileError
 from workbench.engine.base.records import StartupFacts
 from workbench.engine.config.server_settings import AUTO_SLOTS, ServerSettings
+from workbench.engine.models.buffers import (
+    Shape,
+    compute_bytes,
+    output_bytes,
+    read_shape,
+    runtime_mib,
+)
 from workbench.engine.models.gguf_header import FILE_TYPES, Value, read_gguf_header
 from workbench.engine.models.recurrent import RecurrentState, per_layer, read_recurrent
 from workbench.engine.models.sliding_window import (
     DEFAULT_UBATCH,
     SlidingWindow,
+    micro_batch,
     read_window,
     windowed_cells,
 )
 
 MIB = 2**20
 CELL_PAD = 256
-DEFAULT_OVERHEAD_MIB = 128.0  # compute buffers and the runtime, when nothing better is known
 # Bytes per element of each KV cache type (block size 32 for the quantised ones).
 BYTES_PER_ELEMENT = {
     "f32": 4.0,
@@ -72,6 +80,7 @@ class ModelFacts:
     head_v: int
     train_ctx: int
     quantization: str
+    shape: Shape  # what the compute and output buffers grow with
     window: SlidingWindow | None = None  # None: every layer holds a full cache
     window_note: str = ""  # why a model with a window is counted as if it had none
     recurrent: RecurrentState | None = None  # None: no layer holds a recurrent state
@@ -123,6 +132,7 @@ def read_model_facts(path: str | Path) -> ModelFacts:
         head_v=int(head_v),
         train_ctx=train_ctx,
         quantization=FILE_TYPES.get(file_type, str(file_type)) if file_type is not None else "?",
+        shape=read_shape(fields, header.tensors, arch, int(head_k)),
         window=window,
         window_note=window_note,
         recurrent=state,
@@ -234,16 +244,36 @@ def kv_caches(
 
 @dataclass(frozen=True)
 class Memory:
-    """What a server holds, in MiB: its weights, its KV cache and the rest (compute buffers,
-    the runtime)."""
+    """What a server holds, in MiB: its weights (with the copies the CPU backend repacks),
+    its KV cache, its compute and output buffers, and the process's own use beyond them."""
 
     weights_mib: float
     kv_mib: float
-    overhead_mib: float
+    compute_mib: float
+    runtime_mib: float = 0.0
+
+    @property
+    def buffers_mib(self) -> float:
+        """What the server's startup log accounts for."""
+        return self.weights_mib + self.kv_mib + self.compute_mib
 
     @property
     def total_mib(self) -> float:
-        return self.weights_mib + self.kv_mib + self.overhead_mib
+        return self.buffers_mib + self.runtime_mib
+
+
+def stream_cells(model: ModelFacts, layout: KvLayout, caches: KvCaches) -> list[int]:
+    """The cells of one stream of each KV cache the model has (its full layers', its
+    windowed layers'): what an attention mask spans."""
+    streams = 1 if layout.unified else layout.slots
+    window = model.window
+    windowed = window.windowed if window else (False,) * model.layers
+    cells = []
+    if any(h for h, w in zip(model.kv_heads, windowed, strict=True) if not w):
+        cells.append(layout.total_cells // streams)
+    if caches.windowed_cells:
+        cells.append(caches.windowed_cells // streams)
+    return cells
 
 
 def server_memory(
@@ -253,20 +283,54 @@ def server_memory(
     unified: bool = False,
     type_k: str = "f16",
     type_v: str = "f16",
-    overhead_mib: float = DEFAULT_OVERHEAD_MIB,
     per_slot: int | None = None,
     ubatch: int = DEFAULT_UBATCH,
     swa_full: bool = False,
+    flash_attn: bool = True,
+    repack: bool = True,
+    runtime: float | None = None,
 ) -> Memory:
     """The memory llama-server takes for this model with ``-c ctx -np slots`` (``-kvu``,
     ``-ctk type_k -ctv type_v``, ``--kv-unified-per-slot per_slot``, ``-ub ubatch``,
-    ``--swa-full``): the weights' tensors, the KV of the cells ``kv_layout`` allocates
-    (``kv_caches``), and ``overhead_mib``."""
+    ``--swa-full``, ``-fa off`` where not ``flash_attn``): the weights' tensors and, where
+    the CPU backend runs them (``repack``), its repacked copies; the KV of the cells
+    ``kv_layout`` allocates (``kv_caches``); the compute and output buffers
+    (``models.buffers``); and ``runtime`` MiB of its own (None: the estimate for the model)."""
     layout = kv_layout(ctx, slots, unified, per_slot)
+    caches = kv_caches(model, layout, type_k, type_v, ubatch, swa_full)
+    shape = model.shape
+    compute = compute_bytes(
+        shape, ubatch, stream_cells(model, layout, caches), layout.slots, flash_attn
+    )
     return Memory(
-        weights_mib=model.tensor_bytes / MIB,
-        kv_mib=kv_caches(model, layout, type_k, type_v, ubatch, swa_full).total_mib,
-        overhead_mib=overhead_mib,
+        weights_mib=(model.tensor_bytes + (shape.repacked_bytes if repack else 0)) / MIB,
+        kv_mib=caches.total_mib,
+        compute_mib=(compute + output_bytes(shape, layout.slots)) / MIB,
+        runtime_mib=runtime_mib(shape) if runtime is None else runtime,
+    )
+
+
+def settings_memory(
+    model: ModelFacts, settings: ServerSettings, repack: bool = True, runtime: float | None = None
+) -> Memory:
+    """``server_memory`` of a managed server's typed settings (context, slots, unified pool or
+    a per-slot limit, K and V types, micro-batch, flash attention, ``--swa-full`` among its
+    extra arguments): the one figure the plan, ``tune``'s memory filter and the Capacity panel
+    give for a configuration."""
+    s = settings
+    return server_memory(
+        model,
+        s.ctx or model.train_ctx,
+        s.slots,
+        bool(s.kv_unified),
+        s.cache_type_k or "f16",
+        s.cache_type_v or "f16",
+        s.kv_unified_per_slot,
+        micro_batch(s.batch_size, s.ubatch_size),
+        "--swa-full" in s.extra_args,
+        s.flash_attn != "off",
+        repack,
+        runtime,
     )
 
 
@@ -284,13 +348,13 @@ def logged_layout(facts: StartupFacts) -> KvLayout | None:
 
 
 def logged_memory(facts: StartupFacts) -> Memory | None:
-    """Model + KV + compute buffers, as the server logged them at start-up; None unless it
-    logged all three. A prediction missing a part would read the part's size as the
-    runtime's own use (what the measured memory above the buffers is taken for)."""
+    """Model + KV + compute (and output) buffers, as the server logged them at start-up; None
+    unless it logged the first three. A prediction missing a part would read the part's size
+    as the runtime's own use (what the measured memory above the buffers is taken for)."""
     model, kv, compute = facts.model_buffer_mib, facts.kv_buffer_mib, facts.compute_buffer_mib
     if model is None or kv is None or compute is None:
         return None
-    return Memory(weights_mib=float(model), kv_mib=float(kv), overhead_mib=float(compute))
+    return Memory(float(model), float(kv), float(compute) + (facts.output_buffer_mib or 0.0))
 
 
 def logged_kv_bytes_per_token(facts: StartupFacts) -> float | None:

@@ -33,7 +33,8 @@ FIT_SIGNALS = {"fits": "ok", "tight": "warning", "does not fit": "error"}
 # Two lines each, every column as wide as its header and cells: shared out equally, a
 # narrow panel cut "ctx/request" to "tx/reques"; now a narrow one scrolls sideways.
 COLUMNS = tuple(
-    two_lines(h) for h in ("ctx", "slots", "ctx/request", "KV MiB", "total MiB", "fits?")
+    two_lines(h)
+    for h in ("ctx", "slots", "ctx/request", "KV MiB", "compute MiB", "total MiB", "fits?")
 )
 
 
@@ -128,8 +129,9 @@ class CapacityPanel(QWidget):
     def _show(self, facts: ModelFacts, rows: list[PlanRow], available: int) -> None:
         self.summary.setText(
             f"{facts.name} ({facts.quantization}): weights {facts.tensor_bytes / 2**20:.0f} "
-            f"MiB, KV {kv_bytes_per_token(facts) / 1024:.1f} KiB per token. "
-            f"Available memory: {available / 2**30:.1f} GiB."
+            f"MiB, KV {kv_bytes_per_token(facts) / 1024:.1f} KiB per token. Total = weights + "
+            f"KV + compute buffers + the server's own {rows[0].runtime_mib if rows else 0:.0f} "
+            f"MiB. Available memory: {available / 2**30:.1f} GiB."
         )
         self.table.setRowCount(len(rows))
         for r, row in enumerate(rows):
@@ -138,6 +140,7 @@ class CapacityPanel(QWidget):
                 f"{row.slots}{' (unified)' if row.unified else ''}",
                 str(row.ctx_per_request),
                 f"{row.kv_mib:.0f}",
+                f"{row.compute_mib:.0f}",
                 f"{row.total_mib:.0f}",
                 row.fit,
             )
