@@ -10,6 +10,7 @@ from workbench.engine.analysis.verdicts import (
     INCONCLUSIVE,
     NOT_SUPPORTED,
     SUPPORTED,
+    auto_pool_against_explicit,
     context_per_slot,
     decode_speed_falls,
     linear_fit,
@@ -171,3 +172,28 @@ def test_one_slot_reads_one_slot():
         "2 slots: 12.8 tok/s per request",
         "4 slots: 9.8 tok/s per request",
     ]
+
+
+def test_the_auto_pool_against_explicit_slots():
+    """What llama-server b11434 said for Gemma 3 270M at -c 8192: -np -1 is 4 slots sharing
+    one pool of 8192 tokens, 61.5 MiB of KV (its windowed cache is one stream's); -np 4 is 4
+    slots of 2048, 84.0 MiB. A session without the pair gets no such verdict."""
+    auto = replace(
+        summary(4, 20.0, 1.0, 5.0, n_ctx_slot=8192),
+        kv_unified=True,
+        kv_buffer_mib=61.5,
+        auto_slots=True,
+    )
+    explicit = replace(summary(4, 20.0, 1.0, 5.0, n_ctx_slot=2048), kv_buffer_mib=84.0)
+    verdict = auto_pool_against_explicit([auto, explicit])
+    assert verdict is not None and verdict.verdict == SUPPORTED
+    assert verdict.numbers == [
+        "-np -1 -c 8192: 4 slots, one unified pool, up to 8192 tokens a request, KV 61.5 MiB",
+        "-np 4 -c 8192: 4 slots, a cache each, up to 2048 tokens a request, KV 84.0 MiB",
+        "the auto pool's KV is 0.73x the explicit slots' (61.5 against 84.0 MiB) and one "
+        "request may use 8192 tokens, not 2048: concurrent long requests share the pool",
+    ]
+    split = replace(auto, kv_unified=False, n_ctx_slot=2048)
+    assert auto_pool_against_explicit([split, explicit]).verdict == NOT_SUPPORTED
+    assert auto_pool_against_explicit([explicit]) is None
+    assert auto_pool_against_explicit([auto, replace(explicit, ctx=4096)]) is None

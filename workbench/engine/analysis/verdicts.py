@@ -206,6 +206,52 @@ def decode_speed_falls(summaries: list[ConfigSummary]) -> Verdict:
     return Verdict(hypothesis, INCONCLUSIVE, numbers)
 
 
+def _pool(s: ConfigSummary) -> str:
+    """One configuration's slots, context a request and KV, as its server stated them."""
+    kv = f", KV {s.kv_buffer_mib:.1f} MiB" if s.kv_buffer_mib is not None else ""
+    pool = "one unified pool" if s.kv_unified else "a cache each"
+    return (
+        f"-np {-1 if s.auto_slots else s.slots} -c {s.ctx}: {s.n_slots} slots, {pool}, up to "
+        f"{s.n_ctx_slot} tokens a request{kv}"
+    )
+
+
+def auto_pool_against_explicit(summaries: list[ConfigSummary]) -> Verdict | None:
+    """Where a session ran ``-np -1`` beside explicit slots of the same count and context:
+    whether the auto layout is one pool a single request may fill, where explicit slots
+    split the context, and what each took in KV, from the servers' own startup facts. None
+    when the session has no such pair."""
+    started = [s for s in summaries if s.n_ctx_slot is not None and s.n_slots and s.ctx]
+    pairs = [
+        (auto, explicit)
+        for auto in started
+        if auto.auto_slots
+        for explicit in started
+        if not explicit.auto_slots
+        and explicit.kv_unified is False
+        and (explicit.slots, explicit.ctx) == (auto.n_slots, auto.ctx)
+    ]
+    if not pairs:
+        return None
+    hypothesis = (
+        "-np -1 gives its slots one unified pool a single request may fill, where explicit "
+        "-np N gives each slot ctx / N"
+    )
+    numbers, wrong = [], False
+    for auto, explicit in pairs:
+        numbers += [_pool(auto), _pool(explicit)]
+        if auto.kv_buffer_mib is not None and explicit.kv_buffer_mib is not None:
+            ratio = auto.kv_buffer_mib / explicit.kv_buffer_mib if explicit.kv_buffer_mib else 0
+            numbers.append(
+                f"the auto pool's KV is {ratio:.2f}x the explicit slots' "
+                f"({auto.kv_buffer_mib:.1f} against {explicit.kv_buffer_mib:.1f} MiB) and "
+                f"one request may use {auto.n_ctx_slot} tokens, not {explicit.n_ctx_slot}: "
+                "concurrent long requests share the pool"
+            )
+        wrong = wrong or not auto.kv_unified or (auto.n_ctx_slot or 0) <= (explicit.n_ctx_slot or 0)
+    return Verdict(hypothesis, NOT_SUPPORTED if wrong else SUPPORTED, numbers)
+
+
 @dataclass(frozen=True)
 class CacheVerdict:
     """Whether one conversations configuration's slots held its conversations' caches
@@ -350,7 +396,8 @@ def on_busy_machine(verdict: Verdict, summaries: list[ConfigSummary]) -> Verdict
 
 
 def lab_verdicts(summaries: list[ConfigSummary]) -> list[Verdict]:
-    """The lab's hypotheses, and the one about conversations where the session has them.
+    """The lab's hypotheses, the auto pool's against explicit slots where the session ran
+    both, and the one about conversations where the session has them.
     The timing ones are never supported on a busy machine (``on_busy_machine``)."""
     verdicts = [
         on_busy_machine(throughput_diminishing(summaries), summaries),
@@ -358,5 +405,5 @@ def lab_verdicts(summaries: list[ConfigSummary]) -> list[Verdict]:
         context_per_slot(summaries),
         on_busy_machine(decode_speed_falls(summaries), summaries),
     ]
-    conversations = slots_hold_conversations(summaries)
-    return verdicts if conversations is None else [*verdicts, conversations]
+    extra = (auto_pool_against_explicit(summaries), slots_hold_conversations(summaries))
+    return [*verdicts, *(v for v in extra if v is not None)]

@@ -56,6 +56,8 @@ class ConfigSummary:
     # llama-server's RAM prompt cache (``--cache-ram``), where the workbench set it: another
     # place than the slots a conversation's history can come back from
     cache_ram_mib: int | None = None
+    kv_buffer_mib: float | None = None  # the KV cache the server said it allocated
+    auto_slots: bool = False  # started with -np -1: the server chose the slots (``slots``)
 
     @property
     def conversations_per_slot(self) -> float | None:
@@ -181,6 +183,8 @@ def summarize_config(
         warmup=workload.warmup,
         users=workload.users if isinstance(workload, ConversationsWorkload) else None,
         cache_ram_mib=server.cache_ram_mib if managed else None,
+        kv_buffer_mib=facts.kv_buffer_mib,
+        auto_slots=managed and server.slots == -1,
         status=status,
         runs=runs,
         mean=mean,
