@@ -123,6 +123,7 @@ def test_a_started_servers_own_buffers_read_the_same_way():
     whole = StartupFacts(model_buffer_mib=92.0, kv_buffer_mib=180.0, compute_buffer_mib=64.0)
     assert logged_memory(whole) == Memory(92.0, 180.0, 64.0)
     assert logged_memory(replace(whole, output_buffer_mib=0.5)) == Memory(92.0, 180.0, 64.5)
+    assert logged_memory(replace(whole, state_buffer_mib=2.5)) == Memory(92.0, 182.5, 64.0)
     assert logged_memory(whole).total_mib == 336.0
 
 

@@ -139,3 +139,21 @@ def test_partial_offload_on_cuda() -> None:
     )
     assert (facts.backend, facts.layers_offloaded, facts.layers_total) == ("CUDA", 12, 31)
     assert facts.metal_working_set_bytes is None
+
+
+def test_a_recurrent_models_state() -> None:
+    """``llama_memory_recurrent``'s lines as the pinned build's libllama formats them
+    ("%s: %10s RS buffer size = %8.2f MiB", "%s: size = %7.2f MiB (%6u cells, %3d layers,
+    %2u seqs %2u rs_seq), R (%s): ..."), rendered by hand: no recurrent model is at hand. A
+    hybrid model logs both its attention layers' KV and its state; the state is apart."""
+    log = (
+        "llama_kv_cache:        CPU KV buffer size =    12.00 MiB\n"
+        "llama_kv_cache: size =   12.00 MiB (  8192 cells,   4 layers,  2/2 seqs), "
+        "K (f16):    6.00 MiB, V (f16):    6.00 MiB\n"
+        "llama_memory_recurrent:        CPU RS buffer size =     2.67 MiB\n"
+        "llama_memory_recurrent: size =    2.67 MiB (     2 cells,  24 layers,  2 seqs  0 "
+        "rs_seq), R (f32):    0.28 MiB, S (f32):    2.39 MiB, P (f32):    0.00 MiB\n"
+    )
+    facts = parse_startup_log(log)
+    assert (facts.kv_buffer_mib, facts.state_buffer_mib) == (12.0, 2.67)
+    assert parse_startup_log(CPU_LOG).state_buffer_mib is None

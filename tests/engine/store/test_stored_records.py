@@ -35,6 +35,7 @@ EVERY_FACT = StartupFacts(
     layers_total=31,
     metal_working_set_bytes=11_453_250_000,
     output_buffer_mib=0.75,
+    state_buffer_mib=2.67,
 )
 EVERY_PART = Hardware(
     hostname="lab-host",

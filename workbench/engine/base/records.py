@@ -185,6 +185,7 @@ class StartupFacts:
     layers_total: int | None = None  # and 31 (the model's layers and its output layer)
     metal_working_set_bytes: int | None = None  # what Metal lets the GPU hold (Apple)
     output_buffer_mib: float | None = None  # the logits of one token a sequence
+    state_buffer_mib: float | None = None  # a recurrent or hybrid model's fixed state
 
     def to_dict(self) -> dict[str, Any]:
         """As a session stores it and the JSON export shows it: every field by name, but a
@@ -202,6 +203,7 @@ STATED_ONLY = (
     "layers_total",
     "metal_working_set_bytes",
     "output_buffer_mib",
+    "state_buffer_mib",
 )
 """Startup facts a session stores only when the server stated them."""
 

@@ -348,13 +348,17 @@ def logged_layout(facts: StartupFacts) -> KvLayout | None:
 
 
 def logged_memory(facts: StartupFacts) -> Memory | None:
-    """Model + KV + compute (and output) buffers, as the server logged them at start-up; None
-    unless it logged the first three. A prediction missing a part would read the part's size
-    as the runtime's own use (what the measured memory above the buffers is taken for)."""
+    """Model + KV (and a recurrent state) + compute (and output) buffers, as the server logged
+    them at start-up; None unless it logged model, KV and compute. A prediction missing a
+    part would read the part's size as the runtime's own use (what the measured memory above
+    the buffers is taken for)."""
     model, kv, compute = facts.model_buffer_mib, facts.kv_buffer_mib, facts.compute_buffer_mib
     if model is None or kv is None or compute is None:
         return None
-    return Memory(float(model), float(kv), float(compute) + (facts.output_buffer_mib or 0.0))
+    state = facts.state_buffer_mib or 0.0
+    return Memory(
+        float(model), float(kv) + state, float(compute) + (facts.output_buffer_mib or 0.0)
+    )
 
 
 def logged_kv_bytes_per_token(facts: StartupFacts) -> float | None:

@@ -16,6 +16,7 @@ _SLOTS = re.compile(
 )
 _N_CTX = re.compile(r"\bn_ctx\s*=\s*(\d+)")
 _KV_SIZE = re.compile(r"llama_kv_cache\w*:\s+size\s*=\s*([\d.]+)\s*MiB")
+_STATE_SIZE = re.compile(r"llama_memory_recurrent:\s+size\s*=\s*([\d.]+)\s*MiB")
 _KV_BUFFER = re.compile(r"llama_kv_cache\w*:\s+(\S+)\s+KV buffer size\s*=\s*([\d.]+)\s*MiB")
 _MODEL_BUFFER = re.compile(r"(\S+)\s+model buffer size\s*=\s*([\d.]+)\s*MiB")
 _COMPUTE_BUFFER = re.compile(r"(\S+)\s+compute buffer size\s*=\s*([\d.]+)\s*MiB")
@@ -50,6 +51,7 @@ def parse_startup_log(text: str) -> StartupFacts:
     output_mib: dict[str, float] = {}
     kv_buffers: list[float] = []
     kv_sizes: list[float] = []
+    state_sizes: list[float] = []
     offloaded: tuple[int, int] | None = None
     working_set: int | None = None
     # A plain substring test before each regex: the buffer patterns backtrack at every
@@ -67,6 +69,8 @@ def parse_startup_log(text: str) -> StartupFacts:
                 kv_sizes.append(float(m.group(1)))
             if m := _KV_BUFFER.search(line):
                 kv_buffers.append(float(m.group(2)))
+        if "llama_memory_recurrent" in line and (m := _STATE_SIZE.search(line)):
+            state_sizes.append(float(m.group(1)))
         if "model buffer size" in line and (m := _MODEL_BUFFER.search(line)) and "KV" not in line:
             model_mib[m.group(1)] = float(m.group(2))
         if "compute buffer size" in line and (m := _COMPUTE_BUFFER.search(line)):
@@ -97,6 +101,7 @@ def parse_startup_log(text: str) -> StartupFacts:
         model_buffer_mib=round(sum(model_mib.values()), 2) if model_mib else None,
         compute_buffer_mib=round(sum(compute_mib.values()), 2) if compute_mib else None,
         output_buffer_mib=round(sum(output_mib.values()), 2) if output_mib else None,
+        state_buffer_mib=round(sum(state_sizes), 2) if state_sizes else None,
         backend=backend,
         build=build,
         devices=tuple(devices),
