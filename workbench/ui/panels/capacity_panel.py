@@ -30,11 +30,12 @@ from workbench.ui.theme.qt_theme import signal_color, text_style
 from workbench.ui.widgets.read_only_table import read_only_table, two_lines
 
 FIT_SIGNALS = {"fits": "ok", "tight": "warning", "does not fit": "error"}
+FIT_COLUMN = 3  # beside the context, where a narrow panel still shows it
 # Two lines each, every column as wide as its header and cells: shared out equally, a
 # narrow panel cut "ctx/request" to "tx/reques"; now a narrow one scrolls sideways.
 COLUMNS = tuple(
     two_lines(h)
-    for h in ("ctx", "slots", "ctx/request", "KV MiB", "compute MiB", "total MiB", "fits?")
+    for h in ("ctx", "slots", "ctx/request", "fits?", "total MiB", "KV MiB", "compute MiB")
 )
 
 
@@ -139,15 +140,15 @@ class CapacityPanel(QWidget):
                 str(row.ctx),
                 f"{row.slots}{' (unified)' if row.unified else ''}",
                 str(row.ctx_per_request),
+                row.fit,
+                f"{row.total_mib:.0f}",
                 f"{row.kv_mib:.0f}",
                 f"{row.compute_mib:.0f}",
-                f"{row.total_mib:.0f}",
-                row.fit,
             )
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                if c == len(cells) - 1:
+                if c == FIT_COLUMN:
                     item.setForeground(signal_color(FIT_SIGNALS[row.fit]))
                 self.table.setItem(r, c, item)
         self.warnings.setText(
