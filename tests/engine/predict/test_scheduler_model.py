@@ -236,6 +236,9 @@ def test_a_shape_comes_from_a_servers_settings():
     )
     with pytest.raises(ExperimentError, match="ctx = 0"):
         ServerShape.of(ServerSettings(slots=1, ctx=0))
+    # llama-server caps a slot at the model's training context (SmolLM2's 8192 at -c 32768)
+    assert ServerShape.of(ServerSettings(slots=1, ctx=32768), train_ctx=8192).ctx_per_slot == 8192
+    assert ServerShape.of(ServerSettings(slots=1, ctx=32768)).ctx_per_slot == 32768
 
 
 @pytest.mark.server

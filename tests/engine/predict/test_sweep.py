@@ -77,3 +77,20 @@ def test_what_the_model_does_not_predict_is_said_in_one_line(workload, what, ser
     with pytest.raises(ExperimentError, match=f"does not predict {what} "):
         chat = None if "without" in what else CHAT
         predict_experiment(e, FLAT, PromptSource(), template_tokens=0, chat=chat)
+
+
+def test_a_slot_is_capped_at_the_models_training_context():
+    """The default model was trained on 8192 tokens: at -c 32768 llama-server gives its one
+    slot 8192 (measured), so a 10,000-token prompt is refused there, as the run would see."""
+    e = experiment(
+        "requests = 1\ninput_tokens = 10000\nmax_tokens = 5\nwarmup = 0\n",
+        "slots = 1\nctx = 32768\n",
+    )
+    (capped,) = predict_experiment(e, FLAT, PromptSource(), template_tokens=0)
+    assert capped.summary.value("failed") == 1
+    e = experiment(
+        "requests = 1\ninput_tokens = 8000\nmax_tokens = 5\nwarmup = 0\n",
+        "slots = 1\nctx = 32768\n",
+    )
+    (fits,) = predict_experiment(e, FLAT, PromptSource(), template_tokens=0)
+    assert fits.summary.value("failed") == 0

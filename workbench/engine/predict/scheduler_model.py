@@ -119,10 +119,11 @@ class ServerShape:
             raise ValueError(f"a server needs slots, context and batch >= 1: {self}")
 
     @classmethod
-    def of(cls, settings: ServerSettings) -> ServerShape:
+    def of(cls, settings: ServerSettings, train_ctx: int = 0) -> ServerShape:
         """The shape a managed server starts with: each slot ``-c / -np`` of context, the
         whole pool with ``-kvu``, or at most ``kv_unified_per_slot`` of it
-        (``models.memory.layout_of``, as the server pads it)."""
+        (``models.memory.layout_of``, as the server pads it), and never more than the
+        model's ``train_ctx`` (where known), where llama-server caps a slot."""
         if settings.ctx <= 0:
             raise ExperimentError(
                 "ctx = 0 (the model's own context) cannot be predicted: give ctx a size"
@@ -130,7 +131,7 @@ class ServerShape:
         layout = layout_of(settings)
         return cls(
             slots=layout.slots,
-            ctx_per_slot=layout.cells_per_slot,
+            ctx_per_slot=min(layout.cells_per_slot, train_ctx or layout.cells_per_slot),
             cont_batching=settings.cont_batching,
             batch_size=settings.batch_size or DEFAULT_BATCH,
         )

@@ -23,6 +23,7 @@ from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.sized_prompts import input_lengths
 from workbench.engine.measure.workload import arrival_offsets
 from workbench.engine.models.gguf_tokenizer import estimator_for
+from workbench.engine.models.memory import read_model_facts
 from workbench.engine.models.model_file import resolve_model
 from workbench.engine.predict.calibration import ChatTokens
 from workbench.engine.predict.costs import StepCosts
@@ -134,14 +135,16 @@ def predict_config(
     costs: StepCosts,
     lengths: list[int],
     traffic: list[Traffic] | None = None,
+    train_ctx: int = 0,
 ) -> PredictedConfig:
     """``config``'s warm-ups (one at a time, as a run sends them) and each repeat, with
     ``lengths`` the prompt lengths of its warm-ups then its repeats' requests, in the order
     a run numbers them, or each repeat's ``traffic`` (a trace's, conversations'). Each
     repeat starts on the server the warm-ups (and the repeats before it) left: with
-    ``cache_prompt``, its slots still hold their last prompts."""
+    ``cache_prompt``, its slots still hold their last prompts. ``train_ctx``: the model's
+    training context, where the server caps a slot (0: not known)."""
     workload = config.workload
-    shape = ServerShape.of(config.server)
+    shape = ServerShape.of(config.server, train_ctx)
     warm = workload.warmup
     per_repeat = workload.per_repeat
     records: list[RequestRecord] = []
@@ -198,6 +201,7 @@ def predict_configs(
     results: list[PredictedConfig | WorkbenchError] = []
     next_index = 0
     counters: dict[str, Callable[[str], int]] = {}
+    trained: dict[str, int] = {}
     for config in configs:
         workload = config.workload
         count = workload.warmup + workload.per_repeat * workload.repeats
@@ -230,13 +234,22 @@ def predict_configs(
                 lengths = prompt_lengths(
                     workload, next_index, needed, prompts, counters.get(model), template_tokens
                 )
-            results.append(
-                predict_config(config, costs, lengths, planned.repeats if planned else None)
-            )
+            repeats = planned.repeats if planned else None
+            train_ctx = trained.setdefault(model, _train_ctx(model, base_dir))
+            results.append(predict_config(config, costs, lengths, repeats, train_ctx))
         except WorkbenchError as exc:
             results.append(exc)
         next_index += count
     return results
+
+
+def _train_ctx(model: str, base_dir: Path | None) -> int:
+    """The model's training context from its header; 0 where the file cannot be read (the
+    run will say why; the prediction then does not cap a slot)."""
+    try:
+        return read_model_facts(resolve_model(model, base_dir)).train_ctx
+    except WorkbenchError:
+        return 0
 
 
 def predict_experiment(
