@@ -88,6 +88,9 @@ def test_concurrency_csv_keeps_its_columns(tmp_path):
         "cancelled",
         # why other processes on the machine shaped the numbers (schema 11)
         "machine_busy",
+        # generation stalls, after every older column
+        "stall_max_s", "stall_p99_s", "stalled_stream_share", "stalled_s",
+        "stalled_s_per_1k_prompt", "gaps_within_share",
     ]  # fmt: skip
     with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
         summaries = session.summaries()

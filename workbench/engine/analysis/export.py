@@ -31,7 +31,7 @@ def _sd_column(f: Figure) -> str:
     return f"{f.column}_sd"
 
 
-LATER_PARTS = (Part.STEADY, Part.REASONING, Part.CONVERSATION, Part.SPECULATIVE)
+LATER_PARTS = (Part.STEADY, Part.REASONING, Part.CONVERSATION, Part.SPECULATIVE, Part.STALLS)
 """The parts that came after concurrency.csv's columns settled: written after them all, in
 this order, each figure followed by its spread, so a reader that takes the columns by place
 finds the older ones where they were."""
@@ -42,7 +42,7 @@ def concurrency_columns() -> list[str]:
     which configuration, every other measured figure, the spreads across repeats, the
     server's set-up, the figures as ``vllm bench serve`` names them, and last those over the
     steady state with the over-saturation flag, TTFO, a conversations run's turns, a
-    draft model's drafts and the figures added to a part later (E2E p99)."""
+    draft model's drafts and the figures added later (E2E p99, ..., the stalls)."""
     figures = [f for f in in_part(Part.CONFIG, Part.RUN, Part.SERVER) if not f.late]
 
     def part(p: Part) -> list[str]:
@@ -55,7 +55,7 @@ def concurrency_columns() -> list[str]:
     late = [f for f in in_part(*SUMMARY_PARTS) if f.late]
     later = [
         c
-        for f in (*in_part(*LATER_PARTS), *late)
+        for f in (*(f for f in in_part(*LATER_PARTS) if not f.late), *late)
         for c in (f.column, _sd_column(f))[: 1 + f.spread]
     ]
     return columns + list(vllm_names.COLUMNS) + later

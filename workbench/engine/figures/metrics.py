@@ -98,6 +98,11 @@ class Part(Enum):
         "speculative decoding: a draft model's drafts, from the server's `/metrics` counters "
         "just before and after each repeat (empty without a draft model)"
     )
+    STALLS = (
+        "generation stalls: a stream's gaps between token chunks longer than 3 times its own "
+        "median gap (and than 0.25 s), typically while another request's prompt is processed "
+        "beside it"
+    )
     SLO = "the SLO evaluation (per request, all repeats together)"
     LIVE = "while a run goes"
 
@@ -107,6 +112,7 @@ PART_RECORDS = {
     Part.REASONING: "reasoning",
     Part.CONVERSATION: "conversation",
     Part.SPECULATIVE: "speculative",
+    Part.STALLS: "stalls",
 }
 """The parts whose per-repeat figures ``RunSummary`` keeps in a sub-record, by its
 attribute; the other parts' are its own fields."""
@@ -232,6 +238,7 @@ SUMMARY_PARTS = (
     Part.REASONING,
     Part.CONVERSATION,
     Part.SPECULATIVE,
+    Part.STALLS,
 )
 """The parts whose figures a configuration's summary holds, as ``concurrency.csv`` and the
 JSON export write them."""
@@ -718,6 +725,43 @@ FIGURES: tuple[Figure, ...] = (
         "drafted tokens the model accepted (`spec_decode_num_accepted_tokens_total` over the "
         "repeat): tokens it did not decode one step each",
         Part.SPECULATIVE, frozenset({_T}), optional=True,
+    ),
+    Figure(
+        "stall_max_s", "Longest stall", "stall max s", "s", 3, Combine.MEAN,
+        "the longest stall of any stream: a gap between consecutive token chunks longer than "
+        "3 times the stream's own median gap and than 0.25 s (streams of at least 4 gaps); "
+        "empty where none stalled",
+        Part.STALLS, frozenset({_T}), optional=True, late=True,
+    ),
+    Figure(
+        "stall_p99_s", "Stall p99", "stall p99 s", "s", 3, Combine.MEAN,
+        "99th percentile of the stalls, pooled over streams; empty where none stalled",
+        Part.STALLS, optional=True, late=True,
+    ),
+    Figure(
+        "stalled_stream_share", "Streams that stalled", "stalled", "share", 2, Combine.MEAN,
+        "of the streams with at least 4 gaps, the share with a stall",
+        Part.STALLS, optional=True, late=True,
+    ),
+    Figure(
+        "stalled_s", "Stalled stream time", "stalled s", "s", 2, Combine.MEAN,
+        "the stalls' lengths summed over streams: seconds a user watched a stream stand still",
+        Part.STALLS, optional=True, late=True,
+    ),
+    Figure(
+        "stalled_s_per_1k_prompt", "Stalled time per 1k prompt tokens", "stalled s/1k prompt",
+        "s", 3, Combine.MEAN,
+        "stalled stream time over the prompt tokens the server processed in the repeat (its "
+        "count, less the cached), per 1,000: what processing prompts cost the other streams",
+        Part.STALLS, optional=True, late=True,
+    ),
+    Figure(
+        "gaps_within_share", "Gaps within the stall bound", "gaps within", "share", 3,
+        Combine.MEAN,
+        "of the gaps between token chunks of the streams judged, the share within the stall "
+        "bound (3 times their stream's median, at least 0.25 s): the tokens delivered at the "
+        "stream's own pace",
+        Part.STALLS, optional=True, late=True,
     ),
 )  # fmt: skip
 

@@ -37,6 +37,7 @@ from workbench.engine.figures.per_request import (
 )
 from workbench.engine.figures.saturation import LEFT_UNSENT, over_saturated
 from workbench.engine.figures.speculative import SpecFigures, spec_figures
+from workbench.engine.figures.stalls import StallFigures, stall_figures
 from workbench.engine.figures.steady_state import SteadyFigures, steady_figures
 from workbench.engine.figures.vllm_names import vllm_figures
 
@@ -173,6 +174,7 @@ class RunSummary:
     reasoning: ReasoningFigures = field(default_factory=ReasoningFigures)
     conversation: ConversationFigures = field(default_factory=ConversationFigures)
     speculative: SpecFigures = field(default_factory=SpecFigures)
+    stalls: StallFigures = field(default_factory=StallFigures)
 
 
 SUB_RECORDS: dict[str, type] = {
@@ -309,4 +311,5 @@ def summarize_run(
         reasoning=reasoning_figures(metrics),
         conversation=conversation_figures(measured, by_key),
         speculative=spec_figures(observed.counters_before, observed.counters_after),
+        stalls=stall_figures(metrics),
     )
