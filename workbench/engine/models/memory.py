@@ -310,9 +310,7 @@ def server_memory(
     )
 
 
-def settings_memory(
-    model: ModelFacts, settings: ServerSettings, repack: bool = True, runtime: float | None = None
-) -> Memory:
+def settings_memory(model: ModelFacts, settings: ServerSettings) -> Memory:
     """``server_memory`` of a managed server's typed settings (context, slots, unified pool or
     a per-slot limit, K and V types, micro-batch, flash attention, ``--swa-full`` among its
     extra arguments): the one figure the plan, ``tune``'s memory filter and the Capacity panel
@@ -329,8 +327,6 @@ def settings_memory(
         micro_batch(s.batch_size, s.ubatch_size),
         "--swa-full" in s.extra_args,
         s.flash_attn != "off",
-        repack,
-        runtime,
     )
 
 
