@@ -197,3 +197,16 @@ def test_the_auto_pool_against_explicit_slots():
     assert auto_pool_against_explicit([split, explicit]).verdict == NOT_SUPPORTED
     assert auto_pool_against_explicit([explicit]) is None
     assert auto_pool_against_explicit([auto, replace(explicit, ctx=4096)]) is None
+
+
+def test_a_slot_capped_at_the_training_context_is_what_the_server_does():
+    """SmolLM2 (trained on 8192) at -np 2 -c 32768: llama-server gives each slot 8192, not
+    16384 (measured), and says so; a slot of 16384 there would be the surprise."""
+    capped = replace(summary(2, 20.0, 1.0, 5.0, n_ctx_slot=8192, ctx=32768), n_ctx_train=8192)
+    verdict = context_per_slot([capped])
+    assert verdict.verdict == SUPPORTED
+    assert verdict.numbers == [
+        "-np 2 -c 32768: n_ctx_slot 8192 (ctx/N = 16384, capped at the model's training "
+        "context 8192)"
+    ]
+    assert context_per_slot([replace(capped, n_ctx_slot=16384)]).verdict == NOT_SUPPORTED

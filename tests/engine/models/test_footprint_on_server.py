@@ -116,6 +116,7 @@ def test_the_estimate_is_what_the_server_logged(cell, logged, model_path, gemma3
     assert estimate.compute_mib == pytest.approx(buffers.compute_mib, abs=2.0)
     assert estimate.buffers_mib == pytest.approx(buffers.total_mib, rel=0.05)
     cells = layout_of(settings).cells_per_slot
+    assert facts.n_ctx_train == model.train_ctx
     assert min(cells, model.train_ctx) == facts.n_ctx_slot  # the server caps a slot there
     assert plan_settings(model, settings, 2**40).ctx_per_request == facts.n_ctx_slot
     assert estimate.runtime_mib > 0

@@ -10,6 +10,7 @@ from workbench.engine.server.startup_log import parse_startup_log
 
 CPU_LOG = """\
 build: 6000 (abc1234) with cc (GCC) 13.2.0 for x86_64-linux-gnu
+print_info: n_ctx_train           = 8192
 load_tensors:   CPU_Mapped model buffer size =    69.19 MiB
 llama_context: n_ctx         = 8192
 llama_context: n_ctx_per_seq = 4096
@@ -31,6 +32,7 @@ def test_cpu_log() -> None:
     assert facts.model_buffer_mib == pytest.approx(69.19)
     assert facts.compute_buffer_mib == pytest.approx(66.51)
     assert facts.output_buffer_mib == pytest.approx(0.38)
+    assert facts.n_ctx_train == 8192
     assert facts.backend == "CPU"
     assert facts.build is not None and facts.build.startswith("6000 (abc1234)")
 

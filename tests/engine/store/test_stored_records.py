@@ -36,6 +36,7 @@ EVERY_FACT = StartupFacts(
     metal_working_set_bytes=11_453_250_000,
     output_buffer_mib=0.75,
     state_buffer_mib=2.67,
+    n_ctx_train=8192,
 )
 EVERY_PART = Hardware(
     hostname="lab-host",

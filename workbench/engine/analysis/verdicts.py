@@ -177,11 +177,15 @@ def context_per_slot(summaries: list[ConfigSummary]) -> Verdict:
     for s in checked:
         expected = s.ctx // s.slots
         padded = kv_layout(s.ctx, s.slots).cells_per_slot
-        numbers.append(
-            f"-np {s.slots} -c {s.ctx}: n_ctx_slot {s.n_ctx_slot} "
-            f"(ctx/N = {expected}" + (f", padded to {padded})" if padded != expected else ")")
-        )
-        if s.n_ctx_slot not in (expected, padded):
+        said = f"-np {s.slots} -c {s.ctx}: n_ctx_slot {s.n_ctx_slot} (ctx/N = {expected}"
+        if padded != expected:
+            said += f", padded to {padded}"
+        allowed = {expected, padded}
+        if s.n_ctx_train and padded > s.n_ctx_train:  # the server caps a slot there
+            said += f", capped at the model's training context {s.n_ctx_train}"
+            allowed = {s.n_ctx_train}
+        numbers.append(said + ")")
+        if s.n_ctx_slot not in allowed:
             wrong.append(s)
     # What the smaller slots cost: the requests they could not hold.
     numbers += [f"-np {s.slots}: {s.not_same_task}" for s in checked if s.not_same_task]

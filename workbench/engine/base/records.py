@@ -186,6 +186,7 @@ class StartupFacts:
     metal_working_set_bytes: int | None = None  # what Metal lets the GPU hold (Apple)
     output_buffer_mib: float | None = None  # the logits of one token a sequence
     state_buffer_mib: float | None = None  # a recurrent or hybrid model's fixed state
+    n_ctx_train: int | None = None  # the model's training context: the server caps a slot there
 
     def to_dict(self) -> dict[str, Any]:
         """As a session stores it and the JSON export shows it: every field by name, but a
@@ -204,6 +205,7 @@ STATED_ONLY = (
     "metal_working_set_bytes",
     "output_buffer_mib",
     "state_buffer_mib",
+    "n_ctx_train",
 )
 """Startup facts a session stores only when the server stated them."""
 

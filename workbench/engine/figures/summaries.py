@@ -58,6 +58,7 @@ class ConfigSummary:
     cache_ram_mib: int | None = None
     kv_buffer_mib: float | None = None  # the KV cache the server said it allocated
     auto_slots: bool = False  # started with -np -1: the server chose the slots (``slots``)
+    n_ctx_train: int | None = None  # the model's training context, where the server said
 
     @property
     def conversations_per_slot(self) -> float | None:
@@ -185,6 +186,7 @@ def summarize_config(
         cache_ram_mib=server.cache_ram_mib if managed else None,
         kv_buffer_mib=facts.kv_buffer_mib,
         auto_slots=managed and server.slots == -1,
+        n_ctx_train=facts.n_ctx_train,
         status=status,
         runs=runs,
         mean=mean,

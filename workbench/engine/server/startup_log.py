@@ -15,6 +15,7 @@ _SLOTS = re.compile(
     r"n_slots\s*=\s*(\d+),\s*n_ctx_slot\s*=\s*(\d+)(?:,\s*kv_unified\s*=\s*'?(\w+)'?)?"
 )
 _N_CTX = re.compile(r"\bn_ctx\s*=\s*(\d+)")
+_N_CTX_TRAIN = re.compile(r"print_info:\s+n_ctx_train\s*=\s*(\d+)")
 _KV_SIZE = re.compile(r"llama_kv_cache\w*:\s+size\s*=\s*([\d.]+)\s*MiB")
 _STATE_SIZE = re.compile(r"llama_memory_recurrent:\s+size\s*=\s*([\d.]+)\s*MiB")
 _KV_BUFFER = re.compile(r"llama_kv_cache\w*:\s+(\S+)\s+KV buffer size\s*=\s*([\d.]+)\s*MiB")
@@ -43,6 +44,7 @@ def parse_startup_log(text: str) -> StartupFacts:
     n_ctx_slot: int | None = None
     kv_unified: bool | None = None
     n_ctx: int | None = None
+    n_ctx_train: int | None = None
     build: str | None = None
     backend: str | None = None
     devices: list[str] = []
@@ -64,6 +66,8 @@ def parse_startup_log(text: str) -> StartupFacts:
                 kv_unified = m.group(3).lower() in ("true", "1")
         if "llama_context" in line and (m := _N_CTX.search(line)) and n_ctx is None:
             n_ctx = int(m.group(1))
+        if "n_ctx_train" in line and (m := _N_CTX_TRAIN.search(line)) and n_ctx_train is None:
+            n_ctx_train = int(m.group(1))
         if "llama_kv_cache" in line:
             if m := _KV_SIZE.search(line):  # one line per cache (two for sliding-window models)
                 kv_sizes.append(float(m.group(1)))
@@ -102,6 +106,7 @@ def parse_startup_log(text: str) -> StartupFacts:
         compute_buffer_mib=round(sum(compute_mib.values()), 2) if compute_mib else None,
         output_buffer_mib=round(sum(output_mib.values()), 2) if output_mib else None,
         state_buffer_mib=round(sum(state_sizes), 2) if state_sizes else None,
+        n_ctx_train=n_ctx_train,
         backend=backend,
         build=build,
         devices=tuple(devices),
