@@ -23,6 +23,7 @@ from workbench.engine.models.memory import (
     layout_of,
     server_memory,
     settings_memory,
+    slot_context,
     state_mib,
 )
 from workbench.engine.models.sliding_window import DEFAULT_UBATCH
@@ -149,7 +150,7 @@ def plan_row(
         if total > TIGHT_FRACTION * available_mib
         else "fits"
     )
-    per_request = min(layout.cells_per_slot, model.train_ctx or layout.cells_per_slot)
+    per_request = slot_context(layout.cells_per_slot, model.train_ctx)
     warning = context_shortfall(per_request, need_tokens) or ""
     if not warning and per_request < layout.cells_per_slot:
         warning = (

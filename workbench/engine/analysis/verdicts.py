@@ -159,7 +159,7 @@ def ttft_linear_in_load(summaries: list[ConfigSummary]) -> Verdict:
 
 
 def context_per_slot(summaries: list[ConfigSummary]) -> Verdict:
-    from workbench.engine.models.memory import kv_layout
+    from workbench.engine.models.memory import kv_layout, slot_context
 
     hypothesis = "each of N explicit slots gets ctx / N tokens of context"
     checked = [
@@ -181,9 +181,10 @@ def context_per_slot(summaries: list[ConfigSummary]) -> Verdict:
         if padded != expected:
             said += f", padded to {padded}"
         allowed = {expected, padded}
-        if s.n_ctx_train and padded > s.n_ctx_train:  # the server caps a slot there
-            said += f", capped at the model's training context {s.n_ctx_train}"
-            allowed = {s.n_ctx_train}
+        capped = slot_context(padded, s.n_ctx_train or 0)
+        if capped != padded:
+            said += f", capped at the model's training context {capped}"
+            allowed = {capped}
         numbers.append(said + ")")
         if s.n_ctx_slot not in allowed:
             wrong.append(s)

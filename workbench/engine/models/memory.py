@@ -190,6 +190,13 @@ def kv_layout(ctx: int, slots: int, unified: bool = False, per_slot: int | None 
     return KvLayout(slots, False, cells, cells * slots)
 
 
+def slot_context(cells_per_slot: int, train_ctx: int) -> int:
+    """The context a request gets in a slot of ``cells_per_slot``: llama-server caps a slot at
+    the model's training context ``train_ctx`` (0: not known), though it allocates every cell
+    (SmolLM2 at ``-np 1 -c 32768``: ``n_ctx_slot = 8192``)."""
+    return min(cells_per_slot, train_ctx) if train_ctx else cells_per_slot
+
+
 def layout_of(settings: ServerSettings) -> KvLayout:
     """The cells a managed server of ``settings`` holds (``kv_layout`` of its flags)."""
     return kv_layout(

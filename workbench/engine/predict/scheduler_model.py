@@ -35,7 +35,7 @@ from workbench.engine.base.errors import ExperimentError
 from workbench.engine.base.records import RequestRecord, TokenChunk
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.client import http_error, stopped_short
-from workbench.engine.models.memory import layout_of
+from workbench.engine.models.memory import layout_of, slot_context
 from workbench.engine.predict.costs import StepCosts
 
 DEFAULT_BATCH = 2048
@@ -131,7 +131,7 @@ class ServerShape:
         layout = layout_of(settings)
         return cls(
             slots=layout.slots,
-            ctx_per_slot=min(layout.cells_per_slot, train_ctx or layout.cells_per_slot),
+            ctx_per_slot=slot_context(layout.cells_per_slot, train_ctx),
             cont_batching=settings.cont_batching,
             batch_size=settings.batch_size or DEFAULT_BATCH,
         )
