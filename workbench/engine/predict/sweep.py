@@ -235,8 +235,9 @@ def predict_configs(
                     workload, next_index, needed, prompts, counters.get(model), template_tokens
                 )
             repeats = planned.repeats if planned else None
-            train_ctx = trained.setdefault(model, _train_ctx(model, base_dir))
-            results.append(predict_config(config, costs, lengths, repeats, train_ctx))
+            if model not in trained:
+                trained[model] = _train_ctx(model, base_dir)
+            results.append(predict_config(config, costs, lengths, repeats, trained[model]))
         except WorkbenchError as exc:
             results.append(exc)
         next_index += count
