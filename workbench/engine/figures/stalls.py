@@ -51,17 +51,17 @@ class StallFigures:
 
 def stall_figures(metrics: Sequence[RequestMetrics]) -> StallFigures:
     """The figures of one repeat's successful requests."""
-    judged = [s for s in (stalled_gaps(m.itl_s) for m in metrics) if s is not None]
+    judged = [(m.itl_s, s) for m in metrics if (s := stalled_gaps(m.itl_s)) is not None]
     if not judged:
         return StallFigures()
-    stalls = [gap for stream in judged for gap in stream]
+    stalls = [gap for _, stream in judged for gap in stream]
     stalled = sum(stalls)
-    gaps = sum(len(m.itl_s) for m in metrics if len(m.itl_s) >= MIN_GAPS)
+    gaps = sum(len(itl) for itl, _ in judged)
     processed = sum(
         m.prompt_tokens - (m.cached_tokens or 0) for m in metrics if m.prompt_tokens is not None
     )
     return StallFigures(
-        stalled_stream_share=sum(bool(s) for s in judged) / len(judged),
+        stalled_stream_share=sum(bool(s) for _, s in judged) / len(judged),
         stall_p99_s=percentile(stalls, 99),
         stall_max_s=max(stalls) if stalls else None,
         stalled_s=stalled,
