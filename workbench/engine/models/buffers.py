@@ -24,6 +24,7 @@ from workbench.engine.models.gguf_header import TensorInfo, Value
 F32 = 4
 F16 = 2
 MIB = 2**20
+INPUTS_PER_TOKEN = 64  # the graph's small inputs (positions, output ids), a token, as fitted
 
 # Weight types the CPU backend copies into its repacked layout (a ``CPU_REPACK model buffer``
 # beside the mapped file) on x86-64 with AVX2 and on Arm: Q4_0, Q4_K and IQ4_NL matrices whose
@@ -91,7 +92,7 @@ def compute_bytes(
     ``stream_cells`` cells a stream each (one a cache: the full layers', the windowed
     layers'), and logits for ``sequences`` tokens."""
     cells = sum(stream_cells)
-    feed_forward = F32 * (3 * shape.feed_forward + 5 * shape.embedding) + 64
+    feed_forward = F32 * (3 * shape.feed_forward + 5 * shape.embedding) + INPUTS_PER_TOKEN
     if flash_attn:
         layers = ubatch * (feed_forward + F16 * cells)
     else:
