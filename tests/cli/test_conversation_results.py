@@ -93,8 +93,9 @@ def test_export_writes_the_figures_last_and_each_later_turns_re_prefilled_tokens
     with requests.open() as fh:
         reader = csv.DictReader(fh)
         rows = list(reader)
-    assert list(reader.fieldnames or [])[-5:] == [
-        "conversation", "turn", "reprefilled_tokens", "worker", "trace_line"  # the latest last
+    assert list(reader.fieldnames or [])[-10:] == [
+        "conversation", "turn", "reprefilled_tokens", "worker", "trace_line",
+        "stalls", "stall_max_s", "stalled_s", "stalled_by", "ttft_held_s",  # the latest last
     ]  # fmt: skip
     assert [row["reprefilled_tokens"] for row in rows[:6]] == ["", "", "74", "74", "154", "154"]
 

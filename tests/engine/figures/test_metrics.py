@@ -91,6 +91,9 @@ def test_concurrency_csv_keeps_its_columns(tmp_path):
         # generation stalls, after every older column
         "stall_max_s", "stall_p99_s", "stalled_stream_share", "stalled_s",
         "stalled_s_per_1k_prompt", "gaps_within_share",
+        # what caused them, added after
+        "stalled_by_prompts_share", "stall_cause_tokens", "stall_cause_ttft_s",
+        "stall_cause_streams", "stall_cause_prompts", "ttft_held_max_s",
     ]  # fmt: skip
     with open_session(write_session(tmp_path / "made.session.sqlite")) as session:
         summaries = session.summaries()

@@ -2,15 +2,20 @@
 prompt arrives and is processed in chunks of 64 tokens (``-b 64``) beside it. Each chunk is
 one long step for the chat, so the chat stalls about once a chunk, each stall far above its
 pace and the floor; the document's own short answer does not stall; and a chat alone does
-not stall at all."""
+not stall at all. The server's ``timings.prompt_ms`` spans the document's chunks, the chat's
+decoding steps between them included, so the chat's stalls are laid on the document, and a
+short request sent while the document is processed waits for it."""
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
 
 from workbench.engine.config.experiment import load_experiment
+from workbench.engine.figures.per_request import request_metrics
+from workbench.engine.figures.stalls import prefill_of, repeat_stalls
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import RunOptions
 from workbench.engine.store import open_session
@@ -19,12 +24,13 @@ pytestmark = pytest.mark.server
 
 CHAT = {"timestamp": 0, "input_length": 40, "output_length": 96, "hash_ids": [1]}
 DOCUMENT = {"timestamp": 300, "input_length": 640, "output_length": 8, "hash_ids": [2, 3, 4]}
+LATE = {"timestamp": 900, "input_length": 40, "output_length": 8, "hash_ids": [5]}
 
 
-def run(folder, rows: list[dict]):
+def run(folder, rows: list[dict], slots: int = 2):
     (folder / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (folder / "e.toml").write_text(
-        "name = 'stalls'\n[server]\nslots = 2\nctx = 4096\nbatch_size = 64\n"
+        f"name = 'stalls'\n[server]\nslots = {slots}\nctx = {2048 * slots}\nbatch_size = 64\n"
         "[workload]\n"
         'arrival = "trace"\ntrace = "t.jsonl"\nwarmup = 0\nignore_eos = true\n'
     )
@@ -32,11 +38,12 @@ def run(folder, rows: list[dict]):
     assert [s.status for s in result.summaries] == ["ok"]
     with open_session(result.session_path) as session:
         (summary,) = session.summaries()
-    return summary
+        records = session.records(0)
+    return summary, records
 
 
 def test_a_document_processed_beside_a_chat_stalls_it(tmp_path):
-    summary = run(tmp_path, [CHAT, DOCUMENT])
+    summary, _ = run(tmp_path, [CHAT, DOCUMENT])
     assert summary.value("stalled_stream_share") == 0.5  # the chat, not the document
     assert summary.value("stall_max_s") > 0.25
     chunks = DOCUMENT["input_length"] // 64
@@ -45,6 +52,31 @@ def test_a_document_processed_beside_a_chat_stalls_it(tmp_path):
 
 
 def test_a_chat_alone_does_not_stall(tmp_path):
-    summary = run(tmp_path, [CHAT])
+    summary, _ = run(tmp_path, [CHAT])
     assert summary.value("stalled_stream_share") == 0.0
     assert summary.value("stall_max_s") is None and summary.value("gaps_within_share") == 1.0
+
+
+def test_the_document_is_named_as_the_cause(tmp_path):
+    """Placed by its ``prompt_ms``, the document's processing begins within a step of its
+    sending (a slot was free) and covers the chat's stalls: each is laid on it. The short
+    request sent while it is processed waits for it."""
+    summary, records = run(tmp_path, [CHAT, DOCUMENT, LATE], slots=3)
+    by_line = {r.trace_line: r for r in records}
+    chat, document, late = by_line[1], by_line[2], by_line[3]
+    placed = prefill_of(document)
+    assert placed is not None and placed.processed > 600
+    assert 0 <= placed.start_ns - document.t_submit_ns < 0.25e9
+    found = repeat_stalls(records, {r.key: m for r in records if (m := request_metrics(r))})
+    stalls = found[chat.key].stalls
+    assert stalls and all(s.cause == document.key for s in stalls)
+    assert summary.value("stalled_by_prompts_share") == 1.0
+    assert summary.value("stall_cause_tokens") == document.usage["prompt_tokens"]
+    assert summary.value("stall_cause_ttft_s") > placed.processed / 64 * 0.25
+    assert found[late.key].ttft_held_s > 0.25
+    assert summary.value("ttft_held_max_s") >= found[late.key].ttft_held_s
+    with (tmp_path / "out" / "requests.csv").open() as fh:
+        rows = {int(row["trace_line"]): row for row in csv.DictReader(fh)}
+    assert rows[1]["stalled_by"] == rows[2]["request"]  # the chat's stalls: the document's
+    assert int(rows[1]["stalls"]) == len(stalls) and float(rows[1]["stall_max_s"]) > 0.25
+    assert float(rows[3]["ttft_held_s"]) == pytest.approx(found[late.key].ttft_held_s, abs=1e-5)

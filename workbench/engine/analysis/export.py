@@ -23,6 +23,7 @@ from workbench.engine.figures.metrics import (
     in_part,
 )
 from workbench.engine.figures.per_request import NS, RequestMetrics, request_metrics
+from workbench.engine.figures.stalls import RequestStalls, causes, session_stalls
 from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.store import Session
 
@@ -76,6 +77,8 @@ class _Request:
     number: int | None
     cache: TurnCache | None
     origin_ns: int
+    stalls: RequestStalls | None = None
+    stalled_by: str | None = None  # what stalled it: request numbers, ``unknown``, ``none``
 
     def since_start(self, t_ns: int | None) -> float | None:
         return None if t_ns is None else round((t_ns - self.origin_ns) / NS, 6)
@@ -119,6 +122,17 @@ def _reprefilled(r: _Request) -> int | None:
     return r.cache.reprefilled if r.cache is not None else None
 
 
+def _stalls(read: Callable[[RequestStalls], Any]) -> Callable[[_Request], Any]:
+    """A figure of the request's stalls (empty where it was not judged, or failed)."""
+
+    def value(r: _Request) -> Any:
+        if r.stalls is None or r.stalls.stalls is None:
+            return None
+        return _round(read(r.stalls), 6)
+
+    return value
+
+
 REQUEST_TABLE: tuple[RequestColumn, ...] = (
     RequestColumn("config", lambda r: r.record.config_index),
     RequestColumn("label", lambda r: r.label),
@@ -158,6 +172,11 @@ REQUEST_TABLE: tuple[RequestColumn, ...] = (
     RequestColumn("reprefilled_tokens", _reprefilled),
     RequestColumn("worker", lambda r: r.record.worker),
     RequestColumn("trace_line", lambda r: r.record.trace_line),
+    RequestColumn("stalls", _stalls(lambda s: len(s.stalls or ()))),
+    RequestColumn("stall_max_s", _stalls(lambda s: s.longest_s)),
+    RequestColumn("stalled_s", _stalls(lambda s: s.stalled_s)),
+    RequestColumn("stalled_by", lambda r: r.stalled_by),
+    RequestColumn("ttft_held_s", lambda r: _round(r.stalls.ttft_held_s, 6) if r.stalls else None),
 )  # fmt: skip
 """``requests.csv``'s columns, in order: the one place each column and its place are said
 (the JSON export's requests follow it too). A column added later goes last, so a reader
@@ -188,9 +207,11 @@ def request_rows(session: Session) -> list[dict[str, Any]]:
     numbers = request_numbers(records)
     labels = {config.index: config.label for config in session.configs}
     caches = turn_caches(records)
+    stalls = session_stalls(records)
     origin = session.meta["clock_origin_ns"]
     rows = []
     for record in records:
+        found = stalls.get(record.key)
         request = _Request(
             record,
             request_metrics(record),
@@ -198,6 +219,8 @@ def request_rows(session: Session) -> list[dict[str, Any]]:
             numbers.get(record.key),
             caches.get(record.key),
             origin,
+            found,
+            " ".join(causes(found.stalls, numbers)) if found and found.stalls else None,
         )
         rows.append({c.name: c.value(request) for c in REQUEST_TABLE})
     return rows

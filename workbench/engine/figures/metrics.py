@@ -763,6 +763,50 @@ FIGURES: tuple[Figure, ...] = (
         "stream's own pace",
         Part.STALLS, optional=True, late=True,
     ),
+    Figure(
+        "stalled_by_prompts_share", "Stalled time a prompt caused", "stalled by prompts",
+        "share", 2, Combine.MEAN,
+        "of the stalled time, the share caused by another request's prompt processing: a "
+        "stall's cause is the longest prompt (by the tokens the server processed) whose "
+        "processing, placed by the server's `timings.prompt_ms` before its first token, "
+        "covered at least half of it; empty where none stalled",
+        Part.STALLS, optional=True, late=True,
+    ),
+    Figure(
+        "stall_cause_tokens", "Stalling prompt", "stalling prompt", "tokens", 0,
+        Combine.MEAN,
+        "the length (the server's count) of the prompt that caused the longest stall; empty "
+        "where no prompt caused it",
+        Part.STALLS, optional=True, late=True,
+    ),
+    Figure(
+        "stall_cause_ttft_s", "Stalling prompt's TTFT", "stalling TTFT s", "s", 3, Combine.MEAN,
+        "the TTFT of the request whose prompt caused the longest stall: what a smaller `-b` "
+        "costs it",
+        Part.STALLS, optional=True, late=True,
+    ),
+    Figure(
+        "stall_cause_streams", "Streams the stalling prompt held", "streams held", "", 1,
+        Combine.MEAN,
+        "the streams that the prompt causing the longest stall stalled, that one included",
+        Part.STALLS, optional=True, late=True,
+    ),
+    Figure(
+        "stall_cause_prompts", "Prompts processed in that stall", "prompts in stall", "", 1,
+        Combine.MEAN,
+        "the prompts whose processing covered the longest stall, its cause included: above "
+        "1, several prompts admitted together froze the streams",
+        Part.STALLS, optional=True, late=True,
+    ),
+    Figure(
+        "ttft_held_max_s", "Longest TTFT held by a prompt", "ttft held max s", "s", 3,
+        Combine.MEAN,
+        "the longest time a request waited for its first token while a longer prompt than "
+        "its own was processed for another request (placed as for the stalls): an "
+        "upper bound on what others' prompts added to a TTFT; empty where the server timed "
+        "no prompt",
+        Part.STALLS, optional=True, late=True,
+    ),
 )  # fmt: skip
 
 

@@ -311,5 +311,5 @@ def summarize_run(
         reasoning=reasoning_figures(metrics),
         conversation=conversation_figures(measured, by_key),
         speculative=spec_figures(observed.counters_before, observed.counters_after),
-        stalls=stall_figures(metrics),
+        stalls=stall_figures(measured, by_key),
     )
