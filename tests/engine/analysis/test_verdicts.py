@@ -14,11 +14,13 @@ from workbench.engine.analysis.verdicts import (
     context_per_slot,
     decode_speed_falls,
     linear_fit,
+    prompts_stall_streams,
     throughput_diminishing,
     ttft_linear_in_load,
 )
 from workbench.engine.base.records import CONTEXT_FULL, RequestRecord
 from workbench.engine.figures.per_run import summarize_run
+from workbench.engine.figures.stalls import StallFigures
 from workbench.engine.figures.steady_state import SteadyFigures
 from workbench.engine.figures.summaries import ConfigSummary
 
@@ -210,3 +212,85 @@ def test_a_slot_capped_at_the_training_context_is_what_the_server_does():
         "context 8192)"
     ]
     assert context_per_slot([replace(capped, n_ctx_slot=16384)]).verdict == NOT_SUPPORTED
+
+
+def stalled(label: str, *repeats: StallFigures, busy: str | None = None) -> ConfigSummary:
+    runs = [replace(summarize_run([]), stalls=r, machine_busy=busy) for r in repeats]
+    return replace(summary(4, 10.0, 1.0, 10.0), label=label, runs=runs)
+
+
+def document(longest: float, ttft: float, prompts: int = 1) -> StallFigures:
+    return StallFigures(
+        stall_max_s=longest,
+        stalled_by_prompts_share=1.0,
+        stall_cause_tokens=2924,
+        stall_cause_ttft_s=ttft,
+        stall_cause_streams=3,
+        stall_cause_prompts=prompts,
+        ttft_held_max_s=0.0,
+    )
+
+
+def test_a_long_prompt_freezes_streams_and_a_smaller_batch_trades_it_for_ttft():
+    """The long-prompt experiment's sweep as measured: 9.8 s, 1.9 s and 1.2 s freezes for a
+    TTFT of 15.8 s, 17.3 s and 31.9 s. Each smaller -b is set against the worst."""
+    found = prompts_stall_streams(
+        [
+            stalled("b=2048", document(9.8, 15.8)),
+            stalled("b=256", document(1.9, 17.3)),
+            stalled("b=64", document(1.2, 31.9)),
+        ]
+    )
+    assert found is not None and found.verdict == SUPPORTED
+    assert found.numbers[0] == (
+        "b=2048: 3 streams froze up to 9.8 s while a 2,924-token prompt was processed "
+        "(its TTFT 15.8 s); prompts caused 100% of the stalled time"
+    )
+    assert found.numbers[3:] == [
+        "b=256 against b=2048: the longest freeze 1.9 s, not 9.8 s, for +9% on the prompt's TTFT",
+        "b=64 against b=2048: the longest freeze 1.2 s, not 9.8 s, for +102% on the prompt's TTFT",
+        "noise: a 5 % guess (no repeats in this session)",
+    ]
+
+
+def test_repeats_measure_the_stall_verdicts_noise():
+    """Two repeats each: a 0.3 s difference inside 2 sd of freezes that vary by 0.6 s, and
+    TTFTs that did not vary at all, so their 0.5 s difference is real."""
+    found = prompts_stall_streams(
+        [
+            stalled("b=2048", document(2.0, 10.0), document(2.6, 10.0)),
+            stalled("b=1024", document(2.0, 10.5), document(2.0, 10.5)),
+        ]
+    )
+    assert found is not None
+    assert found.numbers[2] == (
+        "b=1024 against b=2048: the longest freeze 2.0 s, not 2.3 s (within noise), for +5% "
+        "on the prompt's TTFT"
+    )
+    assert found.numbers[-1] == "noise: 2 sd across repeats"
+
+
+def test_stalls_with_no_prompt_their_cause():
+    """No stall, no verdict; stalls no prompt covered: inconclusive, and where the server
+    gave no timings the verdict says so. Several prompts admitted together are named, and a
+    busy machine leaves the verdict open."""
+    calm = StallFigures(stalled_stream_share=0.0, stalled_s=0.0, ttft_held_max_s=0.0)
+    assert prompts_stall_streams([stalled("np=4", calm)]) is None
+    untimed = StallFigures(stall_max_s=1.5, stalled_by_prompts_share=0.0)
+    found = prompts_stall_streams([stalled("vllm", untimed)])
+    assert found is not None and found.verdict == INCONCLUSIVE
+    assert found.numbers == [
+        "vllm: streams froze up to 1.5 s, the longest with no prompt its cause; prompts "
+        "caused 0% of the stalled time",
+        "the server gave no timings to place prompts by, or no prompt's processing covered "
+        "the stalls",
+    ]
+    queue = replace(document(0.9, 4.7, prompts=3), stall_cause_tokens=54, stall_cause_streams=1)
+    found = prompts_stall_streams([stalled("np=4", queue)])
+    assert found is not None and found.verdict == SUPPORTED
+    assert found.numbers[0].startswith(
+        "np=4: 1 stream froze up to 0.9 s while a 54-token prompt was processed with 2 others"
+    )
+    busy = prompts_stall_streams([stalled("np=4", queue, busy="load 3.1 on 2 cores")])
+    assert busy is not None and busy.verdict == INCONCLUSIVE
+    assert "busy machine at np=4: load 3.1 on 2 cores" in busy.numbers

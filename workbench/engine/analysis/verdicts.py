@@ -57,8 +57,8 @@ def _by_slots(summaries: list[ConfigSummary]) -> list[ConfigSummary]:
 
 def _noise(s: ConfigSummary, key: str) -> tuple[float, bool]:
     """Two standard deviations across repeats, or the 5 % guess (second value: measured?)."""
-    value = s.mean.get(key) or 0.0
-    sd = s.sd.get(key)
+    value = s.value(key) or 0.0
+    sd = s.spread(key)
     if sd is not None:
         return 2 * sd, True
     return NOISE_GUESS * abs(value), False
@@ -66,7 +66,7 @@ def _noise(s: ConfigSummary, key: str) -> tuple[float, bool]:
 
 def _differs(a: ConfigSummary, b: ConfigSummary, key: str) -> tuple[float, bool, bool]:
     """(b - a, larger than the noise?, noise measured?)"""
-    delta = (b.mean.get(key) or 0.0) - (a.mean.get(key) or 0.0)
+    delta = (b.value(key) or 0.0) - (a.value(key) or 0.0)
     na, measured_a = _noise(a, key)
     nb, measured_b = _noise(b, key)
     return delta, abs(delta) > max(na, nb), measured_a and measured_b
@@ -380,11 +380,82 @@ def slots_hold_conversations(summaries: list[ConfigSummary]) -> Verdict | None:
     return Verdict(hypothesis, SUPPORTED, numbers)
 
 
-def on_busy_machine(verdict: Verdict, summaries: list[ConfigSummary]) -> Verdict:
+def _count(value: float) -> str:
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+
+
+def prompts_stall_streams(summaries: list[ConfigSummary]) -> Verdict | None:
+    """Where streams stalled: whether another request's prompt processing covered their
+    stalls (the catalogue's stall figures), and, across configurations stalled by a prompt of
+    the same length, what the one with the shortest freeze cost that prompt's TTFT (``-b``
+    against freezes, the trade the long-prompt experiment sweeps). None where no stream
+    stalled."""
+    stalled = [
+        s for s in summaries if s.status == ConfigStatus.OK and s.value("stall_max_s") is not None
+    ]
+    if not stalled:
+        return None
+    hypothesis = "a prompt processed beside running streams freezes them"
+    caused = [s for s in stalled if s.value("stall_cause_tokens") is not None]
+    numbers = [_stall_sentence(s) for s in stalled]
+    if not caused:
+        unknown = (
+            "the server gave no timings to place prompts by, or "
+            if any(s.value("ttft_held_max_s") is None for s in stalled)
+            else ""
+        )
+        numbers.append(f"{unknown}no prompt's processing covered the stalls")
+        return Verdict(hypothesis, INCONCLUSIVE, numbers)
+    worst = max(caused, key=lambda s: s.value("stall_max_s") or 0.0)
+    tokens = worst.value("stall_cause_tokens")
+    alike = [s for s in caused if s is not worst and s.value("stall_cause_tokens") == tokens]
+    measured = True
+    for other in sorted(alike, key=lambda s: -(s.value("stall_max_s") or 0.0)):
+        _, real, measured_freeze = _differs(worst, other, "stall_max_s")
+        ttft, real_ttft, measured_ttft = _differs(worst, other, "stall_cause_ttft_s")
+        measured = measured and measured_freeze and measured_ttft
+        cost = ttft / (worst.value("stall_cause_ttft_s") or 1.0)
+        numbers.append(
+            f"{other.label} against {worst.label}: the longest freeze "
+            f"{other.value('stall_max_s') or 0.0:.1f} s, not {worst.value('stall_max_s'):.1f} s"
+            + ("" if real else " (within noise)")
+            + f", for {cost:+.0%} on the prompt's TTFT"
+            + ("" if real_ttft else " (within noise)")
+        )
+    numbers.append(_noise_note(measured))
+    verdict = Verdict(hypothesis, SUPPORTED, numbers)
+    return on_busy_machine(verdict, summaries, caused)
+
+
+def _stall_sentence(s: ConfigSummary) -> str:
+    """One configuration's longest stall and the prompt whose processing caused it."""
+    longest, share = s.value("stall_max_s"), s.value("stalled_by_prompts_share")
+    caused = f"; prompts caused {share:.0%} of the stalled time" if share is not None else ""
+    tokens, streams = s.value("stall_cause_tokens"), s.value("stall_cause_streams")
+    if tokens is None or streams is None:
+        return (
+            f"{s.label}: streams froze up to {longest:.1f} s, the longest with no prompt "
+            f"its cause{caused}"
+        )
+    others = (s.value("stall_cause_prompts") or 1) - 1
+    ttft = s.value("stall_cause_ttft_s")
+    return (
+        f"{s.label}: {_count(streams)} stream{'' if streams == 1 else 's'} froze up to "
+        f"{longest:.1f} s while a {tokens:,.0f}-token prompt was processed"
+        + (f" with {_count(others)} other{'' if others == 1 else 's'}" if others else "")
+        + (f" (its TTFT {ttft:.1f} s)" if ttft is not None else "")
+        + caused
+    )
+
+
+def on_busy_machine(
+    verdict: Verdict, summaries: list[ConfigSummary], points: list[ConfigSummary] | None = None
+) -> Verdict:
     """A timing verdict resting on a configuration whose machine was busy says so and is not
     supported: other processes, not the slots, may have made the difference. One whose
-    server's machine is unknown (an external server) says that."""
-    points = _by_slots(summaries)
+    server's machine is unknown (an external server) says that. ``points``: the
+    configurations it rests on, where not a slots sweep's."""
+    points = _by_slots(summaries) if points is None else points
     busy = [s for s in points if s.machine_busy and not s.machine_busy.startswith("unknown: ")]
     unknown = [s for s in points if s.machine_busy and s.machine_busy.startswith("unknown: ")]
     numbers = list(verdict.numbers)
@@ -402,7 +473,8 @@ def on_busy_machine(verdict: Verdict, summaries: list[ConfigSummary]) -> Verdict
 
 def lab_verdicts(summaries: list[ConfigSummary]) -> list[Verdict]:
     """The lab's hypotheses, the auto pool's against explicit slots where the session ran
-    both, and the one about conversations where the session has them.
+    both, the one about conversations where the session has them, and the one about
+    prompts freezing streams where streams stalled.
     The timing ones are never supported on a busy machine (``on_busy_machine``)."""
     verdicts = [
         on_busy_machine(throughput_diminishing(summaries), summaries),
@@ -410,5 +482,9 @@ def lab_verdicts(summaries: list[ConfigSummary]) -> list[Verdict]:
         context_per_slot(summaries),
         on_busy_machine(decode_speed_falls(summaries), summaries),
     ]
-    extra = (auto_pool_against_explicit(summaries), slots_hold_conversations(summaries))
+    extra = (
+        auto_pool_against_explicit(summaries),
+        slots_hold_conversations(summaries),
+        prompts_stall_streams(summaries),
+    )
     return [*verdicts, *(v for v in extra if v is not None)]
