@@ -19,12 +19,13 @@ from hypothesis import strategies as st
 
 from tests.engine.remote.far_sides import FACTS, HEADER
 from workbench.engine import events as ev
-from workbench.engine.base.records import RequestRecord, StartupFacts, TokenChunk
+from workbench.engine.base.records import RequestKey, RequestRecord, StartupFacts, TokenChunk
 from workbench.engine.base.states import ConfigStatus, NoticeLevel, RunStatus, ServerState
 from workbench.engine.config.experiment import RequestsWorkload, parse_experiment
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.machine_load import MachineLoad
 from workbench.engine.figures.predicted import RunPrediction
+from workbench.engine.figures.stalls import Stall
 from workbench.engine.measure.client_workers import jobs_for
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.workload import plan_records
@@ -73,6 +74,7 @@ EVENTS = [
     ev.ClientLoadMeasured(0, 1, ClientLoad(1.0, 0.25, 0.5)),
     ev.MachineLoadMeasured(0, 1, MachineLoad(wall_s=1.0, cores=8, other_cpu_s=0.1, load_avg=0.5)),
     ev.ServerCounters(0, 1, {"requests": 2.0}, None),
+    ev.StallsFound(0, (Stall(RECORD.key, 20, 30, cause=RequestKey(0, 1, 3), covering=1),)),
     ev.ConfigFinished(0, ConfigStatus.OK, None, "the log's tail"),
     ev.Notice(NoticeLevel.WARNING, "a notice", 0),
     ev.PredictionMade(RunPrediction((), ("np=8: no calibration",))),

@@ -20,6 +20,7 @@ from workbench.engine.base.states import ConfigStatus, NoticeLevel, RunStatus, S
 from workbench.engine.figures.client_limits import ClientLoad
 from workbench.engine.figures.machine_load import MachineLoad
 from workbench.engine.figures.predicted import RunPrediction
+from workbench.engine.figures.stalls import Stall
 from workbench.engine.figures.summaries import ConfigSummary
 
 
@@ -167,6 +168,16 @@ class ServerCounters:
     repeat: int
     before: dict[str, float] | None = column("before_json", json=True, lenient=True, finite=False)
     after: dict[str, float] | None = column("after_json", json=True, lenient=True, finite=False)
+
+
+@dataclass(frozen=True)
+class StallsFound:
+    """A configuration's generation stalls, each laid on its cause, once all its requests
+    are done (a stall's cause is placed by the server's timings, which come with the end of
+    the request that caused it). Published just before ``ConfigFinished``."""
+
+    config_index: int
+    stalls: tuple[Stall, ...]
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from workbench.engine.events import (
     ServerStateChanged,
     SlotMatched,
     SlotsSample,
+    StallsFound,
     TokenChunkArrived,
 )
 from workbench.engine.figures.conversation_cache import TurnCache, turn_caches
@@ -41,6 +42,25 @@ from workbench.engine.figures.summaries import ConfigSummary
 from workbench.engine.measure.sampler import slot_context_share
 
 NS = 1e9
+
+
+@dataclass(frozen=True)
+class StallView:
+    """One stall of a request's stream, in seconds since the start, with what caused it:
+    the number of the request whose prompt was processed then (None: no prompt did, or
+    ``unknown``: the server gave no timings to tell)."""
+
+    start: float
+    end: float
+    cause: int | None = None
+    unknown: bool = False
+
+    def words(self) -> str:
+        """``froze 9.8 s: prompt of #4``, as the stream pane and the Gantt's tip say it."""
+        froze = f"froze {self.end - self.start:.1f} s"
+        if self.cause is not None:
+            return f"{froze}: prompt of #{self.cause}"
+        return f"{froze}: cause unknown" if self.unknown else froze
 
 
 @dataclass
@@ -81,6 +101,8 @@ class RequestView:
     user: str | None = None
     turn: int | None = None
     cache: TurnCache | None = None
+    # Its stream's stalls, once its configuration is done (their causes are known then).
+    stalls: list[StallView] = field(default_factory=list)
 
     @property
     def key(self) -> RequestKey:
@@ -91,6 +113,10 @@ class RequestView:
         """The request's number in every view: its row from 1, the place among the measured
         requests in the order they were sent (as ``request_numbers`` gives a stored one)."""
         return self.row + 1
+
+    @property
+    def longest_stall(self) -> StallView | None:
+        return max(self.stalls, key=lambda s: s.end - s.start, default=None)
 
     def live_rate(self, now: float) -> float | None:
         """The catalogue's live decode rate: chunks after the first per second since the
@@ -317,6 +343,8 @@ class RunModel:
                 if self._assign_slots(slots):
                     ch.gantt = True
                 ch.samples = True
+            case StallsFound(stalls=stalls):
+                self._mark_stalls(stalls, ch)
             case ConfigFinished(summary=summary):
                 if event.log_tail and self.server.config_index == event.config_index:
                     self.server.log_tail = event.log_tail
@@ -465,6 +493,24 @@ class RunModel:
             view.error = record.error
         ch.requests.add(key)
         ch.gantt = True
+
+    def _mark_stalls(self, stalls: tuple[Any, ...], ch: Changes) -> None:
+        """Each stall on its stream's view, its cause named by the number the views give it."""
+        for stall in stalls:
+            view = self.requests.get(stall.stream)
+            if view is None:
+                continue
+            cause = self.requests.get(stall.cause) if stall.cause is not None else None
+            view.stalls.append(
+                StallView(
+                    self.seconds(stall.start_ns),
+                    self.seconds(stall.end_ns),
+                    cause.number if cause is not None else None,
+                    stall.unknown,
+                )
+            )
+            ch.requests.add(view.key)
+            ch.gantt = True
 
     def _join_conversation(
         self, view: RequestView, conversation_id: str | None, turn: int | None

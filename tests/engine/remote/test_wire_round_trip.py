@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from workbench.engine import events as ev
+from workbench.engine.base.records import RequestKey
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.events import EventBus
+from workbench.engine.figures.stalls import Stall
 from workbench.engine.remote import wire
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import RunOptions
@@ -89,4 +91,22 @@ def test_a_config_started_carries_its_run_config_checked(run_events):
     assert type(wire.decode(json.dumps(message)).config) is type(started.config)
     message["data"]["config"]["index"] = "0"
     with pytest.raises(wire.WireError, match=r"ConfigStarted\.data\.config\.index must be a whole"):
+        wire.decode(json.dumps(message))
+
+
+def test_stalls_come_back_with_their_causes():
+    """A run with stalls sends them (the mock's streams never stall): each stall's stream and
+    cause are request keys again."""
+    found = ev.StallsFound(
+        1,
+        (
+            Stall(RequestKey(1, 0, 2), 10, 9_000_000_010, cause=RequestKey(1, 0, 3), covering=2),
+            Stall(RequestKey(1, 0, 4), 20, 300_000_020, unknown=True),
+        ),
+    )
+    back = wire.decode(json.dumps(wire.encode(found)))
+    assert back == found and type(back.stalls[0].cause) is RequestKey
+    message = wire.encode(found)
+    message["data"]["stalls"][0]["start_ns"] = "soon"
+    with pytest.raises(wire.WireError, match=r"StallsFound\.data\.stalls\[0\]\.start_ns must be a"):
         wire.decode(json.dumps(message))

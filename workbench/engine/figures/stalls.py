@@ -94,6 +94,7 @@ def prefill_of(record: RequestRecord) -> Prefill | None:
 class Stall:
     """One stall of a stream: from the chunk before it to the chunk after, and its cause."""
 
+    stream: RequestKey  # the request whose stream stood still
     start_ns: int
     end_ns: int
     cause: RequestKey | None = None  # the request whose prompt processing held the stream
@@ -157,7 +158,7 @@ def _attributed(
     ]
     if covering:
         longest = max(covering, key=lambda p: (p.processed, p.overlap_ns(start, end)))
-        return Stall(start, end, cause=longest.key, covering=len(covering))
+        return Stall(own, start, end, cause=longest.key, covering=len(covering))
     in_flight = any(
         r.key != own
         and r.t_submit_ns is not None
@@ -165,7 +166,7 @@ def _attributed(
         and (r.t_done_ns or end) > start
         for r in unplaced
     )
-    return Stall(start, end, unknown=in_flight)
+    return Stall(own, start, end, unknown=in_flight)
 
 
 def repeat_stalls(
@@ -269,6 +270,13 @@ def session_stalls(records: Sequence[RequestRecord]) -> dict[RequestKey, Request
         metrics = {r.key: m for r in group if (m := request_metrics(r)) is not None}
         out.update(repeat_stalls(group, metrics))
     return out
+
+
+def found_stalls(records: Sequence[RequestRecord]) -> tuple[Stall, ...]:
+    """Every stall of ``records`` (a configuration's), stream by stream."""
+    return tuple(
+        stall for found in session_stalls(records).values() for stall in found.stalls or ()
+    )
 
 
 def causes(stalls: Sequence[Stall], numbers: Mapping[RequestKey, int]) -> list[str]:

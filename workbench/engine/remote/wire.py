@@ -50,6 +50,7 @@ EVENTS: dict[str, type] = {
         ev.ClientLoadMeasured,
         ev.MachineLoadMeasured,
         ev.ServerCounters,
+        ev.StallsFound,
         ev.ConfigFinished,
         ev.Notice,
         ev.PredictionMade,

@@ -31,9 +31,11 @@ from workbench.engine.events import (
     ServerReady,
     ServerStateChanged,
     SlotMatched,
+    StallsFound,
 )
 from workbench.engine.figures.per_run import RunObservations
 from workbench.engine.figures.saturation import LEFT_UNSENT
+from workbench.engine.figures.stalls import found_stalls
 from workbench.engine.figures.summaries import ConfigSummary, summarize
 from workbench.engine.measure.client_workers import WorkerLoads, run_in_workers
 from workbench.engine.measure.conversations import (
@@ -273,6 +275,8 @@ class ConfigRuns:
         )
         for notice in notices.about_summary(config, summary):
             self.emit(notice)
+        if stalls := found_stalls(records):
+            self.emit(StallsFound(config.index, stalls))
         self.emit(ConfigFinished(config.index, measured.status, measured.error, log_tail, summary))
 
     async def _watch_slots(self, slot_log: SlotLog, records: list[RequestRecord]) -> None:

@@ -29,8 +29,10 @@ from workbench.engine.events import (
     RequestSubmitted,
     ServerReady,
     ServerStateChanged,
+    StallsFound,
     TokenChunkArrived,
 )
+from workbench.engine.figures.stalls import found_stalls
 from workbench.engine.store import (
     Session,
     open_session,
@@ -123,6 +125,8 @@ def session_events(session: Session) -> list[tuple[int, Any]]:
         summary = summarize_config_records(
             row, records, session.observations(row.index), session.managed
         )
+        if stalls := found_stalls(records):
+            add(end, StallsFound(row.index, stalls))
         add(end, ConfigFinished(row.index, row.status, row.error, row.log_tail or "", summary))
         last = end
     for n in session.notices():

@@ -1,8 +1,10 @@
 """The queue Gantt: one row per request, grey while queued, a prefill and a decode segment.
 A conversations run decodes in its conversation's colour, and a turn that re-prefilled its
-history is outlined. Under the rows, a strip ticks when each request was due by its arrival
-schedule (a late one in a colour of its own, and in its row a dashed line from when it was due
-to its bar), so one sees when each request was due against when it ran.
+history is outlined. A stream's stalls are marked inside its decode bar once its
+configuration is done; hovering one outlines the request whose prompt caused it. Under the
+rows, a strip ticks when each request was due by its arrival schedule (a late one in a colour
+of its own, and in its row a dashed line from when it was due to its bar), so one sees when
+each request was due against when it ran.
 
 Drawn with one ``BarGraphItem`` per colour whose arrays are replaced on each tick
 (pyqtgraph's fast path), and one path for each colour of tick, never one item per bar.
@@ -23,6 +25,7 @@ from workbench.ui.views.gantt_rows import (
     DUE,
     GHOST,
     SEGMENTS,
+    STALL_HEIGHT,
     STEADY_OPACITY,
     Bars,
     arrival_ticks,
@@ -34,6 +37,8 @@ from workbench.ui.views.gantt_rows import (
     lost_span,
     request_tooltip,
     segments,
+    stall_at,
+    stall_bars,
     steady_spans,
 )
 from workbench.ui.views.legend import ConversationLegend, StateLegend
@@ -93,8 +98,8 @@ def bar_item(brush: QBrush | QColor, pen: QPen | None = None) -> pg.BarGraphItem
     )
 
 
-def lost_pen() -> QPen:
-    pen = QPen(series_color("reprefilled"))
+def lost_pen(colour: str = "reprefilled") -> QPen:
+    pen = QPen(series_color(colour))
     pen.setCosmetic(True)
     pen.setWidth(LOST_PEN_WIDTH)
     return pen
@@ -181,7 +186,12 @@ class GanttView(Plot):
         # outlines over the bars (hollow: the conversation's colour still shows).
         self.conversation_bars = [bar_item(QColor(c)) for c in conversation_palette()]
         self.lost = bar_item(QBrush(Qt.BrushStyle.NoBrush), lost_pen())
-        for item in [*self.conversation_bars, self.lost]:
+        # Each stall inside its decode bar, and on hover the request whose prompt caused it
+        # outlined as a lost turn is, in the stall's colour.
+        self.stalls = bar_item(series_color("stall"))
+        self.cause = bar_item(QBrush(Qt.BrushStyle.NoBrush), lost_pen("stall"))
+        self.outlined: int | None = None  # the number of the request outlined as a cause
+        for item in [*self.conversation_bars, self.lost, self.stalls, self.cause]:
             plot.addItem(item)
         self.ghosts = ghost_item()
         plot.addItem(self.ghosts)
@@ -255,6 +265,9 @@ class GanttView(Plot):
         for item, drawn in zip(self.conversation_bars, talks, strict=True):
             set_bars(item, *drawn)
         set_bars(self.lost, *lost, height=LOST_HEIGHT)
+        set_bars(self.stalls, *stall_bars(self._views, self._row_of), height=STALL_HEIGHT)
+        self.outlined = None  # the rows may have moved: the next hover outlines again
+        set_bars(self.cause, [], [], [])
         ghosts = ghost_bars(model, rows[0] if rows else None)
         set_bars(self.ghosts, *ghosts, height=GHOST_HEIGHT)
         self.waits.setData(x=np.array(waits[0]), y=np.array(waits[1]), connect="pairs")
@@ -267,7 +280,10 @@ class GanttView(Plot):
             self.getPlotItem().getAxis("left").setTicks([self._with_strip(lanes)])
         if self.states is not None:
             cancelled = any(v.state is RequestState.CANCELLED for v in self._views)
-            self.states.show_run(bool(model.users), self._ticked, bool(self._ticks[1]), cancelled)
+            stalled = any(v.stalls for v in self._views)
+            self.states.show_run(
+                bool(model.users), self._ticked, bool(self._ticks[1]), cancelled, stalled
+            )
         self.ghost_legend.setVisible(bool(ghosts[0]))
         self._sync_marks(model)
         self._sync_steady(steady_spans(model))
@@ -413,9 +429,26 @@ class GanttView(Plot):
                 for v in here
                 if (v.t_first or v.t_submit or 0.0) <= t <= (v.t_last or v.t_done or t)
             ]
+        stall = stall_at(here[0], t) if here else None
+        self._outline_cause(stall.cause if stall is not None else None)
         if here:
+            tip = request_tooltip(here[0])
             QToolTip.showText(
                 self.mapToGlobal(self.mapFromScene(pos)),
-                plain_text.tooltip(request_tooltip(here[0])),
+                plain_text.tooltip(f"{stall.words()}\n\n{tip}" if stall is not None else tip),
                 self,
             )
+
+    def _outline_cause(self, number: int | None) -> None:
+        """Outline the bar of request ``number`` (the cause of the stall under the pointer)
+        from when it was sent to when it was done; nothing where ``number`` is None."""
+        if number == self.outlined:
+            return
+        self.outlined = number
+        cause = next((v for v in self._views if v.number == number), None)
+        if cause is None or cause.t_submit is None:
+            set_bars(self.cause, [], [], [])
+            return
+        end = cause.t_done if cause.t_done is not None else self._now
+        row = self._row_of[id(cause)]
+        set_bars(self.cause, [cause.t_submit], [end - cause.t_submit], [row], LOST_HEIGHT)

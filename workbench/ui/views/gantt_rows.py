@@ -10,7 +10,7 @@ from functools import cache
 from workbench.engine.base.states import RequestState
 from workbench.engine.figures.client_limits import DISPATCH_LIMIT_MS
 from workbench.engine.figures.predicted import PredictedRequest
-from workbench.ui.run_model import RequestView, RunModel
+from workbench.ui.run_model import RequestView, RunModel, StallView
 from workbench.ui.theme.palette import theme_data
 
 # The states a bar is drawn in.
@@ -27,6 +27,8 @@ LATE_S = DISPATCH_LIMIT_MS / 1000  # sent this much after it was due: its tick s
 DUE = "due"  # an arrival tick, as its legend names it
 SENT_LATE = f"sent > {DISPATCH_LIMIT_MS:g} ms late"
 GHOST = "predicted"  # the prediction's bars behind the measured ones, as the legend names them
+STALLED = "stalled"  # a stream's stretch with no token, as the legend names it
+STALL_HEIGHT = 0.4  # of a row: the stall's mark inside its decode bar, which shows around it
 
 
 @cache
@@ -168,6 +170,8 @@ def request_tooltip(view: RequestView) -> str:
     if view.cache is not None:
         history = f"history: {view.cache.reprefilled} of {view.cache.seen} tokens re-prefilled"
         lines.append(history + (" (cache lost)" if view.cache.lost else ""))
+    if (longest := view.longest_stall) is not None:
+        lines.append(f"stalls: {len(view.stalls)}, the longest {longest.words()}")
     if view.error:
         lines.append(f"error: {view.error}")
     return "\n".join(lines)
@@ -227,3 +231,19 @@ def ghost_bars(model: RunModel, lanes: dict[tuple[int, int | None], int] | None)
                 bars[1].append(max(request.end_s - start, 0.0))
                 bars[2].append(row)
     return bars
+
+
+def stall_bars(views: list[RequestView], rows: dict[int, int]) -> Bars:
+    """Each stall's stretch on its stream's row (``rows``: by the view's id)."""
+    bars: Bars = ([], [], [])
+    for view in views:
+        for stall in view.stalls:
+            bars[0].append(stall.start)
+            bars[1].append(stall.end - stall.start)
+            bars[2].append(rows[id(view)])
+    return bars
+
+
+def stall_at(view: RequestView, t: float) -> StallView | None:
+    """The stall of ``view``'s stream at time ``t``, if it stood still then."""
+    return next((s for s in view.stalls if s.start <= t <= s.end), None)

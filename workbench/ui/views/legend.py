@@ -15,6 +15,7 @@ from workbench.ui.views.gantt_rows import (
     DUE,
     REPREFILLED,
     SENT_LATE,
+    STALLED,
     conversation_legend,
     conversation_palette,
 )
@@ -53,6 +54,16 @@ class StateLegend(QWidget):
             entry = self._add(state_color(state), name, f"{name} ({meaning})" if meaning else name)
             entry[0].setToolTip(meaning)
             self.labels.append(entry)
+        # A stall's entry, shown where the run has one and the row has room (as the ticks').
+        stalled = self._add(
+            series_color("stall"), STALLED, f"{STALLED} (another prompt froze the stream)"
+        )
+        stalled[0].setToolTip(
+            "a stretch of a stream with no token, far above its own pace (a generation "
+            "stall), marked inside its decode bar once its configuration is done; hover it "
+            "to outline the request whose prompt was processed then"
+        )
+        self.stall_label = stalled
         self._decode = list(RequestState).index(RequestState.DECODING)
         self.tick_labels = [  # the ticks' entries, apart from the states'
             self._add(series_color("arrival"), DUE, f"{DUE} (arrival schedule)"),
@@ -72,6 +83,7 @@ class StateLegend(QWidget):
         self._ticks = [False, False]  # whether the run draws each kind of tick
         self._conversations = False
         self._cancelled = False  # whether the run has requests a stop cut short
+        self._stalled = False  # whether a stream of the run stalled
         self._fit()
 
     def _add(self, color: QColor, short: str, long: str) -> tuple[QLabel, str, str]:
@@ -84,14 +96,21 @@ class StateLegend(QWidget):
         self.layout().addWidget(label)
         return label, short, long
 
-    def show_run(self, conversations: bool, due: bool, late: bool, cancelled: bool = False) -> None:
+    def show_run(
+        self,
+        conversations: bool,
+        due: bool,
+        late: bool,
+        cancelled: bool = False,
+        stalled: bool = False,
+    ) -> None:
         """What the Gantt draws: a conversation's decode colour, arrival ticks, late ones,
-        and requests a stop cut short (their entry shows only then: a legend a run without
-        them does not need must not take the centre column's width)."""
-        drawn = (conversations, [due, late], cancelled)
-        if drawn == (self._conversations, self._ticks, self._cancelled):
+        requests a stop cut short and stalls (their entries show only then: a legend a run
+        without them does not need must not take the centre column's width)."""
+        drawn = (conversations, [due, late], cancelled, stalled)
+        if drawn == (self._conversations, self._ticks, self._cancelled, self._stalled):
             return
-        self._conversations, self._ticks, self._cancelled = drawn
+        self._conversations, self._ticks, self._cancelled, self._stalled = drawn
         label, short, _ = self.labels[self._decode]
         long = DECODE_BY_CONVERSATION if conversations else short
         self.labels[self._decode] = (label, short, long)
@@ -119,15 +138,17 @@ class StateLegend(QWidget):
 
     def _shown(self, ticks: bool) -> list[bool]:
         """Which entries show: every state's (cancelled where the run has any), and with
-        ``ticks`` the ticks the run draws."""
+        ``ticks`` (room for more) the stalls' where a stream stalled and the ticks the run
+        draws: the Gantt's tips name a stall and a tick, and the legend's least width holds
+        the centre column's at 1366 px."""
         states = [s is not RequestState.CANCELLED or self._cancelled for s in RequestState]
-        return states + [ticks and drawn for drawn in self._ticks]
+        return [*states, ticks and self._stalled, *(ticks and drawn for drawn in self._ticks)]
 
     def _width(self, long: bool, ticks: bool) -> int:
         """The legend's width with the short (or the long) texts, with or without ticks."""
         metrics = self.fontMetrics()
         margins = self.layout().contentsMargins()
-        entries = [*self.labels, *self.tick_labels]
+        entries = [*self.labels, self.stall_label, *self.tick_labels]
         shown = [
             (chip, entry)
             for chip, entry, on in zip(self.chips, entries, self._shown(ticks), strict=True)
@@ -149,7 +170,7 @@ class StateLegend(QWidget):
         """The ticks' entries first where there is room, then the long texts."""
         ticks = self.width() >= self._width(long=False, ticks=True)
         long = self.width() >= self._width(long=True, ticks=ticks)
-        entries = [*self.labels, *self.tick_labels]
+        entries = [*self.labels, self.stall_label, *self.tick_labels]
         for chip, (label, short, full), on in zip(
             self.chips, entries, self._shown(ticks), strict=True
         ):

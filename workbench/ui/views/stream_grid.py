@@ -304,9 +304,12 @@ def word_tail(text: str, keep: int) -> str:
 
 
 def pane_stats(view: RequestView, now: float) -> list[str]:
-    """A pane's numbers, most telling first: TTFT, speed, tokens. The speed is the final
-    decode tok/s once the server counted the tokens, else the live estimate (``≈ chunks/s``)."""
+    """A pane's numbers, most telling first: its longest stall and what caused it (where it
+    stalled, the story of its stream), TTFT, speed, tokens. The speed is the final decode
+    tok/s once the server counted the tokens, else the live estimate (``≈ chunks/s``)."""
     parts = []
+    if (stall := view.longest_stall) is not None:
+        parts.append(stall.words())
     if view.ttft_s is not None:
         parts.append(f"TTFT {view.ttft_s:.2f}s")
     if view.decode_tok_s is not None:
