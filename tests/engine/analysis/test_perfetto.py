@@ -34,7 +34,7 @@ from workbench.engine.store import open_session
 from workbench.engine.store.rows import RemoteOrigin
 from workbench.engine.store.writer import write_remote_origin
 
-PHASES = frozenset("XBEbeniCM")
+PHASES = frozenset("XBEbeniCMsf")
 METADATA = frozenset({"process_name", "process_sort_index", "thread_name", "thread_sort_index"})
 
 
@@ -50,6 +50,7 @@ def problems(doc: Any) -> list[str]:
     slices: dict[tuple[int, int], list[tuple[float, float, str]]] = {}
     stacks: dict[tuple[int, int], list[str]] = {}
     asyncs: dict[tuple[int, str, Any], int] = {}
+    flows: dict[tuple[int, str, Any], list[tuple[str, tuple[int, int], float]]] = {}
     for n, e in enumerate(doc["traceEvents"]):
         where = f"event {n} ({e.get('ph') if isinstance(e, dict) else e!r})"
         if not isinstance(e, dict) or e.get("ph") not in PHASES:
@@ -85,6 +86,11 @@ def problems(doc: Any) -> list[str]:
             asyncs[key] = asyncs.get(key, 0) + (1 if ph == "b" else -1)
             if asyncs[key] < 0:
                 found.append(f"{where}: e before its b (id {e['id']})")
+        elif ph in "sf":
+            if "id" not in e or not isinstance(e.get("cat"), str):
+                found.append(f"{where}: a flow event needs cat and id")
+                continue
+            flows.setdefault((e["pid"], e["cat"], e["id"]), []).append((ph, track, e["ts"]))
         elif ph == "C":
             values = e.get("args")
             if not isinstance(values, dict) or not values:
@@ -99,6 +105,14 @@ def problems(doc: Any) -> list[str]:
     found += [f"async {k}: b without e" for k, left in asyncs.items() if left]
     for track, spans in slices.items():
         found += [f"thread {track}: {p}" for p in _overlaps(spans)]
+    for key, ends in flows.items():
+        if sorted(ph for ph, _, _ in ends) != ["f", "s"]:
+            found.append(f"flow {key}: needs one start and one finish, has {ends}")
+            continue
+        # Each end binds to the slice enclosing it on its thread: there must be one.
+        for ph, track, ts in ends:
+            if not any(a <= ts <= b for a, b, _ in slices.get(track, [])):
+                found.append(f"flow {key}: its {ph} at {ts} on {track} is in no slice")
     return found
 
 
@@ -154,6 +168,14 @@ def event(ph: str, **fields: Any) -> dict[str, Any]:
 def test_the_check_catches_what_breaks_the_format():
     inside = [event("X", ts=0, dur=10), event("X", ts=2, dur=3), event("X", ts=10, dur=5)]
     assert problems({"traceEvents": inside}) == []
+    flow = [
+        event("X", ts=0, dur=10),
+        event("s", ts=5, id=1, cat="c"),
+        event("f", ts=8, id=1, cat="c"),
+    ]
+    assert problems({"traceEvents": flow}) == []
+    assert "is in no slice" in " ".join(problems({"traceEvents": [*flow[1:], event("X", dur=2)]}))
+    assert "one start and one finish" in " ".join(problems({"traceEvents": flow[:2]}))
     partial = [event("X", ts=0, dur=10), event("X", ts=5, dur=10)]
     assert "overlaps" in " ".join(problems({"traceEvents": partial}))
     assert problems({"traceEvents": [event("X", dur=-1)]})

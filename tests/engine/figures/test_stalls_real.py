@@ -13,10 +13,14 @@ import json
 
 import pytest
 
+from tests.engine.analysis.test_perfetto import exported
+from workbench.engine.analysis.perfetto import STALL
 from workbench.engine.config.experiment import load_experiment
+from workbench.engine.events import EventBus, StallsFound
 from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.figures.stalls import prefill_of, repeat_stalls
 from workbench.engine.run.lifecycle import run_experiment
+from workbench.engine.run.replay import session_events
 from workbench.engine.run.runner import RunOptions
 from workbench.engine.store import open_session
 
@@ -27,18 +31,24 @@ DOCUMENT = {"timestamp": 300, "input_length": 640, "output_length": 8, "hash_ids
 LATE = {"timestamp": 900, "input_length": 40, "output_length": 8, "hash_ids": [5]}
 
 
-def run(folder, rows: list[dict], slots: int = 2):
+def run(folder, rows: list[dict], slots: int = 2, heard: list | None = None):
     (folder / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (folder / "e.toml").write_text(
         f"name = 'stalls'\n[server]\nslots = {slots}\nctx = {2048 * slots}\nbatch_size = 64\n"
         "[workload]\n"
         'arrival = "trace"\ntrace = "t.jsonl"\nwarmup = 0\nignore_eos = true\n'
     )
-    result = run_experiment(load_experiment(folder / "e.toml"), RunOptions(folder / "out"))
+    bus = EventBus()
+    queue = bus.subscribe()
+    result = run_experiment(load_experiment(folder / "e.toml"), RunOptions(folder / "out"), bus)
+    if heard is not None:
+        heard.extend(queue.drain())
     assert [s.status for s in result.summaries] == ["ok"]
     with open_session(result.session_path) as session:
         (summary,) = session.summaries()
         records = session.records(0)
+        if heard is not None:
+            heard.extend(event for _, event in session_events(session))
     return summary, records
 
 
@@ -61,7 +71,8 @@ def test_the_document_is_named_as_the_cause(tmp_path):
     """Placed by its ``prompt_ms``, the document's processing begins within a step of its
     sending (a slot was free) and covers the chat's stalls: each is laid on it. The short
     request sent while it is processed waits for it."""
-    summary, records = run(tmp_path, [CHAT, DOCUMENT, LATE], slots=3)
+    heard: list = []
+    summary, records = run(tmp_path, [CHAT, DOCUMENT, LATE], slots=3, heard=heard)
     by_line = {r.trace_line: r for r in records}
     chat, document, late = by_line[1], by_line[2], by_line[3]
     placed = prefill_of(document)
@@ -80,3 +91,20 @@ def test_the_document_is_named_as_the_cause(tmp_path):
     assert rows[1]["stalled_by"] == rows[2]["request"]  # the chat's stalls: the document's
     assert int(rows[1]["stalls"]) == len(stalls) and float(rows[1]["stall_max_s"]) > 0.25
     assert float(rows[3]["ttft_held_s"]) == pytest.approx(found[late.key].ttft_held_s, abs=1e-5)
+    # The window hears them as the run ends and as the session is replayed, alike.
+    live, replayed = (e.stalls for e in heard if isinstance(e, StallsFound))
+    assert live == replayed == tuple(stalls)
+    # Perfetto: each stall a slice inside the chat's decode, an arrow from the document's
+    # prefill to it.
+    doc = exported([next((tmp_path / "out").glob("*.session.sqlite"))], tmp_path / "trace")
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["name"] == STALL]
+    number = int(rows[2]["request"])
+    assert len(slices) == len(stalls) and all(e["args"]["prompt_of"] == number for e in slices)
+    starts = [e for e in doc["traceEvents"] if e["ph"] == "s"]
+    assert len(starts) == len(stalls)
+    (prefill,) = [
+        e
+        for e in doc["traceEvents"]
+        if e["name"] == "prefill" and e["args"].get("number") == number
+    ]
+    assert {e["tid"] for e in starts} == {prefill["tid"]}

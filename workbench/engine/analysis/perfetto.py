@@ -5,7 +5,9 @@ One process per session, named by its host. Its threads: a lane per server slot 
 request's prefill and decode, a lane per client worker holding each request's span from sent
 to done (complete events, which cannot be left open); queue waits as async events (so they
 never break a lane's nesting); counters for requests running and waiting, busy slots, RSS
-and GPU memory; instants for each configuration's start and end and each failure.
+and GPU memory; instants for each configuration's start and end and each failure. A stream's
+generation stalls are slices inside its decode, each with a flow arrow from the prefill of
+the request whose prompt caused it.
 
 Perfetto and chrome://tracing need the complete events of one thread to nest, never to
 overlap in part: a request whose slot another request still holds (two the log matched to
@@ -35,11 +37,12 @@ from typing import Any
 
 from workbench import __version__
 from workbench.engine.base.errors import OutputDirError, SessionError
-from workbench.engine.base.records import RequestRecord, request_numbers
+from workbench.engine.base.records import RequestKey, RequestRecord, request_numbers
 from workbench.engine.base.server_kinds import detect
 from workbench.engine.base.states import NoticeLevel, ServerState
 from workbench.engine.base.validation import as_text
 from workbench.engine.figures.per_request import NS, RequestMetrics, request_metrics
+from workbench.engine.figures.stalls import Stall, found_stalls
 from workbench.engine.store import ConfigRow, Session
 
 MIB = 2**20
@@ -52,6 +55,7 @@ EXTENSION = ".perfetto.json"
 PREFILL, DECODE, FAILED_DECODE = "prefill", "decode", "decode (failed)"
 REQUEST, FAILED_REQUEST = "request", "failed request"
 QUEUE_WAIT = "queue wait"
+STALL, STALL_FLOW = "stalled", "prompt froze a stream"
 SERVER_REQUESTS, CLIENT_REQUESTS = "requests (server /metrics)", "requests (from the records)"
 BUSY_SLOTS, RSS, GPU_MEMORY = "busy slots", "RSS MiB", "GPU memory MiB"
 ALIGN_WALL, ALIGN_START = "wall", "start"
@@ -228,8 +232,11 @@ def _config_events(placed: _Placed, config: ConfigRow, lanes: _Lanes) -> Iterato
     # were sent, a slot's from when it had them.
     for span in sorted(spans, key=lambda span: span.start):
         yield from span.client_events(pid, lanes)
+    on_lanes: dict[RequestKey, _OnLane] = {}
     for span in sorted(spans, key=lambda span: span.slot_from):
-        yield from span.slot_events(pid, lanes)
+        yield from span.slot_events(pid, lanes, on_lanes)
+    for stall in found_stalls(records):
+        yield from _stall_events(placed, stall, on_lanes, numbers, lanes.ids)
     yield from _load_counters(placed, config, spans)
     yield from _sample_counters(placed, config)
     for st in states:
@@ -241,6 +248,46 @@ def _config_events(placed: _Placed, config: ConfigRow, lanes: _Lanes) -> Iterato
         if config.error:
             args["error"] = as_text(config.error)
         yield _instant(pid, placed.us(max(times)), f"end {label}", args)
+
+
+@dataclass(frozen=True)
+class _OnLane:
+    """Where a request's prefill and decode slices went on the slots' lanes."""
+
+    tid: int
+    prefill: int  # when its prefill slice begins (its decode's start where it has none)
+    decode: int
+
+
+def _stall_events(
+    placed: _Placed,
+    stall: Stall,
+    on_lanes: dict[RequestKey, _OnLane],
+    numbers: dict[RequestKey, int],
+    ids: Iterator[int],
+) -> Iterator[dict]:
+    """A stall as a slice inside its stream's decode, and a flow arrow to it from the
+    prefill of the request whose prompt caused it (where that prefill has a slice)."""
+    stream = on_lanes.get(stall.stream)
+    if stream is None:
+        return
+    pid, start, end = placed.pid, placed.us(stall.start_ns), placed.us(stall.end_ns)
+    cause = "unknown" if stall.unknown else "none"
+    if stall.cause is not None:
+        cause = numbers.get(stall.cause, "unknown")
+    args = {"number": numbers.get(stall.stream), "froze_ms": round((end - start) / 1000, 3)}
+    yield _complete(pid, stream.tid, STALL, start, end, {**args, "prompt_of": cause})
+    prompt = on_lanes.get(stall.cause) if stall.cause is not None else None
+    if prompt is None or prompt.prefill >= prompt.decode:
+        return
+    flow = {"cat": "stall", "name": STALL_FLOW, "pid": pid, "id": next(ids)}
+    yield {
+        **flow,
+        "ph": "s",
+        "tid": prompt.tid,
+        "ts": min(max(start, prompt.prefill), prompt.decode - 1),
+    }
+    yield {**flow, "ph": "f", "bp": "e", "tid": stream.tid, "ts": (start + end) // 2}
 
 
 @dataclass(frozen=True)
@@ -275,11 +322,14 @@ class _Span:
         if not r.ok:
             yield _instant(pid, self.done, FAILED_REQUEST, args)
 
-    def slot_events(self, pid: int, lanes: _Lanes) -> Iterator[dict]:
+    def slot_events(
+        self, pid: int, lanes: _Lanes, on_lanes: dict[RequestKey, _OnLane]
+    ) -> Iterator[dict]:
         """Its prefill and decode on its slot's lane (a lane of requests with no slot where
-        the server's log matched none). The client sees a request's last token after the
-        server gave its slot to the next: a span beginning less than ``HANDOVER_US``
-        before its slot's lane is free (and before its decode) is drawn from there."""
+        the server's log matched none), where it went kept in ``on_lanes`` for the stalls.
+        The client sees a request's last token after the server gave its slot to the next:
+        a span beginning less than ``HANDOVER_US`` before its slot's lane is free (and
+        before its decode) is drawn from there."""
         if self.decode is None:
             return
         r, args = self.record, self.args
@@ -287,6 +337,7 @@ class _Span:
         give = min(HANDOVER_US, self.decode - self.slot_from)
         tid, begins, named = lanes.place(group, number, self.slot_from, self.decode_end, give)
         yield from named
+        on_lanes[r.key] = _OnLane(tid, min(begins, self.decode), self.decode)
         if begins < self.decode:
             yield _complete(pid, tid, PREFILL, begins, self.decode, args)
         name = DECODE if r.ok else FAILED_DECODE
