@@ -125,7 +125,7 @@ def _from_session(path: Path) -> Calibration:
             if held_settings(c.server) == settings
             for r in usable(session.records(c.index))
         ]
-        fit = fit_costs(records)
+        fit = fit_costs(records, settings.get("batch_size"))
         return Calibration(
             fit.costs,
             fit.quality,

@@ -43,9 +43,9 @@ def group(
 ) -> list[RequestRecord]:
     """``k`` requests sent at ``at_s`` whose prompts the server processed in one batch and
     which then generated together, timed exactly as ``costs`` say."""
-    prefill = costs.prefill
-    prompt_ms = prefill.base_ms + k * prompt * (
-        prefill.per_token_ms + prefill.per_token_context_ms * cache
+    # one step for the batch, each prompt attending over its cache and half of itself
+    prompt_ms = costs.prefill.ms(prompt, cache) + (k - 1) * (
+        costs.prefill.ms(prompt, cache) - costs.prefill.base_ms
     )
     context = k * (prompt + cache + tokens / 2)  # each one's prompt and half its answer
     predicted_ms = (tokens - 1) * costs.decode.step_ms(k, context)  # type: ignore[arg-type]
@@ -428,6 +428,7 @@ def test_the_probe_measures_each_kind_of_cost_early_and_the_dearest_last():
         "prompt of 256",
         "8 generating",
         "interleaved prompt",
+        "prompt of 1536",
     ]
     assert all(p.max_tokens == 1 for p in phases(8) if p.name.startswith("prompt"))
     assert [p.name for p in phases(2) if "generating" in p.name] == ["1 generating", "2 generating"]
@@ -448,3 +449,20 @@ def test_a_calibration_stored_before_the_draft_settings_is_still_found(tmp_path)
     assert find(*same, held_settings(ServerSettings(batch_size=512)), tmp_path) == made
     drafting = held_settings(ServerSettings(batch_size=512, draft_model="d.gguf", draft_max=4))
     assert drafting["draft_model"] == "d.gguf" and find(*same, drafting, tmp_path) is None
+
+
+def test_a_prompt_longer_than_the_batch_pays_its_base_once_a_step():
+    """At -b 256 the probe's 1,536-token prompt takes 6 steps, each with its base: fitted
+    at that -b the costs come back exactly; taken as one step they do not."""
+    records = [*probe_like(), *group(2000.0, 1, 1536, 1)]
+    chunked = []
+    for r in records:  # a group's prompts are processed together: their tokens share steps
+        together = sum(o.timings["prompt_n"] for o in records if o.t_submit_ns == r.t_submit_ns)
+        steps = -(-together // 256)
+        extra = (steps - 1) * COSTS.prefill.base_ms
+        chunked.append(
+            replace(r, timings={**r.timings, "prompt_ms": r.timings["prompt_ms"] + extra})
+        )
+    fit = fit_costs(chunked, batch_size=256)
+    assert asdict(fit.costs.prefill) == pytest.approx(asdict(COSTS.prefill), rel=1e-6)
+    assert fit_costs(chunked).quality.prefill_worst_error > 0.01

@@ -109,13 +109,14 @@ def test_a_signed_column_may_be_a_saving():
 
 
 def test_requests_held_back_show_what_the_fit_alone_hides():
-    """Exact timings: held back, no error, but for the one prompt after a cache: alone of
-    its kind, held back it leaves nothing to fit a cost per cached token to. Each step's
-    time drifting: the fit to all requests absorbs some of what the held-back ones show."""
+    """Exact timings: held back, no error (the one prompt after a cache is not alone of its
+    kind: every prompt's attention over its own tokens tells the cost per token pair). Each
+    step's time drifting: the fit to all requests absorbs some of what the held-back ones
+    show."""
     exact = fit_costs(probe_like()).quality
     assert exact.held_back_decode_median_error == pytest.approx(0, abs=1e-6)
     assert exact.held_back_prefill_median_error == pytest.approx(0, abs=1e-6)
-    assert exact.prefill_worst_error < 1e-6 < 0.05 < exact.held_back_prefill_worst_error
+    assert exact.prefill_worst_error < 1e-6 and exact.held_back_prefill_worst_error < 1e-6
     noisy = []
     for k, r in enumerate(probe_like()):
         scale = 1.0 + 0.3 * ((k * 7) % 5 - 2) / 2

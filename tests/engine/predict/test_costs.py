@@ -12,7 +12,8 @@ from workbench.engine.predict.costs import DecodeCost, PrefillCost
 def test_costs_add_up_as_their_coefficients_say():
     assert DecodeCost(5.0, 2.0, 0.01).step_ms(3, 100) == pytest.approx(5 + 6 + 1)
     assert DecodeCost(5.0, 2.0, 0.01).step_ms(0, 100) == 0.0
-    assert PrefillCost(1.0, 0.5, 0.001).ms(10, 1000) == pytest.approx(1 + 10 * 1.5)
+    # each of 10 tokens attends over the 1,000 cached and, on average, 5 of its own chunk
+    assert PrefillCost(1.0, 0.5, 0.001).ms(10, 1000) == pytest.approx(1 + 10 * (0.5 + 1.005))
     assert PrefillCost(1.0, 0.5).ms(0) == 0.0
 
 

@@ -36,6 +36,7 @@ from workbench.engine.base.validation import MAX_NUMBER, validated
 from workbench.engine.config.preferences import config_folder
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.interop.files import read_json
+from workbench.engine.models.sliding_window import DEFAULT_BATCH
 from workbench.engine.predict.costs import MAX_MS, DecodeCost, PrefillCost, StepCosts
 
 VERSION = 1
@@ -419,9 +420,10 @@ class _Rows:
     beside: list[tuple[float, float]]  # of each prefill row: sequences and context decoding
 
 
-def _rows(records: Iterable[RequestRecord]) -> _Rows:
+def _rows(records: Iterable[RequestRecord], batch_size: int | None = None) -> _Rows:
     """Prefill: each request's ``prompt_ms`` is ``base + tokens * (per_token +
-    per_token_context * cache_n)``, the tokens those of every prompt processed beside it
+    per_token_context * (cache_n + tokens / 2))`` (``PrefillCost``: each token attends over
+    the cache and half its own prompt), the tokens those of every prompt processed beside it
     (the server batches prompts that arrive together, and each one's ``prompt_ms`` times
     the whole batch), each weighted by its share of the time. Decode: its ``predicted_ms``
     is ``predicted_n - 1`` steps, each ``base + per_sequence * sequences +
@@ -431,19 +433,23 @@ def _rows(records: Iterable[RequestRecord]) -> _Rows:
     ``prompt_ms`` within its decode: a prompt interleaved with generating steps adds its
     own time to them), taken as measured (``_interleaved_ms``). A prompt processed while
     others generated (``beside``: their sequences and context, averaged over its prompt
-    time) is timed with their steps: what that costs is fitted apart (``fit_costs``)."""
+    time) is timed with their steps: what that costs is fitted apart (``fit_costs``). The
+    prompt's base is paid once a step: a prompt longer than ``batch_size`` (``-b``) takes
+    several."""
+    per_step = batch_size or DEFAULT_BATCH
     timed = [t for r in usable(records) if (t := _timed(r)) is not None]
     prefilled = [t for t in timed if t.prompt_n > 0 and t.prompt_ms > 0]
     decoded = [t for t in timed if t.steps > 0 and t.predicted_ms > 0 and t.first_ns is not None]
     prefill = []
     beside = []
     for t in prefilled:
-        batch = _beside(t, prefilled, _prefilling)
+        together = _beside(t, prefilled, _prefilling)
+        tokens = sum(o.prompt_n * share for o, share in together)
         prefill.append(
             [
-                1.0,
-                sum(o.prompt_n * share for o, share in batch),
-                sum(o.prompt_n * o.cache_n * share for o, share in batch),
+                float(max(1, math.ceil(tokens / per_step))),
+                tokens,
+                sum(o.prompt_n * (o.cache_n + o.prompt_n / 2) * share for o, share in together),
             ]
         )
         generating = _beside(t, decoded, _prefilling, _decoding)[1:]
@@ -533,10 +539,13 @@ def _quality(costs: StepCosts, rows: _Rows, held_back: FitQuality | None = None)
     )
 
 
-def reproduce(costs: StepCosts, records: Iterable[RequestRecord]) -> FitQuality:
+def reproduce(
+    costs: StepCosts, records: Iterable[RequestRecord], batch_size: int | None = None
+) -> FitQuality:
     """How near ``costs`` come to the server timings of ``records`` (their own, or another
-    run's: a calibration checked against a run it was not fitted to)."""
-    return _quality(costs, _rows(records))
+    run's: a calibration checked against a run it was not fitted to), run at ``-b
+    batch_size``."""
+    return _quality(costs, _rows(records, batch_size))
 
 
 HELD_BACK_FOLDS = 5
@@ -627,13 +636,14 @@ def coverage(records: Iterable[RequestRecord]) -> Coverage | None:
     )
 
 
-def fit_costs(records: Iterable[RequestRecord]) -> Fit:
+def fit_costs(records: Iterable[RequestRecord], batch_size: int | None = None) -> Fit:
     """Step costs from requests' server timings (``_rows``), by least squares with every
     cost at least 0 (``_least_squares``), how well they reproduce them, each request held
     back as well (``_held_back``), and what the requests spanned (``coverage``). A
-    coefficient the data cannot tell apart (one sequence throughout, no cache) is 0."""
+    coefficient the data cannot tell apart (one sequence throughout, no cache) is 0.
+    ``batch_size``: the ``-b`` the records were measured at (None: the server's default)."""
     records = list(records)
-    rows = _rows(records)
+    rows = _rows(records, batch_size)
     if not rows.prompt_ms and not rows.predicted_ms:
         raise CalibrationError(
             "no request with the server's timings to fit (measured, successful, with "

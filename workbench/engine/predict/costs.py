@@ -67,8 +67,12 @@ class DecodeCost:
 @dataclass(frozen=True)
 class PrefillCost:
     """Processing ``tokens`` of prompt in one step, after ``context_tokens`` already in the
-    slot's cache (attention over them): ``base_ms + tokens * (per_token_ms +
-    per_token_context_ms * context_tokens)``, at the ``-b``/``-ub`` the calibration held."""
+    slot's cache: ``base_ms + tokens * (per_token_ms + per_token_context_ms * (context_tokens
+    + tokens / 2))``, each token attending over the cache and, on average, half the chunk
+    before it. A prompt in chunks then costs the same attention as in one step (its chunks'
+    sum is ``per_token_context_ms * n**2 / 2``), and a chunk late in a long prompt costs
+    more than its first: what makes a long prompt's last chunks freeze other streams
+    longest. At the ``-b``/``-ub`` the calibration held."""
 
     base_ms: Cost
     per_token_ms: Cost
@@ -80,7 +84,8 @@ class PrefillCost:
         return max(
             0.0,
             self.base_ms
-            + tokens * (self.per_token_ms + self.per_token_context_ms * context_tokens),
+            + tokens
+            * (self.per_token_ms + self.per_token_context_ms * (context_tokens + tokens / 2)),
         )
 
 

@@ -1,6 +1,7 @@
 """A machine's calibration measured: the real llama-server started with the settings to
 calibrate, a short fixed set of requests sent (prompts of a few lengths alone, 1 to 8
-requests generating together, a long context, a prompt arriving while others generate),
+requests generating together, a long context, a prompt arriving while others generate, a
+long prompt alone),
 their server ``timings`` fitted with ``calibration.fit_costs``.
 
 The measuring is bounded (``limit_s``, 60 s at most): what has not finished by then is left
@@ -47,6 +48,7 @@ SEQUENCES = (1, 2, 4, 8)  # generating together: a step's cost per sequence
 SHORT, LONG = 16, 1024  # prompt tokens of a decode group: a step's cost per context token
 ANSWER = 16  # tokens each group generating together generates
 INTERLEAVED = 256  # the prompt that arrives while two others generate
+LONG_PROMPT = 1536  # alone, last (the dearest): attention over a long prompt's own tokens
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ def phases(slots: int) -> list[Phase]:
     out += [*prompts[2:], *together[3:]]
     if slots >= 3:
         out.append(Phase("interleaved prompt", (SHORT, SHORT, INTERLEAVED), ANSWER, True))
+    out.append(Phase(f"prompt of {LONG_PROMPT}", (LONG_PROMPT,), 1))
     return out
 
 
@@ -211,7 +214,7 @@ async def probe(
     left = [p.name for p in phases(settings.slots) if p.name not in finished]
     note = f"not measured within the {limit_s:g} s bound: {', '.join(left)}" if left else ""
     hardware = fingerprint(binary)
-    fit = fit_costs(records)
+    fit = fit_costs(records, settings.batch_size)
     calibration = Calibration(
         fit.costs,
         fit.quality,

@@ -36,10 +36,8 @@ from workbench.engine.base.records import RequestRecord, TokenChunk
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.client import http_error, stopped_short
 from workbench.engine.models.memory import layout_of, slot_context
+from workbench.engine.models.sliding_window import DEFAULT_BATCH
 from workbench.engine.predict.costs import StepCosts
-
-DEFAULT_BATCH = 2048
-"""llama-server's ``-b`` when none is given (``llama-server --help``: default 2048)."""
 
 DEFAULT_SIMILARITY = 0.1
 """``--slot-prompt-similarity``'s default: how much of a prompt a slot's cache must hold for

@@ -497,7 +497,7 @@ class Search:
         records = self.fitted.setdefault(c.group, [])
         records += c.measured.records
         try:
-            fit = fit_costs(records)
+            fit = fit_costs(records, self.calibrations[c.group].settings.get("batch_size"))
         except CalibrationError:
             return
         refitted = replace(
