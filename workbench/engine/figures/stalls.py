@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from workbench.engine.base.records import RequestKey, RequestRecord
+from workbench.engine.base.spans import covered_ns
 from workbench.engine.figures.per_request import (
     NS,
     RequestMetrics,
@@ -132,18 +133,12 @@ def _held_s(record: RequestRecord, own: Prefill | None, prefills: Sequence[Prefi
     if record.t_submit_ns is None or record.t_first_token_ns is None:
         return 0.0
     start, end = record.t_submit_ns, own.end_ns if own else record.t_first_token_ns
-    spans = sorted(
-        (max(start, p.start_ns), min(end, p.end_ns))
+    spans = (
+        (p.start_ns, p.end_ns)
         for p in prefills
-        if p.key != record.key
-        and p.overlap_ns(start, end)
-        and (own is None or p.processed > own.processed)
+        if p.key != record.key and (own is None or p.processed > own.processed)
     )
-    held, reached = 0, start
-    for a, b in spans:
-        held += max(0, b - max(a, reached))
-        reached = max(reached, b)
-    return held / NS
+    return covered_ns(spans, start, end) / NS
 
 
 def _attributed(

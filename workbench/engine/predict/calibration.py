@@ -32,6 +32,7 @@ from typing_extensions import TypedDict
 
 from workbench.engine.base.errors import ImportFileError, WorkbenchError
 from workbench.engine.base.records import Hardware, RequestRecord
+from workbench.engine.base.spans import covered_ns
 from workbench.engine.base.validation import MAX_NUMBER, validated
 from workbench.engine.config.preferences import config_folder
 from workbench.engine.config.server_settings import ServerSettings
@@ -481,18 +482,10 @@ def _interleaved_ms(one: _Timed, everyone: Sequence[_Timed]) -> float:
     mine = _decoding(one)
     if mine is None:
         return 0.0
-    cut = sorted(
-        (max(mine[0], span[0]), min(mine[1], span[1]))
-        for other in everyone
-        if other is not one and (span := _prefilling(other)) is not None
+    spans = (
+        span for other in everyone if other is not one and (span := _prefilling(other)) is not None
     )
-    total, reached = 0, mine[0]
-    for start, end in cut:
-        start = max(start, reached)
-        if end > start:
-            total += end - start
-            reached = end
-    return total / 1e6
+    return covered_ns(spans, *mine) / 1e6
 
 
 def _prompt_ms(costs: StepCosts, row: list[float], beside: tuple[float, float]) -> float:
