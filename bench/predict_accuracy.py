@@ -2,8 +2,10 @@
 
 One probe calibrates the machine (``predict.probe``, at most 60 s); then each configuration
 of a sweep (slots 1, 2, 4 and 8 x a short and a long prompt, a burst and a Poisson arrival)
-is predicted from that calibration and measured on the real llama-server, side by side in
-one run, and the errors are printed as a Markdown table with their medians:
+and the mixed experiment (``experiments/long-prompt-stalls.toml``'s traffic at the server's
+own ``-b``: three chats streaming while a 2,924-token document arrives) is predicted from
+that calibration and measured on the real llama-server, side by side in one run, and the
+errors are printed as a Markdown table with their medians (the longest stall as well):
 
   .venv/bin/python bench/predict_accuracy.py [--slots 1,2,4,8] [--requests 8] [--out DIR]
 
@@ -35,6 +37,19 @@ WORKLOADS = {
 }
 
 
+MIXED = "mixed (long-prompt stalls)"
+TRACE = Path(__file__).resolve().parent.parent / "resources/traces/long-prompt-stalls.jsonl"
+JUDGED = (*COMPARED, "stall_max_s")
+
+
+def mixed_text() -> str:
+    return (
+        "name = 'accuracy'\n[server]\nslots = 4\nctx = 16384\ncache_ram_mib = 0\n"
+        f"[workload]\narrival = 'trace'\ntrace = '{TRACE}'\nignore_eos = true\n"
+        "temperature = 0.0\nwarmup = 0\n"
+    )
+
+
 def experiment_text(slots: str, workload: str, requests: int) -> str:
     return (
         f"name = 'accuracy'\n[server]\nslots = [{slots}]\nctx = 8192\ncache_ram_mib = 0\n"
@@ -56,26 +71,27 @@ def main() -> None:
     calibration = probed.calibration
     print(f"calibrated in {probed.measured_s:.0f} s: {calibration.costs}")
     rows: list[tuple[str, list[float | None]]] = []
-    for name, workload in WORKLOADS.items():
-        experiment = parse_experiment(experiment_text(args.slots, workload, args.requests))
+    texts = {n: experiment_text(args.slots, w, args.requests) for n, w in WORKLOADS.items()}
+    for name, text in {**texts, MIXED: mixed_text()}.items():
+        experiment = parse_experiment(text)
         predicted = predict_experiment(
             experiment, calibration.costs, PromptSource(), calibration.template_tokens or 0
         )
         measured = run_experiment(experiment, RunOptions(out / name.replace(" ", "-")))
         for p, m in zip(predicted, measured.summaries, strict=True):
-            errors = [prediction_error(p.summary, m, key) for key in COMPARED]
+            errors = [prediction_error(p.summary, m, key) for key in JUDGED]
             rows.append((f"{name} {p.summary.label}", errors))
             print(f"{name} {p.summary.label}: " + ", ".join(
-                f"{k} {p.summary.value(k):.3f} vs {m.value(k):.3f}" for k in COMPARED
+                f"{k} {p.summary.value(k):.3f} vs {m.value(k):.3f}" for k in JUDGED
                 if p.summary.value(k) is not None and m.value(k) is not None
             ))  # fmt: skip
-    print("\n| configuration | " + " | ".join(COMPARED) + " |")
-    print("|---" * (len(COMPARED) + 1) + "|")
+    print("\n| configuration | " + " | ".join(JUDGED) + " |")
+    print("|---" * (len(JUDGED) + 1) + "|")
     for label, errors in rows:
         cells = ["-" if e is None else f"{e:+.0%}" for e in errors]
         print(f"| {label} | " + " | ".join(cells) + " |")
     medians = []
-    for k in range(len(COMPARED)):
+    for k in range(len(JUDGED)):
         found = [abs(e[k]) for _, e in rows if e[k] is not None]
         medians.append(f"{statistics.median(found):.0%}" if found else "-")
     print("| median of the absolute errors | " + " | ".join(medians) + " |")
