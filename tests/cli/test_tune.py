@@ -26,7 +26,7 @@ def wide(monkeypatch):
     ("flags", "said"),
     [
         (["--slo", "ttft_p95:1"], "--slo 'ttft_p95:1': the percentile is p50, p90, p99, not p95"),
-        (["--slo", "foo_p50:1"], "the metric is one of ttft, tpot, itl, e2el, not 'foo'"),
+        (["--slo", "foo_p50:1"], "the metric is one of ttft, tpot, itl, e2el, stall, not 'foo'"),
         (["--slo", "ttft_p90:-5"], "the limit is a time above 0 ms, not '-5'"),
         (["--slo", "ttft_p90:abc"], "the limit is a time in ms, not 'abc'"),
         (["--budget", "5s"], "a budget of 5 s cannot verify one candidate: at least ~"),

@@ -298,6 +298,16 @@ def test_an_slo_row_paints(qtbot):
     assert row.target() == SloTarget("itl", 99, 80.0)
 
 
+def test_a_stall_slo_row_offers_the_stalls_percentile_only(qtbot):
+    row = SloRow("ttft", 90, 2000.0)
+    qtbot.addWidget(row)
+    row.metric_box.setCurrentIndex(row.metric_box.findData("stall"))
+    assert [row.percentile.itemData(i) for i in range(row.percentile.count())] == [99]
+    assert row.target() == SloTarget("stall", 99, 2000.0)
+    row.metric_box.setCurrentIndex(row.metric_box.findData("itl"))
+    assert row.percentile.count() == 3 and row.percentile.currentData() == 99  # kept
+
+
 def test_a_draft_model_in_the_tab_is_the_tunes(qtbot, tasks, tmp_path):
     panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
     assert panel.tune_request().draft_model is None

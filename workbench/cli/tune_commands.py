@@ -47,7 +47,7 @@ def add_tune(sub: Any) -> None:
         default=[],
         metavar="METRIC_PCT:MS",
         help="a percentile limit, e.g. ttft_p90:2000 or tpot_p50:120 (ttft, tpot, itl, e2el "
-        "at p50, p90 or p99); give one or more",
+        "at p50, p90 or p99; stall_p99, the streams' generation stalls); give one or more",
     )
     users = parser.add_mutually_exclusive_group(required=True)
     users.add_argument("--users", type=USERS, help="concurrent users (requests in flight)")

@@ -99,13 +99,29 @@ def test_every_slo_names_a_figure_of_the_catalogue():
     for metric in ("ttft", "tpot", "itl", "e2el"):
         for pct in (50, 90, 99):
             assert figure(key_of(SloTarget(metric, pct, 1))).key
+    assert figure(key_of(SloTarget("stall", 99, 1))).key == "stall_p99_s"
+
+
+def test_a_stall_slo_limits_the_streams_stalls():
+    """``stall_p99:2000``: 99 % of the streams' stalls within 2 s. Streams judged and none
+    stalled meet it (no stall has no percentile); streams too short to judge do not say."""
+    slo = parse_slo("stall_p99:2000")
+    assert key_of(slo) == "stall_p99_s"
+    assert misses([slo], {"stall_p99_s": 8.0}) == ["STALL p99 8000 ms > 2000 ms"]
+    assert meets([slo], {"stall_p99_s": 1.5})
+    assert value_ms(slo, {"stall_p99_s": None, "stalled_stream_share": 0.0}) == 0.0
+    assert misses([slo], {"stall_p99_s": None, "stalled_stream_share": None}) == [
+        "STALL p99 not measured"
+    ]
+    with pytest.raises(SloError, match="the percentile is p99, not p50"):
+        parse_slo("stall_p50:2000")
 
 
 @pytest.mark.parametrize(
     ("text", "said"),
     [
         ("ttft_p95:1", "the percentile is p50, p90, p99, not p95"),
-        ("foo_p50:1", "the metric is one of ttft, tpot, itl, e2el, not 'foo'"),
+        ("foo_p50:1", "the metric is one of ttft, tpot, itl, e2el, stall, not 'foo'"),
         ("ttft_p90:-5", "the limit is a time above 0 ms, not '-5'"),
         ("ttft_p90:0", "the limit is a time above 0 ms"),
         ("ttft_p90:abc", "the limit is a time in ms, not 'abc'"),

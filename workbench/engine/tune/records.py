@@ -36,10 +36,14 @@ def rounded(value: float, digits: int = DIGITS) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-METRICS = ("ttft", "tpot", "itl", "e2el")
-"""The latencies an SLO can limit: ``ttft``, ``tpot``, ``itl`` or ``e2el`` (vLLM's names)."""
+METRICS = ("ttft", "tpot", "itl", "e2el", "stall")
+"""The latencies an SLO can limit: ``ttft``, ``tpot``, ``itl`` or ``e2el`` (vLLM's names),
+and ``stall``, a stream's generation stalls (the catalogue's ``stall_p99_s``)."""
 
 PERCENTILES = (50, 90, 99)
+ONLY = {"stall": (99,)}
+"""The percentiles of a metric that has fewer than ``PERCENTILES``: the catalogue keeps a
+stall's 99th only (a stall is rare by its rule, and its median would be no limit)."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,12 @@ class SloTarget:
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
             raise ValueError(f"an SLO limits one of {', '.join(METRICS)}, not {self.metric!r}")
-        if self.percentile not in PERCENTILES:
-            raise ValueError(f"an SLO's percentile is p50, p90 or p99, not p{self.percentile}")
+        allowed = ONLY.get(self.metric, PERCENTILES)
+        if self.percentile not in allowed:
+            raise ValueError(
+                f"an SLO's percentile of {self.metric} is p{', p'.join(map(str, allowed))}, "
+                f"not p{self.percentile}"
+            )
         if not self.limit_ms > 0:
             raise ValueError(f"an SLO's limit is a time above 0 ms, not {self.limit_ms:g}")
 

@@ -51,6 +51,8 @@ FIGURE_KEYS = (
     *(f"ttft_p{p}_s" for p in (50, 90, 99)),
     *(f"{m}_p{p}_ms" for m in ("tpot", "itl") for p in (50, 90, 99)),
     *(f"e2e_p{p}_s" for p in (50, 90, 99)),
+    "stall_p99_s",
+    "stalled_stream_share",
     "spec_acceptance",
 )
 """The figures a tune keeps of each candidate, measured or predicted: every one an SLO can

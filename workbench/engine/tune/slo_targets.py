@@ -1,6 +1,7 @@
 """SLO targets as a user types them (``ttft_p90:2000``) and as the catalogue holds their
 figures: each metric and percentile is one catalogue key (``ttft_p90_s``, ``tpot_p50_ms``,
-``itl_p99_ms``, ``e2e_p99_s``), read in ms whatever unit the catalogue keeps it in."""
+``itl_p99_ms``, ``e2e_p99_s``, ``stall_p99_s``), read in ms whatever unit the catalogue
+keeps it in."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ import re
 from collections.abc import Mapping, Sequence
 
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.tune.records import METRICS, PERCENTILES, SloTarget
+from workbench.engine.tune.records import METRICS, ONLY, PERCENTILES, SloTarget
 
 # (catalogue key's stem, its unit's ms): vLLM's names for the metrics, the catalogue's keys.
-_KEYS = {"ttft": ("ttft", "s"), "tpot": ("tpot", "ms"), "itl": ("itl", "ms"), "e2el": ("e2e", "s")}
+_KEYS = {
+    "ttft": ("ttft", "s"),
+    "tpot": ("tpot", "ms"),
+    "itl": ("itl", "ms"),
+    "e2el": ("e2e", "s"),
+    "stall": ("stall", "s"),
+}
 _SPELLING = re.compile(r"^([a-z0-9]+)_p(\d+):(.*)$")
 
 
@@ -31,10 +38,10 @@ def parse_slo(text: str) -> SloTarget:
     metric, percentile, limit = found.groups()
     if metric not in METRICS:
         raise SloError(f"--slo {text!r}: the metric is one of {', '.join(METRICS)}, not {metric!r}")
-    if int(percentile) not in PERCENTILES:
+    allowed = ONLY.get(metric, PERCENTILES)
+    if int(percentile) not in allowed:
         raise SloError(
-            f"--slo {text!r}: the percentile is p{', p'.join(map(str, PERCENTILES))}, "
-            f"not p{percentile}"
+            f"--slo {text!r}: the percentile is p{', p'.join(map(str, allowed))}, not p{percentile}"
         )
     try:
         limit_ms = float(limit)
@@ -63,8 +70,12 @@ def key_of(slo: SloTarget) -> str:
 
 
 def value_ms(slo: SloTarget, figures: Mapping[str, float | None]) -> float | None:
-    """The figure ``slo`` limits, in ms, from figures by catalogue key."""
+    """The figure ``slo`` limits, in ms, from figures by catalogue key. Streams judged and
+    none stalled have no stall percentile: their stalls are 0 ms (streams too short to
+    judge leave it not measured)."""
     value = figures.get(key_of(slo))
+    if value is None and slo.metric == "stall" and figures.get("stalled_stream_share") == 0:
+        return 0.0
     if value is None:
         return None
     return value * 1000 if key_of(slo).endswith("_s") else value

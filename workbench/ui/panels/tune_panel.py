@@ -40,6 +40,7 @@ from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import fields_of
 from workbench.engine.tune.records import (
     METRICS,
+    ONLY,
     PERCENTILES,
     Recommendation,
     SloTarget,
@@ -124,9 +125,9 @@ class SloRow(QWidget):
             self.metric_box.addItem(name.upper(), name)
         self.metric_box.setCurrentIndex(METRICS.index(metric))
         self.percentile = QComboBox()
-        for p in PERCENTILES:
-            self.percentile.addItem(f"p{p}", p)
-        self.percentile.setCurrentIndex(PERCENTILES.index(percentile))
+        self._offer_percentiles()
+        self.percentile.setCurrentIndex(self.percentile.findData(percentile))
+        self.metric_box.currentIndexChanged.connect(self._offer_percentiles)
         self.limit = QDoubleSpinBox()
         self.limit.setRange(0, 3_600_000)
         self.limit.setDecimals(0)
@@ -147,6 +148,16 @@ class SloRow(QWidget):
 
     def _remove(self) -> None:
         self.removed.emit(self)
+
+    def _offer_percentiles(self) -> None:
+        """The percentiles the chosen metric has (a stall's p99 only), the one chosen kept
+        where the metric has it."""
+        chosen = self.percentile.currentData()
+        allowed = ONLY.get(self.metric_box.currentData(), PERCENTILES)
+        self.percentile.clear()
+        for p in allowed:
+            self.percentile.addItem(f"p{p}", p)
+        self.percentile.setCurrentIndex(max(0, self.percentile.findData(chosen)))
 
     def target(self) -> SloTarget:
         """The SLO this row says; ValueError (in words) for a limit of 0."""
