@@ -64,7 +64,7 @@ def add_tune(sub: Any) -> None:
         "--space",
         default="",
         help='the settings to search, e.g. "slots=1..16; ctx>=4096; cache_type_k=f16,q8_0; '
-        'flash_attn=on,off; threads" (default: slots)',
+        'flash_attn=on,off; threads" (default: slots; with a stall SLO, slots and batch_size)',
     )
     parser.add_argument(
         "--draft-model",

@@ -42,9 +42,17 @@ def test_a_space_of_ranges_lists_bounds_and_bare_names(monkeypatch):
 
 def test_a_range_takes_its_ends_and_the_doublings_between():
     assert parse_space("slots=3..10").axes == {"slots": (3, 6, 10)}
-    assert parse_space("batch_size").axes == {"batch_size": (512, 1024, 2048)}
+    assert parse_space("batch_size").axes == {"batch_size": (256, 512, 1024, 2048)}
     assert parse_space("ctx>=20000").axes == {"ctx": (20000,)}
     assert parse_space("ctx<8192").axes == {"ctx": (4096,)}
+
+
+def test_a_stall_slo_searches_the_batch_size_by_default():
+    assert parse_space("", stalls=True).axes == {
+        "slots": (1, 2, 4, 8),
+        "batch_size": (256, 512, 1024, 2048),
+    }
+    assert parse_space("slots=4", stalls=True).axes == {"slots": (4,)}  # as the user asked
 
 
 def test_an_empty_space_searches_the_slots():

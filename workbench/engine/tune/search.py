@@ -239,7 +239,8 @@ class Search:
         return self._recommend(winner, rate)
 
     def _candidates(self) -> list[Candidate]:
-        space = parse_space(self.request.space, self.request.draft_model)
+        stalls = any(s.metric == "stall" for s in self.request.slos)
+        space = parse_space(self.request.space, self.request.draft_model, stalls)
         workload = verification_workload(self.request)
         chosen = space.candidates()
         named = tuple(f"server.{name}" for name in space.axes)

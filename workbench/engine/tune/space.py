@@ -24,6 +24,9 @@ from workbench.engine.config.settings import Field, fields_of
 
 MAX_CANDIDATES = 4096
 DEFAULT_SPACE = "slots"
+STALL_SPACE = "slots; batch_size"
+"""The space searched by default for a stall SLO: ``-b`` is the lever of a long prompt's
+freeze (its chunk per step), so it is searched beside the slots."""
 NOT_SEARCHED = ("model", "port", "extra_args", "startup_timeout_s")
 _BOUND = re.compile(r"^([a-z_]+)\s*(>=|<=|>|<)\s*(\S+)$")
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
@@ -49,7 +52,7 @@ def usual_values(f: Field) -> tuple[Any, ...]:
         "slots": (1, 2, 4, 8),
         "ctx": (4096, 8192, 16384),
         "threads": tuple(sorted({max(1, cores // 2), max(1, cores - 1), cores})),
-        "batch_size": (512, 1024, 2048),
+        "batch_size": (256, 512, 1024, 2048),  # 256: a long prompt's freeze, cut (stalls)
         "ubatch_size": (128, 256, 512),
         "cache_type_k": ("f16", "q8_0", "q4_0"),
         "cache_type_v": ("f16", "q8_0", "q4_0"),
@@ -145,11 +148,13 @@ class Space:
         ]
 
 
-def parse_space(text: str, draft_model: str | None = None) -> Space:
-    """``--space`` (empty: ``slots``, its usual values), one clear error naming the setting
-    for an unknown name or a bad value. With ``draft_model``, every combination is tried
-    with that draft model and without one, unless the space names ``draft_model`` itself."""
-    parts = [p.strip() for p in (text.strip() or DEFAULT_SPACE).split(";") if p.strip()]
+def parse_space(text: str, draft_model: str | None = None, stalls: bool = False) -> Space:
+    """``--space`` (empty: ``slots``, its usual values, and ``batch_size`` with them where
+    an SLO limits ``stalls``), one clear error naming the setting for an unknown name or a
+    bad value. With ``draft_model``, every combination is tried with that draft model and
+    without one, unless the space names ``draft_model`` itself."""
+    default = STALL_SPACE if stalls else DEFAULT_SPACE
+    parts = [p.strip() for p in (text.strip() or default).split(";") if p.strip()]
     axes: dict[str, tuple[Any, ...]] = {}
     for part in parts:
         name, values = _part(part)
