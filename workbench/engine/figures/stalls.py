@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from workbench.engine.base.records import RequestKey, RequestRecord
-from workbench.engine.base.spans import covered_ns
+from workbench.engine.base.spans import SpanIndex, covered_ns
 from workbench.engine.figures.per_request import (
     NS,
     RequestMetrics,
@@ -42,6 +42,7 @@ STALL_FACTOR = 3.0
 STALL_FLOOR_S = 0.25
 MIN_GAPS = 4
 COVERED = 0.5  # of a stall, the share another prompt's processing must cover to be its cause
+NEVER = 2**62  # the end of a request that never ended: after any clock reading
 
 
 def stall_bound(gaps: Sequence[float]) -> float | None:
@@ -126,7 +127,7 @@ class RequestStalls:
         return None if self.stalls is None else sum(s.seconds for s in self.stalls)
 
 
-def _held_s(record: RequestRecord, own: Prefill | None, prefills: Sequence[Prefill]) -> float:
+def _held_s(record: RequestRecord, own: Prefill | None, prefills: SpanIndex[Prefill]) -> float:
     """Seconds of ``record``'s wait for its first token covered by the processing of prompts
     longer than its own (its own unknown: any), counted once where they overlap. Not as long:
     prompts sent together are processed in the same steps, and would hold each other."""
@@ -135,7 +136,7 @@ def _held_s(record: RequestRecord, own: Prefill | None, prefills: Sequence[Prefi
     start, end = record.t_submit_ns, own.end_ns if own else record.t_first_token_ns
     spans = (
         (p.start_ns, p.end_ns)
-        for p in prefills
+        for p in prefills.overlapping(start, end)
         if p.key != record.key and (own is None or p.processed > own.processed)
     )
     return covered_ns(spans, start, end) / NS
@@ -145,22 +146,18 @@ def _attributed(
     start: int,
     end: int,
     own: RequestKey,
-    prefills: Sequence[Prefill],
-    unplaced: Sequence[RequestRecord],
+    prefills: SpanIndex[Prefill],
+    unplaced: SpanIndex[RequestKey],
 ) -> Stall:
     covering = [
-        p for p in prefills if p.key != own and p.overlap_ns(start, end) >= COVERED * (end - start)
+        p
+        for p in prefills.overlapping(start, end)
+        if p.key != own and p.overlap_ns(start, end) >= COVERED * (end - start)
     ]
     if covering:
         longest = max(covering, key=lambda p: (p.processed, p.overlap_ns(start, end)))
         return Stall(own, start, end, cause=longest.key, covering=len(covering))
-    in_flight = any(
-        r.key != own
-        and r.t_submit_ns is not None
-        and r.t_submit_ns < end
-        and (r.t_done_ns or end) > start
-        for r in unplaced
-    )
+    in_flight = any(key != own for key in unplaced.overlapping(start, end))
     return Stall(own, start, end, unknown=in_flight)
 
 
@@ -170,8 +167,14 @@ def repeat_stalls(
     """Each successful request of one repeat (``records`` share a server and a clock;
     ``metrics`` holds those of its successful requests) with its stalls attributed."""
     placed = {r.key: p for r in records if (p := prefill_of(r)) is not None}
-    prefills = list(placed.values())
-    unplaced = [r for r in records if r.key not in placed]
+    prefills = SpanIndex((p.start_ns, p.end_ns, p) for p in placed.values())
+    # a request without timings is in flight from when it was sent to when it was done
+    # (to ever, where it never was)
+    unplaced = SpanIndex(
+        (r.t_submit_ns, r.t_done_ns or NEVER, r.key)
+        for r in records
+        if r.key not in placed and r.t_submit_ns is not None
+    )
     out = {}
     for record in records:
         m = metrics.get(record.key)
@@ -186,7 +189,7 @@ def repeat_stalls(
                 for a, b in itertools.pairwise(times)
                 if (b - a) / NS > bound
             )
-        held = _held_s(record, placed.get(record.key), prefills) if prefills else None
+        held = _held_s(record, placed.get(record.key), prefills) if placed else None
         out[record.key] = RequestStalls(stalls, held)
     return out
 
