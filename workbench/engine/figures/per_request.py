@@ -77,6 +77,12 @@ def token_count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def server_ms(value: Any) -> float | None:
+    """A time a server stated in ms (in ``timings``), if it is one."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+    return float(value) if ok else None
+
+
 def prompt_tokens(record: RequestRecord) -> int | None:
     """The prompt's length by the server's count: ``usage.prompt_tokens``, else the tokens
     it processed and found cached (``timings.prompt_n + cache_n``)."""
@@ -92,8 +98,8 @@ def prefill_speed(record: RequestRecord) -> float | None:
     """Prompt tokens processed per second of prefill (``timings.prompt_n / prompt_ms``):
     cached tokens were not processed, so they do not count."""
     timings = record.timings or {}
-    processed, ms = token_count(timings.get("prompt_n")), timings.get("prompt_ms")
-    if not processed or not isinstance(ms, int | float) or isinstance(ms, bool) or ms <= 0:
+    processed, ms = token_count(timings.get("prompt_n")), server_ms(timings.get("prompt_ms"))
+    if not processed or not ms:
         return None
     return processed / (ms / 1000.0)
 

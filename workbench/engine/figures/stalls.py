@@ -35,6 +35,7 @@ from workbench.engine.figures.per_request import (
     RequestMetrics,
     percentile,
     request_metrics,
+    server_ms,
     token_count,
 )
 
@@ -72,23 +73,18 @@ class Prefill:
         return max(0, min(end_ns, self.end_ns) - max(start_ns, self.start_ns))
 
 
-def _ms(value: object) -> float | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
-    return float(value) if ok else None  # type: ignore[arg-type]
-
-
 def prefill_of(record: RequestRecord) -> Prefill | None:
     """Where the server's timings place a request's prompt processing; None without them. A
     whole (not streamed) answer's first text came after its decoding too (``predicted_ms``)."""
     timings = record.timings or {}
-    prompt_ms, processed = _ms(timings.get("prompt_ms")), token_count(timings.get("prompt_n"))
+    prompt_ms, processed = server_ms(timings.get("prompt_ms")), token_count(timings.get("prompt_n"))
     if record.t_submit_ns is None or record.t_first_token_ns is None:
         return None
     if prompt_ms is None or processed is None:
         return None
     end = record.t_first_token_ns
     if not record.streamed:
-        end -= round((_ms(timings.get("predicted_ms")) or 0.0) * 1e6)
+        end -= round((server_ms(timings.get("predicted_ms")) or 0.0) * 1e6)
     return Prefill(record.key, end - round(prompt_ms * 1e6), end, processed)
 
 
