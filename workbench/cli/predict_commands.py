@@ -38,7 +38,7 @@ from workbench.engine.predict.costs import StepCosts
 from workbench.engine.predict.describe import describe, doubts
 from workbench.engine.predict.probe import LIMIT_S
 from workbench.engine.predict.run_prediction import Wanted
-from workbench.engine.predict.sweep import PredictedConfig, predict_configs
+from workbench.engine.predict.sweep import PredictedConfig, predict_configs, race_note
 from workbench.engine.server.discovery import find_server_binary
 from workbench.engine.store import open_session
 
@@ -109,6 +109,8 @@ def cmd_predict(args: argparse.Namespace, console: Console) -> int:
     if doubtful:
         title += ", from a doubtful calibration (the warning above)"
     console.print(results_table(summaries, title, args.results_columns))
+    for note in filter(None, map(race_note, predicted)):
+        console.print(f"note: {escape(note)}")
     seconds = sum(p.requests_s for p in predicted)
     console.print(
         f"predicted time: about {seconds:,.0f} s of requests for {len(predicted)} "

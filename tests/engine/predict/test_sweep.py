@@ -8,11 +8,20 @@ import pytest
 
 from workbench.engine.analysis.export import concurrency_columns, concurrency_row
 from workbench.engine.base.errors import ExperimentError
+from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.predict.calibration import ChatTokens
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
-from workbench.engine.predict.sweep import predict_experiment, prompt_lengths
+from workbench.engine.predict.scheduler_model import Request
+from workbench.engine.predict.sweep import (
+    RACE_S,
+    predict_experiment,
+    prompt_lengths,
+    race_note,
+    staggered,
+    started_together,
+)
 
 # A generating step costs 10 ms; a prompt 0.5 ms a token: a 100-token prompt 50 ms.
 FLAT = StepCosts(DecodeCost(10.0, 0.0, 0.0), PrefillCost(0.0, 0.5))
@@ -94,3 +103,66 @@ def test_a_slot_is_capped_at_the_models_training_context():
     )
     (fits,) = predict_experiment(e, FLAT, PromptSource(), template_tokens=0)
     assert fits.summary.value("failed") == 0
+
+
+def test_requests_sent_together_are_predicted_starting_apart_too():
+    """Two 100-token prompts sent at once at 2 slots: in one step (both first tokens at
+    100 ms), or the first alone (50 ms) and the second in the next step beside its first
+    decode (60 ms more); at 1 slot the race changes nothing, so nothing is said."""
+    e = experiment("requests = 2\ninput_tokens = 100\nmax_tokens = 5\nwarmup = 0\n")
+    one, two = predict_experiment(e, FLAT, PromptSource(), template_tokens=0)
+    assert two.summary.value("ttft_p50_s") == pytest.approx(0.10)
+    assert two.staggered is not None
+    assert two.staggered.value("ttft_p50_s") == pytest.approx((0.05 + 0.11) / 2, abs=1e-5)
+    assert race_note(two) is not None and race_note(one) is None
+    poisson = experiment("requests = 2\ninput_tokens = 100\narrival = 'poisson'\nrate = 2.0\n")
+    assert all(p.staggered is None for p in predict_experiment(poisson, FLAT, PromptSource(), 0))
+
+
+def test_the_race_is_said_where_it_moves_a_figure_by_more_than_a_quarter():
+    """Long prompts, long answers: started apart, the first answer waits through the
+    other's 500 ms prompt (19 tokens in 0.69 s), so decode speed over both falls from
+    100 tok/s to 38 tokens in 0.88 s."""
+    e = experiment("requests = 2\ninput_tokens = 1000\nmax_tokens = 20\nwarmup = 0\n")
+    _, two = predict_experiment(e, FLAT, PromptSource(), template_tokens=0)
+    assert two.staggered is not None
+    assert two.summary.value("decode_tok_s") == pytest.approx(100.0)
+    assert two.staggered.value("decode_tok_s") == pytest.approx(38 / 0.88)
+    note = race_note(two)
+    assert note is not None and note.startswith("np=2: requests sent at the same instant")
+    assert "Per-request decode speed 100.0 or" in note
+
+
+def test_staggered_moves_only_requests_due_at_an_instant_already_taken():
+    requests = [Request(0.0, 10, 2), Request(0.0, 10, 2), Request(1.0, 10, 2)]
+    requests.append(Request(0.0, 10, 2, after=0))  # a turn: due after its answer, no race
+    moved = [r.due_s for r in staggered(requests)]
+    assert moved == [0.0, pytest.approx(RACE_S), 1.0, 0.0]
+
+
+def answered(repeat: int, first_ms: float, prompt_ms: float | None, due: int = 0):
+    timings = None if prompt_ms is None else {"prompt_ms": prompt_ms}
+    return RequestRecord(
+        0, repeat, 0, "p", t_intended_ns=due, t_first_token_ns=int(first_ms * 1e6),
+        ok=True, timings=timings,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("records", "reading"),
+    [
+        ([answered(0, 500.0, 500.0), answered(0, 500.4, 500.0)], True),
+        ([answered(0, 500.0, 500.0), answered(0, 1100.0, 600.0)], False),
+        ([answered(0, 500.0, None), answered(0, 500.4, None)], None),  # no timings
+        ([answered(0, 500.0, 500.0), answered(0, 900.0, 500.0, due=5)], None),  # not tied
+        (
+            [
+                *(answered(0, 500.0, 500.0), answered(0, 500.4, 500.0)),
+                *(answered(1, 500.0, 500.0), answered(1, 1100.0, 600.0)),
+            ],
+            None,  # the repeats took the two readings
+        ),
+    ],
+)
+def test_a_measured_run_says_which_reading_of_the_race_it_took(records, reading):
+    assert started_together(records) is reading

@@ -9,7 +9,7 @@ and every number from the model.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
@@ -17,6 +17,7 @@ from workbench.engine.base.records import RequestRecord, StartupFacts
 from workbench.engine.config.experiment import Experiment, RunConfig, WorkloadSettings
 from workbench.engine.config.workloads import ConversationsWorkload, RequestsWorkload
 from workbench.engine.figures.metrics import figure
+from workbench.engine.figures.per_request import server_ms
 from workbench.engine.figures.summaries import ConfigSummary, summarize
 from workbench.engine.figures.wording import machine_mark
 from workbench.engine.measure.prompts import PromptSource
@@ -38,6 +39,11 @@ from workbench.engine.predict.traffic import Traffic, config_traffic
 SHARED_PREFIX = "shared prefix"
 COMPARED = ("ttft_p50_s", "ttft_p90_s", "e2e_p50_s", "decode_tok_s", "agg_tok_s")
 """The figures a prediction is judged on against a measured run."""
+RACE_S = 1e-6
+"""How far behind the first a request due at the same instant reaches the server's loop in
+the staggered reading of a race (``staggered``)."""
+RACE_DIFFERS = 0.25
+"""A figure that moves by more than this share between the race's two readings is said."""
 
 
 def prediction_error(predicted: ConfigSummary, measured: ConfigSummary, key: str) -> float | None:
@@ -84,6 +90,9 @@ class PredictedConfig:
     summary: ConfigSummary
     records: list[RequestRecord]
     requests_s: float
+    # were the requests due together to reach the server one after another (``staggered``);
+    # None where no two are due together
+    staggered: ConfigSummary | None = None
 
 
 def _not_modelled(config: RunConfig) -> str | None:
@@ -147,8 +156,6 @@ def predict_config(
     shape = ServerShape.of(config.server, train_ctx)
     warm = workload.warmup
     per_repeat = workload.per_repeat
-    records: list[RequestRecord] = []
-    requests_s = 0.0
     plan: list[tuple[int, Traffic]] = []
     if warm:
         sequential = workload.one_at_a_time()
@@ -161,6 +168,23 @@ def predict_config(
         offsets = arrival_offsets(workload, per_repeat, workload.seed + repeat)
         requests = _requests(workload, lengths[start : start + per_repeat], offsets)
         plan.append((repeat, Traffic(requests, workload.effective_concurrency)))
+    summary, records, requests_s = _predicted(config, shape, costs, plan)
+    raced = [
+        (repeat, t if t.concurrency == 1 else replace(t, requests=staggered(t.requests)))
+        for repeat, t in plan
+    ]
+    apart = None
+    if any(a.requests != b.requests for (_, a), (_, b) in zip(plan, raced, strict=True)):
+        apart = _predicted(config, shape, costs, raced)[0]
+    return PredictedConfig(config, summary, records, requests_s, apart)
+
+
+def _predicted(
+    config: RunConfig, shape: ServerShape, costs: StepCosts, plan: list[tuple[int, Traffic]]
+) -> tuple[ConfigSummary, list[RequestRecord], float]:
+    """Each repeat's traffic (-1: the warm-ups) through the model, summarised."""
+    records: list[RequestRecord] = []
+    requests_s = 0.0
     for repeat, sent in plan:
         predicted = predict(sent.requests, shape, costs, sent.concurrency, sent.users)
         made = predicted_records(predicted, config.index, repeat)
@@ -176,7 +200,69 @@ def predict_config(
         config.index, config.label, config.server, config.workload, facts, records,
         slots=shape.slots,
     )  # fmt: skip
-    return PredictedConfig(config, summary, records, requests_s)
+    return summary, records, requests_s
+
+
+def staggered(requests: list[Request]) -> list[Request]:
+    """``requests`` with each one due at the same instant as an earlier one reaching the
+    server a moment after it: after the loop began a step with the first, before that step
+    ends. Whether the real server's first step takes requests sent together is a race of
+    its first milliseconds (a burst of 768-token prompts at two slots: both in one step in
+    some runs, the first alone in others, decode 35 or 8 tok/s)."""
+    seen: set[float] = set()
+    out = []
+    for request in requests:
+        late = request.due_s in seen and request.after is None
+        seen.add(request.due_s)
+        out.append(replace(request, due_s=request.due_s + RACE_S) if late else request)
+    return out
+
+
+def started_together(records: Sequence[RequestRecord]) -> bool | None:
+    """Which reading of the race a measured run took: True where, in every repeat, the
+    first two requests to answer of those due at its first instant answered in the same
+    step (their first tokens closer than a tenth of the first one's ``prompt_ms``), False
+    where in every repeat they did not; None where no two were due together, the server
+    gave no timings, or the repeats differ."""
+    readings = set()
+    for repeat in {r.repeat for r in records if not r.warmup}:
+        sent = [r for r in records if r.repeat == repeat and not r.warmup and r.ok]
+        first_due = min(
+            (r.t_intended_ns for r in sent if r.t_intended_ns is not None), default=None
+        )
+        tied = sorted(
+            (r for r in sent if r.t_intended_ns == first_due and r.t_first_token_ns is not None),
+            key=lambda r: r.t_first_token_ns or 0,
+        )
+        prompt_ms = server_ms((tied[0].timings or {}).get("prompt_ms")) if tied else None
+        if len(tied) < 2 or prompt_ms is None:
+            return None
+        gap_ms = ((tied[1].t_first_token_ns or 0) - (tied[0].t_first_token_ns or 0)) / 1e6
+        readings.add(gap_ms < prompt_ms / 10)
+    return readings.pop() if len(readings) == 1 else None
+
+
+def race_note(predicted: PredictedConfig, differ: float = RACE_DIFFERS) -> str | None:
+    """What the race of requests sent together changes in ``predicted``'s figures, where
+    one of COMPARED differs by more than ``differ`` between the two readings; else None."""
+    apart = predicted.staggered
+    if apart is None:
+        return None
+    moved = []
+    for key in COMPARED:
+        together, late = predicted.summary.value(key), apart.value(key)
+        if together is None or late is None or max(abs(together), abs(late)) == 0:
+            continue
+        if abs(late - together) > differ * max(abs(together), abs(late)):
+            said = figure(key)
+            moved.append(f"{said.title} {said.text(together)} or {said.text(late)} {said.unit}")
+    if not moved:
+        return None
+    return (
+        f"{predicted.config.label}: requests sent at the same instant may start in one step "
+        "or one after the other (a race the server decides in its first milliseconds), "
+        "together or apart: " + "; ".join(moved)
+    )
 
 
 CostsOf = Callable[[RunConfig], tuple[StepCosts, int]]
