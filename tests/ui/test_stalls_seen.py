@@ -1,6 +1,7 @@
 """Stalls seen in the window: the stream pane says how long its stream froze and whose
 prompt did it, the Gantt marks the stretch inside the decode bar and outlines the cause on
-hover, and the legend names the mark only for a run that has one."""
+hover, and the legend names the mark only for a run that has one; the exported Gantt
+(pictures and page) marks them too."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from tests.ui.test_run_model import S, started
 from workbench.engine.base.records import RequestKey
 from workbench.engine.events import ConfigFinished, FirstToken, StallsFound
 from workbench.engine.figures.stalls import Stall
+from workbench.ui.exports.gantt_export import drawn_views
+from workbench.ui.exports.gantt_html import gantt_document
 from workbench.ui.run_model import RunModel
 from workbench.ui.views import gantt as gantt_module
 from workbench.ui.views.gantt import LOST_HEIGHT, GanttView
@@ -100,3 +103,24 @@ def test_the_legend_names_stalls_only_when_there_are_some(qtbot):
     qtbot.addWidget(gantt)
     gantt.sync(stalled_run(), 20.0)
     assert stalled.isVisible() and stalled.text().startswith("stalled")
+
+
+def test_the_exported_page_marks_each_stall_with_its_cause():
+    """The HTML Gantt's data: each stall on its stream with the number of the request whose
+    prompt caused it and the words the window's tip says; the page keys them ``stalled``."""
+    document = gantt_document(stalled_run(), "t")
+    first, _, third = document["requests"]
+    assert first["stalls"] == [
+        [2.0, 11.0, 3, "froze 9.0 s: prompt of #3"],
+        [12.0, 12.4, None, "froze 0.4 s: cause unknown"],
+    ]
+    assert third["number"] == 3 and third["stalls"] == []
+    assert document["stall"]["label"] == "stalled"
+    assert document["stall"]["height"] == STALL_HEIGHT
+
+
+def test_the_exported_pictures_legend_names_the_stalls(qtbot):
+    model = stalled_run()
+    for _, view in drawn_views(model, "t"):
+        names = [label.text for _, label in view.ghost_legend.items]
+        assert "stalled" in names

@@ -24,6 +24,7 @@ from workbench.ui.views.gantt_rows import (
     REPREFILLED,
     SEGMENTS,
     SENT_LATE,
+    STALLED,
     conversation_legend,
 )
 
@@ -63,6 +64,8 @@ def drawn_views(model: RunModel, title: str) -> Iterator[tuple[str, GanttView]]:
                 legend.addItem(view.conversation_bars[0], f"… {count} users: colours repeat")
             if users:
                 legend.addItem(view.lost, REPREFILLED)
+            if len(view.stalls.opts["width"]):
+                legend.addItem(view.stalls, STALLED)
             if len(view.ghosts.opts["width"]):
                 legend.addItem(view.ghosts, GHOST)
             for ticks, item, label in zip(

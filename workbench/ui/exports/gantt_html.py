@@ -22,6 +22,8 @@ from workbench.ui.views.gantt_rows import (
     REPREFILLED,
     SEGMENTS,
     SENT_LATE,
+    STALL_HEIGHT,
+    STALLED,
     STEADY_OPACITY,
     arrival_ticks,
     conversation_colour,
@@ -49,7 +51,8 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
     """What the page draws: each request's spans (seconds from the run's start), its row
     and its slot lane, its tooltip, a conversations run's colour and lost turns, the
     configurations' start marks, each repeat's steady state, shaded, and the arrival ticks
-    (when each request was due, on time and late, and a late one's wait before its bar)."""
+    (when each request was due, on time and late, and a late one's wait before its bar), and
+    each stream's stalls with the number of the request whose prompt caused each."""
     now = model.last_t
     lanes, lane_names = lane_rows(model)
     requests = [
@@ -61,6 +64,11 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
             "colour": conversation_colour(model, view),
             "lost": [round(t, 4) for t in lost] if (lost := lost_span(view, now)) else None,
             "wait": [round(t, 4) for t in wait] if (wait := late_span(view)) else None,
+            "number": view.number,
+            "stalls": [
+                [round(stall.start, 4), round(stall.end, 4), stall.cause, stall.words()]
+                for stall in view.stalls
+            ],
         }
         for view in model.ordered()
     ]
@@ -86,6 +94,11 @@ def gantt_document(model: RunModel, title: str, subtitle: str = "") -> dict[str,
             if times
         ],
         "waitColor": theme_data()["series"]["arrival_late"],
+        "stall": {
+            "color": theme_data()["series"]["stall"],
+            "height": STALL_HEIGHT,
+            "label": STALLED,
+        },
         "conversations": {
             "colors": conversation_palette(),
             "users": users,
