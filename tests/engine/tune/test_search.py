@@ -491,3 +491,17 @@ def test_a_refit_of_too_few_requests_keeps_the_calibration_it_would_replace():
     (kept,) = tuned.calibrations.values()
     assert kept.source == "test" and kept.costs == COSTS
     assert any(p.text.startswith("not refitted: fitted to 2 generating requests") for p in said)
+
+
+def test_a_candidate_is_judged_by_the_reading_of_the_race_nearer_to_missing():
+    """4 users of 768-token prompts at 2 slots: started together, each pair generates in
+    lockstep (ITL p99 about 11 ms); started apart, each answer waits through the other's
+    200 ms prompt. The ITL SLO is judged on the second reading: not said to meet."""
+    measure = FakeMeasure(lambda run: Measured(figures(9.0), seconds=5.0), stored=calibration())
+    slo = SloTarget("itl", 99, 100)
+    tuned = search(
+        measure, space="slots=2", slos=(slo,), traffic={"input_tokens": 768, "max_tokens": 32}
+    )
+    tuned.run()
+    (c,) = tuned.candidates
+    assert c.predicted is not None and c.predicted["itl_p99_ms"] > 150
