@@ -80,19 +80,37 @@ def test_a_truncated_model_is_refused_before_any_server_starts(tmp_path, capsys,
     assert not (tmp_path / "cal").exists()
 
 
-def test_configurations_of_other_held_settings_are_left_out(tmp_path, capsys):
-    """A sweep of -b: each value costs otherwise, so only the first's requests are fitted."""
-    toml = "[server]\nbatch_size = [256, 512]\n"
+def test_configurations_of_another_b_or_held_setting_are_left_out(tmp_path, capsys):
+    """A sweep of -b: each value takes other chunks of a prompt a step, and one below -ub
+    (-b 256 at the default 512) cuts the micro-batch down: only the first configuration at
+    its -ub is fitted, and the calibration holds for every -b."""
+    toml = "[server]\nbatch_size = [256, 1024, 2048]\n"
     requests = probe_like()
     session = build_session(
         tmp_path / "b.session.sqlite",
         toml,
-        [Config(requests, startup_facts(1, 8192)), Config(requests[:4], startup_facts(1, 8192))],
+        [
+            Config(requests[:3], startup_facts(1, 8192)),
+            Config(requests, startup_facts(1, 8192)),
+            Config(requests[:4], startup_facts(1, 8192)),
+        ],
     )
     assert main(["calibrate", "--from", str(session), "--out", str(tmp_path / "c")]) == 0
     assert "of 22 requests" in capsys.readouterr().out
     (stored,) = (tmp_path / "c").iterdir()
-    assert load(stored).settings["batch_size"] == 256
+    assert "batch_size" not in load(stored).settings
+    assert load(stored).settings["ubatch_size"] is None
+
+
+def test_a_session_only_at_a_b_below_its_ub_is_refused(tmp_path, capsys):
+    session = build_session(
+        tmp_path / "b.session.sqlite",
+        "[server]\nbatch_size = 64\n",
+        [Config(probe_like(), startup_facts(1, 8192))],
+    )
+    assert main(["calibrate", "--from", str(session), "--out", str(tmp_path / "c")]) == 1
+    assert "at a -b below its -ub" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
 
 
 def test_a_sessions_fit_is_stored_beside_the_probe_and_says_which_predict_uses(tmp_path, capsys):

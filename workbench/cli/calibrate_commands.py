@@ -21,6 +21,7 @@ from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.models.gguf_header import loadable_model
 from workbench.engine.models.model_file import resolve_model
+from workbench.engine.models.sliding_window import DEFAULT_UBATCH, micro_batch
 from workbench.engine.predict.calibration import (
     PROBE,
     Calibration,
@@ -105,27 +106,41 @@ def used_line(calibration: Calibration, folder: Path | None = None) -> str:
     return f"predict uses {path.name}: {why}"
 
 
+def _whole_micro_batch(settings: ServerSettings) -> bool:
+    """Whether a server ran at its ``-ub`` (a ``-b`` below it cuts the micro-batch down:
+    its steps cost what another ``-ub``'s do, so they fit no calibration of this one)."""
+    wanted = settings.ubatch_size or DEFAULT_UBATCH
+    return micro_batch(settings.batch_size, settings.ubatch_size) == wanted
+
+
 def _from_session(path: Path) -> Calibration:
     """A calibration fitted from the session's first configuration that has timings to fit
-    (a sweep's configurations of other held settings are left out: they cost otherwise)."""
+    and ran at its ``-ub`` (``_whole_micro_batch``), with every other one at its held
+    settings and ``-b`` (a sweep's others cost otherwise, or take other chunks)."""
     with open_session(path) as session:
-        for config in session.configs:
-            records = usable(session.records(config.index))
-            if records:
-                break
-        else:
+        timed = [c for c in session.configs if usable(session.records(c.index))]
+        if not timed:
             raise CalibrationError(
                 f"{path.name} has no request with the server's timings to fit (an imported "
                 "session, or a server that does not send llama.cpp's timings)"
             )
+        whole = [c for c in timed if _whole_micro_batch(c.run_config.server)]
+        if not whole:
+            raise CalibrationError(
+                f"{path.name} ran every configuration at a -b below its -ub, which cuts "
+                "the micro-batch down: its steps fit no calibration (`workbench calibrate` "
+                "probes at the server's own -b)"
+            )
+        config = whole[0]
         settings = held_settings(config.server)
         records = [
             r
-            for c in session.configs
+            for c in whole
             if held_settings(c.server) == settings
+            and c.run_config.server.batch_size == config.run_config.server.batch_size
             for r in usable(session.records(c.index))
         ]
-        fit = fit_costs(records, settings.get("batch_size"))
+        fit = fit_costs(records, config.run_config.server.batch_size)
         return Calibration(
             fit.costs,
             fit.quality,

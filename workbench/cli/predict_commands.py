@@ -38,7 +38,12 @@ from workbench.engine.predict.costs import StepCosts
 from workbench.engine.predict.describe import describe, doubts
 from workbench.engine.predict.probe import LIMIT_S
 from workbench.engine.predict.run_prediction import Wanted
-from workbench.engine.predict.sweep import PredictedConfig, predict_configs, race_note
+from workbench.engine.predict.sweep import (
+    PredictedConfig,
+    chunk_note,
+    predict_configs,
+    race_note,
+)
 from workbench.engine.server.discovery import find_server_binary
 from workbench.engine.store import open_session
 
@@ -109,7 +114,8 @@ def cmd_predict(args: argparse.Namespace, console: Console) -> int:
     if doubtful:
         title += ", from a doubtful calibration (the warning above)"
     console.print(results_table(summaries, title, args.results_columns))
-    for note in filter(None, map(race_note, predicted)):
+    notes = [note(p) for p in predicted for note in (race_note, chunk_note)]
+    for note in filter(None, notes):
         console.print(f"note: {escape(note)}")
     seconds = sum(p.requests_s for p in predicted)
     console.print(
@@ -178,7 +184,7 @@ def _calibrations(
         if len({w.key for w in wanted.values()}) > 1:
             raise WorkbenchError(
                 "--calibration holds one model and settings: this sweep changes the model, "
-                "threads, batch sizes, KV types or flash attention; leave it out to use each "
+                "threads, -ub, KV types or flash attention; leave it out to use each "
                 "configuration's stored calibration"
             )
         try:

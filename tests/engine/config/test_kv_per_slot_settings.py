@@ -95,3 +95,10 @@ def test_its_command_line_flag_converts_and_is_checked_as_the_file_is(capsys):
 def test_a_probe_measures_its_step_costs_without_the_limit():
     probed = probe_settings(settings(slots=2, kv_unified_per_slot=64))
     assert probed.kv_unified_per_slot is None and probed.kv_unified is True
+
+
+@pytest.mark.parametrize(("batch", "ubatch", "probed"), [(64, None, 2048), (None, 4096, 4096)])
+def test_a_probe_runs_at_a_b_that_keeps_its_prompts_and_micro_batch_whole(batch, ubatch, probed):
+    """A calibration holds for every -b at its -ub: the probe never takes -b below either."""
+    made = probe_settings(settings(batch_size=batch, ubatch_size=ubatch))
+    assert made.batch_size == probed and made.ubatch_size == ubatch

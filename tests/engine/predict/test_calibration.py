@@ -311,7 +311,9 @@ def test_it_fits_only_its_machine_model_build_and_settings():
     made = calibration()
     same = (made.machine, made.model, made.build)
     assert made.fits(*same, asdict(ServerSettings(batch_size=512, slots=4, ctx=1024)))
-    assert not made.fits(*same, asdict(ServerSettings(batch_size=1024)))
+    # -b is how many prompt tokens a step takes, a rule of the model: every -b fits
+    assert made.fits(*same, asdict(ServerSettings(batch_size=64)))
+    assert not made.fits(*same, asdict(ServerSettings(ubatch_size=256)))
     assert not made.fits("another machine", *same[1:], SETTINGS)
     assert not made.fits(made.machine, "other.gguf (1000 bytes)", made.build, SETTINGS)
     assert not made.fits(*same[:2], "version: 7000", SETTINGS)

@@ -60,17 +60,31 @@ def stored(model, folder, **settings) -> Calibration:
     return made
 
 
+def test_every_b_is_predicted_from_one_calibration(tmp_path, model, monkeypatch):
+    """-b is how many prompt tokens a step takes: the model's rule, not a cost, so one
+    calibration predicts a sweep of it, each value's steps by its own chunks."""
+    monkeypatch.setattr(probe, "probe", None)
+    stored(model, tmp_path)
+    sweep = configs("slots = 2\nbatch_size = [2048, 256]", "input_tokens = 1500\narrival = 'burst'")
+    prediction = predict_run(sweep, HARDWARE, {"m.gguf": model}, PromptSource(), folder=tmp_path)
+    assert prediction.left_out == ()
+    whole, chunked = prediction.configs
+    assert whole.calibration == chunked.calibration
+    # at -b 256 the first request generates while the second's prompt is still in steps
+    assert chunked.summary.value("ttft_p90_s") > whole.summary.value("ttft_p90_s")
+
+
 def test_each_configuration_is_predicted_from_the_calibration_of_its_own_settings(
     tmp_path, model, monkeypatch
 ):
     monkeypatch.setattr(probe, "probe", None)  # a run's prediction never probes
-    stored(model, tmp_path, batch_size=2048)
-    sweep = configs("slots = [1, 2]\nbatch_size = [2048, 1024]")
+    stored(model, tmp_path, ubatch_size=512)
+    sweep = configs("slots = [1, 2]\nubatch_size = [512, 256]")
     prediction = predict_run(sweep, HARDWARE, {"m.gguf": model}, PromptSource(), folder=tmp_path)
-    assert [c.label for c in prediction.configs] == ["np=1 batch_size=2048", "np=2 batch_size=2048"]
+    assert [c.label for c in prediction.configs] == ["np=1 ubatch_size=512", "np=2 ubatch_size=512"]
     assert prediction.left_out == (
-        "np=1 batch_size=1024: no calibration for m.gguf with batch_size=1024",
-        "np=2 batch_size=1024: no calibration for m.gguf with batch_size=1024",
+        "np=1 ubatch_size=256: no calibration for m.gguf with ubatch_size=256",
+        "np=2 ubatch_size=256: no calibration for m.gguf with ubatch_size=256",
     )
     one = prediction.configs[0]
     # where its costs came from: the file, and what makes them doubtful (one request fitted)

@@ -4,6 +4,8 @@ measured run is, with every ``concurrency.csv`` column."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from workbench.engine.analysis.export import concurrency_columns, concurrency_row
@@ -15,7 +17,9 @@ from workbench.engine.predict.calibration import ChatTokens
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
 from workbench.engine.predict.scheduler_model import Request
 from workbench.engine.predict.sweep import (
+    CHECKED_BATCH,
     RACE_S,
+    chunk_note,
     predict_experiment,
     prompt_lengths,
     race_note,
@@ -166,3 +170,26 @@ def answered(repeat: int, first_ms: float, prompt_ms: float | None, due: int = 0
 )
 def test_a_measured_run_says_which_reading_of_the_race_it_took(records, reading):
     assert started_together(records) is reading
+
+
+def test_a_b_below_the_one_checked_is_said_to_be_optimistic():
+    e = experiment(
+        "requests = 1\ninput_tokens = 100\nmax_tokens = 5\nwarmup = 0\n",
+        f"slots = 2\nctx = 4096\nbatch_size = [{CHECKED_BATCH}, 64]\n",
+    )
+    checked, small = predict_experiment(e, FLAT, PromptSource(), template_tokens=0)
+    assert chunk_note(checked) is None
+    assert (
+        chunk_note(
+            replace(
+                checked,
+                config=replace(
+                    checked.config, server=replace(checked.config.server, batch_size=None)
+                ),
+            )
+        )
+        is None
+    )  # the server's own -b
+    note = chunk_note(small)
+    assert note is not None and note.startswith("batch_size=64: -b 64 is below")
+    assert "may be longer" in note

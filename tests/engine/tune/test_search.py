@@ -505,3 +505,14 @@ def test_a_candidate_is_judged_by_the_reading_of_the_race_nearer_to_missing():
     tuned.run()
     (c,) = tuned.candidates
     assert c.predicted is not None and c.predicted["itl_p99_ms"] > 150
+
+
+def test_every_b_is_ranked_by_one_probe():
+    """-b is how many prompt tokens a step takes, a rule of the model: a space of -b values
+    is one held-settings group, probed once, and every value is predicted."""
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0))
+    tuned = search(measure, space="slots=2; batch_size=256,512,2048")
+    tuned.run()
+    assert measure.probes == 1
+    assert len({c.group for c in tuned.candidates}) == 1
+    assert all(c.predicted for c in tuned.candidates)

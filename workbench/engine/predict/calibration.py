@@ -57,9 +57,10 @@ _Switch = Annotated[bool, Field(strict=True)]
 class HeldSettings(TypedDict, total=False):
     """The server settings a step's cost depends on, each of its type in ``ServerSettings``
     (None: not set): another value of any needs its own calibration. The slots and the
-    context do not change a step's cost (what is decoding does)."""
+    context do not change a step's cost (what is decoding does), nor does ``-b``: it is how
+    many prompt tokens a step takes, a rule of the scheduler model, which adds up their
+    cost (``sweep.chunk_note`` says how far that has been checked)."""
 
-    batch_size: _Whole | None
     ubatch_size: _Whole | None
     threads: _Whole | None
     gpu_layers: _Whole | None

@@ -4,9 +4,9 @@ llama-server works in steps: each step is one ``llama_decode`` call on a batch h
 token of every slot that is generating and as many prompt tokens as the batch has room for.
 Its cost grows with the sequences generating (each reads the weights' activations and its own
 KV cache) and with their context (attention over every cached token), and a prompt's tokens
-cost per token at the batch sizes the server was started with. The calibration fits these
-coefficients to the server's own ``timings`` (``calibration``); the scheduler model
-(``scheduler_model``) adds them up step by step.
+cost per token at the micro-batch (``-ub``) the server was started with. The calibration
+fits these coefficients to the server's own ``timings`` (``calibration``); the scheduler
+model (``scheduler_model``) adds them up step by step.
 
 Each field's annotation says what a calibration file may hold for it: the file is read by
 pydantic against these records themselves.
@@ -72,7 +72,7 @@ class PrefillCost:
     before it. A prompt in chunks then costs the same attention as in one step (its chunks'
     sum is ``per_token_context_ms * n**2 / 2``), and a chunk late in a long prompt costs
     more than its first: what makes a long prompt's last chunks freeze other streams
-    longest. At the ``-b``/``-ub`` the calibration held."""
+    longest. At the ``-ub`` the calibration held, for chunks of any ``-b``."""
 
     base_ms: Cost
     per_token_ms: Cost

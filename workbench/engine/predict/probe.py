@@ -28,6 +28,7 @@ from workbench.engine.measure.sized_prompts import (
     template_overhead,
 )
 from workbench.engine.measure.workload import make_client
+from workbench.engine.models.sliding_window import DEFAULT_BATCH
 from workbench.engine.predict.calibration import (
     PROBE,
     Calibration,
@@ -126,11 +127,24 @@ class Probed:
     records: list[RequestRecord] = field(default_factory=list)  # a tune refits with them
 
 
+def probe_batch(settings: ServerSettings) -> int:
+    """The ``-b`` a probe runs at: it holds each of the probe's prompts whole and never cuts
+    ``-ub`` down (a calibration holds for every ``-b``, at its ``-ub``)."""
+    return max(DEFAULT_BATCH, settings.ubatch_size or 0)
+
+
 def probe_settings(settings: ServerSettings) -> ServerSettings:
     """The settings to calibrate, at enough slots (and context for each) for the probe: no
-    per-slot limit (``kv_unified_per_slot`` bounds a request's context, not a step's cost)."""
+    per-slot limit (``kv_unified_per_slot`` bounds a request's context, not a step's cost),
+    at ``probe_batch``."""
     slots = max(SLOTS, settings.slots)
-    return replace(settings, slots=slots, ctx=slots * SLOT_CONTEXT, kv_unified_per_slot=None)
+    return replace(
+        settings,
+        slots=slots,
+        ctx=slots * SLOT_CONTEXT,
+        kv_unified_per_slot=None,
+        batch_size=probe_batch(settings),
+    )
 
 
 async def send(

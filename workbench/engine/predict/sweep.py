@@ -26,6 +26,7 @@ from workbench.engine.measure.workload import arrival_offsets
 from workbench.engine.models.gguf_tokenizer import estimator_for
 from workbench.engine.models.memory import read_model_facts
 from workbench.engine.models.model_file import resolve_model
+from workbench.engine.models.sliding_window import DEFAULT_BATCH
 from workbench.engine.predict.calibration import ChatTokens
 from workbench.engine.predict.costs import StepCosts
 from workbench.engine.predict.scheduler_model import (
@@ -262,6 +263,27 @@ def race_note(predicted: PredictedConfig, differ: float = RACE_DIFFERS) -> str |
         f"{predicted.config.label}: requests sent at the same instant may start in one step "
         "or one after the other (a race the server decides in its first milliseconds), "
         "together or apart: " + "; ".join(moved)
+    )
+
+
+CHECKED_BATCH = 256
+"""The smallest ``-b`` whose prediction, from a calibration the probe made at its own
+``-b``, has been checked against the real server (``bench/predict_accuracy.py``'s mixed
+rows); at a smaller one a step of a few dozen prompt tokens was measured dearer than the
+model adds up."""
+
+
+def chunk_note(predicted: PredictedConfig) -> str | None:
+    """Where ``predicted`` takes smaller chunks of a prompt a step than the model has been
+    checked at (``CHECKED_BATCH``), that its stalls and prompt times may be short; else
+    None."""
+    batch = predicted.config.server.batch_size or DEFAULT_BATCH
+    if batch >= CHECKED_BATCH:
+        return None
+    return (
+        f"{predicted.config.label}: -b {batch} is below the smallest -b the model has been "
+        f"checked at ({CHECKED_BATCH}): its steps of a few dozen prompt tokens may cost more "
+        "than predicted, so its prompt times and stalls may be longer"
     )
 
 

@@ -38,6 +38,7 @@ from workbench.engine.measure.prompts import load_prompts
 from workbench.engine.models.gguf_header import loadable_model
 from workbench.engine.models.memory import MIB, read_model_facts
 from workbench.engine.models.model_file import resolve_model
+from workbench.engine.models.sliding_window import DEFAULT_BATCH
 from workbench.engine.predict.calibration import (
     Calibration,
     CalibrationError,
@@ -47,7 +48,7 @@ from workbench.engine.predict.calibration import (
     held_settings,
 )
 from workbench.engine.predict.describe import doubts
-from workbench.engine.predict.probe import LIMIT_S
+from workbench.engine.predict.probe import LIMIT_S, probe_batch
 from workbench.engine.predict.sweep import predict_experiment
 from workbench.engine.server.discovery import find_server_binary
 from workbench.engine.server.llama_server import setting_flags
@@ -498,13 +499,18 @@ class Search:
 
     def _refit(self, c: Candidate, fitting: list[Candidate]) -> None:
         """The run's records added to its group's calibration, refitted, and the group's
-        candidates not yet measured predicted again."""
+        candidates not yet measured predicted again. A run at another ``-b`` than the
+        probe's is not: its steps took other chunks (and a ``-b`` below ``-ub`` cut the
+        micro-batch down)."""
         if c.group not in self.calibrations or c.measured is None or not c.measured.records:
+            return
+        batch = probe_batch(c.config.server)
+        if (c.config.server.batch_size or DEFAULT_BATCH) != batch:
             return
         records = self.fitted.setdefault(c.group, [])
         records += c.measured.records
         try:
-            fit = fit_costs(records, self.calibrations[c.group].settings.get("batch_size"))
+            fit = fit_costs(records, batch)
         except CalibrationError:
             return
         refitted = replace(
