@@ -282,10 +282,15 @@ def test_a_trace_is_ranked_by_the_model(tmp_path):
     recorded.write_text("".join(json.dumps(row) + "\n" for row in rows))
     measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
     trace = {"arrival": "trace", "trace": str(recorded), "input_tokens": None}
-    result = search(measure, space="slots=1,2", traffic=trace).run()
+    said: list[TuneProgress] = []
+    result = search(measure, space="slots=1,2", traffic=trace, said=said).run()
     assert all(t.predicted.get("ttft_p90_s") for t in result.tried)
     assert result.verified and measure.runs[0].workload["arrival"] == "trace"
     assert "concurrency" not in measure.runs[0].workload
+    # a trace keeps its rows' times: no Poisson rate probe (a trace's fields with
+    # arrival = "poisson" are refused by the experiment file)
+    assert measure.rate_runs == [] and result.rate_rps is None
+    assert any("no rate search" in p.text for p in said)
 
 
 def test_a_trace_the_model_cannot_read_is_ranked_by_measurement_and_said_so():

@@ -537,8 +537,12 @@ class Search:
     def _rate(self, winner: Candidate) -> float | None:
         """The highest Poisson rate the winner holds within the SLO, bracketed: doubled from
         the rate it served at ``users`` until a probe misses, halved until one meets, then
-        halved between while the budget allows."""
+        halved between while the budget allows. A trace's rows and a conversations file's
+        turns keep their own times and order: no Poisson rate is searched for them."""
         assert winner.measured is not None
+        if kind_of(winner.run.workload) is not RequestsWorkload:
+            self._say("rate", "no rate search: a trace or conversations keep their own times")
+            return None
         figures = winner.measured.figures
         served, span = figures.get("requests"), figures.get("makespan_s")
         if not served or not span:
