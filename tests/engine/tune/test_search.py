@@ -291,6 +291,9 @@ def test_a_trace_is_ranked_by_the_model(tmp_path):
     # arrival = "poisson" are refused by the experiment file)
     assert measure.rate_runs == [] and result.rate_rps is None
     assert any("no rate search" in p.text for p in said)
+    assert result.rate_said() == (
+        "Rate search: none, the traffic keeps its own times (a trace or conversations)."
+    )
 
 
 def test_a_trace_the_model_cannot_read_is_ranked_by_measurement_and_said_so():

@@ -170,6 +170,7 @@ class Recommendation:
     elapsed_s: float = 0.0
     rate_probes: tuple[RateTried, ...] = ()  # the rate search's probes, in order
     rate_session_path: Path | None = None  # the session holding them (Poisson arrivals)
+    own_times: bool = False  # its traffic keeps its own times (a trace): no rate searched
 
     @property
     def measured(self) -> dict[str, float | None]:
@@ -181,4 +182,6 @@ class Recommendation:
             return f"It holds {rounded(self.rate_rps)} requests/s (Poisson) within the SLO."
         if self.rate_probes:
             return "No Poisson rate probe met the SLO."
+        if self.own_times:
+            return "Rate search: none, the traffic keeps its own times (a trace or conversations)."
         return "Rate search: no room left in the budget."

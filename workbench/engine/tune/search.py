@@ -534,13 +534,17 @@ class Search:
         self.calibrations[c.group] = refitted
         self._predict(rest)
 
+    def _own_times(self) -> bool:
+        """Whether the traffic keeps its own times and order (a trace, conversations)."""
+        return kind_of(verification_workload(self.request)) is not RequestsWorkload
+
     def _rate(self, winner: Candidate) -> float | None:
         """The highest Poisson rate the winner holds within the SLO, bracketed: doubled from
         the rate it served at ``users`` until a probe misses, halved until one meets, then
         halved between while the budget allows. A trace's rows and a conversations file's
         turns keep their own times and order: no Poisson rate is searched for them."""
         assert winner.measured is not None
-        if kind_of(winner.run.workload) is not RequestsWorkload:
+        if self._own_times():
             self._say("rate", "no rate search: a trace or conversations keep their own times")
             return None
         figures = winner.measured.figures
@@ -644,6 +648,7 @@ class Search:
             time.monotonic() - self.started,
             tuple(self.rates),
             self.measure.rate_session_path,
+            self._own_times(),
         )
 
     def _why_not_run(self, c: Candidate, winner: Candidate | None) -> str:
