@@ -31,6 +31,7 @@ from workbench.engine.predict.calibration import (
     machine_identity,
     reproduce,
     save,
+    small_chunk_cost,
 )
 from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
 from workbench.engine.predict.probe import phases, probe_settings
@@ -210,7 +211,8 @@ def full() -> Calibration:
         chat=ChatTokens(prompt=30, system_prompt=14, exchange=11, opening=24, system_opening=8),
         coverage=Coverage(prompt_tokens=256, sequences=8, context_tokens=2048),
     )
-    return replace(made, costs=replace(made.costs, interleaved_ms=-0.5))
+    prefill = replace(made.costs.prefill, small_chunk_tokens=64, small_chunk_context_ms=0.003)
+    return replace(made, costs=replace(made.costs, interleaved_ms=-0.5, prefill=prefill))
 
 
 def leaves(node: Any, path: str = "") -> list[tuple[str, Any]]:
@@ -468,3 +470,28 @@ def test_a_prompt_longer_than_the_batch_pays_its_base_once_a_step():
     fit = fit_costs(chunked, batch_size=256)
     assert asdict(fit.costs.prefill) == pytest.approx(asdict(COSTS.prefill), rel=1e-6)
     assert fit_costs(chunked).quality.prefill_worst_error > 0.01
+
+
+def test_a_small_chunks_cost_is_read_from_prompts_extended_on_a_cache():
+    """The probe's last prompt sent again, 48 tokens longer each time, beside 48 tokens
+    alone: each one's cost a token less the lone one's, over the cache it attended, is its
+    token pairs'."""
+    small = replace(
+        COSTS.prefill,
+        small_chunk_tokens=63,
+        small_chunk_context_ms=3 * COSTS.prefill.per_token_context_ms,
+    )
+    extended = [
+        r
+        for n, cache in enumerate((1536, 1600, 1664))
+        for r in group(1000.0 + 100 * n, 1, 48, 1, cache, replace(COSTS, prefill=small))
+    ]
+    alone = group(900.0, 1, 48, 1, 0, replace(COSTS, prefill=small))
+    found = small_chunk_cost(COSTS.prefill, alone + extended, 63)
+    assert found.small_chunk_tokens == 63
+    assert found.small_chunk_context_ms == pytest.approx(small.small_chunk_context_ms)
+    # without the chunk alone, the fitted cost of one stands for it
+    guessed = small_chunk_cost(COSTS.prefill, extended, 63)
+    assert guessed.small_chunk_context_ms == pytest.approx(small.small_chunk_context_ms, rel=0.05)
+    # fresh prompts tell nothing of it
+    assert small_chunk_cost(COSTS.prefill, probe_like()[:3], 63) == COSTS.prefill

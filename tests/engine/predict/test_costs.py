@@ -21,3 +21,15 @@ def test_a_negative_intercept_never_makes_a_step_take_less_than_none():
     fitted = PrefillCost(-11.4, 6.96)
     assert fitted.ms(1) == 0.0 and fitted.ms(64) == pytest.approx(-11.4 + 64 * 6.96)
     assert DecodeCost(-20.0, 8.0, 0.0).step_ms(1, 0) == 0.0
+
+
+def test_a_small_chunk_attends_over_the_cache_at_its_own_dearer_cost():
+    """A few dozen query rows cost more a token pair than a long prompt's (measured on the
+    2-core machine, bench/chunk_attention.py: chunks of 32 to 63 tokens about twice a
+    512-token chunk's): a chunk of at most ``small_chunk_tokens`` pays the dearer."""
+    cost = PrefillCost(1.0, 0.5, 0.001, small_chunk_tokens=64, small_chunk_context_ms=0.003)
+    assert cost.ms(64, 1000) == pytest.approx(1 + 64 * (0.5 + 0.003 * 1032))
+    assert cost.ms(65, 1000) == pytest.approx(1 + 65 * (0.5 + 0.001 * 1032.5))
+    # a measured small-chunk cost below the long prompt's never makes a chunk cheaper
+    cheaper = PrefillCost(1.0, 0.5, 0.001, small_chunk_tokens=64, small_chunk_context_ms=0.0005)
+    assert cheaper.ms(10, 1000) == PrefillCost(1.0, 0.5, 0.001).ms(10, 1000)

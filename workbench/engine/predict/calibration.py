@@ -649,6 +649,36 @@ def fit_costs(records: Iterable[RequestRecord], batch_size: int | None = None) -
     return Fit(costs, _quality(costs, rows, _held_back(rows, overhead)), coverage(records))
 
 
+def small_chunk_cost(
+    prefill: PrefillCost, records: Iterable[RequestRecord], applies_to: int
+) -> PrefillCost:
+    """``prefill`` with what a small chunk over a cache costs a token pair, from requests
+    that each processed a few prompt tokens after a long cached prefix (the probe's last
+    step) and one that processed as many alone, sent in the same moments (the machine's
+    pace drifts by a quarter from minute to minute): each chunk's cost a token less the
+    lone one's, over the cache it attended (``PrefillCost``), their median, for chunks of
+    at most ``applies_to`` tokens. Without the lone one, the fitted cost of one stands for
+    it; ``prefill`` as it was without a chunk on a cache."""
+    timed = [t for r in usable(records) if (t := _timed(r)) is not None and t.prompt_n > 0]
+    chunks = [t for t in timed if t.cache_n > 0]
+    alone = [t.prompt_ms / t.prompt_n for t in timed if t.cache_n == 0]
+    if not chunks:
+        return prefill
+    pairs = [
+        (
+            t.prompt_ms / t.prompt_n
+            - (statistics.median(alone) if alone else prefill.ms(t.prompt_n) / t.prompt_n)
+        )
+        / t.cache_n
+        for t in chunks
+    ]
+    return replace(
+        prefill,
+        small_chunk_tokens=applies_to,
+        small_chunk_context_ms=min(MAX_MS, max(0.0, statistics.median(pairs))),
+    )
+
+
 def _interleaved_rows(decode: DecodeCost, rows: _Rows) -> list[tuple[list[float], float]]:
     """The prompt's equations with the interleaved step's cost a term of its own: a prompt
     processed beside generating sequences times their step too, so its ``prompt_ms`` less

@@ -38,6 +38,8 @@ Cost = Annotated[
 ]
 """A cost in ms: a number, never text, finite and at most ``MAX_MS``; the fit makes none
 below 0, so one below 0 is another workbench's."""
+Count = Annotated[int, Field(strict=True, ge=0, le=10**9)]
+"""A number of tokens."""
 Saving = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-MAX_MS, le=MAX_MS)]
 """A cost in ms that may be a saving (below 0)."""
 
@@ -72,20 +74,27 @@ class PrefillCost:
     before it. A prompt in chunks then costs the same attention as in one step (its chunks'
     sum is ``per_token_context_ms * n**2 / 2``), and a chunk late in a long prompt costs
     more than its first: what makes a long prompt's last chunks freeze other streams
-    longest. At the ``-ub`` the calibration held, for chunks of any ``-b``."""
+    longest. At the ``-ub`` the calibration held, for chunks of any ``-b``.
+
+    A chunk of at most ``small_chunk_tokens`` tokens attends at ``small_chunk_context_ms`` a
+    token pair where that is dearer: so few query rows cost more a pair than a long
+    prompt's (the probe measures it on a cache; 0: not measured, a file from before)."""
 
     base_ms: Cost
     per_token_ms: Cost
     per_token_context_ms: Cost = 0.0
+    small_chunk_tokens: Count = 0
+    small_chunk_context_ms: Cost = 0.0
 
     def ms(self, tokens: int, context_tokens: int = 0) -> float:
         if tokens <= 0:
             return 0.0
+        pair_ms = self.per_token_context_ms
+        if tokens <= self.small_chunk_tokens:
+            pair_ms = max(pair_ms, self.small_chunk_context_ms)
         return max(
             0.0,
-            self.base_ms
-            + tokens
-            * (self.per_token_ms + self.per_token_context_ms * (context_tokens + tokens / 2)),
+            self.base_ms + tokens * (self.per_token_ms + pair_ms * (context_tokens + tokens / 2)),
         )
 
 

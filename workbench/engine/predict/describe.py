@@ -30,7 +30,14 @@ def describe(calibration: Calibration) -> list[str]:
     return [
         f"decode: {d.base_ms:.2f} ms a step + {d.per_sequence_ms:.2f} ms per sequence + "
         f"{d.per_context_token_ms * 1000:.2f} µs per context token",
-        f"prefill: {p.base_ms:.1f} ms + {p.per_token_ms:.3f} ms a token{rate}",
+        f"prefill: {p.base_ms:.1f} ms + {p.per_token_ms:.3f} ms a token{rate} + "
+        f"{p.per_token_context_ms * 1000:.2f} µs a token pair over the cache"
+        + (
+            f" ({p.small_chunk_context_ms * 1000:.2f} µs in chunks of at most "
+            f"{p.small_chunk_tokens} tokens)"
+            if p.small_chunk_tokens
+            else ""
+        ),
         f"request overhead {calibration.costs.request_overhead_ms:.1f} ms; a step of prompt "
         f"beside generating ones {interleaved:+.1f} ms besides both"
         + (" (a saving: never below the dearer part alone)" if interleaved < 0 else ""),

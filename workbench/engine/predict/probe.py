@@ -38,6 +38,7 @@ from workbench.engine.predict.calibration import (
     machine_identity,
     model_identity,
     now,
+    small_chunk_cost,
 )
 from workbench.engine.server.llama_server import LlamaServer
 
@@ -50,6 +51,12 @@ SHORT, LONG = 16, 1024  # prompt tokens of a decode group: a step's cost per con
 ANSWER = 16  # tokens each group generating together generates
 INTERLEAVED = 256  # the prompt that arrives while two others generate
 LONG_PROMPT = 1536  # alone, last (the dearest): attention over a long prompt's own tokens
+SMALL_CHUNK = 48  # then that prompt again, this much longer: a small chunk over a cache
+SMALL_CHUNKS = 3  # how many times, each on the cache the one before left
+SMALL_CHUNK_MAX = 63
+"""The largest chunk that pays the small chunk's cost a token pair: on the CPU build,
+chunks of 32 to 63 tokens cost about twice a 512-token chunk's, 64 and over 1 to 1.3 times
+(``bench/chunk_attention.py``)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,7 @@ class Phase:
     prompts: tuple[int, ...]
     max_tokens: int
     interleaved: bool = False
+    extended: int = 0  # then its prompt again, this much longer, ``SMALL_CHUNKS`` times
 
 
 def phases(slots: int) -> list[Phase]:
@@ -75,7 +83,7 @@ def phases(slots: int) -> list[Phase]:
     out += [*prompts[2:], *together[3:]]
     if slots >= 3:
         out.append(Phase("interleaved prompt", (SHORT, SHORT, INTERLEAVED), ANSWER, True))
-    out.append(Phase(f"prompt of {LONG_PROMPT}", (LONG_PROMPT,), 1))
+    out.append(Phase(f"prompt of {LONG_PROMPT}", (LONG_PROMPT,), 1, extended=SMALL_CHUNK))
     return out
 
 
@@ -180,6 +188,28 @@ async def send(
     return list(await asyncio.gather(*(one(r) for r in records)))
 
 
+async def extend(
+    server: LlamaServer,
+    tokenizer: ServerTokenizer,
+    text: str,
+    number: int,
+    deadline: float,
+    tokens: int = SMALL_CHUNK,
+) -> list[RequestRecord]:
+    """A fresh prompt of ``tokens``, then ``text`` (in the server's cache) sent again
+    ``SMALL_CHUNKS`` times, each time ``tokens`` longer, each on the cache the one before
+    left: a small chunk's cost over a long cache against the same chunk's alone, measured
+    in the same moments (``calibration.small_chunk_cost``)."""
+    phase = Phase("small chunks", (tokens,), 1)
+    fresh = await sized_prompt(tokenizer, f"Alone {number}.", tokens, 899)
+    found = await send(server, phase, [fresh.text], 899, deadline)
+    for k in range(SMALL_CHUNKS):
+        more = await sized_prompt(tokenizer, f" More {number}.{k}.", tokens, 900 + k)
+        text += more.text
+        found += await send(server, phase, [text], 900 + k, deadline, cache_prompt=True)
+    return found
+
+
 async def probe(
     binary: str,
     model: Path,
@@ -194,6 +224,7 @@ async def probe(
     settings = probe_settings(settings)
     server = LlamaServer(binary, model, settings, log_path)
     records: list[RequestRecord] = []
+    chunked: list[RequestRecord] = []
     finished: list[str] = []
     try:
         await server.start()
@@ -213,7 +244,9 @@ async def probe(
                         ).text
                         for k, n in enumerate(phase.prompts)
                     ]
-                    sent = await send(server, phase, texts, number * 10, deadline)
+                    sent = await send(
+                        server, phase, texts, number * 10, deadline, phase.extended > 0
+                    )
             except TimeoutError:
                 break
             if phase is WARM_UP:
@@ -222,15 +255,26 @@ async def probe(
             if all(r.ok for r in sent):
                 finished.append(phase.name)
                 say(f"  {phase.name}: measured")
+            if phase.extended and all(r.ok for r in sent):
+                try:
+                    async with asyncio.timeout(deadline - time.monotonic()):
+                        chunked = await extend(server, tokenizer, texts[0], number, deadline)
+                except TimeoutError:
+                    break
+                say("  small chunks: measured")
         measured_s = time.monotonic() - started
     finally:
         await asyncio.to_thread(server.stop)
     left = [p.name for p in phases(settings.slots) if p.name not in finished]
+    if not any(r.ok for r in chunked):
+        left.append("small chunks")
     note = f"not measured within the {limit_s:g} s bound: {', '.join(left)}" if left else ""
     hardware = fingerprint(binary)
     fit = fit_costs(records, settings.batch_size)
+    small = small_chunk_cost(fit.costs.prefill, chunked, SMALL_CHUNK_MAX)
+    costs = replace(fit.costs, prefill=small)
     calibration = Calibration(
-        fit.costs,
+        costs,
         fit.quality,
         machine_identity(hardware),
         model_identity(model),

@@ -266,11 +266,10 @@ def race_note(predicted: PredictedConfig, differ: float = RACE_DIFFERS) -> str |
     )
 
 
-CHECKED_BATCH = 256
+CHECKED_BATCH = 64
 """The smallest ``-b`` whose prediction, from a calibration the probe made at its own
 ``-b``, has been checked against the real server (``bench/predict_accuracy.py``'s mixed
-rows); at a smaller one a step of a few dozen prompt tokens was measured dearer than the
-model adds up."""
+rows)."""
 
 
 def chunk_note(predicted: PredictedConfig) -> str | None:
@@ -282,8 +281,8 @@ def chunk_note(predicted: PredictedConfig) -> str | None:
         return None
     return (
         f"{predicted.config.label}: -b {batch} is below the smallest -b the model has been "
-        f"checked at ({CHECKED_BATCH}): its steps of a few dozen prompt tokens may cost more "
-        "than predicted, so its prompt times and stalls may be longer"
+        f"checked at ({CHECKED_BATCH}): its steps of a few prompt tokens may cost otherwise "
+        "than predicted, and its prompt times and stalls with them"
     )
 
 
