@@ -33,12 +33,12 @@ from typing_extensions import TypedDict
 from workbench.engine.base.errors import ImportFileError, WorkbenchError
 from workbench.engine.base.records import Hardware, RequestRecord
 from workbench.engine.base.spans import covered_ns
-from workbench.engine.base.validation import MAX_NUMBER, validated
+from workbench.engine.base.validation import validated
 from workbench.engine.config.preferences import config_folder
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.interop.files import read_json
 from workbench.engine.models.sliding_window import DEFAULT_BATCH
-from workbench.engine.predict.costs import MAX_MS, DecodeCost, PrefillCost, StepCosts
+from workbench.engine.predict.costs import MAX_MS, Count, DecodeCost, PrefillCost, StepCosts
 
 VERSION = 1
 MAX_BYTES = 64 * 1024  # a calibration is a few hundred bytes
@@ -47,7 +47,6 @@ FOLDER = "calibrations"
 
 # What a calibration file may hold in a field, each value strictly of its kind (no text as
 # a number, no 1.0 as a count): the records' annotations are made of these.
-_Count = Annotated[int, Field(strict=True, ge=0, le=MAX_NUMBER)]
 _Error = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=0, le=MAX_MS)]
 _Text = Annotated[str, Field(strict=True, max_length=MAX_TEXT)]
 _Whole = Annotated[int, Field(strict=True)]
@@ -93,10 +92,10 @@ class FitQuality:
     seen. A fit reproduces its own requests by construction; held back, too few or too
     alike requests show (None: too few to hold any back, or a file from before)."""
 
-    prefill_requests: _Count
+    prefill_requests: Count
     prefill_median_error: _Error
     prefill_worst_error: _Error
-    decode_requests: _Count
+    decode_requests: Count
     decode_median_error: _Error
     decode_worst_error: _Error
     held_back_prefill_median_error: _Error | None = None
@@ -111,9 +110,9 @@ class Coverage:
     processed, the most sequences generating at once and the longest context one reached
     (prompt, cached tokens and answer). A fit says little beyond its data's span."""
 
-    prompt_tokens: _Count
-    sequences: _Count
-    context_tokens: _Count
+    prompt_tokens: Count
+    sequences: Count
+    context_tokens: Count
 
 
 @dataclass(frozen=True)
@@ -132,11 +131,11 @@ class ChatTokens:
     ``system_opening`` besides the system message's text): what every conversation's
     prompts share."""
 
-    prompt: _Count
-    system_prompt: _Count
-    exchange: _Count
-    opening: _Count
-    system_opening: _Count
+    prompt: Count
+    system_prompt: Count
+    exchange: Count
+    opening: Count
+    system_opening: Count
 
     def first_prompt(self, system_tokens: int) -> int:
         """A first turn's prompt besides its message: the template and the system prompt."""
@@ -169,7 +168,7 @@ class Calibration:
     made_at: _Text
     source: _Text
     note: _Text = ""
-    template_tokens: _Count | None = None
+    template_tokens: Count | None = None
     chat: ChatTokens | None = None
     coverage: Coverage | None = None  # None: a file from before it was stored
 

@@ -19,6 +19,8 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
+from workbench.engine.base.validation import MAX_NUMBER
+
 MAX_MS = 1e7  # a cost beyond this (almost 3 hours a step) is damage, not a measurement
 
 
@@ -38,8 +40,8 @@ Cost = Annotated[
 ]
 """A cost in ms: a number, never text, finite and at most ``MAX_MS``; the fit makes none
 below 0, so one below 0 is another workbench's."""
-Count = Annotated[int, Field(strict=True, ge=0, le=10**9)]
-"""A number of tokens."""
+Count = Annotated[int, Field(strict=True, ge=0, le=MAX_NUMBER)]
+"""A count (tokens, requests), never a float."""
 Saving = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-MAX_MS, le=MAX_MS)]
 """A cost in ms that may be a saving (below 0)."""
 

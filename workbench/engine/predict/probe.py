@@ -69,7 +69,7 @@ class Phase:
     prompts: tuple[int, ...]
     max_tokens: int
     interleaved: bool = False
-    extended: int = 0  # then its prompt again, this much longer, ``SMALL_CHUNKS`` times
+    extended: int = 0  # then its prompt again, this much longer each time (``extend``)
 
 
 def phases(slots: int) -> list[Phase]:
@@ -258,7 +258,9 @@ async def probe(
             if phase.extended and all(r.ok for r in sent):
                 try:
                     async with asyncio.timeout(deadline - time.monotonic()):
-                        chunked = await extend(server, tokenizer, texts[0], number, deadline)
+                        chunked = await extend(
+                            server, tokenizer, texts[0], number, deadline, phase.extended
+                        )
                 except TimeoutError:
                     break
                 say("  small chunks: measured")
