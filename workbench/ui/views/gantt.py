@@ -105,6 +105,15 @@ def lost_pen(colour: str = "reprefilled") -> QPen:
     return pen
 
 
+def stall_pen() -> QPen:
+    """A stall's outline, one pixel at any zoom, in the decode colour: stalls one token
+    apart (a small -b's chunks) read as many freezes, not one bar."""
+    pen = QPen(state_color(RequestState.DECODING))
+    pen.setCosmetic(True)
+    pen.setWidth(1)
+    return pen
+
+
 def tick_item(color: QColor, style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> pg.PlotCurveItem:
     """One path of line segments (point pairs), as wide at any zoom."""
     pen = QPen(color)
@@ -188,7 +197,7 @@ class GanttView(Plot):
         self.lost = bar_item(QBrush(Qt.BrushStyle.NoBrush), lost_pen())
         # Each stall inside its decode bar, and on hover the request whose prompt caused it
         # outlined as a lost turn is, in the stall's colour.
-        self.stalls = bar_item(series_color("stall"))
+        self.stalls = bar_item(series_color("stall"), stall_pen())
         self.cause = bar_item(QBrush(Qt.BrushStyle.NoBrush), lost_pen("stall"))
         self.outlined: int | None = None  # the number of the request outlined as a cause
         for item in [*self.conversation_bars, self.lost, self.stalls, self.cause]:
