@@ -653,11 +653,11 @@ def small_chunk_cost(
 ) -> PrefillCost:
     """``prefill`` with what a small chunk over a cache costs a token pair, from requests
     that each processed a few prompt tokens after a long cached prefix (the probe's last
-    step) and one that processed as many alone, sent in the same moments (the machine's
-    pace drifts by a quarter from minute to minute): each chunk's cost a token less the
-    lone one's, over the cache it attended (``PrefillCost``), their median, for chunks of
-    at most ``applies_to`` tokens. Without the lone one, the fitted cost of one stands for
-    it; ``prefill`` as it was without a chunk on a cache."""
+    step) and ones that processed as many alone, sent in turn (the machine's pace drifts
+    by a quarter from minute to minute): each chunk's cost a token less the lone ones'
+    (their median), over the cache it attended (``PrefillCost``), their median, for chunks
+    of at most ``applies_to`` tokens. Without a lone one, the fitted cost of one stands
+    for it; ``prefill`` as it was without a chunk on a cache."""
     timed = [t for r in usable(records) if (t := _timed(r)) is not None and t.prompt_n > 0]
     chunks = [t for t in timed if t.cache_n > 0]
     alone = [t.prompt_ms / t.prompt_n for t in timed if t.cache_n == 0]

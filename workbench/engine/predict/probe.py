@@ -196,14 +196,16 @@ async def extend(
     deadline: float,
     tokens: int = SMALL_CHUNK,
 ) -> list[RequestRecord]:
-    """A fresh prompt of ``tokens``, then ``text`` (in the server's cache) sent again
-    ``SMALL_CHUNKS`` times, each time ``tokens`` longer, each on the cache the one before
-    left: a small chunk's cost over a long cache against the same chunk's alone, measured
-    in the same moments (``calibration.small_chunk_cost``)."""
+    """``text`` (in the server's cache) sent again ``SMALL_CHUNKS`` times, each time
+    ``tokens`` longer, each on the cache the one before left, and before each a fresh
+    prompt of ``tokens``: a small chunk's cost over a long cache against the same chunk's
+    alone, measured in turn (``calibration.small_chunk_cost``; one lone prompt that met a
+    busy moment read half the cost a pair)."""
     phase = Phase("small chunks", (tokens,), 1)
-    fresh = await sized_prompt(tokenizer, f"Alone {number}.", tokens, 899)
-    found = await send(server, phase, [fresh.text], 899, deadline)
+    found = []
     for k in range(SMALL_CHUNKS):
+        fresh = await sized_prompt(tokenizer, f"Alone {number}.{k}.", tokens, 890 + k)
+        found += await send(server, phase, [fresh.text], 890 + k, deadline)
         more = await sized_prompt(tokenizer, f" More {number}.{k}.", tokens, 900 + k)
         text += more.text
         found += await send(server, phase, [text], 900 + k, deadline, cache_prompt=True)
