@@ -98,8 +98,10 @@ def test_configurations_of_another_b_or_held_setting_are_left_out(tmp_path, caps
     assert main(["calibrate", "--from", str(session), "--out", str(tmp_path / "c")]) == 0
     assert "of 22 requests" in capsys.readouterr().out
     (stored,) = (tmp_path / "c").iterdir()
-    assert "batch_size" not in load(stored).settings
-    assert load(stored).settings["ubatch_size"] is None
+    found = load(stored)
+    assert "batch_size" not in found.settings and "ubatch_size" not in found.settings
+    # a session measures no second -ub: the fit holds at the one it ran at alone
+    assert found.costs.ubatch_size == 512 and found.costs.micro_batch is None
 
 
 def test_a_session_only_at_a_b_below_its_ub_is_refused(tmp_path, capsys):

@@ -116,7 +116,8 @@ def _whole_micro_batch(settings: ServerSettings) -> bool:
 def _from_session(path: Path) -> Calibration:
     """A calibration fitted from the session's first configuration that has timings to fit
     and ran at its ``-ub`` (``_whole_micro_batch``), with every other one at its held
-    settings and ``-b`` (a sweep's others cost otherwise, or take other chunks)."""
+    settings, ``-b`` and ``-ub`` (a sweep's others cost otherwise, or take other chunks or
+    micro-batches). It measures no other ``-ub``: it holds at its own alone."""
     with open_session(path) as session:
         timed = [c for c in session.configs if usable(session.records(c.index))]
         if not timed:
@@ -133,14 +134,16 @@ def _from_session(path: Path) -> Calibration:
             )
         config = whole[0]
         settings = held_settings(config.server)
+        server = config.run_config.server
         records = [
             r
             for c in whole
             if held_settings(c.server) == settings
-            and c.run_config.server.batch_size == config.run_config.server.batch_size
+            and (c.run_config.server.batch_size, c.run_config.server.ubatch_size)
+            == (server.batch_size, server.ubatch_size)
             for r in usable(session.records(c.index))
         ]
-        fit = fit_costs(records, config.run_config.server.batch_size)
+        fit = fit_costs(records, server.batch_size, server.ubatch_size)
         return Calibration(
             fit.costs,
             fit.quality,

@@ -43,6 +43,7 @@ from workbench.engine.predict.sweep import (
     chunk_note,
     predict_configs,
     race_note,
+    ubatch_note,
 )
 from workbench.engine.server.discovery import find_server_binary
 from workbench.engine.store import open_session
@@ -115,6 +116,7 @@ def cmd_predict(args: argparse.Namespace, console: Console) -> int:
         title += ", from a doubtful calibration (the warning above)"
     console.print(results_table(summaries, title, args.results_columns))
     notes = [note(p) for p in predicted for note in (race_note, chunk_note)]
+    notes += [ubatch_note(p, calibrations[p.config.index].costs) for p in predicted]
     for note in filter(None, notes):
         console.print(f"note: {escape(note)}")
     seconds = sum(p.requests_s for p in predicted)

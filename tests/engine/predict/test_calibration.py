@@ -29,11 +29,12 @@ from workbench.engine.predict.calibration import (
     held_settings,
     load,
     machine_identity,
+    micro_batch_cost,
     reproduce,
     save,
     small_chunk_cost,
 )
-from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
+from workbench.engine.predict.costs import DecodeCost, MicroBatchCost, PrefillCost, StepCosts
 from workbench.engine.predict.probe import phases, probe_settings
 
 COSTS = StepCosts(DecodeCost(8.0, 1.5, 0.002), PrefillCost(12.0, 0.25, 0.0001), 3.0)
@@ -212,7 +213,14 @@ def full() -> Calibration:
         coverage=Coverage(prompt_tokens=256, sequences=8, context_tokens=2048),
     )
     prefill = replace(made.costs.prefill, small_chunk_tokens=64, small_chunk_context_ms=0.003)
-    return replace(made, costs=replace(made.costs, interleaved_ms=-0.5, prefill=prefill))
+    costs = replace(
+        made.costs,
+        interleaved_ms=-0.5,
+        prefill=prefill,
+        ubatch_size=256,
+        micro_batch=MicroBatchCost(1.5, 0.02, 32),
+    )
+    return replace(made, costs=costs)
 
 
 def leaves(node: Any, path: str = "") -> list[tuple[str, Any]]:
@@ -315,7 +323,10 @@ def test_it_fits_only_its_machine_model_build_and_settings():
     assert made.fits(*same, asdict(ServerSettings(batch_size=512, slots=4, ctx=1024)))
     # -b is how many prompt tokens a step takes, a rule of the model: every -b fits
     assert made.fits(*same, asdict(ServerSettings(batch_size=64)))
+    # another -ub only where the micro-batch's own cost was measured
     assert not made.fits(*same, asdict(ServerSettings(ubatch_size=256)))
+    measured = replace(made, costs=replace(made.costs, micro_batch=MicroBatchCost(2.0, 0.03, 64)))
+    assert measured.fits(*same, asdict(ServerSettings(ubatch_size=256)))
     assert not made.fits("another machine", *same[1:], SETTINGS)
     assert not made.fits(made.machine, "other.gguf (1000 bytes)", made.build, SETTINGS)
     assert not made.fits(*same[:2], "version: 7000", SETTINGS)
@@ -495,3 +506,24 @@ def test_a_small_chunks_cost_is_read_from_prompts_extended_on_a_cache():
     assert guessed.small_chunk_context_ms == pytest.approx(small.small_chunk_context_ms, rel=0.05)
     # fresh prompts tell nothing of it
     assert small_chunk_cost(COSTS.prefill, probe_like()[:3], 63) == COSTS.prefill
+
+
+def test_a_micro_batchs_cost_is_read_from_the_same_prompts_at_two_ub():
+    """Two prompts alone at -ub 512 and at 64: their differences are what their extra
+    micro-batches cost, a base each and a cost per token of the cache each starts on."""
+    truth = MicroBatchCost(1.7, 0.028, 64)
+    at_512, at_64 = [], []
+    for n, prompt in enumerate((256, 1024)):
+        (one,) = group(100.0 * n, 1, prompt, 1)
+        at_512.append(one)
+        extra = truth.ms(prompt, 0, 64) - truth.ms(prompt, 0, 512)
+        timings = {**one.timings, "prompt_ms": one.timings["prompt_ms"] + extra}
+        at_64.append(replace(one, timings=timings))
+    found = micro_batch_cost(at_512, 512, at_64, 64)
+    assert found is not None and asdict(found) == pytest.approx(asdict(truth), rel=1e-6)
+    # measured the other way round (a small -ub first), the same costs
+    backwards = micro_batch_cost(at_64, 64, at_512, 512)
+    assert backwards is not None
+    assert asdict(backwards) == pytest.approx(asdict(replace(truth, measured_at=512)))
+    # one prompt length tells base and context apart no more
+    assert micro_batch_cost(at_512[:1], 512, at_64[:1], 64) is None

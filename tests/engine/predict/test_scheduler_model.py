@@ -3,8 +3,10 @@ so every wait, first token and end is a sum of steps."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -16,7 +18,7 @@ from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import validated_as
 from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.figures.summaries import summarize
-from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
+from workbench.engine.predict.costs import DecodeCost, MicroBatchCost, PrefillCost, StepCosts
 from workbench.engine.predict.scheduler_model import (
     Predicted,
     Request,
@@ -94,6 +96,31 @@ def test_alone_a_prompt_of_three_batches_takes_three_steps():
     assert p.first_token_s == approx(3 * 0.002 + 192 * 0.0005)
     (whole,) = predict([Request(0.0, 192, 1)], ServerShape(1, 1024), costs)
     assert whole.first_token_s == approx(0.002 + 192 * 0.0005)
+
+
+def test_a_smaller_ub_makes_a_long_prompt_and_the_freeze_it_causes_longer():
+    """-b 2048, A generating while B's 2,000 tokens arrive: at -ub 64 B's step runs 32
+    micro-batches where the calibration's -ub 512 ran 4, each with its base and a pass over
+    the cache it starts on: that much longer B's prompt and A's gap."""
+    each = MicroBatchCost(2.0, 0.01, 64)
+    costs = replace(FLAT, micro_batch=each)
+    load = [Request(0.0, 10, 10), Request(0.001, 2000, 2)]
+    gaps: dict[int | str, float] = {}
+    for ubatch in (512, 64):
+        a, b = predict(load, ServerShape(2, 4096, ubatch_size=ubatch), costs)
+        gaps[ubatch] = longest_gap(a)
+        assert b.first_token_s is not None and b.prompt_start_s is not None
+        gaps[f"prompt {ubatch}"] = b.first_token_s - b.prompt_start_s
+    besides = (each.ms(2000, 0, 64) - each.ms(2000, 0, 512)) / 1000
+    assert gaps[64] - gaps[512] == approx(besides)
+    assert gaps["prompt 64"] - gaps["prompt 512"] == approx(besides)
+    # without the micro-batch's cost the model does not price -ub: the same gap at both
+    a, _ = predict(load, ServerShape(2, 4096, ubatch_size=64), FLAT)
+    assert longest_gap(a) == approx(gaps[512])
+
+
+def longest_gap(p: Predicted) -> float:
+    return max(y - x for x, y in itertools.pairwise(p.token_times_s))
 
 
 def test_several_waiting_prompts_share_one_batch_in_slot_order():
@@ -230,6 +257,9 @@ def test_a_shape_comes_from_a_servers_settings():
     assert ServerShape.of(ServerSettings(slots=4, ctx=8192)) == ServerShape(4, 2048)
     unified = ServerShape.of(ServerSettings(slots=4, ctx=8192, kv_unified=True, batch_size=512))
     assert (unified.ctx_per_slot, unified.batch_size) == (8192, 512)
+    # -ub as the server runs it: never more than -b
+    assert ServerShape.of(ServerSettings(slots=1, ctx=4096, ubatch_size=128)).ubatch_size == 128
+    assert ServerShape.of(ServerSettings(slots=1, ctx=4096, batch_size=64)).ubatch_size == 64
     assert (
         ServerShape.of(ServerSettings(slots=2, ctx=4096, cont_batching=False)).cont_batching
         is False

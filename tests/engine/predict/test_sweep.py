@@ -14,7 +14,7 @@ from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import parse_experiment
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.predict.calibration import ChatTokens
-from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
+from workbench.engine.predict.costs import DecodeCost, MicroBatchCost, PrefillCost, StepCosts
 from workbench.engine.predict.scheduler_model import Request
 from workbench.engine.predict.sweep import (
     CHECKED_BATCH,
@@ -25,6 +25,7 @@ from workbench.engine.predict.sweep import (
     race_note,
     staggered,
     started_together,
+    ubatch_note,
 )
 
 # A generating step costs 10 ms; a prompt 0.5 ms a token: a 100-token prompt 50 ms.
@@ -193,3 +194,19 @@ def test_a_b_below_the_one_checked_is_said_so():
     note = chunk_note(small)
     assert note is not None and note.startswith("batch_size=32: -b 32 is below")
     assert "may cost otherwise than predicted" in note
+
+
+def test_a_ub_priced_beyond_the_ones_checked_is_said_so():
+    e = experiment(
+        "requests = 1\ninput_tokens = 100\nmax_tokens = 5\nwarmup = 0\n",
+        "slots = 2\nctx = 4096\nubatch_size = [512, 64, 32, 2048]\n",
+    )
+    priced = replace(FLAT, micro_batch=MicroBatchCost(2.0, 0.01, 64))
+    own, checked, small, large = predict_experiment(e, priced, PromptSource(), template_tokens=0)
+    assert ubatch_note(own, priced) is None and ubatch_note(checked, priced) is None
+    note = ubatch_note(small, priced)
+    assert note is not None and note.startswith("ubatch_size=32: -ub 32 is priced from")
+    assert "checked against the real server from -ub 64 to 512 only" in note
+    assert ubatch_note(large, priced) is not None
+    # a calibration measured at -ub 2048 needs no pricing there
+    assert ubatch_note(large, replace(priced, ubatch_size=2048)) is None

@@ -16,7 +16,7 @@ from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.models.memory import read_model_facts, settings_memory
 from workbench.engine.models.model_file import default_model_path
 from workbench.engine.predict.calibration import Calibration, FitQuality
-from workbench.engine.predict.costs import DecodeCost, PrefillCost, StepCosts
+from workbench.engine.predict.costs import DecodeCost, MicroBatchCost, PrefillCost, StepCosts
 from workbench.engine.tune.records import SloTarget, TuneProgress, TuneRequest, rounded
 from workbench.engine.tune.search import MAX_HOPELESS, Search, TuneError, server_args
 from workbench.engine.tune.server_measure import Measured, Run
@@ -524,3 +524,27 @@ def test_every_b_is_ranked_by_one_probe():
     assert measure.probes == 1
     assert len({c.group for c in tuned.candidates}) == 1
     assert all(c.predicted for c in tuned.candidates)
+
+
+def test_every_ub_is_ranked_from_one_calibration_that_measured_the_micro_batch():
+    """-ub is no held setting: a calibration whose probe measured what a micro-batch costs
+    ranks every -ub value, with no probe of its own; one that did not (a session's fit)
+    ranks its own -ub alone, and the others are measured."""
+    space = "slots=2; ubatch_size=64,512"
+    measured = replace(COSTS, micro_batch=MicroBatchCost(2.0, 0.03, 64))
+    priced = FakeMeasure(
+        lambda run: Measured(figures(0.5), seconds=5.0),
+        stored=replace(calibration(), costs=measured),
+    )
+    result = search(priced, space=space, traffic={"input_tokens": 1024}).run()
+    assert priced.probes == 0
+    predicted = {t.label: t.predicted.get("ttft_p90_s") for t in result.tried}
+    assert all(predicted.values()), predicted
+    # 30 µs a cached token each micro-batch: the smaller -ub's long prompts take longer
+    assert predicted["np=2 ubatch_size=64"] > predicted["np=2 ubatch_size=512"]
+    unpriced = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
+    result = search(unpriced, space=space).run()
+    assert {t.label: bool(t.predicted) for t in result.tried} == {
+        "np=2 ubatch_size=64": False,
+        "np=2 ubatch_size=512": True,
+    }

@@ -47,10 +47,11 @@ def test_a_range_takes_its_ends_and_the_doublings_between():
     assert parse_space("ctx<8192").axes == {"ctx": (4096,)}
 
 
-def test_a_stall_slo_searches_the_batch_size_by_default():
+def test_a_stall_slo_searches_the_batch_and_micro_batch_sizes_by_default():
     assert parse_space("", stalls=True).axes == {
         "slots": (1, 2, 4, 8),
         "batch_size": (256, 512, 1024, 2048),
+        "ubatch_size": (128, 256, 512),
     }
     assert parse_space("slots=4", stalls=True).axes == {"slots": (4,)}  # as the user asked
 

@@ -37,8 +37,15 @@ from workbench.engine.base.validation import validated
 from workbench.engine.config.preferences import config_folder
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.interop.files import read_json
-from workbench.engine.models.sliding_window import DEFAULT_BATCH
-from workbench.engine.predict.costs import MAX_MS, Count, DecodeCost, PrefillCost, StepCosts
+from workbench.engine.models.sliding_window import DEFAULT_BATCH, DEFAULT_UBATCH
+from workbench.engine.predict.costs import (
+    MAX_MS,
+    Count,
+    DecodeCost,
+    MicroBatchCost,
+    PrefillCost,
+    StepCosts,
+)
 
 VERSION = 1
 MAX_BYTES = 64 * 1024  # a calibration is a few hundred bytes
@@ -58,9 +65,9 @@ class HeldSettings(TypedDict, total=False):
     (None: not set): another value of any needs its own calibration. The slots and the
     context do not change a step's cost (what is decoding does), nor does ``-b``: it is how
     many prompt tokens a step takes, a rule of the scheduler model, which adds up their
-    cost (``sweep.chunk_note`` says how far that has been checked)."""
+    cost (``sweep.chunk_note`` says how far that has been checked). Nor does ``-ub`` where
+    the calibration measured what a micro-batch costs (``StepCosts.holds_at``)."""
 
-    ubatch_size: _Whole | None
     threads: _Whole | None
     gpu_layers: _Whole | None
     flash_attn: _Text | None
@@ -179,6 +186,7 @@ class Calibration:
             and self.model == model
             and self.build == build
             and self.settings == held_settings(settings)
+            and self.costs.holds_at(settings.get("ubatch_size") or DEFAULT_UBATCH)
         )
 
 
@@ -582,7 +590,7 @@ def _held_back(rows: _Rows, overhead_ms: float) -> FitQuality:
     return FitQuality(sizes["prefill"], 0.0, 0.0, sizes["decode"], 0.0, 0.0, *prefill, *decode)
 
 
-def _solve(rows: _Rows, overhead_ms: float) -> StepCosts:
+def _solve(rows: _Rows, overhead_ms: float, ubatch_size: int = DEFAULT_UBATCH) -> StepCosts:
     """The costs fitted to ``rows``: the generating step's first, then the prompt's and
     the interleaved step's together (``_interleaved_rows``); every cost at least 0, the
     interleaved step's a saving or a cost."""
@@ -602,7 +610,7 @@ def _solve(rows: _Rows, overhead_ms: float) -> StepCosts:
         if prompts
         else [0.0] * 4
     )
-    return StepCosts(decode, PrefillCost(*prompt[:3]), overhead_ms, prompt[3])
+    return StepCosts(decode, PrefillCost(*prompt[:3]), overhead_ms, prompt[3], ubatch_size)
 
 
 def coverage(records: Iterable[RequestRecord]) -> Coverage | None:
@@ -629,12 +637,17 @@ def coverage(records: Iterable[RequestRecord]) -> Coverage | None:
     )
 
 
-def fit_costs(records: Iterable[RequestRecord], batch_size: int | None = None) -> Fit:
+def fit_costs(
+    records: Iterable[RequestRecord],
+    batch_size: int | None = None,
+    ubatch_size: int | None = None,
+) -> Fit:
     """Step costs from requests' server timings (``_rows``), by least squares with every
     cost at least 0 (``_least_squares``), how well they reproduce them, each request held
     back as well (``_held_back``), and what the requests spanned (``coverage``). A
     coefficient the data cannot tell apart (one sequence throughout, no cache) is 0.
-    ``batch_size``: the ``-b`` the records were measured at (None: the server's default)."""
+    ``batch_size``, ``ubatch_size``: the ``-b`` and ``-ub`` the records were measured at
+    (None: the server's default)."""
     records = list(records)
     rows = _rows(records, batch_size)
     if not rows.prompt_ms and not rows.predicted_ms:
@@ -644,7 +657,7 @@ def fit_costs(records: Iterable[RequestRecord], batch_size: int | None = None) -
         )
     timed = [t for r in usable(records) if (t := _timed(r)) is not None]
     overhead = _overhead_ms(timed)
-    costs = _solve(rows, overhead)
+    costs = _solve(rows, overhead, ubatch_size or DEFAULT_UBATCH)
     return Fit(costs, _quality(costs, rows, _held_back(rows, overhead)), coverage(records))
 
 
@@ -676,6 +689,43 @@ def small_chunk_cost(
         small_chunk_tokens=applies_to,
         small_chunk_context_ms=min(MAX_MS, max(0.0, statistics.median(pairs))),
     )
+
+
+def micro_batch_cost(
+    measured: Iterable[RequestRecord], ubatch: int, other: Iterable[RequestRecord], at: int
+) -> MicroBatchCost | None:
+    """What a micro-batch costs besides its tokens (``MicroBatchCost``), from the same
+    prompts processed alone and fresh at ``-ub`` ``ubatch`` (``measured``) and at ``at``
+    (``other``), each pair one after the other in the same minute: each pair's difference
+    is what its micro-batches cost more (or less) at ``at``, fitted by least squares with
+    both costs at least 0. None without two prompts of different lengths at both."""
+
+    def alone(records: Iterable[RequestRecord]) -> dict[int, float]:
+        timed = (_timed(r) for r in usable(records))
+        return {t.prompt_n: t.prompt_ms for t in timed if t and t.cache_n == 0 and t.prompt_n}
+
+    mine, theirs = alone(measured), alone(other)
+    shared = sorted(set(mine) & set(theirs))
+    if len(shared) < 2:
+        return None
+    unit = MicroBatchCost(1.0, 0.0, at)
+    per_token = MicroBatchCost(0.0, 1.0, at)
+    design = [
+        [cost.ms(n, 0, at) - cost.ms(n, 0, ubatch) for cost in (unit, per_token)] for n in shared
+    ]
+    base, context = _nnls(np.array(design), np.array([theirs[n] - mine[n] for n in shared]))
+    return MicroBatchCost(min(MAX_MS, float(base)), min(MAX_MS, float(context)), at)
+
+
+def kept_measures(fitted: StepCosts, probed: StepCosts) -> StepCosts:
+    """``fitted`` (a refit of runs' requests) with what the probe measured apart, which
+    no run's requests measure again: the small chunk's cost and the micro-batch's."""
+    prefill = replace(
+        fitted.prefill,
+        small_chunk_tokens=probed.prefill.small_chunk_tokens,
+        small_chunk_context_ms=probed.prefill.small_chunk_context_ms,
+    )
+    return replace(fitted, prefill=prefill, micro_batch=probed.micro_batch)
 
 
 def _interleaved_rows(decode: DecodeCost, rows: _Rows) -> list[tuple[list[float], float]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.engine.predict.calibration import PROBE, Calibration, Coverage
+from workbench.engine.predict.costs import StepCosts
 from workbench.engine.predict.probe import LONG, SEQUENCES, SHORT
 
 DECODE_BAR = 0.25
@@ -38,6 +39,7 @@ def describe(calibration: Calibration) -> list[str]:
             if p.small_chunk_tokens
             else ""
         ),
+        _micro_batch_line(calibration.costs),
         f"request overhead {calibration.costs.request_overhead_ms:.1f} ms; a step of prompt "
         f"beside generating ones {interleaved:+.1f} ms besides both"
         + (" (a saving: never below the dearer part alone)" if interleaved < 0 else ""),
@@ -49,6 +51,17 @@ def describe(calibration: Calibration) -> list[str]:
         _spans_line(calibration.coverage),
         f"for {calibration.model}, {calibration.machine}; from {calibration.source}",
     ]
+
+
+def _micro_batch_line(costs: StepCosts) -> str:
+    m = costs.micro_batch
+    if m is None:
+        return f"measured at -ub {costs.ubatch_size}; another -ub not measured: it holds there only"
+    return (
+        f"measured at -ub {costs.ubatch_size}; each micro-batch {m.base_ms:.1f} ms + "
+        f"{m.per_context_token_ms * 1000:.2f} µs per context token besides its tokens "
+        f"(from -ub {m.measured_at} against {costs.ubatch_size})"
+    )
 
 
 def _held_back_line(calibration: Calibration) -> str:

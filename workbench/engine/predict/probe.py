@@ -1,8 +1,9 @@
 """A machine's calibration measured: the real llama-server started with the settings to
 calibrate, a short fixed set of requests sent (prompts of a few lengths alone, 1 to 8
 requests generating together, a long context, a prompt arriving while others generate, a
-long prompt alone),
-their server ``timings`` fitted with ``calibration.fit_costs``.
+long prompt alone), their server ``timings`` fitted with ``calibration.fit_costs``; then two
+prompts alone at this ``-ub`` and, the server restarted, at another
+(``calibration.micro_batch_cost``), so that one calibration prices every ``-ub``.
 
 The measuring is bounded (``limit_s``, 60 s at most): what has not finished by then is left
 out, the fit made of what was measured and the calibration's note says so. Every way out
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import RequestsWorkload
 from workbench.engine.config.server_settings import ServerSettings
@@ -28,7 +30,7 @@ from workbench.engine.measure.sized_prompts import (
     template_overhead,
 )
 from workbench.engine.measure.workload import make_client
-from workbench.engine.models.sliding_window import DEFAULT_BATCH
+from workbench.engine.models.sliding_window import DEFAULT_BATCH, micro_batch
 from workbench.engine.predict.calibration import (
     PROBE,
     Calibration,
@@ -36,6 +38,7 @@ from workbench.engine.predict.calibration import (
     fit_costs,
     held_settings,
     machine_identity,
+    micro_batch_cost,
     model_identity,
     now,
     small_chunk_cost,
@@ -53,6 +56,7 @@ INTERLEAVED = 256  # the prompt that arrives while two others generate
 LONG_PROMPT = 1536  # alone, last (the dearest): attention over a long prompt's own tokens
 SMALL_CHUNK = 48  # then that prompt again, this much longer: a small chunk over a cache
 SMALL_CHUNKS = 3  # how many times, each on the cache the one before left
+UBATCH_PROMPTS = (256, 1024)  # alone at two -ub values: what a micro-batch costs besides
 SMALL_CHUNK_MAX = 63
 """The largest chunk that pays the small chunk's cost a token pair: on the CPU build,
 chunks of 32 to 63 tokens cost about twice a 512-token chunk's, 64 and over 1 to 1.3 times
@@ -133,6 +137,51 @@ class Probed:
     measured_s: float
     finished: list[str]  # the phases measured in time
     records: list[RequestRecord] = field(default_factory=list)  # a tune refits with them
+
+
+def other_ubatch(ubatch: int) -> int:
+    """The second ``-ub`` the probe measures at: an eighth of a large one (the server's 512:
+    64), eight times a small one, so both differ by several micro-batches a prompt."""
+    return ubatch // 8 if ubatch >= 256 else ubatch * 8
+
+
+async def micro_batches(
+    server: LlamaServer, tokenizer: ServerTokenizer, log_path: Path, deadline: float
+) -> tuple[list[RequestRecord], list[RequestRecord], int]:
+    """``UBATCH_PROMPTS``, each alone and fresh, at ``server``'s ``-ub``, then the same
+    prompts at ``other_ubatch`` of it on a server started for them (``server`` stopped
+    first: a model's weights twice may not fit), in the same minute: the records at each
+    and the other ``-ub``."""
+    settings = server.settings
+    own = micro_batch(settings.batch_size, settings.ubatch_size)
+    at = other_ubatch(own)
+    texts = [
+        (await sized_prompt(tokenizer, f"Micro-batch {k}.", n, 950 + k)).text
+        for k, n in enumerate(UBATCH_PROMPTS)
+    ]
+    alone = [Phase(f"prompt of {n}", (n,), 1) for n in UBATCH_PROMPTS]
+    first = [
+        r
+        for p, t in zip(alone, texts, strict=True)
+        for r in await send(server, p, [t], 950, deadline)
+    ]
+    await asyncio.to_thread(server.stop)
+    other = LlamaServer(
+        server.binary,
+        server.model,
+        replace(settings, ubatch_size=at),
+        log_path.with_name(f"{log_path.stem}-ub{at}{log_path.suffix}"),
+    )
+    try:
+        await other.start()
+        second = [
+            r
+            for p, t in zip(alone, texts, strict=True)
+            for r in await send(other, p, [t], 960, deadline)
+        ]
+    finally:
+        await asyncio.to_thread(other.stop)
+    return first, second, at
 
 
 def probe_batch(settings: ServerSettings) -> int:
@@ -227,6 +276,9 @@ async def probe(
     server = LlamaServer(binary, model, settings, log_path)
     records: list[RequestRecord] = []
     chunked: list[RequestRecord] = []
+    ubatched: tuple[list[RequestRecord], list[RequestRecord], int] = ([], [], 0)
+    own_ubatch = micro_batch(settings.batch_size, settings.ubatch_size)
+    other_failed = ""
     finished: list[str] = []
     try:
         await server.start()
@@ -266,17 +318,30 @@ async def probe(
                 except TimeoutError:
                     break
                 say("  small chunks: measured")
+        if len(finished) == len(phases(settings.slots)):
+            try:
+                async with asyncio.timeout(deadline - time.monotonic()):
+                    ubatched = await micro_batches(server, tokenizer, log_path, deadline)
+            except TimeoutError:
+                pass
+            except WorkbenchError as exc:  # the second server: the rest still stands
+                other_failed = f" (its server failed: {exc})"
         measured_s = time.monotonic() - started
     finally:
         await asyncio.to_thread(server.stop)
     left = [p.name for p in phases(settings.slots) if p.name not in finished]
     if not any(r.ok for r in chunked):
         left.append("small chunks")
+    micro = micro_batch_cost(ubatched[0], own_ubatch, ubatched[1], ubatched[2])
+    if micro is None:
+        left.append("another -ub" + other_failed)
+    else:
+        say(f"  another -ub ({micro.measured_at}): measured")
     note = f"not measured within the {limit_s:g} s bound: {', '.join(left)}" if left else ""
     hardware = fingerprint(binary)
-    fit = fit_costs(records, settings.batch_size)
+    fit = fit_costs(records, settings.batch_size, own_ubatch)
     small = small_chunk_cost(fit.costs.prefill, chunked, SMALL_CHUNK_MAX)
-    costs = replace(fit.costs, prefill=small)
+    costs = replace(fit.costs, prefill=small, micro_batch=micro)
     calibration = Calibration(
         costs,
         fit.quality,

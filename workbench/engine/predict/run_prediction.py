@@ -42,12 +42,14 @@ class NoCalibration(WorkbenchError):
 @dataclass(frozen=True)
 class Wanted:
     """What a configuration's calibration must hold for: this machine, its model file, the
-    server's build and the settings that change a step's cost."""
+    server's build, the settings that change a step's cost and its ``-ub`` (which a
+    calibration that measured the micro-batch prices at any value)."""
 
     machine: str
     model: str
     build: str | None
     settings: dict[str, Any]
+    ubatch_size: int | None = None
 
     @classmethod
     def of(cls, config: RunConfig, hardware: Hardware, model: Path) -> Wanted:
@@ -56,29 +58,34 @@ class Wanted:
             model_identity(model),
             hardware.llama_server_build,
             held_settings(config.server),
+            config.server.ubatch_size,
         )
 
     @property
     def key(self) -> tuple[str, tuple[tuple[str, Any], ...]]:
         """Configurations of one key share one calibration."""
-        return self.model, tuple(sorted(self.settings.items()))
+        return self.model, tuple(sorted(self._asked.items()))
+
+    @property
+    def _asked(self) -> dict[str, Any]:
+        return {**self.settings, "ubatch_size": self.ubatch_size}
 
     def stored(self, folder: Path | None = None) -> Calibration | None:
-        return find(self.machine, self.model, self.build, self.settings, folder)
+        return find(self.machine, self.model, self.build, self._asked, folder)
 
     def stored_file(self, folder: Path | None = None) -> tuple[Path, Calibration] | None:
         """The stored calibration with its file (the probe's before a session's fit)."""
-        return stored(self.machine, self.model, self.build, self.settings, folder)
+        return stored(self.machine, self.model, self.build, self._asked, folder)
 
     def refused(self, folder: Path | None = None) -> list[str]:
         """Why each file stored for this was not used, one line each."""
-        return refused(self.machine, self.model, self.build, self.settings, folder)
+        return refused(self.machine, self.model, self.build, self._asked, folder)
 
     def settings_text(self) -> str:
-        """The held settings that differ from the defaults, as ``name=value``: what tells
-        this calibration from the default one."""
-        default = held_settings(ServerSettings())
-        changed = [f"{k}={v}" for k, v in self.settings.items() if v != default[k]]
+        """The settings that differ from the defaults, as ``name=value``: what tells this
+        calibration from the default one."""
+        default = {**held_settings(ServerSettings()), "ubatch_size": None}
+        changed = [f"{k}={v}" for k, v in self._asked.items() if v != default[k]]
         return ", ".join(changed) or "the default settings"
 
     def missing(self, label: str) -> str:

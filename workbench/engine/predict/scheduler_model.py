@@ -15,8 +15,8 @@ Left out: the unified KV pool filling up (``-kvu``: the server halves its batch 
 token, fails every slot), context shift (off by default), the RAM prompt cache
 (``--cache-ram``, which the workbench turns off), speculative decoding, multimodal chunks and
 the context checkpoints of SWA and recurrent models. ``-ub`` only splits one decode into
-physical batches: it changes a step's cost, which the calibration measures at its ``-ub``,
-and no scheduling rule of a plain transformer.
+micro-batches: it changes a step's cost (``StepCosts.chunk_ms``) and no scheduling rule of
+a plain transformer.
 
 ``predicted_records`` writes the prediction as the records a measured run would have, so
 ``figures.summaries.summarize`` computes every ``concurrency.csv`` figure from them, under
@@ -36,7 +36,7 @@ from workbench.engine.base.records import RequestRecord, TokenChunk
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.client import http_error, stopped_short
 from workbench.engine.models.memory import layout_of, slot_context
-from workbench.engine.models.sliding_window import DEFAULT_BATCH
+from workbench.engine.models.sliding_window import DEFAULT_BATCH, DEFAULT_UBATCH, micro_batch
 from workbench.engine.predict.costs import StepCosts
 
 DEFAULT_SIMILARITY = 0.1
@@ -103,18 +103,20 @@ class Request:
 
 @dataclass(frozen=True)
 class ServerShape:
-    """What of a llama-server's settings decides its scheduling: its slots, the context
-    each slot gets, continuous batching, ``-b`` and ``--slot-prompt-similarity``."""
+    """What of a llama-server's settings decides its scheduling and a step's micro-batches:
+    its slots, the context each slot gets, continuous batching, ``-b``, ``-ub`` (as the
+    server runs it: at most ``-b``) and ``--slot-prompt-similarity``."""
 
     slots: int
     ctx_per_slot: int
     cont_batching: bool = True
     batch_size: int = DEFAULT_BATCH
     slot_prompt_similarity: float = DEFAULT_SIMILARITY
+    ubatch_size: int = DEFAULT_UBATCH
 
     def __post_init__(self) -> None:
-        if self.slots < 1 or self.ctx_per_slot < 1 or self.batch_size < 1:
-            raise ValueError(f"a server needs slots, context and batch >= 1: {self}")
+        if min(self.slots, self.ctx_per_slot, self.batch_size, self.ubatch_size) < 1:
+            raise ValueError(f"a server needs slots, context and batches >= 1: {self}")
 
     @classmethod
     def of(cls, settings: ServerSettings, train_ctx: int = 0) -> ServerShape:
@@ -132,6 +134,7 @@ class ServerShape:
             ctx_per_slot=slot_context(layout.cells_per_slot, train_ctx),
             cont_batching=settings.cont_batching,
             batch_size=settings.batch_size or DEFAULT_BATCH,
+            ubatch_size=micro_batch(settings.batch_size, settings.ubatch_size),
         )
 
 
@@ -444,7 +447,7 @@ class _Server:
                 if not task.started and not self._start_prompt(slot, task):
                     continue
                 take = min(task.request.prompt_tokens - task.in_cache, shape.batch_size - batch)
-                prefill_ms += costs.prefill.ms(take, task.in_cache)
+                prefill_ms += costs.chunk_ms(take, task.in_cache, shape.ubatch_size)
                 task.in_cache += take
                 batch += take
                 if task.in_cache == task.request.prompt_tokens:

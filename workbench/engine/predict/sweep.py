@@ -26,7 +26,7 @@ from workbench.engine.measure.workload import arrival_offsets
 from workbench.engine.models.gguf_tokenizer import estimator_for
 from workbench.engine.models.memory import read_model_facts
 from workbench.engine.models.model_file import resolve_model
-from workbench.engine.models.sliding_window import DEFAULT_BATCH
+from workbench.engine.models.sliding_window import DEFAULT_BATCH, micro_batch
 from workbench.engine.predict.calibration import ChatTokens
 from workbench.engine.predict.costs import StepCosts
 from workbench.engine.predict.scheduler_model import (
@@ -283,6 +283,29 @@ def chunk_note(predicted: PredictedConfig) -> str | None:
         f"{predicted.config.label}: -b {batch} is below the smallest -b the model has been "
         f"checked at ({CHECKED_BATCH}): its steps of a few prompt tokens may cost otherwise "
         "than predicted, and its prompt times and stalls with them"
+    )
+
+
+CHECKED_UBATCH = (64, 512)
+"""The ``-ub`` values between which a prediction priced from a calibration at another
+``-ub`` (``StepCosts.chunk_ms``) has been checked against the real server
+(``bench/predict_accuracy.py``'s mixed rows at ``-b`` 2048)."""
+
+
+def ubatch_note(predicted: PredictedConfig, costs: StepCosts) -> str | None:
+    """Where ``predicted`` runs at a ``-ub`` its costs were not measured at and outside
+    ``CHECKED_UBATCH``, that its prompt times and stalls are priced beyond what has been
+    checked; else None."""
+    server = predicted.config.server
+    ubatch = micro_batch(server.batch_size, server.ubatch_size)
+    low, high = CHECKED_UBATCH
+    if ubatch == costs.ubatch_size or low <= ubatch <= high:
+        return None
+    return (
+        f"{predicted.config.label}: -ub {ubatch} is priced from the calibration's -ub "
+        f"{costs.ubatch_size} by what a micro-batch costs, which has been checked against "
+        f"the real server from -ub {low} to {high} only: its prompt times and stalls may "
+        "differ"
     )
 
 

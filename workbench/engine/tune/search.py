@@ -38,7 +38,7 @@ from workbench.engine.measure.prompts import load_prompts
 from workbench.engine.models.gguf_header import loadable_model
 from workbench.engine.models.memory import MIB, read_model_facts
 from workbench.engine.models.model_file import resolve_model
-from workbench.engine.models.sliding_window import DEFAULT_BATCH
+from workbench.engine.models.sliding_window import DEFAULT_BATCH, DEFAULT_UBATCH, micro_batch
 from workbench.engine.predict.calibration import (
     Calibration,
     CalibrationError,
@@ -46,6 +46,7 @@ from workbench.engine.predict.calibration import (
     coverage,
     fit_costs,
     held_settings,
+    kept_measures,
 )
 from workbench.engine.predict.describe import doubts
 from workbench.engine.predict.probe import LIMIT_S, probe_batch
@@ -349,7 +350,10 @@ class Search:
         """Each member of a calibrated group through the scheduler model."""
         by_group: dict[tuple[tuple[str, Any], ...], list[Candidate]] = {}
         for c in members:
-            if c.group in self.calibrations and c.measured is None:
+            calibration = self.calibrations.get(c.group)
+            # a calibration that did not measure the micro-batch holds at its own -ub alone
+            ubatch = c.config.server.ubatch_size or DEFAULT_UBATCH
+            if calibration and calibration.costs.holds_at(ubatch) and c.measured is None:
                 by_group.setdefault(c.group, []).append(c)
         for key, group in by_group.items():
             calibration = self.calibrations[key]
@@ -499,23 +503,25 @@ class Search:
 
     def _refit(self, c: Candidate, fitting: list[Candidate]) -> None:
         """The run's records added to its group's calibration, refitted, and the group's
-        candidates not yet measured predicted again. A run at another ``-b`` than the
-        probe's is not: its steps took other chunks (and a ``-b`` below ``-ub`` cut the
-        micro-batch down)."""
+        candidates not yet measured predicted again. A run at another ``-b`` or ``-ub``
+        than the probe's is not: its steps took other chunks or micro-batches."""
         if c.group not in self.calibrations or c.measured is None or not c.measured.records:
             return
-        batch = probe_batch(c.config.server)
-        if (c.config.server.batch_size or DEFAULT_BATCH) != batch:
+        server, probed = c.config.server, self.calibrations[c.group].costs
+        batch = probe_batch(server)
+        if (server.batch_size or DEFAULT_BATCH) != batch or (
+            micro_batch(server.batch_size, server.ubatch_size) != probed.ubatch_size
+        ):
             return
         records = self.fitted.setdefault(c.group, [])
         records += c.measured.records
         try:
-            fit = fit_costs(records, batch)
+            fit = fit_costs(records, batch, probed.ubatch_size)
         except CalibrationError:
             return
         refitted = replace(
             self.calibrations[c.group],
-            costs=fit.costs,
+            costs=kept_measures(fit.costs, probed),
             quality=fit.quality,
             coverage=fit.coverage,
             source="refitted by the tune",

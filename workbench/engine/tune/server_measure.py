@@ -16,7 +16,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,7 +30,6 @@ from workbench.engine.measure.hardware import fingerprint
 from workbench.engine.predict.calibration import (
     Calibration,
     find,
-    held_settings,
     machine_identity,
     model_identity,
     save,
@@ -208,7 +207,7 @@ class ServerMeasure:
 
     def stored(self, settings: ServerSettings) -> Calibration | None:
         machine, model, build = self._identity
-        return find(machine, model, build, held_settings(settings))
+        return find(machine, model, build, asdict(settings))
 
     def probe(
         self, settings: ServerSettings, limit_s: float, tick: Tick

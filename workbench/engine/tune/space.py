@@ -24,9 +24,10 @@ from workbench.engine.config.settings import Field, fields_of
 
 MAX_CANDIDATES = 4096
 DEFAULT_SPACE = "slots"
-STALL_SPACE = "slots; batch_size"
+STALL_SPACE = "slots; batch_size; ubatch_size"
 """The space searched by default for a stall SLO: ``-b`` is the lever of a long prompt's
-freeze (its chunk per step), so it is searched beside the slots."""
+freeze (its chunk per step) and ``-ub`` what each micro-batch of that chunk costs besides,
+so both are searched beside the slots (one calibration ranks every value of both)."""
 NOT_SEARCHED = ("model", "port", "extra_args", "startup_timeout_s")
 _BOUND = re.compile(r"^([a-z_]+)\s*(>=|<=|>|<)\s*(\S+)$")
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
@@ -149,10 +150,11 @@ class Space:
 
 
 def parse_space(text: str, draft_model: str | None = None, stalls: bool = False) -> Space:
-    """``--space`` (empty: ``slots``, its usual values, and ``batch_size`` with them where
-    an SLO limits ``stalls``), one clear error naming the setting for an unknown name or a
-    bad value. With ``draft_model``, every combination is tried with that draft model and
-    without one, unless the space names ``draft_model`` itself."""
+    """``--space`` (empty: ``slots``, its usual values, and ``batch_size`` and
+    ``ubatch_size`` with them where an SLO limits ``stalls``), one clear error naming the
+    setting for an unknown name or a bad value. With ``draft_model``, every combination is
+    tried with that draft model and without one, unless the space names ``draft_model``
+    itself."""
     default = STALL_SPACE if stalls else DEFAULT_SPACE
     parts = [p.strip() for p in (text.strip() or default).split(";") if p.strip()]
     axes: dict[str, tuple[Any, ...]] = {}
