@@ -3,14 +3,15 @@
 One probe calibrates the machine (``predict.probe``, at most 60 s); then each configuration
 of a sweep (slots 1, 2, 4 and 8 x a short and a long prompt, a burst and a Poisson arrival)
 and the mixed experiment (``experiments/long-prompt-stalls.toml``'s traffic at each
-``--mixed-batch`` value of ``-b``: three chats streaming while a 2,924-token document
-arrives) is predicted from that calibration and measured on the real llama-server, side by
-side in one run, and the errors are printed as a Markdown table with their medians (the
-longest stall as well). The probe runs at the server's own ``-b``, so the mixed rows at
-other values say how far one calibration predicts another chunk size:
+``--mixed-batch`` value of ``-b``, then at ``-b`` 2048 and each ``--mixed-ubatch`` value of
+``-ub``: three chats streaming while a 2,924-token document arrives) is predicted from that
+calibration and measured on the real llama-server, side by side in one run, and the errors
+are printed as a Markdown table with their medians (the longest stall as well). The probe
+runs at the server's own ``-b`` and ``-ub``, so the mixed rows at other values say how far
+one calibration predicts another chunk or micro-batch size:
 
   .venv/bin/python bench/predict_accuracy.py [--slots 1,2,4,8] [--requests 8]
-      [--mixed-batch 2048,256,64] [--out DIR]
+      [--mixed-batch 2048,256,64] [--mixed-ubatch 512,128,64] [--out DIR]
 
 Error is (predicted - measured) / measured. The machine is shared and its load drifts, so a
 row's error is as much the drift between the probe and that run as the model's. Where the
@@ -51,14 +52,15 @@ WORKLOADS = {
 
 
 MIXED = "mixed (long-prompt stalls)"
+MIXED_UBATCH = "mixed at -b 2048"
 TRACE = Path(__file__).resolve().parent.parent / "resources/traces/long-prompt-stalls.jsonl"
 JUDGED = (*COMPARED, "stall_max_s")
 
 
-def mixed_text(batch_sizes: str) -> str:
+def mixed_text(sweep: str) -> str:
     return (
         "name = 'accuracy'\n[server]\nslots = 4\nctx = 16384\ncache_ram_mib = 0\n"
-        f"batch_size = [{batch_sizes}]\n"
+        f"{sweep}\n"
         f"[workload]\narrival = 'trace'\ntrace = '{TRACE}'\nignore_eos = true\n"
         "temperature = 0.0\nwarmup = 0\n"
     )
@@ -76,6 +78,7 @@ def main() -> None:
     parser.add_argument("--slots", default="1,2,4,8")
     parser.add_argument("--requests", type=int, default=8)
     parser.add_argument("--mixed-batch", default="2048,256,64", help="-b of the mixed runs")
+    parser.add_argument("--mixed-ubatch", default="512,128,64", help="-ub of the mixed runs")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="predict-accuracy-"))
@@ -87,7 +90,9 @@ def main() -> None:
     print(f"calibrated in {probed.measured_s:.0f} s: {calibration.costs}")
     rows: list[tuple[str, list[float | None]]] = []
     texts = {n: experiment_text(args.slots, w, args.requests) for n, w in WORKLOADS.items()}
-    for name, text in {**texts, MIXED: mixed_text(args.mixed_batch)}.items():
+    texts[MIXED] = mixed_text(f"batch_size = [{args.mixed_batch}]")
+    texts[MIXED_UBATCH] = mixed_text(f"batch_size = 2048\nubatch_size = [{args.mixed_ubatch}]")
+    for name, text in texts.items():
         experiment = parse_experiment(text)
         predicted = predict_experiment(
             experiment, calibration.costs, PromptSource(), calibration.template_tokens or 0
