@@ -1,0 +1,123 @@
+"""A watch of the real llama-server while the project's own client sends to it: the rules
+``slot_tasks`` relies on, measured (b11434), and the watched times against the client's."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+import pytest
+
+from workbench.engine.base.records import RequestRecord
+from workbench.engine.config.server_settings import ServerSettings
+from workbench.engine.measure.sized_prompts import ServerTokenizer, sized_prompt
+from workbench.engine.predict.probe import Phase, send
+from workbench.engine.server.llama_server import LlamaServer
+from workbench.engine.watch.watcher import Watched, watch
+
+pytestmark = pytest.mark.server
+
+Load = Callable[[LlamaServer], Awaitable[list[RequestRecord]]]
+Polls = list[tuple[float, list[dict]]]
+
+
+async def watched_while(
+    server_binary, model_path, tmp_path, interval_s: float, load: Load
+) -> tuple[Watched, list[RequestRecord], Polls]:
+    """``load`` sent to a fresh server (2 slots, -b 512) while a watch polls it."""
+    settings = replace(ServerSettings(), slots=2, ctx=2 * 4096, batch_size=512)
+    server = LlamaServer(server_binary, model_path, settings, tmp_path / "server.log")
+    polls: Polls = []
+    stop = asyncio.Event()
+    try:
+        await server.start()
+        watching = asyncio.create_task(
+            watch(
+                server.base_url,
+                interval_s,
+                None,
+                stop=stop,
+                on_poll=lambda t, s: polls.append((t, s)),
+            )
+        )
+        await asyncio.sleep(0.3)
+        records = await load(server)
+        await asyncio.sleep(3 * interval_s)
+        stop.set()
+        watched = await watching
+    finally:
+        await asyncio.to_thread(server.stop)
+    return watched, records, polls
+
+
+def prompts(tokens: int, answer: int) -> Load:
+    async def load(server: LlamaServer) -> list[RequestRecord]:
+        tokenizer = ServerTokenizer(server.base_url, "completions")
+        text = (await sized_prompt(tokenizer, "Watched.", tokens, 7)).text
+        return await send(
+            server, Phase("watched", (tokens,), answer), [text], 0, time.monotonic() + 300
+        )
+
+    return load
+
+
+def test_a_long_prompts_task_is_seen_on_its_prompt_then_decoding_then_gone(
+    server_binary, model_path, tmp_path, capsys
+):
+    interval = 0.05
+    watched, (record,), polls = asyncio.run(
+        watched_while(server_binary, model_path, tmp_path, interval, prompts(1500, 20))
+    )
+    assert record.ok, record.error
+    timings = record.timings
+    (task,) = [t for t in watched.tasks.tasks if not t.missed]
+    assert task.prompt_tokens == timings["prompt_n"] + timings["cache_n"]
+    # the last tokens come between two polls: read from what the idle slot kept
+    assert task.decoded == timings["predicted_n"]
+
+    def at(t_ns: int | None) -> float:
+        assert t_ns is not None
+        return (t_ns - watched.started_ns) / 1e9
+
+    first, done = at(record.t_first_token_ns), at(record.t_done_ns)
+    with capsys.disabled():
+        print(
+            f"\nseen {task.seen_s:.3f} s, decoding {task.decoding_s:.3f} (client's first token "
+            f"{first:.3f}), gone {task.gone_s:.3f} (client's end {done:.3f}); task id {task.task}"
+        )
+    assert task.seen_s < first - 1.0  # seen on its prompt: seconds of it at -b 512
+    assert task.decoding_s is not None and task.gone_s is not None
+    slack = interval + 0.1  # a poll's own wait, and the /slots snapshot a step old
+    assert -0.05 <= task.decoding_s - first <= slack
+    assert -0.05 <= task.gone_s - done <= slack
+    # never shown on its prompt again once a poll has shown it decoding
+    decoded = [
+        (s["n_decoded"] or 0)
+        for _, slots in polls
+        for s in slots
+        if s["id_task"] == task.task and s["is_processing"]
+    ]
+    assert decoded == sorted(decoded) and decoded[0] == 0 and decoded[-1] > 0
+    # the prompt's progress moves chunk by chunk (-b 512): 0, 512, 1024 processed
+    processed = {
+        s["n_prompt_tokens_processed"]
+        for _, slots in polls
+        for s in slots
+        if s["id_task"] == task.task and s["is_processing"] and not s["n_decoded"]
+    }
+    assert processed <= {0, 512, 1024} and len(processed) >= 2
+
+
+def test_a_task_between_two_polls_leaves_its_id_and_its_tokens_on_the_slot(
+    server_binary, model_path, tmp_path
+):
+    watched, (record,), _ = asyncio.run(
+        watched_while(server_binary, model_path, tmp_path, 1.0, prompts(8, 2))
+    )
+    assert record.ok, record.error
+    (missed,) = watched.tasks.tasks
+    assert missed.missed and missed.prompt_tokens is None
+    timings = record.timings
+    assert missed.sequence_tokens == timings["prompt_n"] + timings["predicted_n"] - 1

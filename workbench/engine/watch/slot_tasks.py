@@ -1,0 +1,130 @@
+"""The tasks a llama-server runs, as its ``/slots`` shows them poll by poll: each task's
+slot and id, when a poll first showed it, first showed it decoding, last showed it and
+showed it gone, its prompt and cached tokens and what it decoded.
+
+The rules are the server's measured behaviour, not its fields' names (b11434,
+``tests/engine/watch/test_slot_tasks_real.py``):
+
+- A slot never used has no ``id_task``; an idle one keeps its last task's id, with
+  ``is_processing`` false and ``n_decoded`` 0.
+- While a prompt is processed ``n_decoded`` is 0, ``n_prompt_tokens`` counts the prompt up
+  to the end of the chunk in the step under way and ``n_prompt_tokens_processed`` the
+  chunks done (512, 1,024, 1,500 for a 1,500-token prompt at ``-b 512``): a prompt's
+  progress is known chunk by chunk.
+- A task decodes once ``n_decoded > 0``: its prompt is then ``n_prompt_tokens_processed``
+  plus ``n_prompt_tokens_cache``, and ``n_prompt_tokens`` grows with each decoded token.
+- Task ids do not count requests (one run read 6, then 116, then 125).
+- An ended task leaves its id on its idle slot, and its prompt and answer less one token
+  as ``n_prompt_tokens`` (1,519 for 1,500 and 20): what it decoded after the last poll is
+  read there, and a task that started and ended between two polls is counted as missed,
+  with those tokens.
+
+Only counts and times are kept, never text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class WatchedTask:
+    """One task as the polls saw it, times in seconds on the watch's clock. ``gone_s``:
+    the first poll that showed its slot idle or on another task (None: still running when
+    the watch ended); ``running_at_start``: the first poll already showed it (its start is
+    before the watch). A ``missed`` task ran between two polls: ``seen_s`` and ``gone_s``
+    are those polls, and ``sequence_tokens`` its prompt and answer less one, as its slot
+    kept them."""
+
+    slot: int
+    task: int
+    seen_s: float
+    last_s: float
+    decoding_s: float | None = None
+    gone_s: float | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    decoded: int = 0
+    running_at_start: bool = False
+    missed: bool = False
+    sequence_tokens: int | None = None
+
+
+class SlotTasks:
+    """Turns polls of ``/slots`` (each ``sampler.normalise_slots``'s list, at a time) into
+    ``WatchedTask``s."""
+
+    def __init__(self) -> None:
+        self._open: dict[int, WatchedTask] = {}
+        self._last_task: dict[int, int | None] = {}
+        self._last_s: float | None = None
+        self.done: list[WatchedTask] = []
+
+    @property
+    def tasks(self) -> list[WatchedTask]:
+        """Every task seen so far, those ended first, then those still running."""
+        return [*self.done, *self._open.values()]
+
+    def observe(self, t_s: float, slots: list[dict[str, Any]]) -> list[WatchedTask]:
+        """One poll's slots at ``t_s``; returns the tasks this poll showed ended."""
+        ended: list[WatchedTask] = []
+        first = self._last_s is None
+        for slot in slots:
+            number, task = slot.get("id"), slot.get("id_task")
+            if number is None:
+                continue
+            running = self._open.get(number)
+            if slot.get("is_processing") and task is not None:
+                if running is not None and running.task != task:
+                    ended.append(self._close(number, t_s))
+                    running = None
+                if running is None:
+                    running = WatchedTask(number, task, t_s, t_s, running_at_start=first)
+                self._open[number] = _seen(running, t_s, slot)
+            else:
+                if running is not None:
+                    ended.append(self._close(number, t_s, slot))
+                known = self._last_task.get(number)
+                if not first and task is not None and task != known:
+                    ended.append(self._missed(number, task, t_s, slot))
+            self._last_task[number] = task
+        self._last_s = t_s
+        return ended
+
+    def _close(self, slot: int, t_s: float, idle: dict[str, Any] | None = None) -> WatchedTask:
+        """The task on ``slot`` ended at ``t_s``; where its slot is ``idle`` with its id,
+        what it decoded is read from what the slot kept (prompt and answer less one)."""
+        task = replace(self._open.pop(slot), gone_s=t_s)
+        kept = idle.get("n_prompt_tokens") if idle and idle.get("id_task") == task.task else None
+        if kept is not None and task.prompt_tokens is not None:
+            task = replace(task, decoded=max(task.decoded, kept - task.prompt_tokens + 1))
+        self.done.append(task)
+        return task
+
+    def _missed(self, slot: int, task: int, t_s: float, entry: dict[str, Any]) -> WatchedTask:
+        assert self._last_s is not None
+        found = WatchedTask(
+            slot,
+            task,
+            self._last_s,
+            self._last_s,
+            gone_s=t_s,
+            missed=True,
+            sequence_tokens=entry.get("n_prompt_tokens"),
+        )
+        self.done.append(found)
+        return found
+
+
+def _seen(task: WatchedTask, t_s: float, slot: dict[str, Any]) -> WatchedTask:
+    """``task`` as one more poll showed it running: decoding from the first poll that
+    showed a token decoded, its prompt read there."""
+    decoded = slot.get("n_decoded") or 0
+    task = replace(task, last_s=t_s, decoded=max(task.decoded, decoded))
+    if decoded > 0 and task.decoding_s is None:
+        processed = slot.get("n_prompt_tokens_processed")
+        cached = slot.get("n_prompt_tokens_cache")
+        prompt = None if processed is None else processed + (cached or 0)
+        task = replace(task, decoding_s=t_s, prompt_tokens=prompt, cached_tokens=cached)
+    return task
