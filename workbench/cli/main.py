@@ -22,6 +22,7 @@ from workbench.cli import (
     run_commands,
     session_commands,
     tune_commands,
+    watch_commands,
 )
 from workbench.cli.exit_codes import EXIT_CANCELLED, EXIT_ERROR
 from workbench.cli.tables import output_console, print_error
@@ -42,6 +43,7 @@ COMMANDS = (
     calibrate_commands.add_calibrate,
     predict_commands.add_predict,
     tune_commands.add_tune,
+    watch_commands.add_watch,
     run_commands.add_gui,
     preferences_commands.add_preferences,
     agent_commands.add_fetch,
