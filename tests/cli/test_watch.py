@@ -4,36 +4,50 @@ for an address it cannot watch."""
 from __future__ import annotations
 
 import socket
+from dataclasses import replace
 
 from workbench.cli.main import main
-from workbench.cli.watch_commands import summary, task_line
+from workbench.cli.watch_commands import summary_lines, task_line
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
-from workbench.engine.watch.watcher import Watched
+from workbench.engine.watch.summary import summarize
+from workbench.engine.watch.watcher import Load, Watched
 from workbench.mock_server.process import MockProcess
 
 
 def test_an_ended_task_reads_in_one_line_of_80_columns():
-    long = WatchedTask(1, 116, 0.3, 4.5, 4.4, 4.53, 1500, 1024, 19)
+    long = WatchedTask(1, 116, 0.3, 4.5, 4.4, 4.53, 1500, 1024, 19, decoded_all=True)
     line = task_line(long)
     assert line == "slot  1  task    116  prompt 1,500 (1,024 cached), 19 tokens out, 4.23 s seen"
+    # its slot went straight on to another task: its last tokens were not seen
+    assert "19 tokens out" in task_line(replace(long, decoded_all=False)).replace("≥", "")
+    assert ", ≥19 tokens out" in task_line(replace(long, decoded_all=False))
     missed = WatchedTask(0, 125, 4.9, 4.9, gone_s=5.5, missed=True, sequence_tokens=9)
     assert task_line(missed).endswith("ran between two polls (9 tokens of prompt and answer)")
     early = WatchedTask(3, 999999, 0.0, 9.0, 0.0, 9.1, 123456, None, 4096, running_at_start=True)
     for task in (long, missed, early):
         assert len(task_line(task)) <= 80, task_line(task)
-    assert task_line(early).endswith("4,096 tokens out, ≥9.10 s seen")  # it began before
+    assert task_line(early).endswith("≥4,096 tokens out, ≥9.10 s seen")  # it began before
 
 
-def test_the_summary_says_the_polls_the_tasks_and_each_slots_busy_share():
+def test_the_summary_says_the_polls_the_tasks_the_queue_and_the_verdict():
     tasks = SlotTasks()
     tasks.done = [WatchedTask(0, 1, 0.0, 1.0, gone_s=1.1), WatchedTask(1, 2, 0.0, 0.0, missed=True)]
-    watched = Watched(0, tasks, polls=10, unanswered=2, busy={0: 4}, seconds=1.2)
-    assert summary(watched) == [
-        "watched 1.2 s: 10 polls answered, 2 not (the server down or slow); 2 tasks ended "
-        "(1 between two polls, seen by the id it left), 0 running",
-        "  slot 0: busy in 40% of the polls",
-        "  slot 1: busy in 0% of the polls",
+    loads = [Load(t / 10, 2.0, float(t % 3), 100.0 * t, 10.0 * t) for t in range(10)]
+    watched = Watched(0, tasks, 10, 2, {0: 10, 1: 8}, 8, loads, seconds=1.0)
+    lines = summary_lines(summarize(watched))
+    assert lines == [
+        "watched 1.0 s: 10 polls answered, 2 not (the server down or slow)",
+        "  2 tasks ended (1 between two polls, seen by the id it left), 0 running",
+        "  slot 0: busy in 100% of the polls",
+        "  slot 1: busy in 80% of the polls",
+        "  queue: p50 1, p90 2, max 2; a queue in 60% of the polls",
+        "  wait in the queue: 0.45 s a request (estimated, Little's law)",
+        "  requests in the server at once: p50 3, p90 4, p99 4, max 4",
+        "  prompt 1,000.0 tok/s, generated 100.0 tok/s over the watch (its counters)",
+        "verdict: all 2 slots were busy 80% of the watch and requests queued up to 2 deep "
+        "(60% of the watch): the slots were the bottleneck",
     ]
+    assert all(len(line) <= 80 for line in lines[:-1])
 
 
 def test_it_watches_a_llama_servers_slots_for_the_time_given(capsys):
@@ -43,8 +57,9 @@ def test_it_watches_a_llama_servers_slots_for_the_time_given(capsys):
     finally:
         mock.stop()
     out = capsys.readouterr().out
-    assert f"watching {mock.url} (/slots every 0.05 s; for 1 s)" in out
-    assert "polls answered; 0 tasks ended, 0 running" in out
+    assert f"watching {mock.url} (every 0.05 s; for 1 s)" in out
+    assert "0 tasks ended, 0 running" in out and "queue: p50 0, p90 0, max 0" in out
+    assert "verdict: no request was seen in the server during the watch" in out
 
 
 def test_an_address_it_cannot_watch_is_one_line(capsys):

@@ -1,6 +1,7 @@
-"""``workbench watch``: a running llama-server watched, not loaded: its ``/slots`` polled
-(``engine/watch``), a line for each task as it ends, each slot's state live on a terminal,
-and what the watch saw at its end (the duration, or Ctrl-C)."""
+"""``workbench watch``: a running server watched, not loaded: its ``/slots`` and
+``/metrics`` polled (``engine/watch``), a line for each task as it ends, each slot's state
+and the queue live on a terminal, and what the watch saw at its end (the duration, or
+Ctrl-C), with a verdict."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from workbench.cli.bounds import Duration, Number
 from workbench.engine.base.words import plural
 from workbench.engine.server.external import api_key_headers, normalise_base_url, split_credentials
 from workbench.engine.watch.slot_tasks import WatchedTask
-from workbench.engine.watch.watcher import MIN_INTERVAL_S, Watched, watch
+from workbench.engine.watch.summary import WatchSummary, summarize
+from workbench.engine.watch.watcher import MIN_INTERVAL_S, Load, Watched, watch
 
 WATCH_FOR = Duration(1, 7 * 24 * 3600)
 INTERVAL_S = Number(float, ())
@@ -29,10 +31,11 @@ BAR = 20  # characters of a slot's progress bar: the live view reads at 80 colum
 def add_watch(sub: Any) -> None:
     parser = sub.add_parser(
         "watch",
-        help="watch a running llama-server's slots (sends no load)",
-        description="Poll a running llama-server's /slots and show its tasks as they run "
-        "and end: which slot, its prompt and cached tokens, what it decoded. It sends no "
-        "load. Ctrl-C (or --for) ends the watch and prints what it saw.",
+        help="watch a running server's slots and queue (sends no load)",
+        description="Poll a running server's /slots and /metrics and show its tasks as "
+        "they run and end (which slot, its prompt and cached tokens, what it decoded) and "
+        "its queue. It sends no load. Ctrl-C (or --for) ends the watch and prints what it "
+        "saw, with a verdict.",
     )
     parser.add_argument("url", help="the server's address, e.g. http://127.0.0.1:8080")
     parser.add_argument(
@@ -66,45 +69,63 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
     url, headers = split_credentials(normalise_base_url(args.url))
     headers |= api_key_headers(args.api_key_env)
     console.print(
-        f"watching {escape(url)} (/slots every {args.interval:g} s; "
+        f"watching {escape(url)} (every {args.interval:g} s; "
         f"{'Ctrl-C ends it' if args.duration is None else f'for {args.duration:g} s'})"
     )
     view = SlotsView()
     with Live(view.table(), console=console, auto_refresh=False, transient=True) as live:
 
-        def on_poll(t_s: float, slots: list[dict]) -> None:
-            view.slots = slots
+        def on_start(watched: Watched) -> None:
+            for line in what_is_watched(watched):
+                live.console.print(line)
+
+        def on_poll(t_s: float, slots: list[dict] | None, load: Load | None) -> None:
+            view.slots, view.load = slots or [], load or view.load
             live.update(view.table(), refresh=True)
 
         def on_ended(task: WatchedTask) -> None:
             live.console.print(task_line(task))
 
-        watched = asyncio.run(_until_interrupted(url, args, headers, on_poll, on_ended))
-    for line in summary(watched):
+        watched = asyncio.run(_until_interrupted(url, args, headers, on_ended, on_poll, on_start))
+    for line in summary_lines(summarize(watched)):
         console.print(line)
     return 0
 
 
+def what_is_watched(watched: Watched) -> list[str]:
+    """What the first poll found to watch, where it is less than both endpoints."""
+    said = []
+    if not watched.slots_on:
+        said.append("no /slots (vLLM and SGLang have none; llama-server: --no-slots): no tasks")
+    if watched.kind is None:
+        said.append("no /metrics (llama-server: start it with --metrics): the queue is not seen")
+    return said
+
+
 async def _until_interrupted(
-    url: str, args: argparse.Namespace, headers: dict[str, str], on_poll: Any, on_ended: Any
+    url: str, args: argparse.Namespace, headers: dict[str, str], *on: Any
 ) -> Watched:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
         loop.add_signal_handler(signal.SIGINT, stop.set)
+    on_ended, on_poll, on_start = on
     try:
-        return await watch(url, args.interval, args.duration, headers, on_ended, stop, on_poll)
+        return await watch(
+            url, args.interval, args.duration, headers, on_ended, stop, on_poll, on_start
+        )
     finally:
         with contextlib.suppress(NotImplementedError):
             loop.remove_signal_handler(signal.SIGINT)
 
 
 class SlotsView:
-    """One row a slot: its task, what it is doing and how far (a bar of its prompt while
-    processed, of its context while decoding)."""
+    """One row a slot: its task, what it is doing and how far (a bar of the context it
+    holds), and below them the requests running and waiting, where ``/metrics`` says."""
 
     def __init__(self) -> None:
         self.slots: list[dict] = []
+        self.load: Load | None = None
 
     def table(self) -> Table:
         table = Table(box=None, pad_edge=False)
@@ -124,6 +145,9 @@ class SlotsView:
                 tokens,
                 _bar(sequence, n_ctx) if busy else "",
             )
+        load = self.load
+        if load is not None and load.running is not None and load.waiting is not None:
+            table.caption = f"{load.running:.0f} running, {load.waiting:.0f} waiting"
         return table
 
 
@@ -147,26 +171,49 @@ def task_line(task: WatchedTask) -> str:
     if task.cached_tokens:
         prompt += f" ({task.cached_tokens:,} cached)"
     out = "1 token" if task.decoded == 1 else f"{task.decoded:,} tokens"
+    if not task.decoded_all:  # its slot went on to another task: its last tokens unseen
+        out = "≥" + out
     at_least = "≥" if task.running_at_start else ""  # it began before the watch
     took = "" if task.gone_s is None else f", {at_least}{task.gone_s - task.seen_s:.2f} s seen"
     return head + f"{prompt}, {out} out{took}"
 
 
-def summary(watched: Watched) -> list[str]:
-    """What the watch saw, in a few lines: its polls, the tasks ended and running, and each
-    slot's busy share."""
-    tasks = watched.tasks
-    missed = sum(1 for t in tasks.done if t.missed)
-    running = len(tasks.tasks) - len(tasks.done)
+def summary_lines(s: WatchSummary) -> list[str]:
+    """What the watch saw, in a few lines of at most 80 columns: its polls and tasks, each
+    slot's busy share, the queue and the requests at once where ``/metrics`` said, and the
+    verdict."""
     lines = [
-        f"watched {watched.seconds:.1f} s: {plural(watched.polls, 'poll')} answered"
-        + (f", {watched.unanswered} not (the server down or slow)" if watched.unanswered else "")
-        + f"; {plural(len(tasks.done), 'task')} ended"
-        + (f" ({missed} between two polls, seen by the id it left)" if missed else "")
-        + f", {running} running"
+        f"watched {s.seconds:.1f} s: {plural(s.polls, 'poll')} answered"
+        + (f", {s.unanswered} not (the server down or slow)" if s.unanswered else ""),
+        f"  {plural(s.tasks_ended, 'task')} ended"
+        + (
+            f" ({s.tasks_missed} between two polls, seen by the id it left)"
+            if s.tasks_missed
+            else ""
+        )
+        + f", {s.tasks_running} running",
     ]
-    lines += [
-        f"  slot {slot}: busy in {watched.busy_share(slot):.0%} of the polls"
-        for slot in sorted(watched.busy | {t.slot: 0 for t in tasks.tasks})
+    lines += [f"  slot {slot}: busy in {share:.0%} of the polls" for slot, share in s.busy.items()]
+    if s.queue_max is not None and s.queued_share is not None:
+        lines.append(
+            f"  queue: p50 {s.queue_p50:.0f}, p90 {s.queue_p90:.0f}, max {s.queue_max:.0f}; "
+            f"a queue in {s.queued_share:.0%} of the polls"
+        )
+    if s.wait_estimate_s is not None:
+        lines.append(
+            f"  wait in the queue: {s.wait_estimate_s:.2f} s a request (estimated, Little's law)"
+        )
+    if s.in_server_max is not None:
+        lines.append(
+            f"  requests in the server at once: p50 {s.in_server_p50:.0f}, p90 "
+            f"{s.in_server_p90:.0f}, p99 {s.in_server_p99:.0f}, max {s.in_server_max:.0f}"
+        )
+    rates = [
+        f"{what} {rate:,.1f} tok/s"
+        for what, rate in (("prompt", s.prompt_tok_s), ("generated", s.output_tok_s))
+        if rate is not None
     ]
+    if rates:
+        lines.append("  " + ", ".join(rates) + " over the watch (its counters)")
+    lines.append(f"verdict: {s.verdict}")
     return lines

@@ -56,6 +56,7 @@ def test_a_task_is_seen_on_its_prompt_then_decoding_then_gone():
     # its prompt is what was processed and cached once it decoded, not n_prompt_tokens
     # the last poll showed 16 decoded; the idle slot kept 1,519 = 1,500 + 20 - 1
     assert (long.prompt_tokens, long.cached_tokens, long.decoded) == (1500, 0, 20)
+    assert long.decoded_all
     assert (short.slot, short.task, short.prompt_tokens, short.decoded) == (0, 116, 8, 2)
     assert short.seen_s == short.decoding_s == 4.846 and short.gone_s == 4.897
     assert not long.running_at_start and not long.missed
@@ -85,6 +86,7 @@ def test_a_slot_that_goes_to_another_task_between_polls_ends_the_one_before():
     tasks.observe(0.0, [slot(0, 3, True, 100, 100, 4)])
     (ended,) = tasks.observe(0.1, [slot(0, 9, True, 50, 0, 0)])
     assert (ended.task, ended.gone_s) == (3, 0.1)
+    assert ended.decoded == 4 and not ended.decoded_all  # its last tokens left no trace
     assert [t.task for t in tasks.tasks] == [3, 9]
 
 

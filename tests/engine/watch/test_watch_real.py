@@ -39,7 +39,7 @@ async def watched_while(
                 interval_s,
                 None,
                 stop=stop,
-                on_poll=lambda t, s: polls.append((t, s)),
+                on_poll=lambda t, slots, load: polls.append((t, slots or [])),
             )
         )
         await asyncio.sleep(0.3)
@@ -121,3 +121,60 @@ def test_a_task_between_two_polls_leaves_its_id_and_its_tokens_on_the_slot(
     assert missed.missed and missed.prompt_tokens is None
     timings = record.timings
     assert missed.sequence_tokens == timings["prompt_n"] + timings["predicted_n"] - 1
+
+
+def test_the_queue_is_the_servers_deferred_requests_seen_a_step_late(
+    server_binary, model_path, tmp_path
+):
+    """One slot: a 2,000-token prompt, and two short requests once it is under way. They
+    wait (``requests_deferred`` 2, ``requests_processing`` 1), but /metrics is a snapshot
+    refreshed once per step: no poll shows them waiting before the long prompt's step
+    ends. The token counters add up to what the requests' timings say."""
+    loads = []
+
+    async def run() -> tuple[list[RequestRecord], Watched]:
+        settings = replace(ServerSettings(), slots=1, ctx=4096)
+        server = LlamaServer(server_binary, model_path, settings, tmp_path / "server.log")
+        stop = asyncio.Event()
+        try:
+            await server.start()
+            tokenizer = ServerTokenizer(server.base_url, "completions")
+            texts = [
+                (await sized_prompt(tokenizer, f"Queued {k}.", n, 20 + k)).text
+                for k, n in enumerate((2000, 16, 16))
+            ]
+            watching = asyncio.create_task(
+                watch(
+                    server.base_url,
+                    0.1,
+                    None,
+                    stop=stop,
+                    on_poll=lambda t, slots, load: loads.append(load) if load else None,
+                )
+            )
+            deadline = time.monotonic() + 300
+
+            async def one(k: int, after_s: float, answer: int) -> list[RequestRecord]:
+                await asyncio.sleep(after_s)
+                phase = Phase("queued", (len(texts[k]),), answer)
+                return await send(server, phase, [texts[k]], 10 * k, deadline)
+
+            found = await asyncio.gather(one(0, 0.0, 30), one(1, 0.4, 10), one(2, 0.5, 10))
+            await asyncio.sleep(0.5)
+            stop.set()
+            watched = await watching
+        finally:
+            await asyncio.to_thread(server.stop)
+        return [r for records in found for r in records], watched
+
+    records, watched = asyncio.run(run())
+    assert all(r.ok for r in records), [r.error for r in records]
+    long_first = (records[0].t_first_token_ns - watched.started_ns) / 1e9
+    waiting = [(load.t_s, load.waiting, load.running) for load in loads]
+    assert max(w for _, w, _ in waiting) == 2
+    assert all(r == 1 for _, w, r in waiting if w == 2)
+    # a step late: not one poll during the long prompt's step saw the two waiting
+    assert all(w == 0 for t, w, _ in waiting if t < long_first - 0.3)
+    last = loads[-1]
+    assert last.prompt_tokens == sum(r.timings["prompt_n"] for r in records)
+    assert last.output_tokens == sum(r.timings["predicted_n"] for r in records)

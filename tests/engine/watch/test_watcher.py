@@ -1,12 +1,15 @@
-"""What cannot be watched is one line: nothing at the address, a server without /slots, an
-answer that is no list of slots; a server that stops answering mid-watch is counted, not
-ended on."""
+"""What cannot be watched is one line: nothing at the address, neither /slots nor an LLM
+server's /metrics; a llama-server is watched by both, vLLM by its metrics alone; a server
+that stops answering mid-watch is counted, not ended on."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import http.server
 import re
 import socket
+import threading
 
 import pytest
 
@@ -23,15 +26,8 @@ def test_nothing_at_the_address_is_one_line():
         asyncio.run(watch(url, 0.05, 0.2))
 
 
-@pytest.mark.parametrize(
-    ("kind", "said"),
-    [
-        (VLLM.key, re.escape("gives no /slots (404): a llama-server started with --no-slots")),
-        (LLAMACPP.key, None),
-    ],
-)
-def test_a_server_without_slots_is_refused_and_one_with_them_is_watched(kind, said):
-    async def watched():
+def test_a_llama_server_is_watched_by_both_and_vllm_by_its_metrics():
+    async def watched(kind):
         server = MockServer(Timing(0, 0, 4, 1), kind)
         await server.start()
         try:
@@ -39,12 +35,30 @@ def test_a_server_without_slots_is_refused_and_one_with_them_is_watched(kind, sa
         finally:
             await server.close()
 
-    if said:
-        with pytest.raises(WatchError, match=said):
-            asyncio.run(watched())
-        return
-    result = asyncio.run(watched())
-    assert result.polls >= 3 and result.unanswered == 0 and result.tasks.tasks == []
+    llama = asyncio.run(watched(LLAMACPP.key))
+    assert llama.slots_on and llama.kind is LLAMACPP
+    assert llama.polls >= 3 and llama.unanswered == 0 and llama.tasks.tasks == []
+    assert len(llama.loads) == llama.polls and llama.loads[0].waiting == 0
+    vllm = asyncio.run(watched(VLLM.key))
+    assert not vllm.slots_on and vllm.kind is VLLM and len(vllm.loads) == vllm.polls
+
+
+def test_an_address_of_neither_endpoint_is_refused_in_one_line(tmp_path):
+    """A web server that is no LLM server: 404 for both."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as web:
+        threading.Thread(target=web.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{web.server_address[1]}"
+        try:
+            with pytest.raises(WatchError) as refused:
+                asyncio.run(watch(url, 0.05, 0.3))
+        finally:
+            web.shutdown()
+    assert str(refused.value) == (
+        f"{url} gives neither llama-server's /slots nor an LLM server's /metrics (/slots "
+        "404, /metrics 404): start llama-server with --slots or --metrics, or point at the "
+        "server itself"
+    )
 
 
 def test_a_server_that_stops_answering_mid_watch_is_counted_down():

@@ -33,9 +33,11 @@ class WatchedTask:
     """One task as the polls saw it, times in seconds on the watch's clock. ``gone_s``:
     the first poll that showed its slot idle or on another task (None: still running when
     the watch ended); ``running_at_start``: the first poll already showed it (its start is
-    before the watch). A ``missed`` task ran between two polls: ``seen_s`` and ``gone_s``
-    are those polls, and ``sequence_tokens`` its prompt and answer less one, as its slot
-    kept them."""
+    before the watch); ``decoded_all``: ``decoded`` is all it decoded, read from its idle
+    slot (else what the last poll showed: a slot that went straight to another task keeps
+    no trace of its last tokens). A ``missed`` task ran between two polls: ``seen_s`` and
+    ``gone_s`` are those polls, and ``sequence_tokens`` its prompt and answer less one, as
+    its slot kept them."""
 
     slot: int
     task: int
@@ -47,6 +49,7 @@ class WatchedTask:
     cached_tokens: int | None = None
     decoded: int = 0
     running_at_start: bool = False
+    decoded_all: bool = False
     missed: bool = False
     sequence_tokens: int | None = None
 
@@ -98,7 +101,8 @@ class SlotTasks:
         task = replace(self._open.pop(slot), gone_s=t_s)
         kept = idle.get("n_prompt_tokens") if idle and idle.get("id_task") == task.task else None
         if kept is not None and task.prompt_tokens is not None:
-            task = replace(task, decoded=max(task.decoded, kept - task.prompt_tokens + 1))
+            decoded = max(task.decoded, kept - task.prompt_tokens + 1)
+            task = replace(task, decoded=decoded, decoded_all=True)
         self.done.append(task)
         return task
 

@@ -1,9 +1,13 @@
-"""Watching a running llama-server: its ``/slots`` polled at an interval, each answer
-bounded in bytes and time, turned into tasks (``slot_tasks``). The workbench sends no load.
+"""Watching a running server: its ``/slots`` and ``/metrics`` polled together at an interval,
+each answer bounded in bytes and time; the slots turned into tasks (``slot_tasks``), the
+metrics into the requests running and waiting and the token counters. The workbench sends
+no load.
 
-A poll that takes more than half the interval stretches the next wait to twice what it
-took (a slow server is not polled harder); a server that stops answering mid-watch is
-counted down, not ended on.
+Either endpoint may be off (llama-server: ``--no-slots``; ``/metrics`` only with
+``--metrics``; vLLM and SGLang have no ``/slots``): the watch keeps what the other gives,
+and refuses an address that gives neither. A poll that takes more than half the interval
+stretches the next wait to twice what it took (a slow server is not polled harder); a
+server that stops answering mid-watch is counted down, not ended on.
 """
 
 from __future__ import annotations
@@ -13,71 +17,140 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.server_kinds import ServerKind, detect, parse_metrics, total
 from workbench.engine.measure.sampler import normalise_slots
-from workbench.engine.net.bounded_http import get
+from workbench.engine.net.bounded_http import Answer, get
 from workbench.engine.net.http_stream import ConnectFailed
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
 
-MAX_SLOTS_BYTES = 4 * 1024 * 1024  # a /slots of 1,024 slots is well under 1 MiB
+MAX_BYTES = 4 * 1024 * 1024  # a /slots of 1,024 slots, a /metrics page: well under 1 MiB
 DEADLINE_S = 2.0  # one poll's answer, whole
 MIN_INTERVAL_S = 0.02
 
 
 class WatchError(WorkbenchError):
-    """The address cannot be watched: nothing answers, no ``/slots``, a refused key."""
+    """The address cannot be watched: nothing answers, neither endpoint, a refused key."""
+
+
+@dataclass(frozen=True)
+class Load:
+    """One ``/metrics`` poll at ``t_s``: the requests running and waiting, and the prompt
+    and generated token counters (None where the server gives none)."""
+
+    t_s: float
+    running: float | None
+    waiting: float | None
+    prompt_tokens: float | None
+    output_tokens: float | None
 
 
 @dataclass
 class Watched:
-    """What a watch saw: its tasks, its polls (answered and not), and for each slot the
-    polls that showed it busy. Its times are seconds after ``started_ns``
-    (``time.perf_counter_ns``, the clock a run's records keep)."""
+    """What a watch saw: its tasks and polls (answered and not), for each slot the polls
+    that showed it busy and those that showed every slot busy, and each ``/metrics`` poll.
+    Its times are seconds after ``started_ns`` (``time.perf_counter_ns``, the clock a run's
+    records keep). ``kind``: the server family its metrics name (None: no metrics)."""
 
     started_ns: int = 0
     tasks: SlotTasks = field(default_factory=SlotTasks)
     polls: int = 0
     unanswered: int = 0
     busy: dict[int, int] = field(default_factory=dict)
+    all_busy: int = 0
+    loads: list[Load] = field(default_factory=list)
+    slots_on: bool = True
+    kind: ServerKind | None = None
     seconds: float = 0.0
 
     def busy_share(self, slot: int) -> float:
         """The share of answered polls that showed ``slot`` busy."""
         return self.busy.get(slot, 0) / max(1, self.polls)
 
+    def count(self, t_s: float, slots: list[dict] | None, metrics: dict | None) -> None:
+        """One poll's answers (None: not given, or not answered)."""
+        if slots is None and metrics is None:
+            self.unanswered += 1
+            return
+        self.polls += 1
+        if slots is not None:
+            busy = [s["id"] for s in slots if s.get("is_processing") and s.get("id") is not None]
+            for slot in busy:
+                self.busy[slot] = self.busy.get(slot, 0) + 1
+            self.all_busy += bool(slots) and len(busy) == len(slots)
+        if metrics is not None and self.kind is not None:
+            k = self.kind
+            self.loads.append(
+                Load(
+                    t_s,
+                    total(metrics, k.running),
+                    total(metrics, k.waiting),
+                    total(metrics, k.prompt_tokens),
+                    total(metrics, k.output_tokens),
+                )
+            )
 
-def _slots_of(answer_body: bytes) -> list[dict] | None:
+
+def _slots_of(answer: Answer | None) -> list[dict] | None:
+    if answer is None or answer.status != 200:
+        return None
     try:
-        data = json.loads(answer_body)
+        data = json.loads(answer.body)
     except ValueError:
         return None
     return normalise_slots(data) if isinstance(data, list) else None
 
 
-async def first_poll(base_url: str, headers: dict[str, str]) -> list[dict]:
-    """The first ``/slots``, or a ``WatchError`` that says in one line why the address
-    cannot be watched."""
+def _metrics_of(answer: Answer | None) -> dict[str, float] | None:
+    if answer is None or answer.status != 200:
+        return None
     try:
-        answer = await get(base_url, "/slots", headers, MAX_SLOTS_BYTES, DEADLINE_S)
+        return parse_metrics(answer.text)
+    except ValueError:
+        return None
+
+
+async def _both(
+    base_url: str, headers: dict[str, str], slots: bool = True, metrics: bool = True
+) -> tuple[Answer | None, Answer | None]:
+    """``/slots`` and ``/metrics`` asked at once (each only where wanted)."""
+
+    async def one(path: str, wanted: bool) -> Answer | None:
+        return await get(base_url, path, headers, MAX_BYTES, DEADLINE_S) if wanted else None
+
+    found = await asyncio.gather(one("/slots", slots), one("/metrics", metrics))
+    return found[0], found[1]
+
+
+async def first_poll(
+    base_url: str, headers: dict[str, str]
+) -> tuple[list[dict] | None, dict[str, float] | None, ServerKind | None]:
+    """The first ``/slots`` and ``/metrics`` (None: off), the server family its metrics
+    name, or a ``WatchError`` that says in one line why the address cannot be watched."""
+    try:
+        slots_answer, metrics_answer = await _both(base_url, headers)
     except ConnectFailed as exc:
         raise WatchError(f"nothing answers at {base_url}: {exc}") from None
-    if answer is None:
-        raise WatchError(
-            f"{base_url}/slots did not answer within {DEADLINE_S:g} s or sent over "
-            f"{MAX_SLOTS_BYTES // 2**20} MiB"
+    statuses = [a.status for a in (slots_answer, metrics_answer) if a is not None]
+    if any(status in (401, 403) for status in statuses):
+        raise WatchError(f"{base_url} refused the request ({statuses}): check the API key")
+    slots, metrics = _slots_of(slots_answer), _metrics_of(metrics_answer)
+    kind = detect(metrics) if metrics is not None else None
+    if kind is None:
+        metrics = None  # a page of no server family's names tells nothing of its load
+    if slots is None and metrics is None:
+        said = ", ".join(
+            f"{path} {'no answer' if a is None else a.status}"
+            for path, a in (("/slots", slots_answer), ("/metrics", metrics_answer))
         )
-    if answer.status in (401, 403):
-        raise WatchError(f"{base_url} refused the request ({answer.status}): check the API key")
-    if answer.status in (404, 501):
         raise WatchError(
-            f"{base_url} gives no /slots ({answer.status}): a llama-server started with "
-            "--no-slots, or not a llama-server"
+            f"{base_url} gives neither llama-server's /slots nor an LLM server's /metrics "
+            f"({said}): start llama-server with --slots or --metrics, or point at the "
+            "server itself"
         )
-    slots = _slots_of(answer.body) if answer.status == 200 else None
-    if slots is None:
-        raise WatchError(f"{base_url}/slots is not llama-server's list of slots")
-    return slots
+    return slots, metrics, kind
 
 
 async def watch(
@@ -87,27 +160,26 @@ async def watch(
     headers: dict[str, str] | None = None,
     on_ended: Callable[[WatchedTask], None] = lambda task: None,
     stop: asyncio.Event | None = None,
-    on_poll: Callable[[float, list[dict]], None] = lambda t_s, slots: None,
+    on_poll: Callable[[float, list[dict] | None, Load | None], None] = lambda t, s, m: None,
+    on_start: Callable[[Watched], None] = lambda watched: None,
 ) -> Watched:
-    """Poll ``base_url``'s ``/slots`` every ``interval_s`` for ``duration_s`` (None: until
-    ``stop``), telling ``on_poll`` each answer's slots and ``on_ended`` each task a poll
-    showed ended."""
+    """Poll ``base_url`` every ``interval_s`` for ``duration_s`` (None: until ``stop``),
+    telling ``on_start`` what the first poll found, ``on_poll`` each poll's slots and load
+    and ``on_ended`` each task a poll showed ended."""
     headers = headers or {}
     interval_s = max(MIN_INTERVAL_S, interval_s)
     stop = stop or asyncio.Event()
     watched = Watched(time.perf_counter_ns())
-    slots: list[dict] | None = await first_poll(base_url, headers)
+    slots, metrics, watched.kind = await first_poll(base_url, headers)
+    watched.slots_on, metrics_on = slots is not None, metrics is not None
+    on_start(watched)
     wait_s = interval_s
     while True:
         now = (time.perf_counter_ns() - watched.started_ns) / 1e9
-        if slots is None:
-            watched.unanswered += 1
-        else:
-            watched.polls += 1
-            for slot in slots:
-                if slot.get("is_processing") and slot.get("id") is not None:
-                    watched.busy[slot["id"]] = watched.busy.get(slot["id"], 0) + 1
-            on_poll(now, slots)
+        before = len(watched.loads)
+        watched.count(now, slots, metrics)
+        on_poll(now, slots, watched.loads[-1] if len(watched.loads) > before else None)
+        if slots is not None:
             for task in watched.tasks.observe(now, slots):
                 on_ended(task)
         if duration_s is not None and now + wait_s > duration_s:
@@ -118,19 +190,19 @@ async def watch(
         except TimeoutError:
             pass
         asked = time.perf_counter()
-        slots = await _poll(base_url, headers)
+        slots, metrics = await _poll(base_url, headers, watched.slots_on, metrics_on)
         took = time.perf_counter() - asked
         wait_s = max(interval_s - took, 2 * took if took > interval_s / 2 else 0.0)
     watched.seconds = (time.perf_counter_ns() - watched.started_ns) / 1e9
     return watched
 
 
-async def _poll(base_url: str, headers: dict[str, str]) -> list[dict] | None:
-    """One ``/slots`` mid-watch, or None where the server did not answer with one."""
+async def _poll(
+    base_url: str, headers: dict[str, str], slots_on: bool, metrics_on: bool
+) -> tuple[list[dict] | None, dict[str, Any] | None]:
+    """One poll mid-watch: each endpoint's answer, or None where it gave none."""
     try:
-        answer = await get(base_url, "/slots", headers, MAX_SLOTS_BYTES, DEADLINE_S)
+        slots_answer, metrics_answer = await _both(base_url, headers, slots_on, metrics_on)
     except ConnectFailed:
-        return None
-    if answer is None or answer.status != 200:
-        return None
-    return _slots_of(answer.body)
+        return None, None
+    return _slots_of(slots_answer), _metrics_of(metrics_answer)

@@ -1,0 +1,131 @@
+"""What a watch saw, summed up: each slot's busy share, the queue (its depth's percentiles
+and the share of polls with one), how many requests were in the server at once, the token
+rates, the wait in the queue estimated by Little's law, and a verdict in words.
+
+Both ``/slots`` and llama-server's ``/metrics`` are snapshots the server refreshes once
+per step (measured on b11434: during a 5 s prompt step ``requests_deferred`` read 0 while
+two requests waited, and 2 once the step ended; the token counters move when a prompt or
+a task ends): a queue is seen up to a step late, and the token rates hold over seconds,
+not between two polls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from workbench.engine.figures.per_request import percentile
+from workbench.engine.watch.watcher import Load, Watched
+
+QUEUED_SHARE = 0.05
+"""Queued in more than this share of the polls, with every slot busy as often: the slots
+were the bottleneck."""
+
+
+@dataclass(frozen=True)
+class WatchSummary:
+    """A watch in figures (None where the server did not give what one needs).
+    ``wait_estimate_s`` is estimated, never measured: the mean queue depth over the rate
+    tasks ended at (Little's law)."""
+
+    seconds: float
+    polls: int
+    unanswered: int
+    slots: int
+    tasks_ended: int
+    tasks_missed: int
+    tasks_running: int
+    busy: dict[int, float]
+    all_busy_share: float | None
+    queue_p50: float | None
+    queue_p90: float | None
+    queue_max: float | None
+    queued_share: float | None
+    in_server_p50: float | None
+    in_server_p90: float | None
+    in_server_p99: float | None
+    in_server_max: float | None
+    prompt_tok_s: float | None
+    output_tok_s: float | None
+    wait_estimate_s: float | None
+    verdict: str
+
+
+def _rate(loads: list[Load], counter: str) -> float | None:
+    """A counter's increase over the polls that gave it, a second."""
+    given = [(load.t_s, getattr(load, counter)) for load in loads]
+    given = [(t, v) for t, v in given if v is not None]
+    if len(given) < 2 or given[-1][0] <= given[0][0]:
+        return None
+    return max(0.0, given[-1][1] - given[0][1]) / (given[-1][0] - given[0][0])
+
+
+def summarize(watched: Watched) -> WatchSummary:
+    tasks = watched.tasks
+    slots = sorted(watched.busy | {t.slot: 0 for t in tasks.tasks})
+    waiting = [load.waiting for load in watched.loads if load.waiting is not None]
+    in_server = [
+        load.running + load.waiting
+        for load in watched.loads
+        if load.running is not None and load.waiting is not None
+    ]
+    queued = sum(1 for w in waiting if w > 0) / len(waiting) if waiting else None
+    ended = len(tasks.done)
+    wait = None
+    if waiting and ended and watched.seconds > 0:
+        wait = (sum(waiting) / len(waiting)) / (ended / watched.seconds)
+    summary = WatchSummary(
+        seconds=watched.seconds,
+        polls=watched.polls,
+        unanswered=watched.unanswered,
+        slots=len(slots),
+        tasks_ended=ended,
+        tasks_missed=sum(1 for t in tasks.done if t.missed),
+        tasks_running=len(tasks.tasks) - ended,
+        busy={slot: watched.busy_share(slot) for slot in slots},
+        all_busy_share=(
+            watched.all_busy / watched.polls if watched.slots_on and watched.polls else None
+        ),
+        queue_p50=percentile(waiting, 50),
+        queue_p90=percentile(waiting, 90),
+        queue_max=max(waiting, default=None),
+        queued_share=queued,
+        in_server_p50=percentile(in_server, 50),
+        in_server_p90=percentile(in_server, 90),
+        in_server_p99=percentile(in_server, 99),
+        in_server_max=max(in_server, default=None),
+        prompt_tok_s=_rate(watched.loads, "prompt_tokens"),
+        output_tok_s=_rate(watched.loads, "output_tokens"),
+        wait_estimate_s=wait,
+        verdict="",
+    )
+    return replace(summary, verdict=verdict(summary))
+
+
+def verdict(s: WatchSummary) -> str:
+    """The watch in one sentence: were the slots the bottleneck, or more than enough."""
+    if s.polls == 0:
+        return "the server never answered: nothing to judge"
+    if not s.tasks_ended and not s.tasks_running and not s.in_server_max:
+        return "no request was seen in the server during the watch: nothing to judge"
+    all_busy = s.all_busy_share
+    if s.queued_share is not None and s.queued_share > QUEUED_SHARE and s.queue_max:
+        busy = f"all {s.slots} slots were busy {all_busy:.0%} of the watch and " if all_busy else ""
+        return (
+            f"{busy}requests queued up to {s.queue_max:.0f} deep ({s.queued_share:.0%} of "
+            "the watch): the slots were the bottleneck"
+        )
+    if s.in_server_max is not None and s.slots and s.in_server_max <= s.slots / 2:
+        return (
+            f"never more than {s.in_server_max:.0f} requests at once on {s.slots} slots: more "
+            "slots would only cut each user's context"
+        )
+    if s.queued_share is None:
+        busiest = max(s.busy.values(), default=0.0)
+        return (
+            f"the busiest slot was busy {busiest:.0%} of the watch (no /metrics: the queue "
+            "is not seen; start llama-server with --metrics)"
+        )
+    if not s.slots:
+        most = "" if s.in_server_max is None else f" (at most {s.in_server_max:.0f} at once)"
+        return f"requests seldom or never queued{most}: the server kept up with this load"
+    return f"requests seldom or never queued: {s.slots} slots were enough for this load"
