@@ -39,6 +39,11 @@ def fetch_counters(base_url: str, headers: dict[str, str] | None = None) -> dict
         answer = bounded_get(base_url, "/metrics", headers, MAX_METRICS_BYTES, COUNTERS_TIMEOUT_S)
     except ConnectFailed:
         return None
+    return metrics_of(answer)
+
+
+def metrics_of(answer: Answer | None) -> dict[str, float] | None:
+    """A ``/metrics`` answer's values, or None where it is no page of them."""
     if answer is None or answer.status != 200:
         return None
     try:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.base.server_kinds import ServerKind, detect, parse_metrics, total
-from workbench.engine.measure.sampler import normalise_slots
+from workbench.engine.base.server_kinds import ServerKind, detect, total
+from workbench.engine.measure.sampler import metrics_of, normalise_slots
 from workbench.engine.net.bounded_http import Answer, get
 from workbench.engine.net.http_stream import ConnectFailed
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
@@ -103,15 +103,6 @@ def _slots_of(answer: Answer | None) -> list[dict] | None:
     return normalise_slots(data) if isinstance(data, list) else None
 
 
-def _metrics_of(answer: Answer | None) -> dict[str, float] | None:
-    if answer is None or answer.status != 200:
-        return None
-    try:
-        return parse_metrics(answer.text)
-    except ValueError:
-        return None
-
-
 async def _both(
     base_url: str, headers: dict[str, str], slots: bool = True, metrics: bool = True
 ) -> tuple[Answer | None, Answer | None]:
@@ -136,7 +127,7 @@ async def first_poll(
     statuses = [a.status for a in (slots_answer, metrics_answer) if a is not None]
     if any(status in (401, 403) for status in statuses):
         raise WatchError(f"{base_url} refused the request ({statuses}): check the API key")
-    slots, metrics = _slots_of(slots_answer), _metrics_of(metrics_answer)
+    slots, metrics = _slots_of(slots_answer), metrics_of(metrics_answer)
     kind = detect(metrics) if metrics is not None else None
     if kind is None:
         metrics = None  # a page of no server family's names tells nothing of its load
@@ -205,4 +196,4 @@ async def _poll(
         slots_answer, metrics_answer = await _both(base_url, headers, slots_on, metrics_on)
     except ConnectFailed:
         return None, None
-    return _slots_of(slots_answer), _metrics_of(metrics_answer)
+    return _slots_of(slots_answer), metrics_of(metrics_answer)
