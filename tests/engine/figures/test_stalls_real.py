@@ -1,10 +1,12 @@
-"""Generation stalls on the real llama-server: a chat streaming at 2 slots while a 640-token
-prompt arrives and is processed in chunks of 64 tokens (``-b 64``) beside it. Each chunk is
-one long step for the chat, so the chat stalls about once a chunk, each stall far above its
-pace and the floor; the document's own short answer does not stall; and a chat alone does
-not stall at all. The server's ``timings.prompt_ms`` spans the document's chunks, the chat's
-decoding steps between them included, so the chat's stalls are laid on the document, and a
-short request sent while the document is processed waits for it."""
+"""Generation stalls on the real llama-server: a chat streaming at 2 slots while a
+1,280-token prompt arrives and is processed in chunks of 256 tokens (``-b 256``) beside it.
+Each chunk is one long step for the chat (about 0.55 s on the 2-core machine; chunks of 64
+took under the 0.25 s floor on a faster machine of the same kind, and stalled nothing), so
+the chat stalls about once a chunk, each stall far above its pace and the floor; the
+document's own short answer does not stall; and a chat alone does not stall at all. The
+server's ``timings.prompt_ms`` spans the document's chunks, the chat's decoding steps
+between them included, so the chat's stalls are laid on the document, and a short request
+sent while the document is processed waits for it."""
 
 from __future__ import annotations
 
@@ -27,14 +29,15 @@ from workbench.engine.store import open_session
 pytestmark = pytest.mark.server
 
 CHAT = {"timestamp": 0, "input_length": 40, "output_length": 96, "hash_ids": [1]}
-DOCUMENT = {"timestamp": 300, "input_length": 640, "output_length": 8, "hash_ids": [2, 3, 4]}
-LATE = {"timestamp": 900, "input_length": 40, "output_length": 8, "hash_ids": [5]}
+DOCUMENT = {"timestamp": 300, "input_length": 1280, "output_length": 8, "hash_ids": [2, 3, 4]}
+CHUNK = 256
+LATE = {"timestamp": 900, "input_length": 40, "output_length": 1, "hash_ids": [5]}  # no gaps
 
 
 def run(folder, rows: list[dict], slots: int = 2, heard: list | None = None):
     (folder / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (folder / "e.toml").write_text(
-        f"name = 'stalls'\n[server]\nslots = {slots}\nctx = {2048 * slots}\nbatch_size = 64\n"
+        f"name = 'stalls'\n[server]\nslots = {slots}\nctx = {2048 * slots}\nbatch_size = {CHUNK}\n"
         "[workload]\n"
         'arrival = "trace"\ntrace = "t.jsonl"\nwarmup = 0\nignore_eos = true\n'
     )
@@ -56,7 +59,7 @@ def test_a_document_processed_beside_a_chat_stalls_it(tmp_path):
     summary, _ = run(tmp_path, [CHAT, DOCUMENT])
     assert summary.value("stalled_stream_share") == 0.5  # the chat, not the document
     assert summary.value("stall_max_s") > 0.25
-    chunks = DOCUMENT["input_length"] // 64
+    chunks = DOCUMENT["input_length"] // CHUNK
     assert summary.value("stalled_s") > chunks / 2 * 0.25
     assert summary.value("gaps_within_share") < 1.0
 
@@ -83,7 +86,7 @@ def test_the_document_is_named_as_the_cause(tmp_path):
     assert stalls and all(s.cause == document.key for s in stalls)
     assert summary.value("stalled_by_prompts_share") == 1.0
     assert summary.value("stall_cause_tokens") == document.usage["prompt_tokens"]
-    assert summary.value("stall_cause_ttft_s") > placed.processed / 64 * 0.25
+    assert summary.value("stall_cause_ttft_s") > placed.processed / CHUNK * 0.25
     assert found[late.key].ttft_held_s > 0.25
     assert summary.value("ttft_held_max_s") >= found[late.key].ttft_held_s
     with (tmp_path / "out" / "requests.csv").open() as fh:
