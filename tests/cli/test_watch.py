@@ -8,10 +8,22 @@ from dataclasses import replace
 
 from workbench.cli.main import main
 from workbench.cli.watch_commands import summary_lines, task_line
+from workbench.engine.base.server_kinds import LLAMACPP
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
 from workbench.engine.watch.summary import summarize
-from workbench.engine.watch.watcher import Load, Watched
+from workbench.engine.watch.watcher import Watched
 from workbench.mock_server.process import MockProcess
+
+NAMES = (
+    "llamacpp:requests_processing",
+    "llamacpp:requests_deferred",
+    "llamacpp:prompt_tokens_total",
+    "llamacpp:tokens_predicted_total",
+)
+
+
+def slot(number: int, task: int | None, busy: bool) -> dict:
+    return {"id": number, "id_task": task, "is_processing": busy, "n_decoded": 1}
 
 
 def test_an_ended_task_reads_in_one_line_of_80_columns():
@@ -31,9 +43,15 @@ def test_an_ended_task_reads_in_one_line_of_80_columns():
 
 def test_the_summary_says_the_polls_the_tasks_the_queue_and_the_verdict():
     tasks = SlotTasks()
-    tasks.done = [WatchedTask(0, 1, 0.0, 1.0, gone_s=1.1), WatchedTask(1, 2, 0.0, 0.0, missed=True)]
-    loads = [Load(t / 10, 2.0, float(t % 3), 100.0 * t, 10.0 * t) for t in range(10)]
-    watched = Watched(0, tasks, 10, 2, {0: 10, 1: 8}, 8, loads, seconds=1.0)
+    tasks.observe(0.0, [slot(0, 1, True), slot(1, None, False)])
+    tasks.observe(1.0, [slot(0, 1, True), slot(1, 2, False)])  # task 2 between two polls
+    tasks.observe(1.1, [slot(0, 1, False), slot(1, 2, False)])
+    watched = Watched(0, tasks, 10, 2, {0: 10, 1: 8}, 8, kind=LLAMACPP, seconds=1.0)
+    for t in range(10):
+        watched.count(
+            t / 10, None, dict(zip(NAMES, (2.0, t % 3, 100.0 * t, 10.0 * t), strict=True))
+        )
+    watched.polls = 10  # the counts above were the same polls
     lines = summary_lines(summarize(watched))
     assert lines == [
         "watched 1.0 s: 10 polls answered, 2 not (the server down or slow)",

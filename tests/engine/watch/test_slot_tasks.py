@@ -4,7 +4,7 @@ one measured sequence, b11434, -np 2 -b 512: a 1,500-token prompt and 20 tokens,
 
 from __future__ import annotations
 
-from workbench.engine.watch.slot_tasks import SlotTasks
+from workbench.engine.watch.slot_tasks import KEPT, SlotTasks
 
 
 def slot(
@@ -66,7 +66,8 @@ def test_a_task_that_ran_between_two_polls_is_counted_by_the_id_it_left():
     tasks = SlotTasks()
     for at, slots in MEASURED:
         tasks.observe(at, slots)
-    missed = tasks.done[-1]
+    missed = tasks.recent[-1]
+    assert (tasks.ended, tasks.missed, tasks.running) == (3, 1, 0)
     assert (missed.slot, missed.task, missed.missed) == (1, 125, True)
     assert (missed.seen_s, missed.gone_s, missed.sequence_tokens) == (4.897, 5.5, 9)
     assert missed.prompt_tokens is None and missed.decoding_s is None
@@ -94,3 +95,12 @@ def test_a_slot_without_an_id_is_passed_over():
     tasks = SlotTasks()
     assert tasks.observe(0.0, [{"id": None, "id_task": 1, "is_processing": True}]) == []
     assert tasks.tasks == []
+
+
+def test_a_long_watch_counts_every_task_and_keeps_the_recent_ones():
+    tasks = SlotTasks()
+    for n in range(2 * KEPT + 5):  # a task a poll on one slot, each seen once, then idle
+        tasks.observe(2 * n, [slot(0, n, True, 10, 8, 2)])
+        tasks.observe(2 * n + 1, [slot(0, n, False, 9, 0, 0)])
+    assert tasks.ended == 2 * KEPT + 5 and len(tasks.recent) == KEPT
+    assert tasks.recent[-1].task == 2 * KEPT + 4

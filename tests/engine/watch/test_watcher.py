@@ -38,9 +38,9 @@ def test_a_llama_server_is_watched_by_both_and_vllm_by_its_metrics():
     llama = asyncio.run(watched(LLAMACPP.key))
     assert llama.slots_on and llama.kind is LLAMACPP
     assert llama.polls >= 3 and llama.unanswered == 0 and llama.tasks.tasks == []
-    assert len(llama.loads) == llama.polls and llama.loads[0].waiting == 0
+    assert llama.queue == {0: llama.polls} and llama.first and llama.first.waiting == 0
     vllm = asyncio.run(watched(VLLM.key))
-    assert not vllm.slots_on and vllm.kind is VLLM and len(vllm.loads) == vllm.polls
+    assert not vllm.slots_on and vllm.kind is VLLM and sum(vllm.queue.values()) == vllm.polls
 
 
 def test_an_address_of_neither_endpoint_is_refused_in_one_line(tmp_path):

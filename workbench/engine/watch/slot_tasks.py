@@ -24,6 +24,7 @@ Only counts and times are kept, never text.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -54,20 +55,38 @@ class WatchedTask:
     sequence_tokens: int | None = None
 
 
+KEPT = 1000
+"""Ended tasks kept in memory (the most recent): a watch of hours counts every task but
+keeps no more of them, so its memory stays flat."""
+
+
 class SlotTasks:
     """Turns polls of ``/slots`` (each ``sampler.normalise_slots``'s list, at a time) into
-    ``WatchedTask``s."""
+    ``WatchedTask``s: the tasks running, the last ``KEPT`` ended and how many ended (and of
+    those, ran between two polls) in all."""
 
     def __init__(self) -> None:
         self._open: dict[int, WatchedTask] = {}
         self._last_task: dict[int, int | None] = {}
         self._last_s: float | None = None
-        self.done: list[WatchedTask] = []
+        self.recent: deque[WatchedTask] = deque(maxlen=KEPT)
+        self.ended = 0
+        self.missed = 0
 
     @property
     def tasks(self) -> list[WatchedTask]:
-        """Every task seen so far, those ended first, then those still running."""
-        return [*self.done, *self._open.values()]
+        """The tasks kept: the recent ended first, then those still running."""
+        return [*self.recent, *self._open.values()]
+
+    @property
+    def running(self) -> int:
+        return len(self._open)
+
+    def _ended(self, task: WatchedTask) -> WatchedTask:
+        self.recent.append(task)
+        self.ended += 1
+        self.missed += task.missed
+        return task
 
     def observe(self, t_s: float, slots: list[dict[str, Any]]) -> list[WatchedTask]:
         """One poll's slots at ``t_s``; returns the tasks this poll showed ended."""
@@ -103,8 +122,7 @@ class SlotTasks:
         if kept is not None and task.prompt_tokens is not None:
             decoded = max(task.decoded, kept - task.prompt_tokens + 1)
             task = replace(task, decoded=decoded, decoded_all=True)
-        self.done.append(task)
-        return task
+        return self._ended(task)
 
     def _missed(self, slot: int, task: int, t_s: float, entry: dict[str, Any]) -> WatchedTask:
         assert self._last_s is not None
@@ -117,8 +135,7 @@ class SlotTasks:
             missed=True,
             sequence_tokens=entry.get("n_prompt_tokens"),
         )
-        self.done.append(found)
-        return found
+        return self._ended(found)
 
 
 def _seen(task: WatchedTask, t_s: float, slot: dict[str, Any]) -> WatchedTask:

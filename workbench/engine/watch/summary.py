@@ -11,6 +11,7 @@ not between two polls.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from workbench.engine.figures.per_request import percentile
@@ -50,26 +51,27 @@ class WatchSummary:
     verdict: str
 
 
-def _rate(loads: list[Load], counter: str) -> float | None:
-    """A counter's increase over the polls that gave it, a second."""
-    given = [(load.t_s, getattr(load, counter)) for load in loads]
-    given = [(t, v) for t, v in given if v is not None]
-    if len(given) < 2 or given[-1][0] <= given[0][0]:
+def _rate(first: Load | None, last: Load | None, counter: str) -> float | None:
+    """A counter's increase from the first ``/metrics`` poll to the last, a second."""
+    if first is None or last is None or last.t_s <= first.t_s:
         return None
-    return max(0.0, given[-1][1] - given[0][1]) / (given[-1][0] - given[0][0])
+    start, end = getattr(first, counter), getattr(last, counter)
+    if start is None or end is None:
+        return None
+    return max(0.0, end - start) / (last.t_s - first.t_s)
+
+
+def _values(counts: Counter[int]) -> list[int]:
+    """Each value as often as it was seen: what the one percentile function takes."""
+    return [value for value, n in sorted(counts.items()) for _ in range(n)]
 
 
 def summarize(watched: Watched) -> WatchSummary:
     tasks = watched.tasks
     slots = sorted(watched.busy | {t.slot: 0 for t in tasks.tasks})
-    waiting = [load.waiting for load in watched.loads if load.waiting is not None]
-    in_server = [
-        load.running + load.waiting
-        for load in watched.loads
-        if load.running is not None and load.waiting is not None
-    ]
+    waiting, in_server = _values(watched.queue), _values(watched.at_once)
     queued = sum(1 for w in waiting if w > 0) / len(waiting) if waiting else None
-    ended = len(tasks.done)
+    ended = tasks.ended
     wait = None
     if waiting and ended and watched.seconds > 0:
         wait = (sum(waiting) / len(waiting)) / (ended / watched.seconds)
@@ -79,8 +81,8 @@ def summarize(watched: Watched) -> WatchSummary:
         unanswered=watched.unanswered,
         slots=len(slots),
         tasks_ended=ended,
-        tasks_missed=sum(1 for t in tasks.done if t.missed),
-        tasks_running=len(tasks.tasks) - ended,
+        tasks_missed=tasks.missed,
+        tasks_running=tasks.running,
         busy={slot: watched.busy_share(slot) for slot in slots},
         all_busy_share=(
             watched.all_busy / watched.polls if watched.slots_on and watched.polls else None
@@ -93,8 +95,8 @@ def summarize(watched: Watched) -> WatchSummary:
         in_server_p90=percentile(in_server, 90),
         in_server_p99=percentile(in_server, 99),
         in_server_max=max(in_server, default=None),
-        prompt_tok_s=_rate(watched.loads, "prompt_tokens"),
-        output_tok_s=_rate(watched.loads, "output_tokens"),
+        prompt_tok_s=_rate(watched.first, watched.last, "prompt_tokens"),
+        output_tok_s=_rate(watched.first, watched.last, "output_tokens"),
         wait_estimate_s=wait,
         verdict="",
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,9 +51,12 @@ class Load:
 @dataclass
 class Watched:
     """What a watch saw: its tasks and polls (answered and not), for each slot the polls
-    that showed it busy and those that showed every slot busy, and each ``/metrics`` poll.
-    Its times are seconds after ``started_ns`` (``time.perf_counter_ns``, the clock a run's
-    records keep). ``kind``: the server family its metrics name (None: no metrics)."""
+    that showed it busy and those that showed every slot busy, and of the ``/metrics``
+    polls how often each queue depth and each number of requests in the server (running
+    and waiting) was seen, and the first and last. Its memory does not grow with its
+    length: counts, not series. Its times are seconds after ``started_ns``
+    (``time.perf_counter_ns``, the clock a run's records keep). ``kind``: the server family
+    its metrics name (None: no metrics)."""
 
     started_ns: int = 0
     tasks: SlotTasks = field(default_factory=SlotTasks)
@@ -60,7 +64,10 @@ class Watched:
     unanswered: int = 0
     busy: dict[int, int] = field(default_factory=dict)
     all_busy: int = 0
-    loads: list[Load] = field(default_factory=list)
+    queue: Counter[int] = field(default_factory=Counter)
+    at_once: Counter[int] = field(default_factory=Counter)
+    first: Load | None = None
+    last: Load | None = None
     slots_on: bool = True
     kind: ServerKind | None = None
     seconds: float = 0.0
@@ -69,28 +76,34 @@ class Watched:
         """The share of answered polls that showed ``slot`` busy."""
         return self.busy.get(slot, 0) / max(1, self.polls)
 
-    def count(self, t_s: float, slots: list[dict] | None, metrics: dict | None) -> None:
-        """One poll's answers (None: not given, or not answered)."""
+    def count(self, t_s: float, slots: list[dict] | None, metrics: dict | None) -> Load | None:
+        """One poll's answers (None: not given, or not answered); the load it read."""
         if slots is None and metrics is None:
             self.unanswered += 1
-            return
+            return None
         self.polls += 1
         if slots is not None:
             busy = [s["id"] for s in slots if s.get("is_processing") and s.get("id") is not None]
             for slot in busy:
                 self.busy[slot] = self.busy.get(slot, 0) + 1
             self.all_busy += bool(slots) and len(busy) == len(slots)
-        if metrics is not None and self.kind is not None:
-            k = self.kind
-            self.loads.append(
-                Load(
-                    t_s,
-                    total(metrics, k.running),
-                    total(metrics, k.waiting),
-                    total(metrics, k.prompt_tokens),
-                    total(metrics, k.output_tokens),
-                )
-            )
+        if metrics is None or self.kind is None:
+            return None
+        k = self.kind
+        load = Load(
+            t_s,
+            total(metrics, k.running),
+            total(metrics, k.waiting),
+            total(metrics, k.prompt_tokens),
+            total(metrics, k.output_tokens),
+        )
+        if load.waiting is not None:
+            self.queue[round(load.waiting)] += 1
+            if load.running is not None:
+                self.at_once[round(load.running + load.waiting)] += 1
+        self.first = self.first or load
+        self.last = load
+        return load
 
 
 def _slots_of(answer: Answer | None) -> list[dict] | None:
@@ -167,9 +180,7 @@ async def watch(
     wait_s = interval_s
     while True:
         now = (time.perf_counter_ns() - watched.started_ns) / 1e9
-        before = len(watched.loads)
-        watched.count(now, slots, metrics)
-        on_poll(now, slots, watched.loads[-1] if len(watched.loads) > before else None)
+        on_poll(now, slots, watched.count(now, slots, metrics))
         if slots is not None:
             for task in watched.tasks.observe(now, slots):
                 on_ended(task)
