@@ -31,6 +31,7 @@ from workbench.mock_server.generator import (
     prompt_tokens,
 )
 from workbench.mock_server.metrics_page import EXPOSITIONS, MODEL, Counters
+from workbench.mock_server.slot_table import SlotTable
 
 MAX_LOG = 100_000  # served requests kept for /mock/log
 N_CTX = 4096  # each slot's context, as /props reports it: the KV pool is slots x N_CTX
@@ -52,6 +53,7 @@ class MockServer:
         self._listener: socket.socket | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._chunks = TokenChunks()
+        self.slots = SlotTable(timing.slots, N_CTX)
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self._listener = socket.create_server((host, port), backlog=1024)
@@ -158,7 +160,7 @@ class MockServer:
                 props = {"total_slots": t.slots, "default_generation_settings": {"n_ctx": N_CTX}}
                 return 200, "application/json", json.dumps(props)
             case "/slots" if kind.slots:
-                return 200, "application/json", "[]"
+                return 200, "application/json", json.dumps(self.slots.page())
             case "/metrics":
                 return 200, "text/plain; version=0.0.4", self.metrics_text()
             case "/mock/log":
@@ -182,6 +184,7 @@ class MockServer:
         self.counters.prompt_tokens += n_prompt
         self.counters.processing += 1
         self.counters.held_tokens += n_prompt
+        slot = self.slots.take(n_prompt)
         sent = 0
         loop = asyncio.get_running_loop()
         # loop.time() is time.monotonic(); put the arrival on that clock once.
@@ -199,6 +202,7 @@ class MockServer:
                 served.sent_ns.append(time.perf_counter_ns())
                 await conn.write(data)
                 sent += n
+                self.slots.decoded(slot, sent)
                 self.counters.held_tokens += n
             self.counters.tokens_predicted += tokens
             first, last = served.sent_ns[0], served.sent_ns[-1]
@@ -221,5 +225,6 @@ class MockServer:
             await conn.write(final_chunks(chat, finish, n_prompt, tokens, timings, counted))
             self.counters.finished[finish] += 1
         finally:
+            self.slots.release(slot)
             self.counters.processing -= 1
             self.counters.held_tokens -= n_prompt + sent

@@ -11,6 +11,7 @@ import re
 import socket
 import threading
 
+import httpx
 import pytest
 
 from workbench.engine.base.server_kinds import LLAMACPP, VLLM
@@ -76,3 +77,33 @@ def test_a_server_that_stops_answering_mid_watch_is_counted_down():
 
     result = asyncio.run(watched())
     assert result.polls >= 2 and result.unanswered >= 3
+
+
+def test_the_mock_answers_slots_as_llama_server_does_and_a_watch_sees_its_tasks():
+    """Three requests on the mock's two slots (the third streams without one: the mock does
+    not queue): each slot is seen on its prompt, then decoding, then idle with its prompt
+    and answer less one, as the real server's are."""
+
+    async def watched():
+        server = MockServer(Timing(ttft_ms=150, itl_ms=10, tokens=20, slots=2), LLAMACPP.key)
+        await server.start()
+        stop = asyncio.Event()
+        try:
+            watching = asyncio.create_task(watch(server.base_url, 0.02, None, stop=stop))
+            await asyncio.sleep(0.05)
+            async with httpx.AsyncClient(base_url=server.base_url) as client:
+                body = {"prompt": "x" * 400, "max_tokens": 20, "stream": True}
+                await asyncio.gather(*(client.post("/v1/completions", json=body) for _ in range(3)))
+            await asyncio.sleep(0.1)
+            stop.set()
+            return await watching
+        finally:
+            await server.close()
+
+    result = asyncio.run(watched())
+    tasks = result.tasks.tasks
+    assert result.tasks.ended == 2 and [t.slot for t in tasks] == [0, 1]
+    for task in tasks:
+        assert task.prompt_tokens == 100 and task.decoded == 20 and task.decoded_all
+        assert task.decoding_s is not None and task.decoding_s - task.seen_s >= 0.1
+    assert len({t.task for t in tasks}) == 2
