@@ -21,7 +21,7 @@ from workbench.engine.base.words import plural
 from workbench.engine.server.external import api_key_headers, normalise_base_url, split_credentials
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import WatchSummary, summarize
-from workbench.engine.watch.watcher import MIN_INTERVAL_S, Load, Watched, watch
+from workbench.engine.watch.watcher import MIN_INTERVAL_S, Endpoints, Load, Watched, watch
 
 WATCH_FOR = Duration(1, 7 * 24 * 3600)
 INTERVAL_S = Number(float, ())
@@ -50,6 +50,12 @@ def add_watch(sub: Any) -> None:
     parser.add_argument(
         "--api-key-env", metavar="NAME", help="environment variable with the server's API key"
     )
+    parser.add_argument(
+        "--slots-url",
+        metavar="URL",
+        help="the server's own /slots where a proxy stands at URL (llama-swap, LiteLLM)",
+    )
+    parser.add_argument("--metrics-url", metavar="URL", help="the server's own /metrics, likewise")
     parser.set_defaults(handler=_watch)
 
 
@@ -68,9 +74,13 @@ def _interval(text: str) -> float:
 def _watch(args: argparse.Namespace, console: Console) -> int:
     url, headers = split_credentials(normalise_base_url(args.url))
     headers |= api_key_headers(args.api_key_env)
+    endpoints = Endpoints.of(url, args.slots_url, args.metrics_url)
+    moved = endpoints.describe(url)
     console.print(
         f"watching {escape(url)} (every {args.interval:g} s; "
-        f"{'Ctrl-C ends it' if args.duration is None else f'for {args.duration:g} s'})"
+        f"{'Ctrl-C ends it' if args.duration is None else f'for {args.duration:g} s'}"
+        + (f"; {escape(moved)}" if moved else "")
+        + ")"
     )
     view = SlotsView()
     with Live(view.table(), console=console, auto_refresh=False, transient=True) as live:
@@ -86,7 +96,9 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
         def on_ended(task: WatchedTask) -> None:
             live.console.print(task_line(task))
 
-        watched = asyncio.run(_until_interrupted(url, args, headers, on_ended, on_poll, on_start))
+        watched = asyncio.run(
+            _until_interrupted(url, args, headers, on_ended, on_poll, on_start, endpoints)
+        )
     for line in summary_lines(summarize(watched)):
         console.print(line)
     return 0
@@ -109,10 +121,10 @@ async def _until_interrupted(
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
         loop.add_signal_handler(signal.SIGINT, stop.set)
-    on_ended, on_poll, on_start = on
+    on_ended, on_poll, on_start, endpoints = on
     try:
         return await watch(
-            url, args.interval, args.duration, headers, on_ended, stop, on_poll, on_start
+            url, args.interval, args.duration, headers, on_ended, stop, on_poll, on_start, endpoints
         )
     finally:
         with contextlib.suppress(NotImplementedError):

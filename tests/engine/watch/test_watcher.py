@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from workbench.engine.base.server_kinds import LLAMACPP, VLLM
-from workbench.engine.watch.watcher import WatchError, watch
+from workbench.engine.watch.watcher import Endpoints, WatchError, watch
 from workbench.mock_server import MockServer, Timing
 
 
@@ -107,3 +107,31 @@ def test_the_mock_answers_slots_as_llama_server_does_and_a_watch_sees_its_tasks(
         assert task.prompt_tokens == 100 and task.decoded == 20 and task.decoded_all
         assert task.decoding_s is not None and task.decoding_s - task.seen_s >= 0.1
     assert len({t.task for t in tasks}) == 2
+
+
+def test_behind_a_proxy_the_servers_own_endpoints_are_watched(tmp_path):
+    """The address answers neither (a proxy in front); ``Endpoints`` names the server's."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+
+    async def watched(proxy: str):
+        server = MockServer(Timing(0, 0, 4, 1), LLAMACPP.key)
+        await server.start()
+        try:
+            asked = Endpoints.of(proxy, None, server.base_url + "/metrics?x=1")
+            assert asked.metrics == (server.base_url, "/metrics?x=1")
+            assert asked.slots == (proxy, "/slots")
+            own = Endpoints.of(proxy, server.base_url + "/slots", server.base_url + "/metrics")
+            assert own.describe(proxy) == (
+                f"slots from {server.base_url}/slots; metrics from {server.base_url}/metrics"
+            )
+            return await watch(proxy, 0.05, 0.2, endpoints=own)
+        finally:
+            await server.close()
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as web:
+        threading.Thread(target=web.serve_forever, daemon=True).start()
+        try:
+            result = asyncio.run(watched(f"http://127.0.0.1:{web.server_address[1]}"))
+        finally:
+            web.shutdown()
+    assert result.slots_on and result.kind is LLAMACPP and result.unanswered == 0

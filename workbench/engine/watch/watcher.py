@@ -19,12 +19,14 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlunsplit
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.server_kinds import ServerKind, detect, total
 from workbench.engine.measure.sampler import metrics_of, normalise_slots
 from workbench.engine.net.bounded_http import Answer, get
 from workbench.engine.net.http_stream import ConnectFailed
+from workbench.engine.server.external import parse_base_url
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
 
 MAX_BYTES = 4 * 1024 * 1024  # a /slots of 1,024 slots, a /metrics page: well under 1 MiB
@@ -116,25 +118,64 @@ def _slots_of(answer: Answer | None) -> list[dict] | None:
     return normalise_slots(data) if isinstance(data, list) else None
 
 
+@dataclass(frozen=True)
+class Endpoints:
+    """Where the watch asks for ``/slots`` and ``/metrics``: each a base URL and a path.
+    Behind a proxy (llama-swap, LiteLLM) they are the server's own, not the proxy's."""
+
+    slots: tuple[str, str]
+    metrics: tuple[str, str]
+
+    @classmethod
+    def of(
+        cls, base_url: str, slots_url: str | None = None, metrics_url: str | None = None
+    ) -> Endpoints:
+        return cls(
+            _split(slots_url) or (base_url, "/slots"), _split(metrics_url) or (base_url, "/metrics")
+        )
+
+    def describe(self, base_url: str) -> str:
+        """Where each endpoint is read, where not at ``base_url``."""
+        moved = [
+            f"{name} from {base}{path}"
+            for name, (base, path), usual in (
+                ("slots", self.slots, "/slots"),
+                ("metrics", self.metrics, "/metrics"),
+            )
+            if (base, path) != (base_url, usual)
+        ]
+        return "; ".join(moved)
+
+
+def _split(url: str | None) -> tuple[str, str] | None:
+    """A full URL as the base ``get`` connects to and the path it asks for."""
+    if url is None:
+        return None
+    parts = parse_base_url(url)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return urlunsplit((parts.scheme, parts.netloc, "", "", "")), path
+
+
 async def _both(
-    base_url: str, headers: dict[str, str], slots: bool = True, metrics: bool = True
+    endpoints: Endpoints, headers: dict[str, str], slots: bool = True, metrics: bool = True
 ) -> tuple[Answer | None, Answer | None]:
     """``/slots`` and ``/metrics`` asked at once (each only where wanted)."""
 
-    async def one(path: str, wanted: bool) -> Answer | None:
-        return await get(base_url, path, headers, MAX_BYTES, DEADLINE_S) if wanted else None
+    async def one(where: tuple[str, str], wanted: bool) -> Answer | None:
+        base, path = where
+        return await get(base, path, headers, MAX_BYTES, DEADLINE_S) if wanted else None
 
-    found = await asyncio.gather(one("/slots", slots), one("/metrics", metrics))
+    found = await asyncio.gather(one(endpoints.slots, slots), one(endpoints.metrics, metrics))
     return found[0], found[1]
 
 
 async def first_poll(
-    base_url: str, headers: dict[str, str]
+    base_url: str, headers: dict[str, str], endpoints: Endpoints | None = None
 ) -> tuple[list[dict] | None, dict[str, float] | None, ServerKind | None]:
     """The first ``/slots`` and ``/metrics`` (None: off), the server family its metrics
     name, or a ``WatchError`` that says in one line why the address cannot be watched."""
     try:
-        slots_answer, metrics_answer = await _both(base_url, headers)
+        slots_answer, metrics_answer = await _both(endpoints or Endpoints.of(base_url), headers)
     except ConnectFailed as exc:
         raise WatchError(f"nothing answers at {base_url}: {exc}") from None
     statuses = [a.status for a in (slots_answer, metrics_answer) if a is not None]
@@ -166,15 +207,18 @@ async def watch(
     stop: asyncio.Event | None = None,
     on_poll: Callable[[float, list[dict] | None, Load | None], None] = lambda t, s, m: None,
     on_start: Callable[[Watched], None] = lambda watched: None,
+    endpoints: Endpoints | None = None,
 ) -> Watched:
     """Poll ``base_url`` every ``interval_s`` for ``duration_s`` (None: until ``stop``),
     telling ``on_start`` what the first poll found, ``on_poll`` each poll's slots and load
-    and ``on_ended`` each task a poll showed ended."""
+    and ``on_ended`` each task a poll showed ended. ``endpoints``: where to ask, where not
+    at ``base_url`` (a proxy's server)."""
     headers = headers or {}
+    endpoints = endpoints or Endpoints.of(base_url)
     interval_s = max(MIN_INTERVAL_S, interval_s)
     stop = stop or asyncio.Event()
     watched = Watched(time.perf_counter_ns())
-    slots, metrics, watched.kind = await first_poll(base_url, headers)
+    slots, metrics, watched.kind = await first_poll(base_url, headers, endpoints)
     watched.slots_on, metrics_on = slots is not None, metrics is not None
     on_start(watched)
     wait_s = interval_s
@@ -192,7 +236,7 @@ async def watch(
         except TimeoutError:
             pass
         asked = time.perf_counter()
-        slots, metrics = await _poll(base_url, headers, watched.slots_on, metrics_on)
+        slots, metrics = await _poll(endpoints, headers, watched.slots_on, metrics_on)
         took = time.perf_counter() - asked
         wait_s = max(interval_s - took, 2 * took if took > interval_s / 2 else 0.0)
     watched.seconds = (time.perf_counter_ns() - watched.started_ns) / 1e9
@@ -200,11 +244,11 @@ async def watch(
 
 
 async def _poll(
-    base_url: str, headers: dict[str, str], slots_on: bool, metrics_on: bool
+    endpoints: Endpoints, headers: dict[str, str], slots_on: bool, metrics_on: bool
 ) -> tuple[list[dict] | None, dict[str, Any] | None]:
     """One poll mid-watch: each endpoint's answer, or None where it gave none."""
     try:
-        slots_answer, metrics_answer = await _both(base_url, headers, slots_on, metrics_on)
+        slots_answer, metrics_answer = await _both(endpoints, headers, slots_on, metrics_on)
     except ConnectFailed:
         return None, None
     return _slots_of(slots_answer), metrics_of(metrics_answer)
