@@ -86,6 +86,7 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
     with Live(view.table(), console=console, auto_refresh=False, transient=True) as live:
 
         def on_start(watched: Watched) -> None:
+            view.watched = watched
             for line in what_is_watched(watched):
                 live.console.print(line)
 
@@ -111,6 +112,8 @@ def what_is_watched(watched: Watched) -> list[str]:
         said.append("no /slots (vLLM and SGLang have none; llama-server: --no-slots): no tasks")
     if watched.kind is None:
         said.append("no /metrics (llama-server: start it with --metrics): the queue is not seen")
+    if watched.memory_note:
+        said.append(watched.memory_note)
     return said
 
 
@@ -133,11 +136,13 @@ async def _until_interrupted(
 
 class SlotsView:
     """One row a slot: its task, what it is doing and how far (a bar of the context it
-    holds), and below them the requests running and waiting, where ``/metrics`` says."""
+    holds), and below them the requests running and waiting, where ``/metrics`` says, and
+    the server's memory, where it is watched."""
 
     def __init__(self) -> None:
         self.slots: list[dict] = []
         self.load: Load | None = None
+        self.watched: Watched | None = None
 
     def table(self) -> Table:
         table = Table(box=None, pad_edge=False)
@@ -157,9 +162,13 @@ class SlotsView:
                 tokens,
                 _bar(sequence, n_ctx) if busy else "",
             )
+        said = []
         load = self.load
         if load is not None and load.running is not None and load.waiting is not None:
-            table.caption = f"{load.running:.0f} running, {load.waiting:.0f} waiting"
+            said.append(f"{load.running:.0f} running, {load.waiting:.0f} waiting")
+        if self.watched is not None and self.watched.memory_bytes is not None:
+            said.append(f"the server {self.watched.memory_bytes / 2**20:,.0f} MiB")
+        table.caption = "; ".join(said) or None
         return table
 
 
@@ -227,5 +236,7 @@ def summary_lines(s: WatchSummary) -> list[str]:
     ]
     if rates:
         lines.append("  " + ", ".join(rates) + " over the watch (its counters)")
+    if s.memory_max_bytes is not None:
+        lines.append(f"  the server's memory: {s.memory_max_bytes / 2**20:,.0f} MiB at most")
     lines.append(f"verdict: {s.verdict}")
     return lines

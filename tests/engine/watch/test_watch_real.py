@@ -15,6 +15,7 @@ from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.measure.sized_prompts import ServerTokenizer, sized_prompt
 from workbench.engine.predict.probe import Phase, send
 from workbench.engine.server.llama_server import LlamaServer
+from workbench.engine.watch.server_process import server_probe
 from workbench.engine.watch.watcher import Watched, watch
 
 pytestmark = pytest.mark.server
@@ -178,3 +179,24 @@ def test_the_queue_is_the_servers_deferred_requests_seen_a_step_late(
     last = loads[-1]
     assert last.prompt_tokens == sum(r.timings["prompt_n"] for r in records)
     assert last.output_tokens == sum(r.timings["predicted_n"] for r in records)
+
+
+def test_the_servers_memory_is_watched_where_it_listens_on_this_machine(
+    server_binary, model_path, tmp_path
+):
+    """Found by its port: the llama-server process itself, read at most once a second."""
+
+    async def run() -> tuple[Watched, int | None]:
+        settings = replace(ServerSettings(), slots=1, ctx=4096)
+        server = LlamaServer(server_binary, model_path, settings, tmp_path / "server.log")
+        try:
+            await server.start()
+            probe, note = server_probe(server.base_url)
+            assert probe is not None and note == "" and probe.process.pid == server.pid
+            return await watch(server.base_url, 0.1, 1.5), server.pid
+        finally:
+            await asyncio.to_thread(server.stop)
+
+    watched, _ = asyncio.run(run())
+    assert watched.memory_note == ""
+    assert watched.memory_max_bytes is not None and watched.memory_max_bytes > 50 * 2**20

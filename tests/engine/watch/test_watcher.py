@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from workbench.engine.base.server_kinds import LLAMACPP, VLLM
+from workbench.engine.watch.server_process import server_probe
 from workbench.engine.watch.watcher import Endpoints, WatchError, watch
 from workbench.mock_server import MockServer, Timing
 
@@ -38,6 +39,11 @@ def test_a_llama_server_is_watched_by_both_and_vllm_by_its_metrics():
 
     llama = asyncio.run(watched(LLAMACPP.key))
     assert llama.slots_on and llama.kind is LLAMACPP
+    # the process listening is this Python, no llama-server: its memory is not the server's
+    assert llama.memory_max_bytes is None
+    assert re.fullmatch(
+        r".* \(pid \d+\) listens on \d+, not a llama-server: no memory", llama.memory_note
+    )
     assert llama.polls >= 3 and llama.unanswered == 0 and llama.tasks.tasks == []
     assert llama.queue == {0: llama.polls} and llama.first and llama.first.waiting == 0
     vllm = asyncio.run(watched(VLLM.key))
@@ -135,3 +141,8 @@ def test_behind_a_proxy_the_servers_own_endpoints_are_watched(tmp_path):
         finally:
             web.shutdown()
     assert result.slots_on and result.kind is LLAMACPP and result.unanswered == 0
+
+
+def test_a_server_on_another_machine_has_no_memory_watched():
+    probe, note = server_probe("http://192.0.2.7:8080")
+    assert probe is None and note == "the server is on another machine: its memory is not watched"

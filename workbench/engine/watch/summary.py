@@ -48,6 +48,8 @@ class WatchSummary:
     prompt_tok_s: float | None
     output_tok_s: float | None
     wait_estimate_s: float | None
+    memory_max_bytes: int | None
+    memory_note: str
     verdict: str
 
 
@@ -98,6 +100,8 @@ def summarize(watched: Watched) -> WatchSummary:
         prompt_tok_s=_rate(watched.first, watched.last, "prompt_tokens"),
         output_tok_s=_rate(watched.first, watched.last, "output_tokens"),
         wait_estimate_s=wait,
+        memory_max_bytes=watched.memory_max_bytes,
+        memory_note=watched.memory_note,
         verdict="",
     )
     return replace(summary, verdict=verdict(summary))

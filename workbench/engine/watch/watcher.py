@@ -21,17 +21,21 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlunsplit
 
+import psutil
+
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.server_kinds import ServerKind, detect, total
-from workbench.engine.measure.sampler import metrics_of, normalise_slots
+from workbench.engine.measure.sampler import ProcessProbe, metrics_of, normalise_slots
 from workbench.engine.net.bounded_http import Answer, get
 from workbench.engine.net.http_stream import ConnectFailed
 from workbench.engine.server.external import parse_base_url
+from workbench.engine.watch.server_process import server_probe
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
 
 MAX_BYTES = 4 * 1024 * 1024  # a /slots of 1,024 slots, a /metrics page: well under 1 MiB
 DEADLINE_S = 2.0  # one poll's answer, whole
 MIN_INTERVAL_S = 0.02
+MEMORY_EVERY_S = 1.0  # the server's memory, read at most this often
 
 
 class WatchError(WorkbenchError):
@@ -73,6 +77,9 @@ class Watched:
     slots_on: bool = True
     kind: ServerKind | None = None
     seconds: float = 0.0
+    memory_bytes: int | None = None  # the server process's, at the last reading
+    memory_max_bytes: int | None = None
+    memory_note: str = ""  # why the server's memory is not watched, where it is not
 
     def busy_share(self, slot: int) -> float:
         """The share of answered polls that showed ``slot`` busy."""
@@ -220,10 +227,14 @@ async def watch(
     watched = Watched(time.perf_counter_ns())
     slots, metrics, watched.kind = await first_poll(base_url, headers, endpoints)
     watched.slots_on, metrics_on = slots is not None, metrics is not None
+    probe, watched.memory_note = server_probe(endpoints.slots[0])
     on_start(watched)
-    wait_s = interval_s
+    wait_s, weighed_s = interval_s, -MEMORY_EVERY_S
     while True:
         now = (time.perf_counter_ns() - watched.started_ns) / 1e9
+        if probe is not None and now - weighed_s >= MEMORY_EVERY_S:
+            weighed_s = now
+            probe = _weigh(watched, probe)
         on_poll(now, slots, watched.count(now, slots, metrics))
         if slots is not None:
             for task in watched.tasks.observe(now, slots):
@@ -241,6 +252,19 @@ async def watch(
         wait_s = max(interval_s - took, 2 * took if took > interval_s / 2 else 0.0)
     watched.seconds = (time.perf_counter_ns() - watched.started_ns) / 1e9
     return watched
+
+
+def _weigh(watched: Watched, probe: ProcessProbe) -> ProcessProbe | None:
+    """The server's memory now, kept in ``watched``; None once the process is gone (a
+    restarted server is another process: its memory is not followed)."""
+    try:
+        memory, _ = probe.sample()
+    except psutil.Error:
+        watched.memory_note = "the server's process ended: its memory is no longer watched"
+        return None
+    watched.memory_bytes = memory
+    watched.memory_max_bytes = max(memory, watched.memory_max_bytes or 0)
+    return probe
 
 
 async def _poll(
