@@ -19,6 +19,7 @@ from rich.table import Table
 from workbench.cli.bounds import Duration, Number
 from workbench.engine.base.words import plural
 from workbench.engine.server.external import api_key_headers, normalise_base_url, split_credentials
+from workbench.engine.watch.server_latencies import FACTS
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import WatchSummary, summarize
 from workbench.engine.watch.watcher import MIN_INTERVAL_S, Endpoints, Load, Watched, watch
@@ -236,6 +237,14 @@ def summary_lines(s: WatchSummary) -> list[str]:
     ]
     if rates:
         lines.append("  " + ", ".join(rates) + " over the watch (its counters)")
+    for found in s.server_latencies:
+        if found.p50 is None or found.p90 is None or found.p99 is None:
+            continue
+        lines.append(
+            f"  the server's {FACTS[found.fact]}: p50 {found.p50 * 1000:,.0f}, p90 "
+            f"{found.p90 * 1000:,.0f}, p99 {found.p99 * 1000:,.0f} ms of "
+            f"{found.observed:,} (its histogram)"
+        )
     if s.memory_max_bytes is not None:
         lines.append(f"  the server's memory: {s.memory_max_bytes / 2**20:,.0f} MiB at most")
     lines.append(f"verdict: {s.verdict}")

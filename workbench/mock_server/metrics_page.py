@@ -14,19 +14,38 @@ from dataclasses import dataclass, field
 from workbench.engine.base.server_kinds import LLAMACPP, SGLANG, VLLM, ServerKind
 
 MODEL = "mock"
+BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 40.0)
+"""The mock's latency histograms' upper bounds (seconds), ``+Inf`` after them."""
+
+
+@dataclass
+class Histogram:
+    """One latency histogram as a server keeps it: counts by bucket, their sum."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(BUCKETS) + 1))
+    total: float = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[next((k for k, le in enumerate(BUCKETS) if seconds <= le), len(BUCKETS))] += 1
+        self.total += seconds
 
 
 @dataclass
 class Counters:
     """What /metrics reports, so the plots and the cross-checks against server counts can be
     tested: streams in flight and the tokens they hold in the KV cache (prompt and output so
-    far), token counters, and finished requests by finish reason."""
+    far), token counters, finished requests by finish reason, and (for vLLM and SGLang) the
+    latency histograms of the finished: the queue (none: the mock does not queue), TTFT,
+    the inter-token latency and E2E."""
 
     prompt_tokens: int = 0
     tokens_predicted: int = 0
     processing: int = 0
     held_tokens: int = 0
     finished: Counter[str] = field(default_factory=Counter)
+    latencies: dict[str, Histogram] = field(
+        default_factory=lambda: {fact: Histogram() for fact in ("queue", "ttft", "itl", "e2e")}
+    )
 
 
 def _go_float(value: float) -> str:
@@ -79,7 +98,25 @@ class Exposition:
                 pairs = ",".join(f'{k}="{v}"' for k, v in (*self.labels, *extra.items()))
                 labels = f"{{{pairs}}}" if pairs else ""
                 lines.append(f"{name}{labels} {self.number(value)}")
+        for fact, names in self.kind.latencies:
+            lines += self._histogram(names[0], c.latencies[fact])
         return "\n".join(lines) + "\n"
+
+    def _histogram(self, name: str, h: Histogram) -> list[str]:
+        """A histogram family as prometheus_client writes it: cumulative buckets, count, sum."""
+        lines = [
+            f"# HELP {name} Histogram of {name.partition(':')[2]}.",
+            f"# TYPE {name} histogram",
+        ]
+        labels = ",".join(f'{k}="{v}"' for k, v in self.labels)
+        cumulative = 0
+        for le, count in zip((*BUCKETS, "+Inf"), h.counts, strict=True):
+            cumulative += count
+            bound = le if isinstance(le, str) else repr(float(le))
+            lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {self.number(cumulative)}')
+        lines.append(f"{name}_count{{{labels}}} {self.number(cumulative)}")
+        lines.append(f"{name}_sum{{{labels}}} {self.number(h.total)}")
+        return lines
 
 
 # Recorded from the servers' own source (see ``server_kinds`` for the files): llama.cpp's

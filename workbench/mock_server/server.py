@@ -9,6 +9,7 @@ actual write time is logged (``perf_counter_ns``) and served at ``GET /mock/log`
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import socket
 import time
@@ -168,6 +169,16 @@ class MockServer:
                 return 200, "application/json", body
         return None
 
+    def _observe(self, received_ns: int, sent_ns: list[int]) -> None:
+        """A finished stream into the latency histograms: no queue, its first chunk, the
+        gaps between chunks, its whole time."""
+        observed = self.counters.latencies
+        observed["queue"].observe(0.0)
+        observed["ttft"].observe((sent_ns[0] - received_ns) / 1e9)
+        for before, after in itertools.pairwise(sent_ns):
+            observed["itl"].observe((after - before) / 1e9)
+        observed["e2e"].observe((sent_ns[-1] - received_ns) / 1e9)
+
     async def _stream(
         self, conn: KernelStampedSocket, body: dict[str, Any], chat: bool, request: Request
     ) -> None:
@@ -206,6 +217,7 @@ class MockServer:
                 self.counters.held_tokens += n
             self.counters.tokens_predicted += tokens
             first, last = served.sent_ns[0], served.sent_ns[-1]
+            self._observe(request.t_received_ns, served.sent_ns)
             # "length" means max_tokens was reached; fewer tokens end as a model's own stop.
             finish = "length" if tokens == body.get("max_tokens") else "stop"
             timings = (

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import http.server
+import math
 import re
 import socket
 import threading
@@ -14,8 +15,10 @@ import threading
 import httpx
 import pytest
 
-from workbench.engine.base.server_kinds import LLAMACPP, VLLM
+from workbench.engine.base.server_kinds import LLAMACPP, SGLANG, VLLM
+from workbench.engine.watch.server_latencies import bucket_percentile, difference
 from workbench.engine.watch.server_process import server_probe
+from workbench.engine.watch.summary import summarize
 from workbench.engine.watch.watcher import Endpoints, WatchError, watch
 from workbench.mock_server import MockServer, Timing
 
@@ -146,3 +149,47 @@ def test_behind_a_proxy_the_servers_own_endpoints_are_watched(tmp_path):
 def test_a_server_on_another_machine_has_no_memory_watched():
     probe, note = server_probe("http://192.0.2.7:8080")
     assert probe is None and note == "the server is on another machine: its memory is not watched"
+
+
+@pytest.mark.parametrize("kind", [VLLM, SGLANG])
+def test_a_servers_own_latency_histograms_are_read_over_the_watch(kind):
+    """Four requests on the mock in vLLM's or SGLang's names (TTFT 150 ms, a token each
+    10 ms): the histograms' difference between the watch's first poll and its last, as
+    percentiles within their buckets."""
+
+    async def watched():
+        server = MockServer(Timing(ttft_ms=150, itl_ms=10, tokens=20), kind.key)
+        await server.start()
+        stop = asyncio.Event()
+        try:
+            async with httpx.AsyncClient(base_url=server.base_url) as client:
+                body = {"prompt": "x" * 40, "max_tokens": 20, "stream": True}
+                await client.post("/v1/completions", json=body)  # before: not counted
+                watching = asyncio.create_task(watch(server.base_url, 0.02, None, stop=stop))
+                await asyncio.sleep(0.05)
+                await asyncio.gather(*(client.post("/v1/completions", json=body) for _ in range(4)))
+            await asyncio.sleep(0.1)
+            stop.set()
+            return await watching
+        finally:
+            await server.close()
+
+    found = {f.fact: f for f in summarize(asyncio.run(watched())).server_latencies}
+    assert set(found) == {"queue", "ttft", "itl", "e2e"}
+    assert found["ttft"].observed == 4 and found["itl"].observed == 4 * 19
+    assert found["queue"].p99 <= 0.001  # none queued: all in the first bucket
+    assert 0.1 < found["ttft"].p50 <= 0.25 and 0.005 < found["itl"].p50 <= 0.02
+    assert 0.25 < found["e2e"].p90 <= 0.5
+
+
+def test_a_percentile_within_a_bucket_is_interpolated_and_one_beyond_the_last_is_its_floor():
+    buckets = {0.1: 2.0, 0.2: 6.0, math.inf: 8.0}
+    assert bucket_percentile(buckets, 50) == pytest.approx(0.15)  # rank 4: half way in (0.1, 0.2]
+    assert bucket_percentile(buckets, 25) == pytest.approx(0.1)
+    assert bucket_percentile(buckets, 99) == 0.2  # in +Inf: the last bound, a floor
+    assert bucket_percentile({0.1: 0.0, math.inf: 0.0}, 50) is None
+    # a restarted server's counts start again: the last snapshot alone
+    assert difference({0.1: 1.0, math.inf: 1.0}, {0.1: 5.0, math.inf: 9.0}) == {
+        0.1: 1.0,
+        math.inf: 1.0,
+    }

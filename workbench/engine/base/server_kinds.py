@@ -30,6 +30,15 @@ Where each set comes from (read in the servers' own source):
   ``sglang:num_requests_total``; labelled ``model_name`` (and rank labels). The ``sglang_``
   spellings some dashboards use come from a router or a Prometheus store, not the server.
 
+Their own latency histograms (``latencies``), read apart from the instant values
+(``parse_histograms``): vLLM's ``vllm:request_queue_time_seconds``,
+``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds``
+(``vllm:time_per_output_token_seconds`` before it) and ``vllm:e2e_request_latency_seconds``
+(``vllm/v1/metrics/loggers.py``); SGLang's ``sglang:queue_time_seconds``,
+``sglang:time_to_first_token_seconds``, ``sglang:inter_token_latency_seconds``
+(``sglang:time_per_output_token_seconds`` before it) and
+``sglang:e2e_request_latency_seconds`` (``collector.py``). llama.cpp exports none.
+
 Series of one name with different labels (several engines or ranks) are one figure: counts
 add up, a share of the KV cache is their mean.
 
@@ -68,6 +77,29 @@ def parse_metrics(text: str) -> dict[str, float]:
                 key += "{" + ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())) + "}"
             values[key] = float(sample.value)
     return values
+
+
+Buckets = dict[float, float]
+"""A histogram's cumulative counts by upper bound (``le``; ``inf`` for ``+Inf``)."""
+
+MAX_BUCKETS = 256  # a histogram of more is no latency histogram a server writes
+
+
+def parse_histograms(text: str) -> dict[str, Buckets]:
+    """Prometheus text's histograms, each by its family name, its series of other labels
+    (several engines or ranks) added up bucket by bucket."""
+    found: dict[str, Buckets] = {}
+    for family in text_string_to_metric_families(text):
+        if family.type != "histogram":
+            continue
+        buckets = found.setdefault(family.name, {})
+        for sample in family.samples:
+            if not sample.name.endswith("_bucket") or "le" not in sample.labels:
+                continue
+            le = float(sample.labels["le"])
+            if le in buckets or len(buckets) < MAX_BUCKETS:
+                buckets[le] = buckets.get(le, 0.0) + float(sample.value)
+    return {name: b for name, b in found.items() if b}
 
 
 def _series(values: Mapping[str, float], name: str) -> list[float]:
@@ -129,6 +161,9 @@ class ServerKind:
     drafts: tuple[str, ...] = ()
     draft_tokens: tuple[str, ...] = ()
     accepted_tokens: tuple[str, ...] = ()
+    # its own latency histograms (``parse_histograms``' family names), each fact's current
+    # name first: the queue, TTFT, the inter-token latency and E2E
+    latencies: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def names(self) -> frozenset[str]:
@@ -195,6 +230,12 @@ VLLM = ServerKind(
     drafts=("vllm:spec_decode_num_drafts_total",),
     draft_tokens=("vllm:spec_decode_num_draft_tokens_total",),
     accepted_tokens=("vllm:spec_decode_num_accepted_tokens_total",),
+    latencies=(
+        ("queue", ("vllm:request_queue_time_seconds",)),
+        ("ttft", ("vllm:time_to_first_token_seconds",)),
+        ("itl", ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")),
+        ("e2e", ("vllm:e2e_request_latency_seconds",)),
+    ),
 )
 SGLANG = ServerKind(
     key="sglang",
@@ -208,6 +249,12 @@ SGLANG = ServerKind(
     requests=("sglang:num_requests_total",),
     slots=False,
     metrics_switch="--enable-metrics",
+    latencies=(
+        ("queue", ("sglang:queue_time_seconds",)),
+        ("ttft", ("sglang:time_to_first_token_seconds",)),
+        ("itl", ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds")),
+        ("e2e", ("sglang:e2e_request_latency_seconds",)),
+    ),
 )
 KINDS = (LLAMACPP, VLLM, SGLANG)
 

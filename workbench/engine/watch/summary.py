@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from workbench.engine.figures.per_request import percentile
+from workbench.engine.watch.server_latencies import Latency, latencies
 from workbench.engine.watch.watcher import Load, Watched
 
 QUEUED_SHARE = 0.05
@@ -50,6 +51,7 @@ class WatchSummary:
     wait_estimate_s: float | None
     memory_max_bytes: int | None
     memory_note: str
+    server_latencies: tuple[Latency, ...]
     verdict: str
 
 
@@ -102,6 +104,9 @@ def summarize(watched: Watched) -> WatchSummary:
         wait_estimate_s=wait,
         memory_max_bytes=watched.memory_max_bytes,
         memory_note=watched.memory_note,
+        server_latencies=tuple(
+            latencies(watched.kind, watched.histograms_first, watched.histograms_last)
+        ),
         verdict="",
     )
     return replace(summary, verdict=verdict(summary))

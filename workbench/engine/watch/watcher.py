@@ -24,7 +24,13 @@ from urllib.parse import urlunsplit
 import psutil
 
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.base.server_kinds import ServerKind, detect, total
+from workbench.engine.base.server_kinds import (
+    Buckets,
+    ServerKind,
+    detect,
+    parse_histograms,
+    total,
+)
 from workbench.engine.measure.sampler import ProcessProbe, metrics_of, normalise_slots
 from workbench.engine.net.bounded_http import Answer, get
 from workbench.engine.net.http_stream import ConnectFailed
@@ -80,6 +86,14 @@ class Watched:
     memory_bytes: int | None = None  # the server process's, at the last reading
     memory_max_bytes: int | None = None
     memory_note: str = ""  # why the server's memory is not watched, where it is not
+    histograms_first: dict[str, Buckets] = field(default_factory=dict)
+    histograms_last: dict[str, Buckets] = field(default_factory=dict)
+
+    def histograms(self, found: dict[str, Buckets] | None) -> None:
+        """One poll's latency histograms (the server's own): the first and the last kept."""
+        if found:
+            self.histograms_first = self.histograms_first or found
+            self.histograms_last = found
 
     def busy_share(self, slot: int) -> float:
         """The share of answered polls that showed ``slot`` busy."""
@@ -178,7 +192,7 @@ async def _both(
 
 async def first_poll(
     base_url: str, headers: dict[str, str], endpoints: Endpoints | None = None
-) -> tuple[list[dict] | None, dict[str, float] | None, ServerKind | None]:
+) -> tuple[list[dict] | None, dict[str, float] | None, ServerKind | None, dict[str, Buckets]]:
     """The first ``/slots`` and ``/metrics`` (None: off), the server family its metrics
     name, or a ``WatchError`` that says in one line why the address cannot be watched."""
     try:
@@ -202,7 +216,17 @@ async def first_poll(
             f"({said}): start llama-server with --slots or --metrics, or point at the "
             "server itself"
         )
-    return slots, metrics, kind
+    return slots, metrics, kind, _histograms_of(metrics_answer) if metrics is not None else {}
+
+
+def _histograms_of(answer: Answer | None) -> dict[str, Buckets]:
+    """A ``/metrics`` answer's latency histograms (none where it has no page of them)."""
+    if answer is None or answer.status != 200:
+        return {}
+    try:
+        return parse_histograms(answer.text)
+    except ValueError:
+        return {}
 
 
 async def watch(
@@ -225,7 +249,7 @@ async def watch(
     interval_s = max(MIN_INTERVAL_S, interval_s)
     stop = stop or asyncio.Event()
     watched = Watched(time.perf_counter_ns())
-    slots, metrics, watched.kind = await first_poll(base_url, headers, endpoints)
+    slots, metrics, watched.kind, histograms = await first_poll(base_url, headers, endpoints)
     watched.slots_on, metrics_on = slots is not None, metrics is not None
     probe, watched.memory_note = server_probe(endpoints.slots[0])
     on_start(watched)
@@ -236,6 +260,7 @@ async def watch(
             weighed_s = now
             probe = _weigh(watched, probe)
         on_poll(now, slots, watched.count(now, slots, metrics))
+        watched.histograms(histograms)
         if slots is not None:
             for task in watched.tasks.observe(now, slots):
                 on_ended(task)
@@ -247,7 +272,13 @@ async def watch(
         except TimeoutError:
             pass
         asked = time.perf_counter()
-        slots, metrics = await _poll(endpoints, headers, watched.slots_on, metrics_on)
+        slots, metrics, histograms = await _poll(
+            endpoints,
+            headers,
+            watched.slots_on,
+            metrics_on,
+            bool(watched.kind and watched.kind.latencies),
+        )
         took = time.perf_counter() - asked
         wait_s = max(interval_s - took, 2 * took if took > interval_s / 2 else 0.0)
     watched.seconds = (time.perf_counter_ns() - watched.started_ns) / 1e9
@@ -268,11 +299,17 @@ def _weigh(watched: Watched, probe: ProcessProbe) -> ProcessProbe | None:
 
 
 async def _poll(
-    endpoints: Endpoints, headers: dict[str, str], slots_on: bool, metrics_on: bool
-) -> tuple[list[dict] | None, dict[str, Any] | None]:
-    """One poll mid-watch: each endpoint's answer, or None where it gave none."""
+    endpoints: Endpoints,
+    headers: dict[str, str],
+    slots_on: bool,
+    metrics_on: bool,
+    latencies: bool,
+) -> tuple[list[dict] | None, dict[str, Any] | None, dict[str, Buckets]]:
+    """One poll mid-watch: each endpoint's answer (None where it gave none), and the
+    metrics' latency histograms where the server has them."""
     try:
         slots_answer, metrics_answer = await _both(endpoints, headers, slots_on, metrics_on)
     except ConnectFailed:
-        return None, None
-    return _slots_of(slots_answer), metrics_of(metrics_answer)
+        return None, None, {}
+    histograms = _histograms_of(metrics_answer) if latencies else {}
+    return _slots_of(slots_answer), metrics_of(metrics_answer), histograms
