@@ -1,8 +1,9 @@
 """Whether a long watch's memory stays flat: the polls of a busy 4-slot llama-server (every
 slot working, a task ending every few seconds on each, a queue of 0 to 5 moving) fed
 straight into the watch's engine (``Watched.count``, ``SlotTasks.observe``), as many as
-``--hours`` of polls at ``--interval`` make, with the memory it holds (``tracemalloc``)
-printed after each hour. The polls are made here in llama-server's shape (b11434's
+``--hours`` of polls at ``--interval`` make, and kept in a watch file as ``workbench watch``
+keeps one (``record.Recorder``), with the memory it holds (``tracemalloc``) and the file's
+size printed after each hour. The polls are made here in llama-server's shape (b11434's
 ``/slots`` and ``/metrics`` fields), not fetched: this times and weighs the engine alone.
 
   .venv/bin/python bench/watch_long.py [--hours 8] [--interval 0.1]
@@ -11,10 +12,13 @@ printed after each hour. The polls are made here in llama-server's shape (b11434
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 import tracemalloc
+from pathlib import Path
 
 from workbench.engine.base.server_kinds import LLAMACPP
+from workbench.engine.watch.record import SUFFIX, Recorder
 from workbench.engine.watch.summary import summarize
 from workbench.engine.watch.watcher import Watched
 
@@ -59,23 +63,32 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.1)
     args = parser.parse_args()
     per_hour = round(3600 / args.interval)
+    path = Path(tempfile.mkdtemp(prefix="watch-long-")) / f"long{SUFFIX}"
     tracemalloc.start()
     watched = Watched(kind=LLAMACPP)
+    recorder = Recorder(path, "http://127.0.0.1:8080", args.interval)
     started = time.perf_counter()
-    print("| hours of polls | polls | tasks ended | memory held MiB | seconds to feed |")
-    print("|---|---|---|---|---|")
+    print("| hours of polls | polls | tasks ended | memory held MiB | file MB | seconds to feed |")
+    print("|---|---|---|---|---|---|")
     for poll in range(round(args.hours * per_hour)):
         t_s = poll * args.interval
         slots = slots_at(poll)
-        watched.count(t_s, slots, metrics_at(poll))
-        watched.tasks.observe(t_s, slots)
+        load = watched.count(t_s, slots, metrics_at(poll))
+        for task in watched.tasks.observe(t_s, slots):
+            recorder.task(task)
+        if load is not None:
+            recorder.load(load)
+        if poll % 10 == 0:  # a save a second at 0.1 s, as the watch saves
+            recorder.save(watched, now=True)
         if (poll + 1) % per_hour == 0:
             held, _ = tracemalloc.get_traced_memory()
             print(
                 f"| {(poll + 1) / per_hour:g} | {watched.polls:,} | {watched.tasks.ended:,} | "
-                f"{held / 2**20:.2f} | {time.perf_counter() - started:.1f} |"
+                f"{held / 2**20:.2f} | {path.stat().st_size / 1e6:.1f} | "
+                f"{time.perf_counter() - started:.1f} |"
             )
     watched.seconds = args.hours * 3600
+    recorder.close(watched)
     print("\n" + summarize(watched).verdict)
 
 

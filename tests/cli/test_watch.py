@@ -4,7 +4,11 @@ for an address it cannot watch."""
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from dataclasses import replace
+
+import httpx
 
 from workbench.cli.main import main
 from workbench.cli.watch_commands import summary_lines, task_line
@@ -68,22 +72,41 @@ def test_the_summary_says_the_polls_the_tasks_the_queue_and_the_verdict():
     assert all(len(line) <= 80 for line in lines[:-1])
 
 
-def test_it_watches_a_llama_servers_slots_for_the_time_given(capsys):
-    mock = MockProcess()
+def test_it_watches_a_llama_server_for_the_time_given_and_keeps_it(tmp_path, capsys):
+    mock = MockProcess("--ttft-ms", "50", "--itl-ms", "5", "--tokens", "10", "--slots", "2")
     try:
-        assert main(["watch", mock.url, "--for", "1", "--interval", "0.05"]) == 0
+
+        def traffic() -> None:
+            time.sleep(0.3)
+            body = {"prompt": "x" * 80, "max_tokens": 10, "stream": True}
+            for _ in range(3):
+                httpx.post(f"{mock.url}/v1/completions", json=body, timeout=10)
+
+        sender = threading.Thread(target=traffic)
+        sender.start()
+        argv = ["watch", mock.url, "--for", "1.5", "--interval", "0.02", "--out", str(tmp_path)]
+        assert main(argv) == 0
+        sender.join()
     finally:
         mock.stop()
     out = capsys.readouterr().out
-    assert f"watching {mock.url} (every 0.05 s; for 1 s)" in out
-    assert "0 tasks ended, 0 running" in out and "queue: p50 0, p90 0, max 0" in out
-    assert "verdict: no request was seen in the server during the watch" in out
+    assert f"watching {mock.url} (every 0.02 s; for 1.5 s)" in out
+    assert "3 tasks ended, 0 running" in out and "queue: p50 0, p90 0, max 0" in out
+    (kept,) = tmp_path.glob("watch-*.watch.sqlite")
+    assert f"kept in {kept}" in out.replace("\n", "")
+    # read back, the same summary
+    assert main(["show", str(kept)]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith(f"watch of {mock.url} from ")
+    said = out[out.index("watched ") : out.index("kept in")]
+    assert said in shown
 
 
-def test_an_address_it_cannot_watch_is_one_line(capsys):
+def test_an_address_it_cannot_watch_is_one_line_and_keeps_nothing(tmp_path, capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}"
-    assert main(["watch", url, "--for", "1"]) == 1
+    assert main(["watch", url, "--for", "1", "--out", str(tmp_path)]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert f"nothing answers at {url}" in line
+    assert list(tmp_path.iterdir()) == []

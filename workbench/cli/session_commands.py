@@ -31,6 +31,7 @@ from workbench.cli.tables import (
     session_line,
     verdict_line,
 )
+from workbench.cli.watch_commands import show_watch
 from workbench.engine.analysis.compare import compare_sessions, to_markdown
 from workbench.engine.analysis.export import (
     memory_checks,
@@ -55,6 +56,7 @@ from workbench.engine.figures.machine_load import describe as describe_machine
 from workbench.engine.interop.formats import KNOWN_FORMATS, import_file, one_per_run
 from workbench.engine.interop.vllm_result import write_vllm_results
 from workbench.engine.store import open_session
+from workbench.engine.watch.record import SUFFIX
 
 VLLM_JSON = "vllm-json"
 PERFETTO = "perfetto"
@@ -221,6 +223,8 @@ def _formats(args: argparse.Namespace) -> tuple[str, ...]:
 
 # -- commands ---------------------------------------------------------------------------------
 def cmd_show(args: argparse.Namespace, console: Console) -> int:
+    if args.session.endswith(SUFFIX):
+        return show_watch(Path(args.session), console)
     with open_session(args.session) as session:
         console.print(session_line(session.meta, session.status), highlight=False)
         source = session.import_source()

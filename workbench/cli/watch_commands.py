@@ -9,6 +9,8 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -17,12 +19,21 @@ from rich.markup import escape
 from rich.table import Table
 
 from workbench.cli.bounds import Duration, Number
+from workbench.cli.paths import out_folder
 from workbench.engine.base.words import plural
 from workbench.engine.server.external import api_key_headers, normalise_base_url, split_credentials
+from workbench.engine.watch.record import SUFFIX, Recorder, read
 from workbench.engine.watch.server_latencies import FACTS
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import WatchSummary, summarize
-from workbench.engine.watch.watcher import MIN_INTERVAL_S, Endpoints, Load, Watched, watch
+from workbench.engine.watch.watcher import (
+    MIN_INTERVAL_S,
+    Endpoints,
+    Load,
+    Watched,
+    WatchError,
+    watch,
+)
 
 WATCH_FOR = Duration(1, 7 * 24 * 3600)
 INTERVAL_S = Number(float, ())
@@ -50,6 +61,12 @@ def add_watch(sub: Any) -> None:
     )
     parser.add_argument(
         "--api-key-env", metavar="NAME", help="environment variable with the server's API key"
+    )
+    parser.add_argument(
+        "--out",
+        type=out_folder,
+        default="results",
+        help="where the watch is kept as it goes (default: results/)",
     )
     parser.add_argument(
         "--slots-url",
@@ -84,6 +101,10 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
         + ")"
     )
     view = SlotsView()
+    folder = Path(args.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"watch-{time.strftime('%Y%m%d-%H%M%S')}{SUFFIX}"
+    recorder = Recorder(path, url, args.interval)
     with Live(view.table(), console=console, auto_refresh=False, transient=True) as live:
 
         def on_start(watched: Watched) -> None:
@@ -98,11 +119,19 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
         def on_ended(task: WatchedTask) -> None:
             live.console.print(task_line(task))
 
-        watched = asyncio.run(
-            _until_interrupted(url, args, headers, on_ended, on_poll, on_start, endpoints)
-        )
+        try:
+            watched = asyncio.run(
+                _until_interrupted(
+                    url, args, headers, on_ended, on_poll, on_start, endpoints, recorder
+                )
+            )
+        except WatchError:  # the address could not be watched: nothing to keep
+            recorder.abandon()
+            raise
+    recorder.close(watched)
     for line in summary_lines(summarize(watched)):
         console.print(line)
+    console.print(f"kept in {escape(str(path))} (`workbench show` reads it)")
     return 0
 
 
@@ -125,10 +154,19 @@ async def _until_interrupted(
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows
         loop.add_signal_handler(signal.SIGINT, stop.set)
-    on_ended, on_poll, on_start, endpoints = on
+    on_ended, on_poll, on_start, endpoints, keeper = on
     try:
         return await watch(
-            url, args.interval, args.duration, headers, on_ended, stop, on_poll, on_start, endpoints
+            url,
+            args.interval,
+            args.duration,
+            headers,
+            on_ended,
+            stop,
+            on_poll,
+            on_start,
+            endpoints,
+            keeper,
         )
     finally:
         with contextlib.suppress(NotImplementedError):
@@ -249,3 +287,15 @@ def summary_lines(s: WatchSummary) -> list[str]:
         lines.append(f"  the server's memory: {s.memory_max_bytes / 2**20:,.0f} MiB at most")
     lines.append(f"verdict: {s.verdict}")
     return lines
+
+
+def show_watch(path: Path, console: Console) -> int:
+    """``workbench show`` of a kept watch: where and when it watched, and its summary."""
+    kept = read(path)
+    console.print(
+        f"watch of {escape(kept.url)} from {escape(kept.started)}, every {kept.interval_s:g} s",
+        highlight=False,
+    )
+    for line in summary_lines(summarize(kept.watched)):
+        console.print(line, highlight=False)
+    return 0

@@ -82,6 +82,18 @@ class SlotTasks:
     def running(self) -> int:
         return len(self._open)
 
+    @property
+    def in_flight(self) -> list[WatchedTask]:
+        """The tasks running at the last poll."""
+        return list(self._open.values())
+
+    def restore(self, task: WatchedTask, running: bool = False) -> None:
+        """A task read back from a kept watch: one ended, or one running when it was saved."""
+        if running:
+            self._open[task.slot] = task
+        else:
+            self._ended(task)
+
     def _ended(self, task: WatchedTask) -> WatchedTask:
         self.recent.append(task)
         self.ended += 1

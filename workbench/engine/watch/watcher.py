@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlunsplit
 
 import psutil
@@ -120,6 +120,10 @@ class Watched:
             total(metrics, k.prompt_tokens),
             total(metrics, k.output_tokens),
         )
+        return self.count_load(load)
+
+    def count_load(self, load: Load) -> Load:
+        """One ``/metrics`` poll's load into the counts (a kept watch's too, read back)."""
         if load.waiting is not None:
             self.queue[round(load.waiting)] += 1
             if load.running is not None:
@@ -229,6 +233,14 @@ def _histograms_of(answer: Answer | None) -> dict[str, Buckets]:
         return {}
 
 
+class Keeper(Protocol):
+    """Where a watch is kept as it goes (``record.Recorder``)."""
+
+    def task(self, task: WatchedTask) -> None: ...
+    def load(self, load: Load) -> None: ...
+    def save(self, watched: Watched, now: bool = False) -> None: ...
+
+
 async def watch(
     base_url: str,
     interval_s: float,
@@ -239,11 +251,12 @@ async def watch(
     on_poll: Callable[[float, list[dict] | None, Load | None], None] = lambda t, s, m: None,
     on_start: Callable[[Watched], None] = lambda watched: None,
     endpoints: Endpoints | None = None,
+    keeper: Keeper | None = None,
 ) -> Watched:
     """Poll ``base_url`` every ``interval_s`` for ``duration_s`` (None: until ``stop``),
     telling ``on_start`` what the first poll found, ``on_poll`` each poll's slots and load
     and ``on_ended`` each task a poll showed ended. ``endpoints``: where to ask, where not
-    at ``base_url`` (a proxy's server)."""
+    at ``base_url`` (a proxy's server); ``keeper``: where to keep it as it goes."""
     headers = headers or {}
     endpoints = endpoints or Endpoints.of(base_url)
     interval_s = max(MIN_INTERVAL_S, interval_s)
@@ -259,11 +272,18 @@ async def watch(
         if probe is not None and now - weighed_s >= MEMORY_EVERY_S:
             weighed_s = now
             probe = _weigh(watched, probe)
-        on_poll(now, slots, watched.count(now, slots, metrics))
+        load = watched.count(now, slots, metrics)
+        on_poll(now, slots, load)
         watched.histograms(histograms)
         if slots is not None:
             for task in watched.tasks.observe(now, slots):
                 on_ended(task)
+                if keeper is not None:
+                    keeper.task(task)
+        if keeper is not None:
+            if load is not None:
+                keeper.load(load)
+            keeper.save(watched)
         if duration_s is not None and now + wait_s > duration_s:
             break
         try:

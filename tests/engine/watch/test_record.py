@@ -1,0 +1,87 @@
+"""A kept watch: written as it goes, read back as it was, a crash keeps what was saved, and
+a newer, damaged or foreign file is one clear line."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+
+import pytest
+
+from workbench.engine.base.server_kinds import VLLM
+from workbench.engine.watch.record import SUFFIX, Recorder, WatchFileError, read
+from workbench.engine.watch.slot_tasks import WatchedTask
+from workbench.engine.watch.summary import summarize
+from workbench.engine.watch.watcher import Load, Watched
+
+
+def watched_into(recorder: Recorder) -> Watched:
+    watched = Watched(0, kind=VLLM, seconds=2.0)
+    for n in range(20):
+        load = watched.count_load(Load(n / 10, 2.0, float(n % 3), 10.0 * n, 2.0 * n))
+        recorder.load(load)
+    watched.polls, watched.busy, watched.all_busy = 20, {0: 20, 1: 12}, 12
+    for task in (
+        WatchedTask(0, 7, 0.1, 1.0, 0.5, 1.1, 1500, 1024, 20, decoded_all=True),
+        WatchedTask(1, 9, 0.2, 0.2, gone_s=0.3, missed=True, sequence_tokens=9),
+    ):
+        watched.tasks.restore(task)
+        recorder.task(task)
+    watched.tasks.restore(WatchedTask(0, 11, 1.2, 1.9, 1.5, None, 64, 0, 4), running=True)
+    watched.histograms({"vllm:time_to_first_token_seconds": {0.1: 1.0, math.inf: 2.0}})
+    watched.histograms({"vllm:time_to_first_token_seconds": {0.1: 3.0, math.inf: 8.0}})
+    watched.memory_max_bytes, watched.memory_note = 300 * 2**20, ""
+    return watched
+
+
+def test_a_kept_watch_reads_back_as_it_was(tmp_path):
+    path = tmp_path / f"w{SUFFIX}"
+    recorder = Recorder(path, "http://127.0.0.1:8080", 0.1)
+    watched = watched_into(recorder)
+    recorder.close(watched)
+    kept = read(path)
+    assert (kept.url, kept.interval_s) == ("http://127.0.0.1:8080", 0.1)
+    assert summarize(kept.watched) == summarize(watched)
+    assert kept.watched.tasks.tasks == watched.tasks.tasks
+
+
+def test_a_watch_that_crashed_keeps_what_it_saved(tmp_path):
+    path = tmp_path / f"w{SUFFIX}"
+    recorder = Recorder(path, "http://127.0.0.1:8080", 0.1)
+    watched = watched_into(recorder)
+    recorder.save(watched, now=True)
+    recorder.task(WatchedTask(1, 99, 3.0, 3.0, gone_s=3.1))  # after the last save: lost
+    kept = read(path)  # the recorder never closed, as after a kill
+    assert kept.watched.tasks.ended == 2 and kept.watched.polls == 20
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        (
+            "PRAGMA user_version = 2",
+            "a watch file of version 2, newer than this workbench's 1: update the workbench "
+            "to read it",
+        ),
+        ("UPDATE tasks SET decoded = 'many'", "a damaged watch file ('many' is not a number)"),
+        ("UPDATE loads SET waiting = 1e300", "a damaged watch file (1e+300 is out of range)"),
+        ("UPDATE watch SET counters = '[1]'", "a damaged watch file (its watch row is not one)"),
+        ("DROP TABLE loads", "not a watch file (no such table: loads)"),
+    ],
+)
+def test_a_newer_or_damaged_file_is_one_clear_line(tmp_path, damage, said):
+    path = tmp_path / f"w{SUFFIX}"
+    recorder = Recorder(path, "http://127.0.0.1:8080", 0.1)
+    recorder.close(watched_into(recorder))
+    with sqlite3.connect(path) as conn:
+        conn.execute(damage)
+    with pytest.raises(WatchFileError) as refused:
+        read(path)
+    assert str(refused.value) == f"{path.name}: {said}"
+
+
+def test_a_file_that_is_no_database_is_refused(tmp_path):
+    path = tmp_path / f"w{SUFFIX}"
+    path.write_text("not a database")
+    with pytest.raises(WatchFileError, match="not a watch file"):
+        read(path)

@@ -1,0 +1,233 @@
+"""A watch kept: a SQLite file (``*.watch.sqlite``) written as the watch goes, so a crash
+keeps what it saw up to its last second. It holds counts and times only, never a prompt or
+an answer: the watch's address and settings, each ended task, each ``/metrics`` poll's load,
+and the watch's counters (polls, busy slots, the server's memory and latency histograms),
+brought up to date each second.
+
+Read back (``read``), it is the ``Watched`` the summary takes, every value checked: a file
+of a newer version is refused, and a value of the wrong kind or out of range is one clear
+error, not a traceback. Its size grows by a row per ended task and per ``/metrics`` poll
+(``bench/watch_long.py`` prints it for a watch of hours).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import time
+from dataclasses import astuple, dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.base.server_kinds import KINDS, Buckets
+from workbench.engine.watch.slot_tasks import WatchedTask
+from workbench.engine.watch.watcher import Load, Watched
+
+VERSION = 1
+SUFFIX = ".watch.sqlite"
+SAVE_EVERY_S = 1.0
+MAX_ROWS = 10_000_000  # a watch of days at 0.1 s; a file beyond is damage
+MAX_NUMBER = 1e15
+
+SCHEMA = """
+CREATE TABLE watch (url TEXT NOT NULL, interval_s REAL NOT NULL, started TEXT NOT NULL,
+    kind TEXT, counters TEXT NOT NULL);
+CREATE TABLE tasks (slot INTEGER NOT NULL, task INTEGER NOT NULL, seen_s REAL NOT NULL,
+    last_s REAL NOT NULL, decoding_s REAL, gone_s REAL, prompt_tokens INTEGER,
+    cached_tokens INTEGER, decoded INTEGER NOT NULL, running_at_start INTEGER NOT NULL,
+    decoded_all INTEGER NOT NULL, missed INTEGER NOT NULL, sequence_tokens INTEGER);
+CREATE TABLE loads (t_s REAL NOT NULL, running REAL, waiting REAL, prompt_tokens REAL,
+    output_tokens REAL);
+"""
+
+
+class WatchFileError(WorkbenchError):
+    """A watch file that cannot be read: damaged, newer, or no watch file."""
+
+
+class Recorder:
+    """Writes one watch into ``path`` as it goes: rows as they come, committed with the
+    watch's counters at most once a second."""
+
+    def __init__(self, path: Path, url: str, interval_s: float) -> None:
+        self.path = path
+        self._conn = sqlite3.connect(path)
+        self._conn.executescript(f"BEGIN;\n{SCHEMA}\nPRAGMA user_version = {VERSION};\nCOMMIT;")
+        started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self._conn.execute(
+            "INSERT INTO watch VALUES (?, ?, ?, NULL, '{}')", (url, interval_s, started)
+        )
+        self._conn.commit()
+        self._saved = time.monotonic()
+
+    def task(self, task: WatchedTask) -> None:
+        self._conn.execute(f"INSERT INTO tasks VALUES ({','.join('?' * 13)})", astuple(task))
+
+    def load(self, load: Load) -> None:
+        self._conn.execute("INSERT INTO loads VALUES (?, ?, ?, ?, ?)", astuple(load))
+
+    def save(self, watched: Watched, now: bool = False) -> None:
+        """The watch's counters, and every row since the last save, on disk (at most once a
+        second unless ``now``)."""
+        if not now and time.monotonic() - self._saved < SAVE_EVERY_S:
+            return
+        self._saved = time.monotonic()
+        counters = {
+            "polls": watched.polls,
+            "unanswered": watched.unanswered,
+            "busy": {str(k): v for k, v in watched.busy.items()},
+            "all_busy": watched.all_busy,
+            "slots_on": watched.slots_on,
+            "seconds": watched.seconds or (time.perf_counter_ns() - watched.started_ns) / 1e9,
+            "memory_max_bytes": watched.memory_max_bytes,
+            "memory_note": watched.memory_note,
+            "running": [astuple(t) for t in watched.tasks.in_flight],
+            "histograms_first": _buckets_out(watched.histograms_first),
+            "histograms_last": _buckets_out(watched.histograms_last),
+        }
+        kind = watched.kind.key if watched.kind else None
+        self._conn.execute("UPDATE watch SET kind = ?, counters = ?", (kind, json.dumps(counters)))
+        self._conn.commit()
+
+    def close(self, watched: Watched) -> None:
+        self.save(watched, now=True)
+        self._conn.close()
+
+    def abandon(self) -> None:
+        """The watch failed before it began (the address could not be watched): no file."""
+        self._conn.close()
+        self.path.unlink(missing_ok=True)
+
+
+def _buckets_out(histograms: dict[str, Buckets]) -> dict[str, list[list[float | str]]]:
+    return {
+        name: [["+Inf" if math.isinf(le) else le, n] for le, n in sorted(b.items())]
+        for name, b in histograms.items()
+    }
+
+
+def _buckets_in(found: Any) -> dict[str, Buckets]:
+    if not isinstance(found, dict):
+        raise ValueError("histograms are not a table")
+    histograms = {}
+    for name, rows in found.items():
+        if not isinstance(name, str) or not isinstance(rows, list) or len(rows) > 256:
+            raise ValueError("a histogram is not a list of buckets")
+        histograms[name] = {math.inf if le == "+Inf" else _number(le): _number(n) for le, n in rows}
+    return histograms
+
+
+def _number(value: Any, whole: bool = False) -> Any:
+    """A number from the file, checked: finite, within bounds, whole where asked."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{value!r} is not a number")
+    if not math.isfinite(value) or abs(value) > MAX_NUMBER or (whole and value != int(value)):
+        raise ValueError(f"{value!r} is out of range")
+    return int(value) if whole else float(value)
+
+
+def _maybe(value: Any, whole: bool = False) -> Any:
+    return None if value is None else _number(value, whole)
+
+
+@dataclass(frozen=True)
+class WatchFile:
+    """A kept watch: where it watched, at what interval, from when, and what it saw."""
+
+    url: str
+    interval_s: float
+    started: str
+    watched: Watched
+
+
+def read(path: Path) -> WatchFile:
+    """A watch file, every value checked; one clear line for a file that is no watch, a
+    newer one or a damaged one."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise WatchFileError(f"{path.name}: not a watch file ({exc})") from None
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > VERSION:
+            raise WatchFileError(
+                f"{path.name}: a watch file of version {version}, newer than this workbench's "
+                f"{VERSION}: update the workbench to read it"
+            )
+        head = conn.execute("SELECT url, interval_s, started, kind, counters FROM watch").fetchone()
+        if head is None:
+            raise WatchFileError(f"{path.name}: a watch file without its watch")
+        tasks = conn.execute(f"SELECT * FROM tasks LIMIT {MAX_ROWS}").fetchall()
+        loads = conn.execute(f"SELECT * FROM loads LIMIT {MAX_ROWS}").fetchall()
+        return _watch_file(head, tasks, loads)
+    except sqlite3.Error as exc:
+        raise WatchFileError(f"{path.name}: not a watch file ({exc})") from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise WatchFileError(f"{path.name}: a damaged watch file ({exc})") from None
+    finally:
+        conn.close()
+
+
+def _task(row: Any) -> WatchedTask:
+    (
+        slot,
+        task,
+        seen,
+        last,
+        decoding,
+        gone,
+        prompt,
+        cached,
+        decoded,
+        at_start,
+        whole,
+        missed,
+        seq,
+    ) = row
+    return WatchedTask(
+        _number(slot, True),
+        _number(task, True),
+        _number(seen),
+        _number(last),
+        _maybe(decoding),
+        _maybe(gone),
+        _maybe(prompt, True),
+        _maybe(cached, True),
+        _number(decoded, True),
+        bool(at_start),
+        bool(whole),
+        bool(missed),
+        _maybe(seq, True),
+    )
+
+
+def _watch_file(head: Any, task_rows: list, load_rows: list) -> WatchFile:
+    url, interval_s, started, kind_key, counters_text = head
+    counters = json.loads(counters_text)
+    if not isinstance(counters, dict) or not isinstance(url, str) or not isinstance(started, str):
+        raise ValueError("its watch row is not one")
+    kind = next((k for k in KINDS if k.key == kind_key), None)
+    watched = Watched(kind=kind, slots_on=bool(counters.get("slots_on", True)))
+    watched.polls = _number(counters.get("polls", 0), True)
+    watched.unanswered = _number(counters.get("unanswered", 0), True)
+    watched.all_busy = _number(counters.get("all_busy", 0), True)
+    watched.busy = {
+        _number(int(k), True): _number(v, True) for k, v in counters.get("busy", {}).items()
+    }
+    watched.seconds = _number(counters.get("seconds", 0.0))
+    watched.memory_max_bytes = _maybe(counters.get("memory_max_bytes"), True)
+    watched.memory_note = str(counters.get("memory_note", ""))[:1000]
+    watched.histograms_first = _buckets_in(counters.get("histograms_first", {}))
+    watched.histograms_last = _buckets_in(counters.get("histograms_last", {}))
+    for row in task_rows:
+        watched.tasks.restore(_task(row))
+    for row in counters.get("running", [])[:1024]:
+        watched.tasks.restore(_task(row), running=True)
+    for row in load_rows:
+        load = Load(*(_maybe(v) for v in row))
+        if load.t_s is None:
+            raise ValueError("a load without its time")
+        watched.count_load(load)
+    return WatchFile(url[:2000], _number(interval_s), started[:100], watched)
