@@ -11,7 +11,7 @@ from dataclasses import replace
 import httpx
 
 from workbench.cli.main import main
-from workbench.cli.watch_commands import summary_lines, task_line
+from workbench.cli.watch_commands import kept_at, summary_lines, task_line
 from workbench.engine.base.server_kinds import LLAMACPP
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
 from workbench.engine.watch.summary import summarize
@@ -110,3 +110,14 @@ def test_an_address_it_cannot_watch_is_one_line_and_keeps_nothing(tmp_path, caps
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert f"nothing answers at {url}" in line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_two_watches_of_one_second_are_kept_apart(tmp_path, monkeypatch):
+    monkeypatch.setattr(time, "strftime", lambda pattern: "20261206-222222")
+    first = kept_at(tmp_path)
+    first.touch()
+    second = kept_at(tmp_path)
+    assert (first.name, second.name) == (
+        "watch-20261206-222222.watch.sqlite",
+        "watch-20261206-222222-2.watch.sqlite",
+    )

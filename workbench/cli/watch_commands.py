@@ -18,7 +18,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from workbench.cli.bounds import Duration, Number
+from workbench.cli.bounds import Duration
 from workbench.cli.paths import out_folder
 from workbench.engine.base.words import plural
 from workbench.engine.server.external import api_key_headers, normalise_base_url, split_credentials
@@ -36,7 +36,6 @@ from workbench.engine.watch.watcher import (
 )
 
 WATCH_FOR = Duration(1, 7 * 24 * 3600)
-INTERVAL_S = Number(float, ())
 BAR = 20  # characters of a slot's progress bar: the live view reads at 80 columns
 
 
@@ -101,10 +100,8 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
         + ")"
     )
     view = SlotsView()
-    folder = Path(args.out)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"watch-{time.strftime('%Y%m%d-%H%M%S')}{SUFFIX}"
-    recorder = Recorder(path, url, args.interval)
+    recorder = Recorder(kept_at(Path(args.out)), url, args.interval)
+    path = recorder.path
     with Live(view.table(), console=console, auto_refresh=False, transient=True) as live:
 
         def on_start(watched: Watched) -> None:
@@ -133,6 +130,18 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
         console.print(line)
     console.print(f"kept in {escape(str(path))} (`workbench show` reads it)")
     return 0
+
+
+def kept_at(folder: Path) -> Path:
+    """A new watch file's path in ``folder``: named by the time, never an older one's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"watch-{time.strftime('%Y%m%d-%H%M%S')}"
+    path = folder / f"{stem}{SUFFIX}"
+    number = 1
+    while path.exists():
+        number += 1
+        path = folder / f"{stem}-{number}{SUFFIX}"
+    return path
 
 
 def what_is_watched(watched: Watched) -> list[str]:
