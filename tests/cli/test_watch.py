@@ -3,6 +3,9 @@ for an address it cannot watch."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import csv
+import json
 import socket
 import threading
 import time
@@ -121,3 +124,63 @@ def test_two_watches_of_one_second_are_kept_apart(tmp_path, monkeypatch):
         "watch-20261206-222222.watch.sqlite",
         "watch-20261206-222222-2.watch.sqlite",
     )
+
+
+def test_a_kept_watch_exports_its_tasks_and_a_track_per_slot(tmp_path, capsys):
+    mock = MockProcess("--ttft-ms", "50", "--itl-ms", "5", "--tokens", "10", "--slots", "2")
+    try:
+
+        def traffic() -> None:
+            time.sleep(0.3)
+            body = {"prompt": "x" * 80, "max_tokens": 10, "stream": True}
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                for _ in range(2):
+                    list(
+                        pool.map(
+                            lambda _: httpx.post(
+                                f"{mock.url}/v1/completions", json=body, timeout=10
+                            ),
+                            range(2),
+                        )
+                    )
+
+        sender = threading.Thread(target=traffic)
+        sender.start()
+        assert (
+            main(["watch", mock.url, "--for", "1.5", "--interval", "0.02", "--out", str(tmp_path)])
+            == 0
+        )
+        sender.join()
+    finally:
+        mock.stop()
+    (kept,) = tmp_path.glob("watch-*.watch.sqlite")
+    capsys.readouterr()
+    tasks_csv = tmp_path / "tasks.csv"
+    argv = [
+        "export",
+        str(kept),
+        "--csv",
+        str(tasks_csv),
+        "--format",
+        "perfetto",
+        "--out",
+        str(tmp_path),
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {tasks_csv} (4 tasks)" in out
+    with tasks_csv.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["slot"] for r in rows} == {"0", "1"} and all(r["prompt_tokens"] == "20" for r in rows)
+    trace = json.loads(
+        (tmp_path / kept.name.replace(".watch.sqlite", ".perfetto.json")).read_text()
+    )
+    events = trace["traceEvents"]
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == {"slot 0", "slot 1"}
+    slices = [e for e in events if e["ph"] == "X"]
+    assert {e["name"] for e in slices} == {"prompt", "decode"} and len(slices) == 8
+    assert any(e["ph"] == "C" and e["name"] == "requests" for e in events)
+    # a session's other outputs are no watch's
+    assert main(["export", str(kept), "--json", str(tmp_path / "x.json")]) == 1
+    assert "a watch (.watch.sqlite) exports alone" in capsys.readouterr().err

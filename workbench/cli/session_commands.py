@@ -56,7 +56,10 @@ from workbench.engine.figures.machine_load import describe as describe_machine
 from workbench.engine.interop.formats import KNOWN_FORMATS, import_file, one_per_run
 from workbench.engine.interop.vllm_result import write_vllm_results
 from workbench.engine.store import open_session
+from workbench.engine.watch.export import write_tasks_csv
+from workbench.engine.watch.export import write_trace as write_watch_trace
 from workbench.engine.watch.record import SUFFIX
+from workbench.engine.watch.record import read as read_watch
 
 VLLM_JSON = "vllm-json"
 PERFETTO = "perfetto"
@@ -221,6 +224,35 @@ def _formats(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(f.strip().lower() for f in args.format.split(",") if f.strip())
 
 
+def _export_watch(args: argparse.Namespace, console: Console) -> int:
+    """``export`` of one kept watch: its tasks as CSV (``--csv``) and its trace (``--format
+    perfetto``); a session's other outputs are no watch's."""
+    given = (
+        ("--requests-csv", args.requests_csv),
+        ("--predicted-csv", args.predicted_csv),
+        ("--json", args.json),
+        ("--charts", args.charts),
+        ("--gantt", args.gantt),
+        *((f"--{fmt}", getattr(args, fmt)) for fmt in CHART_FORMATS),
+    )
+    asked = set(_formats(args)) - {"png"}  # the charts' default format: no watch's
+    if len(args.sessions) > 1 or any(v for _, v in given) or asked - {PERFETTO}:
+        raise WorkbenchError(
+            f"a watch ({SUFFIX}) exports alone: its tasks with --csv FILE and its trace with "
+            f"--format {PERFETTO} [--out DIR]"
+        )
+    if not (args.csv or asked):
+        raise WorkbenchError(f"say what to write: --csv FILE and/or --format {PERFETTO}")
+    path = Path(args.sessions[0])
+    if args.csv:
+        count = write_tasks_csv(Path(args.csv), read_watch(path))
+        console.print(f"wrote {args.csv} ({plural(count, 'task')})", markup=False)
+    if asked:
+        trace, count = write_watch_trace(path, Path(args.out))
+        console.print(f"wrote {trace} ({plural(count, 'trace event')})", markup=False)
+    return 0
+
+
 # -- commands ---------------------------------------------------------------------------------
 def cmd_show(args: argparse.Namespace, console: Console) -> int:
     if args.session.endswith(SUFFIX):
@@ -270,6 +302,8 @@ def cmd_show(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> int:
+    if any(path.endswith(SUFFIX) for path in args.sessions):
+        return _export_watch(args, console)
     by_format = [(fmt, getattr(args, fmt)) for fmt in CHART_FORMATS if getattr(args, fmt)]
     asked = _formats(args)
     unknown = [f for f in asked if f not in (*CHART_FORMATS, *FILE_FORMATS)]

@@ -30,7 +30,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -495,25 +495,30 @@ def trace_name(sessions: Sequence[Session]) -> str:
 def write_trace(
     sessions: Sequence[Session], folder: Path, align: str = ALIGN_WALL
 ) -> tuple[Path, int]:
-    """The sessions' trace in ``folder`` (written beside, then moved into place, so a
-    failed export leaves no half a file), placed as ``align`` says; returns its path and
+    """The sessions' trace in ``folder``, placed as ``align`` says; returns its path and
     how many events it holds."""
     path = folder / trace_name(sessions)
+    return path, write_events(path, trace_events(sessions, align), other_data(sessions, align))
+
+
+def write_events(path: Path, events: Iterable[dict[str, Any]], other: dict[str, Any]) -> int:
+    """A Chrome/Perfetto trace of ``events`` at ``path`` (written beside, then moved into
+    place, so a failed export leaves no half a file); returns how many events it holds."""
     partial = path.with_name(path.name + ".partial")
     count = 0
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         with partial.open("w", encoding="utf-8") as out:
             out.write('{"traceEvents": [\n')
-            for event in trace_events(sessions, align):
+            for event in events:
                 out.write(",\n" if count else "")
                 out.write(json.dumps(event, ensure_ascii=False, allow_nan=False))
                 count += 1
             out.write('\n],\n"displayTimeUnit": "ms",\n"otherData": ')
-            out.write(json.dumps(other_data(sessions, align), ensure_ascii=False, allow_nan=False))
+            out.write(json.dumps(other, ensure_ascii=False, allow_nan=False))
             out.write("}\n")
         os.replace(partial, path)
     except OSError as exc:
         partial.unlink(missing_ok=True)
         raise OutputDirError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return path, count
+    return count

@@ -16,6 +16,8 @@ import json
 import math
 import sqlite3
 import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
@@ -142,9 +144,9 @@ class WatchFile:
     watched: Watched
 
 
-def read(path: Path) -> WatchFile:
-    """A watch file, every value checked; one clear line for a file that is no watch, a
-    newer one or a damaged one."""
+@contextmanager
+def _opened(path: Path) -> Iterator[sqlite3.Connection]:
+    """The file read-only, its version checked; every failure one clear line."""
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as exc:
@@ -156,18 +158,39 @@ def read(path: Path) -> WatchFile:
                 f"{path.name}: a watch file of version {version}, newer than this workbench's "
                 f"{VERSION}: update the workbench to read it"
             )
-        head = conn.execute("SELECT url, interval_s, started, kind, counters FROM watch").fetchone()
-        if head is None:
-            raise WatchFileError(f"{path.name}: a watch file without its watch")
-        tasks = conn.execute(f"SELECT * FROM tasks LIMIT {MAX_ROWS}").fetchall()
-        loads = conn.execute(f"SELECT * FROM loads LIMIT {MAX_ROWS}").fetchall()
-        return _watch_file(head, tasks, loads)
+        yield conn
     except sqlite3.Error as exc:
         raise WatchFileError(f"{path.name}: not a watch file ({exc})") from None
     except (ValueError, TypeError, KeyError) as exc:
         raise WatchFileError(f"{path.name}: a damaged watch file ({exc})") from None
     finally:
         conn.close()
+
+
+def read(path: Path) -> WatchFile:
+    """A watch file, every value checked; one clear line for a file that is no watch, a
+    newer one or a damaged one."""
+    with _opened(path) as conn:
+        head = conn.execute("SELECT url, interval_s, started, kind, counters FROM watch").fetchone()
+        if head is None:
+            raise WatchFileError(f"{path.name}: a watch file without its watch")
+        tasks = conn.execute(f"SELECT * FROM tasks LIMIT {MAX_ROWS}").fetchall()
+        load_rows = conn.execute(f"SELECT * FROM loads LIMIT {MAX_ROWS}")
+        return _watch_file(head, tasks, (_load(row) for row in load_rows))
+
+
+def loads(path: Path) -> Iterator[Load]:
+    """Every ``/metrics`` poll's load the file holds, checked, in order, one at a time."""
+    with _opened(path) as conn:
+        for row in conn.execute(f"SELECT * FROM loads LIMIT {MAX_ROWS}"):
+            yield _load(row)
+
+
+def _load(row: Any) -> Load:
+    load = Load(*(_maybe(v) for v in row))
+    if load.t_s is None:
+        raise ValueError("a load without its time")
+    return load
 
 
 def _task(row: Any) -> WatchedTask:
@@ -203,7 +226,7 @@ def _task(row: Any) -> WatchedTask:
     )
 
 
-def _watch_file(head: Any, task_rows: list, load_rows: list) -> WatchFile:
+def _watch_file(head: Any, task_rows: list, load_rows: Iterable[Load]) -> WatchFile:
     url, interval_s, started, kind_key, counters_text = head
     counters = json.loads(counters_text)
     if not isinstance(counters, dict) or not isinstance(url, str) or not isinstance(started, str):
@@ -225,9 +248,6 @@ def _watch_file(head: Any, task_rows: list, load_rows: list) -> WatchFile:
         watched.tasks.restore(_task(row))
     for row in counters.get("running", [])[:1024]:
         watched.tasks.restore(_task(row), running=True)
-    for row in load_rows:
-        load = Load(*(_maybe(v) for v in row))
-        if load.t_s is None:
-            raise ValueError("a load without its time")
+    for load in load_rows:
         watched.count_load(load)
     return WatchFile(url[:2000], _number(interval_s), started[:100], watched)
