@@ -16,6 +16,7 @@ import httpx
 from workbench.cli.main import main
 from workbench.cli.watch_commands import kept_at, summary_lines, task_line
 from workbench.engine.base.server_kinds import LLAMACPP
+from workbench.engine.interop.trace_file import read_trace
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
 from workbench.engine.watch.summary import summarize
 from workbench.engine.watch.watcher import Watched
@@ -181,6 +182,13 @@ def test_a_kept_watch_exports_its_tasks_and_a_track_per_slot(tmp_path, capsys):
     slices = [e for e in events if e["ph"] == "X"]
     assert {e["name"] for e in slices} == {"prompt", "decode"} and len(slices) == 8
     assert any(e["ph"] == "C" and e["name"] == "requests" for e in events)
+    # its requests as a Mooncake trace the workbench replays
+    assert main(["export", str(kept), "--format", "trace", "--out", str(tmp_path)]) == 0
+    said = " ".join(capsys.readouterr().out.split())  # as the terminal wrapped it
+    assert "(4 rows): arrivals estimated from the queue's rises" in said
+    replayed = read_trace(tmp_path / kept.name.replace(".watch.sqlite", ".trace.jsonl"))
+    assert len(replayed.rows) == 4
+    assert all(r.input_length == 20 and r.output_length == 10 for r in replayed.rows)
     # a session's other outputs are no watch's
     assert main(["export", str(kept), "--json", str(tmp_path / "x.json")]) == 1
     assert "a watch (.watch.sqlite) exports alone" in capsys.readouterr().err

@@ -59,10 +59,11 @@ from workbench.engine.store import open_session
 from workbench.engine.watch.export import write_tasks_csv
 from workbench.engine.watch.export import write_trace as write_watch_trace
 from workbench.engine.watch.record import SUFFIX
-from workbench.engine.watch.record import read as read_watch
+from workbench.engine.watch.trace_out import write_trace as write_requests_trace
 
 VLLM_JSON = "vllm-json"
 PERFETTO = "perfetto"
+TRACE = "trace"  # a kept watch's requests as a Mooncake trace
 FILE_FORMATS = (VLLM_JSON, PERFETTO)  # --format's files, not charts
 CHART_FORMATS = ("png", "svg", "pdf")
 
@@ -236,20 +237,31 @@ def _export_watch(args: argparse.Namespace, console: Console) -> int:
         *((f"--{fmt}", getattr(args, fmt)) for fmt in CHART_FORMATS),
     )
     asked = set(_formats(args)) - {"png"}  # the charts' default format: no watch's
-    if len(args.sessions) > 1 or any(v for _, v in given) or asked - {PERFETTO}:
+    if len(args.sessions) > 1 or any(v for _, v in given) or asked - {PERFETTO, TRACE}:
         raise WorkbenchError(
-            f"a watch ({SUFFIX}) exports alone: its tasks with --csv FILE and its trace with "
-            f"--format {PERFETTO} [--out DIR]"
+            f"a watch ({SUFFIX}) exports alone: its tasks with --csv FILE, its Perfetto "
+            f"trace with --format {PERFETTO}, its requests as a Mooncake trace with --format "
+            f"{TRACE} [--out DIR]"
         )
     if not (args.csv or asked):
-        raise WorkbenchError(f"say what to write: --csv FILE and/or --format {PERFETTO}")
+        raise WorkbenchError(
+            f"say what to write: --csv FILE and/or --format {PERFETTO} and/or {TRACE}"
+        )
     path = Path(args.sessions[0])
     if args.csv:
-        count = write_tasks_csv(Path(args.csv), read_watch(path))
+        count = write_tasks_csv(Path(args.csv), path)
         console.print(f"wrote {args.csv} ({plural(count, 'task')})", markup=False)
-    if asked:
+    if PERFETTO in asked:
         trace, count = write_watch_trace(path, Path(args.out))
         console.print(f"wrote {trace} ({plural(count, 'trace event')})", markup=False)
+    if TRACE in asked:
+        out = Path(args.out) / (path.name.removesuffix(SUFFIX) + ".trace.jsonl")
+        count = write_requests_trace(path, out)
+        console.print(
+            f"wrote {out} ({plural(count, 'row')}): arrivals estimated from the queue's rises, "
+            'lengths as the polls saw them (arrival = "trace", predict, tune --trace take it)',
+            markup=False,
+        )
     return 0
 
 

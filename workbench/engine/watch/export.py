@@ -5,6 +5,7 @@ the queue and the requests running as counters, for ui.perfetto.dev."""
 from __future__ import annotations
 
 import csv
+import itertools
 from collections.abc import Iterator
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -13,24 +14,28 @@ from typing import Any
 from workbench.engine.analysis.perfetto import EXTENSION, write_events
 from workbench.engine.base.errors import OutputDirError
 from workbench.engine.watch.record import SUFFIX, WatchFile, loads, read
+from workbench.engine.watch.record import tasks as tasks_of
 from workbench.engine.watch.slot_tasks import WatchedTask
 
 TASK_COLUMNS = tuple(f.name for f in fields(WatchedTask))
 US = 1_000_000
 
 
-def write_tasks_csv(path: Path, kept: WatchFile) -> int:
-    """Every task the file holds (ended, then in flight when it was saved), a row each;
-    returns how many."""
-    tasks = kept.watched.tasks.tasks
+def write_tasks_csv(path: Path, source: Path) -> int:
+    """Every task the kept watch at ``source`` holds (those ended, then those in flight when
+    it was last saved), a row each; returns how many."""
+    in_flight = read(source).watched.tasks.in_flight
+    count = 0
     try:
         with path.open("w", newline="", encoding="utf-8") as out:
             writer = csv.DictWriter(out, TASK_COLUMNS)
             writer.writeheader()
-            writer.writerows(asdict(t) for t in tasks)
+            for task in itertools.chain(tasks_of(source), in_flight):
+                writer.writerow(asdict(task))
+                count += 1
     except OSError as exc:
         raise OutputDirError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return len(tasks)
+    return count
 
 
 def _us(seconds: float) -> int:
@@ -43,7 +48,7 @@ def trace_events(kept: WatchFile, source: Path) -> Iterator[dict[str, Any]]:
     pid = 1
     yield {"ph": "M", "pid": pid, "tid": 0, "ts": 0, "name": "process_name",
            "args": {"name": f"watch of {kept.url}"}}  # fmt: skip
-    tasks = kept.watched.tasks.tasks
+    tasks = [*tasks_of(source), *kept.watched.tasks.in_flight]
     for slot in sorted({t.slot for t in tasks}):
         yield {"ph": "M", "pid": pid, "tid": slot + 1, "ts": 0, "name": "thread_name",
                "args": {"name": f"slot {slot}"}}  # fmt: skip

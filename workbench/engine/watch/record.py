@@ -186,6 +186,14 @@ def loads(path: Path) -> Iterator[Load]:
             yield _load(row)
 
 
+def tasks(path: Path) -> Iterator[WatchedTask]:
+    """Every ended task the file holds (not only the recent ones ``read`` keeps), checked,
+    in the order they ended, one at a time."""
+    with _opened(path) as conn:
+        for row in conn.execute(f"SELECT * FROM tasks LIMIT {MAX_ROWS}"):
+            yield _task(row)
+
+
 def _load(row: Any) -> Load:
     load = Load(*(_maybe(v) for v in row))
     if load.t_s is None:
