@@ -19,7 +19,7 @@ from workbench.engine.base.server_kinds import LLAMACPP, SGLANG, VLLM
 from workbench.engine.watch.server_latencies import bucket_percentile, difference
 from workbench.engine.watch.server_process import server_probe
 from workbench.engine.watch.summary import summarize
-from workbench.engine.watch.watcher import Endpoints, WatchError, watch
+from workbench.engine.watch.watcher import Endpoints, Watched, WatchError, watch
 from workbench.mock_server import MockServer, Timing
 
 
@@ -193,3 +193,13 @@ def test_a_percentile_within_a_bucket_is_interpolated_and_one_beyond_the_last_is
         0.1: 1.0,
         math.inf: 1.0,
     }
+
+
+def test_only_the_kinds_latency_histograms_are_kept():
+    """A page's other histograms (a hostile one's thousands) are not kept nor saved."""
+    watched = Watched(kind=VLLM)
+    ttft = {0.1: 1.0, math.inf: 2.0}
+    watched.histograms({"vllm:time_to_first_token_seconds": ttft, "made:up_seconds": ttft})
+    assert watched.histograms_first == {"vllm:time_to_first_token_seconds": ttft}
+    watched.histograms({"made:up_seconds": ttft})  # nothing of its own: the last stays
+    assert watched.histograms_last == {"vllm:time_to_first_token_seconds": ttft}

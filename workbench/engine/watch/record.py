@@ -18,7 +18,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,9 @@ CREATE TABLE loads (t_s REAL NOT NULL, running REAL, waiting REAL, prompt_tokens
 """
 
 
+TASK_PLACES = ",".join("?" * len(fields(WatchedTask)))  # the tasks table: a column a field
+
+
 class WatchFileError(WorkbenchError):
     """A watch file that cannot be read: damaged, newer, or no watch file."""
 
@@ -65,7 +68,7 @@ class Recorder:
         self._saved = time.monotonic()
 
     def task(self, task: WatchedTask) -> None:
-        self._conn.execute(f"INSERT INTO tasks VALUES ({','.join('?' * 13)})", astuple(task))
+        self._conn.execute(f"INSERT INTO tasks VALUES ({TASK_PLACES})", astuple(task))
 
     def load(self, load: Load) -> None:
         self._conn.execute("INSERT INTO loads VALUES (?, ?, ?, ?, ?)", astuple(load))

@@ -90,7 +90,10 @@ class Watched:
     histograms_last: dict[str, Buckets] = field(default_factory=dict)
 
     def histograms(self, found: dict[str, Buckets] | None) -> None:
-        """One poll's latency histograms (the server's own): the first and the last kept."""
+        """One poll's latency histograms (the server's own, those its kind names; a page's
+        others are not kept): the first and the last kept."""
+        names = {n for _, names in (self.kind.latencies if self.kind else ()) for n in names}
+        found = {name: buckets for name, buckets in (found or {}).items() if name in names}
         if found:
             self.histograms_first = self.histograms_first or found
             self.histograms_last = found
