@@ -76,16 +76,22 @@ def test_the_summary_says_the_polls_the_tasks_the_queue_and_the_verdict():
     assert all(len(line) <= 80 for line in lines[:-1])
 
 
-def test_it_watches_a_llama_server_for_the_time_given_and_keeps_it(tmp_path, capsys):
+def watched_mock(tmp_path, at_once: int, rounds: int) -> str:
+    """``workbench watch`` of the mock (2 slots) for 1.5 s while ``rounds`` of ``at_once``
+    requests are sent to it; the mock's address."""
     mock = MockProcess("--ttft-ms", "50", "--itl-ms", "5", "--tokens", "10", "--slots", "2")
+    body = {"prompt": "x" * 80, "max_tokens": 10, "stream": True}
+
+    def one(_: int) -> None:
+        httpx.post(f"{mock.url}/v1/completions", json=body, timeout=10)
+
+    def traffic() -> None:
+        time.sleep(0.3)
+        with concurrent.futures.ThreadPoolExecutor(at_once) as pool:
+            for _ in range(rounds):
+                list(pool.map(one, range(at_once)))
+
     try:
-
-        def traffic() -> None:
-            time.sleep(0.3)
-            body = {"prompt": "x" * 80, "max_tokens": 10, "stream": True}
-            for _ in range(3):
-                httpx.post(f"{mock.url}/v1/completions", json=body, timeout=10)
-
         sender = threading.Thread(target=traffic)
         sender.start()
         argv = ["watch", mock.url, "--for", "1.5", "--interval", "0.02", "--out", str(tmp_path)]
@@ -93,15 +99,20 @@ def test_it_watches_a_llama_server_for_the_time_given_and_keeps_it(tmp_path, cap
         sender.join()
     finally:
         mock.stop()
+    return mock.url
+
+
+def test_it_watches_a_llama_server_for_the_time_given_and_keeps_it(tmp_path, capsys):
+    url = watched_mock(tmp_path, at_once=1, rounds=3)
     out = capsys.readouterr().out
-    assert f"watching {mock.url} (every 0.02 s; for 1.5 s)" in out
+    assert f"watching {url} (every 0.02 s; for 1.5 s)" in out
     assert "3 tasks ended, 0 running" in out and "queue: p50 0, p90 0, max 0" in out
     (kept,) = tmp_path.glob("watch-*.watch.sqlite")
     assert f"kept in {kept}" in out.replace("\n", "")
     # read back, the same summary
     assert main(["show", str(kept)]) == 0
     shown = capsys.readouterr().out
-    assert shown.startswith(f"watch of {mock.url} from ")
+    assert shown.startswith(f"watch of {url} from ")
     said = out[out.index("watched ") : out.index("kept in")]
     assert said in shown
 
@@ -128,32 +139,7 @@ def test_two_watches_of_one_second_are_kept_apart(tmp_path, monkeypatch):
 
 
 def test_a_kept_watch_exports_its_tasks_and_a_track_per_slot(tmp_path, capsys):
-    mock = MockProcess("--ttft-ms", "50", "--itl-ms", "5", "--tokens", "10", "--slots", "2")
-    try:
-
-        def traffic() -> None:
-            time.sleep(0.3)
-            body = {"prompt": "x" * 80, "max_tokens": 10, "stream": True}
-            with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                for _ in range(2):
-                    list(
-                        pool.map(
-                            lambda _: httpx.post(
-                                f"{mock.url}/v1/completions", json=body, timeout=10
-                            ),
-                            range(2),
-                        )
-                    )
-
-        sender = threading.Thread(target=traffic)
-        sender.start()
-        assert (
-            main(["watch", mock.url, "--for", "1.5", "--interval", "0.02", "--out", str(tmp_path)])
-            == 0
-        )
-        sender.join()
-    finally:
-        mock.stop()
+    watched_mock(tmp_path, at_once=2, rounds=2)
     (kept,) = tmp_path.glob("watch-*.watch.sqlite")
     capsys.readouterr()
     tasks_csv = tmp_path / "tasks.csv"
