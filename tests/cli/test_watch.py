@@ -14,7 +14,7 @@ from dataclasses import replace
 import httpx
 
 from workbench.cli.main import main
-from workbench.cli.watch_commands import kept_at, summary_lines, task_line
+from workbench.cli.watch_commands import SlotsView, kept_at, summary_lines, task_line
 from workbench.engine.base.server_kinds import LLAMACPP
 from workbench.engine.interop.trace_file import read_trace
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
@@ -55,6 +55,8 @@ def test_the_summary_says_the_polls_the_tasks_the_queue_and_the_verdict():
     tasks.observe(1.0, [slot(0, 1, True), slot(1, 2, False)])  # task 2 between two polls
     tasks.observe(1.1, [slot(0, 1, False), slot(1, 2, False)])
     watched = Watched(0, tasks, 10, 2, {0: 10, 1: 8}, 8, kind=LLAMACPP, seconds=1.0)
+    watched.answered(0.4, False)
+    watched.answered(0.7, True)
     for t in range(10):
         watched.count(
             t / 10, None, dict(zip(NAMES, (2.0, t % 3, 100.0 * t, 10.0 * t), strict=True))
@@ -64,6 +66,7 @@ def test_the_summary_says_the_polls_the_tasks_the_queue_and_the_verdict():
     assert lines == [
         "watched 1.0 s: 10 polls answered, 2 not (the server down or slow)",
         "  2 tasks ended (1 between two polls, seen by the id it left), 0 running",
+        "  server down 1 time, 0.3 s in all (0.4-0.7 s)",
         "  slot 0: busy in 100% of the polls",
         "  slot 1: busy in 80% of the polls",
         "  queue: p50 1, p90 2, max 2; a queue in 60% of the polls",
@@ -74,6 +77,21 @@ def test_the_summary_says_the_polls_the_tasks_the_queue_and_the_verdict():
         "(60% of the watch): the slots were the bottleneck",
     ]
     assert all(len(line) <= 80 for line in lines[:-1])
+
+
+def test_the_live_view_says_once_when_the_server_goes_down_and_when_it_answers_again():
+    view, watched = SlotsView(), Watched(0)
+    said = []
+    for t_s, answered in ((0.1, True), (0.2, False), (0.3, False), (2.4, True), (2.5, True)):
+        watched.answered(t_s, answered)
+        said.append(view.gap_line(watched))
+    assert said == [
+        "",
+        "0.2 s: server down (no answer); the watch goes on",
+        "",
+        "2.4 s: the server answers again, after 2.2 s",
+        "",
+    ]
 
 
 def watched_mock(tmp_path, at_once: int, rounds: int) -> str:

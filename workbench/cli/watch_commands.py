@@ -110,6 +110,8 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
                 live.console.print(line)
 
         def on_poll(t_s: float, slots: list[dict] | None, load: Load | None) -> None:
+            if view.watched is not None and (said := view.gap_line(view.watched)):
+                live.console.print(said)
             view.slots, view.load = slots or [], load or view.load
             live.update(view.table(), refresh=True)
 
@@ -191,6 +193,17 @@ class SlotsView:
         self.slots: list[dict] = []
         self.load: Load | None = None
         self.watched: Watched | None = None
+        self._gaps_said = (0, False)  # the gaps said, and whether the last one's end
+
+    def gap_line(self, watched: Watched) -> str:
+        """A line where the server has stopped or started answering since the last poll."""
+        said = (watched.gaps_count, watched.down_since is None)
+        if said == self._gaps_said or not watched.gaps:
+            return ""
+        self._gaps_said, gap = said, watched.gaps[-1]
+        if gap.up_s is None:
+            return f"{gap.down_s:.1f} s: server down (no answer); the watch goes on"
+        return f"{gap.up_s:.1f} s: the server answers again, after {gap.up_s - gap.down_s:.1f} s"
 
     def table(self) -> Table:
         table = Table(box=None, pad_edge=False)
@@ -262,6 +275,14 @@ def summary_lines(s: WatchSummary) -> list[str]:
         )
         + f", {s.tasks_running} running",
     ]
+    if s.gaps_count:
+        shown = ", ".join(
+            f"{g.down_s:.1f}-{'end' if g.up_s is None else f'{g.up_s:.1f}'} s" for g in s.gaps[-3:]
+        )
+        lines.append(
+            f"  server down {plural(s.gaps_count, 'time')}, {s.down_s:.1f} s in all "
+            f"({'last: ' if s.gaps_count > 3 else ''}{shown})"
+        )
     lines += [f"  slot {slot}: busy in {share:.0%} of the polls" for slot, share in s.busy.items()]
     if s.queue_max is not None and s.queued_share is not None:
         lines.append(

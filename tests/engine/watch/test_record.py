@@ -31,6 +31,8 @@ def watched_into(recorder: Recorder) -> Watched:
     watched.histograms({"vllm:time_to_first_token_seconds": {0.1: 1.0, math.inf: 2.0}})
     watched.histograms({"vllm:time_to_first_token_seconds": {0.1: 3.0, math.inf: 8.0}})
     watched.memory_max_bytes, watched.memory_note = 300 * 2**20, ""
+    for t_s, answered in ((1.3, False), (1.5, True), (1.8, False)):  # the last gap still open
+        watched.answered(t_s, answered)
     return watched
 
 
@@ -43,6 +45,8 @@ def test_a_kept_watch_reads_back_as_it_was(tmp_path):
     assert (kept.url, kept.interval_s) == ("http://127.0.0.1:8080", 0.1)
     assert summarize(kept.watched) == summarize(watched)
     assert kept.watched.tasks.tasks == watched.tasks.tasks
+    assert [(g.down_s, g.up_s) for g in kept.watched.gaps] == [(1.3, 1.5), (1.8, None)]
+    assert summarize(kept.watched).down_s == pytest.approx(0.2 + 0.2)  # the open one to 2.0 s
 
 
 def test_a_watch_that_crashed_keeps_what_it_saved(tmp_path):

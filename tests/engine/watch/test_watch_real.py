@@ -200,3 +200,50 @@ def test_the_servers_memory_is_watched_where_it_listens_on_this_machine(
     watched, _ = asyncio.run(run())
     assert watched.memory_note == ""
     assert watched.memory_max_bytes is not None and watched.memory_max_bytes > 50 * 2**20
+
+
+def test_a_server_restarted_mid_watch_is_a_gap_and_the_watch_goes_on(
+    server_binary, model_path, tmp_path
+):
+    """The real server stopped while a long prompt is processed and started again on its
+    port: one gap from its stop to its answering again, the task ended when it went down,
+    and the restarted server's tasks watched as new ones."""
+
+    async def run() -> Watched:
+        settings = replace(ServerSettings(), slots=2, ctx=2 * 4096, batch_size=64)
+        first = LlamaServer(server_binary, model_path, settings, tmp_path / "first.log")
+        await first.start()
+        stop = asyncio.Event()
+        watching = asyncio.create_task(watch(first.base_url, 0.05, None, stop=stop))
+        again = LlamaServer(
+            server_binary,
+            model_path,
+            replace(settings, port=int(first.base_url.rsplit(":", 1)[1])),
+            tmp_path / "again.log",
+        )
+        try:
+            sending = asyncio.create_task(prompts(1500, 4)(first))
+            await asyncio.sleep(1.0)  # its prompt under way, 64 tokens a step
+            await asyncio.to_thread(first.stop)
+            await asyncio.gather(sending, return_exceptions=True)
+            await asyncio.sleep(0.5)
+            await again.start()
+            await prompts(100, 40)(again)
+            await asyncio.sleep(0.3)
+            stop.set()
+            return await watching
+        finally:
+            stop.set()
+            await asyncio.to_thread(first.stop)
+            await asyncio.to_thread(again.stop)
+
+    watched = asyncio.run(run())
+    assert watched.gaps_count == 1 and watched.down_since is None
+    gap = watched.gaps[0]
+    assert gap.up_s is not None and gap.up_s - gap.down_s > 0.5
+    before, after = (
+        [t for t in watched.tasks.tasks if not t.missed and (t.seen_s < gap.down_s) == early]
+        for early in (True, False)
+    )
+    assert [t.gone_s for t in before] == [gap.down_s] and before[0].decoding_s is None
+    assert len(after) == 1 and after[0].seen_s >= gap.up_s and after[0].decoding_s is not None

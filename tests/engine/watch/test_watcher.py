@@ -5,6 +5,7 @@ that stops answering mid-watch is counted, not ended on."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import http.server
 import math
@@ -86,6 +87,45 @@ def test_a_server_that_stops_answering_mid_watch_is_counted_down():
 
     result = asyncio.run(watched())
     assert result.polls >= 2 and result.unanswered >= 3
+
+
+def test_a_server_restarted_mid_watch_is_a_gap_and_its_task_ended_when_it_went_down():
+    """A task on its prompt when the server goes down; the server back on the same port:
+    one gap, from the first poll left unanswered to the first answered, the task ended at
+    the gap's start, and the watch goes on (the restarted server's slots read as new)."""
+
+    async def watched():
+        timing = Timing(ttft_ms=5000, itl_ms=10, tokens=4, slots=2)
+        server = MockServer(timing, LLAMACPP.key)
+        await server.start()
+        port, stop = server.port, asyncio.Event()
+        watching = asyncio.create_task(watch(server.base_url, 0.02, None, stop=stop))
+        async with httpx.AsyncClient(base_url=server.base_url) as client:
+            body = {"prompt": "x" * 400, "max_tokens": 4, "stream": True}
+            sending = asyncio.create_task(client.post("/v1/completions", json=body))
+            await asyncio.sleep(0.3)
+            await server.close()
+            with contextlib.suppress(httpx.HTTPError):
+                await sending
+        await asyncio.sleep(0.3)
+        again = MockServer(timing, LLAMACPP.key)
+        await again.start(port=port)
+        try:
+            await asyncio.sleep(0.3)
+            stop.set()
+            return await watching
+        finally:
+            await again.close()
+
+    result = asyncio.run(watched())
+    assert result.gaps_count == 1 and len(result.gaps) == 1
+    gap = result.gaps[0]
+    assert gap.up_s is not None and 0.2 < gap.up_s - gap.down_s < 0.6
+    assert result.down_s == pytest.approx(gap.up_s - gap.down_s)
+    assert result.down_since is None and result.unanswered >= 3
+    [task] = result.tasks.tasks
+    assert task.gone_s == gap.down_s and task.decoding_s is None
+    assert summarize(result).down_s == result.down_s
 
 
 def test_the_mock_answers_slots_as_llama_server_does_and_a_watch_sees_its_tasks():

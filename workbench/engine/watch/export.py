@@ -1,6 +1,7 @@
 """A kept watch written out: its tasks as CSV (a row each), and as a Chrome/Perfetto trace
-with one track per slot (each task its prompt, then its decoding, as the polls saw them) and
-the queue and the requests running as counters, for ui.perfetto.dev."""
+with one track per slot (each task its prompt, then its decoding, as the polls saw them), a
+track for the server where it did not answer, and the queue and the requests running as
+counters, for ui.perfetto.dev."""
 
 from __future__ import annotations
 
@@ -54,6 +55,12 @@ def trace_events(kept: WatchFile, source: Path) -> Iterator[dict[str, Any]]:
                "args": {"name": f"slot {slot}"}}  # fmt: skip
     for task in tasks:
         yield from _task_events(pid, task)
+    if kept.watched.gaps:
+        yield {"ph": "M", "pid": pid, "tid": 0, "ts": 0, "name": "thread_name",
+               "args": {"name": "server"}}  # fmt: skip
+    for gap in kept.watched.gaps:
+        end = kept.watched.seconds if gap.up_s is None else gap.up_s
+        yield _slice(pid, -1, "server down", gap.down_s, end, {"answered_again": gap.up_s})
     for load in loads(source):
         values = {
             k: v for k, v in (("running", load.running), ("waiting", load.waiting)) if v is not None

@@ -1,8 +1,8 @@
 """A watch kept: a SQLite file (``*.watch.sqlite``) written as the watch goes, so a crash
 keeps what it saw up to its last second. It holds counts and times only, never a prompt or
 an answer: the watch's address and settings, each ended task, each ``/metrics`` poll's load,
-and the watch's counters (polls, busy slots, the server's memory and latency histograms),
-brought up to date each second.
+and the watch's counters (polls, busy slots, the server's memory and latency histograms,
+the times the server did not answer), brought up to date each second.
 
 Read back (``read``), it is the ``Watched`` the summary takes, every value checked: a file
 of a newer version is refused, and a value of the wrong kind or out of range is one clear
@@ -25,7 +25,7 @@ from typing import Any
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.server_kinds import KINDS, Buckets
 from workbench.engine.watch.slot_tasks import WatchedTask
-from workbench.engine.watch.watcher import Load, Watched
+from workbench.engine.watch.watcher import GAPS_KEPT, Gap, Load, Watched
 
 VERSION = 1
 SUFFIX = ".watch.sqlite"
@@ -91,6 +91,9 @@ class Recorder:
             "running": [astuple(t) for t in watched.tasks.in_flight],
             "histograms_first": _buckets_out(watched.histograms_first),
             "histograms_last": _buckets_out(watched.histograms_last),
+            "gaps": [[g.down_s, g.up_s] for g in watched.gaps],
+            "gaps_count": watched.gaps_count,
+            "down_s": watched.down_s,
         }
         kind = watched.kind.key if watched.kind else None
         self._conn.execute("UPDATE watch SET kind = ?, counters = ?", (kind, json.dumps(counters)))
@@ -255,6 +258,10 @@ def _watch_file(head: Any, task_rows: list, load_rows: Iterable[Load]) -> WatchF
     watched.memory_note = str(counters.get("memory_note", ""))[:1000]
     watched.histograms_first = _buckets_in(counters.get("histograms_first", {}))
     watched.histograms_last = _buckets_in(counters.get("histograms_last", {}))
+    for down, up in counters.get("gaps", [])[:GAPS_KEPT]:
+        watched.gaps.append(Gap(_number(down), _maybe(up)))
+    watched.gaps_count = max(len(watched.gaps), _number(counters.get("gaps_count", 0), True))
+    watched.down_s = _number(counters.get("down_s", 0.0))
     for row in task_rows:
         watched.tasks.restore(_task(row))
     for row in counters.get("running", [])[:1024]:

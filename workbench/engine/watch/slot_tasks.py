@@ -32,13 +32,14 @@ from typing import Any
 @dataclass(frozen=True)
 class WatchedTask:
     """One task as the polls saw it, times in seconds on the watch's clock. ``gone_s``:
-    the first poll that showed its slot idle or on another task (None: still running when
-    the watch ended); ``running_at_start``: the first poll already showed it (its start is
-    before the watch); ``decoded_all``: ``decoded`` is all it decoded, read from its idle
-    slot (else what the last poll showed: a slot that went straight to another task keeps
-    no trace of its last tokens). A ``missed`` task ran between two polls: ``seen_s`` and
-    ``gone_s`` are those polls, and ``sequence_tokens`` its prompt and answer less one, as
-    its slot kept them."""
+    the first poll that showed its slot idle or on another task, or the moment the server
+    stopped answering where it was gone after (None: still running when the watch ended);
+    ``running_at_start``: the first poll that showed it was the watch's first or the first
+    after the server answered again (it began unseen); ``decoded_all``: ``decoded`` is all
+    it decoded, read from its idle slot (else what the last poll showed: a slot that went
+    straight to another task keeps no trace of its last tokens). A ``missed`` task ran
+    between two polls: ``seen_s`` and ``gone_s`` are those polls, and ``sequence_tokens``
+    its prompt and answer less one, as its slot kept them."""
 
     slot: int
     task: int
@@ -69,6 +70,7 @@ class SlotTasks:
         self._open: dict[int, WatchedTask] = {}
         self._last_task: dict[int, int | None] = {}
         self._last_s: float | None = None
+        self._gone_by: float | None = None
         self.recent: deque[WatchedTask] = deque(maxlen=KEPT)
         self.ended = 0
         self.missed = 0
@@ -100,10 +102,18 @@ class SlotTasks:
         self.missed += task.missed
         return task
 
+    def gap(self, t_s: float) -> None:
+        """The server stopped answering at ``t_s``. The next poll that is answered is read as
+        a first one: a restarted server's slots and task ids start again, so a task that
+        poll shows is one that began unseen, and one it no longer shows ended by ``t_s``."""
+        self._last_s = None
+        self._gone_by = t_s
+
     def observe(self, t_s: float, slots: list[dict[str, Any]]) -> list[WatchedTask]:
         """One poll's slots at ``t_s``; returns the tasks this poll showed ended."""
         ended: list[WatchedTask] = []
         first = self._last_s is None
+        gone_s = t_s if self._gone_by is None else self._gone_by
         for slot in slots:
             number, task = slot.get("id"), slot.get("id_task")
             if number is None:
@@ -111,19 +121,19 @@ class SlotTasks:
             running = self._open.get(number)
             if slot.get("is_processing") and task is not None:
                 if running is not None and running.task != task:
-                    ended.append(self._close(number, t_s))
+                    ended.append(self._close(number, gone_s))
                     running = None
                 if running is None:
                     running = WatchedTask(number, task, t_s, t_s, running_at_start=first)
                 self._open[number] = _seen(running, t_s, slot)
             else:
                 if running is not None:
-                    ended.append(self._close(number, t_s, slot))
+                    ended.append(self._close(number, gone_s, slot))
                 known = self._last_task.get(number)
                 if not first and task is not None and task != known:
                     ended.append(self._missed(number, task, t_s, slot))
             self._last_task[number] = task
-        self._last_s = t_s
+        self._last_s, self._gone_by = t_s, None
         return ended
 
     def _close(self, slot: int, t_s: float, idle: dict[str, Any] | None = None) -> WatchedTask:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from workbench.engine.figures.per_request import percentile
 from workbench.engine.watch.server_latencies import Latency, latencies
-from workbench.engine.watch.watcher import Load, Watched
+from workbench.engine.watch.watcher import Gap, Load, Watched
 
 QUEUED_SHARE = 0.05
 """Queued in more than this share of the polls, with every slot busy as often: the slots
@@ -52,6 +52,9 @@ class WatchSummary:
     memory_max_bytes: int | None
     memory_note: str
     server_latencies: tuple[Latency, ...]
+    gaps: tuple[Gap, ...]
+    gaps_count: int
+    down_s: float
     verdict: str
 
 
@@ -76,6 +79,7 @@ def summarize(watched: Watched) -> WatchSummary:
     waiting, in_server = _values(watched.queue), _values(watched.at_once)
     queued = sum(1 for w in waiting if w > 0) / len(waiting) if waiting else None
     ended = tasks.ended
+    down = watched.down_since
     wait = None
     if waiting and ended and watched.seconds > 0:
         wait = (sum(waiting) / len(waiting)) / (ended / watched.seconds)
@@ -107,6 +111,9 @@ def summarize(watched: Watched) -> WatchSummary:
         server_latencies=tuple(
             latencies(watched.kind, watched.histograms_first, watched.histograms_last)
         ),
+        gaps=tuple(watched.gaps),
+        gaps_count=watched.gaps_count,
+        down_s=watched.down_s + (0.0 if down is None else max(0.0, watched.seconds - down)),
         verdict="",
     )
     return replace(summary, verdict=verdict(summary))

@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 from urllib.parse import urlunsplit
 
@@ -42,6 +42,7 @@ MAX_BYTES = 4 * 1024 * 1024  # a /slots of 1,024 slots, a /metrics page: well un
 DEADLINE_S = 2.0  # one poll's answer, whole
 MIN_INTERVAL_S = 0.02
 MEMORY_EVERY_S = 1.0  # the server's memory, read at most this often
+GAPS_KEPT = 100  # the most recent times the server did not answer; all are counted
 
 
 class WatchError(WorkbenchError):
@@ -58,6 +59,16 @@ class Load:
     waiting: float | None
     prompt_tokens: float | None
     output_tokens: float | None
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A time the server did not answer a poll (down, restarting, or slower than a poll's
+    deadline): from the first poll it left unanswered to the first it answered again
+    (None: the watch ended first)."""
+
+    down_s: float
+    up_s: float | None = None
 
 
 @dataclass
@@ -88,6 +99,26 @@ class Watched:
     memory_note: str = ""  # why the server's memory is not watched, where it is not
     histograms_first: dict[str, Buckets] = field(default_factory=dict)
     histograms_last: dict[str, Buckets] = field(default_factory=dict)
+    gaps: deque[Gap] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
+    gaps_count: int = 0
+    down_s: float = 0.0
+
+    @property
+    def down_since(self) -> float | None:
+        """When the server stopped answering, while it has not answered since."""
+        return self.gaps[-1].down_s if self.gaps and self.gaps[-1].up_s is None else None
+
+    def answered(self, t_s: float, answered: bool) -> None:
+        """Whether the poll at ``t_s`` was answered: a gap begins or ends (the tasks are
+        told, as a restarted server's slots start again)."""
+        down = self.down_since
+        if not answered and down is None:
+            self.gaps.append(Gap(t_s))
+            self.gaps_count += 1
+            self.tasks.gap(t_s)
+        elif answered and down is not None:
+            self.gaps[-1] = replace(self.gaps[-1], up_s=t_s)
+            self.down_s += t_s - down
 
     def histograms(self, found: dict[str, Buckets] | None) -> None:
         """One poll's latency histograms (the server's own, those its kind names; a page's
@@ -104,6 +135,7 @@ class Watched:
 
     def count(self, t_s: float, slots: list[dict] | None, metrics: dict | None) -> Load | None:
         """One poll's answers (None: not given, or not answered); the load it read."""
+        self.answered(t_s, slots is not None or metrics is not None)
         if slots is None and metrics is None:
             self.unanswered += 1
             return None
