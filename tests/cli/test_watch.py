@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import httpx
 
+from workbench.cli.exit_codes import EXIT_SLO_MISSED
 from workbench.cli.main import main
 from workbench.cli.watch_commands import SlotsView, kept_at, summary_lines, task_line
 from workbench.engine.base.server_kinds import LLAMACPP
@@ -133,6 +134,16 @@ def test_it_watches_a_llama_server_for_the_time_given_and_keeps_it(tmp_path, cap
     assert shown.startswith(f"watch of {url} from ")
     said = out[out.index("watched ") : out.index("kept in")]
     assert said in shown
+    # judged against SLOs: a missed one is exit status 6, a stall is not judged
+    argv = ["show", str(kept), "--slo", "ttft_p50:1", "--slo", "stall_p99:9"]
+    assert main(argv) == EXIT_SLO_MISSED
+    lines = capsys.readouterr().out.splitlines()
+    judged = lines[lines.index("SLOs on the watch:") + 1 :]
+    assert judged[0].startswith("  TTFT p50 ") and judged[0].endswith(" ms against 1 ms: missed")
+    assert judged[1] == "    3 tasks, from the poll that showed each on its slot"
+    assert judged[2:] == ["  STALL p99: not judged", "    a stall needs each token's time"]
+    assert main(["show", str(kept), "--slo", "tpot_p90:60000"]) == 0
+    assert "ms against 60,000 ms: met" in capsys.readouterr().out
 
 
 def test_an_address_it_cannot_watch_is_one_line_and_keeps_nothing(tmp_path, capsys):

@@ -31,7 +31,7 @@ from workbench.cli.tables import (
     session_line,
     verdict_line,
 )
-from workbench.cli.watch_commands import show_watch
+from workbench.cli.watch_commands import add_slo_flag, show_watch
 from workbench.engine.analysis.compare import compare_sessions, to_markdown
 from workbench.engine.analysis.export import (
     memory_checks,
@@ -73,6 +73,7 @@ def add_show(sub: Any) -> None:
     show = sub.add_parser("show", help="print the tables of a saved session")
     show.add_argument("session", type=session_file, help=SESSION_HELP)
     show.add_argument("--requests", action="store_true", help="also list every request")
+    add_slo_flag(show)
     add_table_flags(show)
     show.set_defaults(handler=cmd_show)
 
@@ -268,7 +269,11 @@ def _export_watch(args: argparse.Namespace, console: Console) -> int:
 # -- commands ---------------------------------------------------------------------------------
 def cmd_show(args: argparse.Namespace, console: Console) -> int:
     if args.session.endswith(SUFFIX):
-        return show_watch(Path(args.session), console)
+        return show_watch(Path(args.session), console, args.slo)
+    if args.slo:
+        raise WorkbenchError(
+            f"--slo judges a kept watch ({SUFFIX}); a session's SLOs: `workbench slo SESSION`"
+        )
     with open_session(args.session) as session:
         console.print(session_line(session.meta, session.status), highlight=False)
         source = session.import_source()

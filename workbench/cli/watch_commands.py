@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from workbench.cli.bounds import Duration
+from workbench.cli.exit_codes import EXIT_SLO_MISSED
 from workbench.cli.paths import out_folder
 from workbench.engine.base.words import plural
 from workbench.engine.server.external import api_key_headers, normalise_base_url, split_credentials
+from workbench.engine.tune.records import SloTarget
+from workbench.engine.tune.slo_targets import SloError, parse_slo, parse_slos
 from workbench.engine.watch.record import SUFFIX, Recorder, read
 from workbench.engine.watch.server_latencies import FACTS
+from workbench.engine.watch.slo_judged import MISSED, Judged, judge_kept
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import WatchSummary, summarize
 from workbench.engine.watch.watcher import (
@@ -73,7 +78,27 @@ def add_watch(sub: Any) -> None:
         help="the server's own /slots where a proxy stands at URL (llama-swap, LiteLLM)",
     )
     parser.add_argument("--metrics-url", metavar="URL", help="the server's own /metrics, likewise")
+    add_slo_flag(parser)
     parser.set_defaults(handler=_watch)
+
+
+def add_slo_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--slo",
+        action="append",
+        default=[],
+        type=_slo,
+        metavar="METRIC_PCT:MS",
+        help="judge the watch against a percentile limit, e.g. ttft_p90:2000 (ttft, tpot, "
+        f"e2el; itl from vLLM's and SGLang's histograms); exit {EXIT_SLO_MISSED} if one is missed",
+    )
+
+
+def _slo(text: str) -> SloTarget:
+    try:
+        return parse_slo(text)
+    except SloError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _interval(text: str) -> float:
@@ -89,6 +114,8 @@ def _interval(text: str) -> float:
 
 
 def _watch(args: argparse.Namespace, console: Console) -> int:
+    if args.slo:
+        parse_slos([f"{s.name}:{s.limit_ms:g}" for s in args.slo])  # each given once
     url, headers = split_credentials(normalise_base_url(args.url))
     headers |= api_key_headers(args.api_key_env)
     endpoints = Endpoints.of(url, args.slots_url, args.metrics_url)
@@ -131,7 +158,36 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
     for line in summary_lines(summarize(watched)):
         console.print(line)
     console.print(f"kept in {escape(str(path))} (`workbench show` reads it)")
-    return 0
+    return judged_slos(path, args.slo, console)
+
+
+def judged_slos(path: Path, slos: list[SloTarget], console: Console) -> int:
+    """The SLOs judged on the kept watch, a few lines each; the exit status (a missed one:
+    ``EXIT_SLO_MISSED``; one it cannot tell is not missed)."""
+    if not slos:
+        return 0
+    judged = judge_kept(path, slos)
+    console.print("SLOs on the watch:")
+    for one in judged:
+        for line in slo_lines(one):
+            console.print(line, highlight=False, markup=False)
+    return EXIT_SLO_MISSED if any(j.outcome == MISSED for j in judged) else 0
+
+
+def slo_lines(judged: Judged) -> list[str]:
+    """One SLO on a watch: its reading against its limit and the outcome, then what it was
+    read from, wrapped to 80 columns."""
+    slo = judged.slo
+    name = f"{slo.metric.upper()} p{slo.percentile}"
+    if judged.value_ms is None:
+        head = f"  {name}: {judged.outcome}"
+    else:
+        margin = f" ±{judged.margin_ms:,.0f}" if judged.margin_ms else ""
+        head = (
+            f"  {name} {judged.value_ms:,.0f}{margin} ms against {slo.limit_ms:,g} ms: "
+            f"{judged.outcome}"
+        )
+    return [head, *textwrap.wrap(judged.basis, 80, initial_indent="    ", subsequent_indent="    ")]
 
 
 def kept_at(folder: Path) -> Path:
@@ -319,8 +375,9 @@ def summary_lines(s: WatchSummary) -> list[str]:
     return lines
 
 
-def show_watch(path: Path, console: Console) -> int:
-    """``workbench show`` of a kept watch: where and when it watched, and its summary."""
+def show_watch(path: Path, console: Console, slos: list[SloTarget]) -> int:
+    """``workbench show`` of a kept watch: where and when it watched, its summary, and the
+    SLOs given judged on it."""
     kept = read(path)
     console.print(
         f"watch of {escape(kept.url)} from {escape(kept.started)}, every {kept.interval_s:g} s",
@@ -328,4 +385,4 @@ def show_watch(path: Path, console: Console) -> int:
     )
     for line in summary_lines(summarize(kept.watched)):
         console.print(line, highlight=False)
-    return 0
+    return judged_slos(path, slos, console)
