@@ -207,3 +207,29 @@ def test_a_kept_watch_exports_its_tasks_and_a_track_per_slot(tmp_path, capsys):
     # a session's other outputs are no watch's
     assert main(["export", str(kept), "--json", str(tmp_path / "x.json")]) == 1
     assert "a watch (.watch.sqlite) exports alone" in capsys.readouterr().err
+
+
+def test_kept_watches_are_listed_and_compared_side_by_side(tmp_path, capsys):
+    watched_mock(tmp_path, at_once=1, rounds=2)
+    watched_mock(tmp_path, at_once=2, rounds=2)
+    first, second = sorted(tmp_path.glob("watch-*.watch.sqlite"))
+    capsys.readouterr()
+    assert main(["sessions", str(tmp_path)]) == 0
+    listed = capsys.readouterr().out
+    assert "Watches" in listed and f"  1  {second}" in listed and f"  2  {first}" in listed
+    assert main(["compare", str(first), str(second), "--csv", str(tmp_path / "c.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "Watches side by side" in out
+    assert f"┃ {first.name[6:21]} ┃ {second.name[6:21]} ┃" in out  # each by its start
+    with (tmp_path / "c.csv").open() as fh:
+        rows = {row["figure"]: row for row in csv.DictReader(fh)}
+    assert set(rows["slots"].values()) == {"slots", "", "2"}
+    # twice the tasks at once in the second: each slot busy longer
+    busy = rows["slot busy, the mean"]
+    assert float(busy[second.name]) > float(busy[first.name])
+    assert float(rows["TTFT from the slot p50"][first.name]) >= 40  # the mock's 50 ms
+    assert f"{first.name[6:21]}: " in out and out.count("  verdict: ") == 2
+    # a session and a watch are not compared
+    (tmp_path / "x.session.sqlite").touch()
+    assert main(["compare", str(first), str(tmp_path / "x.session.sqlite")]) == 1
+    assert "compare kept watches (.watch.sqlite) with kept watches" in capsys.readouterr().err

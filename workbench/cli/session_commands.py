@@ -31,7 +31,7 @@ from workbench.cli.tables import (
     session_line,
     verdict_line,
 )
-from workbench.cli.watch_commands import add_slo_flag, show_watch
+from workbench.cli.watch_commands import add_slo_flag, compare_kept, print_kept, show_watch
 from workbench.engine.analysis.compare import compare_sessions, to_markdown
 from workbench.engine.analysis.export import (
     memory_checks,
@@ -58,7 +58,7 @@ from workbench.engine.interop.vllm_result import write_vllm_results
 from workbench.engine.store import open_session
 from workbench.engine.watch.export import write_tasks_csv
 from workbench.engine.watch.export import write_trace as write_watch_trace
-from workbench.engine.watch.record import SUFFIX
+from workbench.engine.watch.record import SUFFIX, kept_in
 from workbench.engine.watch.trace_out import write_trace as write_requests_trace
 
 VLLM_JSON = "vllm-json"
@@ -166,8 +166,12 @@ def add_sessions(sub: Any) -> None:
 
 
 def add_compare(sub: Any) -> None:
-    compare = sub.add_parser("compare", help="sessions side by side (e.g. from two machines)")
-    compare.add_argument("sessions", nargs="+", type=session_file, help="session files")
+    compare = sub.add_parser(
+        "compare", help="sessions side by side (e.g. from two machines), or kept watches"
+    )
+    compare.add_argument(
+        "sessions", nargs="+", type=session_file, help=f"session files, or kept watches ({SUFFIX})"
+    )
     compare.add_argument(
         "--relative",
         action="store_true",
@@ -421,15 +425,27 @@ def cmd_import(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_sessions(args: argparse.Namespace, console: Console) -> int:
     folders = [Path(f) for f in args.folders] or [Path("results"), data_folder()]
-    infos = scan(folders)
-    if not infos:
+    infos, watches = scan(folders), kept_in(folders)
+    if not infos and not watches:
         console.print(f"no sessions in {', '.join(map(str, folders))}", markup=False)
         return 0
-    print_sessions(console, infos)
+    if infos:
+        print_sessions(console, infos)
+    if watches:
+        print_kept(console, watches)
     return 0
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    watches = [p.endswith(SUFFIX) for p in args.sessions]
+    if any(watches):
+        if not all(watches):
+            raise WorkbenchError(
+                f"compare kept watches ({SUFFIX}) with kept watches, sessions with sessions"
+            )
+        if args.relative or args.out or args.markdown:
+            raise WorkbenchError(f"kept watches ({SUFFIX}) compare as a table and --csv only")
+        return compare_kept([Path(p) for p in args.sessions], args.csv, console)
     with contextlib.ExitStack() as stack:
         sessions = [stack.enter_context(open_session(p)) for p in args.sessions]
         comparison = compare_sessions(sessions, relative=args.relative)

@@ -22,11 +22,15 @@ from rich.table import Table
 from workbench.cli.bounds import Duration
 from workbench.cli.exit_codes import EXIT_SLO_MISSED
 from workbench.cli.paths import out_folder
+from workbench.cli.tables import Column, Fitted
+from workbench.engine.analysis.export import write_csv
 from workbench.engine.base.words import plural
 from workbench.engine.server.external import api_key_headers, normalise_base_url, split_credentials
 from workbench.engine.tune.records import SloTarget
 from workbench.engine.tune.slo_targets import SloError, parse_slo, parse_slos
-from workbench.engine.watch.record import SUFFIX, Recorder, read
+from workbench.engine.tune.verdict import clock
+from workbench.engine.watch.compare import WatchComparison, compare_watches
+from workbench.engine.watch.record import SUFFIX, KeptInfo, Recorder, read
 from workbench.engine.watch.server_latencies import FACTS
 from workbench.engine.watch.slo_judged import MISSED, Judged, judge_kept
 from workbench.engine.watch.slot_tasks import WatchedTask
@@ -386,3 +390,81 @@ def show_watch(path: Path, console: Console, slos: list[SloTarget]) -> int:
     for line in summary_lines(summarize(kept.watched)):
         console.print(line, highlight=False)
     return judged_slos(path, slos, console)
+
+
+def _figure_text(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "%":
+        return f"{value:.0f} %"
+    text = f"{value:,.0f}" if abs(value) >= 100 or value == int(value) else f"{value:,.2g}"
+    return f"{text} {unit}".rstrip()
+
+
+def short_name(name: str) -> str:
+    """A kept watch's file name as a column's header: ``20261206-224402`` (its start)."""
+    return name.removesuffix(SUFFIX).removeprefix("watch-")
+
+
+def comparison_lines(comparison: WatchComparison) -> tuple[Fitted, list[str]]:
+    """Kept watches side by side: a row a figure, a column a watch (its file's name), then
+    where and when each watched, its verdict, and what is not like for like."""
+    columns = [Column("figure", "left"), *(Column(short_name(n)) for n in comparison.names)]
+    rows = [
+        [row.figure, *(_figure_text(v, row.unit) for v in row.values)] for row in comparison.rows
+    ]
+    table = Fitted(columns, rows, title="Watches side by side")
+    lines = []
+    for name, url, started, verdict in zip(
+        comparison.names, comparison.urls, comparison.started, comparison.verdicts, strict=True
+    ):
+        lines.append(f"{short_name(name)}: {url} from {started}")
+        lines += textwrap.wrap(
+            f"verdict: {verdict}", 80, initial_indent="  ", subsequent_indent="  "
+        )
+    lines += [f"not like for like: {warning}" for warning in comparison.warnings]
+    return table, lines
+
+
+def compare_kept(paths: list[Path], csv_path: str | None, console: Console) -> int:
+    """``workbench compare`` of kept watches, and its table as CSV where asked."""
+    comparison = compare_watches(paths)
+    table, lines = comparison_lines(comparison)
+    console.print(table)
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
+    if csv_path:
+        rows = [
+            {
+                "figure": row.figure,
+                "unit": row.unit,
+                **dict(zip(comparison.names, row.values, strict=True)),
+            }
+            for row in comparison.rows
+        ]
+        write_csv(Path(csv_path), rows, ["figure", "unit", *comparison.names])
+        console.print(f"wrote {csv_path}", markup=False)
+    return 0
+
+
+def print_kept(console: Console, infos: list[KeptInfo]) -> None:
+    """The kept watches found: when, where, how long, how many tasks; then each file."""
+    rows = [
+        [str(n), info.error, "-", "-", "-", "-"]
+        if info.error
+        else [
+            str(n),
+            info.started.replace("T", " "),
+            info.url,
+            info.kind,
+            clock(info.seconds),
+            f"{info.tasks:,}",
+        ]
+        for n, info in enumerate(infos, 1)
+    ]
+    names = ("#", "started", "watched", "metrics", "for", "tasks")
+    columns = [Column(n, "right" if n in ("#", "for", "tasks") else "left") for n in names]
+    console.print(Fitted(columns, rows, title="Watches", keys=2))
+    console.print("files:", highlight=False)
+    for n, info in enumerate(infos, 1):
+        console.print(f"{n:>3}  {info.path}", soft_wrap=True, markup=False, highlight=False)

@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from workbench.engine.base.server_kinds import VLLM
-from workbench.engine.watch.record import SUFFIX, Recorder, WatchFileError, read
+from workbench.engine.watch.record import SUFFIX, Recorder, WatchFileError, kept_in, read
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import summarize
 from workbench.engine.watch.watcher import Load, Watched
@@ -89,3 +89,21 @@ def test_a_file_that_is_no_database_is_refused(tmp_path):
     path.write_text("not a database")
     with pytest.raises(WatchFileError, match="not a watch file"):
         read(path)
+
+
+def test_a_listing_reads_each_watchs_head_and_names_an_unreadable_one(tmp_path):
+    path = tmp_path / "a" / f"w{SUFFIX}"
+    path.parent.mkdir()
+    recorder = Recorder(path, "http://127.0.0.1:8080", 0.1)
+    recorder.close(watched_into(recorder))
+    (tmp_path / f"bad{SUFFIX}").write_text("not a database")
+    (tmp_path / "x.session.sqlite").write_text("a session is not listed here")
+    good, bad = sorted(kept_in([tmp_path]), key=lambda i: i.path.name, reverse=True)
+    assert (good.url, good.seconds, good.tasks, good.kind, good.error) == (
+        "http://127.0.0.1:8080",
+        2.0,
+        2,
+        "vLLM",
+        "",
+    )
+    assert bad.error.startswith(f"bad{SUFFIX}: not a watch file")

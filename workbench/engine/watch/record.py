@@ -185,6 +185,52 @@ def read(path: Path) -> WatchFile:
         return _watch_file(head, tasks, (_load(row) for row in load_rows))
 
 
+@dataclass(frozen=True)
+class KeptInfo:
+    """A kept watch in a line of a listing (``error``: why it cannot be read)."""
+
+    path: Path
+    url: str = ""
+    started: str = ""
+    seconds: float = 0.0
+    tasks: int = 0
+    kind: str = ""
+    error: str = ""
+
+
+def describe(path: Path) -> KeptInfo:
+    """A kept watch's head, without reading its rows; an unreadable file's error."""
+    try:
+        with _opened(path) as conn:
+            head = conn.execute("SELECT url, started, kind, counters FROM watch").fetchone()
+            if head is None:
+                raise WatchFileError(f"{path.name}: a watch file without its watch")
+            url, started, kind, counters_text = head
+            counters = json.loads(counters_text)
+            if not isinstance(counters, dict) or not isinstance(url, str):
+                raise WatchFileError(f"{path.name}: a damaged watch file (its watch row)")
+            count = conn.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
+            names = {k.key: k.name for k in KINDS}
+            return KeptInfo(
+                path,
+                url[:2000],
+                str(started)[:100],
+                _number(counters.get("seconds", 0.0)),
+                min(_number(count, True), MAX_ROWS),
+                names.get(kind, "no /metrics"),
+            )
+    except WatchFileError as exc:
+        return KeptInfo(path, error=str(exc))
+
+
+def kept_in(folders: Iterable[Path]) -> list[KeptInfo]:
+    """Every kept watch in the folders (and their subfolders), newest first."""
+    paths = {p for folder in folders if folder.is_dir() for p in folder.rglob(f"*{SUFFIX}")}
+    return sorted(
+        (describe(p) for p in paths), key=lambda i: (i.started, str(i.path)), reverse=True
+    )
+
+
 def loads(path: Path) -> Iterator[Load]:
     """Every ``/metrics`` poll's load the file holds, checked, in order, one at a time."""
     with _opened(path) as conn:

@@ -41,7 +41,7 @@ class Judged:
     basis: str
 
 
-def _task_value_s(task: WatchedTask, metric: str) -> tuple[float, int] | None:
+def task_latency_s(task: WatchedTask, metric: str) -> tuple[float, int] | None:
     """A task's TTFT, E2E or TPOT as its polls saw them, and the count its span is divided
     by (1, or the tokens after the first); None where the polls did not see it whole."""
     if task.missed or task.running_at_start:
@@ -76,7 +76,7 @@ def _queue_unseen(summary: WatchSummary) -> str:
 def _on_tasks(
     slo: SloTarget, tasks: Iterable[WatchedTask], summary: WatchSummary, poll_s: float
 ) -> Judged:
-    seen = [found for t in tasks if (found := _task_value_s(t, slo.metric)) is not None]
+    seen = [found for t in tasks if (found := task_latency_s(t, slo.metric)) is not None]
     if not seen:
         why = "no task was seen whole" if summary.slots else "no tasks without /slots"
         return Judged(slo, NOT_JUDGED, None, 0.0, why)

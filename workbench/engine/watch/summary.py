@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, replace
 
+from workbench.engine.base.words import plural
 from workbench.engine.figures.per_request import percentile
 from workbench.engine.watch.server_latencies import Latency, latencies
 from workbench.engine.watch.watcher import Gap, Load, Watched
@@ -134,7 +135,8 @@ def verdict(s: WatchSummary) -> str:
         )
     if s.in_server_max is not None and s.slots and s.in_server_max <= s.slots / 2:
         return (
-            f"never more than {s.in_server_max:.0f} requests at once on {s.slots} slots: more "
+            f"never more than {plural(round(s.in_server_max), 'request')} at once on "
+            f"{plural(s.slots, 'slot')}: more "
             "slots would only cut each user's context"
         )
     if s.queued_share is None:

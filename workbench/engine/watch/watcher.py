@@ -42,6 +42,7 @@ MAX_BYTES = 4 * 1024 * 1024  # a /slots of 1,024 slots, a /metrics page: well un
 DEADLINE_S = 2.0  # one poll's answer, whole
 MIN_INTERVAL_S = 0.02
 MEMORY_EVERY_S = 1.0  # the server's memory, read at most this often
+MAX_SLOTS = 1024  # slots counted: more is no llama-server's /slots
 GAPS_KEPT = 100  # the most recent times the server did not answer; all are counted
 
 
@@ -142,6 +143,9 @@ class Watched:
         self.polls += 1
         if slots is not None:
             busy = [s["id"] for s in slots if s.get("is_processing") and s.get("id") is not None]
+            for slot in slots:  # every slot listed, so an idle one counts as 0 % busy
+                if slot.get("id") is not None and len(self.busy) < MAX_SLOTS:
+                    self.busy.setdefault(slot["id"], 0)
             for slot in busy:
                 self.busy[slot] = self.busy.get(slot, 0) + 1
             self.all_busy += bool(slots) and len(busy) == len(slots)
