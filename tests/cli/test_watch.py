@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import csv
 import json
+import math
 import socket
 import threading
 import time
@@ -15,8 +16,14 @@ import httpx
 
 from workbench.cli.exit_codes import EXIT_SLO_MISSED
 from workbench.cli.main import main
-from workbench.cli.watch_commands import SlotsView, kept_at, summary_lines, task_line
-from workbench.engine.base.server_kinds import LLAMACPP
+from workbench.cli.watch_commands import (
+    SlotsView,
+    kept_at,
+    live_latencies,
+    summary_lines,
+    task_line,
+)
+from workbench.engine.base.server_kinds import LLAMACPP, VLLM
 from workbench.engine.interop.trace_file import read_trace
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
 from workbench.engine.watch.summary import summarize
@@ -233,3 +240,12 @@ def test_kept_watches_are_listed_and_compared_side_by_side(tmp_path, capsys):
     (tmp_path / "x.session.sqlite").touch()
     assert main(["compare", str(first), str(tmp_path / "x.session.sqlite")]) == 1
     assert "compare kept watches (.watch.sqlite) with kept watches" in capsys.readouterr().err
+
+
+def test_live_the_servers_own_percentiles_are_said_over_the_last_minute():
+    watched = Watched(kind=VLLM)
+    name = "vllm:time_to_first_token_seconds"
+    for t in range(10):
+        watched.histograms({name: {0.1: 0.0, 0.5: 2.0 * t, math.inf: 2.0 * t}}, float(t))
+    assert live_latencies(watched) == ["the server's, last 9 s: TTFT p50 300, p90 460 ms"]
+    assert live_latencies(Watched(kind=VLLM)) == []

@@ -34,7 +34,7 @@ from workbench.engine.watch.record import SUFFIX, KeptInfo, Recorder, read
 from workbench.engine.watch.server_latencies import FACTS
 from workbench.engine.watch.slo_judged import MISSED, Judged, judge_kept
 from workbench.engine.watch.slot_tasks import WatchedTask
-from workbench.engine.watch.summary import WatchSummary, summarize
+from workbench.engine.watch.summary import WatchSummary, summarize, window_latencies
 from workbench.engine.watch.watcher import (
     MIN_INTERVAL_S,
     Endpoints,
@@ -289,8 +289,21 @@ class SlotsView:
             said.append(f"{load.running:.0f} running, {load.waiting:.0f} waiting")
         if self.watched is not None and self.watched.memory_bytes is not None:
             said.append(f"the server {self.watched.memory_bytes / 2**20:,.0f} MiB")
+        if self.watched is not None:
+            said += live_latencies(self.watched)
         table.caption = "; ".join(said) or None
         return table
+
+
+def live_latencies(watched: Watched) -> list[str]:
+    """The server's own latency percentiles over the last minute, where it has them."""
+    span_s, found = window_latencies(watched)
+    said = [
+        f"{FACTS[f.fact]} p50 {f.p50 * 1000:,.0f}, p90 {f.p90 * 1000:,.0f} ms"
+        for f in found
+        if f.p50 is not None and f.p90 is not None
+    ]
+    return [f"the server's, last {span_s:.0f} s: " + ", ".join(said)] if said else []
 
 
 def _bar(tokens: int | None, of: int | None) -> str:

@@ -20,11 +20,12 @@ POLL_S = 0.05
 def tasks() -> list[WatchedTask]:
     """Ten tasks whose prompts took 0.1 to 1.0 s and which then decoded 21 tokens in 2 s;
     one running at the watch's start and one between two polls, which say nothing."""
-    found = [
-        WatchedTask(0, k, 10.0 * k, 0, 10.0 * k + k / 10, 10.0 * k + k / 10 + 2, 100, 0, 21,
-                    decoded_all=True)  # fmt: skip
-        for k in range(1, 11)
-    ]
+    found = []
+    for k in range(1, 11):
+        start, decoding = 10.0 * k, 10.0 * k + k / 10
+        found.append(
+            WatchedTask(0, k, start, 0, decoding, decoding + 2, 100, 0, 21, decoded_all=True)
+        )
     found.append(WatchedTask(1, 99, 0.0, 0.0, 5.0, 9.0, 50, 0, 2, running_at_start=True))
     found.append(WatchedTask(1, 98, 1.0, 1.0, gone_s=1.05, missed=True, sequence_tokens=9))
     return found

@@ -19,7 +19,7 @@ import pytest
 from workbench.engine.base.server_kinds import LLAMACPP, SGLANG, VLLM
 from workbench.engine.watch.server_latencies import bucket_percentile, difference
 from workbench.engine.watch.server_process import server_probe
-from workbench.engine.watch.summary import summarize
+from workbench.engine.watch.summary import summarize, window_latencies
 from workbench.engine.watch.watcher import Endpoints, Watched, WatchError, watch
 from workbench.mock_server import MockServer, Timing
 
@@ -243,3 +243,19 @@ def test_only_the_kinds_latency_histograms_are_kept():
     assert watched.histograms_first == {"vllm:time_to_first_token_seconds": ttft}
     watched.histograms({"made:up_seconds": ttft})  # nothing of its own: the last stays
     assert watched.histograms_last == {"vllm:time_to_first_token_seconds": ttft}
+
+
+def test_live_the_servers_histograms_are_read_over_the_last_minute():
+    """Two minutes of polls: fast first tokens in the first, slow ones in the second. Over
+    the whole watch the median is between; over the live window, the last minute's."""
+    name = "vllm:time_to_first_token_seconds"
+    watched = Watched(kind=VLLM)
+    for t in range(0, 240):  # a poll each half second
+        fast, slow = min(t, 120), max(0, t - 120)
+        watched.histograms({name: {0.1: fast, 0.5: fast + slow, math.inf: fast + slow}}, t / 2)
+    span_s, live = window_latencies(watched)
+    assert span_s == pytest.approx(60.5) and len(watched.window) == 61  # a snapshot a second
+    [ttft] = live
+    assert ttft.observed == 121 and 0.1 < ttft.p50 <= 0.5  # 2 fast ones, the rest slow
+    [whole] = summarize(watched).server_latencies
+    assert whole.observed == 239 and whole.p50 <= 0.1 + 0.01

@@ -149,3 +149,10 @@ def verdict(s: WatchSummary) -> str:
         most = "" if s.in_server_max is None else f" (at most {s.in_server_max:.0f} at once)"
         return f"requests seldom or never queued{most}: the server kept up with this load"
     return f"requests seldom or never queued: {s.slots} slots were enough for this load"
+
+
+def window_latencies(watched: Watched) -> tuple[float, list[Latency]]:
+    """The server's own latency histograms over the live window (the last minute, or the
+    watch so far): its span in seconds and each histogram's percentiles."""
+    span_s, oldest, newest = watched.window_histograms()
+    return span_s, latencies(watched.kind, oldest, newest)

@@ -44,6 +44,8 @@ MIN_INTERVAL_S = 0.02
 MEMORY_EVERY_S = 1.0  # the server's memory, read at most this often
 MAX_SLOTS = 1024  # slots counted: more is no llama-server's /slots
 GAPS_KEPT = 100  # the most recent times the server did not answer; all are counted
+WINDOW_S = 60.0  # the servers' own latency histograms live: over the last minute
+WINDOW_EVERY_S = 1.0  # a snapshot of them kept at most this often
 
 
 class WatchError(WorkbenchError):
@@ -100,6 +102,10 @@ class Watched:
     memory_note: str = ""  # why the server's memory is not watched, where it is not
     histograms_first: dict[str, Buckets] = field(default_factory=dict)
     histograms_last: dict[str, Buckets] = field(default_factory=dict)
+    histograms_at: float = 0.0
+    window: deque[tuple[float, dict[str, Buckets]]] = field(
+        default_factory=lambda: deque(maxlen=round(WINDOW_S / WINDOW_EVERY_S) + 1)
+    )
     gaps: deque[Gap] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
     gaps_count: int = 0
     down_s: float = 0.0
@@ -121,14 +127,25 @@ class Watched:
             self.gaps[-1] = replace(self.gaps[-1], up_s=t_s)
             self.down_s += t_s - down
 
-    def histograms(self, found: dict[str, Buckets] | None) -> None:
-        """One poll's latency histograms (the server's own, those its kind names; a page's
-        others are not kept): the first and the last kept."""
+    def histograms(self, found: dict[str, Buckets] | None, t_s: float = 0.0) -> None:
+        """One poll's latency histograms at ``t_s`` (the server's own, those its kind names;
+        a page's others are not kept): the first and the last kept, and one a second of
+        the last ``WINDOW_S`` (what ``window_histograms`` differences)."""
         names = {n for _, names in (self.kind.latencies if self.kind else ()) for n in names}
         found = {name: buckets for name, buckets in (found or {}).items() if name in names}
         if found:
             self.histograms_first = self.histograms_first or found
-            self.histograms_last = found
+            self.histograms_last, self.histograms_at = found, t_s
+            if not self.window or t_s - self.window[-1][0] >= WINDOW_EVERY_S:
+                self.window.append((t_s, found))
+
+    def window_histograms(self) -> tuple[float, dict[str, Buckets], dict[str, Buckets]]:
+        """The seconds the live window spans, and its oldest and newest histograms (the
+        newest is the last poll's)."""
+        if not self.window:
+            return 0.0, {}, {}
+        oldest_s, oldest = self.window[0]
+        return self.histograms_at - oldest_s, oldest, self.histograms_last
 
     def busy_share(self, slot: int) -> float:
         """The share of answered polls that showed ``slot`` busy."""
@@ -313,7 +330,7 @@ async def watch(
             probe = _weigh(watched, probe)
         load = watched.count(now, slots, metrics)
         on_poll(now, slots, load)
-        watched.histograms(histograms)
+        watched.histograms(histograms, now)
         if slots is not None:
             for task in watched.tasks.observe(now, slots):
                 on_ended(task)
