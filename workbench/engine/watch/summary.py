@@ -128,7 +128,8 @@ def verdict(s: WatchSummary) -> str:
         return "no request was seen in the server during the watch: nothing to judge"
     all_busy = s.all_busy_share
     if s.queued_share is not None and s.queued_share > QUEUED_SHARE and s.queue_max:
-        busy = f"all {s.slots} slots were busy {all_busy:.0%} of the watch and " if all_busy else ""
+        every = "the 1 slot was" if s.slots == 1 else f"all {s.slots} slots were"
+        busy = f"{every} busy {all_busy:.0%} of the watch and " if all_busy else ""
         return (
             f"{busy}requests queued up to {s.queue_max:.0f} deep ({s.queued_share:.0%} of "
             "the watch): the slots were the bottleneck"
@@ -148,7 +149,8 @@ def verdict(s: WatchSummary) -> str:
     if not s.slots:
         most = "" if s.in_server_max is None else f" (at most {s.in_server_max:.0f} at once)"
         return f"requests seldom or never queued{most}: the server kept up with this load"
-    return f"requests seldom or never queued: {s.slots} slots were enough for this load"
+    enough = "1 slot was" if s.slots == 1 else f"{s.slots} slots were"
+    return f"requests seldom or never queued: {enough} enough for this load"
 
 
 def window_latencies(watched: Watched) -> tuple[float, list[Latency]]:
