@@ -287,6 +287,8 @@ class SlotsView:
         load = self.load
         if load is not None and load.running is not None and load.waiting is not None:
             said.append(f"{load.running:.0f} running, {load.waiting:.0f} waiting")
+        if load is not None and load.kv_usage is not None:
+            said.append(f"KV cache {load.kv_usage:.0%} in use")
         if self.watched is not None and self.watched.memory_bytes is not None:
             said.append(f"the server {self.watched.memory_bytes / 2**20:,.0f} MiB")
         if self.watched is not None:
@@ -370,6 +372,11 @@ def summary_lines(s: WatchSummary) -> list[str]:
         lines.append(
             f"  requests in the server at once: p50 {s.in_server_p50:.0f}, p90 "
             f"{s.in_server_p90:.0f}, p99 {s.in_server_p99:.0f}, max {s.in_server_max:.0f}"
+        )
+    if s.kv_use_p50 is not None and s.kv_use_max is not None:
+        lines.append(
+            f"  KV cache in use: p50 {s.kv_use_p50:.0f} %, max {s.kv_use_max:.0f} % "
+            "(the server's gauge)"
         )
     rates = [
         f"{what} {rate:,.1f} tok/s"

@@ -18,7 +18,7 @@ from workbench.engine.watch.watcher import Load, Watched
 def watched_into(recorder: Recorder) -> Watched:
     watched = Watched(0, kind=VLLM, seconds=2.0)
     for n in range(20):
-        load = watched.count_load(Load(n / 10, 2.0, float(n % 3), 10.0 * n, 2.0 * n))
+        load = watched.count_load(Load(n / 10, 2.0, float(n % 3), 10.0 * n, 2.0 * n, n / 20))
         recorder.load(load)
     watched.polls, watched.busy, watched.all_busy = 20, {0: 20, 1: 12}, 12
     for task in (
@@ -63,8 +63,8 @@ def test_a_watch_that_crashed_keeps_what_it_saved(tmp_path):
     ("damage", "said"),
     [
         (
-            "PRAGMA user_version = 2",
-            "a watch file of version 2, newer than this workbench's 1: update the workbench "
+            "PRAGMA user_version = 3",
+            "a watch file of version 3, newer than this workbench's 2: update the workbench "
             "to read it",
         ),
         ("UPDATE tasks SET decoded = 'many'", "a damaged watch file ('many' is not a number)"),
@@ -107,3 +107,15 @@ def test_a_listing_reads_each_watchs_head_and_names_an_unreadable_one(tmp_path):
         "",
     )
     assert bad.error.startswith(f"bad{SUFFIX}: not a watch file")
+
+
+def test_a_watch_of_the_first_version_reads_without_its_kv_cache_use(tmp_path):
+    path = tmp_path / f"w{SUFFIX}"
+    recorder = Recorder(path, "http://127.0.0.1:8080", 0.1)
+    watched = watched_into(recorder)
+    recorder.close(watched)
+    assert summarize(read(path).watched).kv_use_max == 95  # 19 / 20
+    with sqlite3.connect(path) as conn:
+        conn.executescript("ALTER TABLE loads DROP COLUMN kv_usage; PRAGMA user_version = 1;")
+    old = summarize(read(path).watched)
+    assert old.kv_use_max is None and old.queue_max == summarize(watched).queue_max

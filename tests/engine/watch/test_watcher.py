@@ -52,6 +52,7 @@ def test_a_llama_server_is_watched_by_both_and_vllm_by_its_metrics():
     assert llama.queue == {0: llama.polls} and llama.first and llama.first.waiting == 0
     vllm = asyncio.run(watched(VLLM.key))
     assert not vllm.slots_on and vllm.kind is VLLM and sum(vllm.queue.values()) == vllm.polls
+    assert sum(vllm.kv_use.values()) == vllm.polls and llama.kv_use == {}  # b11434 has none
 
 
 def test_an_address_of_neither_endpoint_is_refused_in_one_line(tmp_path):

@@ -59,6 +59,8 @@ FIGURES: tuple[Figure, ...] = (
     ("requests at once p50", "", lambda s: s.in_server_p50),
     ("requests at once p90", "", lambda s: s.in_server_p90),
     ("requests at once max", "", lambda s: s.in_server_max),
+    ("KV cache in use p50", "%", lambda s: s.kv_use_p50),
+    ("KV cache in use max", "%", lambda s: s.kv_use_max),
     ("prompt tok/s", "", lambda s: s.prompt_tok_s),
     ("generated tok/s", "", lambda s: s.output_tok_s),
     ("server memory, the most", "MiB", lambda s: _mib(s.memory_max_bytes)),

@@ -27,7 +27,7 @@ from workbench.engine.base.server_kinds import KINDS, Buckets
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.watcher import GAPS_KEPT, Gap, Load, Watched
 
-VERSION = 1
+VERSION = 2  # 2: a load's KV-cache use
 SUFFIX = ".watch.sqlite"
 SAVE_EVERY_S = 1.0
 MAX_ROWS = 10_000_000  # a watch of days at 0.1 s; a file beyond is damage
@@ -41,7 +41,7 @@ CREATE TABLE tasks (slot INTEGER NOT NULL, task INTEGER NOT NULL, seen_s REAL NO
     cached_tokens INTEGER, decoded INTEGER NOT NULL, running_at_start INTEGER NOT NULL,
     decoded_all INTEGER NOT NULL, missed INTEGER NOT NULL, sequence_tokens INTEGER);
 CREATE TABLE loads (t_s REAL NOT NULL, running REAL, waiting REAL, prompt_tokens REAL,
-    output_tokens REAL);
+    output_tokens REAL, kv_usage REAL);
 """
 
 
@@ -71,7 +71,7 @@ class Recorder:
         self._conn.execute(f"INSERT INTO tasks VALUES ({TASK_PLACES})", astuple(task))
 
     def load(self, load: Load) -> None:
-        self._conn.execute("INSERT INTO loads VALUES (?, ?, ?, ?, ?)", astuple(load))
+        self._conn.execute("INSERT INTO loads VALUES (?, ?, ?, ?, ?, ?)", astuple(load))
 
     def save(self, watched: Watched, now: bool = False) -> None:
         """The watch's counters, and every row since the last save, on disk (at most once a

@@ -47,6 +47,8 @@ class WatchSummary:
     in_server_p90: float | None
     in_server_p99: float | None
     in_server_max: float | None
+    kv_use_p50: float | None  # percent of the KV cache in use, the server's gauge
+    kv_use_max: float | None
     prompt_tok_s: float | None
     output_tok_s: float | None
     wait_estimate_s: float | None
@@ -104,6 +106,8 @@ def summarize(watched: Watched) -> WatchSummary:
         in_server_p90=percentile(in_server, 90),
         in_server_p99=percentile(in_server, 99),
         in_server_max=max(in_server, default=None),
+        kv_use_p50=percentile(_values(watched.kv_use), 50),
+        kv_use_max=max(watched.kv_use, default=None),
         prompt_tok_s=_rate(watched.first, watched.last, "prompt_tokens"),
         output_tok_s=_rate(watched.first, watched.last, "output_tokens"),
         wait_estimate_s=wait,

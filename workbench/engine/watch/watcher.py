@@ -29,6 +29,7 @@ from workbench.engine.base.server_kinds import (
     ServerKind,
     detect,
     parse_histograms,
+    share,
     total,
 )
 from workbench.engine.measure.sampler import ProcessProbe, metrics_of, normalise_slots
@@ -54,14 +55,16 @@ class WatchError(WorkbenchError):
 
 @dataclass(frozen=True)
 class Load:
-    """One ``/metrics`` poll at ``t_s``: the requests running and waiting, and the prompt
-    and generated token counters (None where the server gives none)."""
+    """One ``/metrics`` poll at ``t_s``: the requests running and waiting, the prompt and
+    generated token counters, and the share of the KV cache in use, 0 to 1 (None where the
+    server gives none)."""
 
     t_s: float
     running: float | None
     waiting: float | None
     prompt_tokens: float | None
     output_tokens: float | None
+    kv_usage: float | None = None
 
 
 @dataclass(frozen=True)
@@ -78,11 +81,12 @@ class Gap:
 class Watched:
     """What a watch saw: its tasks and polls (answered and not), for each slot the polls
     that showed it busy and those that showed every slot busy, and of the ``/metrics``
-    polls how often each queue depth and each number of requests in the server (running
-    and waiting) was seen, and the first and last. Its memory does not grow with its
-    length: counts, not series. Its times are seconds after ``started_ns``
-    (``time.perf_counter_ns``, the clock a run's records keep). ``kind``: the server family
-    its metrics name (None: no metrics)."""
+    polls how often each queue depth, each number of requests in the server (running and
+    waiting) and each percent of the KV cache in use was seen, and the first and last;
+    ``gaps`` keeps the last ``GAPS_KEPT`` times the server did not answer (``gaps_count``
+    and ``down_s`` count them all). Its memory does not grow with its length: counts, not
+    series. Its times are seconds after ``started_ns`` (``time.perf_counter_ns``, the clock
+    a run's records keep). ``kind``: the server family its metrics name (None: none)."""
 
     started_ns: int = 0
     tasks: SlotTasks = field(default_factory=SlotTasks)
@@ -92,6 +96,7 @@ class Watched:
     all_busy: int = 0
     queue: Counter[int] = field(default_factory=Counter)
     at_once: Counter[int] = field(default_factory=Counter)
+    kv_use: Counter[int] = field(default_factory=Counter)  # percent of the KV cache in use
     first: Load | None = None
     last: Load | None = None
     slots_on: bool = True
@@ -175,11 +180,14 @@ class Watched:
             total(metrics, k.waiting),
             total(metrics, k.prompt_tokens),
             total(metrics, k.output_tokens),
+            share(metrics, k.kv_usage),
         )
         return self.count_load(load)
 
     def count_load(self, load: Load) -> Load:
         """One ``/metrics`` poll's load into the counts (a kept watch's too, read back)."""
+        if load.kv_usage is not None and 0 <= load.kv_usage <= 1:
+            self.kv_use[round(load.kv_usage * 100)] += 1
         if load.waiting is not None:
             self.queue[round(load.waiting)] += 1
             if load.running is not None:
