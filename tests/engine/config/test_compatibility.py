@@ -16,22 +16,25 @@ from workbench.engine.base.errors import ExperimentError
 from workbench.engine.config.experiment import RunConfig, WorkloadSettings, parse_experiment
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import fields_of, from_stored
-from workbench.engine.config.workloads import kind_of
+from workbench.engine.config.workloads import TraceWorkload, kind_of
 
 DATA = json.loads(EXPECTED.read_text(encoding="utf-8"))
 DEFAULTS: dict[str, dict[str, Any]] = DATA["defaults"]
 CASES = cases()
 
 
-ADDED = {f.name: f.default for f in fields_of(ServerSettings) if f.name not in DEFAULTS["server"]}
-"""Server fields declared since the data was written: a file of the day, which did not give
-them, comes to their defaults (``kv_unified_per_slot``: none)."""
+ADDED = {
+    table: {f.name: f.default for f in fields_of(cls) if f.name not in DEFAULTS[table]}
+    for table, cls in (("server", ServerSettings), ("workload", TraceWorkload))
+}
+"""Fields declared since the data was written: a file of the day, which did not give them,
+comes to their defaults (``kv_unified_per_slot``: none; ``trace_duration_s``: 0, to the
+end)."""
 
 
 def _full(config: dict[str, Any], table: str) -> dict[str, Any]:
     """A stored configuration of the day: every field, the defaults where unlike none."""
-    added = ADDED if table == "server" else {}
-    return {**added, **DEFAULTS[table], **config[table]}
+    return {**ADDED[table], **DEFAULTS[table], **config[table]}
 
 
 def _same(config: RunConfig, expected: dict[str, Any]) -> None:

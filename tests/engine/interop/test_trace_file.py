@@ -71,6 +71,54 @@ def test_start_offset_and_max_requests_cut_the_trace(tmp_path):
         plan_trace(trace, trace_workload(trace_start_s=3))
 
 
+def test_a_duration_keeps_the_rows_that_arrive_within_the_window(tmp_path):
+    """[start, start + duration): a row at the window's end is the next window's; the rows
+    start at 0, and the plan says how long they take to send."""
+    trace = read_trace(write(tmp_path, MOONCAKE_ROWS))
+    plan = plan_trace(trace, trace_workload(trace_start_s=0.5, trace_duration_s=1.75))
+    assert [r.line for r in plan.rows] == [2, 3] and plan.offsets == [0.0, 0.0]
+    plan = plan_trace(trace, trace_workload(trace_duration_s=2.2505))  # row 4 at its end
+    assert [r.line for r in plan.rows] == [1, 2, 3] and plan.span_s == 0.5
+    plan = plan_trace(trace, trace_workload(trace_duration_s=2.251, time_scale=2.0))
+    assert [r.line for r in plan.rows] == [1, 2, 3, 4] and plan.span_s == 1.12525
+    plan = plan_trace(trace, trace_workload(trace_duration_s=0.5))
+    assert [r.line for r in plan.rows] == [1] and plan.span_s == 0.0
+    whole = plan_trace(trace, trace_workload(trace_duration_s=0))  # 0: to the end
+    assert len(whole.rows) == 4
+    # max_requests bounds the window's rows further
+    plan = plan_trace(trace, trace_workload(trace_duration_s=10, max_requests=3))
+    assert [r.line for r in plan.rows] == [1, 2, 3]
+
+
+def test_a_window_with_no_rows_is_one_line_naming_it_and_the_traces_times(tmp_path):
+    trace = read_trace(write(tmp_path, MOONCAKE_ROWS))
+    with pytest.raises(ExperimentError) as caught:
+        plan_trace(trace, trace_workload(trace_start_s=0.6, trace_duration_s=1.5))
+    assert str(caught.value) == (
+        "t.jsonl: no rows from trace_start_s = 0.6 s for trace_duration_s = 1.5 s: its rows "
+        "arrive from 0 s to 2.2505 s"
+    )
+
+
+def test_a_session_is_in_the_window_by_its_first_turn_whole(tmp_path):
+    """A session whose first turn arrives after the window is left out with its later
+    turns; one that began inside keeps its later turns, which go after its replies."""
+    rows = [
+        {"session_id": "a", "timestamp": 0, "input_length": 10},
+        {"session_id": "c", "timestamp": 900, "input_length": 50},
+        {"session_id": "b", "timestamp": 1000, "input_length": 20},
+        {"session_id": "a", "delay": 5000, "input_length": 30},
+        {"session_id": "b", "delay": 100, "input_length": 40},
+    ]
+    trace = read_trace(write(tmp_path, rows))
+    plan = plan_trace(trace, trace_workload(trace_duration_s=0.95))
+    assert [r.line for r in plan.rows] == [1, 2, 4]
+    assert plan.follows == [None, None, (0, 5.0)]
+    assert plan.span_s == 5.0  # the later turn, its reply taking none
+    plan = plan_trace(trace, trace_workload(trace_start_s=0.95, trace_duration_s=1))
+    assert [r.line for r in plan.rows] == [3, 5] and plan.offsets[0] == 0.05
+
+
 def test_a_row_without_output_length_asks_the_workloads_max_tokens(tmp_path):
     trace = read_trace(write(tmp_path, [{"timestamp": 0, "input_length": 10}]))
     assert plan_trace(trace, trace_workload(max_tokens=33)).output_tokens == [33]

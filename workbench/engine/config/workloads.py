@@ -484,6 +484,18 @@ class TraceWorkload(SentRequests):
             ),
         ),
     ] = 0.0
+    trace_duration_s: Annotated[
+        Number,
+        Range(0, 10_000_000, note="seconds, 0 = to the end"),
+        setting(
+            label="trace duration (s)",
+            help=(
+                "for `trace`: send only the rows that arrive within this many seconds of "
+                "`trace_start_s` (as recorded; a session whose first turn arrives later is left "
+                "out whole); `0` = to the end"
+            ),
+        ),
+    ] = 0.0
 
     @property
     def scheduled(self) -> bool:
@@ -719,10 +731,10 @@ TABLE_ORDER = (
     "kind", "requests", "users", "turns", "think_time_s", "think_time_spread", "user_tokens",
     "system_prompt_tokens", "conversations_file", "id_slot", "concurrency", "arrival", "rate",
     "burstiness", "trace", "time_scale", "length_scale", "block_size", "max_requests",
-    "trace_start_s", "stop_when_saturated", "max_tokens", "temperature", "seed", "prompts",
-    "input_tokens", "endpoint", "input_spread", "input_spread_tokens", "shared_prefix_tokens",
-    "stream", "cache_prompt", "ignore_eos", "repeats", "warmup", "request_timeout_s",
-    "model_name", "workers",
+    "trace_start_s", "trace_duration_s", "stop_when_saturated", "max_tokens", "temperature",
+    "seed", "prompts", "input_tokens", "endpoint", "input_spread", "input_spread_tokens",
+    "shared_prefix_tokens", "stream", "cache_prompt", "ignore_eos", "repeats", "warmup",
+    "request_timeout_s", "model_name", "workers",
 )  # fmt: skip
 """The table's fields in the order the documentation, the form and a sweep's axes take them
 (the order they had before the kinds were told apart, so a sweep's configurations and labels

@@ -12,6 +12,7 @@ range by the row's model, and each error names the file, the line and the field.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,8 +94,9 @@ class Trace:
 
 @dataclass(frozen=True)
 class TracePlan:
-    """A trace as one configuration replays it, per repeat: the rows from ``trace_start_s``
-    (at most ``max_requests``), with their times and lengths scaled."""
+    """A trace as one configuration replays it, per repeat: the rows of its window, from
+    ``trace_start_s`` for ``trace_duration_s`` (at most ``max_requests``), with their times
+    and lengths scaled."""
 
     name: str  # the file's
     rows: tuple[TraceRow, ...]
@@ -103,6 +105,13 @@ class TracePlan:
     input_tokens: list[int]  # each prompt's length
     output_tokens: list[int]  # each request's max_tokens
     block_tokens: int  # tokens of prompt per hash id
+    soonest: list[float]  # seconds after t0 a row can go at the soonest (replies taking none)
+
+    @property
+    def span_s(self) -> float:
+        """How long the rows take to send at the least: the last one's soonest time (a
+        later turn's, as if every reply before it took no time)."""
+        return max(self.soonest)
 
     def name_lines(self, records: Sequence[RequestRecord]) -> None:
         """Each of a repeat's records (one per row, in the rows' order) named with the line
@@ -209,26 +218,26 @@ class _Rows:
 
 
 def plan_trace(trace: Trace, workload: WorkloadSettings) -> TracePlan:
-    """The rows one configuration sends per repeat, as its trace settings say: from
-    ``trace_start_s`` (a session that began before it is left out whole), at most
-    ``max_requests``, times divided by ``time_scale`` and lengths multiplied by
-    ``length_scale`` (a prompt's blocks with them)."""
+    """The rows one configuration sends per repeat, as its trace settings say: those that
+    arrive from ``trace_start_s`` for ``trace_duration_s`` (a session whose first turn
+    arrives outside that window is left out whole; one whose first turn is inside keeps its
+    later turns, which follow its replies), at most ``max_requests``, times divided by
+    ``time_scale`` and lengths multiplied by ``length_scale`` (a prompt's blocks with them)."""
     start_ms = workload.trace_start_s * 1000
+    end_ms = start_ms + workload.trace_duration_s * 1000 if workload.trace_duration_s else math.inf
     rows, skipped = [], set()
     for row in trace.rows:
         first = row.delay_ms is None
-        if (first and row.timestamp_ms is not None and row.timestamp_ms < start_ms) or (
-            not first and row.session_id in skipped
-        ):
+        if (
+            first and row.timestamp_ms is not None and not start_ms <= row.timestamp_ms < end_ms
+        ) or (not first and row.session_id in skipped):
             skipped.add(row.session_id)
             continue
         rows.append(row)
         if len(rows) == workload.max_requests:
             break
     if not rows:
-        raise ExperimentError(
-            f"{trace.name}: no rows from trace_start_s = {workload.trace_start_s:g} s on"
-        )
+        raise ExperimentError(f"{trace.name}: no rows {_window_words(trace, workload)}")
     scale = workload.length_scale
     last_turn: dict[str | None, int] = {}
     offsets: list[float] = []
@@ -265,7 +274,21 @@ def plan_trace(trace: Trace, workload: WorkloadSettings) -> TracePlan:
             for r in rows
         ],
         max(1, round(workload.block_size * scale)),
+        earliest,
     )
+
+
+def _window_words(trace: Trace, workload: WorkloadSettings) -> str:
+    """The window a workload asks of a trace, and where the trace's rows arrive, for the
+    error of a window that holds none."""
+    start = workload.trace_start_s
+    window = (
+        f"from trace_start_s = {start:g} s for trace_duration_s = {workload.trace_duration_s:g} s"
+        if workload.trace_duration_s
+        else f"from trace_start_s = {start:g} s on"
+    )
+    times = [r.timestamp_ms / 1000 for r in trace.rows if r.timestamp_ms is not None]
+    return f"{window}: its rows arrive from {min(times):g} s to {max(times):g} s"
 
 
 def trace_plans(configs: Iterable[RunConfig], base_dir: Path | None) -> dict[int, TracePlan]:
