@@ -59,7 +59,6 @@ def test_a_truncated_model_is_refused_before_any_server_starts(
     ("flags", "said"),
     [
         (["--users", "2", "--budget", "10x"], "argument --budget: must be a time from 1 s"),
-        ([], "one of the arguments --users --registered is required"),
         (["--users", "0"], "argument --users: must be a whole number at least 1"),
     ],
 )
@@ -157,7 +156,7 @@ def test_the_verdict_is_the_tune_tabs_words(tmp_path, capsys, monkeypatch, verif
 def test_a_trace_or_conversations_become_the_traffic(tmp_path, monkeypatch):
     asked = fake_tune(monkeypatch, verified=True)
     trace = tmp_path / "t.jsonl"
-    main([*TUNE, "--users", "2", "--trace", str(trace), "--out", str(tmp_path / "a")])
+    main([*TUNE, "--trace", str(trace), "--out", str(tmp_path / "a")])
     main([*TUNE, "--users", "2", "--conversations-file", str(trace), "--out", str(tmp_path / "b")])
     assert asked[0].traffic == {"arrival": "trace", "trace": str(trace.resolve())}
     assert asked[1].traffic == {

@@ -24,6 +24,7 @@ from workbench.engine.config.experiment import MAX_CONFIGURATIONS
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import Field, Finite, Int, as_typed, field_named
 from workbench.engine.config.settings import Number as SettingNumber
+from workbench.engine.config.workloads import TraceWorkload
 
 
 def _text(value: float | None) -> str:
@@ -194,6 +195,13 @@ CHART_SIZE = Size(200, 150)  # a chart's widgets lay out down to this
 WINDOW_SIZE = Size(960, 540)  # the window's own minimum at the default font is 956x533
 FONT_PT = Number(int, (Ge(6), Le(72)))
 BUDGET = Duration(1, 24 * 3600)  # a tune's whole search
+# A tune's window of a recorded trace: a point of it and a stretch of it (its timestamps are
+# in ms), within trace_start_s's and trace_duration_s's bounds; at most that many rows, at a
+# time scale, as the trace settings allow.
+TRACE_POINT = Duration(0, 1000 * 3600)
+TRACE_STRETCH = Duration(0.001, 1000 * 3600)
+TRACE_ROWS = Number(int, (Ge(1),), field_named(TraceWorkload, "max_requests"))
+TIME_SCALE = Number(float, (), field_named(TraceWorkload, "time_scale"))
 
 
 # A sweep `run` asks to be confirmed: one of more configurations than LARGE_SWEEP runs only

@@ -1,7 +1,7 @@
-"""``workbench tune``: the server settings that meet latency SLOs at a number of users,
-searched within a time budget (``engine/tune/search``), with a progress bar and an ETA;
-it writes ``recommendation.json``, the Pareto chart and a session of every verification
-run, and prints the command line to serve with."""
+"""``workbench tune``: the server settings that meet latency SLOs at a number of users, or
+on a window of a recorded trace, searched within a time budget (``engine/tune/search``),
+with a progress bar and an ETA; it writes ``recommendation.json``, the Pareto chart and a
+session of every verification run, and prints the command line to serve with."""
 
 from __future__ import annotations
 
@@ -17,10 +17,20 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from workbench.cli.bounds import BUDGET, SHARE_ONLINE, TOKENS, USERS
+from workbench.cli.bounds import (
+    BUDGET,
+    SHARE_ONLINE,
+    TIME_SCALE,
+    TOKENS,
+    TRACE_POINT,
+    TRACE_ROWS,
+    TRACE_STRETCH,
+    USERS,
+)
 from workbench.cli.exit_codes import EXIT_CANCELLED, EXIT_NOT_VERIFIED
 from workbench.cli.paths import out_folder
 from workbench.engine.analysis.slo import peak_users
+from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.run.lifecycle import STOP_SIGNALS
 from workbench.engine.tune.answer import write_recommendation
 from workbench.engine.tune.records import Recommendation, TuneProgress, TuneRequest, rounded
@@ -30,6 +40,12 @@ from workbench.engine.tune.verdict import progress_words, time_spent, verdict_wo
 
 DEFAULT_BUDGET = "10m"
 FOLLOW_S = 0.2
+WINDOW = {  # the flags that cut a trace's window, and the trace setting each sets
+    "--trace-start": "trace_start_s",
+    "--trace-duration": "trace_duration_s",
+    "--trace-requests": "max_requests",
+    "--time-scale": "time_scale",
+}
 
 
 def add_tune(sub: Any) -> None:
@@ -37,9 +53,10 @@ def add_tune(sub: Any) -> None:
         "tune",
         help="find the server settings that meet latency SLOs at a number of users",
         description="Search --space for the llama-server settings that meet every --slo at "
-        "--users concurrent users: what does not fit in memory is left out, the scheduler "
-        "model ranks the rest, short real runs verify the best, and the winner's highest "
-        "Poisson request rate within the SLO is bracketed, all within --budget.",
+        "--users concurrent users, or on a window of a recorded --trace (the trace is the "
+        "load): what does not fit in memory is left out, the scheduler model ranks the rest, "
+        "short real runs verify the best, and the winner's highest Poisson request rate "
+        "within the SLO is bracketed, all within --budget.",
     )
     parser.add_argument(
         "--slo",
@@ -49,8 +66,10 @@ def add_tune(sub: Any) -> None:
         help="a percentile limit, e.g. ttft_p90:2000 or tpot_p50:120 (ttft, tpot, itl, e2el "
         "at p50, p90 or p99; stall_p99, the streams' generation stalls); give one or more",
     )
-    users = parser.add_mutually_exclusive_group(required=True)
-    users.add_argument("--users", type=USERS, help="concurrent users (requests in flight)")
+    users = parser.add_mutually_exclusive_group()
+    users.add_argument(
+        "--users", type=USERS, help="concurrent users (requests in flight); not with --trace"
+    )
     users.add_argument(
         "--registered", type=USERS, help="registered users: --online of them are concurrent"
     )
@@ -80,15 +99,43 @@ def add_tune(sub: Any) -> None:
         help=f"the whole search's time: 90, 90s, 10m or 1h (default {DEFAULT_BUDGET})",
     )
     traffic = parser.add_argument_group(
-        "traffic", "what each user sends (default: the built-in prompts)"
+        "traffic", "what each user sends (default: the built-in prompts), or a trace's window"
     )
     traffic.add_argument("--input-tokens", type=TOKENS, help="each prompt's length in tokens")
     traffic.add_argument("--max-tokens", type=USERS, help="tokens each request generates")
     traffic.add_argument("--requests", type=USERS, help="requests each verification run sends")
     sent = traffic.add_mutually_exclusive_group()
-    sent.add_argument("--trace", metavar="FILE", help="replay a recorded trace (measured only)")
+    sent.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="replay a window of a recorded trace: the trace is the load (no --users)",
+    )
     sent.add_argument(
         "--conversations-file", metavar="FILE", help="replay a conversations file (measured only)"
+    )
+    traffic.add_argument(
+        "--trace-start",
+        type=TRACE_POINT,
+        metavar="TIME",
+        help="with --trace: the window starts this far into it, as recorded (90, 90s, 10m, 1h)",
+    )
+    traffic.add_argument(
+        "--trace-duration",
+        type=TRACE_STRETCH,
+        metavar="TIME",
+        help="with --trace: only the rows that arrive within this long of its start",
+    )
+    traffic.add_argument(
+        "--trace-requests",
+        type=TRACE_ROWS,
+        metavar="N",
+        help="with --trace: at most N rows of the window",
+    )
+    traffic.add_argument(
+        "--time-scale",
+        type=TIME_SCALE,
+        metavar="X",
+        help="with --trace: sent X times faster than recorded (2: in half the time)",
     )
     parser.add_argument("--model", help="GGUF model file (default: the default model)")
     parser.add_argument("--server-bin", help="llama-server binary to use")
@@ -112,6 +159,9 @@ def _traffic(args: argparse.Namespace) -> dict[str, Any]:
         traffic["requests"] = args.requests
     if args.trace:
         traffic.update(arrival="trace", trace=str(Path(args.trace).resolve()))
+        for flag, setting in WINDOW.items():
+            if (value := getattr(args, _dest(flag))) is not None:
+                traffic[setting] = value
     if args.conversations_file:
         traffic.update(
             kind="conversations", conversations_file=str(Path(args.conversations_file).resolve())
@@ -119,10 +169,39 @@ def _traffic(args: argparse.Namespace) -> dict[str, Any]:
     return traffic
 
 
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def _load(args: argparse.Namespace) -> int | None:
+    """The users at once the flags give, or None with a trace, whose window is the load;
+    users given with a trace, or neither, is one line."""
+    given = (
+        "--users"
+        if args.users is not None
+        else ("--registered" if args.registered is not None else None)
+    )
+    if args.trace:
+        if given:
+            raise WorkbenchError(
+                f"{given} sets generated traffic's load: with --trace the trace window is the "
+                "load (its requests at once are estimated from it, then measured); leave it out"
+            )
+        return None
+    if window := [flag for flag in WINDOW if getattr(args, _dest(flag)) is not None]:
+        raise WorkbenchError(f"{window[0]} cuts a window of a trace: give --trace FILE too")
+    if given is None:
+        raise WorkbenchError(
+            "give the load: --users N or --registered N, or --trace FILE (its window is the load)"
+        )
+    return peak_users(args.registered, args.online) if args.users is None else args.users
+
+
 def request_of(args: argparse.Namespace) -> TuneRequest:
-    """The tune the flags ask for; a bad SLO is one line."""
+    """The tune the flags ask for; a bad SLO, or a load given twice or not at all, is one
+    line."""
     slos = parse_slos(args.slo)
-    users = peak_users(args.registered, args.online) if args.users is None else args.users
+    users = _load(args)
     out = (
         Path(args.out)
         if args.out

@@ -12,14 +12,25 @@ from pathlib import Path
 import pytest
 
 from tests.engine.models.made_models import write_windowed_model
+from workbench.engine.base.errors import ExperimentError
+from workbench.engine.base.records import RequestRecord
+from workbench.engine.base.words import plural
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.models.memory import read_model_facts, settings_memory
 from workbench.engine.models.model_file import default_model_path
 from workbench.engine.predict.calibration import Calibration, FitQuality
 from workbench.engine.predict.costs import DecodeCost, MicroBatchCost, PrefillCost, StepCosts
+from workbench.engine.tune import search as search_module
 from workbench.engine.tune.records import SloTarget, TuneProgress, TuneRequest, rounded
-from workbench.engine.tune.search import MAX_HOPELESS, Search, TuneError, server_args
+from workbench.engine.tune.search import (
+    MAX_HOPELESS,
+    Search,
+    TuneError,
+    requests_at_once,
+    server_args,
+)
 from workbench.engine.tune.server_measure import Measured, Run
+from workbench.engine.tune.verdict import verdict_words
 
 COSTS = StepCosts(DecodeCost(8.0, 1.5, 0.002), PrefillCost(12.0, 0.25, 0.0001), 3.0)
 QUALITY = FitQuality(1, 0.0, 0.0, 1, 0.0, 0.0)
@@ -86,10 +97,11 @@ def search(
     said: list[TuneProgress] | None = None,
     cancel: threading.Event | None = None,
     traffic: dict | None = None,
+    users: int | None = 4,
 ) -> Search:
     # None leaves a field of TRAFFIC out (a trace's rows give their own prompt lengths)
     traffic = {k: v for k, v in {**TRAFFIC, **(traffic or {})}.items() if v is not None}
-    request = TuneRequest(slos, users=4, traffic=traffic, space=space, budget_s=budget_s)
+    request = TuneRequest(slos, users=users, traffic=traffic, space=space, budget_s=budget_s)
     return Search(
         request,
         default_model_path(),
@@ -274,14 +286,19 @@ def test_a_measured_candidate_that_met_the_slo_lost_on_measured_throughput():
     assert loser.why_lost == "measured 50 tok/s, below the winner's measured 200"
 
 
+def recorded(tmp_path: Path, gap_ms: float = 250, rows: int = 6) -> Path:
+    """A Mooncake trace of ``rows`` alike rows, one every ``gap_ms``."""
+    path = tmp_path / "recorded.jsonl"
+    made = [{"timestamp": gap_ms * k, "input_length": 40, "output_length": 8} for k in range(rows)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in made))
+    return path
+
+
 def test_a_trace_is_ranked_by_the_model(tmp_path):
     """The scheduler model predicts a recorded trace's rows at their times: its candidates
     are ranked, and the trace is replayed as recorded (no concurrency of the tune's)."""
-    recorded = tmp_path / "recorded.jsonl"
-    rows = [{"timestamp": 250 * k, "input_length": 40, "output_length": 8} for k in range(6)]
-    recorded.write_text("".join(json.dumps(row) + "\n" for row in rows))
     measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
-    trace = {"arrival": "trace", "trace": str(recorded), "input_tokens": None}
+    trace = {"arrival": "trace", "trace": str(recorded(tmp_path)), "input_tokens": None}
     said: list[TuneProgress] = []
     result = search(measure, space="slots=1,2", traffic=trace, said=said).run()
     assert all(t.predicted.get("ttft_p90_s") for t in result.tried)
@@ -296,14 +313,96 @@ def test_a_trace_is_ranked_by_the_model(tmp_path):
     )
 
 
-def test_a_trace_the_model_cannot_read_is_ranked_by_measurement_and_said_so():
+def test_a_trace_the_model_cannot_predict_is_ranked_by_measurement_and_said_so(
+    tmp_path, monkeypatch
+):
+    """Its window's requests at once are then estimated at the rough speed, and said so."""
+
+    def cannot(*args, **kwargs):
+        raise ExperimentError("[np=1] the scheduler model does not predict this yet")
+
+    monkeypatch.setattr(search_module, "predict_experiment", cannot)
     said: list[TuneProgress] = []
     measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
-    trace = {"arrival": "trace", "trace": "missing.jsonl", "input_tokens": None}
+    trace = {"arrival": "trace", "trace": str(recorded(tmp_path)), "input_tokens": None}
     result = search(measure, space="slots=1,2", said=said, traffic=trace).run()
     assert any("ranked by measurement only" in p.text for p in said)
     assert measure.probes == 0 and all(t.predicted == {} for t in result.tried)
     assert result.verified and measure.runs[0].workload["arrival"] == "trace"
+    assert result.load is not None and "at a rough 1 ms a prompt token" in result.load.peak_said()
+
+
+def test_a_trace_that_is_not_there_is_one_line_before_anything_runs():
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
+    trace = {"arrival": "trace", "trace": "missing.jsonl", "input_tokens": None}
+    with pytest.raises(TuneError, match=r"^tune: \[workload\] trace: cannot read missing"):
+        search(measure, space="slots=1,2", traffic=trace).run()
+    assert measure.runs == []
+
+
+WINDOW = {"trace_start_s": 0.25, "trace_duration_s": 1.0, "max_requests": 3, "time_scale": 2.0}
+
+
+def spans(*seconds: tuple[float, float]) -> list[RequestRecord]:
+    """Records in flight over these spans (s), as a run's session holds them."""
+    ns = 1_000_000_000
+    return [
+        RequestRecord(0, 0, k, "", t_submit_ns=round(a * ns), t_done_ns=round(b * ns))
+        for k, (a, b) in enumerate(seconds)
+    ]
+
+
+def test_a_trace_window_is_the_load_and_its_runs_send_that_window(tmp_path):
+    """No users: each run sends the window (its settings on the run's workload), the model
+    estimates its requests at once before any run, and the winner's run measures them."""
+    ran = spans((0, 2), (0.5, 1), (1, 3))  # two at once at most: one ends as another begins
+    measure = FakeMeasure(
+        lambda run: Measured(figures(0.5), records=ran, seconds=5.0), stored=calibration()
+    )
+    trace = {"arrival": "trace", "trace": str(recorded(tmp_path)), "input_tokens": None, **WINDOW}
+    said: list[TuneProgress] = []
+    result = search(measure, "slots=1,2", traffic=trace, users=None, said=said).run()
+
+    assert all(run.workload.items() >= WINDOW.items() for run in measure.runs)
+    assert result.verified and result.users == requests_at_once(ran) == 2
+    load = result.load
+    assert load is not None and (load.rows, load.span_s) == (3, 0.25)  # 250..750 ms, at 2x
+    assert load.estimated >= 1 and load.measured == 2
+    assert "by the scheduler model at np=2, the most slots it predicted" in load.estimated_from
+    estimate = f"{plural(load.estimated, 'request')} at once at peak in the trace window (es"
+    assert any(p.text.startswith(estimate) for p in said)
+    words = verdict_words(result)
+    assert any(w.startswith("Verified on the real server on the trace window: ") for w in words)
+    assert "The trace window: 3 requests of recorded.jsonl from 0.25 s to 1.25 s, sent over " in (
+        "\n".join(words)
+    )
+    assert (
+        f"2 requests at once at peak in the trace window (measured in the winner's "
+        f"verification run; {load.estimated} estimated beforehand from " in "\n".join(words)
+    )
+
+
+def test_a_window_longer_than_a_runs_share_of_the_budget_is_refused_saying_what_fits(tmp_path):
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0), stored=calibration())
+    trace = {"arrival": "trace", "trace": str(recorded(tmp_path, 10_000, 31)), "input_tokens": None}
+    with pytest.raises(TuneError) as refused:
+        search(measure, "slots=1", traffic=trace, users=None, budget_s=400).run()
+    assert str(refused.value) == (
+        "the trace window's rows take 5 min to send at time scale 1, more than a verification "
+        "run's share of the 6 min 40 s budget (3 min 20 s, less 8 s for its server's start: a "
+        "tune plans 2 runs at least): give --trace-duration 192s or less, --time-scale 1.6 or "
+        "more, or a larger --budget"
+    )
+    assert measure.runs == []
+    # the window it suggests fits
+    fits = {**trace, "trace_duration_s": 192}
+    assert search(measure, "slots=1", traffic=fits, users=None, budget_s=400).run().verified
+
+
+def test_generated_traffic_without_users_is_one_line():
+    measure = FakeMeasure(lambda run: Measured(figures(0.5), seconds=5.0))
+    with pytest.raises(TuneError, match=r"a tune needs the users at once \(--users or --regi"):
+        search(measure, users=None).run()
 
 
 def test_each_run_refits_its_groups_calibration_and_the_rest_is_predicted_again():

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.base.words import plural
+
 DIGITS = 3
 """A rate or a throughput is said to 3 significant figures: a short run cannot tell more
 (two runs of one configuration differ by several %)."""
@@ -81,12 +83,15 @@ class SloTarget:
 class TuneRequest:
     """Everything a tune is given. ``traffic`` is the experiment file's ``[workload]`` table
     the candidates are measured with (``input_tokens``/``max_tokens``, a trace or
-    conversations; empty: the built-in prompts), its ``requests`` at ``users`` at once;
-    ``space`` is the ``--space`` text in the settings schema's names; ``budget_s`` bounds the
-    whole search, probes and verification runs included."""
+    conversations; empty: the built-in prompts), its ``requests`` at ``users`` at once. A
+    trace's window (``trace_start_s``, ``trace_duration_s``, ``max_requests``,
+    ``time_scale``) is the load itself: ``users`` is not read with one (the CLI gives None),
+    the window's requests at once are estimated and measured instead (``TraceLoad``).
+    ``space`` is the ``--space`` text in the settings schema's names; ``budget_s`` bounds
+    the whole search, probes and verification runs included."""
 
     slos: tuple[SloTarget, ...]
-    users: int
+    users: int | None
     model: str | None = None
     traffic: dict[str, Any] = field(default_factory=dict)
     space: str = ""
@@ -141,6 +146,47 @@ class TuneProgress:
 
 
 @dataclass(frozen=True)
+class TraceLoad:
+    """A trace window as a tune's load: which rows it replays and how long they take to
+    send, and how many requests it puts in flight at once at its peak: ``estimated`` before
+    any run (``estimated_from`` says how), ``measured`` in the winner's verification run
+    (None: none verified)."""
+
+    trace: str  # the file's name
+    rows: int
+    start_s: float  # into the trace, as recorded
+    duration_s: float  # as recorded; 0: to the end
+    time_scale: float
+    span_s: float  # its rows' sending, at its time scale (a later turn's as if replies took none)
+    estimated: int
+    estimated_from: str
+    measured: int | None = None
+
+    def window_said(self) -> str:
+        """The window in one sentence: ``The trace window: 40 requests of t.jsonl from 0 s
+        to 20 s, sent over 10 s at time scale 2.``"""
+        end = f"to {self.start_s + self.duration_s:g} s" if self.duration_s else "to its end"
+        return (
+            f"The trace window: {plural(self.rows, 'request')} of {self.trace} from "
+            f"{self.start_s:g} s {end}, sent over {rounded(self.span_s)} s at time scale "
+            f"{self.time_scale:g}."
+        )
+
+    def peak_said(self) -> str:
+        """Its requests at once, and where the figure comes from: a measured one first."""
+        if self.measured is not None:
+            return (
+                f"{plural(self.measured, 'request')} at once at peak in the trace window "
+                f"(measured in the winner's verification run; {self.estimated} estimated "
+                f"beforehand from {self.estimated_from})."
+            )
+        return (
+            f"{plural(self.estimated, 'request')} at once at peak in the trace window "
+            f"(estimated from {self.estimated_from})."
+        )
+
+
+@dataclass(frozen=True)
 class RateTried:
     """One probe of the rate search: the winner at ``rate_rps`` Poisson arrivals, whether
     it held the SLO, and why not (a missed limit, a queue that grew without bound)."""
@@ -160,7 +206,9 @@ class Recommendation:
     slos: tuple[SloTarget, ...]
     winner: TriedConfig | None
     verified: bool
-    users: int | None  # concurrent users the winner holds within the SLO
+    # concurrent users the winner holds within the SLO (a trace: the most requests its
+    # verification run had in flight at once)
+    users: int | None
     rate_rps: float | None  # the highest Poisson request rate it sustains within the SLO
     runners_up: tuple[TriedConfig, ...]
     tried: tuple[TriedConfig, ...]
@@ -171,6 +219,7 @@ class Recommendation:
     rate_probes: tuple[RateTried, ...] = ()  # the rate search's probes, in order
     rate_session_path: Path | None = None  # the session holding them (Poisson arrivals)
     own_times: bool = False  # its traffic keeps its own times (a trace): no rate searched
+    load: TraceLoad | None = None  # a trace window's, which ``users`` then counts at its peak
 
     @property
     def measured(self) -> dict[str, float | None]:

@@ -19,7 +19,7 @@ import math
 import shlex
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,7 +33,13 @@ from workbench.engine.base.words import plural
 from workbench.engine.config.experiment import RunConfig
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import show_value
-from workbench.engine.config.workloads import ConversationsWorkload, RequestsWorkload, kind_of
+from workbench.engine.config.workloads import (
+    ConversationsWorkload,
+    RequestsWorkload,
+    TraceWorkload,
+    kind_of,
+)
+from workbench.engine.interop.trace_file import TracePlan, trace_plans
 from workbench.engine.measure.prompts import load_prompts
 from workbench.engine.models.gguf_header import loadable_model
 from workbench.engine.models.memory import MIB, read_model_facts
@@ -57,6 +63,7 @@ from workbench.engine.tune.records import (
     RateTried,
     Recommendation,
     SloTarget,
+    TraceLoad,
     TriedConfig,
     TuneProgress,
     TuneRequest,
@@ -74,11 +81,15 @@ from workbench.engine.tune.server_measure import (
 )
 from workbench.engine.tune.slo_targets import meets, misses, worst_ratio
 from workbench.engine.tune.space import parse_space
+from workbench.engine.tune.verdict import clock
 
 START_S = 8.0  # a server's start and warm-up, until one was timed
 ROUGH_STEP_MS = 30.0  # a generating step, before a calibration says
 ROUGH_PROMPT_MS = 1.0  # a prompt token, before a calibration says
 MIN_PROBE_S = 15.0  # a probe given less measures too little to rank by
+PLANNED_RUNS = 2
+"""Verification runs a budget is planned to hold at least: the probe leaves room for them,
+and a trace window longer than a budget's share for one is refused."""
 MAX_VERIFY = 8  # verification runs at most
 MAX_HOPELESS = 2  # candidates the model says miss, verified when none is said to meet
 RATE_PROBE_S = 15.0  # of arrivals: the over-saturation test needs 12 s of them
@@ -133,6 +144,7 @@ class Candidate:
     why_lost: str | None = None
     fits: bool = True
     asked: Coverage | None = None  # what its predicted requests ask of the calibration
+    predicted_at_once: int | None = None  # a trace's: its requests in flight at peak, predicted
 
     @property
     def group(self) -> tuple[tuple[str, Any], ...]:
@@ -151,15 +163,64 @@ def server_args(settings: ServerSettings, model: Path) -> list[str]:
 
 def verification_workload(request: TuneRequest) -> dict[str, Any]:
     """The traffic at ``users`` at once: their requests in flight together, twice over (a
-    conversations run holds ``users`` conversations; a trace keeps its own times)."""
+    conversations run holds ``users`` conversations; a trace keeps its own times, and its
+    window is the load). Traffic other than a trace without ``users`` is a ``TuneError``."""
     workload = dict(request.traffic)
     kind = kind_of(workload)
+    if kind is TraceWorkload:
+        return workload
+    if request.users is None:
+        raise TuneError(
+            "a tune needs the users at once (--users or --registered): only a trace (--trace) "
+            "is a load of its own"
+        )
     if kind is ConversationsWorkload:
         workload["users"] = request.users
-    elif kind is RequestsWorkload:
+    else:
         workload.setdefault("requests", max(8, 2 * request.users))
         workload["concurrency"] = request.users
     return workload
+
+
+def peak_at_once(spans: Iterable[tuple[float, float]]) -> int:
+    """The most spans open at one moment; one that ends as another begins is not counted
+    with it."""
+    edges = sorted(edge for start, end in spans for edge in ((start, 1), (end, -1)))
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def requests_at_once(records: Sequence[RequestRecord]) -> int:
+    """The most requests in flight at one moment of a repeat, sent and not yet done (a
+    request waiting in the server's queue is in flight), over the repeats; warm-ups left
+    out. Measured records or the model's predicted ones, which hold the same stamps."""
+    by_repeat: dict[int, list[tuple[float, float]]] = {}
+    for r in records:
+        if not r.warmup and r.t_submit_ns is not None and r.t_done_ns is not None:
+            by_repeat.setdefault(r.repeat, []).append((r.t_submit_ns, r.t_done_ns))
+    return max((peak_at_once(spans) for spans in by_repeat.values()), default=0)
+
+
+def rough_request_s(prompt_tokens: int, answer_tokens: int) -> float:
+    """One request alone on the server, before a calibration says (a rough guess)."""
+    prompt = request_tokens(prompt_tokens, 0) * ROUGH_PROMPT_MS
+    return (prompt + answer_tokens * ROUGH_STEP_MS) / 1000
+
+
+def rough_at_once(plan: TracePlan) -> int:
+    """A trace window's requests in flight at peak if each were served alone at the rough
+    speed, from its rows' times (a later turn's after the turn before it) and lengths: the
+    estimate where no calibration predicts the window."""
+    ends: list[float] = []
+    spans = []
+    for k, follows in enumerate(plan.follows):
+        start = plan.offsets[k] if follows is None else ends[follows[0]] + follows[1]
+        ends.append(start + rough_request_s(plan.input_tokens[k], plan.output_tokens[k]))
+        spans.append((start, ends[-1]))
+    return peak_at_once(spans)
 
 
 class Search:
@@ -189,6 +250,12 @@ class Search:
         self.started = time.monotonic()
         self.deadline = self.started + request.budget_s
         self.candidates: list[Candidate] = []
+        # a trace's load is its window: its requests at once once estimated, not the users
+        traced = kind_of(request.traffic) is TraceWorkload
+        self.users = None if traced else request.users
+        self.window: TraceWorkload | None = None  # a trace's settings, its window's among them
+        self.plan: TracePlan | None = None  # that window, as each run sends it
+        self.load: TraceLoad | None = None
         self.calibrations: dict[tuple[tuple[str, Any], ...], Calibration] = {}
         self.fitted: dict[tuple[tuple[str, Any], ...], list[RequestRecord]] = {}
         self.run_times: list[float] = []
@@ -232,10 +299,13 @@ class Search:
     def run(self) -> Recommendation:
         self._say("plan", "the space, and what of it fits in memory")
         self.candidates = self._candidates()
+        self._window()
         fitting = self._memory()
         self._check_budget(fitting)
         self._calibrate(fitting)
         self._predict(fitting)
+        if self.window is not None and self.plan is not None:
+            self._estimate_load(self.window, self.plan, fitting)
         winner = self._verify(fitting)
         rate = self._rate(winner) if winner is not None and not self.cancel.is_set() else None
         return self._recommend(winner, rate)
@@ -253,6 +323,19 @@ class Search:
             raise TuneError(f"tune: {exc}") from None
         return [Candidate(c.label, s, c, r) for s, c, r in zip(chosen, configs, runs, strict=True)]
 
+    def _window(self) -> None:
+        """A trace's window as each run sends it (the space holds server settings only, so
+        every candidate sends the same), read and planned before anything starts: a file
+        that is not a trace, or a window with no rows, is one line."""
+        config = self.candidates[0].config
+        if not isinstance(config.workload, TraceWorkload):
+            return
+        try:
+            self.plan = trace_plans([config], None)[config.index]
+        except ExperimentError as exc:
+            raise TuneError(f"tune: {exc}") from None
+        self.window = config.workload
+
     def _memory(self) -> list[Candidate]:
         """The candidates that fit in memory and whose slots hold a request; the rest say
         why not. Nothing left is a ``TuneError``."""
@@ -261,7 +344,11 @@ class Search:
         free_mib = self.available_bytes / MIB
         for c in self.candidates:
             s, w = c.config.server, c.config.workload
-            need = request_tokens(w.longest_prompt_tokens, w.max_tokens)
+            need = (
+                request_tokens(w.longest_prompt_tokens, w.max_tokens)
+                if self.plan is None
+                else self.plan.longest_request
+            )
             row = plan_settings(facts, s, self.available_bytes, need)
             if row.fit == "does not fit":
                 c.fits = False
@@ -284,11 +371,17 @@ class Search:
 
     def _rough_s(self, c: Candidate) -> float:
         """One verification's time before a calibration says: its server's start, then each
-        wave of requests the slots serve at once, prompt and answer (a rough guess)."""
-        w = c.config.workload
-        waves = math.ceil(w.per_repeat / max(1, min(self.request.users, c.config.server.slots)))
-        prompt = request_tokens(w.longest_prompt_tokens, 0) * ROUGH_PROMPT_MS
-        one = (prompt + w.max_tokens * ROUGH_STEP_MS) / 1000
+        wave of requests the slots serve at once, prompt and answer (a rough guess); a trace
+        window's waves take at least as long as its rows take to send."""
+        w, slots = c.config.workload, max(1, c.config.server.slots)
+        if self.plan is not None:
+            plan = self.plan
+            one = max(map(rough_request_s, plan.input_tokens, plan.output_tokens))
+            waves = math.ceil(len(plan.rows) / slots)
+            return START_S + w.warmup * one + w.repeats * max(plan.span_s + one, waves * one)
+        assert self.users is not None  # generated traffic has its users (verification_workload)
+        waves = math.ceil(w.per_repeat / min(self.users, slots))
+        one = rough_request_s(w.longest_prompt_tokens, w.max_tokens)
         return START_S + (waves * w.repeats + w.warmup) * one
 
     def _run_s(self, c: Candidate) -> float:
@@ -300,12 +393,38 @@ class Search:
         return max(start, self._rough_s(c))
 
     def _check_budget(self, fitting: list[Candidate]) -> None:
+        if self.window is not None and self.plan is not None:
+            self._check_window(self.window, self.plan)
         least = min(self._rough_s(c) for c in fitting)
         if self.request.budget_s < least:
             raise TuneError(
                 f"a budget of {self.request.budget_s:g} s cannot verify one candidate: at least "
                 f"~{math.ceil(least)} s (a server's start and one run of the traffic)"
             )
+
+    def _check_window(self, workload: TraceWorkload, plan: TracePlan) -> None:
+        """A trace window whose rows take longer to send than a verification run's share of
+        the budget (``PLANNED_RUNS`` of them, a server's start each) is refused, saying the
+        window or the time scale that would fit."""
+        budget = self.request.budget_s
+        share = budget / PLANNED_RUNS
+        sending = plan.span_s * workload.repeats
+        if START_S + sending <= share:
+            return
+        room = (share - START_S) / workload.repeats  # a repeat's sending, at most
+        recorded = plan.span_s * workload.time_scale  # the window's span as recorded
+        fits = (
+            f"--trace-duration {math.floor(room * workload.time_scale)}s or less, "
+            f"--time-scale {_at_least(recorded / room):g} or more, or "
+            if room >= 1
+            else ""
+        )
+        raise TuneError(
+            f"the trace window's rows take {clock(sending)} to send at time scale "
+            f"{workload.time_scale:g}, more than a verification run's share of the "
+            f"{clock(budget)} budget ({clock(share)}, less {START_S:g} s for its server's start: "
+            f"a tune plans {PLANNED_RUNS} runs at least): give {fits}a larger --budget"
+        )
 
     def _calibrate(self, fitting: list[Candidate]) -> None:
         """A stored calibration for each held-settings group; the largest group probed when
@@ -321,8 +440,8 @@ class Search:
         main = max(groups, key=lambda k: len(groups[k]))
         if main in self.calibrations or self.cancel.is_set():
             return
-        # The probe only ranks: it gets at most half of what two runs leave.
-        reserve = 2 * min(self._rough_s(c) for c in fitting)
+        # The probe only ranks: it gets at most half of what the planned runs leave.
+        reserve = PLANNED_RUNS * min(self._rough_s(c) for c in fitting)
         limit = min(LIMIT_S, (self._left() - reserve) / 2 - START_S)
         held = ", ".join(f"{k}={show_value(v)}" for k, v in main if v is not None) or "defaults"
         if limit < MIN_PROBE_S:
@@ -380,9 +499,47 @@ class Search:
                 )
                 c.predicted_s = p.requests_s
                 c.asked = coverage(p.records)
+                if self.plan is not None:
+                    c.predicted_at_once = requests_at_once(p.records)
         ranked = sum(1 for c in members if c.predicted and c.measured is None)
         if ranked:
             self._say("rank", f"{plural(ranked, 'candidate')} ranked by the scheduler model")
+
+    def _estimate_load(
+        self, workload: TraceWorkload, plan: TracePlan, fitting: list[Candidate]
+    ) -> None:
+        """A trace window's requests at once at peak, before any run: as the scheduler model
+        predicts the window at the most slots it predicted (the fewest kept waiting for
+        one), else at the rough speed, each request alone. The search centres the slots of
+        candidates it cannot predict on it."""
+        predicted = [c for c in fitting if c.predicted_at_once is not None]
+        if predicted:
+            most = max(predicted, key=lambda c: c.config.server.slots)
+            assert most.predicted_at_once is not None
+            estimated = most.predicted_at_once
+            source = (
+                f"its arrivals and lengths by the scheduler model at {most.label}, the most "
+                "slots it predicted"
+            )
+        else:
+            estimated = rough_at_once(plan)
+            source = (
+                f"its arrivals and lengths, each request alone at a rough {ROUGH_PROMPT_MS:g} ms "
+                f"a prompt token and {ROUGH_STEP_MS:g} ms a generated one: no calibration "
+                "predicts it"
+            )
+        self.users = max(1, estimated)
+        self.load = TraceLoad(
+            plan.name,
+            len(plan.rows),
+            workload.trace_start_s,
+            workload.trace_duration_s,
+            workload.time_scale,
+            plan.span_s,
+            estimated,
+            source,
+        )
+        self._say("rank", self.load.peak_said())
 
     def _queue(self, fitting: list[Candidate], best: Candidate | None) -> list[Candidate]:
         """What to verify next, best first: those the model says meet the SLO by their
@@ -394,9 +551,10 @@ class Search:
             (c for c in left if c.predicted and meets(self.slos, c.predicted)),
             key=lambda c: -(c.predicted.get("agg_tok_s") or 0),
         )
+        users = self.users or 1  # a trace's is its window's estimate, made before any run
         unpredicted = sorted(
             (c for c in left if not c.predicted),
-            key=lambda c: abs(math.log(max(1, c.config.server.slots) / self.request.users)),
+            key=lambda c: abs(math.log(max(1, c.config.server.slots) / users)),
         )
         seen: set[tuple[tuple[str, Any], ...]] = set()
         firsts = []
@@ -565,7 +723,7 @@ class Search:
                 break
             rate = significant(rate)  # a rate to 3 significant figures, as it is said
             requests = min(
-                MAX_RATE_REQUESTS, max(8, self.request.users, math.ceil(rate * RATE_PROBE_S))
+                MAX_RATE_REQUESTS, max(8, self.users or 1, math.ceil(rate * RATE_PROBE_S))
             )
             need = START_S + requests / rate + (self.run_times[-1] if self.run_times else 0)
             if need > self._left():
@@ -640,11 +798,17 @@ class Search:
         reason = self._reason(winner)
         command = None if chosen is None else shlex.join([self.binary, *chosen.llama_server_args])
         self._say("done", reason or f"{chosen.label if chosen else ''}: verified")
+        load, users = self.load, self.users
+        if load is not None:  # a trace's users: its winner's requests at once, as measured
+            users = None
+            if winner is not None and winner.measured is not None:
+                users = requests_at_once(winner.measured.records)
+                load = replace(load, measured=users)
         return Recommendation(
             self.slos,
             chosen,
             winner is not None,
-            self.request.users if winner is not None else None,
+            users if winner is not None else None,
             rate,
             tuple(others[:SHOWN_RUNNERS_UP]),
             tuple(tried),
@@ -655,6 +819,7 @@ class Search:
             tuple(self.rates),
             self.measure.rate_session_path,
             self._own_times(),
+            load,
         )
 
     def _why_not_run(self, c: Candidate, winner: Candidate | None) -> str:
@@ -726,6 +891,13 @@ def tune(
     binary = find_server_binary(request.server_bin).path
     measure = ServerMeasure(binary, model, request.out_dir, request.server_bin, cancel)
     return Search(request, model, binary, measure, progress, cancel).run()
+
+
+def _at_least(value: float, digits: int = 2) -> float:
+    """``value`` rounded up to ``digits`` significant figures (1.54 is 1.6): a time scale
+    said to be enough is."""
+    shift = digits - 1 - math.floor(math.log10(value))
+    return math.ceil(value * 10**shift) / 10**shift
 
 
 def _agg(figures: dict[str, float | None]) -> float:

@@ -50,7 +50,8 @@ def settings_words(settings: dict[str, Any]) -> str:
 
 def verdict_words(recommendation: Recommendation) -> list[str]:
     """The answer in a few lines: what is recommended and whether it was measured, its
-    figures against the SLOs, the rate it holds, and how the search went. A predicted figure
+    figures against the SLOs, the rate it holds, a trace window's load (its requests at once
+    said measured or estimated, and from what), and how the search went. A predicted figure
     is said to be predicted. The first line is the headline: ``Recommended: ...``,
     ``Best found: ...`` (predicted only) or ``No recommendation: ...``."""
     r = recommendation
@@ -65,14 +66,19 @@ def verdict_words(recommendation: Recommendation) -> list[str]:
             for s in r.slos
             if (value := value_ms(s, r.measured)) is not None
         )
-        users = "" if r.users is None else f" at {plural(r.users, 'user')} at once"
-        lines.append(f"Verified on the real server{users}: {measured}.")
+        if r.load is not None:
+            load = " on the trace window"
+        else:
+            load = "" if r.users is None else f" at {plural(r.users, 'user')} at once"
+        lines.append(f"Verified on the real server{load}: {measured}.")
         lines.append(r.rate_said())
     else:
         lines.append(f"Best found: {winner.label} ({settings_words(winner.settings)}).")
         lines.append("Not verified: its figures are predicted, not measured.")
         if r.reason:
             lines.append(r.reason)
+    if r.load is not None:
+        lines += [r.load.window_said(), r.load.peak_said()]
     ran = sum(1 for t in r.tried if t.source == "measured")
     lines.append(
         f"Tried {plural(len(r.tried), 'configuration')} ({ran} measured) in {clock(r.elapsed_s)}."
