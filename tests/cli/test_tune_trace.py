@@ -48,6 +48,8 @@ def test_a_trace_needs_no_users_and_its_window_becomes_the_traffic(tmp_path, mon
         (["--users", "2", "--time-scale", "2"], "--time-scale cuts a window of a trace: give --"),
         (["--trace", "t.jsonl", "--users", "4"], "--users sets generated traffic's load: with --t"),
         (["--trace", "t.jsonl", "--registered", "400"], "--registered sets generated traffic's"),
+        (["--trace", "t.jsonl", "--requests", "9"], "--requests sets generated traffic: with --tr"),
+        (["--trace", "t.jsonl", "--input-tokens", "9"], "--input-tokens sets generated traffic"),
         (
             [],
             "give the load: --users N or --registered N, or --trace FILE (its window is the load)",

@@ -182,6 +182,13 @@ def _load(args: argparse.Namespace) -> int | None:
         else ("--registered" if args.registered is not None else None)
     )
     if args.trace:
+        for flag, instead in (("--requests", "--trace-requests N"), ("--input-tokens", None)):
+            if getattr(args, _dest(flag)) is not None:
+                rows = f"; {instead} bounds them" if instead else ""
+                raise WorkbenchError(
+                    f"{flag} sets generated traffic: with --trace each row of the window is a "
+                    f"request as long as it says{rows}"
+                )
         if given:
             raise WorkbenchError(
                 f"{given} sets generated traffic's load: with --trace the trace window is the "
