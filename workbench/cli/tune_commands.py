@@ -33,7 +33,13 @@ from workbench.engine.analysis.slo import peak_users
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.run.lifecycle import STOP_SIGNALS
 from workbench.engine.tune.answer import write_recommendation
-from workbench.engine.tune.records import Recommendation, TuneProgress, TuneRequest, rounded
+from workbench.engine.tune.records import (
+    Recommendation,
+    TuneProgress,
+    TuneRequest,
+    rounded,
+    trace_traffic,
+)
 from workbench.engine.tune.search import tune
 from workbench.engine.tune.slo_targets import parse_slos, value_ms
 from workbench.engine.tune.verdict import progress_words, time_spent, verdict_words
@@ -158,10 +164,8 @@ def _traffic(args: argparse.Namespace) -> dict[str, Any]:
     if args.requests is not None:
         traffic["requests"] = args.requests
     if args.trace:
-        traffic.update(arrival="trace", trace=str(Path(args.trace).resolve()))
-        for flag, setting in WINDOW.items():
-            if (value := getattr(args, _dest(flag))) is not None:
-                traffic[setting] = value
+        window = {setting: getattr(args, _dest(flag)) for flag, setting in WINDOW.items()}
+        traffic.update(trace_traffic(args.trace, window))
     if args.conversations_file:
         traffic.update(
             kind="conversations", conversations_file=str(Path(args.conversations_file).resolve())

@@ -9,6 +9,7 @@ predicted figure is never reported as measured.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,23 @@ class TuneRequest:
     # speculative decoding as a dimension: each combination with this draft model and
     # without one (unless ``space`` names ``draft_model`` itself)
     draft_model: str | None = None
+
+
+TRACE_WINDOW = ("trace_start_s", "trace_duration_s", "max_requests", "time_scale")
+"""The trace settings that cut a tune's window of a trace (``TraceWorkload``'s), in the
+order the CLI's flags and the Tune tab's fields ask them."""
+
+
+def trace_traffic(trace: str | Path, window: Mapping[str, float | None]) -> dict[str, Any]:
+    """A trace window's ``traffic``: the trace, its path resolved, and each setting of
+    ``TRACE_WINDOW`` given (None, or left out: not given, the trace setting's default). The
+    CLI's ``--trace`` flags and the Tune tab's fields both make it here, already bounded as
+    the trace settings are."""
+    traffic: dict[str, Any] = {"arrival": "trace", "trace": str(Path(trace).resolve())}
+    for name in TRACE_WINDOW:
+        if (value := window.get(name)) is not None:
+            traffic[name] = value
+    return traffic
 
 
 @dataclass(frozen=True)
