@@ -9,22 +9,32 @@ import threading
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QScrollArea
 
 from tests.ui.driving import click, run
 from tests.ui.tune_records import TRIED, recommendation
+from workbench.cli.main import build_parser
+from workbench.cli.tune_commands import request_of
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.tune.records import (
     RateTried,
     Recommendation,
     SloTarget,
+    TraceLoad,
     TuneProgress,
     TuneRequest,
 )
 from workbench.engine.tune.verdict import progress_words, verdict_words
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.panels.experiment_form import ExperimentForm
-from workbench.ui.panels.tune_panel import TRACE, SloRow, TunePanel, done_share
+from workbench.ui.panels.tune_panel import (
+    FIXED,
+    TRACE,
+    TRACE_LOAD,
+    SloRow,
+    TunePanel,
+    done_share,
+)
 
 
 class FakeTune:
@@ -313,3 +323,115 @@ def test_a_draft_model_in_the_tab_is_the_tunes(qtbot, tasks, tmp_path):
     assert panel.tune_request().draft_model is None
     panel.draft.setText("  drafts/small.gguf ")
     assert panel.tune_request().draft_model == "drafts/small.gguf"
+
+
+def trace_chosen(panel: TunePanel, trace: Path, **window: str) -> None:
+    panel.traffic.setCurrentText(TRACE)
+    panel.trace.setText(str(trace))
+    for name, text in window.items():
+        panel.window_edits[name].setText(text)
+
+
+def test_a_trace_is_its_own_load_and_its_window_is_asked(qtbot, tasks, tmp_path):
+    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
+    assert not panel.trace_load.isVisible() and not panel.window_box.isVisible()
+    panel.traffic.setCurrentText(TRACE)
+    for widget in (panel.at_once, panel.from_registered, panel.users, panel.registered):
+        assert not widget.isEnabled() and not widget.isVisible()
+    assert panel.trace_load.isVisible() and panel.trace_load.text() == TRACE_LOAD
+    assert all(edit.isVisible() for edit in panel.window_edits.values())
+    rows = panel.window_box.layout()
+    labels = [rows.labelForField(edit).text() for edit in panel.window_edits.values()]
+    assert labels == ["trace start (s)", "trace duration (s)", "max requests", "time scale"]
+    assert "From 0.001 to 1000 (2 = twice as fast)" in panel.window_edits["time_scale"].toolTip()
+    panel.traffic.setCurrentText(FIXED)
+    assert panel.users.isEnabled() and not panel.registered.isEnabled()  # as it was
+    assert panel.users.isVisible() and not panel.trace_load.isVisible()
+    assert not panel.window_box.isVisible()
+
+
+def test_a_trace_tune_asks_its_window_as_the_cli_does(qtbot, loop, tasks, tmp_path):
+    tune = FakeTune()
+    panel = panel_of(qtbot, tasks, tune, tmp_path)
+    panel.users.setValue(0)  # not read with a trace
+    trace = tmp_path / "t.jsonl"
+    window = dict(trace_start_s="600", trace_duration_s="90", max_requests="40", time_scale="2.5")
+    trace_chosen(panel, trace, **window)
+    click(loop, panel.start_button)
+    run(loop, lambda: panel.recommendation is not None, 10)
+    (request,) = tune.requests
+    assert request.users is None
+    assert request.traffic == {
+        "arrival": "trace",
+        "trace": str(trace.resolve()),
+        "trace_start_s": 600.0,
+        "trace_duration_s": 90.0,
+        "max_requests": 40,
+        "time_scale": 2.5,
+    }
+    flags = ["--trace-start", "10m", "--trace-duration", "90s", "--trace-requests", "40",
+             "--time-scale", "2.5"]  # fmt: skip
+    args = build_parser().parse_args(["tune", "--slo", "ttft_p90:2000", "--trace", str(trace),
+                                      *flags])  # fmt: skip
+    assert request_of(args).traffic == request.traffic  # the CLI's, the same
+    for edit in panel.window_edits.values():
+        edit.clear()
+    assert panel.tune_request().traffic == request_of(
+        build_parser().parse_args(["tune", "--slo", "ttft_p90:2000", "--trace", str(trace)])
+    ).traffic == {"arrival": "trace", "trace": str(trace.resolve())}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        (
+            "time_scale",
+            "0",
+            "Trace window: time scale must be between 0.001 and 1000 (2 = twice as fast), got 0.",
+        ),
+        (
+            "trace_start_s",
+            "-5",
+            "Trace window: trace start (s) must be between 0 and 10000000 (seconds), got -5.",
+        ),
+        ("max_requests", "100001", "max requests must be between 0 and 100000 (0 = every row)"),
+        ("max_requests", "2.5", "Trace window: max requests: '2.5' is not a whole number."),
+        ("trace_duration_s", "10m", "Trace window: trace duration (s): '10m' is not a number."),
+        ("time_scale", "nan", "time scale: 'nan' is not a finite number"),
+    ],
+)
+def test_a_window_out_of_its_bounds_is_said_and_nothing_starts(
+    qtbot, loop, tasks, tmp_path, name, text, said
+):
+    tune = FakeTune()
+    panel = panel_of(qtbot, tasks, tune, tmp_path)
+    trace_chosen(panel, tmp_path / "t.jsonl", **{name: text})
+    click(loop, panel.start_button)
+    assert panel.error.isVisible() and said in panel.error.text()
+    assert not tune.requests and not panel.controller.running
+
+
+def test_a_trace_tunes_answer_says_its_window_and_its_peak(qtbot, tasks, tmp_path):
+    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
+    load = TraceLoad("t.jsonl", 3, 14.5, 2.6, 2.0, 1.25, 3, "its arrivals and lengths", 3)
+    answer = dataclasses.replace(recommendation(), users=3, load=load, own_times=True)
+    panel.show_recommendation(answer)
+    verdict = panel.verdict.text().splitlines()
+    assert verdict == verdict_words(answer)  # as the CLI prints it
+    assert "Verified on the real server on the trace window: TTFT p90 1400 ms" in verdict[1]
+    assert load.window_said() in verdict and load.peak_said() in verdict
+    assert "3 requests at once at peak in the trace window (measured" in load.peak_said()
+
+
+def test_the_tab_with_a_trace_fits_its_column_at_1366x768(window, loop):
+    """Nothing cut at the right: the SLO rows, and with a trace its window's labels, once
+    overflowed the column the tab has on a small screen (no sideways scroll)."""
+    window.resize(1366, 768)
+    tab = next(i for i in range(window.left.count()) if window.left.tabText(i) == "Tune")
+    window.left.setCurrentIndex(tab)
+    panel = window.tune_panel
+    for kind in (FIXED, TRACE):
+        panel.traffic.setCurrentText(kind)
+        run(loop, lambda: window.left.width() < 400, 5)
+        area = panel.findChild(QScrollArea)
+        assert area.widget().minimumSizeHint().width() <= area.viewport().width()

@@ -1,9 +1,10 @@
-"""The Tune tab: what ``workbench tune`` is given (SLOs, users, traffic, the settings to
-search, a budget), its progress as it goes, the tried configurations charted, and its answer:
-the recommended settings, measured or only predicted (always said), what they hold, the
-runners-up and why they lost, the server's command line, and "Use these settings", which
-fills the experiment form. Its progress line and its verdict are ``workbench tune``'s words
-(``engine/tune/verdict``)."""
+"""The Tune tab: what ``workbench tune`` is given (SLOs, users or a trace's window, traffic,
+the settings to search, a budget), its progress as it goes, the tried configurations
+charted, and its answer: the recommended settings, measured or only predicted (always said),
+what they hold, the runners-up and why they lost, the server's command line, and "Use these
+settings", which fills the experiment form. Its progress line and its verdict are
+``workbench tune``'s words (``engine/tune/verdict``); a trace's window is read as its flags
+are, into the same traffic (``engine/tune/records.trace_traffic``)."""
 
 from __future__ import annotations
 
@@ -37,16 +38,19 @@ from workbench.engine.analysis.slo import peak_users
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.words import plural
 from workbench.engine.config.server_settings import ServerSettings
-from workbench.engine.config.settings import fields_of
+from workbench.engine.config.settings import Field, as_typed, field_named, fields_of
+from workbench.engine.config.workloads import TraceWorkload
 from workbench.engine.tune.records import (
     METRICS,
     ONLY,
     PERCENTILES,
+    TRACE_WINDOW,
     Recommendation,
     SloTarget,
     TriedConfig,
     TuneProgress,
     TuneRequest,
+    trace_traffic,
 )
 from workbench.engine.tune.search import verification_workload
 from workbench.engine.tune.slo_targets import value_ms
@@ -68,6 +72,13 @@ FIXED, TRACE, CONVERSATIONS, BUILTIN = (
 )
 SPACE_EXAMPLE = "slots=1..16; ctx>=4096; cache_type_k=f16,q8_0; flash_attn=on,off; threads"
 STEPS = 1000  # the progress bar's range
+WHOLE_TRACE = {  # a window field left empty: the trace setting's default, as its flag not given
+    "trace_start_s": "0: from its start",
+    "trace_duration_s": "to its end",
+    "max_requests": "every row",
+    "time_scale": "1: as recorded",
+}
+TRACE_LOAD = "The trace window below is the load."  # a trace's, in place of the users
 LIMIT_WIDTH = 95  # px: an SLO's limit box
 
 
@@ -97,6 +108,22 @@ def form_settings(
     if request.model and "model" not in server:
         server["model"] = request.model
     return server, verification_workload(request)
+
+
+def window_field(name: str) -> Field:
+    """A setting of a trace's window, as the trace settings declare it."""
+    return field_named(TraceWorkload, name)
+
+
+def window_tip(f: Field) -> str:
+    """A window field's tooltip: what the trace setting means and its bounds, as declared."""
+    meaning = f.setting.help.removeprefix("for `trace`: ").replace("`", "")
+    bounds = f.range
+    assert bounds is not None  # every window setting is a bounded number
+    return (
+        f"{meaning[0].upper()}{meaning[1:]}. From {as_typed(bounds.low)} to "
+        f"{as_typed(bounds.high)} ({bounds.note}); empty: {WHOLE_TRACE[f.name]}."
+    )
 
 
 def _file_row(placeholder: str, pick: Callable[[], None]) -> tuple[QLineEdit, QHBoxLayout]:
@@ -140,6 +167,7 @@ class SloRow(QWidget):
         remove.clicked.connect(self._remove)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(4)  # with the tab's margins, a row fits its column at 1366 px
         layout.addWidget(self.metric_box)
         layout.addWidget(self.percentile)
         layout.addWidget(QLabel("≤"))
@@ -216,12 +244,19 @@ class TunePanel(QWidget):
         self.online.setValue(0.05)  # as workbench tune's --online
         self.online.setToolTip("the share of registered users online at once")
         self.users_said = QLabel()
-        load = QGroupBox("Load")
-        load_rows = QFormLayout(load)
+        self.load_inputs = QWidget()  # hidden with a trace, whose window is the load
+        load_rows = QFormLayout(self.load_inputs)
+        load_rows.setContentsMargins(0, 0, 0, 0)
         load_rows.addRow(self.at_once, self.users)
         load_rows.addRow(self.from_registered, self.registered)
         load_rows.addRow("online share", self.online)
         load_rows.addRow("", self.users_said)
+        self.trace_load = QLabel(TRACE_LOAD)
+        self.trace_load.setWordWrap(True)
+        load = QGroupBox("Load")
+        load_layout = QVBoxLayout(load)
+        load_layout.addWidget(self.load_inputs)
+        load_layout.addWidget(self.trace_load)
         for changed in (self.registered.valueChanged, self.online.valueChanged):
             changed.connect(self._say_users)
         self.at_once.toggled.connect(self._say_users)
@@ -238,6 +273,18 @@ class TunePanel(QWidget):
         self.traffic_rows.addRow("input tokens", self.input_tokens)
         self.traffic_rows.addRow("max tokens", self.max_tokens)
         self.traffic_rows.addRow("trace", trace_row)
+        # a box of its own: its labels, the trace settings', would widen the traffic's column
+        self.window_box = QGroupBox("Trace window")
+        self.window_box.setToolTip("what each verification run replays of the trace")
+        window_rows = QFormLayout(self.window_box)
+        self.window_edits: dict[str, QLineEdit] = {}  # not "window": QWidget.window()
+        for name in TRACE_WINDOW:
+            f = window_field(name)
+            edit = QLineEdit()
+            edit.setPlaceholderText(WHOLE_TRACE[name])
+            edit.setToolTip(window_tip(f))
+            self.window_edits[name] = edit
+            window_rows.addRow(f.setting.label, edit)
         self.traffic.currentTextChanged.connect(self._traffic_changed)
 
         self.model, model_row = _file_row("the default model", self._pick_model)
@@ -320,7 +367,7 @@ class TunePanel(QWidget):
         self.inputs = QWidget()
         inputs = QVBoxLayout(self.inputs)
         inputs.setContentsMargins(0, 0, 0, 0)
-        for box in (slos, load, traffic, search):
+        for box in (slos, load, traffic, self.window_box, search):
             inputs.addWidget(box)
         self.inputs_toggle.toggled.connect(self._fold_inputs)
         self._fold_inputs(True)
@@ -330,6 +377,8 @@ class TunePanel(QWidget):
 
         body = QWidget()
         layout = QVBoxLayout(body)
+        margins = layout.contentsMargins()  # narrower at the sides: an SLO row fits 1366 px
+        layout.setContentsMargins(6, margins.top(), 6, margins.bottom())
         layout.addLayout(buttons)
         layout.addWidget(self.error)
         layout.addWidget(self.progress)
@@ -381,6 +430,10 @@ class TunePanel(QWidget):
         self.slo_box.removeWidget(row)
         row.deleteLater()
 
+    def traced(self) -> bool:
+        """Whether the traffic is a trace, whose window is the load (no users read)."""
+        return self.traffic.currentText() == TRACE
+
     def users_wanted(self) -> int:
         """The users at once: as typed, or the registered users' online share, rounded up."""
         if self.at_once.isChecked():
@@ -401,9 +454,15 @@ class TunePanel(QWidget):
         for widget in (self.input_tokens, self.max_tokens):
             self.traffic_rows.setRowVisible(widget, kind == FIXED)
         self.traffic_rows.setRowVisible(3, kind == TRACE)
+        self.window_box.setVisible(kind == TRACE)
+        self.load_inputs.setEnabled(kind != TRACE)
+        self.load_inputs.setVisible(kind != TRACE)
+        self.trace_load.setVisible(kind == TRACE)
 
     def traffic_table(self) -> dict[str, Any]:
-        """The experiment's ``[workload]`` table the candidates are measured with."""
+        """The experiment's ``[workload]`` table the candidates are measured with; a trace's
+        is its window, as ``workbench tune --trace`` makes it. ValueError (one line) for a
+        trace not chosen or a window setting out of its bounds."""
         kind = self.traffic.currentText()
         if kind == FIXED:
             return {
@@ -411,10 +470,30 @@ class TunePanel(QWidget):
                 "max_tokens": self.max_tokens.value(),
             }
         if kind == TRACE:
-            return {"arrival": "trace", "trace": self.trace.text().strip()}
+            if not (trace := self.trace.text().strip()):
+                raise ValueError("Choose the trace file to replay, or another kind of requests.")
+            return trace_traffic(trace, self.window_settings())
         if kind == CONVERSATIONS:
             return {"kind": CONVERSATIONS}
         return {}
+
+    def window_settings(self) -> dict[str, float | None]:
+        """The trace window's settings as typed (None: left empty), each checked as the
+        trace setting is: ValueError naming the field and its bounds."""
+        settings: dict[str, float | None] = {}
+        for name, edit in self.window_edits.items():
+            f = window_field(name)
+            text = edit.text().strip()
+            try:
+                settings[name] = f.validated(f.from_text(text)) if text else None
+            except ValueError as exc:  # not a number
+                raise ValueError(f"Trace window: {f.setting.label}: {exc}.") from None
+            except WorkbenchError:
+                assert f.range is not None
+                raise ValueError(
+                    f"Trace window: {f.setting.label} {f.range.words()}, got {text}."
+                ) from None
+        return settings
 
     def _pick_trace(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Trace", "", "Traces (*.jsonl)")
@@ -434,12 +513,10 @@ class TunePanel(QWidget):
         names = [s.name for s in slos]
         if twice := sorted({n for n in names if names.count(n) > 1}):
             raise ValueError(f"{twice[0]} is limited twice: keep one of them.")
-        users = self.users_wanted()
-        if users < 1:
-            raise ValueError("The load is under one user at once: give at least one.")
         traffic = self.traffic_table()
-        if self.traffic.currentText() == TRACE and not traffic["trace"]:
-            raise ValueError("Choose the trace file to replay, or another kind of requests.")
+        users = None if self.traced() else self.users_wanted()  # a trace: its window is the load
+        if users is not None and users < 1:
+            raise ValueError("The load is under one user at once: give at least one.")
         space = self.space.text().strip()
         try:
             parse_space(space)
