@@ -55,6 +55,8 @@ def test_an_ended_task_reads_in_one_line_of_80_columns():
     for task in (long, missed, early):
         assert len(task_line(task)) <= 80, task_line(task)
     assert task_line(early).endswith("≥4,096 tokens out, ≥9.10 s seen")  # it began before
+    unseen = replace(long, decoded=0, prompt_tokens=None, cached_tokens=None, decoded_all=False)
+    assert task_line(unseen) == "slot  1  task    116  prompt ?, its tokens unseen, 4.23 s seen"
 
 
 def test_the_summary_says_the_polls_the_tasks_the_queue_and_the_verdict():

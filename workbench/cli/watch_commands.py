@@ -327,12 +327,12 @@ def task_line(task: WatchedTask) -> str:
     prompt = "prompt ?" if task.prompt_tokens is None else f"prompt {task.prompt_tokens:,}"
     if task.cached_tokens:
         prompt += f" ({task.cached_tokens:,} cached)"
-    out = "1 token" if task.decoded == 1 else f"{task.decoded:,} tokens"
+    out = ("1 token" if task.decoded == 1 else f"{task.decoded:,} tokens") + " out"
     if not task.decoded_all:  # its slot went on to another task: its last tokens unseen
-        out = "≥" + out
+        out = "≥" + out if task.decoded else "its tokens unseen"
     at_least = "≥" if task.running_at_start else ""  # it began before the watch
     took = "" if task.gone_s is None else f", {at_least}{task.gone_s - task.seen_s:.2f} s seen"
-    return head + f"{prompt}, {out} out{took}"
+    return head + f"{prompt}, {out}{took}"
 
 
 def summary_lines(s: WatchSummary) -> list[str]:

@@ -59,6 +59,16 @@ def test_tpot_is_a_tasks_decoding_over_its_tokens_after_the_first():
     [tpot] = judged("tpot_p50:120")
     assert tpot.outcome == MET and math.isclose(tpot.value_ms, 100)
     assert math.isclose(tpot.margin_ms, 2.5)  # a poll's 50 ms over 20 tokens
+    # a slot that went straight on to the next task: the decoding its last poll showed
+    going_on = [
+        replace(t, decoded_all=False, last_s=t.decoding_s + 1.0, decoded=11)
+        for t in tasks()
+        if t.decoding_s is not None
+    ]
+    [tpot] = judge(
+        [parse_slo("tpot_p50:120")], summary_with(0), going_on, LLAMACPP, ({}, {}), POLL_S
+    )
+    assert tpot.outcome == MET and math.isclose(tpot.value_ms, 100) and tpot.margin_ms == 5
 
 
 def test_a_time_from_the_slot_on_is_no_pass_where_requests_waited_for_a_slot():

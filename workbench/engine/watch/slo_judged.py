@@ -43,16 +43,18 @@ class Judged:
 
 def task_latency_s(task: WatchedTask, metric: str) -> tuple[float, int] | None:
     """A task's TTFT, E2E or TPOT as its polls saw them, and the count its span is divided
-    by (1, or the tokens after the first); None where the polls did not see it whole."""
+    by (1, or the tokens after the first); None where the polls did not see it. TPOT is
+    the decoding seen: to the idle slot where its tokens were read there, else to the last
+    poll that showed it (a slot that went straight on to the next task)."""
     if task.missed or task.running_at_start:
         return None
     if metric == "ttft" and task.decoding_s is not None:
         return task.decoding_s - task.seen_s, 1
     if metric == "e2el" and task.gone_s is not None:
         return task.gone_s - task.seen_s, 1
-    whole = task.decoded_all and task.decoded >= 2
-    if metric == "tpot" and whole and task.decoding_s is not None and task.gone_s is not None:
-        return (task.gone_s - task.decoding_s) / (task.decoded - 1), task.decoded - 1
+    end = task.gone_s if task.decoded_all else task.last_s  # where ``decoded`` was read
+    if metric == "tpot" and task.decoded >= 2 and task.decoding_s is not None and end is not None:
+        return (end - task.decoding_s) / (task.decoded - 1), task.decoded - 1
     return None
 
 
