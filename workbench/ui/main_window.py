@@ -70,6 +70,7 @@ from workbench.ui.views.legend import ConversationLegend, StateLegend
 from workbench.ui.views.results_view import ResultsView
 from workbench.ui.views.server_plots import ServerPlots
 from workbench.ui.views.stream_grid import StreamGrid
+from workbench.ui.watch_window import WatchWindow
 from workbench.ui.widgets.elided_label import ElidedLabel
 from workbench.ui.widgets.whole_tabs import WrappedTabs
 
@@ -139,6 +140,7 @@ class MainWindow(QMainWindow):
         self.library = LibraryPanel(out_dir)
         self.left.addTab(self.library, "Sessions")
         self.compare_windows: list[CompareWindow] = []
+        self.watch_windows: list[WatchWindow] = []
         self.binary_chooser: ChoiceDialog | None = None  # open when no llama-server was found
         self.setAcceptDrops(True)
 
@@ -151,6 +153,15 @@ class MainWindow(QMainWindow):
         )
         self.stop_button = QPushButton("■  Stop")
         self.stop_button.setEnabled(False)
+        # "Watch a server", in as few words as the bar has room for at 1366 px: the longer
+        # name cut the status line's replay progress short.
+        self.watch_button = QPushButton("Watch…")
+        self.watch_button.setAccessibleName("Watch a server")
+        self.watch_button.setToolTip(
+            "Watch a server: the one at the External server address (Experiment tab), in a "
+            "window of its own: its slots' tasks, its queue and its token rates, live, from "
+            "its /slots and /metrics. It sends no load."
+        )
         self.open_button = QPushButton("Open session…")
         self.replay_bar = ReplayBar()
         self.status = ElidedLabel("ready")
@@ -196,6 +207,7 @@ class MainWindow(QMainWindow):
         bar.addWidget(self.panel_toggle)
         bar.addWidget(self.run_button)
         bar.addWidget(self.stop_button)
+        bar.addWidget(self.watch_button)
         bar.addWidget(self.open_button)
         bar.addWidget(self.replay_bar)
         bar.addWidget(self.status, 1)
@@ -345,6 +357,7 @@ class MainWindow(QMainWindow):
 
         self.run_button.clicked.connect(self.start_run)
         self.stop_button.clicked.connect(self.stop_run)
+        self.watch_button.clicked.connect(self.watch_server)
         self.runs.busy_changed.connect(self._set_busy)
         self.runs.busy_changed.connect(self.replay.hold)
         self.runs.started.connect(lambda: self.results.sync([]))
@@ -720,6 +733,26 @@ class MainWindow(QMainWindow):
         window.show()
         return window
 
+    def watch_server(self) -> WatchWindow | None:
+        """Watch the server at the form's External server address (its API key too) in a
+        window of its own; a run may go on meanwhile, against it or not."""
+        url = self.form.external_url()
+        if not url:
+            self.show_banner(
+                "To watch a server, tick External server and give its address (Experiment tab).",
+                "error",
+            )
+            return None
+        window = WatchWindow(url, self.form.external_api_key_env(), self.out_dir)
+        window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        window.destroyed.connect(
+            lambda *_: self.watch_windows.remove(window) if window in self.watch_windows else None
+        )
+        self.watch_windows.append(window)
+        window.show()
+        window.start()
+        return window
+
     async def evaluate_slo(self) -> None:
         """The SLO panel's limits on the session the views show."""
         path = self.sessions.current_session_path()
@@ -785,7 +818,7 @@ class MainWindow(QMainWindow):
         """Stop the timers, the hand-started server and every task the window owns."""
         self.runs.pump.stop()
         self.capacity.stop()
-        for window in list(self.compare_windows):
+        for window in [*self.compare_windows, *self.watch_windows]:
             window.close()
         self.replay.pause()
         self.log_timer.stop()
