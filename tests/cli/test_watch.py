@@ -18,13 +18,13 @@ from workbench.cli.exit_codes import EXIT_SLO_MISSED
 from workbench.cli.main import main
 from workbench.cli.watch_commands import (
     SlotsView,
-    kept_at,
     live_latencies,
     summary_lines,
     task_line,
 )
 from workbench.engine.base.server_kinds import LLAMACPP, VLLM
 from workbench.engine.interop.trace_file import read_trace
+from workbench.engine.watch.record import kept_at
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
 from workbench.engine.watch.summary import summarize
 from workbench.engine.watch.watcher import Watched

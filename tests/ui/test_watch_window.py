@@ -84,7 +84,7 @@ def test_a_watch_of_the_mock_shows_its_slots_and_queue_then_the_summary(
     with traffic(loop, mock.url, at_once=3, rounds=3):
         run(loop, lambda: watch.gantt.bar_count() >= 3 and watch.gantt.label_texts(), 30)
         queue = (watch.plots.running, watch.plots.waiting)
-        run(loop, lambda: min(points(curve) for curve in queue) >= 2, 10)
+        run(loop, lambda: min(points(curve) for curve in queue) >= 2, 30)
     assert watch.gantt.bar_count() >= 3 and watch.context.shares  # a row each slot, live
     assert {bar.slot for bar in watch.model.bars()} <= {0, 1}
     assert watch.status.text().startswith(f"watching {mock.url} every 0.1 s")

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import signal
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from workbench.engine.tune.records import SloTarget
 from workbench.engine.tune.slo_targets import SloError, parse_slo, parse_slos
 from workbench.engine.tune.verdict import clock
 from workbench.engine.watch.compare import WatchComparison, compare_watches
-from workbench.engine.watch.record import SUFFIX, KeptInfo, Recorder, read
+from workbench.engine.watch.record import SUFFIX, KeptInfo, Recorder, kept_at, read
 from workbench.engine.watch.server_latencies import FACTS
 from workbench.engine.watch.slo_judged import MISSED, Judged, judge_kept
 from workbench.engine.watch.slot_tasks import WatchedTask
@@ -192,18 +191,6 @@ def slo_lines(judged: Judged) -> list[str]:
             f"{judged.outcome}"
         )
     return [head, *textwrap.wrap(judged.basis, 80, initial_indent="    ", subsequent_indent="    ")]
-
-
-def kept_at(folder: Path) -> Path:
-    """A new watch file's path in ``folder``: named by the time, never an older one's."""
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = f"watch-{time.strftime('%Y%m%d-%H%M%S')}"
-    path = folder / f"{stem}{SUFFIX}"
-    number = 1
-    while path.exists():
-        number += 1
-        path = folder / f"{stem}-{number}{SUFFIX}"
-    return path
 
 
 def what_is_watched(watched: Watched) -> list[str]:

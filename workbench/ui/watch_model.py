@@ -19,7 +19,7 @@ from workbench.engine.base.words import plural
 from workbench.engine.measure.sampler import slot_context_share
 from workbench.engine.watch.server_latencies import FACTS, Latency
 from workbench.engine.watch.slot_tasks import WatchedTask
-from workbench.engine.watch.summary import WatchSummary, window_latencies
+from workbench.engine.watch.summary import WatchSummary, counter_rate, window_latencies
 from workbench.engine.watch.watcher import Load, Watched
 
 Series = tuple[list[float], list[float]]
@@ -153,9 +153,8 @@ class WatchModel:
             (self.prompt_rate, "prompt_tokens"),
             (self.output_rate, "output_tokens"),
         ):
-            start, end = getattr(first, counter), getattr(load, counter)
-            if start is not None and end is not None:  # a restarted server's counters fall
-                _add(series, load.t_s - span / 2, max(0.0, end - start) / span)
+            if (rate := counter_rate(first, load, counter)) is not None:
+                _add(series, load.t_s - span / 2, rate)
 
     def ended(self, summary: WatchSummary) -> None:
         self.summary = summary

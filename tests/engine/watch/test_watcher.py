@@ -74,20 +74,30 @@ def test_an_address_of_neither_endpoint_is_refused_in_one_line(tmp_path):
 
 
 def test_a_server_that_stops_answering_mid_watch_is_counted_down():
+    """The server closed once two polls were answered: the watch goes on, counting each
+    poll it leaves unanswered, until it is stopped."""
+
     async def watched():
         server = MockServer(Timing(0, 0, 4, 1), LLAMACPP.key)
         await server.start()
-        stopping = asyncio.get_running_loop().call_later(
-            0.15, asyncio.ensure_future, server.close()
-        )
+        stop, seen, closing = asyncio.Event(), [], []
+
+        def on_poll(t_s, slots, load):
+            watched = seen[0]
+            if watched.polls >= 2 and not closing:
+                closing.append(asyncio.ensure_future(server.close()))
+            if watched.unanswered >= 3:
+                stop.set()
+
         try:
-            return await watch(server.base_url, 0.05, 0.5)
+            return await watch(
+                server.base_url, 0.02, 30, stop=stop, on_poll=on_poll, on_start=seen.append
+            )
         finally:
-            stopping.cancel()
             await server.close()
 
     result = asyncio.run(watched())
-    assert result.polls >= 2 and result.unanswered >= 3
+    assert result.polls >= 2 and result.unanswered >= 3 and result.seconds < 30
 
 
 def test_a_server_restarted_mid_watch_is_a_gap_and_its_task_ended_when_it_went_down():

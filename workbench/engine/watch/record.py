@@ -48,6 +48,19 @@ CREATE TABLE loads (t_s REAL NOT NULL, running REAL, waiting REAL, prompt_tokens
 TASK_PLACES = ",".join("?" * len(fields(WatchedTask)))  # the tasks table: a column a field
 
 
+def kept_at(folder: Path) -> Path:
+    """A new watch file's path in ``folder`` (made if need be): named by the time, never an
+    older one's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"watch-{time.strftime('%Y%m%d-%H%M%S')}"
+    path = folder / f"{stem}{SUFFIX}"
+    number = 1
+    while path.exists():
+        number += 1
+        path = folder / f"{stem}-{number}{SUFFIX}"
+    return path
+
+
 class WatchFileError(WorkbenchError):
     """A watch file that cannot be read: damaged, newer, or no watch file."""
 

@@ -61,8 +61,9 @@ class WatchSummary:
     verdict: str
 
 
-def _rate(first: Load | None, last: Load | None, counter: str) -> float | None:
-    """A counter's increase from the first ``/metrics`` poll to the last, a second."""
+def counter_rate(first: Load | None, last: Load | None, counter: str) -> float | None:
+    """A counter's increase a second from one ``/metrics`` poll to a later one (a restarted
+    server's counter falls: 0)."""
     if first is None or last is None or last.t_s <= first.t_s:
         return None
     start, end = getattr(first, counter), getattr(last, counter)
@@ -108,8 +109,8 @@ def summarize(watched: Watched) -> WatchSummary:
         in_server_max=max(in_server, default=None),
         kv_use_p50=percentile(_values(watched.kv_use), 50),
         kv_use_max=max(watched.kv_use, default=None),
-        prompt_tok_s=_rate(watched.first, watched.last, "prompt_tokens"),
-        output_tok_s=_rate(watched.first, watched.last, "output_tokens"),
+        prompt_tok_s=counter_rate(watched.first, watched.last, "prompt_tokens"),
+        output_tok_s=counter_rate(watched.first, watched.last, "output_tokens"),
         wait_estimate_s=wait,
         memory_max_bytes=watched.memory_max_bytes,
         memory_note=watched.memory_note,

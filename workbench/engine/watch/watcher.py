@@ -13,6 +13,7 @@ server that stops answering mid-watch is counted down, not ended on.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import time
 from collections import Counter, deque
@@ -115,6 +116,13 @@ class Watched:
     gaps_count: int = 0
     down_s: float = 0.0
 
+    def snapshot(self) -> Watched:
+        """A copy another thread may read (a keeper's save) while the watch goes on
+        changing this one: its own counts, gaps, histograms and tasks."""
+        kept = own_containers(self)
+        kept.tasks = own_containers(self.tasks)
+        return kept
+
     @property
     def down_since(self) -> float | None:
         """When the server stopped answering, while it has not answered since."""
@@ -195,6 +203,16 @@ class Watched:
         self.first = self.first or load
         self.last = load
         return load
+
+
+def own_containers(thing: Any) -> Any:
+    """A shallow copy of ``thing`` with its own dicts, lists, sets and deques: what they
+    hold (tasks, loads, gaps, histograms) is frozen or replaced whole, never changed."""
+    copied = copy.copy(thing)
+    for name, value in vars(thing).items():
+        if isinstance(value, dict | list | set | deque):
+            setattr(copied, name, copy.copy(value))
+    return copied
 
 
 def _slots_of(answer: Answer | None) -> list[dict] | None:

@@ -17,10 +17,11 @@ from PySide6.QtCore import QObject, Signal
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.server.external import api_key_headers, normalise_base_url, split_credentials
+from workbench.engine.watch.record import kept_at
 from workbench.engine.watch.summary import summarize
 from workbench.engine.watch.watcher import Watched, WatchError, watch
 from workbench.ui.controllers.tasks import Tasks
-from workbench.ui.controllers.watch_keeper import KeeperThread, kept_at
+from workbench.ui.controllers.watch_keeper import KeeperThread
 from workbench.ui.watch_model import WatchModel
 
 INTERVAL_S = 0.1  # between polls, as `workbench watch` polls by default

@@ -3,53 +3,20 @@ own, so that a commit (once a second, a disk's flush each) never holds the GUI t
 
 The watch calls its keeper on the loop's thread; this one hands each call to the
 recorder's thread in order. A save hands over a copy of what it reads, as the watch goes on
-changing the original meanwhile. Its file is named as ``workbench watch`` names it.
+changing the original meanwhile (``Watched.snapshot``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import time
-from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from workbench.engine.watch.record import SAVE_EVERY_S, SUFFIX, Recorder
+from workbench.engine.watch.record import SAVE_EVERY_S, Recorder
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.watcher import Load, Watched
-
-
-def kept_at(folder: Path) -> Path:
-    """A new watch file's path in ``folder``, as the CLI's ``kept_at`` makes it (named by
-    the time, never an older one's)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = f"watch-{time.strftime('%Y%m%d-%H%M%S')}"
-    path = folder / f"{stem}{SUFFIX}"
-    number = 1
-    while path.exists():
-        number += 1
-        path = folder / f"{stem}-{number}{SUFFIX}"
-    return path
-
-
-def _own_containers(thing: Any) -> Any:
-    """A shallow copy of ``thing`` with its own dicts, lists, sets and deques: what they
-    hold (tasks, loads, gaps, histograms) is frozen or replaced whole, never changed."""
-    copied = copy.copy(thing)
-    for name, value in vars(thing).items():
-        if isinstance(value, dict | list | set | deque):
-            setattr(copied, name, copy.copy(value))
-    return copied
-
-
-def still(watched: Watched) -> Watched:
-    """A copy of ``watched`` another thread may read while the watch changes the original
-    (its counts, its gaps, its tasks running and ended)."""
-    kept = _own_containers(watched)
-    kept.tasks = _own_containers(watched.tasks)
-    return kept
 
 
 class KeeperThread:
@@ -91,7 +58,7 @@ class KeeperThread:
         if not now and time.monotonic() - self._saved < SAVE_EVERY_S:
             return
         self._saved = time.monotonic()
-        self._on_thread("save", still(watched), True)
+        self._on_thread("save", watched.snapshot(), True)
 
     def close(self, watched: Watched) -> Future[Any]:
         """The last save and the file closed; the thread ends once they are done (even
