@@ -54,12 +54,14 @@ class Run:
 class WindowShot:
     """A picture of the window: the ``gui`` flags it starts with, the session it shows (the
     demo, or a run's by its key), and what is clicked before the picture (``lanes``: Gantt
-    lanes by slot)."""
+    lanes by slot). ``watch``: the watch window instead, on a real server under traffic
+    (``take_watch_picture``)."""
 
     name: str
     flags: tuple[str, ...]
     session: str = "demo"
     lanes: bool = False
+    watch: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ WINDOW_SHOTS = (
     ),
     WindowShot("workbench-conversations.png", ("--size", "1920x1080"), session="conversations"),
     WindowShot("long-doc-4-slots-refused.png", ("--size", "1366x768"), session="long-doc"),
+    WindowShot("watch-window.png", ("--size", "1366x768"), watch=True),
 )
 
 CHART_SHOTS = (
@@ -177,6 +180,7 @@ def window_shot(shot: WindowShot, session: Path, out: Path, display: str) -> Non
     """The picture, taken by this script in a process of its own (``--window``)."""
     command = [sys.executable, __file__, "--window", str(out), "--session", str(session)]
     command += ["--lanes"] if shot.lanes else []
+    command += ["--watch"] if shot.watch else []
     env = {**os.environ, "DISPLAY": display}
     env.pop("QT_QPA_PLATFORM", None)  # the real xcb window, not offscreen
     subprocess.run(
@@ -235,6 +239,82 @@ def take_window_picture(out: Path, session: Path, lanes: bool, flags: list[str])
     return 0 if saved == [True] else 1
 
 
+WATCH_AT_S = 8.0  # the watch's picture: two rounds of requests under way
+WATCH_PROMPT = "You are a helpful assistant. Answer briefly and plainly. " * 12
+
+
+def take_watch_picture(out: Path, flags: list[str]) -> int:
+    """In this process: a real llama-server (2 slots) sent rounds of six requests that share
+    a system prompt, the watch window on it at the size ``flags`` ask, and its picture
+    ``WATCH_AT_S`` into the watch."""
+    import asyncio
+    import concurrent.futures
+    import threading
+    from dataclasses import replace
+
+    import httpx
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    from workbench.cli.run_commands import add_gui_arguments
+    from workbench.engine.config.server_settings import ServerSettings
+    from workbench.engine.models.model_file import default_model_path
+    from workbench.engine.server.discovery import find_server_binary
+    from workbench.engine.server.llama_server import LlamaServer
+    from workbench.ui.theme.qt_theme import apply_theme
+    from workbench.ui.watch_window import WatchWindow
+
+    parser = argparse.ArgumentParser()
+    add_gui_arguments(parser)
+    args = parser.parse_args(flags)
+    app = QApplication([sys.argv[0]])
+    apply_theme(app, args.theme, args.font_size)
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    work = Path(tempfile.mkdtemp(prefix="watch-shot-"))
+    settings = replace(ServerSettings(), slots=2, ctx=8192)
+    server = LlamaServer(find_server_binary().path, default_model_path(), settings, work / "log")
+    loop.run_until_complete(server.start())
+
+    def one(k: int) -> None:
+        prompt = WATCH_PROMPT + f"Question {k % 3}: tell me about the number {k}. " * (
+            4 + k % 4 * 4
+        )
+        body = {"prompt": prompt, "max_tokens": 48, "stream": True}
+        httpx.post(f"{server.base_url}/v1/completions", json=body, timeout=120)
+
+    def traffic() -> None:
+        time.sleep(0.5)
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            for round_ in range(3):
+                list(pool.map(one, range(8 * round_, 8 * round_ + 6)))
+
+    window = WatchWindow(server.base_url, None, work, 0.1)
+    window.resize(*args.size)
+    window.show()
+    window.start()
+    sender = threading.Thread(target=traffic)
+    sender.start()
+
+    async def picture() -> bool:
+        await asyncio.sleep(WATCH_AT_S)
+        window.draw()
+        await asyncio.sleep(0.3)  # a frame for the views to settle
+        saved = window.grab().save(str(out))
+        window.stop()
+        while not window.over:
+            await asyncio.sleep(0.05)
+        return saved
+
+    try:
+        saved = loop.run_until_complete(picture())
+    finally:
+        sender.join()
+        window.close()
+        loop.run_until_complete(asyncio.to_thread(server.stop))
+    return 0 if saved else 1
+
+
 def chart_shot(shot: ChartShot, sessions: dict[str, Path], work: Path) -> Path:
     out = work / shot.name.removesuffix(".png")
     filled = [
@@ -280,8 +360,11 @@ def main() -> int:
     parser.add_argument("--window", help=argparse.SUPPRESS)  # a window's picture, in a child
     parser.add_argument("--session", help=argparse.SUPPRESS)
     parser.add_argument("--lanes", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--watch", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("flags", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.window and args.watch:
+        return take_watch_picture(Path(args.window), args.flags)
     if args.window:
         return take_window_picture(Path(args.window), Path(args.session), args.lanes, args.flags)
 
