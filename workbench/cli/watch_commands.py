@@ -311,7 +311,12 @@ def task_line(task: WatchedTask) -> str:
             f"{task.sequence_tokens:,} tokens" if task.sequence_tokens else "its tokens unknown"
         )
         return head + f"ran between two polls ({tokens} of prompt and answer)"
-    prompt = "prompt ?" if task.prompt_tokens is None else f"prompt {task.prompt_tokens:,}"
+    at_least_prompt = "≥" if task.decoding_s is None else ""  # seen on its prompt alone
+    prompt = (
+        "prompt ?"
+        if task.prompt_tokens is None
+        else f"prompt {at_least_prompt}{task.prompt_tokens:,}"
+    )
     if task.cached_tokens:
         prompt += f" ({task.cached_tokens:,} cached)"
     out = ("1 token" if task.decoded == 1 else f"{task.decoded:,} tokens") + " out"

@@ -62,6 +62,22 @@ def test_a_task_is_seen_on_its_prompt_then_decoding_then_gone():
     assert not long.running_at_start and not long.missed
 
 
+def test_a_task_never_seen_decoding_has_at_least_the_prompt_its_last_poll_showed():
+    """Gone while its slot went straight on to the next task: its prompt as far as the
+    chunk the last poll saw (with its cached part), and nothing read of its answer."""
+    tasks = SlotTasks()
+    tasks.observe(0.0, [slot(0, None, False)])
+    tasks.observe(0.1, [slot(0, 7, True, 512, 0, 0, cached=24)])
+    tasks.observe(0.2, [slot(0, 7, True, 1024, 512, 0, cached=24)])
+    (gone,) = tasks.observe(0.3, [slot(0, 8, True, 300, 0, 0)])
+    assert (gone.prompt_tokens, gone.cached_tokens, gone.decoding_s) == (1024, 24, None)
+    assert gone.decoded == 0 and not gone.decoded_all
+    # ended on its idle slot without a decoding poll: its answer is not read from the
+    # slot (its prompt may be a chunk short of whole)
+    (idle,) = tasks.observe(0.4, [slot(0, 8, False, 320, 0, 0)])
+    assert idle.prompt_tokens == 300 and idle.decoded == 0 and not idle.decoded_all
+
+
 def test_a_task_that_ran_between_two_polls_is_counted_by_the_id_it_left():
     tasks = SlotTasks()
     for at, slots in MEASURED:

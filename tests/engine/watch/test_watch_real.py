@@ -109,6 +109,15 @@ def test_a_long_prompts_task_is_seen_on_its_prompt_then_decoding_then_gone(
         if s["id_task"] == task.task and s["is_processing"] and not s["n_decoded"]
     }
     assert processed <= {0, 512, 1024} and len(processed) >= 2
+    # and n_prompt_tokens the prompt as far as the chunk under way: never more than it
+    so_far = {
+        s["n_prompt_tokens"]
+        for _, slots in polls
+        for s in slots
+        if s["id_task"] == task.task and s["is_processing"] and not s["n_decoded"]
+    }
+    cached = timings["cache_n"]
+    assert so_far <= {cached + 512, cached + 1024, task.prompt_tokens} and len(so_far) >= 2
 
 
 def test_a_task_between_two_polls_leaves_its_id_and_its_tokens_on_the_slot(

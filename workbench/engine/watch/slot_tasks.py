@@ -8,9 +8,11 @@ The rules are the server's measured behaviour, not its fields' names (b11434,
 - A slot never used has no ``id_task``; an idle one keeps its last task's id, with
   ``is_processing`` false and ``n_decoded`` 0.
 - While a prompt is processed ``n_decoded`` is 0, ``n_prompt_tokens`` counts the prompt up
-  to the end of the chunk in the step under way and ``n_prompt_tokens_processed`` the
-  chunks done (512, 1,024, 1,500 for a 1,500-token prompt at ``-b 512``): a prompt's
-  progress is known chunk by chunk.
+  to the end of the chunk in the step under way, its cached part included (514, 1,026,
+  1,500 for a 1,500-token prompt with 2 cached at ``-b 512``; 305 for 300 cached and 5
+  new), ``n_prompt_tokens_cache`` its cached part, and ``n_prompt_tokens_processed`` the
+  chunks done (0, 512, 1,024): a prompt's progress is known chunk by chunk, and a task
+  never seen decoding has at least the prompt its last poll showed.
 - A task decodes once ``n_decoded > 0``: its prompt is then ``n_prompt_tokens_processed``
   plus ``n_prompt_tokens_cache``, and ``n_prompt_tokens`` grows with each decoded token.
 - Task ids do not count requests (one run read 6, then 116, then 125).
@@ -39,7 +41,9 @@ class WatchedTask:
     it decoded, read from its idle slot (else what the last poll showed: a slot that went
     straight to another task keeps no trace of its last tokens). A ``missed`` task ran
     between two polls: ``seen_s`` and ``gone_s`` are those polls, and ``sequence_tokens``
-    its prompt and answer less one, as its slot kept them."""
+    its prompt and answer less one, as its slot kept them. ``prompt_tokens`` (its cached
+    part included) is read at the first poll that showed it decoding; for a task never
+    seen decoding it is at least that: its prompt as far as the chunk its last poll saw."""
 
     slot: int
     task: int
@@ -141,7 +145,7 @@ class SlotTasks:
         what it decoded is read from what the slot kept (prompt and answer less one)."""
         task = replace(self._open.pop(slot), gone_s=t_s)
         kept = idle.get("n_prompt_tokens") if idle and idle.get("id_task") == task.task else None
-        if kept is not None and task.prompt_tokens is not None:
+        if kept is not None and task.prompt_tokens is not None and task.decoding_s is not None:
             decoded = max(task.decoded, kept - task.prompt_tokens + 1)
             task = replace(task, decoded=decoded, decoded_all=True)
         return self._ended(task)
@@ -162,9 +166,14 @@ class SlotTasks:
 
 def _seen(task: WatchedTask, t_s: float, slot: dict[str, Any]) -> WatchedTask:
     """``task`` as one more poll showed it running: decoding from the first poll that
-    showed a token decoded, its prompt read there."""
+    showed a token decoded, its prompt read there; until then, its prompt as far as the
+    chunk under way (at least what it is)."""
     decoded = slot.get("n_decoded") or 0
     task = replace(task, last_s=t_s, decoded=max(task.decoded, decoded))
+    so_far = slot.get("n_prompt_tokens")
+    if decoded == 0 and task.decoding_s is None and isinstance(so_far, int):
+        prompt = max(so_far, task.prompt_tokens or 0)
+        task = replace(task, prompt_tokens=prompt, cached_tokens=slot.get("n_prompt_tokens_cache"))
     if decoded > 0 and task.decoding_s is None:
         processed = slot.get("n_prompt_tokens_processed")
         cached = slot.get("n_prompt_tokens_cache")
