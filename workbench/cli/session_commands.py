@@ -264,7 +264,8 @@ def _export_watch(args: argparse.Namespace, console: Console) -> int:
         count = write_requests_trace(path, out)
         console.print(
             f"wrote {out} ({plural(count, 'row')}): arrivals estimated from the queue's rises, "
-            'lengths as the polls saw them (arrival = "trace", predict, tune --trace take it)',
+            "lengths as the polls saw them (an answer not seen to its end: the median of those "
+            'that were; arrival = "trace", predict, tune --trace take it)',
             markup=False,
         )
     return 0

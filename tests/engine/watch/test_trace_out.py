@@ -3,6 +3,8 @@ the slot's cache."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.trace_out import arrivals, rows
 from workbench.engine.watch.watcher import Load
@@ -40,3 +42,12 @@ def test_a_prompt_found_in_its_slots_cache_shares_that_tasks_first_blocks():
     }
     assert second["hash_ids"][:2] == [0, 1] and second["hash_ids"][2] == 3
     assert second["timestamp"] == 2000.0
+
+
+def test_an_answer_not_seen_to_its_end_is_as_long_as_the_median_seen_whole():
+    seen_whole = [replace(task(0, k, 2.0 * k), decoded=n, decoded_all=True) for k, n in
+                  enumerate((20, 30, 40))]  # fmt: skip
+    cut = replace(task(1, 9, 1.0), decoded=3, decoded_all=False)  # its slot went on
+    longer = replace(task(1, 10, 3.0), decoded=90, decoded_all=False)
+    found = {r["timestamp"]: r["output_length"] for r in rows([*seen_whole, cut, longer], [])}
+    assert found == {0.0: 20, 1000.0: 30, 2000.0: 30, 3000.0: 90, 4000.0: 40}

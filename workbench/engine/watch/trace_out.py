@@ -1,5 +1,6 @@
 """A kept watch as a Mooncake trace (``arrival = "trace"``, ``predict``, ``tune --trace``): a
-row per task, its prompt and answer lengths as the polls saw them, and its arrival.
+row per task, its prompt and answer lengths as the polls saw them (an answer not seen to its
+end: the median of those that were), and its arrival.
 
 A task's arrival is not when a slot took it: that would erase the queue it met. Where
 ``/metrics`` gave the queue's depth, each rise of the depth is that many arrivals at that
@@ -51,9 +52,13 @@ def arrivals(tasks: list[WatchedTask], polls: Iterable[Load]) -> dict[int, float
 
 
 def rows(tasks: list[WatchedTask], polls: Iterable[Load]) -> Iterator[dict]:
-    """The trace's rows, by estimated arrival (ms after the first)."""
+    """The trace's rows, by estimated arrival (ms after the first). An answer whose end
+    the polls did not see (its slot went straight on to the next task) is as long as the
+    median answer seen whole, where that is more than was seen of it."""
     came = arrivals(tasks, polls)
     first = min(came.values(), default=0.0)
+    whole = sorted(t.decoded for t in tasks if t.decoded_all)
+    usual = whole[len(whole) // 2] if whole else 1  # an answer never seen whole
     blocks: dict[int, list[int]] = {}  # each slot's last task's block ids
     made = 0
     found = []
@@ -68,7 +73,7 @@ def rows(tasks: list[WatchedTask], polls: Iterable[Load]) -> Iterator[dict]:
         row = {
             "timestamp": round((came[k] - first) * 1000, 1),
             "input_length": prompt,
-            "output_length": max(1, task.decoded),
+            "output_length": max(1, task.decoded, 0 if task.decoded_all else usual),
             "hash_ids": ids,
         }
         if prompt:  # a task between two polls: its prompt and answer as its prompt
