@@ -6,13 +6,22 @@ keeps one (``record.Recorder``), with the memory it holds (``tracemalloc``) and 
 size printed after each hour. The polls are made here in llama-server's shape (b11434's
 ``/slots`` and ``/metrics`` fields), not fetched: this times and weighs the engine alone.
 
+``--mock MINUTES`` watches the mock server instead (4 slots answering ``/slots`` busy as
+llama-server does, kept busy by another process's requests), through the whole watch
+(``watch()``, its HTTP polls, the recorder) for that long, and prints the memory held and
+the file's size each minute, and what the file grows by in an hour of it.
+
   .venv/bin/python bench/watch_long.py [--hours 8] [--interval 0.1]
+  .venv/bin/python bench/watch_long.py --mock 10 [--interval 0.1]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import multiprocessing
 import tempfile
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -20,7 +29,8 @@ from pathlib import Path
 from workbench.engine.base.server_kinds import LLAMACPP
 from workbench.engine.watch.record import SUFFIX, Recorder
 from workbench.engine.watch.summary import summarize
-from workbench.engine.watch.watcher import Watched
+from workbench.engine.watch.watcher import Watched, watch
+from workbench.mock_server.process import MockProcess
 
 SLOTS = 4
 TASK_POLLS = 40  # a task lasts 4 s at 0.1 s: 10 polls on its prompt, 30 decoding
@@ -57,11 +67,84 @@ def metrics_at(poll: int) -> dict[str, float]:
     }
 
 
+def _traffic(url: str) -> None:
+    """Six requests in flight at all times (the mock's 4 slots and 2 more), until killed."""
+    import httpx
+
+    body = {"prompt": "x" * 2000, "max_tokens": 30, "stream": True}
+
+    def sender() -> None:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            while True:
+                try:
+                    client.post("/v1/completions", json=body)
+                except httpx.HTTPError:  # a dropped stream: the next request goes on
+                    time.sleep(0.1)
+
+    threads = [threading.Thread(target=sender, daemon=True) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def watch_mock(minutes: float, interval_s: float) -> None:
+    """The whole watch of a busy mock for ``minutes``: memory and file size each minute."""
+    mock = MockProcess("--ttft-ms", "200", "--itl-ms", "10", "--tokens", "30", "--slots", "4")
+    sending = multiprocessing.get_context("spawn").Process(target=_traffic, args=(mock.url,))
+    sending.start()
+    path = Path(tempfile.mkdtemp(prefix="watch-mock-")) / f"mock{SUFFIX}"
+    recorder = Recorder(path, mock.url, interval_s)
+    tracemalloc.start()
+    print("| minutes | polls | tasks ended | memory held MiB | file MB |")
+    print("|---|---|---|---|---|")
+    minute = [1]
+
+    def on_poll(t_s: float, slots: object, load: object) -> None:
+        if t_s >= 60 * minute[0]:
+            held, _ = tracemalloc.get_traced_memory()
+            w = recorder_watched[0]
+            print(
+                f"| {minute[0]} | {w.polls:,} | {w.tasks.ended:,} | {held / 2**20:.2f} | "
+                f"{path.stat().st_size / 1e6:.2f} |",
+                flush=True,
+            )
+            minute[0] += 1
+
+    recorder_watched: list[Watched] = []
+    try:
+        watched = asyncio.run(
+            watch(
+                mock.url,
+                interval_s,
+                minutes * 60,
+                on_poll=on_poll,
+                on_start=recorder_watched.append,
+                keeper=recorder,
+            )
+        )
+    finally:
+        sending.kill()
+        mock.stop()
+    recorder.close(watched)
+    size = path.stat().st_size
+    print(
+        f"\n{watched.polls:,} polls ({watched.unanswered} unanswered), {watched.tasks.ended:,} "
+        f"tasks ended in {watched.seconds / 60:.1f} min: {size / 1e6:.2f} MB, "
+        f"{size / watched.seconds * 3600 / 1e6:.1f} MB an hour of this"
+    )
+    print(summarize(watched).verdict)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hours", type=float, default=8.0)
     parser.add_argument("--interval", type=float, default=0.1)
+    parser.add_argument("--mock", type=float, metavar="MINUTES", help="watch the mock instead")
     args = parser.parse_args()
+    if args.mock:
+        watch_mock(args.mock, args.interval)
+        return
     per_hour = round(3600 / args.interval)
     path = Path(tempfile.mkdtemp(prefix="watch-long-")) / f"long{SUFFIX}"
     tracemalloc.start()
