@@ -183,6 +183,7 @@ def test_with_overrides_replaces_and_validates() -> None:
         ("[workload]\narrival = ['burst', 'poisson']\nrate = [0, 2]", r"needs rate > 0"),
         # extra_args: a list of strings, or a list of such lists
         ("[server]\nextra_args = '-fa'", r"\[server\] extra_args must be a list of strings"),
+        ("[server]\nextra_args = 1", r"\[server\] extra_args must be a list of strings"),
         ("[server]\nextra_args = [['-fa'], '-v']", r"extra_args must be a list of strings"),
         ("[server]\nextra_args = [['-t', 4]]", r"extra_args must be a list of strings"),
         # not TOML at all

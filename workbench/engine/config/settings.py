@@ -228,8 +228,12 @@ class Field:
 
     def is_axis(self, value: Any) -> bool:
         """A list is a sweep; an argument list sweeps when it is a list of lists."""
-        if self.is_args:
-            return bool(value) and all(isinstance(v, list | tuple) for v in value)
+        if self.is_args:  # anything else (a number) is no sweep: its own check says why
+            return (
+                isinstance(value, list | tuple)
+                and bool(value)
+                and all(isinstance(v, list | tuple) for v in value)
+            )
         return isinstance(value, list)
 
     def from_text(self, text: str) -> Any:
