@@ -153,6 +153,8 @@ def test_it_watches_a_llama_server_for_the_time_given_and_keeps_it(tmp_path, cap
     assert judged[2:] == ["  STALL p99: not judged", "    a stall needs each token's time"]
     assert main(["show", str(kept), "--slo", "tpot_p90:60000"]) == 0
     assert "ms against 60,000 ms: met" in capsys.readouterr().out
+    assert main(["show", str(kept), "--slo", "ttft:3"]) == 1  # one line, nothing judged
+    assert "--slo 'ttft:3': write METRIC_PCT:MS" in capsys.readouterr().err
 
 
 def test_an_address_it_cannot_watch_is_one_line_and_keeps_nothing(tmp_path, capsys):

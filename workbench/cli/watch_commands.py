@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import signal
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from workbench.engine.analysis.export import write_csv
 from workbench.engine.base.words import plural
 from workbench.engine.server.external import api_key_headers, normalise_base_url, split_credentials
 from workbench.engine.tune.records import SloTarget
-from workbench.engine.tune.slo_targets import SloError, parse_slo, parse_slos
+from workbench.engine.tune.slo_targets import parse_slos
 from workbench.engine.tune.verdict import clock
 from workbench.engine.watch.compare import WatchComparison, compare_watches
 from workbench.engine.watch.record import SUFFIX, KeptInfo, Recorder, kept_at, read
@@ -90,18 +91,10 @@ def add_slo_flag(parser: argparse.ArgumentParser) -> None:
         "--slo",
         action="append",
         default=[],
-        type=_slo,
         metavar="METRIC_PCT:MS",
         help="judge the watch against a percentile limit, e.g. ttft_p90:2000 (ttft, tpot, "
         f"e2el; itl from vLLM's and SGLang's histograms); exit {EXIT_SLO_MISSED} if one is missed",
     )
-
-
-def _slo(text: str) -> SloTarget:
-    try:
-        return parse_slo(text)
-    except SloError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _interval(text: str) -> float:
@@ -117,8 +110,7 @@ def _interval(text: str) -> float:
 
 
 def _watch(args: argparse.Namespace, console: Console) -> int:
-    if args.slo:
-        parse_slos([f"{s.name}:{s.limit_ms:g}" for s in args.slo])  # each given once
+    slos = parse_slos(args.slo) if args.slo else ()  # a bad one is one line, before watching
     url, headers = split_credentials(normalise_base_url(args.url))
     headers |= api_key_headers(args.api_key_env)
     endpoints = Endpoints.of(url, args.slots_url, args.metrics_url)
@@ -161,10 +153,10 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
     for line in summary_lines(summarize(watched)):
         console.print(line)
     console.print(f"kept in {escape(str(path))} (`workbench show` reads it)")
-    return judged_slos(path, args.slo, console)
+    return judged_slos(path, slos, console)
 
 
-def judged_slos(path: Path, slos: list[SloTarget], console: Console) -> int:
+def judged_slos(path: Path, slos: Sequence[SloTarget], console: Console) -> int:
     """The SLOs judged on the kept watch, a few lines each; the exit status (a missed one:
     ``EXIT_SLO_MISSED``; one it cannot tell is not missed)."""
     if not slos:
@@ -391,9 +383,10 @@ def summary_lines(s: WatchSummary) -> list[str]:
     return lines
 
 
-def show_watch(path: Path, console: Console, slos: list[SloTarget]) -> int:
+def show_watch(path: Path, console: Console, slo_texts: list[str]) -> int:
     """``workbench show`` of a kept watch: where and when it watched, its summary, and the
-    SLOs given judged on it."""
+    SLOs given (``--slo`` as typed) judged on it."""
+    slos = parse_slos(slo_texts) if slo_texts else ()
     kept = read(path)
     console.print(
         f"watch of {escape(kept.url)} from {escape(kept.started)}, every {kept.interval_s:g} s",
