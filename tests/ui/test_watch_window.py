@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.ui.driving import click, run
+from tests.ui.driving import click, click_until, run
 from workbench.engine.watch.record import read
 from workbench.mock_server.process import MockProcess
 from workbench.ui.watch_window import NO_SLOTS, WatchWindow
@@ -77,7 +77,8 @@ def test_a_watch_of_the_mock_shows_its_slots_and_queue_then_the_summary(
 ):
     window.form.external.setChecked(True)
     window.form.base_url.setText(mock.url)
-    click(loop, window.watch_button)
+    watches = window.watch_windows
+    click_until(loop, window.watch_button, lambda: watches and watches[0].model.watched, 10)
     (watch,) = window.watch_windows
     assert watch.windowTitle().startswith(f"Watching {mock.url}")
     watch.resize(1366, 768)
@@ -88,8 +89,7 @@ def test_a_watch_of_the_mock_shows_its_slots_and_queue_then_the_summary(
     assert watch.gantt.bar_count() >= 3 and watch.context.shares  # a row each slot, live
     assert {bar.slot for bar in watch.model.bars()} <= {0, 1}
     assert watch.status.text().startswith(f"watching {mock.url} every 0.1 s")
-    click(loop, watch.stop_button)
-    run(loop, lambda: watch.over, 10)
+    click_until(loop, watch.stop_button, lambda: watch.over, 10)
     summary = watch.model.summary
     assert summary is not None and summary.tasks_ended >= 3
     assert watch.line.text() == f"verdict: {summary.verdict}" and watch.line.isVisible()
@@ -165,8 +165,7 @@ def test_a_vllm_server_is_watched_by_its_metrics_alone(qtbot, loop, tmp_path):
         run(loop, lambda: watch.model.output_rate[0], 10)
         assert watch.slots_row.isHidden() and NO_SLOTS in watch.status.text()
         assert not watch.plots.notes["requests"].isVisible()
-        click(loop, watch.stop_button)
-        run(loop, lambda: watch.over, 10)
+        click_until(loop, watch.stop_button, lambda: watch.over, 10)
     assert dict(watch.model.figures())["in the server at once"].endswith("max 3")
     watch.close()
 
@@ -182,7 +181,6 @@ def test_a_server_gone_mid_watch_is_said_and_the_watch_goes_on(qtbot, loop, tmp_
     assert watch.controller.running
     polls = watch.model.watched.unanswered
     run(loop, lambda: watch.model.watched.unanswered > polls, 10)  # it goes on polling
-    click(loop, watch.stop_button)
-    run(loop, lambda: watch.over, 10)
+    click_until(loop, watch.stop_button, lambda: watch.over, 10)
     assert "not (down or slow)" in dict(watch.model.figures())["polls"]
     watch.close()

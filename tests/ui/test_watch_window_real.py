@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.ui.driving import click, run
+from tests.ui.driving import click_until, run
 from tests.ui.test_watch_window import kept, points, traffic, watching
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.server.llama_server import LlamaServer
@@ -34,8 +34,7 @@ def test_a_real_server_watched_in_the_window(qtbot, loop, server_binary, model_p
         assert all(b.prompt and b.prompt > 100 for b in bars if b.decoding is not None)
         assert any(b.cached for b in bars)  # a slot kept the prompt it had read
         assert points(watch.plots.waiting) >= 2 and watch.plots.memory.isVisible()
-        click(loop, watch.stop_button)
-        run(loop, lambda: watch.over, 10)
+        click_until(loop, watch.stop_button, lambda: watch.over, 10)
         summary = watch.model.summary
         assert summary is not None and summary.memory_max_bytes
         assert summary.verdict in watch.line.text()
