@@ -9,7 +9,18 @@ import argparse
 import pytest
 from annotated_types import Ge, Le
 
-from workbench.cli.bounds import DPI, PLAN_CTX, PLAN_SLOTS, SECONDS, Number
+from workbench.cli.bounds import (
+    BUDGET,
+    DPI,
+    PLAN_CTX,
+    PLAN_SLOTS,
+    SECONDS,
+    Number,
+    trace_window,
+)
+from workbench.engine.config.settings import as_typed, field_named
+from workbench.engine.config.workloads import TraceWorkload
+from workbench.engine.tune.records import TRACE_WINDOW
 
 
 def test_a_settings_flag_allows_what_its_schema_allows_and_says_the_bounds():
@@ -46,3 +57,24 @@ def test_a_number_is_read_then_validated_and_refused_in_words(flag, text, words)
         flag(text)
     assert str(caught.value) == words
     assert SECONDS("0.5") == 0.5 and DPI("300") == 300
+
+
+def test_a_time_flag_says_its_bounds_in_hours_where_whole():
+    with pytest.raises(argparse.ArgumentTypeError) as caught:
+        BUDGET("25h")
+    assert str(caught.value) == "must be a time from 1 s to 24 h (90, 90s, 10m or 1h), got '25h'"
+    assert BUDGET("1.5m") == 90
+
+
+@pytest.mark.parametrize("name", TRACE_WINDOW)
+def test_a_trace_windows_flag_takes_its_trace_settings_bounds(name):
+    """Declared once, in the trace settings: the flag allows their least and most, and
+    refuses what is past either, naming both."""
+    bounds = field_named(TraceWorkload, name).range
+    flag = trace_window(name)
+    assert (flag.low, flag.high) == (bounds.low, bounds.high)
+    low, high = as_typed(bounds.low), as_typed(bounds.high)
+    assert flag(low) == bounds.low and flag(high) == bounds.high
+    with pytest.raises(argparse.ArgumentTypeError) as caught:
+        flag(as_typed(bounds.high * 2))
+    assert f"from {low}" in str(caught.value) and f"to {high}" in str(caught.value)

@@ -69,11 +69,12 @@ def test_a_window_without_a_trace_or_a_load_given_twice_is_one_line(
 @pytest.mark.parametrize(
     ("flags", "said"),
     [
-        (["--trace-start", "-5"], "argument --trace-start: must be a time from 0 s to 1000 h"),
-        (["--trace-start", "10x"], "argument --trace-start: must be a time from 0 s to 1000 h"),
-        (["--trace-duration", "0"], "argument --trace-duration: must be a time from 0.001 s"),
-        (["--trace-requests", "0"], "argument --trace-requests: must be a whole number from 1 "),
-        (["--trace-requests", "2.5"], "argument --trace-requests: must be a whole number from 1"),
+        (["--trace-start", "-5"], "argument --trace-start: must be a time from 0 s to 10000000 s"),
+        (["--trace-start", "10x"], "--trace-start: must be a time from 0 s to 10000000 s (90, 90s"),
+        (["--trace-duration=-1"], "argument --trace-duration: must be a time from 0 s to 100000"),
+        (["--trace-duration", "2778h"], "--trace-duration: must be a time from 0 s to 10000000 s"),
+        (["--trace-requests=-1"], "argument --trace-requests: must be a whole number from 0 to "),
+        (["--trace-requests", "2.5"], "argument --trace-requests: must be a whole number from 0"),
         (["--time-scale", "0"], "argument --time-scale: must be a number from 0.001 to 1000, got"),
         (["--time-scale", "nan"], "argument --time-scale: must be a number from 0.001 to 1000"),
     ],

@@ -4,7 +4,9 @@ and "Use these settings" filling the experiment form."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import threading
 from pathlib import Path
 
@@ -13,10 +15,13 @@ from PySide6.QtWidgets import QApplication, QScrollArea
 
 from tests.ui.driving import click, run
 from tests.ui.tune_records import TRIED, recommendation
+from workbench.cli.bounds import trace_window
 from workbench.cli.main import build_parser
-from workbench.cli.tune_commands import request_of
+from workbench.cli.tune_commands import WINDOW, request_of
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.config.settings import as_typed
 from workbench.engine.tune.records import (
+    TRACE_WINDOW,
     RateTried,
     Recommendation,
     SloTarget,
@@ -34,6 +39,7 @@ from workbench.ui.panels.tune_panel import (
     SloRow,
     TunePanel,
     done_share,
+    window_field,
 )
 
 
@@ -355,7 +361,8 @@ def test_a_trace_tune_asks_its_window_as_the_cli_does(qtbot, loop, tasks, tmp_pa
     panel = panel_of(qtbot, tasks, tune, tmp_path)
     panel.users.setValue(0)  # not read with a trace
     trace = tmp_path / "t.jsonl"
-    window = dict(trace_start_s="600", trace_duration_s="90", max_requests="40", time_scale="2.5")
+    # typed as the flags are: a time as 10m or 90s, through the same parser
+    window = dict(trace_start_s="10m", trace_duration_s="90s", max_requests="40", time_scale="2.5")
     trace_chosen(panel, trace, **window)
     click(loop, panel.start_button)
     run(loop, lambda: panel.recommendation is not None, 10)
@@ -396,7 +403,17 @@ def test_a_trace_tune_asks_its_window_as_the_cli_does(qtbot, loop, tasks, tmp_pa
         ),
         ("max_requests", "100001", "max requests must be between 0 and 100000 (0 = every row)"),
         ("max_requests", "2.5", "Trace window: max requests: '2.5' is not a whole number."),
-        ("trace_duration_s", "10m", "Trace window: trace duration (s): '10m' is not a number."),
+        (
+            "trace_duration_s",
+            "10x",
+            "Trace window: trace duration (s): '10x' is not a time (90, 90s, 10m or 1h).",
+        ),
+        (
+            "trace_duration_s",
+            "2778h",
+            "Trace window: trace duration (s) must be between 0 and 10000000 (seconds, 0 = to the "
+            "end), got 2778h.",
+        ),
         ("time_scale", "nan", "time scale: 'nan' is not a finite number"),
     ],
 )
@@ -409,6 +426,58 @@ def test_a_window_out_of_its_bounds_is_said_and_nothing_starts(
     click(loop, panel.start_button)
     assert panel.error.isVisible() and said in panel.error.text()
     assert not tune.requests and not panel.controller.running
+
+
+def window_texts(name: str) -> list[str]:
+    """What to type for a window setting: each bound of it, as its flag and as the trace
+    setting declare it (both, so that one moved without the other is caught), and a step
+    past either side; times and numbers as they are written, and what is neither."""
+    declared = window_field(name).range
+    assert declared is not None
+    flag = trace_window(name)
+    step = 1 if window_field(name).kind is int else 0.001
+    edges = {declared.low, declared.high, flag.low, flag.high}
+    values = sorted({v + d for v in edges if v is not None for d in (-step, 0, step)})
+    written = [f"{v:.3f}".rstrip("0").rstrip(".") for v in values]
+    return [*written, "10m", "1h", "1.5m", "2.5", "40", " 7 ", "+5", "1e3", "nan", "inf", "x"]
+
+
+def cli_reads(name: str, text: str) -> tuple[bool, object, str]:
+    """Whether ``workbench tune --trace``'s flag for a window setting takes ``text``, what
+    it makes of it, and what it said."""
+    flag = next(f for f, setting in WINDOW.items() if setting == name)
+    argv = ["tune", "--slo", "ttft_p90:2000", "--trace", "t.jsonl", f"{flag}={text}"]
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            args = build_parser().parse_args(argv)
+    except SystemExit:
+        return False, None, said.getvalue()
+    return True, request_of(args).traffic.get(name), ""
+
+
+@pytest.mark.parametrize(
+    ("name", "text"), [(name, text) for name in TRACE_WINDOW for text in window_texts(name)]
+)
+def test_the_tab_and_the_cli_take_and_refuse_the_same_window(qtbot, tasks, tmp_path, name, text):
+    """A window value the CLI refuses, the tab refuses, and the other way round; what both
+    take, they take as the same value. A refusal out of the bounds names them."""
+    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
+    trace_chosen(panel, tmp_path / "t.jsonl", **{name: text})
+    taken, value, cli_said = cli_reads(name, text)
+    try:
+        tab_value = panel.window_settings()[name]
+    except ValueError as exc:
+        assert not taken, f"the CLI takes {text!r} for {name} as {value}, the tab refuses: {exc}"
+        bounds = window_field(name).range
+        assert bounds is not None
+        if "must be between" in str(exc):  # a number past a bound: both say the bounds
+            low, high = as_typed(bounds.low), as_typed(bounds.high)
+            assert f"between {low} and {high}" in str(exc)
+            assert f"from {low}" in cli_said and f"to {high}" in cli_said
+        return
+    assert taken, f"the tab takes {text!r} for {name} as {tab_value}, the CLI refuses"
+    assert tab_value == value and type(tab_value) is type(value)
 
 
 def test_a_trace_tunes_answer_says_its_window_and_its_peak(qtbot, tasks, tmp_path):

@@ -12,7 +12,6 @@ are declared in ``engine/config/experiment.py`` and converted by ``Field.from_te
 from __future__ import annotations
 
 import argparse
-import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -22,9 +21,18 @@ from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.validation import shown, validated
 from workbench.engine.config.experiment import MAX_CONFIGURATIONS
 from workbench.engine.config.server_settings import ServerSettings
-from workbench.engine.config.settings import Field, Finite, Int, as_typed, field_named
+from workbench.engine.config.settings import (
+    TIME_FORMS,
+    Field,
+    Finite,
+    Int,
+    as_typed,
+    field_named,
+    seconds_from_text,
+)
 from workbench.engine.config.settings import Number as SettingNumber
 from workbench.engine.config.workloads import TraceWorkload
+from workbench.engine.tune.records import TRACE_WINDOW, WINDOW_TIMES
 
 
 def _text(value: float | None) -> str:
@@ -154,26 +162,58 @@ class Size:
 
 @dataclass(frozen=True)
 class Duration:
-    """A time in seconds, written ``90``, ``90s``, ``10m`` or ``1h``: at least ``low_s`` and
-    at most ``high_s``."""
+    """A time in seconds, written ``90``, ``90s``, ``10m`` or ``1h`` (the settings'
+    ``seconds_from_text``, which the window's fields read times with too): at least
+    ``low_s`` and at most ``high_s``; or a setting's value in seconds (``of_setting``),
+    within its declared bounds."""
 
     low_s: float
     high_s: float
+    setting: Field | None = None
+
+    @classmethod
+    def of_setting(cls, f: Field) -> Duration:
+        assert f.range is not None  # a time setting is a bounded number
+        return cls(f.range.low, f.range.high, f)
+
+    @property
+    def low(self) -> float:
+        return self.low_s
+
+    @property
+    def high(self) -> float:
+        return self.high_s
 
     def __call__(self, text: str) -> float:
-        found = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([smh]?)\s*", text.lower())
         try:
-            if found is None:
-                raise ValueError(text)
-            seconds = float(found[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[found[2]]
-            return validated(
-                Annotated[FiniteNumber, Ge(self.low_s), Le(self.high_s)], seconds, "flag"
+            seconds = validated(
+                Annotated[FiniteNumber, Ge(self.low_s), Le(self.high_s)],
+                seconds_from_text(text),
+                "flag",
             )
+            return seconds if self.setting is None else self.setting.validated(seconds)
         except (ValueError, WorkbenchError):
             raise argparse.ArgumentTypeError(
-                f"must be a time from {self.low_s:g} s to {self.high_s / 3600:g} h (90, 90s, "
-                f"10m or 1h), got {shown(text)}"
+                f"must be a time from {_time(self.low_s)} to {_time(self.high_s)} "
+                f"({TIME_FORMS}), got {shown(text)}"
             ) from None
+
+
+def _time(seconds: float) -> str:
+    """A bound of a time: in hours where it is a whole number of them (24 h), else in
+    seconds as typed (0.001 s, 10000000 s)."""
+    hours = seconds / 3600
+    return f"{hours:g} h" if hours >= 1 and hours.is_integer() else f"{as_typed(seconds)} s"
+
+
+def trace_window(name: str) -> Duration | Number:
+    """The flag of a setting of a trace's window (``TRACE_WINDOW``): the trace setting's
+    value within its declared bounds, which the Tune tab's field takes too; a time
+    (``WINDOW_TIMES``) read as one, ``10m``."""
+    f = field_named(TraceWorkload, name)
+    if name in WINDOW_TIMES:
+        return Duration.of_setting(f)
+    return Number(int if f.kind is int else float, (), f)
 
 
 # Every bounded number of the commands' flags.
@@ -195,13 +235,9 @@ CHART_SIZE = Size(200, 150)  # a chart's widgets lay out down to this
 WINDOW_SIZE = Size(960, 540)  # the window's own minimum at the default font is 956x533
 FONT_PT = Number(int, (Ge(6), Le(72)))
 BUDGET = Duration(1, 24 * 3600)  # a tune's whole search
-# A tune's window of a recorded trace: a point of it and a stretch of it (its timestamps are
-# in ms), within trace_start_s's and trace_duration_s's bounds; at most that many rows, at a
-# time scale, as the trace settings allow.
-TRACE_POINT = Duration(0, 1000 * 3600)
-TRACE_STRETCH = Duration(0.001, 1000 * 3600)
-TRACE_ROWS = Number(int, (Ge(1),), field_named(TraceWorkload, "max_requests"))
-TIME_SCALE = Number(float, (), field_named(TraceWorkload, "time_scale"))
+# A tune's window of a recorded trace (its start, its duration, its rows, its time scale),
+# each within its trace setting's bounds, as the Tune tab's fields take them.
+TRACE_POINT, TRACE_STRETCH, TRACE_ROWS, TIME_SCALE = map(trace_window, TRACE_WINDOW)
 
 
 # A sweep `run` asks to be confirmed: one of more configurations than LARGE_SWEEP runs only

@@ -129,13 +129,14 @@ def add_tune(sub: Any) -> None:
         "--trace-duration",
         type=TRACE_STRETCH,
         metavar="TIME",
-        help="with --trace: only the rows that arrive within this long of its start",
+        help="with --trace: only the rows that arrive within this long of its start (0: to its "
+        "end)",
     )
     traffic.add_argument(
         "--trace-requests",
         type=TRACE_ROWS,
         metavar="N",
-        help="with --trace: at most N rows of the window",
+        help="with --trace: at most N rows of the window (0: every row)",
     )
     traffic.add_argument(
         "--time-scale",

@@ -18,7 +18,12 @@ from workbench.engine.config.experiment import (
     short_name,
 )
 from workbench.engine.config.server_settings import ServerSettings
-from workbench.engine.config.settings import field_named, fields_of, from_stored
+from workbench.engine.config.settings import (
+    field_named,
+    fields_of,
+    from_stored,
+    seconds_from_text,
+)
 from workbench.engine.config.workloads import Workload
 
 
@@ -84,6 +89,21 @@ def test_a_flags_text_becomes_the_value_a_file_would_hold() -> None:
     ]:
         with pytest.raises(ValueError, match=why):
             field_named(ServerSettings, name).from_text(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90", 90), (" 90s ", 90), ("1.5m", 90), ("10M", 600), ("1h", 3600), ("-5", -5), ("0", 0)],
+)
+def test_a_time_is_typed_in_seconds_minutes_or_hours(text, seconds) -> None:
+    """A sign is read: the bound it breaks says what is allowed, not the form."""
+    assert seconds_from_text(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "10x", "1e3", "nan", "inf", "1h30m", "h", "--5"])
+def test_what_is_no_time_says_how_one_is_typed(text) -> None:
+    with pytest.raises(ValueError, match=r"is not a time \(90, 90s, 10m or 1h\)"):
+        seconds_from_text(text)
 
 
 def test_a_description_with_control_characters_is_written_so_it_reads_back() -> None:

@@ -18,6 +18,7 @@ a flag, a stored session, a message) is checked against the declaration before i
 import dataclasses
 import functools
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -33,6 +34,7 @@ from workbench.engine.base.validation import adapter, problem, shown
 __all__ = [
     "CONFIG",
     "DAY_S",
+    "TIME_FORMS",
     "Args",
     "Field",
     "Finite",
@@ -51,6 +53,7 @@ __all__ = [
     "from_stored",
     "refuse",
     "revalidated",
+    "seconds_from_text",
     "setting",
     "show_value",
     "shown",
@@ -108,6 +111,22 @@ Args = Annotated[tuple[Text, ...], _AsTuple()]
 def as_typed(value: float) -> str:
     """A bound as a user types it: 10000000, 0.001, -1."""
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+TIME_FORMS = "90, 90s, 10m or 1h"
+"""How a time is typed (``seconds_from_text``), as an error or a tooltip says it."""
+_TIME = re.compile(r"\s*([-+]?\d+(?:\.\d*)?)\s*([smh]?)\s*")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def seconds_from_text(text: str) -> float:
+    """A time as a user types it, on a flag or in a field: ``90``, ``90s``, ``10m`` or
+    ``1h``, in seconds; ValueError in words if it is not one. A sign is read, so that ``-5``
+    is refused by the bound it breaks, which says what is allowed."""
+    found = _TIME.fullmatch(text.lower())
+    if found is None:
+        raise ValueError(f"{shown(text)} is not a time ({TIME_FORMS})")
+    return float(found[1]) * _UNIT_S[found[2]]
 
 
 @dataclass(frozen=True)

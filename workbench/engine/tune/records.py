@@ -106,7 +106,11 @@ class TuneRequest:
 
 TRACE_WINDOW = ("trace_start_s", "trace_duration_s", "max_requests", "time_scale")
 """The trace settings that cut a tune's window of a trace (``TraceWorkload``'s), in the
-order the CLI's flags and the Tune tab's fields ask them."""
+order the CLI's flags and the Tune tab's fields ask them. Both take each within the trace
+setting's own bounds, the one place they are declared."""
+WINDOW_TIMES = ("trace_start_s", "trace_duration_s")
+"""The window's settings typed as times (``90``, ``90s``, ``10m``, ``1h``: the settings'
+``seconds_from_text``), on their flags and in the Tune tab alike."""
 
 
 def trace_traffic(trace: str | Path, window: Mapping[str, float | None]) -> dict[str, Any]:

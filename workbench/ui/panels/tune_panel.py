@@ -4,7 +4,8 @@ charted, and its answer: the recommended settings, measured or only predicted (a
 what they hold, the runners-up and why they lost, the server's command line, and "Use these
 settings", which fills the experiment form. Its progress line and its verdict are
 ``workbench tune``'s words (``engine/tune/verdict``); a trace's window is read as its flags
-are, into the same traffic (``engine/tune/records.trace_traffic``)."""
+are, by the same parsers within the same bounds (the trace settings'), into the same traffic
+(``engine/tune/records.trace_traffic``)."""
 
 from __future__ import annotations
 
@@ -38,13 +39,21 @@ from workbench.engine.analysis.slo import peak_users
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.words import plural
 from workbench.engine.config.server_settings import ServerSettings
-from workbench.engine.config.settings import Field, as_typed, field_named, fields_of
+from workbench.engine.config.settings import (
+    TIME_FORMS,
+    Field,
+    as_typed,
+    field_named,
+    fields_of,
+    seconds_from_text,
+)
 from workbench.engine.config.workloads import TraceWorkload
 from workbench.engine.tune.records import (
     METRICS,
     ONLY,
     PERCENTILES,
     TRACE_WINDOW,
+    WINDOW_TIMES,
     Recommendation,
     SloTarget,
     TriedConfig,
@@ -116,14 +125,23 @@ def window_field(name: str) -> Field:
 
 
 def window_tip(f: Field) -> str:
-    """A window field's tooltip: what the trace setting means and its bounds, as declared."""
+    """A window field's tooltip: what the trace setting means and its bounds, as declared,
+    and for a time how it is typed."""
     meaning = f.setting.help.removeprefix("for `trace`: ").replace("`", "")
     bounds = f.range
     assert bounds is not None  # every window setting is a bounded number
+    typed = f" A time: {TIME_FORMS}." if f.name in WINDOW_TIMES else ""
     return (
         f"{meaning[0].upper()}{meaning[1:]}. From {as_typed(bounds.low)} to "
-        f"{as_typed(bounds.high)} ({bounds.note}); empty: {WHOLE_TRACE[f.name]}."
+        f"{as_typed(bounds.high)} ({bounds.note}); empty: {WHOLE_TRACE[f.name]}.{typed}"
     )
+
+
+def window_value(f: Field, text: str) -> Any:
+    """One window field's text as its flag reads it (a time as ``10m``, a number as one),
+    validated as the trace setting is: ValueError (not one) or WorkbenchError (out of its
+    bounds)."""
+    return f.validated(seconds_from_text(text) if f.name in WINDOW_TIMES else f.from_text(text))
 
 
 def _file_row(placeholder: str, pick: Callable[[], None]) -> tuple[QLineEdit, QHBoxLayout]:
@@ -478,15 +496,16 @@ class TunePanel(QWidget):
         return {}
 
     def window_settings(self) -> dict[str, float | None]:
-        """The trace window's settings as typed (None: left empty), each checked as the
-        trace setting is: ValueError naming the field and its bounds."""
+        """The trace window's settings as typed (None: left empty), each read as its flag
+        is and checked as the trace setting is: ValueError naming the field and its
+        bounds."""
         settings: dict[str, float | None] = {}
         for name, edit in self.window_edits.items():
             f = window_field(name)
             text = edit.text().strip()
             try:
-                settings[name] = f.validated(f.from_text(text)) if text else None
-            except ValueError as exc:  # not a number
+                settings[name] = window_value(f, text) if text else None
+            except ValueError as exc:  # not a number, not a time
                 raise ValueError(f"Trace window: {f.setting.label}: {exc}.") from None
             except WorkbenchError:
                 assert f.range is not None
