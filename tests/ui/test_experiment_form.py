@@ -149,3 +149,19 @@ def test_one_edit_is_parsed_once_whoever_asks(qtbot) -> None:
     form.fields[("server", "slots")].setText("4")
     again = form.quietly_built()
     assert again is not first and again.configs()[0].server.slots == 4
+
+
+def test_settings_used_from_elsewhere_leave_out_what_they_say_none_and_other_kinds(qtbot):
+    """A tune's settings over the form: a None is left out (its default), and a field of
+    another kind than theirs, which their runs do not have, goes (not an error)."""
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    text = "[workload]\nrequests = 8\nconcurrency = 4\ninput_tokens = 512\nrate = 2.0\n"
+    form.load(parse_experiment(text))
+    traced = {"arrival": "trace", "trace": "t.jsonl", "concurrency": None, "requests": None}
+    form.use_settings({"ctx": 4096, "slots": None}, traced)
+    assert form.error.text() == ""
+    server, workload = form.values()
+    assert server["ctx"] == 4096 and "slots" not in server
+    assert workload == {"arrival": "trace", "trace": "t.jsonl"}
+    assert form.build().configs()[0].workload.concurrency == 0

@@ -20,6 +20,8 @@ from workbench.cli.main import build_parser
 from workbench.cli.tune_commands import WINDOW, request_of
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.config.settings import as_typed
+from workbench.engine.config.workloads import TraceWorkload
+from workbench.engine.interop.trace_file import trace_plans
 from workbench.engine.tune.records import (
     TRACE_WINDOW,
     RateTried,
@@ -236,6 +238,76 @@ def test_use_these_settings_fills_the_experiment_form(qtbot, loop, tasks, tmp_pa
     assert workload["concurrency"] == 8 and workload["requests"] == 16  # as it was verified
     assert "tune recommended" in form.path_label.text()
     form.build()  # a valid experiment, ready to run
+
+
+SAMPLE = Path("resources/traces/sample-mooncake.jsonl")  # rows from 14.5 s to 17.1 s: 3
+
+
+def used_after_a_trace_tune(qtbot, loop, tasks, tmp_path, experiment: str, **window: str):
+    """The form holding ``experiment``, then a tune of the sample trace's window, then "Use
+    these settings": the form's experiment."""
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load_file(experiment)
+    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
+    panel.use_settings.connect(form.use_settings)
+    trace_chosen(panel, SAMPLE, **window)
+    click(loop, panel.start_button)
+    run(loop, lambda: panel.use_button.isEnabled(), 10)
+    click(loop, panel.use_button)
+    assert form.error.text() == ""
+    return form.build(), panel.request
+
+
+def test_use_these_settings_after_a_trace_tune_runs_the_window_tuned(qtbot, loop, tasks, tmp_path):
+    """The form held 8 requests, 8 at once, in bursts: a trace run sends its window's rows,
+    each as it comes, so neither is left claiming a load that will not be sent, and the
+    run's setup counts the same rows the tune replayed."""
+    experiment, request = used_after_a_trace_tune(
+        qtbot, loop, tasks, tmp_path, "experiments/slots-1-2-4.toml",
+        trace_start_s="14.5", trace_duration_s="2.6",
+    )  # fmt: skip
+    assert request.traffic.items() <= experiment.workload.items()  # the trace, its window
+    assert not {"requests", "concurrency"} & set(experiment.workload)
+    assert experiment.workload["max_tokens"] == 64 and experiment.server["slots"] == 4  # kept
+    config = experiment.configs()[0]
+    assert isinstance(config.workload, TraceWorkload) and config.workload.concurrency == 0
+    rows = len(trace_plans([config], None)[config.index].rows)
+    assert rows == 3
+    sent = dataclasses.replace(config.workload, requests=rows)  # as the run's setup counts
+    assert sent.effective_concurrency == rows  # every row as it comes, no client limit
+
+
+def test_use_these_settings_after_a_trace_tune_resets_what_the_tune_left(
+    qtbot, loop, tasks, tmp_path
+):
+    """A form already replaying a trace a quarter as long: the tune replayed the window at
+    full length, from the trace's start, so that is what the experiment replays."""
+    experiment, _ = used_after_a_trace_tune(
+        qtbot, loop, tasks, tmp_path, "experiments/trace-replay.toml", max_requests="2"
+    )
+    workload = experiment.configs()[0].workload
+    assert isinstance(workload, TraceWorkload)
+    assert workload.trace == str(SAMPLE.resolve()) and workload.max_requests == 2
+    assert (workload.length_scale, workload.time_scale, workload.trace_start_s) == (1.0, 1.0, 0)
+    assert workload.cache_prompt  # the form's own, which no trace window sets
+
+
+def test_use_these_settings_after_generated_traffic_leaves_a_trace_behind(
+    qtbot, loop, tasks, tmp_path
+):
+    """The other way: a form replaying a trace, a tune at 8 users of fixed lengths."""
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load_file("experiments/trace-replay.toml")
+    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
+    panel.use_settings.connect(form.use_settings)
+    click(loop, panel.start_button)
+    run(loop, lambda: panel.use_button.isEnabled(), 10)
+    click(loop, panel.use_button)
+    workload = form.build().configs()[0].workload
+    assert not isinstance(workload, TraceWorkload) and workload.arrival == "burst"
+    assert (workload.requests, workload.concurrency, workload.input_tokens) == (16, 8, 512)
 
 
 def test_progress_words_and_share():

@@ -350,14 +350,18 @@ class ExperimentForm(QWidget):
 
     def use_settings(self, server: dict[str, Any], workload: dict[str, Any]) -> None:
         """Settings found elsewhere (a tune's recommendation) over what the form holds, as
-        an unsaved experiment; the form's own fields stay where those leave them."""
+        an unsaved experiment; the form's own fields stay where those leave them, but for a
+        setting given as None, left out (its default), and the fields of another kind of
+        workload than the one given, which its runs do not have."""
         try:
             own_server, own_workload = self.values()
         except ExperimentError:  # a field being edited is wrong: the loaded file's, then
             base = self.experiment
             own_server, own_workload = (base.server, base.workload) if base else ({}, {})
         name = self.name.text().strip() or "experiment"
-        server, workload = {**own_server, **server}, {**own_workload, **workload}
+        server = {k: v for k, v in {**own_server, **server}.items() if v is not None}
+        given = {k: v for k, v in {**own_workload, **workload}.items() if v is not None}
+        workload = of_its_kinds(given)
         try:
             self.load(parse_experiment(experiment_to_toml(name, "", server, workload)))
         except ExperimentError as exc:

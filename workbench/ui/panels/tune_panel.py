@@ -47,7 +47,7 @@ from workbench.engine.config.settings import (
     fields_of,
     seconds_from_text,
 )
-from workbench.engine.config.workloads import TraceWorkload
+from workbench.engine.config.workloads import TraceWorkload, WorkloadSettings, kind_of
 from workbench.engine.tune.records import (
     METRICS,
     ONLY,
@@ -106,17 +106,34 @@ def done_share(progress: TuneProgress) -> float:
     return min(1.0, progress.elapsed_s / whole) if whole > 0 else 0.0
 
 
+TRACE_OWN = tuple(f.name for f in fields_of(WorkloadSettings) if f.kinds == (TraceWorkload,))
+"""A trace's own settings (the file, its window, its scales): what it sends, beside the
+settings every kind has."""
+NOT_A_TRACES_LOAD = ("requests", "concurrency")
+"""What another load is sized by that a trace run does not send: it sends its window's
+rows (``requests`` is counted from them), each as its time comes, no client limit."""
+
+
 def form_settings(
     recommendation: Recommendation, request: TuneRequest
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The experiment form's server and workload tables for the recommended configuration:
-    its settings and the model tuned, and the traffic at the users it was verified with."""
+    its settings and the model tuned, and the traffic it was verified with, of the kind it
+    was (its ``kind``, and its ``arrival`` where it has one). A value None is a setting the
+    form leaves out, to its default: of a trace, the trace settings the tune left at theirs
+    and the requests and concurrency the form held for another load, so that what runs is
+    the window that was tuned (``ExperimentForm.use_settings``)."""
     winner = recommendation.winner
     assert winner is not None
     server = dict(winner.settings)
     if request.model and "model" not in server:
         server["model"] = request.model
-    return server, verification_workload(request)
+    workload = verification_workload(request)
+    kind = kind_of(workload)
+    stated = {f.name: f.default for f in fields_of(kind) if f.name in ("kind", "arrival")}
+    if kind is TraceWorkload:
+        stated.update(dict.fromkeys((*TRACE_OWN, *NOT_A_TRACES_LOAD)))
+    return server, {**stated, **workload}
 
 
 def window_field(name: str) -> Field:
