@@ -36,6 +36,7 @@ from workbench.engine.base.states import RunStatus
 from workbench.engine.run.lifecycle import Runner
 from workbench.engine.run.runner import RunResult
 from workbench.engine.server.llama_server import LlamaServer
+from workbench.engine.watch.record import SUFFIX as WATCH_SUFFIX
 from workbench.ui.compare_window import CompareWindow
 from workbench.ui.controllers.analysis_controller import AnalysisController
 from workbench.ui.controllers.calibrate_controller import CalibrateController
@@ -53,6 +54,7 @@ from workbench.ui.controllers.run_controller import RunController
 from workbench.ui.controllers.server_controller import ServerController
 from workbench.ui.controllers.stack_controller import StackController
 from workbench.ui.controllers.tasks import Tasks
+from workbench.ui.controllers.watch_replay_controller import kept_watches
 from workbench.ui.panels.capacity_panel import CapacityPanel
 from workbench.ui.panels.experiment_form import ExperimentForm
 from workbench.ui.panels.library_panel import LibraryPanel
@@ -163,6 +165,7 @@ class MainWindow(QMainWindow):
             "its /slots and /metrics. It sends no load."
         )
         self.open_button = QPushButton("Open session…")
+        self.open_button.setToolTip("Open a session, or a kept watch (.watch.sqlite) to replay")
         self.replay_bar = ReplayBar()
         self.status = ElidedLabel("ready")
         self.status.setObjectName("runStatus")
@@ -405,6 +408,7 @@ class MainWindow(QMainWindow):
         self.calibrator.known.connect(self.server_panel.show_calibration_known)
 
         self.library.open_requested.connect(lambda path: self.tasks.spawn(self.replay.open(path)))
+        self.library.watch_requested.connect(self.open_watch)
         self.library.refresh_requested.connect(self.sessions.refresh)
         self.library.compare_requested.connect(self.open_compare)
         self.library.error.connect(lambda text: self.show_banner(text, "error"))
@@ -419,6 +423,7 @@ class MainWindow(QMainWindow):
             )
         )
         self.sessions.scanned.connect(self.library.show_infos)
+        self.sessions.scanned.connect(lambda _: self.tasks.spawn(self._list_watches()))
         self.library.folder_added.connect(self.sessions.add_folder)
         self.library.folder_forgotten.connect(self.sessions.forget_folder)
         self.sessions.folders_changed.connect(
@@ -680,9 +685,14 @@ class MainWindow(QMainWindow):
     # -- sessions --------------------------------------------------------------------------------
     def open_session_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
-            self, "Open session", str(self.out_dir), "Sessions (*.session.sqlite *.sqlite)"
+            self,
+            "Open a session or a kept watch",
+            str(self.out_dir),
+            f"Sessions and kept watches (*.session.sqlite *{WATCH_SUFFIX} *.sqlite)",
         )
-        if path:
+        if path and path.endswith(WATCH_SUFFIX):
+            self.open_watch(Path(path))
+        elif path:
             self.tasks.spawn(self.replay.open(Path(path)))
 
     def open_session_later(self, path: Path, replay_speed: int | None = None) -> None:
@@ -707,8 +717,12 @@ class MainWindow(QMainWindow):
         """A session file dropped on the window opens (from another machine, say); another
         tool's result files are imported into the output folder, and the last one opens."""
         paths = [Path(u.toLocalFile()) for u in event.mimeData().urls()]
-        sessions = [p for p in paths if p.suffix == ".sqlite"]
+        watches = [p for p in paths if p.name.endswith(WATCH_SUFFIX)]
+        sessions = [p for p in paths if p.suffix == ".sqlite" and p not in watches]
         results = [p for p in paths if p.name.endswith(DROPPED[1:])]
+        for path in watches:  # each kept watch replays in a window of its own
+            self.open_watch(path)
+            event.acceptProposedAction()
         if sessions:
             self.tasks.spawn(self.replay.open(sessions[0]))
             event.acceptProposedAction()
@@ -743,7 +757,14 @@ class MainWindow(QMainWindow):
                 "error",
             )
             return None
-        window = WatchWindow(url, self.form.external_api_key_env(), self.out_dir)
+        return self._watch_window(WatchWindow(url, self.form.external_api_key_env(), self.out_dir))
+
+    def open_watch(self, path: Path) -> WatchWindow:
+        """Replay the watch kept at ``path`` in a watch window of its own (its file is read
+        there, off the GUI thread; one it cannot read is one line in it)."""
+        return self._watch_window(WatchWindow.replaying(path))
+
+    def _watch_window(self, window: WatchWindow) -> WatchWindow:
         window.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         window.destroyed.connect(
             lambda *_: self.watch_windows.remove(window) if window in self.watch_windows else None
@@ -752,6 +773,10 @@ class MainWindow(QMainWindow):
         window.show()
         window.start()
         return window
+
+    async def _list_watches(self) -> None:
+        """The Sessions tab's kept watches, from the folders it lists sessions from."""
+        self.library.show_watches(await kept_watches(self.sessions.folders))
 
     async def evaluate_slo(self) -> None:
         """The SLO panel's limits on the session the views show."""

@@ -12,8 +12,10 @@ figures are the engine's: the tasks are ``SlotTasks``', the context a task holds
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from workbench.engine.base.words import plural
 from workbench.engine.measure.sampler import slot_context_share
@@ -77,27 +79,76 @@ class TaskBar:
         )
 
 
+@dataclass(frozen=True)
+class BarSet:
+    """Tasks as the Gantt draws them: their bars (for their labels) and the same as arrays,
+    in the order they began, so a view takes the tasks up to a time, or those in its range,
+    without a loop over thousands of them. ``decoding`` is NaN where no poll saw it."""
+
+    bars: Sequence[TaskBar]
+    start: np.ndarray
+    decoding: np.ndarray
+    end: np.ndarray
+    slot: np.ndarray
+    missed: np.ndarray
+
+    @classmethod
+    def of(cls, bars: Iterable[TaskBar]) -> BarSet:
+        ordered = sorted(bars, key=lambda b: b.start)
+        return cls(
+            ordered,
+            np.array([b.start for b in ordered], float),
+            np.array([np.nan if b.decoding is None else b.decoding for b in ordered], float),
+            np.array([b.end for b in ordered], float),
+            np.array([b.slot for b in ordered], int),
+            np.array([b.missed for b in ordered], bool),
+        )
+
+    def __len__(self) -> int:
+        return len(self.bars)
+
+    def until(self, t: float) -> BarSet:
+        """The tasks as the watch had seen them by ``t``: those begun, each drawn to ``t``
+        at most, decoding only where a poll had seen it decode by then."""
+        n = int(np.searchsorted(self.start, t, side="right"))
+        decoding = self.decoding[:n]
+        with np.errstate(invalid="ignore"):
+            decoding = np.where(decoding <= t, decoding, np.nan)
+        return BarSet(
+            self.bars[:n],
+            self.start[:n],
+            decoding,
+            np.minimum(self.end[:n], t),
+            self.slot[:n],
+            self.missed[:n],
+        )
+
+
 MAX_POINTS = 20_000
 """A series' points kept (the latest): the window's memory and its frames stay flat over a
-watch of hours, as the engine's do; the summary is over the whole watch."""
+watch of hours, as the engine's do; the summary is over the whole watch. A kept watch
+replayed (``watch_replay``) keeps them all: its file holds them anyway."""
 
 
-def _add(series: Series, t: float, value: float) -> None:
+def _add(series: Series, t: float, value: float, keep_all: bool = False) -> None:
     """A point; a third equal value moves the second's time instead (a gauge that holds
-    for an hour is two points, drawn the same). Past ``MAX_POINTS``, the older half goes."""
+    for an hour is two points, drawn the same). Past ``MAX_POINTS``, the older half goes,
+    unless ``keep_all``."""
     times, values = series
     if len(values) >= 2 and values[-1] == value == values[-2]:
         times[-1] = t
         return
     times.append(t)
     values.append(value)
-    if len(times) > MAX_POINTS:
+    if len(times) > MAX_POINTS and not keep_all:
         del times[: MAX_POINTS // 2], values[: MAX_POINTS // 2]
 
 
 class WatchModel:
     """One watch as the window shows it. ``changed``: something to draw since the window
     last drew (it clears it)."""
+
+    keeps_all = False  # every point of a series (a kept watch replayed), not the latest
 
     def __init__(self) -> None:
         self.watched: Watched | None = None
@@ -109,6 +160,7 @@ class WatchModel:
         self.prompt_rate: Series = ([], [])
         self.output_rate: Series = ([], [])
         self.memory: Series = ([], [])  # MiB
+        self.kv_use: Series = ([], [])  # percent of the KV cache in use, the server's gauge
         self.last_load: Load | None = None
         self._counters: deque[Load] = deque()
         self._rated_at = -RATE_EVERY_S
@@ -137,10 +189,13 @@ class WatchModel:
 
     def _fold(self, load: Load) -> None:
         self.last_load = load
-        if load.running is not None:
-            _add(self.running, load.t_s, load.running)
-        if load.waiting is not None:
-            _add(self.waiting, load.t_s, load.waiting)
+        for series, value in (
+            (self.running, load.running),
+            (self.waiting, load.waiting),
+            (self.kv_use, None if load.kv_usage is None else 100 * load.kv_usage),
+        ):
+            if value is not None:
+                _add(series, load.t_s, value, self.keeps_all)
         self._counters.append(load)
         while len(self._counters) > 2 and load.t_s - self._counters[1].t_s >= RATE_WINDOW_S:
             self._counters.popleft()
@@ -149,12 +204,13 @@ class WatchModel:
         if span < RATE_EVERY_S or load.t_s - self._rated_at < RATE_EVERY_S:
             return
         self._rated_at = load.t_s
-        for series, counter in (
-            (self.prompt_rate, "prompt_tokens"),
-            (self.output_rate, "output_tokens"),
-        ):
+        for name, counter in (("prompt_rate", "prompt_tokens"), ("output_rate", "output_tokens")):
             if (rate := counter_rate(first, load, counter)) is not None:
-                _add(series, load.t_s - span / 2, rate)
+                self._rate(name, load.t_s, load.t_s - span / 2, rate)
+
+    def _rate(self, name: str, known_s: float, t_s: float, rate: float) -> None:
+        """A rate known at ``known_s`` (its last poll), drawn at ``t_s`` (its middle)."""
+        _add(getattr(self, name), t_s, rate)
 
     def ended(self, summary: WatchSummary) -> None:
         self.summary = summary
@@ -173,6 +229,10 @@ class WatchModel:
         if self.watched is None:
             return []
         return [TaskBar.of(task) for task in self.watched.tasks.tasks]
+
+    def bar_set(self) -> BarSet:
+        """The bars as the Gantt draws them."""
+        return BarSet.of(self.bars())
 
     def slot_count(self) -> int:
         """The rows: every slot the last /slots named, and any an ended task was on."""
@@ -208,6 +268,10 @@ class WatchModel:
             return f"{gap.down_s:.1f} s: the server is down (no answer); the watch goes on"
         return f"{gap.up_s:.1f} s: the server answers again, after {gap.up_s - gap.down_s:.1f} s"
 
+    def heading(self) -> str:
+        """The side table's heading over its figures."""
+        return "summary" if self.summary is not None else "now"
+
     def figures(self) -> list[tuple[str, str]]:
         """What the side table shows: the summary once the watch has ended, else now."""
         if self.summary is not None:
@@ -233,7 +297,7 @@ class WatchModel:
         span_s, found = window_latencies(watched)
         rows += _latency_rows(found, f"over the last {span_s:.0f} s")
         if watched.memory_bytes is not None:
-            rows.append(("server memory", _mib(watched.memory_bytes)))
+            rows.append(("server memory", mib(watched.memory_bytes)))
         elif watched.memory_note:
             rows.append(("server memory", watched.memory_note))
         return rows
@@ -244,7 +308,7 @@ def _polls(answered: int, unanswered: int) -> str:
     return said + (f", {unanswered:,} not (down or slow)" if unanswered else "")
 
 
-def _mib(count: int) -> str:
+def mib(count: int) -> str:
     return f"{count / 2**20:,.0f} MiB"
 
 
@@ -312,7 +376,7 @@ def summary_rows(s: WatchSummary) -> list[tuple[str, str]]:
     if s.gaps_count:
         rows.append(("server down", f"{plural(s.gaps_count, 'time')}, {s.down_s:.1f} s in all"))
     if s.memory_max_bytes is not None:
-        rows.append(("server memory", f"{_mib(s.memory_max_bytes)} at most"))
+        rows.append(("server memory", f"{mib(s.memory_max_bytes)} at most"))
     elif s.memory_note:
         rows.append(("server memory", s.memory_note))
     return rows

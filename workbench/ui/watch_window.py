@@ -8,6 +8,11 @@ server, and its views need the width the main window gives its three columns.
 
 The engine polls on the window's loop (``WatchController``); what the polls say is kept in
 the ``WatchModel``, and this window draws it on a timer a few times a second.
+
+The same window replays a kept watch (``WatchWindow.replaying``): its file is read off the
+GUI thread (``WatchReplayController``) into a ``ReplayModel``, the live model's subclass,
+which the same views draw as the watch was at the time its control shows; the time control
+(Play/Pause, a speed, a slider) replaces Stop, and the figures are those at that time.
 """
 
 from __future__ import annotations
@@ -28,10 +33,13 @@ from PySide6.QtWidgets import (
 
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.controllers.watch_controller import INTERVAL_S, WatchController
+from workbench.ui.controllers.watch_replay_controller import WatchReplayController
 from workbench.ui.theme.qt_theme import app_icon, text_style
 from workbench.ui.views.slot_watch import ContextBars, SlotGantt
-from workbench.ui.views.watch_plots import TimeAxis, WatchPlots
+from workbench.ui.views.watch_plots import WINDOW_S, TimeAxis, WatchPlots
 from workbench.ui.watch_model import WatchModel
+from workbench.ui.watch_replay import ReplayModel
+from workbench.ui.watch_replay_bar import WatchReplayBar
 from workbench.ui.widgets.elided_label import ElidedLabel
 from workbench.ui.widgets.read_only_table import read_only_table
 
@@ -39,10 +47,12 @@ DRAW_EVERY_MS = 250  # the views redrawn four times a second, however often the 
 SIDE_WIDTH = 340  # px: the figures' column
 CONTEXT_WIDTH = 150  # px: the context bars beside the slots
 NO_SLOTS = "no /slots (vLLM and SGLang have none; llama-server: --no-slots): no tasks"
+SHOWN_A_SECOND_S = 60.0  # a replay shows this many seconds of its time a second of speed
 
 
 class WatchWindow(QWidget):
-    """One watch of the server at ``url``; ``start`` begins it."""
+    """One watch of the server at ``url``; ``start`` begins it. With ``kept`` (made by
+    ``replaying``), that kept watch played back instead; ``start`` reads it."""
 
     def __init__(
         self,
@@ -51,14 +61,22 @@ class WatchWindow(QWidget):
         out_dir: Path,
         interval_s: float = INTERVAL_S,
         parent: QWidget | None = None,
+        kept: Path | None = None,
     ) -> None:
         super().__init__(parent)
         self.url, self.api_key_env = url, api_key_env
-        self.setWindowTitle(f"Watching {url} — Concurrency Workbench")
+        self.kept_path = kept
         self.setWindowIcon(app_icon())
         self.tasks = Tasks()  # the watch's coroutine: cancelled when the window closes
-        self.model = WatchModel()
-        self.controller = WatchController(self.model, self.tasks, out_dir, interval_s, self)
+        self.model: WatchModel = WatchModel()
+        self.controller: WatchController | None = None
+        self.replay: WatchReplayController | None = None
+        if kept is None:
+            self.setWindowTitle(f"Watching {url} — Concurrency Workbench")
+            self.controller = WatchController(self.model, self.tasks, out_dir, interval_s, self)
+        else:  # its file's name: the address inside it is only shown, in the status line
+            self.setWindowTitle(f"Replaying {kept.name} — Concurrency Workbench")
+            self.replay = WatchReplayController(self.tasks, self)
         self.interval_s = interval_s
         self.over = False  # the watch ended, or never began: its last word stays
         self.notes: list[str] = []  # what the watch cannot see at this address
@@ -66,7 +84,7 @@ class WatchWindow(QWidget):
         self.stop_button = QPushButton("■  Stop")
         self.stop_button.setToolTip("End the watch: it is kept, and summed up here")
         self.stop_button.setEnabled(False)
-        self.status = ElidedLabel(f"connecting to {url}…")
+        self.status = ElidedLabel(f"connecting to {url}…" if kept is None else "")
         self.status.setObjectName("watchStatus")
         # One line: a fault (the address, the server down) or, at the end, the verdict.
         self.line = QLabel()
@@ -75,6 +93,15 @@ class WatchWindow(QWidget):
         self.line.setWordWrap(True)
         self.line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.line.hide()
+        # A replay's line: what its file does not keep, so not drawn.
+        self.unkept = QLabel()
+        self.unkept.setObjectName("watchUnkept")
+        self.unkept.setTextFormat(Qt.TextFormat.PlainText)
+        self.unkept.setWordWrap(True)
+        self.unkept.setStyleSheet(text_style("quiet"))
+        self.unkept.hide()
+        self.replay_bar = WatchReplayBar()
+        self.replay_bar.setEnabled(False)
 
         self.gantt = SlotGantt()
         self.context = ContextBars(self.gantt)
@@ -88,13 +115,18 @@ class WatchWindow(QWidget):
         row.addWidget(self.gantt, 1)
         row.addWidget(self.context)
         self.views = QSplitter(Qt.Orientation.Vertical)
-        for widget in (self.slots_row, self.plots.requests, self.plots.tokens, self.plots.memory):
+        for widget in (self.slots_row, *self.plots.plots):
             self.views.addWidget(widget)
-        self.views.setSizes([360, 160, 160, 120])
+        self.views.setSizes([360, 160, 160, 120, 120])
 
         self.figures = read_only_table(["", "now"])
         self.figures.setObjectName("watchFigures")
         self.figures.setWordWrap(True)
+        # A row's height follows its words' lines at the width its column has once laid
+        # out (a scroll bar that comes narrows it): a wrapped figure is never cut short.
+        self.figures.horizontalHeader().sectionResized.connect(
+            lambda *_: QTimer.singleShot(0, self.figures.resizeRowsToContents)
+        )
         self.kept = QLabel()
         self.kept.setTextFormat(Qt.TextFormat.PlainText)
         self.kept.setWordWrap(True)
@@ -116,16 +148,33 @@ class WatchWindow(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addLayout(bar)
         layout.addWidget(self.line)
+        layout.addWidget(self.unkept)
         layout.addLayout(body, 1)
+        layout.addWidget(self.replay_bar)
+        (self.stop_button if kept is not None else self.replay_bar).hide()
 
         self.timer = QTimer(self)
         self.timer.setInterval(DRAW_EVERY_MS)
-        self.timer.timeout.connect(self.draw)
+        self.timer.timeout.connect(self._frame)
         self.stop_button.clicked.connect(self.stop)
-        self.controller.started.connect(self._started)
-        self.controller.failed.connect(self._failed)
-        self.controller.ended.connect(self._ended)
+        if self.controller is not None:
+            self.controller.started.connect(self._started)
+            self.controller.failed.connect(self._failed)
+            self.controller.ended.connect(self._ended)
+        if self.replay is not None:
+            self.replay.opened.connect(self._opened)
+            self.replay.failed.connect(self._failed)
+            self.replay.moved.connect(self._moved)
+            self.replay.playing.connect(self.replay_bar.set_playing)
+            self.replay_bar.play_toggled.connect(self._play)
+            self.replay_bar.seeked.connect(self.replay.seek)
+            self.replay_bar.speed_changed.connect(self._speed)
         self._fit_screen()
+
+    @classmethod
+    def replaying(cls, path: Path, parent: QWidget | None = None) -> WatchWindow:
+        """A window that replays the watch kept at ``path`` once ``start`` is called."""
+        return cls("", None, path.parent, parent=parent, kept=path)
 
     def _fit_screen(self) -> None:
         """As large as a 1366x768 screen leaves room for, and no larger than it needs."""
@@ -137,19 +186,26 @@ class WatchWindow(QWidget):
         self.resize(width, height)
 
     def start(self) -> None:
+        if self.replay is not None and self.kept_path is not None:
+            self.status.setText(f"reading {self.kept_path}…")
+            self.replay.open(self.kept_path)
+            return
+        assert self.controller is not None
         self.controller.start(self.url, self.api_key_env)
         if self.controller.running:
             self.stop_button.setEnabled(True)
             self.timer.start()
 
     def stop(self) -> None:
+        if self.controller is None:
+            return
         self.stop_button.setEnabled(False)
         self.status.setText(f"stopping the watch of {self.model.url}…")
         self.controller.stop()
 
     def _started(self) -> None:
         watched = self.model.watched
-        assert watched is not None
+        assert watched is not None and self.controller is not None
         if not watched.slots_on:
             self.notes.append(NO_SLOTS)
             self.slots_row.hide()
@@ -164,8 +220,59 @@ class WatchWindow(QWidget):
         self.over = True
         self.timer.stop()
         self.stop_button.setEnabled(False)
-        self.status.setText(f"not watching {self.model.url or self.url}")
+        if self.kept_path is not None:
+            self.status.setText(f"not replaying {self.kept_path}")
+        else:
+            self.status.setText(f"not watching {self.model.url or self.url}")
         self._say(text, "error")
+        self.draw()
+
+    # -- a kept watch replayed ----------------------------------------------------------------
+    def _opened(self, model: ReplayModel) -> None:
+        """The file read: its whole watch, its summary and verdict, as the live window
+        shows a watch once it has ended; the time control, at its end."""
+        self.model = model
+        self.over = True
+        self.context.hide()  # each slot's context is not kept
+        if not model.slots_on:
+            self.notes.append(NO_SLOTS)
+            self.slots_row.hide()
+        assert self.kept_path is not None
+        self.status.setText("; ".join([f"replaying {model.describe()}", *self.notes]))
+        self._say(f"verdict: {model.whole.verdict}", "ok")
+        self.unkept.setText(model.unkept())
+        self.unkept.setVisible(bool(self.unkept.text()))
+        self.kept.setText(f"kept in {self.kept_path} (workbench show reads it)")
+        self.replay_bar.load(model.end_s)
+        self.replay_bar.setEnabled(True)
+        self.timer.start()
+        self.draw()
+
+    def _moved(self, t_s: float) -> None:
+        model = self.model
+        if isinstance(model, ReplayModel):
+            said = f"{model.clock(t_s)} / {model.clock(model.end_s)}"
+            if day := model.time_of_day(t_s):
+                said += f"  ·  {day}"
+            self.replay_bar.set_position(t_s, said)
+
+    def _play(self, playing: bool) -> None:
+        if self.replay is None:
+            return
+        if playing:
+            self.replay.speed = self.replay_bar.speed()
+            self.replay.play()
+        else:
+            self.replay.pause()
+
+    def _speed(self, speed: float) -> None:
+        if self.replay is not None:
+            self.replay.speed = speed
+            self.model.changed = True  # the time shown spans more, or less
+
+    def _frame(self) -> None:
+        if self.replay is not None:
+            self.replay.step()
         self.draw()
 
     def _ended(self, path: Path) -> None:
@@ -185,37 +292,59 @@ class WatchWindow(QWidget):
         self.line.setVisible(bool(text))
 
     def draw(self) -> None:
-        """One frame: the views redrawn from the model, if a poll came since the last."""
+        """One frame: the views redrawn from the model, if a poll came (or a replay moved)
+        since the last."""
         model = self.model
         if not model.changed:
             return
         model.changed = False
         if model.slots_on:
             self.gantt.sync(model)
-            self.context.sync(model)
+            if self.replay is None:
+                self.context.sync(model)
         self.plots.sync(model)
         top = self.gantt if model.slots_on else self.plots.requests
-        self.time_axis.follow(top, model.now, ended=model.summary is not None)
+        if isinstance(model, ReplayModel):
+            span = max(WINDOW_S, self.replay_bar.speed() * SHOWN_A_SECOND_S)
+            self.time_axis.replay(top, model.now, model.end_s, span, whole=model.at_end)
+            shown = None if model.at_end else model.now
+            self.plots.show_time(shown)
+            self.gantt.cursor.setVisible(shown is not None)
+            self.gantt.cursor.setValue(model.now)
+        else:
+            self.time_axis.follow(top, model.now, ended=model.summary is not None)
         if not self.over and self.line.text() != (fault := model.fault()):
             self._say(fault, "warning")
-        self._show_figures(model.figures(), "summary" if model.summary else "now")
+        self._show_figures(model.figures(), model.heading())
 
     def _show_figures(self, rows: list[tuple[str, str]], heading: str) -> None:
+        """The figures, a row each; a row with no value heads those under it."""
         table = self.figures
         table.horizontalHeaderItem(1).setText(heading)
         if table.rowCount() != len(rows):
             table.setRowCount(len(rows))
         for index, (name, value) in enumerate(rows):
+            heads = not value
+            if (table.columnSpan(index, 0) == 2) != heads:
+                table.setSpan(index, 0, 1, 2 if heads else 1)
             for column, text in enumerate((name, value)):
                 item = table.item(index, column)
                 if item is None:
-                    table.setItem(index, column, QTableWidgetItem(text))
+                    item = QTableWidgetItem(text)
+                    table.setItem(index, column, item)
                 elif item.text() != text:
                     item.setText(text)
+                if item.font().bold() != heads:
+                    font = item.font()
+                    font.setBold(heads)
+                    item.setFont(font)
         table.resizeRowsToContents()
 
     def closeEvent(self, event: QCloseEvent) -> None:
-        """Closing ends the watch: its coroutine is cancelled, and what it saw is kept."""
+        """Closing ends the watch: its coroutine is cancelled, and what it saw is kept (a
+        replay stops, and its file is read no more)."""
         self.timer.stop()
+        if self.replay is not None:
+            self.replay.pause()
         self.tasks.cancel_all()
         super().closeEvent(event)

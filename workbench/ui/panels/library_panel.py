@@ -1,5 +1,7 @@
 """The sessions in the output folder, the app's data folder and any folder added here: open
-one, label and tag it, note why it was run, reveal it, or delete it (after asking)."""
+one, label and tag it, note why it was run, reveal it, or delete it (after asking). Under
+them, the watches kept in the same folders (``*.watch.sqlite``): one replays in a watch
+window of its own."""
 
 from __future__ import annotations
 
@@ -29,14 +31,19 @@ from workbench.engine.analysis.library import (
     save_notes,
 )
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.watch.record import KeptInfo
+from workbench.ui.watch_replay import clock
 from workbench.ui.widgets import plain_text
 from workbench.ui.widgets.read_only_table import read_only_table
 
 COLUMNS = ("recorded", "session", "status", "hardware", "configurations")
+WATCH_COLUMNS = ("started", "for", "tasks", "watched")  # its address last: the longest
+WATCHES_HEIGHT = 150  # px: a few kept watches; the sessions keep the rest of the tab
 
 
 class LibraryPanel(QWidget):
     open_requested = Signal(Path)
+    watch_requested = Signal(Path)  # a kept watch to replay
     compare_requested = Signal(list)
     refresh_requested = Signal()
     folder_added = Signal(Path)  # a folder of sessions to list too
@@ -80,13 +87,37 @@ class LibraryPanel(QWidget):
         form.addRow("label", self.label)
         form.addRow("tags", self.tags)
         form.addRow("note", self.note)
+        self.watches: list[KeptInfo] = []
+        self.watch_table = read_only_table(WATCH_COLUMNS)
+        self.watch_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.watch_table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.watch_table.setMaximumHeight(WATCHES_HEIGHT)
+        self.watch_table.cellDoubleClicked.connect(lambda *_: self._replay_watch())
+        self.watch_table.itemSelectionChanged.connect(self._watch_selected)
+        self.replay_watch = QPushButton("Replay watch")
+        self.replay_watch.setToolTip(
+            "Open the kept watch in a watch window and play it back (Play, a speed, a slider)"
+        )
+        self.replay_watch.clicked.connect(self._replay_watch)
+        self.watches_head = QLabel("Kept watches (Watch…): double-click one to replay it")
+        self.watches_head.setWordWrap(True)
+        watches = QWidget()
+        watches_layout = QVBoxLayout(watches)
+        watches_layout.setContentsMargins(0, 0, 0, 0)
+        watches_layout.addWidget(self.watches_head)
+        watches_layout.addWidget(self.watch_table)
+        watches_layout.addWidget(self.replay_watch)
+        self.watches_box = watches
         layout = QVBoxLayout(self)
         layout.addWidget(self.where)
         layout.addWidget(self.table, 1)
         layout.addLayout(form)
         layout.addLayout(buttons)
+        layout.addWidget(watches)
+        watches.hide()  # until a folder holds one
         self.show_folders([folder])
         self._selected()
+        self._watch_selected()
 
     def show_folders(self, folders: list[Path], added: list[Path] | None = None) -> None:
         """The folders listed (the first is the output folder); ``added``: those the user
@@ -133,6 +164,33 @@ class LibraryPanel(QWidget):
                 )
                 self.table.setItem(row, column, item)
         self._selected()
+
+    def show_watches(self, watches: list[KeptInfo]) -> None:
+        """The kept watches found in the same folders, newest first (hidden where none)."""
+        self.watches = watches
+        self.watch_table.setRowCount(len(watches))
+        for row, info in enumerate(watches):
+            cells = (
+                info.started.replace("T", " ")[:16],
+                "" if info.error else clock(info.seconds),
+                "" if info.error else f"{info.tasks:,}",
+                "unreadable" if info.error else info.url,  # shown, never followed
+            )
+            tip = plain_text.tooltip(str(info.path) + (f"\n{info.error}" if info.error else ""))
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setToolTip(tip)
+                self.watch_table.setItem(row, column, item)
+        self.watches_box.setVisible(bool(watches))
+        self._watch_selected()
+
+    def _watch_selected(self) -> None:
+        self.replay_watch.setEnabled(0 <= self.watch_table.currentRow() < len(self.watches))
+
+    def _replay_watch(self) -> None:
+        row = self.watch_table.currentRow()
+        if 0 <= row < len(self.watches):
+            self.watch_requested.emit(self.watches[row].path)
 
     def selected(self) -> list[SessionInfo]:
         rows = sorted({index.row() for index in self.table.selectedIndexes()})

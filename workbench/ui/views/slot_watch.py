@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QFontMetricsF, QPen
@@ -20,13 +21,14 @@ from PySide6.QtWidgets import QApplication, QWidget
 from workbench.engine.base.states import RequestState
 from workbench.ui.theme.qt_theme import series_color, state_color, theme_color
 from workbench.ui.views.gantt import BAR_HEIGHT, bar_item, set_bars
-from workbench.ui.views.watch_plots import AXIS_WIDTH, GapShades, coloured
-from workbench.ui.watch_model import TaskBar, WatchModel
+from workbench.ui.views.watch_plots import AXIS_WIDTH, GapShades, coloured, cursor_line
+from workbench.ui.watch_model import BarSet, TaskBar, WatchModel
 from workbench.ui.widgets.live_plot import EmptyNote, cache_axes
 from workbench.ui.widgets.plot_widget import Plot, count_axis
 
 MAX_LABELS = 48  # on screen at once: the latest tasks' first
 LABEL_PAD_PX = 6
+MIN_OUTLINED_PX = 6  # a bar narrower than this on screen has no outline: it would hide it
 FULL_SHARE = 0.8  # of a slot's context: its figure drawn inside the bar's end
 PROMPT, DECODING, MISSED = "prompt", "decoding", "missed"
 
@@ -54,6 +56,7 @@ class SlotGantt(Plot):
         plot.setLabel("left", "slot")
         plot.getAxis("left").setWidth(AXIS_WIDTH)
         plot.getAxis("left").enableAutoSIPrefix(False)
+        plot.getAxis("bottom").enableAutoSIPrefix(False)
         count_axis(plot)
         plot.invertY(True)
         plot.showGrid(x=True, y=False, alpha=0.2)
@@ -80,47 +83,48 @@ class SlotGantt(Plot):
             "it left on its slot."
         )
         self.gaps = GapShades(plot)
+        self.cursor = cursor_line(plot)
         self.labels: list[pg.TextItem] = []
-        self._bars: list[TaskBar] = []
+        self._set = BarSet.of([])
         self._rows = 0
         self.note = EmptyNote(self, "each slot's tasks as /slots shows them")
-        plot.vb.sigXRangeChanged.connect(self._label)
+        plot.vb.sigXRangeChanged.connect(self._draw)
         plot.vb.sigResized.connect(self._fit_ticks)
-        plot.vb.sigResized.connect(self._label)
+        plot.vb.sigResized.connect(self._draw)
 
     def sync(self, model: WatchModel) -> None:
-        self._bars = model.bars()
-        self.note.show_empty(not self._bars and not model.slots)
-        drawn: dict[str, tuple[list[float], list[float], list[int]]] = {
-            name: ([], [], []) for name in self.items
-        }
-        for bar in self._bars:
-            if bar.missed:
-                parts = [(MISSED, bar.start, bar.end)]
-            elif bar.decoding is None:
-                parts = [(PROMPT, bar.start, bar.end)]
-            else:
-                parts = [(PROMPT, bar.start, bar.decoding), (DECODING, bar.decoding, bar.end)]
-            for name, x0, x1 in parts:
-                x0s, widths, ys = drawn[name]
-                x0s.append(x0)
-                widths.append(x1 - x0)
-                ys.append(bar.slot)
-        for name, item in self.items.items():
-            set_bars(item, *drawn[name])
-        set_bars(
-            self.edges,
-            [bar.start for bar in self._bars],
-            [bar.end - bar.start for bar in self._bars],
-            [bar.slot for bar in self._bars],
-        )
+        self._set = model.bar_set()
+        self.note.show_empty(not len(self._set) and not model.slots)
         self.gaps.sync(model.gaps())
         rows = model.slot_count()
         if rows != self._rows:
             self._rows = rows
             self.getPlotItem().setYRange(-0.5, max(rows, 1) - 0.5, padding=0)
             self._fit_ticks()
-        self._label()
+        self._draw()
+
+    def _draw(self) -> None:
+        """The bars in the time range shown, their outlines where they are wide enough to
+        tell apart, and their labels: the work of a frame follows what is on screen, not
+        the length of the watch."""
+        bars = self._set
+        vb = self.getPlotItem().vb
+        (x0, x1), _ = vb.viewRange()
+        shown = (bars.end >= x0) & (bars.start <= x1)
+        start, end, slot = bars.start[shown], bars.end[shown], bars.slot[shown]
+        decoding, missed = bars.decoding[shown], bars.missed[shown]
+        seen_decoding = ~missed & ~np.isnan(decoding)
+        prompt_end = np.where(seen_decoding, decoding, end)
+        for name, mask, left, right in (
+            (PROMPT, ~missed, start, prompt_end),
+            (DECODING, seen_decoding, decoding, end),
+            (MISSED, missed, start, end),
+        ):
+            set_bars(self.items[name], left[mask], (right - left)[mask], slot[mask])
+        per_s = vb.width() / (x1 - x0) if vb.width() > 0 and x1 > x0 else 0.0
+        wide = (end - start) * per_s >= MIN_OUTLINED_PX
+        set_bars(self.edges, start[wide], (end - start)[wide], slot[wide])
+        self._label(np.flatnonzero(shown), x0, x1, per_s)
 
     def _fit_ticks(self) -> None:
         """A tick every slot, or every second, third... where their labels would overlap."""
@@ -131,41 +135,43 @@ class SlotGantt(Plot):
         step = max(1, math.ceil(line / row_px)) if row_px > 0 else 1
         axis.setTicks([[(row, str(row)) for row in range(0, rows, step)]])
 
-    def _label(self) -> None:
+    def _label(self, shown: np.ndarray, x0: float, x1: float, per_s: float) -> None:
         """Label the bars with room for a label, the latest first, the longest label each
         bar has room for; none where the rows are thinner than a line of text."""
-        vb = self.getPlotItem().vb
-        (x0, x1), _ = vb.viewRange()
+        bars = self._set
         metrics = QFontMetricsF(QApplication.font())
         rows = max(self._rows, 1)
-        shown: list[tuple[TaskBar, float, str]] = []
-        per_s = 1.0
-        if vb.width() > 0 and x1 > x0 and vb.height() / rows >= metrics.height():
-            per_s = vb.width() / (x1 - x0)
-            for bar in sorted(self._bars, key=lambda b: -b.end):
-                if len(shown) == MAX_LABELS:
+        labelled: list[tuple[TaskBar, float, str]] = []
+        if per_s > 0 and self.getPlotItem().vb.height() / rows >= metrics.height():
+            left = np.maximum(bars.start[shown], x0)
+            room = (np.minimum(bars.end[shown], x1) - left) * per_s - LABEL_PAD_PX
+            places = np.flatnonzero(room >= metrics.horizontalAdvance("0"))
+            for place in places[np.argsort(-bars.end[shown[places]], kind="stable")]:
+                if len(labelled) == MAX_LABELS:
                     break
-                left = max(bar.start, x0)
-                room = (min(bar.end, x1) - left) * per_s - LABEL_PAD_PX
-                text = next((t for t in bar.labels() if metrics.horizontalAdvance(t) <= room), None)
+                bar = bars.bars[shown[place]]
+                text = next(
+                    (t for t in bar.labels() if metrics.horizontalAdvance(t) <= room[place]),
+                    None,
+                )
                 if text is not None:
-                    shown.append((bar, left, text))
-        while len(self.labels) < len(shown):
+                    labelled.append((bar, float(left[place]), text))
+        while len(self.labels) < len(labelled):
             label = pg.TextItem(color=theme_color("text", "on_state"), anchor=(0, 0.5))
             label.setZValue(10)
             self.getPlotItem().addItem(label)
             self.labels.append(label)
-        for label, (bar, left, text) in zip(self.labels, shown, strict=False):
+        for label, (bar, left_s, text) in zip(self.labels, labelled, strict=False):
             if label.toPlainText() != text:
                 label.setText(text)
-            label.setPos(left + LABEL_PAD_PX / 2 / per_s, bar.slot)
+            label.setPos(left_s + LABEL_PAD_PX / 2 / per_s, bar.slot)
             label.show()
-        for label in self.labels[len(shown) :]:
+        for label in self.labels[len(labelled) :]:
             label.hide()
 
     def bar_count(self) -> int:
-        """The tasks drawn (for tests)."""
-        return len(self._bars)
+        """The tasks drawn, up to the time shown (for tests)."""
+        return len(self._set)
 
     def label_texts(self) -> list[str]:
         """The labels shown (for tests and screenshots' checks)."""

@@ -1,0 +1,99 @@
+"""Kept watches for the replay's tests: one recorded for real (the engine's watch of the mock
+server under traffic, kept by its ``Recorder`` as ``workbench watch`` keeps it), and one
+made of a watch of hours (thousands of tasks, a hundred thousand polls' loads)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import sqlite3
+from pathlib import Path
+
+import httpx
+
+from workbench.engine.base.server_kinds import LLAMACPP
+from workbench.engine.watch.record import Recorder, kept_at
+from workbench.engine.watch.slot_tasks import WatchedTask
+from workbench.engine.watch.watcher import Gap, Load, Watched, watch
+from workbench.mock_server.process import MockProcess
+
+INTERVAL_S = 0.05
+
+
+def send(url: str, at_once: int, rounds: int, tokens: int = 40) -> None:
+    """``rounds`` of ``at_once`` requests at once, each answered whole."""
+
+    def one(_: int) -> None:
+        body = {"prompt": "x" * 200, "max_tokens": tokens, "stream": True}
+        httpx.post(f"{url}/v1/completions", json=body, timeout=240)
+
+    with concurrent.futures.ThreadPoolExecutor(at_once) as pool:
+        for _ in range(rounds):
+            list(pool.map(one, range(at_once)))
+
+
+def record_watch(folder: Path, *mock_args: str, at_once: int = 3, rounds: int = 3) -> Path:
+    """A watch of the mock server (started with ``mock_args``) while ``rounds`` of
+    ``at_once`` requests reach it, kept in ``folder``: its file."""
+    with MockProcess(*mock_args) as mock:
+        recorder = Recorder(kept_at(folder), mock.url, INTERVAL_S)
+
+        async def watched() -> Watched:
+            stop = asyncio.Event()
+
+            async def traffic() -> None:
+                await asyncio.sleep(0.3)  # a few idle polls first
+                await asyncio.to_thread(send, mock.url, at_once, rounds)
+                await asyncio.sleep(0.3)  # the last task seen gone
+                stop.set()
+
+            sender = asyncio.create_task(traffic())
+            found = await watch(mock.url, INTERVAL_S, None, stop=stop, keeper=recorder)
+            await sender
+            return found
+
+        loop = asyncio.new_event_loop()  # its own: the window's loop stays the current one
+        try:
+            recorder.close(loop.run_until_complete(watched()))
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+    return recorder.path
+
+
+def made_long_watch(folder: Path, hours: float = 3.0, slots: int = 4) -> Path:
+    """A watch of ``hours`` of a busy ``slots``-slot server, polled every 0.1 s: a task a
+    slot every 2 s (0.5 s of prompt), a load every poll, and the server down once."""
+    path = kept_at(folder)
+    recorder = Recorder(path, "http://127.0.0.1:8080", 0.1)
+    seconds = hours * 3600
+    watched = Watched(0, kind=LLAMACPP, seconds=seconds)
+    number = 0
+    for begin in range(0, int(seconds) - 2, 2):
+        for slot in range(slots):
+            start = begin + slot * 0.1
+            number += 1
+            recorder.task(
+                WatchedTask(slot, number, start, start + 1.8, start + 0.5, start + 1.9, 300, 0, 40)
+            )
+            watched.tasks.ended += 1
+    prompt = output = 0.0
+    for step in range(int(seconds * 10)):
+        t = step / 10
+        prompt, output = prompt + 60, output + 8
+        recorder.load(Load(t, float(slots), float(step // 50 % 4), prompt, output))
+    watched.polls = int(seconds * 10)
+    watched.busy = {slot: watched.polls for slot in range(slots)}
+    watched.gaps.append(Gap(seconds / 2, seconds / 2 + 30))
+    watched.gaps_count = 1
+    watched.down_s = 30.0
+    recorder.close(watched)
+    return path
+
+
+def as_first_version(path: Path, copy: Path) -> Path:
+    """``path`` as the first version of the file kept it: no KV-cache use in its loads."""
+    copy.write_bytes(path.read_bytes())
+    with sqlite3.connect(copy) as conn:
+        conn.executescript("ALTER TABLE loads DROP COLUMN kv_usage; PRAGMA user_version = 1;")
+    return copy
