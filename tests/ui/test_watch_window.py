@@ -17,6 +17,7 @@ import pytest
 from tests.ui.driving import click, click_until, run
 from workbench.engine.watch.record import read
 from workbench.mock_server.process import MockProcess
+from workbench.ui.watch_settings import WatchSettings
 from workbench.ui.watch_window import NO_SLOTS, WatchWindow
 
 INTERVAL_S = 0.05
@@ -53,8 +54,8 @@ def mock() -> Iterator[MockProcess]:
         yield m
 
 
-def watching(qtbot, url: str, out: Path) -> WatchWindow:
-    window = WatchWindow(url, None, out, INTERVAL_S)
+def watching(qtbot, url: str, out: Path, settings: WatchSettings | None = None) -> WatchWindow:
+    window = WatchWindow(url, None, out, settings or WatchSettings(INTERVAL_S))
     qtbot.addWidget(window)
     window.resize(1366, 768)
     window.show()
@@ -78,7 +79,9 @@ def test_a_watch_of_the_mock_shows_its_slots_and_queue_then_the_summary(
     window.form.external.setChecked(True)
     window.form.base_url.setText(mock.url)
     watches = window.watch_windows
-    click_until(loop, window.watch_button, lambda: watches and watches[0].model.watched, 10)
+    click_until(loop, window.watch_button, lambda: window.watch_dialog is not None, 10)
+    start = window.watch_dialog.watch_button  # the settings as they come: every 0.1 s
+    click_until(loop, start, lambda: watches and watches[0].model.watched, 10)
     (watch,) = window.watch_windows
     assert watch.windowTitle().startswith(f"Watching {mock.url}")
     watch.resize(1366, 768)
@@ -124,7 +127,7 @@ def test_an_address_where_nothing_answers_is_one_line_and_keeps_nothing(qtbot, l
 
 def test_an_api_key_variable_not_set_is_one_line(qtbot, loop, tmp_path, monkeypatch):
     monkeypatch.delenv("WATCH_TEST_KEY", raising=False)
-    watch = WatchWindow("http://127.0.0.1:9", "WATCH_TEST_KEY", tmp_path, INTERVAL_S)
+    watch = WatchWindow("http://127.0.0.1:9", "WATCH_TEST_KEY", tmp_path, WatchSettings(INTERVAL_S))
     qtbot.addWidget(watch)
     watch.start()
     assert "WATCH_TEST_KEY: that environment variable is not set" in watch.line.text()

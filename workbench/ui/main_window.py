@@ -72,6 +72,8 @@ from workbench.ui.views.legend import ConversationLegend, StateLegend
 from workbench.ui.views.results_view import ResultsView
 from workbench.ui.views.server_plots import ServerPlots
 from workbench.ui.views.stream_grid import StreamGrid
+from workbench.ui.watch_settings import WatchSettings, WatchTexts
+from workbench.ui.watch_settings_dialog import WatchSettingsDialog
 from workbench.ui.watch_window import WatchWindow
 from workbench.ui.widgets.elided_label import ElidedLabel
 from workbench.ui.widgets.whole_tabs import WrappedTabs
@@ -143,6 +145,9 @@ class MainWindow(QMainWindow):
         self.left.addTab(self.library, "Sessions")
         self.compare_windows: list[CompareWindow] = []
         self.watch_windows: list[WatchWindow] = []
+        # A watch's settings as last typed, for the next: for as long as the app runs.
+        self.watch_texts = WatchTexts()
+        self.watch_dialog: WatchSettingsDialog | None = None
         self.binary_chooser: ChoiceDialog | None = None  # open when no llama-server was found
         self.setAcceptDrops(True)
 
@@ -162,7 +167,8 @@ class MainWindow(QMainWindow):
         self.watch_button.setToolTip(
             "Watch a server: the one at the External server address (Experiment tab), in a "
             "window of its own: its slots' tasks, its queue and its token rates, live, from "
-            "its /slots and /metrics. It sends no load."
+            "its /slots and /metrics. It sends no load. First asks how often, how long, the "
+            "SLOs to judge it on and, behind a proxy, the server's own endpoints."
         )
         self.open_button = QPushButton("Open session…")
         self.open_button.setToolTip("Open a session, or a kept watch (.watch.sqlite) to replay")
@@ -747,9 +753,10 @@ class MainWindow(QMainWindow):
         window.show()
         return window
 
-    def watch_server(self) -> WatchWindow | None:
-        """Watch the server at the form's External server address (its API key too) in a
-        window of its own; a run may go on meanwhile, against it or not."""
+    def watch_server(self) -> WatchSettingsDialog | None:
+        """Ask the watch's settings of the server at the form's External server address (its
+        API key too), starting from the last given; once they are right, watch it in a
+        window of its own. A run may go on meanwhile, against it or not."""
         url = self.form.external_url()
         if not url:
             self.show_banner(
@@ -757,7 +764,23 @@ class MainWindow(QMainWindow):
                 "error",
             )
             return None
-        return self._watch_window(WatchWindow(url, self.form.external_api_key_env(), self.out_dir))
+        key = self.form.external_api_key_env()
+        if self.watch_dialog is not None:
+            self.watch_dialog.close()
+        dialog = WatchSettingsDialog(url, key, self.watch_texts, self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.chosen.connect(lambda texts, settings: self._watch_with(url, key, texts, settings))
+        dialog.destroyed.connect(lambda *_: setattr(self, "watch_dialog", None))
+        self.watch_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _watch_with(
+        self, url: str, key: str | None, texts: WatchTexts, settings: WatchSettings
+    ) -> WatchWindow:
+        """Watch ``url`` with the settings the dialog read; remember what was typed."""
+        self.watch_texts = texts
+        return self._watch_window(WatchWindow(url, key, self.out_dir, settings))
 
     def open_watch(self, path: Path) -> WatchWindow:
         """Replay the watch kept at ``path`` in a watch window of its own (its file is read

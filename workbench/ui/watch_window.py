@@ -6,8 +6,11 @@ A window apart from the main one: a watch is not a run (nothing is sent, nothing
 configured), it may go on while the main window runs an experiment against the same
 server, and its views need the width the main window gives its three columns.
 
-The engine polls on the window's loop (``WatchController``); what the polls say is kept in
-the ``WatchModel``, and this window draws it on a timer a few times a second.
+The engine polls on the window's loop (``WatchController``) with the settings the settings
+dialog read (``WatchSettings``: the interval, how long, the SLOs, the server's own
+endpoints); what the polls say is kept in the ``WatchModel``, and this window draws it on a
+timer a few times a second. At the end the SLOs given are judged on the kept watch, as
+``workbench watch --slo`` judges them, and shown under the verdict (``SloResults``).
 
 The same window replays a kept watch (``WatchWindow.replaying``): its file is read off the
 GUI thread (``WatchReplayController``) into a ``ReplayModel``, the live model's subclass,
@@ -22,6 +25,7 @@ from pathlib import Path
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QGuiApplication
 from PySide6.QtWidgets import (
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QPushButton,
@@ -31,8 +35,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.engine.watch.slo_judged import CANNOT_TELL, MET, MISSED, Judged
 from workbench.ui.controllers.tasks import Tasks
-from workbench.ui.controllers.watch_controller import INTERVAL_S, WatchController
+from workbench.ui.controllers.watch_controller import WatchController
 from workbench.ui.controllers.watch_replay_controller import WatchReplayController
 from workbench.ui.theme.qt_theme import app_icon, text_style
 from workbench.ui.views.slot_watch import ContextBars, SlotGantt
@@ -40,6 +45,7 @@ from workbench.ui.views.watch_plots import WINDOW_S, TimeAxis, WatchPlots
 from workbench.ui.watch_model import WatchModel
 from workbench.ui.watch_replay import ReplayModel
 from workbench.ui.watch_replay_bar import WatchReplayBar
+from workbench.ui.watch_settings import WatchSettings
 from workbench.ui.widgets.elided_label import ElidedLabel
 from workbench.ui.widgets.read_only_table import read_only_table
 
@@ -48,6 +54,88 @@ SIDE_WIDTH = 340  # px: the figures' column
 CONTEXT_WIDTH = 150  # px: the context bars beside the slots
 NO_SLOTS = "no /slots (vLLM and SGLang have none; llama-server: --no-slots): no tasks"
 SHOWN_A_SECOND_S = 60.0  # a replay shows this many seconds of its time a second of speed
+OUTCOME_SIGNAL = {MET: "ok", MISSED: "error", CANNOT_TELL: "warning"}  # else quiet
+
+
+def slo_cells(judged: Judged) -> tuple[str, str, str, str, str]:
+    """One SLO judged, as ``workbench watch --slo`` prints it, in cells: its name, the
+    percentile read with how far the polls may put it off (the ±), the limit, the outcome
+    and what it was read from."""
+    slo = judged.slo
+    if judged.value_ms is None:
+        read = "-"
+    else:
+        margin = f" ±{judged.margin_ms:,.0f}" if judged.margin_ms else ""
+        read = f"{judged.value_ms:,.0f}{margin} ms"
+    name = f"{slo.metric.upper()} p{slo.percentile}"
+    return name, read, f"{slo.limit_ms:,g} ms", judged.outcome, judged.basis
+
+
+class SloResults(QWidget):
+    """The SLOs given to a watch: named while it goes, judged once it ended, a row each
+    (the outcome in its signal's colour, a missed one in the error colour)."""
+
+    HEADS = ("SLO", "percentile", "limit", "outcome", "read from")
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("watchSlos")
+        self.grid = QGridLayout(self)
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        self.grid.setHorizontalSpacing(14)
+        self.grid.setVerticalSpacing(2)
+        self.grid.setColumnStretch(len(self.HEADS) - 1, 1)
+        self.title = self._label("", "quiet")
+        self.title.setWordWrap(True)  # many SLOs, or a long reason they were not judged
+        self.grid.addWidget(self.title, 0, 0, 1, len(self.HEADS))
+        self.rows: list[tuple[QLabel, ...]] = []
+        self.hide()
+
+    @staticmethod
+    def _label(text: str, signal: str = "", bold: bool = False) -> QLabel:
+        label = QLabel(text)
+        label.setTextFormat(Qt.TextFormat.PlainText)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        label.setStyleSheet((text_style(signal) if signal else "") + ("font-weight:bold;" * bold))
+        return label
+
+    def expect(self, settings: WatchSettings) -> None:
+        """The SLOs a watch will be judged on, named before it ends."""
+        slos = ", ".join(
+            f"{s.metric.upper()} p{s.percentile} ≤ {s.limit_ms:,g} ms" for s in settings.slos
+        )
+        self.title.setText(f"SLOs, judged when the watch ends: {slos}")
+        self.setVisible(bool(settings.slos))
+
+    def show_judged(self, judged: list[Judged], unjudged: str = "") -> None:
+        """The SLOs judged on the watch, a row each; or why they could not be."""
+        self.title.setText(unjudged or "SLOs on the watch (as workbench watch --slo judges them):")
+        self.title.setStyleSheet(text_style("error" if unjudged else "quiet"))
+        if not self.rows and judged:
+            for column, head in enumerate(self.HEADS):
+                label = self._label(head, "quiet")
+                if column in (1, 2):  # over the numbers, as they are aligned
+                    label.setAlignment(Qt.AlignmentFlag.AlignRight)
+                self.grid.addWidget(label, 1, column)
+        for index, one in enumerate(judged):
+            name, read, limit, outcome, basis = slo_cells(one)
+            signal = OUTCOME_SIGNAL.get(outcome, "quiet")
+            row = (
+                self._label(name, bold=True),
+                self._label(read),
+                self._label(limit),
+                self._label(outcome, signal, bold=True),
+                self._label(basis, "quiet"),
+            )
+            row[-1].setWordWrap(True)  # it fills its cell: the room the others leave
+            for column, label in enumerate(row):
+                right = (
+                    Qt.AlignmentFlag.AlignRight if column in (1, 2) else Qt.AlignmentFlag.AlignLeft
+                )
+                label.setAlignment(right | Qt.AlignmentFlag.AlignTop)
+                self.grid.addWidget(label, index + 2, column)
+            self.rows.append(row)
+        self.setVisible(bool(judged) or bool(unjudged))
 
 
 class WatchWindow(QWidget):
@@ -59,11 +147,15 @@ class WatchWindow(QWidget):
         url: str,
         api_key_env: str | None,
         out_dir: Path,
-        interval_s: float = INTERVAL_S,
+        settings: WatchSettings | float | None = None,
         parent: QWidget | None = None,
         kept: Path | None = None,
     ) -> None:
+        """``settings``: the watch's (a number: its interval, the others their defaults)."""
         super().__init__(parent)
+        if not isinstance(settings, WatchSettings):
+            settings = WatchSettings() if settings is None else WatchSettings(float(settings))
+        self.settings = settings
         self.url, self.api_key_env = url, api_key_env
         self.kept_path = kept
         self.setWindowIcon(app_icon())
@@ -73,11 +165,10 @@ class WatchWindow(QWidget):
         self.replay: WatchReplayController | None = None
         if kept is None:
             self.setWindowTitle(f"Watching {url} — Concurrency Workbench")
-            self.controller = WatchController(self.model, self.tasks, out_dir, interval_s, self)
+            self.controller = WatchController(self.model, self.tasks, out_dir, settings, self)
         else:  # its file's name: the address inside it is only shown, in the status line
             self.setWindowTitle(f"Replaying {kept.name} — Concurrency Workbench")
             self.replay = WatchReplayController(self.tasks, self)
-        self.interval_s = interval_s
         self.over = False  # the watch ended, or never began: its last word stays
         self.notes: list[str] = []  # what the watch cannot see at this address
 
@@ -93,6 +184,10 @@ class WatchWindow(QWidget):
         self.line.setWordWrap(True)
         self.line.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.line.hide()
+        # Under the verdict: the SLOs given, judged once the watch ended.
+        self.slos = SloResults()
+        if kept is None:
+            self.slos.expect(settings)
         # A replay's line: what its file does not keep, so not drawn.
         self.unkept = QLabel()
         self.unkept.setObjectName("watchUnkept")
@@ -148,6 +243,7 @@ class WatchWindow(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addLayout(bar)
         layout.addWidget(self.line)
+        layout.addWidget(self.slos)
         layout.addWidget(self.unkept)
         layout.addLayout(body, 1)
         layout.addWidget(self.replay_bar)
@@ -209,16 +305,27 @@ class WatchWindow(QWidget):
         if not watched.slots_on:
             self.notes.append(NO_SLOTS)
             self.slots_row.hide()
-        said = [
-            f"watching {self.model.url} every {self.interval_s:g} s (it sends no load)",
-            f"kept as it goes in {self.controller.path}",
+        controller = self.controller
+        said = [  # the interval and the time the engine was given, as the command says them
+            f"watching {self.model.url} {controller.settings.pace()}",
+            "it sends no load",
+            *self._moved_endpoints(),
             *self.notes,
         ]
         self.status.setText("; ".join(said))
+        # beside the figures, not in the status line: its middle is what a narrow one elides
+        self.kept.setText(f"kept as it goes in {controller.path}")
+
+    def _moved_endpoints(self) -> list[str]:
+        """Where each endpoint is read, where not at the address (the command's words)."""
+        endpoints = self.controller.endpoints if self.controller is not None else None
+        moved = endpoints.describe(self.model.url) if endpoints is not None else ""
+        return [moved] if moved else []
 
     def _failed(self, text: str) -> None:
         self.over = True
         self.timer.stop()
+        self.slos.hide()  # nothing was kept to judge them on
         self.stop_button.setEnabled(False)
         if self.kept_path is not None:
             self.status.setText(f"not replaying {self.kept_path}")
@@ -278,12 +385,19 @@ class WatchWindow(QWidget):
     def _ended(self, path: Path) -> None:
         self.over = True
         self.timer.stop()
+        self.stop_button.setEnabled(False)  # the time it was given may have ended it
         self.draw()
         summary = self.model.summary
-        assert summary is not None
+        assert summary is not None and self.controller is not None
+        controller = self.controller
         watched = f"watched {self.model.url} for {summary.seconds:.1f} s"
-        self.status.setText("; ".join([watched, *self.notes]))
+        given = controller.settings.duration_s
+        if given is not None and not controller.stopped:
+            watched += f", the {given:g} s it was given"
+        self.status.setText("; ".join([watched, *self._moved_endpoints(), *self.notes]))
         self._say(f"verdict: {summary.verdict}", "ok")
+        if controller.settings.slos:
+            self.slos.show_judged(controller.judged, controller.unjudged)
         self.kept.setText(f"kept in {path} (workbench show reads it)")
 
     def _say(self, text: str, signal: str) -> None:

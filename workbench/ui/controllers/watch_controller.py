@@ -1,10 +1,13 @@
 """One watch of a running server from the window: the engine's ``watch`` coroutine on the
-window's loop, what it says folded into the watch model, kept in a file as ``workbench
-watch`` keeps it, and its summary at the end.
+window's loop, with the settings ``workbench watch`` takes on its flags (``WatchSettings``:
+the interval, how long, the server's own endpoints), what it says folded into the watch
+model, kept in a file as ``workbench watch`` keeps it, and its summary at the end, with the
+SLOs judged on the kept file as ``workbench watch --slo`` judges them (``judge_kept``).
 
-It sends no load. Every way out ends the same: Stop ends the watch and keeps it (``ended``);
-an address that cannot be watched is one line and keeps nothing (``failed``); the window
-closing cancels the coroutine, and what was seen is still kept.
+It sends no load. Every way out ends the same: Stop, or the time it was given, ends the
+watch and keeps it (``ended``); an address that cannot be watched is one line and keeps
+nothing (``failed``); the window closing cancels the coroutine, and what was seen is still
+kept.
 """
 
 from __future__ import annotations
@@ -18,13 +21,13 @@ from PySide6.QtCore import QObject, Signal
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.server.external import api_key_headers, normalise_base_url, split_credentials
 from workbench.engine.watch.record import kept_at
+from workbench.engine.watch.slo_judged import Judged, judge_kept
 from workbench.engine.watch.summary import summarize
-from workbench.engine.watch.watcher import Watched, WatchError, watch
+from workbench.engine.watch.watcher import Endpoints, Watched, WatchError, watch
 from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.controllers.watch_keeper import KeeperThread
 from workbench.ui.watch_model import WatchModel
-
-INTERVAL_S = 0.1  # between polls, as `workbench watch` polls by default
+from workbench.ui.watch_settings import WatchSettings
 
 
 class WatchController(QObject):
@@ -37,17 +40,21 @@ class WatchController(QObject):
         model: WatchModel,
         tasks: Tasks,
         out_dir: Path,
-        interval_s: float = INTERVAL_S,
+        settings: WatchSettings | None = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
         self.model = model
         self.tasks = tasks
         self.out_dir = out_dir
-        self.interval_s = interval_s
+        self.settings = settings or WatchSettings()
+        self.endpoints: Endpoints | None = None  # where each endpoint is read, once started
         self.path: Path | None = None  # where the watch is kept, once it began
         self._stop: asyncio.Event | None = None
+        self.stopped = False  # Stop ended it, not the time it was given
         self.task: asyncio.Task[None] | None = None
+        self.judged: list[Judged] = []  # the SLOs on the kept watch, once it ended
+        self.unjudged = ""  # why they could not be judged, where they could not
 
     @property
     def running(self) -> bool:
@@ -55,36 +62,43 @@ class WatchController(QObject):
 
     def start(self, url: str, api_key_env: str | None) -> None:
         """Watch ``url`` (its API key read from the variable ``api_key_env`` names, as a
-        run against an external server reads it) until ``stop``."""
+        run against an external server reads it) with the settings, until ``stop`` or the
+        time they give."""
         try:
             url, headers = split_credentials(normalise_base_url(url))
             headers |= api_key_headers(api_key_env)
+            self.endpoints = self.settings.endpoints(url)
         except WorkbenchError as exc:
             self.failed.emit(str(exc))
             return
         self.model.url = url
         self._stop = asyncio.Event()
-        self.task = self.tasks.spawn(self._watch(url, headers, self._stop))
+        self.task = self.tasks.spawn(self._watch(url, headers, self._stop, self.endpoints))
 
     def stop(self) -> None:
         """End the watch at its next poll: it is kept and summed up."""
         if self._stop is not None:
+            self.stopped = True
             self._stop.set()
 
-    async def _watch(self, url: str, headers: dict[str, str], stop: asyncio.Event) -> None:
+    async def _watch(
+        self, url: str, headers: dict[str, str], stop: asyncio.Event, endpoints: Endpoints
+    ) -> None:
         keeper: KeeperThread | None = None
+        settings = self.settings
         try:
             self.path = await asyncio.to_thread(kept_at, self.out_dir)
-            keeper = KeeperThread(self.path, url, self.interval_s)
+            keeper = KeeperThread(self.path, url, settings.interval_s)
             await keeper.opened()
             watched = await watch(
                 url,
-                self.interval_s,
-                None,
+                settings.interval_s,
+                settings.duration_s,
                 headers,
                 stop=stop,
                 on_poll=self.model.polled,
                 on_start=self._started,
+                endpoints=endpoints,
                 keeper=keeper,
             )
         except WatchError as exc:  # the address cannot be watched: nothing to keep
@@ -104,7 +118,17 @@ class WatchController(QObject):
             self._cannot_keep(exc)
             return
         self.model.ended(await asyncio.to_thread(summarize, watched))
+        if settings.slos:
+            await self._judge(keeper.path, settings)
         self.ended.emit(keeper.path)
+
+    async def _judge(self, path: Path, settings: WatchSettings) -> None:
+        """The SLOs on the watch as kept, as ``workbench watch --slo`` judges them: read
+        back from its file, off the GUI thread."""
+        try:
+            self.judged = await asyncio.to_thread(judge_kept, path, settings.slos)
+        except (WorkbenchError, OSError, sqlite3.Error) as exc:
+            self.unjudged = f"the SLOs could not be judged on {path}: {exc}"
 
     def _started(self, watched: Watched) -> None:
         self.model.started(watched)
