@@ -21,13 +21,15 @@ from workbench.cli.watch_commands import (
     live_latencies,
     summary_lines,
     task_line,
+    unseen_lines,
 )
 from workbench.engine.base.server_kinds import LLAMACPP, VLLM
 from workbench.engine.interop.trace_file import read_trace
 from workbench.engine.watch.record import kept_at
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
 from workbench.engine.watch.summary import summarize
-from workbench.engine.watch.watcher import Watched
+from workbench.engine.watch.unseen import TokenLedger
+from workbench.engine.watch.watcher import Load, Watched
 from workbench.mock_server.process import MockProcess
 
 NAMES = (
@@ -87,6 +89,26 @@ def test_the_summary_says_the_polls_the_tasks_the_queue_and_the_verdict():
         "(60% of the watch): the slots were the bottleneck",
     ]
     assert all(len(line) <= 80 for line in lines[:-1])
+
+
+def test_the_tasks_no_poll_saw_are_said_estimated_with_what_sized_them():
+    ledger = TokenLedger(5, 2000.0, 1000.0, tasks=20, missed_tokens=150.0, missed=3)
+    s = summarize(Watched(0, kind=LLAMACPP, seconds=10.0, ledger=ledger))
+    lines = unseen_lines(s)
+    assert " ".join(line.strip() for line in lines) == (
+        "≈ 20 more ended between polls, unseen (estimated from the token counters: 1,000 "
+        "tokens no task seen accounts for, at 50 tokens a task, the mean of the 3 tasks that "
+        "ran between two polls)"
+    )
+    assert all(len(line) <= 80 for line in lines) and lines == summary_lines(s)[2:5]
+    few = replace(ledger, missed=1, missed_tokens=50.0)
+    lines = unseen_lines(summarize(Watched(0, seconds=1.0, ledger=few)))
+    said = " ".join(line.strip() for line in lines)
+    assert "the mean of the 20 tasks seen to their end, longer than the unseen: a low" in said
+    vllm = Watched(0, kind=VLLM, slots_on=False, seconds=1.0)
+    for t, done in ((0.0, 100.0), (1.0, 130.0)):
+        vllm.count_load(Load(t, 1.0, 0.0, None, None, requests=done))
+    assert unseen_lines(summarize(vllm)) == ["  30 requests finished (the server's count)"]
 
 
 def test_the_live_view_says_once_when_the_server_goes_down_and_when_it_answers_again():

@@ -58,7 +58,8 @@ from workbench.engine.interop.vllm_result import write_vllm_results
 from workbench.engine.store import open_session
 from workbench.engine.watch.export import write_tasks_csv
 from workbench.engine.watch.export import write_trace as write_watch_trace
-from workbench.engine.watch.record import SUFFIX, kept_in
+from workbench.engine.watch.record import SUFFIX, kept_in, read
+from workbench.engine.watch.summary import summarize
 from workbench.engine.watch.trace_out import write_trace as write_requests_trace
 
 VLLM_JSON = "vllm-json"
@@ -268,6 +269,13 @@ def _export_watch(args: argparse.Namespace, console: Console) -> int:
             'that were; arrival = "trace", predict, tune --trace take it)',
             markup=False,
         )
+        unseen = summarize(read(path).watched).unseen
+        if unseen is not None and round(unseen.tasks):
+            console.print(
+                f"  ≈ {unseen.tasks:,.0f} tasks no poll saw are not in it (estimated from the "
+                "token counters): the traffic was heavier than the trace",
+                markup=False,
+            )
     return 0
 
 

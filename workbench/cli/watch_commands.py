@@ -35,6 +35,7 @@ from workbench.engine.watch.server_latencies import FACTS
 from workbench.engine.watch.slo_judged import MISSED, Judged, judge_kept
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import WatchSummary, summarize, window_latencies
+from workbench.engine.watch.unseen import BETWEEN_POLLS
 from workbench.engine.watch.watcher import (
     MIN_INTERVAL_S,
     Endpoints,
@@ -319,6 +320,28 @@ def task_line(task: WatchedTask) -> str:
     return head + f"{prompt}, {out}{took}"
 
 
+def unseen_lines(s: WatchSummary) -> list[str]:
+    """The tasks no poll saw, as the token counters estimate them (llama-server), or the
+    requests the server counted (vLLM, SGLang)."""
+    if s.requests_finished is not None:
+        return [f"  {plural(round(s.requests_finished), 'request')} finished (the server's count)"]
+    u = s.unseen
+    if u is None:
+        return []
+    sized = (
+        f"the mean of the {plural(u.sample, 'task')} that ran between two polls"
+        if u.sized_by == BETWEEN_POLLS
+        else f"the mean of the {plural(u.sample, 'task')} seen to their end, longer than the "
+        "unseen: a low estimate"
+    )
+    said = (
+        f"≈ {u.tasks:,.0f} more ended between polls, unseen (estimated from the token "
+        f"counters: {u.tokens:,.0f} tokens no task seen accounts for, at {u.size:,.0f} "
+        f"tokens a task, {sized})"
+    )
+    return textwrap.wrap(said, 80, initial_indent="  ", subsequent_indent="    ")
+
+
 def summary_lines(s: WatchSummary) -> list[str]:
     """What the watch saw, in a few lines of at most 80 columns: its polls and tasks, each
     slot's busy share, the queue and the requests at once where ``/metrics`` said, and the
@@ -333,6 +356,7 @@ def summary_lines(s: WatchSummary) -> list[str]:
             else ""
         )
         + f", {s.tasks_running} running",
+        *unseen_lines(s),
     ]
     if s.gaps_count:
         shown = ", ".join(

@@ -350,6 +350,10 @@ def summary_rows(s: WatchSummary) -> list[tuple[str, str]]:
     missed = f" ({s.tasks_missed} between two polls)" if s.tasks_missed else ""
     if s.slots or s.tasks_ended or s.tasks_running:
         rows.append(("tasks", f"{s.tasks_ended:,} ended{missed}, {s.tasks_running} running"))
+    if s.unseen is not None:
+        rows.append(("tasks unseen", f"≈ {s.unseen.tasks:,.0f} (estimated from the counters)"))
+    if s.requests_finished is not None:
+        rows.append(("requests finished", f"{s.requests_finished:,.0f} (the server's count)"))
     rows += _busy_rows(s)
     if s.queue_max is not None and s.queued_share is not None:
         rows.append(

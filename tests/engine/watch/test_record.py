@@ -12,13 +12,15 @@ from workbench.engine.base.server_kinds import VLLM
 from workbench.engine.watch.record import SUFFIX, Recorder, WatchFileError, kept_in, read
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import summarize
+from workbench.engine.watch.unseen import TokenLedger
 from workbench.engine.watch.watcher import Load, Watched
 
 
 def watched_into(recorder: Recorder) -> Watched:
     watched = Watched(0, kind=VLLM, seconds=2.0)
     for n in range(20):
-        load = watched.count_load(Load(n / 10, 2.0, float(n % 3), 10.0 * n, 2.0 * n, n / 20))
+        load = Load(n / 10, 2.0, float(n % 3), 10.0 * n, 2.0 * n, n / 20, requests=float(n))
+        watched.count_load(load)
         recorder.load(load)
     watched.polls, watched.busy, watched.all_busy = 20, {0: 20, 1: 12}, 12
     for task in (
@@ -31,6 +33,7 @@ def watched_into(recorder: Recorder) -> Watched:
     watched.histograms({"vllm:time_to_first_token_seconds": {0.1: 1.0, math.inf: 2.0}})
     watched.histograms({"vllm:time_to_first_token_seconds": {0.1: 3.0, math.inf: 8.0}})
     watched.memory_max_bytes, watched.memory_note = 300 * 2**20, ""
+    watched.ledger = TokenLedger(3, 500.0, 300.0, tasks=4, missed_tokens=60.0, missed=3)
     for t_s, answered in ((1.3, False), (1.5, True), (1.8, False)):  # the last gap still open
         watched.answered(t_s, answered)
     return watched
@@ -44,6 +47,7 @@ def test_a_kept_watch_reads_back_as_it_was(tmp_path):
     kept = read(path)
     assert (kept.url, kept.interval_s) == ("http://127.0.0.1:8080", 0.1)
     assert summarize(kept.watched) == summarize(watched)
+    assert kept.watched.ledger == watched.ledger and summarize(watched).unseen.tasks == 10
     assert kept.watched.tasks.tasks == watched.tasks.tasks
     assert [(g.down_s, g.up_s) for g in kept.watched.gaps] == [(1.3, 1.5), (1.8, None)]
     assert summarize(kept.watched).down_s == pytest.approx(0.2 + 0.2)  # the open one to 2.0 s
@@ -63,8 +67,8 @@ def test_a_watch_that_crashed_keeps_what_it_saved(tmp_path):
     ("damage", "said"),
     [
         (
-            "PRAGMA user_version = 3",
-            "a watch file of version 3, newer than this workbench's 2: update the workbench "
+            "PRAGMA user_version = 4",
+            "a watch file of version 4, newer than this workbench's 3: update the workbench "
             "to read it",
         ),
         ("UPDATE tasks SET decoded = 'many'", "a damaged watch file ('many' is not a number)"),
@@ -109,13 +113,25 @@ def test_a_listing_reads_each_watchs_head_and_names_an_unreadable_one(tmp_path):
     assert bad.error.startswith(f"bad{SUFFIX}: not a watch file")
 
 
-def test_a_watch_of_the_first_version_reads_without_its_kv_cache_use(tmp_path):
+OLDER = {
+    2: "ALTER TABLE loads DROP COLUMN cached_tokens; ALTER TABLE loads DROP COLUMN requests; "
+    "ALTER TABLE loads DROP COLUMN prompt_seconds; ALTER TABLE loads DROP COLUMN output_seconds;",
+    1: "ALTER TABLE loads DROP COLUMN kv_usage;",
+}
+
+
+@pytest.mark.parametrize("version", [2, 1])
+def test_a_watch_of_an_older_version_reads_without_its_later_columns(tmp_path, version):
     path = tmp_path / f"w{SUFFIX}"
     recorder = Recorder(path, "http://127.0.0.1:8080", 0.1)
     watched = watched_into(recorder)
     recorder.close(watched)
-    assert summarize(read(path).watched).kv_use_max == 95  # 19 / 20
+    now = summarize(read(path).watched)
+    assert (now.kv_use_max, now.requests_finished) == (95, 19)  # 19 / 20; 0 to 19
     with sqlite3.connect(path) as conn:
-        conn.executescript("ALTER TABLE loads DROP COLUMN kv_usage; PRAGMA user_version = 1;")
+        for older in range(2, version - 1, -1):
+            conn.executescript(OLDER[older])
+        conn.execute(f"PRAGMA user_version = {version}")
     old = summarize(read(path).watched)
-    assert old.kv_use_max is None and old.queue_max == summarize(watched).queue_max
+    assert old.requests_finished is None and old.queue_max == now.queue_max
+    assert (old.kv_use_max is None) == (version == 1)

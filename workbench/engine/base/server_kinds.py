@@ -9,7 +9,11 @@ Where each set comes from (read in the servers' own source):
 
 - llama.cpp: ``tools/server`` (the ``llamacpp:`` metrics of the build the workbench ships:
   ``requests_processing``, ``requests_deferred``, ``prompt_tokens_total`` "excluding cached
-  tokens", ``tokens_predicted_total``; with a draft model, ``spec_decode_num_drafts_total``,
+  tokens", ``prompt_tokens_cached_total`` (the cached part), ``prompt_seconds_total``,
+  ``tokens_predicted_total`` and ``tokens_predicted_seconds_total`` (measured in
+  ``tests/engine/watch/test_unseen_real.py``: the prompt counters grow by a task's whole
+  prompt and the seconds it took when its prompt is done, the others by its whole answer
+  and the seconds it took when it ends); with a draft model, ``spec_decode_num_drafts_total``,
   ``spec_decode_num_draft_tokens_total`` and ``spec_decode_num_accepted_tokens_total``,
   measured in ``tests/engine/server/test_speculative_real.py``). Current builds report no KV
   use in ``/metrics`` (the window reads it per slot from ``/slots``); older ones had
@@ -156,6 +160,11 @@ class ServerKind:
     requests: tuple[str, ...]  # a counter of finished requests
     slots: bool  # it has llama.cpp's /slots and /props
     metrics_switch: str  # how its /metrics is turned on, when it is not by default
+    # the counter of prompt tokens found in the cache, where ``prompt_tokens`` leaves them out,
+    # and of the seconds the prompts and the answers took, each task's own added up
+    cached_tokens: tuple[str, ...] = ()
+    prompt_seconds: tuple[str, ...] = ()
+    output_seconds: tuple[str, ...] = ()
     # speculative decoding's counters (``speculative``): drafts verified, tokens drafted and
     # drafted tokens accepted
     drafts: tuple[str, ...] = ()
@@ -211,6 +220,9 @@ LLAMACPP = ServerKind(
     requests=(),
     slots=True,
     metrics_switch="--metrics",
+    cached_tokens=("llamacpp:prompt_tokens_cached_total",),
+    prompt_seconds=("llamacpp:prompt_seconds_total",),
+    output_seconds=("llamacpp:tokens_predicted_seconds_total",),
     drafts=("llamacpp:spec_decode_num_drafts_total",),
     draft_tokens=("llamacpp:spec_decode_num_draft_tokens_total",),
     accepted_tokens=("llamacpp:spec_decode_num_accepted_tokens_total",),

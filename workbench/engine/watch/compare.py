@@ -48,7 +48,9 @@ FIGURES: tuple[Figure, ...] = (
     ("watched", "s", lambda s: s.seconds),
     ("server down", "s", lambda s: s.down_s),
     ("slots", "", lambda s: s.slots or None),
-    ("tasks ended a minute", "", lambda s: s.tasks_ended / s.seconds * 60 if s.seconds else None),
+    ("tasks ended a minute", "", lambda s: _a_minute(s.tasks_ended, s)),
+    ("and unseen (estimated)", "", lambda s: _a_minute(s.unseen.tasks if s.unseen else None, s)),
+    ("requests finished a minute", "", lambda s: _a_minute(s.requests_finished, s)),
     ("slot busy, the mean", "%", lambda s: _share(_mean(list(s.busy.values())))),
     ("every slot busy", "%", lambda s: _share(s.all_busy_share)),
     ("queue p50", "", lambda s: s.queue_p50),
@@ -67,6 +69,10 @@ FIGURES: tuple[Figure, ...] = (
 )  # fmt: skip
 
 TASK_FIGURES = (("ttft", "TTFT from the slot"), ("e2el", "E2E from the slot"), ("tpot", "TPOT"))
+
+
+def _a_minute(count: float | None, s: WatchSummary) -> float | None:
+    return count / s.seconds * 60 if count is not None and s.seconds else None
 
 
 def _mean(values: list[float]) -> float | None:

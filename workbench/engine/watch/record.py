@@ -2,7 +2,8 @@
 keeps what it saw up to its last second. It holds counts and times only, never a prompt or
 an answer: the watch's address and settings, each ended task, each ``/metrics`` poll's load,
 and the watch's counters (polls, busy slots, the server's memory and latency histograms,
-the times the server did not answer), brought up to date each second.
+the times the server did not answer, the ledger of the tasks no poll saw), brought up
+to date each second.
 
 Read back (``read``), it is the ``Watched`` the summary takes, every value checked: a file
 of a newer version is refused, and a value of the wrong kind or out of range is one clear
@@ -25,9 +26,11 @@ from typing import Any
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.server_kinds import KINDS, Buckets
 from workbench.engine.watch.slot_tasks import WatchedTask
+from workbench.engine.watch.unseen import TokenLedger
 from workbench.engine.watch.watcher import GAPS_KEPT, Gap, Load, Watched
 
-VERSION = 2  # 2: a load's KV-cache use
+VERSION = 3  # 2: a load's KV-cache use; 3: its cached-token, request and
+# seconds counters
 SUFFIX = ".watch.sqlite"
 SAVE_EVERY_S = 1.0
 MAX_ROWS = 10_000_000  # a watch of days at 0.1 s; a file beyond is damage
@@ -41,11 +44,14 @@ CREATE TABLE tasks (slot INTEGER NOT NULL, task INTEGER NOT NULL, seen_s REAL NO
     cached_tokens INTEGER, decoded INTEGER NOT NULL, running_at_start INTEGER NOT NULL,
     decoded_all INTEGER NOT NULL, missed INTEGER NOT NULL, sequence_tokens INTEGER);
 CREATE TABLE loads (t_s REAL NOT NULL, running REAL, waiting REAL, prompt_tokens REAL,
-    output_tokens REAL, kv_usage REAL);
+    output_tokens REAL, kv_usage REAL, cached_tokens REAL, requests REAL,
+    prompt_seconds REAL, output_seconds REAL);
 """
 
 
 TASK_PLACES = ",".join("?" * len(fields(WatchedTask)))  # the tasks table: a column a field
+LOAD_FIELDS = frozenset(f.name for f in fields(Load))
+LOAD_PLACES = ",".join("?" * len(LOAD_FIELDS))  # the loads table: a column a field
 
 
 def kept_at(folder: Path) -> Path:
@@ -84,7 +90,7 @@ class Recorder:
         self._conn.execute(f"INSERT INTO tasks VALUES ({TASK_PLACES})", astuple(task))
 
     def load(self, load: Load) -> None:
-        self._conn.execute("INSERT INTO loads VALUES (?, ?, ?, ?, ?, ?)", astuple(load))
+        self._conn.execute(f"INSERT INTO loads VALUES ({LOAD_PLACES})", astuple(load))
 
     def save(self, watched: Watched, now: bool = False) -> None:
         """The watch's counters, and every row since the last save, on disk (at most once a
@@ -107,6 +113,7 @@ class Recorder:
             "gaps": [[g.down_s, g.up_s] for g in watched.gaps],
             "gaps_count": watched.gaps_count,
             "down_s": watched.down_s,
+            "ledger": watched.ledger.kept(),
         }
         kind = watched.kind.key if watched.kind else None
         self._conn.execute("UPDATE watch SET kind = ?, counters = ?", (kind, json.dumps(counters)))
@@ -194,8 +201,7 @@ def read(path: Path) -> WatchFile:
         if head is None:
             raise WatchFileError(f"{path.name}: a watch file without its watch")
         tasks = conn.execute(f"SELECT * FROM tasks LIMIT {MAX_ROWS}").fetchall()
-        load_rows = conn.execute(f"SELECT * FROM loads LIMIT {MAX_ROWS}")
-        return _watch_file(head, tasks, (_load(row) for row in load_rows))
+        return _watch_file(head, tasks, _loads(conn))
 
 
 @dataclass(frozen=True)
@@ -247,8 +253,7 @@ def kept_in(folders: Iterable[Path]) -> list[KeptInfo]:
 def loads(path: Path) -> Iterator[Load]:
     """Every ``/metrics`` poll's load the file holds, checked, in order, one at a time."""
     with _opened(path) as conn:
-        for row in conn.execute(f"SELECT * FROM loads LIMIT {MAX_ROWS}"):
-            yield _load(row)
+        yield from _loads(conn)
 
 
 def tasks(path: Path) -> Iterator[WatchedTask]:
@@ -259,11 +264,16 @@ def tasks(path: Path) -> Iterator[WatchedTask]:
             yield _task(row)
 
 
-def _load(row: Any) -> Load:
-    load = Load(*(_maybe(v) for v in row))
-    if load.t_s is None:
-        raise ValueError("a load without its time")
-    return load
+def _loads(conn: sqlite3.Connection) -> Iterator[Load]:
+    """The loads table's rows, by their columns' names: an older file's lack the later
+    counters, which read as not given."""
+    rows = conn.execute(f"SELECT * FROM loads LIMIT {MAX_ROWS}")
+    names = [column[0] for column in rows.description]
+    for row in rows:
+        load = Load(**{n: _maybe(v) for n, v in zip(names, row, strict=True) if n in LOAD_FIELDS})
+        if load.t_s is None:
+            raise ValueError("a load without its time")
+        yield load
 
 
 def _task(row: Any) -> WatchedTask:
@@ -321,6 +331,7 @@ def _watch_file(head: Any, task_rows: list, load_rows: Iterable[Load]) -> WatchF
         watched.gaps.append(Gap(_number(down), _maybe(up)))
     watched.gaps_count = max(len(watched.gaps), _number(counters.get("gaps_count", 0), True))
     watched.down_s = _number(counters.get("down_s", 0.0))
+    watched.ledger = TokenLedger.restored(counters.get("ledger"), _number)
     for row in task_rows:
         watched.tasks.restore(_task(row))
     for row in counters.get("running", [])[:1024]:

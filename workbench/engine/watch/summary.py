@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from workbench.engine.base.words import plural
 from workbench.engine.figures.per_request import percentile
 from workbench.engine.watch.server_latencies import Latency, latencies
+from workbench.engine.watch.unseen import Unseen
 from workbench.engine.watch.watcher import Gap, Load, Watched
 
 QUEUED_SHARE = 0.05
@@ -28,7 +29,9 @@ were the bottleneck."""
 class WatchSummary:
     """A watch in figures (None where the server did not give what one needs).
     ``wait_estimate_s`` is estimated, never measured: the mean queue depth over the rate
-    tasks ended at (Little's law)."""
+    tasks ended at (Little's law). ``unseen``: the tasks no poll saw, estimated from the
+    token counters (llama-server); ``requests_finished``: the server's own count of them
+    (vLLM, SGLang)."""
 
     seconds: float
     polls: int
@@ -37,6 +40,8 @@ class WatchSummary:
     tasks_ended: int
     tasks_missed: int
     tasks_running: int
+    unseen: Unseen | None
+    requests_finished: float | None
     busy: dict[int, float]
     all_busy_share: float | None
     queue_p50: float | None
@@ -64,12 +69,19 @@ class WatchSummary:
 def counter_rate(first: Load | None, last: Load | None, counter: str) -> float | None:
     """A counter's increase a second from one ``/metrics`` poll to a later one (a restarted
     server's counter falls: 0)."""
-    if first is None or last is None or last.t_s <= first.t_s:
+    grown = _grown(first, last, counter)
+    if grown is None or first is None or last is None or last.t_s <= first.t_s:
+        return None
+    return max(0.0, grown) / (last.t_s - first.t_s)
+
+
+def _grown(first: Load | None, last: Load | None, counter: str) -> float | None:
+    """A counter's increase from one ``/metrics`` poll to a later one (None where a poll
+    lacks it; negative where the server restarted in between)."""
+    if first is None or last is None:
         return None
     start, end = getattr(first, counter), getattr(last, counter)
-    if start is None or end is None:
-        return None
-    return max(0.0, end - start) / (last.t_s - first.t_s)
+    return None if start is None or end is None else end - start
 
 
 def _values(counts: Counter[int]) -> list[int]:
@@ -82,11 +94,15 @@ def summarize(watched: Watched) -> WatchSummary:
     slots = sorted(watched.busy | {t.slot: 0 for t in tasks.tasks})
     waiting, in_server = _values(watched.queue), _values(watched.at_once)
     queued = sum(1 for w in waiting if w > 0) / len(waiting) if waiting else None
+    unseen = watched.ledger.estimate() if watched.slots_on else None
+    finished = _grown(watched.first, watched.last, "requests")
+    finished = None if finished is None or finished < 0 else finished  # a restart: unknown
     ended = tasks.ended
+    done = finished if finished is not None else ended + (unseen.tasks if unseen else 0)
     down = watched.down_since
     wait = None
-    if waiting and ended and watched.seconds > 0:
-        wait = (sum(waiting) / len(waiting)) / (ended / watched.seconds)
+    if waiting and done and watched.seconds > 0:
+        wait = (sum(waiting) / len(waiting)) / (done / watched.seconds)
     summary = WatchSummary(
         seconds=watched.seconds,
         polls=watched.polls,
@@ -95,6 +111,8 @@ def summarize(watched: Watched) -> WatchSummary:
         tasks_ended=ended,
         tasks_missed=tasks.missed,
         tasks_running=tasks.running,
+        unseen=unseen,
+        requests_finished=finished,
         busy={slot: watched.busy_share(slot) for slot in slots},
         all_busy_share=(
             watched.all_busy / watched.polls if watched.slots_on and watched.polls else None

@@ -39,6 +39,7 @@ from workbench.engine.net.http_stream import ConnectFailed
 from workbench.engine.server.external import parse_base_url
 from workbench.engine.watch.server_process import server_probe
 from workbench.engine.watch.slot_tasks import SlotTasks, WatchedTask
+from workbench.engine.watch.unseen import COUNTERS, TOKENS, Counters, TokenLedger
 
 MAX_BYTES = 4 * 1024 * 1024  # a /slots of 1,024 slots, a /metrics page: well under 1 MiB
 DEADLINE_S = 2.0  # one poll's answer, whole
@@ -57,8 +58,10 @@ class WatchError(WorkbenchError):
 @dataclass(frozen=True)
 class Load:
     """One ``/metrics`` poll at ``t_s``: the requests running and waiting, the prompt and
-    generated token counters, and the share of the KV cache in use, 0 to 1 (None where the
-    server gives none)."""
+    generated token counters, the share of the KV cache in use, 0 to 1, the counters of
+    prompt tokens found cached (where ``prompt_tokens`` leaves them out), of finished
+    requests and of the seconds prompts and answers took (None where the server gives
+    none)."""
 
     t_s: float
     running: float | None
@@ -66,6 +69,10 @@ class Load:
     prompt_tokens: float | None
     output_tokens: float | None
     kv_usage: float | None = None
+    cached_tokens: float | None = None
+    requests: float | None = None
+    prompt_seconds: float | None = None
+    output_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -115,12 +122,14 @@ class Watched:
     gaps: deque[Gap] = field(default_factory=lambda: deque(maxlen=GAPS_KEPT))
     gaps_count: int = 0
     down_s: float = 0.0
+    ledger: TokenLedger = field(default_factory=TokenLedger)
 
     def snapshot(self) -> Watched:
         """A copy another thread may read (a keeper's save) while the watch goes on
         changing this one: its own counts, gaps, histograms and tasks."""
         kept = own_containers(self)
         kept.tasks = own_containers(self.tasks)
+        kept.ledger = copy.copy(self.ledger)
         return kept
 
     @property
@@ -189,6 +198,10 @@ class Watched:
             total(metrics, k.prompt_tokens),
             total(metrics, k.output_tokens),
             share(metrics, k.kv_usage),
+            total(metrics, k.cached_tokens),
+            total(metrics, k.requests),
+            total(metrics, k.prompt_seconds),
+            total(metrics, k.output_seconds),
         )
         return self.count_load(load)
 
@@ -358,10 +371,12 @@ async def watch(
         on_poll(now, slots, load)
         watched.histograms(histograms, now)
         if slots is not None:
-            for task in watched.tasks.observe(now, slots):
+            ended = watched.tasks.observe(now, slots)
+            for task in ended:
                 on_ended(task)
                 if keeper is not None:
                     keeper.task(task)
+            watched.ledger.poll(now, _counters(load), ended, watched.tasks.in_flight)
         if keeper is not None:
             if load is not None:
                 keeper.load(load)
@@ -385,6 +400,15 @@ async def watch(
         wait_s = max(interval_s - took, 2 * took if took > interval_s / 2 else 0.0)
     watched.seconds = (time.perf_counter_ns() - watched.started_ns) / 1e9
     return watched
+
+
+def _counters(load: Load | None) -> Counters | None:
+    """A poll's counters, as the ledger of unseen tasks reads them (None where the server
+    gives not all its token counters)."""
+    if load is None:
+        return None
+    found = {name: getattr(load, name) for name in COUNTERS}
+    return None if any(found[name] is None for name in TOKENS) else found
 
 
 def _weigh(watched: Watched, probe: ProcessProbe) -> ProcessProbe | None:
