@@ -154,9 +154,8 @@ class ReplayModel(WatchModel):
     def read(cls, path: Path) -> ReplayModel:
         """The kept watch at ``path``, every value checked (``record``'s reading): a damaged
         file, a newer one or one that is no watch raises ``record.WatchFileError``."""
-        kept = record.read(path)
-        ended = list(record.tasks(path))  # every one, not only the recent ones read keeps
-        return cls(path, kept, [*ended, *kept.watched.tasks.in_flight], record.loads(path))
+        kept, ended, loads = record.read_whole(path)
+        return cls(path, kept, [*ended, *kept.watched.tasks.in_flight], loads)
 
     def _rate(self, name: str, known_s: float, t_s: float, rate: float) -> None:
         """Each rate point kept with when its last poll was, so that a time shows only the

@@ -196,12 +196,19 @@ def _opened(path: Path) -> Iterator[sqlite3.Connection]:
 def read(path: Path) -> WatchFile:
     """A watch file, every value checked; one clear line for a file that is no watch, a
     newer one or a damaged one."""
+    return read_whole(path)[0]
+
+
+def read_whole(path: Path) -> tuple[WatchFile, list[WatchedTask], list[Load]]:
+    """A watch file as ``read`` gives it, with every ended task (``read``'s watch keeps
+    the recent ones) and every load, in order: each row read and checked once."""
     with _opened(path) as conn:
         head = conn.execute("SELECT url, interval_s, started, kind, counters FROM watch").fetchone()
         if head is None:
             raise WatchFileError(f"{path.name}: a watch file without its watch")
-        tasks = conn.execute(f"SELECT * FROM tasks LIMIT {MAX_ROWS}").fetchall()
-        return _watch_file(head, tasks, _loads(conn))
+        tasks = [_task(row) for row in conn.execute(f"SELECT * FROM tasks LIMIT {MAX_ROWS}")]
+        loads = list(_loads(conn))
+        return _watch_file(head, tasks, loads), tasks, loads
 
 
 @dataclass(frozen=True)
@@ -309,7 +316,7 @@ def _task(row: Any) -> WatchedTask:
     )
 
 
-def _watch_file(head: Any, task_rows: list, load_rows: Iterable[Load]) -> WatchFile:
+def _watch_file(head: Any, ended: list[WatchedTask], loads: Iterable[Load]) -> WatchFile:
     url, interval_s, started, kind_key, counters_text = head
     counters = json.loads(counters_text)
     if not isinstance(counters, dict) or not isinstance(url, str) or not isinstance(started, str):
@@ -332,10 +339,10 @@ def _watch_file(head: Any, task_rows: list, load_rows: Iterable[Load]) -> WatchF
     watched.gaps_count = max(len(watched.gaps), _number(counters.get("gaps_count", 0), True))
     watched.down_s = _number(counters.get("down_s", 0.0))
     watched.ledger = TokenLedger.restored(counters.get("ledger"), _number)
-    for row in task_rows:
-        watched.tasks.restore(_task(row))
+    for task in ended:
+        watched.tasks.restore(task)
     for row in counters.get("running", [])[:1024]:
         watched.tasks.restore(_task(row), running=True)
-    for load in load_rows:
+    for load in loads:
         watched.count_load(load)
     return WatchFile(url[:2000], _number(interval_s), started[:100], watched)
