@@ -37,15 +37,17 @@ from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import WatchSummary, summarize, window_latencies
 from workbench.engine.watch.unseen import BETWEEN_POLLS
 from workbench.engine.watch.watcher import (
-    MIN_INTERVAL_S,
+    INTERVAL_S,
+    WATCH_FOR_S,
     Endpoints,
     Load,
     Watched,
     WatchError,
+    interval_from_text,
     watch,
 )
 
-WATCH_FOR = Duration(1, 7 * 24 * 3600)
+WATCH_FOR = Duration(*WATCH_FOR_S)
 BAR = 20  # characters of a slot's progress bar: the live view reads at 80 columns
 
 
@@ -62,8 +64,8 @@ def add_watch(sub: Any) -> None:
     parser.add_argument(
         "--interval",
         type=_interval,
-        default=0.1,
-        help="seconds between polls (default 0.1; a slow server is polled less often)",
+        default=INTERVAL_S,
+        help=f"seconds between polls (default {INTERVAL_S:g}; a slow server is polled less often)",
     )
     parser.add_argument(
         "--for", dest="duration", type=WATCH_FOR, default=None, help="stop after: 90, 10m, 1h"
@@ -100,14 +102,9 @@ def add_slo_flag(parser: argparse.ArgumentParser) -> None:
 
 def _interval(text: str) -> float:
     try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not MIN_INTERVAL_S <= value <= 60:
-        raise argparse.ArgumentTypeError(
-            f"must be seconds from {MIN_INTERVAL_S:g} to 60, got {text!r}"
-        )
-    return value
+        return interval_from_text(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _watch(args: argparse.Namespace, console: Console) -> int:

@@ -9,10 +9,9 @@ interval, the settings' ``seconds_from_text`` for a time, ``parse_slos`` for the
 ``Endpoints.of`` for the URLs) and held to the same bounds; what is wrong is one line that
 names the field, worded as the flag's error is.
 
-The interval's least (``MIN_INTERVAL_S``) is the engine's; its most and the duration's
-bounds are declared in the CLI (``watch_commands._interval``, ``WATCH_FOR``), which the
-window may not import: they are repeated here, and ``tests/ui/test_watch_settings.py``
-types each bound and a step past it into both and fails where they differ.
+The bounds are the engine's (``watcher.interval_from_text``, ``WATCH_FOR_S``), which the
+command reads too; ``tests/ui/test_watch_settings.py`` types each bound and a step past it
+into both and fails where they differ.
 """
 
 from __future__ import annotations
@@ -26,11 +25,14 @@ from workbench.engine.base.validation import shown
 from workbench.engine.config.settings import TIME_FORMS, as_typed, seconds_from_text
 from workbench.engine.tune.records import SloTarget
 from workbench.engine.tune.slo_targets import parse_slos
-from workbench.engine.watch.watcher import MIN_INTERVAL_S, Endpoints
+from workbench.engine.watch.watcher import (
+    INTERVAL_S,
+    WATCH_FOR_S,
+    Endpoints,
+    interval_from_text,
+)
 
-INTERVAL_S = 0.1  # between polls, as `workbench watch` polls by default
-MAX_INTERVAL_S = 60.0  # `workbench watch --interval`'s most (cli/watch_commands._interval)
-FOR_LOW_S, FOR_HIGH_S = 1.0, 7 * 24 * 3600.0  # `--for`'s bounds (cli/watch_commands.WATCH_FOR)
+FOR_LOW_S, FOR_HIGH_S = WATCH_FOR_S
 SLO_EXAMPLE = "ttft_p90:3000 e2el_p99:20000"
 FIELDS = ("Interval", "For", "SLOs", "/slots URL", "/metrics URL")
 """Each field's name, as the dialog labels it and an error line begins."""
@@ -83,15 +85,9 @@ def interval_s(text: str) -> float:
     if not text.strip():
         return INTERVAL_S
     try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not MIN_INTERVAL_S <= value <= MAX_INTERVAL_S:
-        raise WatchSettingsError(
-            "Interval",
-            f"must be seconds from {MIN_INTERVAL_S:g} to {as_typed(MAX_INTERVAL_S)}, got {text!r}",
-        )
-    return value
+        return interval_from_text(text)
+    except ValueError as exc:
+        raise WatchSettingsError("Interval", str(exc)) from None
 
 
 def _hours(seconds: float) -> str:

@@ -22,12 +22,10 @@ from PySide6.QtWidgets import (
 
 from workbench.engine.config.settings import TIME_FORMS, as_typed
 from workbench.engine.tune.records import METRICS, PERCENTILES
-from workbench.engine.watch.watcher import MIN_INTERVAL_S
+from workbench.engine.watch.watcher import INTERVAL_S, MAX_INTERVAL_S, MIN_INTERVAL_S
 from workbench.ui.theme.qt_theme import text_style
 from workbench.ui.watch_settings import (
     FIELDS,
-    INTERVAL_S,
-    MAX_INTERVAL_S,
     SLO_EXAMPLE,
     WatchSettings,
     WatchSettingsError,

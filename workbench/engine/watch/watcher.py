@@ -43,12 +43,28 @@ from workbench.engine.watch.unseen import COUNTERS, TOKENS, Counters, TokenLedge
 
 MAX_BYTES = 4 * 1024 * 1024  # a /slots of 1,024 slots, a /metrics page: well under 1 MiB
 DEADLINE_S = 2.0  # one poll's answer, whole
-MIN_INTERVAL_S = 0.02
+MIN_INTERVAL_S, MAX_INTERVAL_S = 0.02, 60.0  # between polls, as a user may ask
+INTERVAL_S = 0.1  # between polls where none is asked for
+WATCH_FOR_S = (1.0, 7 * 24 * 3600.0)  # a watch's length, where one is given
 MEMORY_EVERY_S = 1.0  # the server's memory, read at most this often
 MAX_SLOTS = 1024  # slots counted: more is no llama-server's /slots
 GAPS_KEPT = 100  # the most recent times the server did not answer; all are counted
 WINDOW_S = 60.0  # the servers' own latency histograms live: over the last minute
 WINDOW_EVERY_S = 1.0  # a snapshot of them kept at most this often
+
+
+def interval_from_text(text: str) -> float:
+    """The seconds between polls as typed (``--interval``, the window's field); a
+    ValueError says the bounds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not MIN_INTERVAL_S <= value <= MAX_INTERVAL_S:
+        raise ValueError(
+            f"must be seconds from {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g}, got {text!r}"
+        )
+    return value
 
 
 class WatchError(WorkbenchError):
