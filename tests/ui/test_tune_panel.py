@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QApplication, QScrollArea
 
-from tests.ui.driving import click, run
+from tests.ui.driving import click, click_until, run
 from tests.ui.tune_records import TRIED, recommendation
 from workbench.cli.bounds import trace_window
 from workbench.cli.main import build_parser
@@ -105,8 +105,7 @@ def test_progress_reaches_the_window_thread_and_the_answer_is_shown(
     monkeypatch.setattr(TunePanel, "show_progress", show_progress)
     tune = FakeTune()
     panel = panel_of(qtbot, tasks, tune, tmp_path)
-    click(loop, panel.start_button)
-    run(loop, lambda: panel.recommendation is not None, 10)
+    click_until(loop, panel.start_button, lambda: panel.recommendation is not None, 10)
     assert tune.threads[0] is not threading.main_thread()  # the search ran off the UI thread
     assert heard and all(t is threading.main_thread() for t in heard)
     (request,) = tune.requests
@@ -140,13 +139,13 @@ def test_the_command_line_is_copied(qtbot, loop, tasks, tmp_path):
 def test_cancel_stops_the_search_and_says_what_it_found(qtbot, loop, tasks, tmp_path):
     tune = FakeTune(hold=True)
     panel = panel_of(qtbot, tasks, tune, tmp_path)
-    click(loop, panel.start_button)
-    run(loop, lambda: "Predicting: np=4 predicted" in panel.phase.text(), 10)
+    click_until(
+        loop, panel.start_button, lambda: "Predicting: np=4 predicted" in panel.phase.text(), 10
+    )
     assert "about 48 s left" in panel.phase.text()
     assert panel.progress.value() == 200  # 12 s of 60 (elapsed and ETA)
     assert not panel.start_button.isEnabled() and panel.cancel_button.isEnabled()
-    click(loop, panel.cancel_button)
-    run(loop, lambda: panel.recommendation is not None, 10)
+    click_until(loop, panel.cancel_button, lambda: panel.recommendation is not None, 10)
     assert tune.cancelled and "No recommendation: cancelled." in panel.verdict.text()
     assert not panel.use_button.isEnabled() and panel.start_button.isEnabled()
     assert panel.chart is not None and panel.chart.drawn("measured") == 2  # what it had
@@ -157,8 +156,7 @@ def test_a_tune_that_cannot_go_on_says_why_in_the_tab(qtbot, loop, tasks, tmp_pa
         raise WorkbenchError("nothing in the space fits in 1.2 GiB of free memory")
 
     panel = panel_of(qtbot, tasks, nothing_fits, tmp_path)
-    click(loop, panel.start_button)
-    run(loop, lambda: panel.error.isVisible(), 10)
+    click_until(loop, panel.start_button, lambda: panel.error.isVisible(), 10)
     assert "nothing in the space fits" in panel.error.text()
     assert "without an answer" in panel.phase.text() and panel.inputs.isVisible()
     run(loop, lambda: panel.start_button.isEnabled(), 10)
@@ -229,8 +227,7 @@ def test_use_these_settings_fills_the_experiment_form(qtbot, loop, tasks, tmp_pa
     form.load_file("experiments/slots-1-2-4.toml")
     panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
     panel.use_settings.connect(form.use_settings)
-    click(loop, panel.start_button)
-    run(loop, lambda: panel.use_button.isEnabled(), 10)
+    click_until(loop, panel.start_button, lambda: panel.use_button.isEnabled(), 10)
     click(loop, panel.use_button)
     server, workload = form.values()
     assert server["slots"] == 4 and server["ctx"] == 16384 and server["cache_type_k"] == "f16"
@@ -252,8 +249,7 @@ def used_after_a_trace_tune(qtbot, loop, tasks, tmp_path, experiment: str, **win
     panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
     panel.use_settings.connect(form.use_settings)
     trace_chosen(panel, SAMPLE, **window)
-    click(loop, panel.start_button)
-    run(loop, lambda: panel.use_button.isEnabled(), 10)
+    click_until(loop, panel.start_button, lambda: panel.use_button.isEnabled(), 10)
     click(loop, panel.use_button)
     assert form.error.text() == ""
     return form.build(), panel.request
@@ -302,8 +298,7 @@ def test_use_these_settings_after_generated_traffic_leaves_a_trace_behind(
     form.load_file("experiments/trace-replay.toml")
     panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
     panel.use_settings.connect(form.use_settings)
-    click(loop, panel.start_button)
-    run(loop, lambda: panel.use_button.isEnabled(), 10)
+    click_until(loop, panel.start_button, lambda: panel.use_button.isEnabled(), 10)
     click(loop, panel.use_button)
     workload = form.build().configs()[0].workload
     assert not isinstance(workload, TraceWorkload) and workload.arrival == "burst"
@@ -326,8 +321,7 @@ def test_the_window_has_a_tune_tab_whose_settings_fill_its_form(window, loop):
     window.left.setCurrentIndex(tab)
     panel = window.tune_panel
     panel.controller.tune = FakeTune()
-    click(loop, panel.start_button)
-    run(loop, lambda: panel.use_button.isEnabled(), 10)
+    click_until(loop, panel.start_button, lambda: panel.use_button.isEnabled(), 10)
     click(loop, panel.use_button)
     assert window.left.currentIndex() == 0  # the experiment form, filled
     assert window.form.fields[("server", "slots")].text() == "4"
@@ -336,16 +330,14 @@ def test_the_window_has_a_tune_tab_whose_settings_fill_its_form(window, loop):
 def test_closing_the_window_stops_the_tune(window, loop):
     tune = FakeTune(hold=True)
     window.tune_panel.controller.tune = tune
-    click(loop, window.tune_panel.start_button)
-    run(loop, lambda: tune.requests, 10)
+    click_until(loop, window.tune_panel.start_button, lambda: tune.requests, 10)
     window.close()
     run(loop, lambda: tune.cancelled, 10)
 
 
 def test_the_chart_window_follows_the_tab_and_closes_with_it(qtbot, loop, tasks, tmp_path):
     panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
-    click(loop, panel.start_button)
-    run(loop, lambda: panel.recommendation is not None, 10)
+    click_until(loop, panel.start_button, lambda: panel.recommendation is not None, 10)
     click(loop, panel.enlarge)
     big = panel.chart_window
     assert big is not None and big.isVisible() and big.drawn("measured") == 3
@@ -359,12 +351,12 @@ def test_the_chart_window_follows_the_tab_and_closes_with_it(qtbot, loop, tasks,
 def test_no_run_starts_while_a_tune_has_the_machine(window, loop):
     tune = FakeTune(hold=True)
     window.tune_panel.controller.tune = tune
-    click(loop, window.tune_panel.start_button)
-    run(loop, lambda: tune.requests, 10)
+    click_until(loop, window.tune_panel.start_button, lambda: tune.requests, 10)
     window.start_run()
     assert "A tune has the machine" in window.banner.text() and not window.running
-    click(loop, window.tune_panel.cancel_button)
-    run(loop, lambda: not window.tune_panel.controller.running, 10)
+    click_until(
+        loop, window.tune_panel.cancel_button, lambda: not window.tune_panel.controller.running, 10
+    )
 
 
 def test_the_rate_is_said_as_the_cli_says_it():
@@ -436,8 +428,7 @@ def test_a_trace_tune_asks_its_window_as_the_cli_does(qtbot, loop, tasks, tmp_pa
     # typed as the flags are: a time as 10m or 90s, through the same parser
     window = dict(trace_start_s="10m", trace_duration_s="90s", max_requests="40", time_scale="2.5")
     trace_chosen(panel, trace, **window)
-    click(loop, panel.start_button)
-    run(loop, lambda: panel.recommendation is not None, 10)
+    click_until(loop, panel.start_button, lambda: panel.recommendation is not None, 10)
     (request,) = tune.requests
     assert request.users is None
     assert request.traffic == {
