@@ -19,8 +19,8 @@ from workbench.cli.bounds import trace_window
 from workbench.cli.main import build_parser
 from workbench.cli.tune_commands import WINDOW, request_of
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.config.settings import as_typed
-from workbench.engine.config.workloads import TraceWorkload
+from workbench.engine.config.settings import as_typed, fields_of
+from workbench.engine.config.workloads import RequestsWorkload, TraceWorkload, WorkloadSettings
 from workbench.engine.interop.trace_file import trace_plans
 from workbench.engine.tune.records import (
     TRACE_WINDOW,
@@ -36,6 +36,7 @@ from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.panels.experiment_form import ExperimentForm
 from workbench.ui.panels.tune_panel import (
     FIXED,
+    HOW_TO_RUN,
     TRACE,
     TRACE_LOAD,
     SloRow,
@@ -265,7 +266,10 @@ def test_use_these_settings_after_a_trace_tune_runs_the_window_tuned(qtbot, loop
     )  # fmt: skip
     assert request.traffic.items() <= experiment.workload.items()  # the trace, its window
     assert not {"requests", "concurrency"} & set(experiment.workload)
-    assert experiment.workload["max_tokens"] == 64 and experiment.server["slots"] == 4  # kept
+    # a trace run sends no max_tokens (each row asks its own): the form's 64 goes too, as do
+    # its temperature and ignore_eos, which the tune's runs had at their defaults
+    assert not {"max_tokens", "temperature", "ignore_eos"} & set(experiment.workload)
+    assert experiment.workload["repeats"] == 1 and experiment.server["slots"] == 4  # kept
     config = experiment.configs()[0]
     assert isinstance(config.workload, TraceWorkload) and config.workload.concurrency == 0
     rows = len(trace_plans([config], None)[config.index].rows)
@@ -286,7 +290,8 @@ def test_use_these_settings_after_a_trace_tune_resets_what_the_tune_left(
     assert isinstance(workload, TraceWorkload)
     assert workload.trace == str(SAMPLE.resolve()) and workload.max_requests == 2
     assert (workload.length_scale, workload.time_scale, workload.trace_start_s) == (1.0, 1.0, 0)
-    assert workload.cache_prompt  # the form's own, which no trace window sets
+    assert not workload.cache_prompt  # the tune's runs left it at its default: so does this
+    assert workload.stop_when_saturated  # the form's: how it is run, not what is sent
 
 
 def test_use_these_settings_after_generated_traffic_leaves_a_trace_behind(
@@ -303,6 +308,45 @@ def test_use_these_settings_after_generated_traffic_leaves_a_trace_behind(
     workload = form.build().configs()[0].workload
     assert not isinstance(workload, TraceWorkload) and workload.arrival == "burst"
     assert (workload.requests, workload.concurrency, workload.input_tokens) == (16, 8, 512)
+
+
+def test_use_these_settings_after_fixed_lengths_resets_what_the_tune_did_not_send(
+    qtbot, loop, tasks, tmp_path
+):
+    """A form of Poisson arrivals, sampled warm, with its own lengths and switches: the tune
+    sent 512-token prompts for 128 tokens each, all at once, with every other setting at its
+    default, so that is what the experiment sends; how it is run (repeats, warm-ups, a
+    request's timeout) stays the form's."""
+    own = tmp_path / "own.toml"
+    own.write_text(
+        'name = "own"\n[server]\nslots = 2\n[workload]\narrival = "gamma"\nrate = 2.0\n'
+        "burstiness = 0.5\nrequests = 20\nmax_tokens = 32\ntemperature = 0.7\n"
+        "cache_prompt = true\nignore_eos = false\nstream = false\nrepeats = 3\nwarmup = 2\n"
+        "request_timeout_s = 60.0\nseed = 7\n",
+        encoding="utf-8",
+    )
+    form = ExperimentForm()
+    qtbot.addWidget(form)
+    form.load_file(own)
+    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
+    panel.use_settings.connect(form.use_settings)
+    click_until(loop, panel.start_button, lambda: panel.use_button.isEnabled(), 10)
+    click(loop, panel.use_button)
+    assert form.error.text() == ""
+    workload = form.build().configs()[0].workload
+    default = RequestsWorkload()
+    assert (workload.arrival, workload.rate, workload.burstiness) == ("burst", 0.0, 1.0)
+    assert (workload.input_tokens, workload.max_tokens, workload.requests) == (512, 128, 16)
+    for name in ("temperature", "cache_prompt", "ignore_eos", "stream", "seed"):
+        assert getattr(workload, name) == getattr(default, name), name
+    assert (workload.repeats, workload.warmup, workload.request_timeout_s) == (3, 2, 60.0)
+
+
+def test_the_settings_of_how_a_run_goes_are_workload_settings():
+    """What "Use these settings" keeps of the form names settings the schema has (one
+    renamed there would be cleared here without a word)."""
+    declared = {f.name for f in fields_of(WorkloadSettings)}
+    assert set(HOW_TO_RUN) <= declared
 
 
 def test_progress_words_and_share():

@@ -47,7 +47,7 @@ from workbench.engine.config.settings import (
     fields_of,
     seconds_from_text,
 )
-from workbench.engine.config.workloads import TraceWorkload, WorkloadSettings, kind_of
+from workbench.engine.config.workloads import TraceWorkload, kind_of
 from workbench.engine.tune.records import (
     METRICS,
     ONLY,
@@ -106,12 +106,19 @@ def done_share(progress: TuneProgress) -> float:
     return min(1.0, progress.elapsed_s / whole) if whole > 0 else 0.0
 
 
-TRACE_OWN = tuple(f.name for f in fields_of(WorkloadSettings) if f.kinds == (TraceWorkload,))
-"""A trace's own settings (the file, its window, its scales): what it sends, beside the
-settings every kind has."""
-NOT_A_TRACES_LOAD = ("requests", "concurrency")
-"""What another load is sized by that a trace run does not send: it sends its window's
-rows (``requests`` is counted from them), each as its time comes, no client limit."""
+HOW_TO_RUN = (
+    "repeats",
+    "warmup",
+    "request_timeout_s",
+    "model_name",
+    "workers",
+    "stop_when_saturated",
+)
+"""The workload settings that say how the form's experiment is run and measured (how often,
+its warm-ups, how long a request may take, the model's name an external server wants, the
+client processes, when a saturated repeat stops), not what each request is or when it goes:
+"Use these settings" keeps the form's. The schema does not tell these apart, so they are
+named here (a test checks each is a workload setting)."""
 
 
 def form_settings(
@@ -119,10 +126,12 @@ def form_settings(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The experiment form's server and workload tables for the recommended configuration:
     its settings and the model tuned, and the traffic it was verified with, of the kind it
-    was (its ``kind``, and its ``arrival`` where it has one). A value None is a setting the
-    form leaves out, to its default: of a trace, the trace settings the tune left at theirs
-    and the requests and concurrency the form held for another load, so that what runs is
-    the window that was tuned (``ExperimentForm.use_settings``)."""
+    was (its ``kind``, and its ``arrival`` where it has one). Every other setting of that
+    kind is None, which the form leaves out, to its default, as the tune's runs had it
+    (``ExperimentForm.use_settings``): what the form held for its own load (a trace tune
+    sends no ``max_tokens``, no ``requests`` or ``concurrency``; a tune of fixed lengths no
+    ``rate``), so that what runs is what was tuned; but for the settings of how it is run
+    (``HOW_TO_RUN``), the form's."""
     winner = recommendation.winner
     assert winner is not None
     server = dict(winner.settings)
@@ -130,9 +139,11 @@ def form_settings(
         server["model"] = request.model
     workload = verification_workload(request)
     kind = kind_of(workload)
-    stated = {f.name: f.default for f in fields_of(kind) if f.name in ("kind", "arrival")}
-    if kind is TraceWorkload:
-        stated.update(dict.fromkeys((*TRACE_OWN, *NOT_A_TRACES_LOAD)))
+    stated: dict[str, Any] = {
+        f.name: f.default if f.name in ("kind", "arrival") else None
+        for f in fields_of(kind)
+        if f.name not in HOW_TO_RUN
+    }
     return server, {**stated, **workload}
 
 
