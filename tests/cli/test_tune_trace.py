@@ -5,6 +5,7 @@ it; each mistake is one line before anything starts (the search faked)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from tests.cli.test_tune import TUNE, fake_tune
 from workbench.cli import tune_commands
 from workbench.cli.main import main
+from workbench.engine.config.settings import TIME_FORMS
 from workbench.engine.tune.records import Recommendation, TraceLoad
 from workbench.engine.tune.verdict import verdict_words
 
@@ -84,6 +86,16 @@ def test_bad_window_values_are_argparse_lines(capsys, flags, said):
         main([*TUNE, "--trace", "t.jsonl", *flags])
     assert stopped.value.code == 2
     assert said in capsys.readouterr().err
+
+
+def test_a_time_flags_help_says_how_a_time_is_typed_as_the_parser_reads_it(capsys):
+    """Each time flag's help says the forms ``seconds_from_text`` reads, in its words."""
+    with pytest.raises(SystemExit):
+        main(["tune", "--help"])
+    entries = [" ".join(e.split()) for e in re.split(r"\n  (?=-)", capsys.readouterr().out)]
+    for flag in ("--trace-start", "--trace-duration", "--budget"):
+        (entry,) = [e for e in entries if e.startswith(f"{flag} ")]
+        assert TIME_FORMS in entry, entry
 
 
 def test_a_window_with_no_rows_is_one_line_naming_it(tmp_path, capsys):

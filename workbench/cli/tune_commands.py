@@ -31,6 +31,7 @@ from workbench.cli.exit_codes import EXIT_CANCELLED, EXIT_NOT_VERIFIED
 from workbench.cli.paths import out_folder
 from workbench.engine.analysis.slo import peak_users
 from workbench.engine.base.errors import WorkbenchError
+from workbench.engine.config.settings import TIME_FORMS
 from workbench.engine.run.lifecycle import STOP_SIGNALS
 from workbench.engine.tune.answer import write_recommendation
 from workbench.engine.tune.records import (
@@ -102,7 +103,7 @@ def add_tune(sub: Any) -> None:
         "--budget",
         type=BUDGET,
         default=BUDGET(DEFAULT_BUDGET),
-        help=f"the whole search's time: 90, 90s, 10m or 1h (default {DEFAULT_BUDGET})",
+        help=f"the whole search's time: {TIME_FORMS} (default {DEFAULT_BUDGET})",
     )
     traffic = parser.add_argument_group(
         "traffic", "what each user sends (default: the built-in prompts), or a trace's window"
@@ -123,14 +124,14 @@ def add_tune(sub: Any) -> None:
         "--trace-start",
         type=TRACE_POINT,
         metavar="TIME",
-        help="with --trace: the window starts this far into it, as recorded (90, 90s, 10m, 1h)",
+        help=f"with --trace: the window starts this far into it, as recorded ({TIME_FORMS})",
     )
     traffic.add_argument(
         "--trace-duration",
         type=TRACE_STRETCH,
         metavar="TIME",
-        help="with --trace: only the rows that arrive within this long of its start (0: to its "
-        "end)",
+        help="with --trace: only the rows that arrive within this long of its start "
+        f"({TIME_FORMS}; 0: to its end)",
     )
     traffic.add_argument(
         "--trace-requests",
