@@ -15,7 +15,6 @@ from PySide6.QtWidgets import QApplication, QScrollArea
 
 from tests.ui.driving import click, click_until, run
 from tests.ui.tune_records import TRIED, recommendation
-from workbench.cli.bounds import trace_window
 from workbench.cli.main import build_parser
 from workbench.cli.tune_commands import WINDOW, request_of
 from workbench.engine.base.errors import WorkbenchError
@@ -536,14 +535,13 @@ def test_a_window_out_of_its_bounds_is_said_and_nothing_starts(
 
 
 def window_texts(name: str) -> list[str]:
-    """What to type for a window setting: each bound of it, as its flag and as the trace
-    setting declare it (both, so that one moved without the other is caught), and a step
-    past either side; times and numbers as they are written, and what is neither."""
+    """What to type for a window setting: each bound of it, as the trace setting declares
+    it (the flag's and the tab's, both read from it), and a step past either side; times
+    and numbers as they are written, and what is neither."""
     declared = window_field(name).range
     assert declared is not None
-    flag = trace_window(name)
     step = 1 if window_field(name).kind is int else 0.001
-    edges = {declared.low, declared.high, flag.low, flag.high}
+    edges = {declared.low, declared.high}
     values = sorted({v + d for v in edges if v is not None for d in (-step, 0, step)})
     written = [f"{v:.3f}".rstrip("0").rstrip(".") for v in values]
     return [*written, "10m", "1h", "1.5m", "2.5", "40", " 7 ", "+5", "1e3", "nan", "inf", "x"]

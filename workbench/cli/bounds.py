@@ -12,6 +12,7 @@ are declared in ``engine/config/experiment.py`` and converted by ``Field.from_te
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -165,37 +166,42 @@ class Duration:
     """A time in seconds, written ``90``, ``90s``, ``10m`` or ``1h`` (the settings'
     ``seconds_from_text``, which the window's fields read times with too): at least
     ``low_s`` and at most ``high_s``; or a setting's value in seconds (``of_setting``),
-    within its declared bounds."""
+    which its declaration judges, as ``Number``'s setting is, and whose bounds it names."""
 
-    low_s: float
-    high_s: float
+    low_s: float = 0.0
+    high_s: float = 0.0
     setting: Field | None = None
 
     @classmethod
     def of_setting(cls, f: Field) -> Duration:
         assert f.range is not None  # a time setting is a bounded number
-        return cls(f.range.low, f.range.high, f)
+        return cls(setting=f)
 
     @property
     def low(self) -> float:
-        return self.low_s
+        """The least allowed, as a refusal says it (a setting's: its declared bound)."""
+        found = self.setting.range if self.setting is not None else None
+        return self.low_s if found is None else found.low
 
     @property
     def high(self) -> float:
-        return self.high_s
+        """The most allowed, as a refusal says it (a setting's: its declared bound)."""
+        found = self.setting.range if self.setting is not None else None
+        return self.high_s if found is None else found.high
 
     def __call__(self, text: str) -> float:
         try:
-            seconds = validated(
-                Annotated[FiniteNumber, Ge(self.low_s), Le(self.high_s)],
-                seconds_from_text(text),
-                "flag",
-            )
-            return seconds if self.setting is None else self.setting.validated(seconds)
+            seconds = seconds_from_text(text)
+            if self.setting is None:
+                declared = Annotated[FiniteNumber, Ge(self.low_s), Le(self.high_s)]
+                return validated(declared, seconds, "flag")
+            if not math.isfinite(seconds):  # more digits than a float holds
+                raise ValueError(f"{shown(text)} is not a finite time")
+            return self.setting.validated(seconds)
         except (ValueError, WorkbenchError):
             raise argparse.ArgumentTypeError(
-                f"must be a time from {_time(self.low_s)} to {_time(self.high_s)} "
-                f"({TIME_FORMS}), got {shown(text)}"
+                f"must be a time from {_time(self.low)} to {_time(self.high)} ({TIME_FORMS}), "
+                f"got {shown(text)}"
             ) from None
 
 
