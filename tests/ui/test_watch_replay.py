@@ -21,7 +21,7 @@ from workbench.engine.watch import record
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import summarize
 from workbench.ui import main_window
-from workbench.ui.watch_model import summary_rows
+from workbench.ui.watch_model import TaskBar, summary_rows
 from workbench.ui.watch_replay import WHOLE_WATCH, ReplayModel
 from workbench.ui.watch_replay_bar import PAUSE, PLAY, SLIDER_STEPS
 from workbench.ui.watch_window import NO_SLOTS, WatchWindow
@@ -44,6 +44,14 @@ def kept_vllm(tmp_path_factory) -> Path:
 
 def every_task(path: Path) -> list[WatchedTask]:
     return [*record.tasks(path), *record.read(path).watched.tasks.in_flight]
+
+
+def known_by(task: WatchedTask | TaskBar, t: float) -> bool:
+    """Whether the live window knew of a task by ``t``: from the poll that first saw it, or
+    one that ran between two polls from the later, which found it gone."""
+    if isinstance(task, TaskBar):
+        return task.start <= t and (not task.missed or task.end <= t)
+    return task.seen_s <= t and (not task.missed or (task.gone_s or 0.0) <= t)
 
 
 def replaying(qtbot, loop, path: Path) -> WatchWindow:
@@ -117,7 +125,7 @@ def test_the_slider_in_the_middle_shows_only_the_tasks_seen_by_then(qtbot, loop,
     run(loop, lambda: not window.model.changed, 5)
     t = window.model.now
     assert t == pytest.approx(window.model.end_s / 2, abs=0.01)
-    seen = sum(task.seen_s <= t for task in tasks)
+    seen = sum(known_by(task, t) for task in tasks)
     assert 0 < seen < len(tasks) and window.gantt.bar_count() == seen
     for part in ("prompt", "decoding", "missed"):
         assert all(drawn(window, part)[1] <= t + 1e-9)  # nothing after the time shown
@@ -213,7 +221,7 @@ def test_a_watch_of_an_hour_draws_what_its_view_holds(qtbot, loop, tmp_path):
     assert model.task_count() == 1799 * 4 and window.gantt.bar_count() == model.task_count()
     window.replay_bar.slider.setValue(SLIDER_STEPS // 2)
     run(loop, lambda: not model.changed, 5)
-    assert window.gantt.bar_count() == sum(b.start <= model.now for b in model._all.bars)
+    assert window.gantt.bar_count() == sum(known_by(b, model.now) for b in model._all.bars)
     x0, x1 = window.gantt.getPlotItem().vb.viewRange()[0]
     assert x1 - x0 == pytest.approx(120.0)  # two minutes about the time shown
     starts, _ = drawn(window, "prompt")

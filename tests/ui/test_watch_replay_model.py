@@ -54,9 +54,14 @@ def test_a_time_shows_the_tasks_begun_by_then_each_drawn_to_then():
     replay.seek(2.5)
     bars = replay.bar_set()
     assert bars.decoding.tolist() == [2.0] and bars.end.tolist() == [2.5]
-    replay.seek(4.05)
-    assert replay.bar_set().missed.tolist() == [False, True]
+    replay.seek(4.05)  # task 2 ran between the polls at 4.0 and 4.1: not known of yet
+    assert replay.bar_set().missed.tolist() == [False] and len(replay.bars()) == 1
+    assert figures_then(replay)["tasks"] == "0 running, 1 ended"
+    replay.seek(4.1)  # the poll that found it gone: drawn from the poll before
+    bars = replay.bar_set()
+    assert bars.missed.tolist() == [False, True] and bars.start.tolist() == [1.0, 4.0]
     assert replay.bars()[1].task == 2
+    assert figures_then(replay)["tasks"] == "0 running, 2 ended (1 between two polls)"
     replay.seek(99)
     assert replay.now == 10.0 and replay.at_end
 
@@ -108,5 +113,11 @@ def test_what_a_file_does_not_keep_is_one_line():
 
 def test_a_clock_reads_as_a_players():
     assert clock(4.62, tenths=True) == "0:04.6"
+    # rounded to tenths before it is cut into minutes: never a 60th second
+    assert clock(59.96, tenths=True) == "1:00.0" and clock(119.97, tenths=True) == "2:00.0"
+    assert clock(59.94, tenths=True) == "0:59.9" and clock(60.04, tenths=True) == "1:00.0"
+    assert clock(599.95, tenths=True) == "10:00.0" and clock(-0.2, tenths=True) == "0:00.0"
+    assert clock(3599.97, tenths=True) == "1:00:00.0"  # hours as the whole seconds' are
+    assert clock(59.96) == "0:59"  # whole seconds are cut, never rounded up to a 60th
     assert clock(75.0) == "1:15"
     assert clock(3 * 3600 + 62) == "3:01:02"

@@ -109,19 +109,35 @@ class BarSet:
 
     def until(self, t: float) -> BarSet:
         """The tasks as the watch had seen them by ``t``: those begun, each drawn to ``t``
-        at most, decoding only where a poll had seen it decode by then."""
+        at most, decoding only where a poll had seen it decode by then. A ``missed`` task
+        was learnt of at the poll that found it gone, its ``end``: it is shown from then,
+        not from its ``start``, the poll before, when nothing had seen it yet."""
         n = int(np.searchsorted(self.start, t, side="right"))
-        decoding = self.decoding[:n]
+        bars: Sequence[TaskBar] = self.bars[:n]
+        start, decoding, end = self.start[:n], self.decoding[:n], self.end[:n]
+        slot, missed = self.slot[:n], self.missed[:n]
+        unknown = np.flatnonzero(missed & (end > t))
+        if len(unknown):
+            kept = np.ones(n, bool)
+            kept[unknown] = False
+            bars = _without(self.bars, unknown, n)
+            start, decoding, end = start[kept], decoding[kept], end[kept]
+            slot, missed = slot[kept], missed[kept]
         with np.errstate(invalid="ignore"):
             decoding = np.where(decoding <= t, decoding, np.nan)
-        return BarSet(
-            self.bars[:n],
-            self.start[:n],
-            decoding,
-            np.minimum(self.end[:n], t),
-            self.slot[:n],
-            self.missed[:n],
-        )
+        return BarSet(bars, start, decoding, np.minimum(end, t), slot, missed)
+
+
+def _without(bars: Sequence[TaskBar], left_out: np.ndarray, n: int) -> list[TaskBar]:
+    """The first ``n`` bars but those at ``left_out`` (ascending, a few: the tasks between
+    the last two polls), in slices rather than a loop over every bar."""
+    kept: list[TaskBar] = []
+    begin = 0
+    for place in left_out.tolist():
+        kept += bars[begin:place]
+        begin = place + 1
+    kept += bars[begin:n]
+    return kept
 
 
 MAX_POINTS = 20_000

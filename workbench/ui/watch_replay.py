@@ -40,9 +40,11 @@ RATES = ("prompt_rate", "output_rate")  # each shown once its last poll was
 def clock(seconds: float, tenths: bool = False) -> str:
     """A time into the watch as a player shows it: ``m:ss`` or ``h:mm:ss`` (``m:ss.s``
     with ``tenths``)."""
-    if tenths:
-        minutes, rest = divmod(max(0.0, seconds), 60)
-        return f"{minutes:.0f}:{rest:04.1f}"
+    if tenths:  # rounded to whole tenths first: 59.96 s is 1:00.0, never 0:60.0
+        hours, rest = divmod(round(max(0.0, seconds) * 10), 36_000)
+        minutes, rest = divmod(rest, 600)
+        said = f"{rest // 10:02}.{rest % 10}"
+        return f"{hours}:{minutes:02}:{said}" if hours else f"{minutes}:{said}"
     hours, rest = divmod(max(0, int(seconds)), 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
