@@ -21,6 +21,7 @@ from workbench.engine.watch import record
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import summarize
 from workbench.ui import main_window
+from workbench.ui.views.watch_plots import TimeAxis
 from workbench.ui.watch_model import TaskBar, summary_rows
 from workbench.ui.watch_replay import WHOLE_WATCH, ReplayModel
 from workbench.ui.watch_replay_bar import PAUSE, PLAY, SLIDER_STEPS
@@ -271,3 +272,31 @@ def test_the_main_window_replays_a_kept_watch_from_its_sessions_tab_dialog_and_a
     run(loop, lambda: replays and isinstance(replays[0].model, ReplayModel), 30)
     assert window.replay.playback is None
     window.watch_windows[0].close()
+
+
+class _Shown:
+    """A plot's stand-in for ``TimeAxis``: the ranges it was set to."""
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[float, float]] = []
+
+    def getPlotItem(self):
+        return self
+
+    def setXRange(self, x0: float, x1: float, padding: float) -> None:
+        self.ranges.append((x0, x1))
+
+
+def test_a_replays_time_axis_holds_still_until_the_time_nears_its_edge():
+    """The span is compared as it was asked for: 136.3 - 16.3 is 120.00000000000001, which
+    once re-centred the axis every frame at such a place."""
+    axis, top = TimeAxis(), _Shown()
+    axis.replay(top, 100.3, 2000.0, 120.0, whole=False)
+    assert top.ranges == [(pytest.approx(16.3), pytest.approx(136.3))]
+    for now in (100.4, 110.0, 130.0):
+        axis.replay(top, now, 2000.0, 120.0, whole=False)
+    assert len(top.ranges) == 1  # held still, the time moving within it
+    axis.replay(top, 131.0, 2000.0, 120.0, whole=False)  # past 95 % of it: moved on
+    assert len(top.ranges) == 2 and top.ranges[-1][0] == pytest.approx(131.0 - 84.0)
+    axis.replay(top, 131.0, 2000.0, 240.0, whole=False)  # faster: a longer span
+    assert top.ranges[-1] == (pytest.approx(0.0), pytest.approx(240.0))

@@ -72,6 +72,7 @@ class TimeAxis:
     def __init__(self) -> None:
         self.shown = (0.0, MIN_SPAN_S)
         self._on: Plot | None = None
+        self._span: float | None = None  # the span a replay last showed, as it asked for it
 
     def follow(self, top: Plot, now: float, ended: bool) -> None:
         x0, x1 = self.shown
@@ -83,20 +84,22 @@ class TimeAxis:
                 wanted = (0.0, max(MIN_SPAN_S, now * 1.5))
             else:
                 wanted = (now - 0.7 * WINDOW_S, now + 0.3 * WINDOW_S)
+        self._span = None
         self._show(top, wanted)
 
     def replay(self, top: Plot, now: float, end_s: float, span_s: float, whole: bool) -> None:
         """A kept watch at ``now``: all of it where it is ``whole`` (its end) or no longer
         than ``span_s``; else ``span_s`` of it, moved in steps as the time shown nears its
         right edge or leaves it (a seek), never past the watch's end."""
-        x0, x1 = self.shown
+        x0 = self.shown[0]
         wanted = self.shown
         last = max(ENDED_MIN_SPAN_S, end_s * 1.02)
         if whole or span_s >= last:
-            wanted = (0.0, last)
-        elif x1 - x0 != span_s or not x0 <= now <= x0 + 0.95 * span_s:
+            wanted, self._span = (0.0, last), None
+        # the span as asked, not x1 - x0, which rounding makes differ from it now and then
+        elif self._span != span_s or not x0 <= now <= x0 + 0.95 * span_s:
             left = min(max(0.0, now - 0.7 * span_s), last - span_s)
-            wanted = (left, left + span_s)
+            wanted, self._span = (left, left + span_s), span_s
         self._show(top, wanted)
 
     def _show(self, top: Plot, wanted: tuple[float, float]) -> None:
