@@ -209,3 +209,48 @@ def test_other_tools_results_dropped_on_the_window_import_and_open(window, loop,
     assert [f.split(" (")[0] for f in failures] == [
         "not-a-result.json: not a result file this version reads"
     ]
+
+
+def test_an_older_listing_of_kept_watches_that_ends_last_is_dropped(
+    window, loop, tmp_path, monkeypatch
+):
+    """Each scan of the sessions lists the kept watches again, walking every folder: two
+    listings that end out of order show the newer's."""
+    import asyncio
+
+    from workbench.engine.watch.record import KeptInfo
+    from workbench.ui import main_window
+
+    answers: list[asyncio.Future] = []
+
+    async def listing(folders):
+        answers.append(loop.create_future())
+        return await answers[-1]
+
+    monkeypatch.setattr(main_window, "kept_watches", listing)
+    window.list_watches()
+    window.list_watches()
+    run(loop, lambda: len(answers) == 2, 5)
+    older, newer = (
+        [KeptInfo(tmp_path / "old.watch.sqlite")],
+        [KeptInfo(tmp_path / "new.watch.sqlite")],
+    )
+    answers[1].set_result(newer)
+    run(loop, lambda: window.library.watches == newer, 5)
+    answers[0].set_result(older)
+    run(loop, lambda: not window.tasks, 5)  # the older has ended too
+    assert window.library.watches == newer
+
+
+def test_the_open_dialog_offers_sessions_and_watches_by_their_own_suffixes(window, monkeypatch):
+    from workbench.ui import main_window
+
+    asked: list[str] = []
+
+    def dialog(parent, title, folder, filters):
+        asked.append(filters)
+        return "", ""
+
+    monkeypatch.setattr(main_window.QFileDialog, "getOpenFileName", dialog)
+    window.open_session_dialog()
+    assert asked == ["Sessions and watches (*.session.sqlite *.watch.sqlite)"]

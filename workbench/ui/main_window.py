@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from workbench.engine.analysis.library import SESSION_GLOB
 from workbench.engine.base.errors import ExperimentError, WorkbenchError
 from workbench.engine.base.states import RunStatus
 from workbench.engine.run.lifecycle import Runner
@@ -277,6 +278,7 @@ class MainWindow(QMainWindow):
         self.replay = ReplayController(self.model, self.renderer, self.replay_bar.speed, self)
         self.hand_server = ServerController(self.tasks, out_dir, server_bin, self)
         self.sessions = LibraryController(out_dir, self.tasks, self)
+        self._watch_listings = 0  # numbers the listings: one a later listing overtook is dropped
         self.analysis = AnalysisController(self.tasks, self)
         self.calibrator = CalibrateController(self.tasks, out_dir, server_bin, parent=self)
         self.hosts = HostsController(
@@ -429,7 +431,7 @@ class MainWindow(QMainWindow):
             )
         )
         self.sessions.scanned.connect(self.library.show_infos)
-        self.sessions.scanned.connect(lambda _: self.tasks.spawn(self._list_watches()))
+        self.sessions.scanned.connect(lambda _: self.list_watches())
         self.library.folder_added.connect(self.sessions.add_folder)
         self.library.folder_forgotten.connect(self.sessions.forget_folder)
         self.sessions.folders_changed.connect(
@@ -694,7 +696,7 @@ class MainWindow(QMainWindow):
             self,
             "Open a session or a kept watch",
             str(self.out_dir),
-            f"Sessions and kept watches (*.session.sqlite *{WATCH_SUFFIX} *.sqlite)",
+            f"Sessions and watches ({SESSION_GLOB} *{WATCH_SUFFIX})",
         )
         if path and path.endswith(WATCH_SUFFIX):
             self.open_watch(Path(path))
@@ -797,9 +799,18 @@ class MainWindow(QMainWindow):
         window.start()
         return window
 
-    async def _list_watches(self) -> None:
-        """The Sessions tab's kept watches, from the folders it lists sessions from."""
-        self.library.show_watches(await kept_watches(self.sessions.folders))
+    def list_watches(self) -> None:
+        """List the Sessions tab's kept watches again (as each scan of its sessions ends)."""
+        self._watch_listings += 1
+        self.tasks.spawn(self._list_watches(self._watch_listings))
+
+    async def _list_watches(self, number: int) -> None:
+        """The Sessions tab's kept watches, from the folders it lists sessions from; shown
+        only if no later listing began meanwhile, so an older one that ends last (each walks
+        every folder) never replaces a newer one's."""
+        found = await kept_watches(self.sessions.folders)
+        if number == self._watch_listings:
+            self.library.show_watches(found)
 
     async def evaluate_slo(self) -> None:
         """The SLO panel's limits on the session the views show."""
