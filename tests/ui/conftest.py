@@ -30,12 +30,29 @@ def ensure_dark_theme(app: QApplication) -> None:
         apply_theme(app, "dark")
 
 
+class TestLoop(qasync.QEventLoop):
+    """qasync's loop, seen by asyncio as this thread's running loop between two runs too.
+
+    qasync's ``run_until_complete`` passes Qt's pending events once more after it has unset
+    the running loop, and a test processes Qt events outside a run (a click, a close): a
+    poll's answer or a thread's result delivered then resumed a task with no running loop
+    ("no running event loop"), a rare failure of whichever test it fell in. The app runs
+    its loop once, for good, so it never meets this."""
+
+    def run_forever(self):
+        try:
+            return super().run_forever()
+        finally:
+            asyncio.events._set_running_loop(self)
+
+
 @pytest.fixture
 def loop(qapp):
     ensure_dark_theme(qapp)
     qapp.setQuitOnLastWindowClosed(False)  # a test closes windows; the loop must go on
-    event_loop = qasync.QEventLoop(qapp, already_running=False)
+    event_loop = TestLoop(qapp, already_running=False)
     asyncio.set_event_loop(event_loop)
+    asyncio.events._set_running_loop(event_loop)
     collection = GuiThreadGarbageCollection()  # as the app does: see gui_thread_gc
     collection.start()
     yield event_loop
@@ -45,6 +62,7 @@ def loop(qapp):
         task.cancel()
     if pending:
         event_loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    asyncio.events._set_running_loop(None)
     event_loop.close()  # also ends the executor's threads that asyncio.to_thread used
     asyncio.set_event_loop(None)
     collection.stop()

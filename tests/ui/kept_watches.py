@@ -36,9 +36,13 @@ def record_watch(folder: Path, *mock_args: str, at_once: int = 3, rounds: int = 
     """A watch of the mock server (started with ``mock_args``) while ``rounds`` of
     ``at_once`` requests reach it, kept in ``folder``: its file."""
     with MockProcess(*mock_args) as mock:
-        recorder = Recorder(kept_at(folder), mock.url, INTERVAL_S)
+        path = kept_at(folder)
 
-        async def watched() -> Watched:
+        def watched() -> None:
+            recorder = Recorder(path, mock.url, INTERVAL_S)
+            recorder.close(asyncio.run(watching(recorder)))
+
+        async def watching(recorder: Recorder) -> Watched:
             stop = asyncio.Event()
 
             async def traffic() -> None:
@@ -52,13 +56,10 @@ def record_watch(folder: Path, *mock_args: str, at_once: int = 3, rounds: int = 
             await sender
             return found
 
-        loop = asyncio.new_event_loop()  # its own: the window's loop stays the current one
-        try:
-            recorder.close(loop.run_until_complete(watched()))
-            loop.run_until_complete(loop.shutdown_default_executor())
-        finally:
-            loop.close()
-    return recorder.path
+        # on a thread of its own: the window's loop stays this thread's
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(watched).result()
+    return path
 
 
 def made_long_watch(folder: Path, hours: float = 3.0, slots: int = 4) -> Path:
