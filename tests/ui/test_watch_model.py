@@ -10,6 +10,7 @@ import pytest
 from workbench.engine.base.server_kinds import LLAMACPP
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import summarize
+from workbench.engine.watch.unseen import TokenLedger
 from workbench.engine.watch.watcher import Load, Watched
 from workbench.ui import watch_model
 from workbench.ui.watch_model import TaskBar, WatchModel, summary_rows
@@ -112,3 +113,14 @@ def test_the_summary_rows_fit_a_narrow_column_and_many_slots_share_one():
     watched.busy = {0: 90, 1: 10}
     rows = dict(summary_rows(summarize(watched)))
     assert rows["slot 0 busy"] == "90% of the polls" and "slots busy" not in rows
+
+
+def test_the_tasks_no_poll_saw_are_a_row_live_and_in_the_summary():
+    model = WatchModel()
+    watched = started(model)
+    assert "tasks unseen" not in dict(model.figures())  # nothing counted yet: no estimate
+    watched.ledger = TokenLedger(4, 900.0, 500.0, tasks=10, missed_tokens=120.0, missed=3)
+    model.polled(1.0, [slot(0, None, False)], None)
+    said = "≈ 10 (estimated from the token counters)"  # 400 tokens at 40 a task
+    assert dict(model.figures())["tasks unseen"] == said
+    assert dict(summary_rows(summarize(watched)))["tasks unseen"] == said

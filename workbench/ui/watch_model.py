@@ -22,6 +22,7 @@ from workbench.engine.measure.sampler import slot_context_share
 from workbench.engine.watch.server_latencies import FACTS, Latency
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import WatchSummary, counter_rate, window_latencies
+from workbench.engine.watch.unseen import Unseen
 from workbench.engine.watch.watcher import Load, Watched
 
 Series = tuple[list[float], list[float]]
@@ -302,6 +303,8 @@ class WatchModel:
         ]
         if watched.slots_on:
             rows.append(("tasks", f"{tasks.running} running, {tasks.ended:,} ended"))
+            if (unseen := watched.ledger.estimate()) is not None:
+                rows.append(_unseen_row(unseen))
         load = self.last_load
         if load is not None and load.running is not None:
             rows.append(("running now", f"{load.running:.0f}"))
@@ -359,6 +362,10 @@ def _busy_rows(s: WatchSummary) -> list[tuple[str, str]]:
     return rows
 
 
+def _unseen_row(unseen: Unseen) -> tuple[str, str]:
+    return "tasks unseen", f"≈ {unseen.tasks:,.0f} (estimated from the token counters)"
+
+
 def summary_rows(s: WatchSummary) -> list[tuple[str, str]]:
     """The summary as the side table shows it: a figure a row, each value short enough for
     a narrow column (the verdict is shown apart, whole)."""
@@ -367,7 +374,7 @@ def summary_rows(s: WatchSummary) -> list[tuple[str, str]]:
     if s.slots or s.tasks_ended or s.tasks_running:
         rows.append(("tasks", f"{s.tasks_ended:,} ended{missed}, {s.tasks_running} running"))
     if s.unseen is not None:
-        rows.append(("tasks unseen", f"≈ {s.unseen.tasks:,.0f} (estimated from the counters)"))
+        rows.append(_unseen_row(s.unseen))
     if s.requests_finished is not None:
         rows.append(("requests finished", f"{s.requests_finished:,.0f} (the server's count)"))
     rows += _busy_rows(s)
