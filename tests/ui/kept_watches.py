@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import sqlite3
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
 
@@ -18,13 +20,14 @@ from workbench.engine.watch.watcher import Gap, Load, Watched, watch
 from workbench.mock_server.process import MockProcess
 
 INTERVAL_S = 0.05
+T = TypeVar("T")
 
 
-def send(url: str, at_once: int, rounds: int, tokens: int = 40) -> None:
+def send(url: str, at_once: int, rounds: int, tokens: int = 40, prompt: str = "x" * 200) -> None:
     """``rounds`` of ``at_once`` requests at once, each answered whole."""
 
     def one(_: int) -> None:
-        body = {"prompt": "x" * 200, "max_tokens": tokens, "stream": True}
+        body = {"prompt": prompt, "max_tokens": tokens, "stream": True}
         httpx.post(f"{url}/v1/completions", json=body, timeout=240)
 
     with concurrent.futures.ThreadPoolExecutor(at_once) as pool:
@@ -36,13 +39,9 @@ def record_watch(folder: Path, *mock_args: str, at_once: int = 3, rounds: int = 
     """A watch of the mock server (started with ``mock_args``) while ``rounds`` of
     ``at_once`` requests reach it, kept in ``folder``: its file."""
     with MockProcess(*mock_args) as mock:
-        path = kept_at(folder)
+        recorder = Recorder(kept_at(folder), mock.url, INTERVAL_S)
 
-        def watched() -> None:
-            recorder = Recorder(path, mock.url, INTERVAL_S)
-            recorder.close(asyncio.run(watching(recorder)))
-
-        async def watching(recorder: Recorder) -> Watched:
+        async def watched() -> Watched:
             stop = asyncio.Event()
 
             async def traffic() -> None:
@@ -56,10 +55,24 @@ def record_watch(folder: Path, *mock_args: str, at_once: int = 3, rounds: int = 
             await sender
             return found
 
-        # on a thread of its own: the window's loop stays this thread's
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            pool.submit(watched).result()
-    return path
+        recorder.close(run_apart(watched()))
+    return recorder.path
+
+
+def run_apart(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``coroutine`` run whole on a loop of its own, on this thread: the window's loop,
+    which the tests' loop keeps running between runs, set aside meanwhile (a thread runs one
+    loop at a time; on another thread, garbage collected there could free Qt objects)."""
+    window_loop = asyncio.events._get_running_loop()
+    asyncio.events._set_running_loop(None)
+    loop = asyncio.new_event_loop()
+    try:
+        found = loop.run_until_complete(coroutine)
+        loop.run_until_complete(loop.shutdown_default_executor())
+        return found
+    finally:
+        loop.close()
+        asyncio.events._set_running_loop(window_loop)
 
 
 def made_long_watch(folder: Path, hours: float = 3.0, slots: int = 4) -> Path:

@@ -12,18 +12,17 @@ running event loop", a rare failure). Clicks are made inside that run, waits are
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Callable
 
-import httpx
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QWidget
 
 from tests.ui.driving import click_until, run
+from tests.ui.kept_watches import send
 from tests.ui.test_watch_window import kept, watching
 from workbench.cli.watch_commands import slo_lines
 from workbench.engine.watch.record import read
@@ -64,16 +63,7 @@ async def press(widget: QWidget, condition: Callable[[], object], timeout_s: flo
 async def traffic(url: str, at_once: int, rounds: int) -> None:
     """``rounds`` of ``at_once`` requests sent to ``url`` from a thread, until answered."""
 
-    def one(_: int) -> None:
-        body = {"prompt": "x" * 200, "max_tokens": 30, "stream": True}
-        httpx.post(f"{url}/v1/completions", json=body, timeout=120)
-
-    def send() -> None:
-        with concurrent.futures.ThreadPoolExecutor(at_once) as pool:
-            for _ in range(rounds):
-                list(pool.map(one, range(at_once)))
-
-    sender = threading.Thread(target=send)
+    sender = threading.Thread(target=send, args=(url, at_once, rounds, 30))
     sender.start()
     try:
         await until(lambda: not sender.is_alive(), 120)

@@ -4,17 +4,16 @@ it; an address it cannot watch in one line; the window closed mid-watch."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.ui.driving import click, click_until, run
+from tests.ui.kept_watches import send
 from workbench.engine.watch.record import read
 from workbench.mock_server.process import MockProcess
 from workbench.ui.watch_settings import WatchSettings
@@ -30,16 +29,7 @@ def traffic(
     """``rounds`` of ``at_once`` requests sent to ``url`` from a thread meanwhile; at the
     end the loop runs (the watch polls) until they are all answered."""
 
-    def one(_: int) -> None:
-        body = {"prompt": prompt, "max_tokens": tokens, "stream": True}
-        httpx.post(f"{url}/v1/completions", json=body, timeout=240)
-
-    def send() -> None:
-        with concurrent.futures.ThreadPoolExecutor(at_once) as pool:
-            for _ in range(rounds):
-                list(pool.map(one, range(at_once)))
-
-    sender = threading.Thread(target=send)
+    sender = threading.Thread(target=send, args=(url, at_once, rounds, tokens, prompt))
     sender.start()
     try:
         yield
