@@ -78,6 +78,28 @@ async def test_a_stream_ends_as_its_kinds_streams_end(key) -> None:
     assert (server.counters.processing, server.counters.held_tokens) == (0, 0)
 
 
+async def test_llama_servers_counters_count_a_task_whole_when_it_ends() -> None:
+    """As llama-server's (measured in tests/engine/watch/test_unseen_real.py): the answer,
+    and the seconds the prompt and the answer took, once the task has ended; no cache."""
+    timing = Timing(ttft_ms=30, itl_ms=10, tokens=5, tokens_per_chunk=1, keep_alive=False)
+    server = MockServer(timing, LLAMACPP.key)
+    await server.start()
+    try:
+        _, events = await _post(server, "/v1/completions", {"prompt": "abcdefgh", "max_tokens": 5})
+        page = parse_metrics(server.exposition.page(server.counters, 100))
+    finally:
+        await server.close()
+    timings = events[-1]["timings"]
+    counted = {name: page[names[0]] for name, names in (
+        ("prompt", LLAMACPP.prompt_tokens), ("cached", LLAMACPP.cached_tokens),
+        ("output", LLAMACPP.output_tokens), ("prompt_s", LLAMACPP.prompt_seconds),
+        ("output_s", LLAMACPP.output_seconds))}  # fmt: skip
+    assert (counted["prompt"], counted["cached"], counted["output"]) == (timings["prompt_n"], 0, 5)
+    assert counted["prompt_s"] == pytest.approx(timings["prompt_ms"] / 1000)
+    assert counted["output_s"] == pytest.approx(timings["predicted_ms"] / 1000)
+    assert counted["prompt_s"] >= 0.03 and counted["output_s"] > 0
+
+
 @pytest.mark.parametrize(
     ("key", "field", "counted"),
     [

@@ -40,6 +40,9 @@ class Counters:
 
     prompt_tokens: int = 0
     tokens_predicted: int = 0
+    cached_tokens: int = 0  # none: the mock keeps no cache
+    prompt_seconds: float = 0.0  # the finished requests' prompts and answers took, as
+    output_seconds: float = 0.0  # llama.cpp counts them when a task ends
     processing: int = 0
     held_tokens: int = 0
     finished: Counter[str] = field(default_factory=Counter)
@@ -82,6 +85,11 @@ class Exposition:
         rows += [
             ("prompt_tokens", "counter", [({}, c.prompt_tokens)]),
             ("output_tokens", "counter", [({}, c.tokens_predicted)]),
+        ]
+        rows += [
+            (fact, "counter", [({}, getattr(c, fact))])
+            for fact in ("cached_tokens", "prompt_seconds", "output_seconds")
+            if getattr(self.kind, fact)  # the servers that count it
         ]
         if self.kind.requests and self.finish_reasons:
             split = [({"finished_reason": r}, c.finished[r]) for r in self.finish_reasons]
@@ -132,6 +140,9 @@ EXPOSITIONS = {
             "waiting": "Number of requests deferred",
             "prompt_tokens": "Number of prompt tokens processed, excluding cached tokens",
             "output_tokens": "Number of generation tokens processed",
+            "cached_tokens": "Number of prompt tokens reused from the cache",
+            "prompt_seconds": "Total time spent processing prompts",
+            "output_seconds": "Total time spent generating tokens",
         },
         (),
         lambda value: f"{value:g}",

@@ -236,6 +236,8 @@ class MockServer:
             counted = reasoning if kind is VLLM and chat and t.reasoning_tokens else None
             await conn.write(final_chunks(chat, finish, n_prompt, tokens, timings, counted))
             self.counters.finished[finish] += 1
+            self.counters.prompt_seconds += (first - request.t_received_ns) / 1e9
+            self.counters.output_seconds += t.predicted_ms(last - first, tokens) / 1000
         finally:
             self.slots.release(slot)
             self.counters.processing -= 1

@@ -184,6 +184,9 @@ class ServerKind:
                 *self.prompt_tokens,
                 *self.output_tokens,
                 *self.requests,
+                *self.cached_tokens,
+                *self.prompt_seconds,
+                *self.output_seconds,
             )
         )
 
