@@ -127,6 +127,7 @@ def server_kinds_table() -> str:
             names(k.kv_usage),
             "yes" if k.slots else "no",
             f"{names(k.prompt_tokens)}; {names(k.output_tokens)}; {names(k.requests)}",
+            f"{names(k.cached_tokens)}; {names(k.prompt_seconds)}; {names(k.output_seconds)}",
         )
         for k in KINDS
     ]
@@ -136,6 +137,7 @@ def server_kinds_table() -> str:
         "KV-cache use",
         "`/slots` and `/props`",
         "counters: prompt tokens; output tokens; requests",
+        "counters: cached prompt tokens; prompt seconds; output seconds",
     )
     return _table(header, rows)
 

@@ -323,7 +323,7 @@ def unseen_lines(s: WatchSummary) -> list[str]:
     if s.requests_finished is not None:
         return [f"  {plural(round(s.requests_finished), 'request')} finished (the server's count)"]
     u = s.unseen
-    if u is None:
+    if u is None or not round(u.tasks):  # none: the tasks ended say it all
         return []
     sized = (
         f"the mean of the {plural(u.sample, 'task')} that ran between two polls"

@@ -772,10 +772,15 @@ class MainWindow(QMainWindow):
         dialog = WatchSettingsDialog(url, key, self.watch_texts, self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.chosen.connect(lambda texts, settings: self._watch_with(url, key, texts, settings))
-        dialog.destroyed.connect(lambda *_: setattr(self, "watch_dialog", None))
+        dialog.destroyed.connect(lambda *_: self._dialog_gone(dialog))
         self.watch_dialog = dialog
         dialog.open()
         return dialog
+
+    def _dialog_gone(self, dialog: WatchSettingsDialog) -> None:
+        """A settings dialog closed: forgotten, unless a newer one has taken its place."""
+        if self.watch_dialog is dialog:
+            self.watch_dialog = None
 
     def _watch_with(
         self, url: str, key: str | None, texts: WatchTexts, settings: WatchSettings

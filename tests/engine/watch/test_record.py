@@ -74,6 +74,14 @@ def test_a_watch_that_crashed_keeps_what_it_saved(tmp_path):
         ("UPDATE tasks SET decoded = 'many'", "a damaged watch file ('many' is not a number)"),
         ("UPDATE loads SET waiting = 1e300", "a damaged watch file (1e+300 is out of range)"),
         ("UPDATE watch SET counters = '[1]'", "a damaged watch file (its watch row is not one)"),
+        (
+            "UPDATE watch SET counters = json_set(counters, '$.ledger.missed_tokens', -30)",
+            "a damaged watch file (its ledger counts -30.0)",
+        ),
+        (
+            "UPDATE watch SET counters = json_set(counters, '$.ledger.rated', 'ab')",
+            "a damaged watch file (its ledger's rates are not a table)",
+        ),
         ("DROP TABLE loads", "not a watch file (no such table: loads)"),
     ],
 )

@@ -4,10 +4,13 @@ between two polls; restarts and missing counters leave their intervals out."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 import pytest
 
+from workbench.engine.base.server_kinds import LLAMACPP
+from workbench.engine.watch import watcher
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.unseen import BETWEEN_POLLS, SEEN_END, TokenLedger
 
@@ -120,4 +123,46 @@ def test_it_is_kept_and_read_back_with_each_value_checked():
         return int(value) if whole else float(value)
 
     assert TokenLedger.restored(ledger.kept(), number) == ledger
-    assert TokenLedger.restored(None, number) == TokenLedger()
+    assert TokenLedger.restored(None, number) == TokenLedger()  # a file of before it
+    for damaged in ({"missed_tokens": -30.0}, {"rated": "ab"}, {"rated": {"output": -1}}, [1]):
+        kept = {**ledger.kept(), **damaged} if isinstance(damaged, dict) else damaged
+        with pytest.raises(ValueError):
+            TokenLedger.restored(kept, number)
+
+
+def test_a_poll_without_slots_leaves_its_intervals_out_of_the_watchs_ledger(monkeypatch):
+    """/slots unanswered at one poll while /metrics counted on: what ran then was not seen
+    to end, so neither interval beside it is counted (else it reads as unseen tasks)."""
+    names = {"prompt_tokens": "llamacpp:prompt_tokens_total",
+             "cached_tokens": "llamacpp:prompt_tokens_cached_total",
+             "output_tokens": "llamacpp:tokens_predicted_total"}  # fmt: skip
+
+    def metrics(tokens: float) -> dict[str, float]:
+        return {"llamacpp:requests_processing": 0.0, "llamacpp:requests_deferred": 0.0} | {
+            name: tokens for name in names.values()
+        }
+
+    idle = [{"id": 0, "id_task": 1, "is_processing": False, "n_decoded": 0}]
+    polls = iter([(None, metrics(900.0), {}), (idle, metrics(1800.0), {})])
+
+    async def watched() -> watcher.Watched:
+        stop = asyncio.Event()
+
+        async def first(*_):
+            return idle, metrics(0.0), LLAMACPP, {}
+
+        async def then(*_):
+            found = next(polls, None)
+            if found is None:  # the script done: one more answered poll, then the end
+                stop.set()
+                return idle, metrics(1800.0), {}
+            return found
+
+        monkeypatch.setattr(watcher, "first_poll", first)
+        monkeypatch.setattr(watcher, "_poll", then)
+        return await watcher.watch("http://127.0.0.1:9", 0.02, None, stop=stop)
+
+    found = asyncio.run(watched())
+    assert found.polls == 4
+    # only the last interval, both ends answered, counts: nothing grew in it
+    assert (found.ledger.intervals, found.ledger.counted) == (1, 0)

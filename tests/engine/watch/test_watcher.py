@@ -20,7 +20,7 @@ from workbench.engine.base.server_kinds import LLAMACPP, SGLANG, VLLM
 from workbench.engine.watch.server_latencies import bucket_percentile, difference
 from workbench.engine.watch.server_process import server_probe
 from workbench.engine.watch.summary import summarize, window_latencies
-from workbench.engine.watch.watcher import Endpoints, Watched, WatchError, watch
+from workbench.engine.watch.watcher import Endpoints, Load, Watched, WatchError, watch
 from workbench.mock_server import MockServer, Timing
 
 
@@ -270,3 +270,12 @@ def test_live_the_servers_histograms_are_read_over_the_last_minute():
     assert ttft.observed == 121 and 0.1 < ttft.p50 <= 0.5  # 2 fast ones, the rest slow
     [whole] = summarize(watched).server_latencies
     assert whole.observed == 239 and whole.p50 <= 0.1 + 0.01
+
+
+def test_the_servers_finished_requests_are_counted_across_a_restart():
+    """vLLM's and SGLang's own count: its counter's rises, and after a restart (the counter
+    fell) what it counted since."""
+    watched = Watched(0, kind=VLLM, slots_on=False)
+    for t_s, finished in ((0.0, 100.0), (1.0, 130.0), (2.0, 5.0), (3.0, 12.0)):
+        watched.count_load(Load(t_s, 1.0, 0.0, None, None, requests=finished))
+    assert summarize(watched).requests_finished == 30 + 5 + 7

@@ -195,20 +195,30 @@ def _opened(path: Path) -> Iterator[sqlite3.Connection]:
 
 def read(path: Path) -> WatchFile:
     """A watch file, every value checked; one clear line for a file that is no watch, a
-    newer one or a damaged one."""
-    return read_whole(path)[0]
+    newer one or a damaged one. Its rows are streamed: a watch of days reads in the memory
+    of its last ``slot_tasks.KEPT`` tasks."""
+    with _opened(path) as conn:
+        return _watch_file(_head(path, conn), _tasks(conn), _loads(conn))
 
 
 def read_whole(path: Path) -> tuple[WatchFile, list[WatchedTask], list[Load]]:
-    """A watch file as ``read`` gives it, with every ended task (``read``'s watch keeps
-    the recent ones) and every load, in order: each row read and checked once."""
+    """A watch file as ``read`` gives it, with every ended task and every load, in order,
+    each row read and checked once: what a replay draws (it holds them all)."""
     with _opened(path) as conn:
-        head = conn.execute("SELECT url, interval_s, started, kind, counters FROM watch").fetchone()
-        if head is None:
-            raise WatchFileError(f"{path.name}: a watch file without its watch")
-        tasks = [_task(row) for row in conn.execute(f"SELECT * FROM tasks LIMIT {MAX_ROWS}")]
-        loads = list(_loads(conn))
-        return _watch_file(head, tasks, loads), tasks, loads
+        tasks, loads = list(_tasks(conn)), list(_loads(conn))
+        return _watch_file(_head(path, conn), tasks, loads), tasks, loads
+
+
+def _head(path: Path, conn: sqlite3.Connection) -> Any:
+    head = conn.execute("SELECT url, interval_s, started, kind, counters FROM watch").fetchone()
+    if head is None:
+        raise WatchFileError(f"{path.name}: a watch file without its watch")
+    return head
+
+
+def _tasks(conn: sqlite3.Connection) -> Iterator[WatchedTask]:
+    for row in conn.execute(f"SELECT * FROM tasks LIMIT {MAX_ROWS}"):
+        yield _task(row)
 
 
 @dataclass(frozen=True)
@@ -267,8 +277,7 @@ def tasks(path: Path) -> Iterator[WatchedTask]:
     """Every ended task the file holds (not only the recent ones ``read`` keeps), checked,
     in the order they ended, one at a time."""
     with _opened(path) as conn:
-        for row in conn.execute(f"SELECT * FROM tasks LIMIT {MAX_ROWS}"):
-            yield _task(row)
+        yield from _tasks(conn)
 
 
 def _loads(conn: sqlite3.Connection) -> Iterator[Load]:
@@ -316,7 +325,7 @@ def _task(row: Any) -> WatchedTask:
     )
 
 
-def _watch_file(head: Any, ended: list[WatchedTask], loads: Iterable[Load]) -> WatchFile:
+def _watch_file(head: Any, ended: Iterable[WatchedTask], loads: Iterable[Load]) -> WatchFile:
     url, interval_s, started, kind_key, counters_text = head
     counters = json.loads(counters_text)
     if not isinstance(counters, dict) or not isinstance(url, str) or not isinstance(started, str):

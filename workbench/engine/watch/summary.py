@@ -69,19 +69,12 @@ class WatchSummary:
 def counter_rate(first: Load | None, last: Load | None, counter: str) -> float | None:
     """A counter's increase a second from one ``/metrics`` poll to a later one (a restarted
     server's counter falls: 0)."""
-    grown = _grown(first, last, counter)
-    if grown is None or first is None or last is None or last.t_s <= first.t_s:
-        return None
-    return max(0.0, grown) / (last.t_s - first.t_s)
-
-
-def _grown(first: Load | None, last: Load | None, counter: str) -> float | None:
-    """A counter's increase from one ``/metrics`` poll to a later one (None where a poll
-    lacks it; negative where the server restarted in between)."""
-    if first is None or last is None:
+    if first is None or last is None or last.t_s <= first.t_s:
         return None
     start, end = getattr(first, counter), getattr(last, counter)
-    return None if start is None or end is None else end - start
+    if start is None or end is None:
+        return None
+    return max(0.0, end - start) / (last.t_s - first.t_s)
 
 
 def _values(counts: Counter[int]) -> list[int]:
@@ -95,8 +88,7 @@ def summarize(watched: Watched) -> WatchSummary:
     waiting, in_server = _values(watched.queue), _values(watched.at_once)
     queued = sum(1 for w in waiting if w > 0) / len(waiting) if waiting else None
     unseen = watched.ledger.estimate() if watched.slots_on else None
-    finished = _grown(watched.first, watched.last, "requests")
-    finished = None if finished is None or finished < 0 else finished  # a restart: unknown
+    finished = watched.requests_finished
     ended = tasks.ended
     done = finished if finished is not None else ended + (unseen.tasks if unseen else 0)
     down = watched.down_since

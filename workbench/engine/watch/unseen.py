@@ -19,7 +19,7 @@ left out on both sides.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -148,7 +148,7 @@ class TokenLedger:
         if not self.intervals or not self.tasks:
             return None
         unaccounted = max(0.0, self.counted - self.seen - self.ends)
-        if self.missed >= SAMPLE:
+        if self.missed >= SAMPLE and self.missed_tokens > 0:
             size = self.missed_tokens / self.missed
             return Unseen(unaccounted / size, unaccounted, size, self.missed, BETWEEN_POLLS)
         # the mean of the tasks seen end: longer than the unseen, so a low estimate
@@ -162,20 +162,32 @@ class TokenLedger:
         return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
 
     @classmethod
-    def restored(cls, kept: Any, number: Any) -> TokenLedger:
-        """A ledger read back (``number`` checks each value); none kept: an empty one."""
-        if not isinstance(kept, dict):
+    def restored(cls, kept: Any, number: Callable[..., Any]) -> TokenLedger:
+        """A ledger read back, each value checked (``number``: finite and bounded) and
+        none negative; none kept, an empty one. A ValueError says what is wrong."""
+        if kept is None:
             return cls()
+        if not isinstance(kept, dict):
+            raise ValueError("its ledger is not a table")
+
+        def counted(value: Any, whole: bool = False) -> Any:
+            found = number(value, whole)
+            if found < 0:
+                raise ValueError(f"its ledger counts {found!r}")
+            return found
+
         values: dict[str, Any] = {}
         for f in fields(cls):
             value = kept.get(f.name)
             if f.name.startswith("_") or value is None:
                 continue
             if f.name == "rated":
+                if not isinstance(value, dict):
+                    raise ValueError("its ledger's rates are not a table")
                 names = {f"{p}{s}" for p in ("prompt", "output") for s in ("", "_s")}
-                values[f.name] = {n: number(v) for n, v in value.items() if n in names}
+                values[f.name] = {n: counted(v) for n, v in value.items() if n in names}
             else:
-                values[f.name] = number(value, f.type == "int")
+                values[f.name] = counted(value, f.type == "int")
         return cls(**values)
 
 

@@ -139,13 +139,15 @@ class Watched:
     gaps_count: int = 0
     down_s: float = 0.0
     ledger: TokenLedger = field(default_factory=TokenLedger)
+    requests_finished: float | None = None  # the server's own count over the watch
+    requests_counter: float | None = None  # its counter at the last poll that gave it
 
     def snapshot(self) -> Watched:
         """A copy another thread may read (a keeper's save) while the watch goes on
         changing this one: its own counts, gaps, histograms and tasks."""
         kept = own_containers(self)
         kept.tasks = own_containers(self.tasks)
-        kept.ledger = copy.copy(self.ledger)
+        kept.ledger = own_containers(self.ledger)
         return kept
 
     @property
@@ -229,6 +231,13 @@ class Watched:
             self.queue[round(load.waiting)] += 1
             if load.running is not None:
                 self.at_once[round(load.running + load.waiting)] += 1
+        if load.requests is not None:
+            before, self.requests_counter = self.requests_counter, load.requests
+            if before is not None:  # a counter that fell is a restarted server's, from 0
+                grown = load.requests - before if load.requests >= before else load.requests
+                self.requests_finished = (self.requests_finished or 0.0) + grown
+            elif self.requests_finished is None:
+                self.requests_finished = 0.0
         self.first = self.first or load
         self.last = load
         return load
@@ -386,13 +395,15 @@ async def watch(
         load = watched.count(now, slots, metrics)
         on_poll(now, slots, load)
         watched.histograms(histograms, now)
-        if slots is not None:
-            ended = watched.tasks.observe(now, slots)
-            for task in ended:
-                on_ended(task)
-                if keeper is not None:
-                    keeper.task(task)
-            watched.ledger.poll(now, _counters(load), ended, watched.tasks.in_flight)
+        ended = watched.tasks.observe(now, slots) if slots is not None else []
+        for task in ended:
+            on_ended(task)
+            if keeper is not None:
+                keeper.task(task)
+        # a poll without /slots (a gap, or /slots did not answer) ends the ledger's chain:
+        # what ran then was not seen to end, and would be read as unseen tasks
+        counters = _counters(load) if slots is not None else None
+        watched.ledger.poll(now, counters, ended, watched.tasks.in_flight)
         if keeper is not None:
             if load is not None:
                 keeper.load(load)
