@@ -1,7 +1,7 @@
 """The window's watch settings are read as ``workbench watch``'s flags are: the same parsers,
-the same bounds, the same words, each error one line naming the field. Where the window
-repeats a bound the CLI declares (it may not import the CLI), each bound and a step past it
-are typed into both, so a bound moved in one place alone fails here."""
+the same bounds (the engine's, which both read), the same words, each error one line naming
+the field. Each bound and a step past it are typed into both, so that a bound or a message
+changed for one alone fails here."""
 
 from __future__ import annotations
 

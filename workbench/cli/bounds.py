@@ -23,13 +23,13 @@ from workbench.engine.base.validation import shown, validated
 from workbench.engine.config.experiment import MAX_CONFIGURATIONS
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.config.settings import (
-    TIME_FORMS,
     Field,
     Finite,
     Int,
     as_typed,
     field_named,
     seconds_from_text,
+    time_refused,
 )
 from workbench.engine.config.settings import Number as SettingNumber
 from workbench.engine.config.workloads import TraceWorkload
@@ -199,17 +199,7 @@ class Duration:
                 raise ValueError(f"{shown(text)} is not a finite time")
             return self.setting.validated(seconds)
         except (ValueError, WorkbenchError):
-            raise argparse.ArgumentTypeError(
-                f"must be a time from {_time(self.low)} to {_time(self.high)} ({TIME_FORMS}), "
-                f"got {shown(text)}"
-            ) from None
-
-
-def _time(seconds: float) -> str:
-    """A bound of a time: in hours where it is a whole number of them (24 h), else in
-    seconds as typed (0.001 s, 10000000 s)."""
-    hours = seconds / 3600
-    return f"{hours:g} h" if hours >= 1 and hours.is_integer() else f"{as_typed(seconds)} s"
+            raise argparse.ArgumentTypeError(time_refused(text, self.low, self.high)) from None
 
 
 def trace_window(name: str) -> Duration | Number:

@@ -21,8 +21,7 @@ import re
 from dataclasses import dataclass
 
 from workbench.engine.base.errors import WorkbenchError
-from workbench.engine.base.validation import shown
-from workbench.engine.config.settings import TIME_FORMS, as_typed, seconds_from_text
+from workbench.engine.config.settings import seconds_from_text, time_refused
 from workbench.engine.tune.records import SloTarget
 from workbench.engine.tune.slo_targets import parse_slos
 from workbench.engine.watch.watcher import (
@@ -90,12 +89,6 @@ def interval_s(text: str) -> float:
         raise WatchSettingsError("Interval", str(exc)) from None
 
 
-def _hours(seconds: float) -> str:
-    """A bound of a time as the CLI's time flags say it: in hours where whole, else in s."""
-    hours = seconds / 3600
-    return f"{hours:g} h" if hours >= 1 and hours.is_integer() else f"{as_typed(seconds)} s"
-
-
 def duration_s(text: str) -> float | None:
     """How long the watch goes on, as ``--for`` reads it (empty: until Stop)."""
     if not text.strip():
@@ -105,11 +98,7 @@ def duration_s(text: str) -> float | None:
     except ValueError:
         seconds = math.nan
     if not (math.isfinite(seconds) and FOR_LOW_S <= seconds <= FOR_HIGH_S):
-        raise WatchSettingsError(
-            "For",
-            f"must be a time from {_hours(FOR_LOW_S)} to {_hours(FOR_HIGH_S)} ({TIME_FORMS}), "
-            f"got {shown(text)}",
-        )
+        raise WatchSettingsError("For", time_refused(text, FOR_LOW_S, FOR_HIGH_S))
     return seconds
 
 

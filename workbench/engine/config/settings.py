@@ -129,6 +129,19 @@ def seconds_from_text(text: str) -> float:
     return float(found[1]) * _UNIT_S[found[2]]
 
 
+def time_refused(text: str, low_s: float, high_s: float) -> str:
+    """Why ``text`` is no time from ``low_s`` to ``high_s``, each bound in hours where it is
+    a whole number of them (24 h), else in seconds as typed (0.001 s, 10000000 s)."""
+
+    def bound(seconds: float) -> str:
+        hours = seconds / 3600
+        return f"{hours:g} h" if hours >= 1 and hours.is_integer() else f"{as_typed(seconds)} s"
+
+    return (
+        f"must be a time from {bound(low_s)} to {bound(high_s)} ({TIME_FORMS}), got {shown(text)}"
+    )
+
+
 @dataclass(frozen=True)
 class Range:
     """A number from ``low`` to ``high`` (both allowed), or one of ``also`` (-1 for 'auto');
