@@ -95,8 +95,9 @@ async def test_llama_servers_counters_count_a_task_whole_when_it_ends() -> None:
         ("output", LLAMACPP.output_tokens), ("prompt_s", LLAMACPP.prompt_seconds),
         ("output_s", LLAMACPP.output_seconds))}  # fmt: skip
     assert (counted["prompt"], counted["cached"], counted["output"]) == (timings["prompt_n"], 0, 5)
-    assert counted["prompt_s"] == pytest.approx(timings["prompt_ms"] / 1000)
-    assert counted["output_s"] == pytest.approx(timings["predicted_ms"] / 1000)
+    # the page writes 6 significant digits, as llama.cpp's does
+    assert counted["prompt_s"] == pytest.approx(timings["prompt_ms"] / 1000, rel=1e-5)
+    assert counted["output_s"] == pytest.approx(timings["predicted_ms"] / 1000, rel=1e-5)
     assert counted["prompt_s"] >= 0.03 and counted["output_s"] > 0
 
 
