@@ -221,14 +221,23 @@ def test_registered_users_online_make_the_users_at_once(qtbot, tasks, tmp_path):
     assert not panel.users.isEnabled() and panel.registered.isEnabled()
 
 
-def test_use_these_settings_fills_the_experiment_form(qtbot, loop, tasks, tmp_path):
+def tuned_and_used(qtbot, loop, tasks, tmp_path, experiment, trace=None, **window: str):
+    """The form holding ``experiment``, then a tune (of ``trace``'s window, where one is
+    given), then "Use these settings": the form, and the panel that tuned."""
     form = ExperimentForm()
     qtbot.addWidget(form)
-    form.load_file("experiments/slots-1-2-4.toml")
+    form.load_file(experiment)
     panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
     panel.use_settings.connect(form.use_settings)
+    if trace is not None:
+        trace_chosen(panel, trace, **window)
     click_until(loop, panel.start_button, lambda: panel.use_button.isEnabled(), 10)
     click(loop, panel.use_button)
+    return form, panel
+
+
+def test_use_these_settings_fills_the_experiment_form(qtbot, loop, tasks, tmp_path):
+    form, _panel = tuned_and_used(qtbot, loop, tasks, tmp_path, "experiments/slots-1-2-4.toml")
     server, workload = form.values()
     assert server["slots"] == 4 and server["ctx"] == 16384 and server["cache_type_k"] == "f16"
     assert workload["input_tokens"] == 512 and workload["max_tokens"] == 128
@@ -243,14 +252,7 @@ SAMPLE = Path("resources/traces/sample-mooncake.jsonl")  # rows from 14.5 s to 1
 def used_after_a_trace_tune(qtbot, loop, tasks, tmp_path, experiment: str, **window: str):
     """The form holding ``experiment``, then a tune of the sample trace's window, then "Use
     these settings": the form's experiment."""
-    form = ExperimentForm()
-    qtbot.addWidget(form)
-    form.load_file(experiment)
-    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
-    panel.use_settings.connect(form.use_settings)
-    trace_chosen(panel, SAMPLE, **window)
-    click_until(loop, panel.start_button, lambda: panel.use_button.isEnabled(), 10)
-    click(loop, panel.use_button)
+    form, panel = tuned_and_used(qtbot, loop, tasks, tmp_path, experiment, SAMPLE, **window)
     assert form.error.text() == ""
     return form.build(), panel.request
 
@@ -297,13 +299,7 @@ def test_use_these_settings_after_generated_traffic_leaves_a_trace_behind(
     qtbot, loop, tasks, tmp_path
 ):
     """The other way: a form replaying a trace, a tune at 8 users of fixed lengths."""
-    form = ExperimentForm()
-    qtbot.addWidget(form)
-    form.load_file("experiments/trace-replay.toml")
-    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
-    panel.use_settings.connect(form.use_settings)
-    click_until(loop, panel.start_button, lambda: panel.use_button.isEnabled(), 10)
-    click(loop, panel.use_button)
+    form, _panel = tuned_and_used(qtbot, loop, tasks, tmp_path, "experiments/trace-replay.toml")
     workload = form.build().configs()[0].workload
     assert not isinstance(workload, TraceWorkload) and workload.arrival == "burst"
     assert (workload.requests, workload.concurrency, workload.input_tokens) == (16, 8, 512)
@@ -324,13 +320,7 @@ def test_use_these_settings_after_fixed_lengths_resets_what_the_tune_did_not_sen
         "request_timeout_s = 60.0\nseed = 7\n",
         encoding="utf-8",
     )
-    form = ExperimentForm()
-    qtbot.addWidget(form)
-    form.load_file(own)
-    panel = panel_of(qtbot, tasks, FakeTune(), tmp_path)
-    panel.use_settings.connect(form.use_settings)
-    click_until(loop, panel.start_button, lambda: panel.use_button.isEnabled(), 10)
-    click(loop, panel.use_button)
+    form, _panel = tuned_and_used(qtbot, loop, tasks, tmp_path, own)
     assert form.error.text() == ""
     workload = form.build().configs()[0].workload
     default = RequestsWorkload()
