@@ -4,13 +4,14 @@ made visible, and sampling recorded while a run goes."""
 from __future__ import annotations
 
 import asyncio
+import statistics
 
 import pytest
 
 from workbench.engine.config.experiment import RequestsWorkload, parse_experiment
 from workbench.engine.config.server_settings import ServerSettings
 from workbench.engine.events import EventBus, RequestFinished
-from workbench.engine.figures.cross_checks import DELIVERY_JITTER_MS, decode_check
+from workbench.engine.figures.cross_checks import decode_check
 from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.measure.prompts import PromptSource
 from workbench.engine.measure.workload import make_client, plan_records, run_requests
@@ -26,8 +27,8 @@ async def test_client_decode_time_agrees_with_server_timings(server_binary, mode
     """``timings.predicted_ms`` spans what the client sees from its first token chunk to its
     last: llama-server starts the timer when it samples the first token. Scaled by
     ``(n - 1) / n`` (as if it timed n steps) it is off by a whole token at every length:
-    25 % at 4 tokens, 6 % at 16, 1.6 % at 64. Each token reaches the client a few ms
-    earlier or later than the server timed it, so three requests of each length are summed."""
+    25 % at 4 tokens, 6 % at 16, 1.6 % at 64. On a busy machine about one request in five
+    sees its first chunk 3 to 10 ms late, so the rule is judged on the median of fifteen."""
     server = LlamaServer(
         server_binary, model_path, ServerSettings(slots=1, ctx=2048), tmp_path / "s.log"
     )
@@ -35,7 +36,7 @@ async def test_client_decode_time_agrees_with_server_timings(server_binary, mode
     lengths = (4, 16, 64)
     records: dict[int, list] = {n: [] for n in lengths}
     try:
-        for tokens in (4, *lengths * 3):  # the first one warms the server up
+        for tokens in (4, *lengths * 5):  # the first one warms the server up
             workload = RequestsWorkload(requests=1, max_tokens=tokens)
             async with make_client(server.base_url, workload) as client:
                 (record,) = plan_records(0, 0, sum(map(len, records.values())), 1, PromptSource())
@@ -43,20 +44,21 @@ async def test_client_decode_time_agrees_with_server_timings(server_binary, mode
             records[tokens].append(record)
     finally:
         await asyncio.to_thread(server.stop)
+    offsets_ms, steps_ms = [], []
     for tokens in lengths:
-        measured = records[tokens][-3:]
+        measured = records[tokens][-5:]
         for record in measured:
             assert record.ok, record.error
             assert record.output_tokens == (tokens, "usage")
             assert record.timings["predicted_n"] == tokens
-        client_ms = sum((r.t_last_token_ns - r.t_first_token_ns) / 1e6 for r in measured)
-        server_ms = sum(r.timings["predicted_ms"] for r in measured)
-        assert abs(client_ms - server_ms) <= 3 * DELIVERY_JITTER_MS, (tokens, client_ms)
-        if tokens < 64:  # at 64 a token step can be as short as the delivery's spread
-            scaled_ms = server_ms * (tokens - 1) / tokens
-            assert abs(client_ms - server_ms) < abs(client_ms - scaled_ms), (tokens, client_ms)
+            client_ms = (record.t_last_token_ns - record.t_first_token_ns) / 1e6
+            offsets_ms.append(client_ms - record.timings["predicted_ms"])
+            steps_ms.append(record.timings["predicted_ms"] / tokens)
         check = decode_check(measured)
         assert check is not None and check.agrees, check.describe()
+    # The scaled span would put the client a whole token step short of the server's.
+    offset_ms, step_ms = statistics.median(offsets_ms), statistics.median(steps_ms)
+    assert abs(offset_ms) < step_ms / 2, (offset_ms, step_ms, offsets_ms)
     metrics = request_metrics(records[64][-1])
     assert metrics is not None and not metrics.cache_hit
     assert metrics.prefill_s == pytest.approx(records[64][-1].timings["prompt_ms"] / 1000, rel=0.5)
