@@ -7,6 +7,7 @@ import os
 import shutil
 import sqlite3
 import sys
+import uuid
 from pathlib import Path
 
 import psutil
@@ -19,6 +20,7 @@ from workbench.engine.models.model_file import default_model_path
 from workbench.engine.server.discovery import find_server_binary
 
 SERVER_NAMES = {"llama-server"}
+TEST_RUN_ENV = "WORKBENCH_TEST_RUN"  # marks what this test run started
 
 # The fuzz tests (tests/fuzz/): a few hundred cases a reader in `make test`, and the 1,000 or
 # more a reader must take before landing with HYPOTHESIS_PROFILE=landing.
@@ -30,15 +32,18 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
 def _servers() -> dict[int, psutil.Process]:
-    """Servers this test process started: its descendants, and orphans (parent gone), but
-    not those of another test run on the same machine."""
+    """Servers this test process started: its descendants, and orphans (parent gone) that
+    carry this run's ``TEST_RUN_ENV`` (it reaches servers started over ssh too: the test
+    sshd accepts it). A developer's own server, or another test run's, is left alone."""
     ours = {p.pid for p in psutil.Process().children(recursive=True)}
+    run = os.environ.get(TEST_RUN_ENV)
     found = {}
     for proc in psutil.process_iter(["name", "status", "ppid"]):
         with contextlib.suppress(psutil.Error):
             if proc.info["name"] not in SERVER_NAMES or proc.info["status"] == "zombie":
                 continue
-            if proc.pid in ours or proc.info["ppid"] in (0, 1):
+            orphan = proc.info["ppid"] in (0, 1)
+            if proc.pid in ours or (orphan and proc.environ().get(TEST_RUN_ENV) == run):
                 found[proc.pid] = proc
     return found
 
@@ -104,12 +109,11 @@ def pytest_xdist_auto_num_workers(config):
     return None  # xdist's own count: one worker per core
 
 
-_RUNNING_AT_START: set[int] = set()
 _KILLED_BY_WORKERS: list[int] = []
 
 
 def pytest_sessionstart(session):
-    _RUNNING_AT_START.update(_servers())
+    os.environ[TEST_RUN_ENV] = uuid.uuid4().hex  # each xdist worker its own
     # What the app remembers (a llama-server chosen in the window) is the developer's own:
     # the tests, and the app processes they start, get an empty folder of their own.
     import tempfile
@@ -126,8 +130,7 @@ def pytest_testnodedown(node, error):
 def pytest_sessionfinish(session, exitstatus):
     """A server left by a test not marked ``server`` still fails the run."""
     shutil.rmtree(os.environ.get("WORKBENCH_CONFIG_DIR", ""), ignore_errors=True)
-    leaked = {pid: p for pid, p in _servers().items() if pid not in _RUNNING_AT_START}
-    if killed := _stop(leaked) + _KILLED_BY_WORKERS:
+    if killed := _stop(_servers()) + _KILLED_BY_WORKERS:
         if hasattr(session.config, "workeroutput"):  # an xdist worker: tell the controller
             session.config.workeroutput["leaked_servers"] = killed
         print(f"\nthe tests left llama-server running: pids {killed}")
