@@ -126,9 +126,9 @@ def test_the_live_view_says_once_when_the_server_goes_down_and_when_it_answers_a
     ]
 
 
-def watched_mock(tmp_path, at_once: int, rounds: int) -> str:
-    """``workbench watch`` of the mock (2 slots) for 1.5 s while ``rounds`` of ``at_once``
-    requests are sent to it; the mock's address."""
+def watched_mock(tmp_path, at_once: int, rounds: int, *flags: str) -> str:
+    """``workbench watch`` of the mock (2 slots) for 1.5 s, with ``flags`` besides, while
+    ``rounds`` of ``at_once`` requests are sent to it; the mock's address."""
     mock = MockProcess("--ttft-ms", "50", "--itl-ms", "5", "--tokens", "10", "--slots", "2")
     body = {"prompt": "x" * 80, "max_tokens": 10, "stream": True}
 
@@ -145,7 +145,7 @@ def watched_mock(tmp_path, at_once: int, rounds: int) -> str:
         sender = threading.Thread(target=traffic)
         sender.start()
         argv = ["watch", mock.url, "--for", "1.5", "--interval", "0.02", "--out", str(tmp_path)]
-        assert main(argv) == 0
+        assert main([*argv, *flags]) == 0
         sender.join()
     finally:
         mock.stop()
@@ -177,6 +177,21 @@ def test_it_watches_a_llama_server_for_the_time_given_and_keeps_it(tmp_path, cap
     assert "ms against 60,000 ms: met" in capsys.readouterr().out
     assert main(["show", str(kept), "--slo", "ttft:3"]) == 1  # one line, nothing judged
     assert "--slo 'ttft:3': write METRIC_PCT:MS" in capsys.readouterr().err
+
+
+def test_show_judges_the_slos_a_watch_kept_and_slo_given_replaces_them(tmp_path, capsys):
+    watched_mock(tmp_path, 1, 2, "--slo", "tpot_p90:60000", "--slo", "stall_p99:9")
+    out = capsys.readouterr().out
+    (kept,) = tmp_path.glob("watch-*.watch.sqlite")
+    at_end = out[out.index("SLOs on the watch:") :]
+    assert "ms against 60,000 ms: met" in at_end and "STALL p99: not judged" in at_end
+    assert main(["show", str(kept)]) == 0  # no --slo: those it keeps, judged as at its end
+    shown = capsys.readouterr().out
+    assert shown[shown.index("SLOs on the watch:") :] == at_end
+    assert main(["show", str(kept), "--slo", "ttft_p50:1"]) == EXIT_SLO_MISSED
+    lines = capsys.readouterr().out.splitlines()
+    judged = lines[lines.index("SLOs on the watch:") + 1 :]
+    assert len(judged) == 2 and judged[0].startswith("  TTFT p50 ")  # the kept two replaced
 
 
 def test_an_address_it_cannot_watch_is_one_line_and_keeps_nothing(tmp_path, capsys):

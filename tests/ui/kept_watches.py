@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import sqlite3
 from collections.abc import Coroutine
 from pathlib import Path
@@ -103,6 +104,14 @@ def made_long_watch(folder: Path, hours: float = 3.0, slots: int = 4) -> Path:
     watched.down_s = 30.0
     recorder.close(watched)
     return path
+
+
+def given_slos(path: Path, copy: Path, *slos: str) -> Path:
+    """``path`` as a watch given ``slos`` (as ``--slo`` takes them) keeps it."""
+    copy.write_bytes(path.read_bytes())
+    with sqlite3.connect(copy) as conn:
+        conn.execute("UPDATE watch SET slos = ?", (json.dumps(slos),))
+    return copy
 
 
 def as_first_version(path: Path, copy: Path) -> Path:

@@ -1,8 +1,9 @@
 """A kept watch reopened in the watch window and played back: a watch of the mock server
 under traffic, recorded for real and kept as ``workbench watch`` keeps it, shows a bar a
 task and its queue as the live window did; the slider shows the watch as it was by then;
-Play advances it; the main window opens one from its Sessions tab and its Open dialog; a
-damaged or newer file is one line, and a first-version file still replays."""
+Play advances it; the SLOs the watch kept are judged and shown under the verdict; the main
+window opens one from its Sessions tab and its Open dialog; a damaged or newer file is one
+line, and a first-version file still replays."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
 from tests.ui.driving import click_until, run
-from tests.ui.kept_watches import as_first_version, made_long_watch, record_watch
+from tests.ui.kept_watches import as_first_version, given_slos, made_long_watch, record_watch
 from workbench.engine.watch import record
+from workbench.engine.watch.slo_judged import MET, MISSED, NOT_JUDGED, judge_kept
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import summarize
 from workbench.ui import main_window
@@ -25,7 +27,7 @@ from workbench.ui.views.watch_plots import TimeAxis
 from workbench.ui.watch_model import TaskBar, summary_rows
 from workbench.ui.watch_replay import WHOLE_WATCH, ReplayModel
 from workbench.ui.watch_replay_bar import PAUSE, PLAY, SLIDER_STEPS
-from workbench.ui.watch_window import NO_SLOTS, WatchWindow
+from workbench.ui.watch_window import NO_SLOTS, WatchWindow, slo_cells
 
 MOCK = ("--ttft-ms", "100", "--itl-ms", "20", "--tokens", "40", "--slots", "2")
 
@@ -116,6 +118,27 @@ def test_a_kept_watch_reopens_as_the_live_window_showed_it(qtbot, loop, kept):
     assert window.replay_bar.isEnabled() and window.replay_bar.slider.value() == SLIDER_STEPS
     assert window.replay_bar.clock.text().startswith(f"{model.clock(model.end_s)} / ")
     assert window.windowTitle().startswith(f"Replaying {kept.name}")
+    assert window.slos.isHidden()  # the watch was given none
+    window.close()
+
+
+def test_the_slos_the_watch_kept_are_judged_and_shown_under_the_verdict(
+    qtbot, loop, kept, tmp_path
+):
+    path = given_slos(
+        kept, tmp_path / "slos.watch.sqlite", "tpot_p50:1000", "itl_p90:100", "ttft_p50:1"
+    )
+    window = replaying(qtbot, loop, path)
+    run(loop, lambda: window.slos.rows, 30)  # judged off the GUI thread, after the opening
+    judged = judge_kept(path, record.read(path).slos)  # as `workbench show` judges them
+    assert [j.outcome for j in judged] == [MET, NOT_JUDGED, MISSED]
+    assert [tuple(label.text() for label in row) for row in window.slos.rows] == [
+        slo_cells(j) for j in judged
+    ]
+    assert window.slos.isVisible() and window.slos.title.text().startswith("SLOs on the watch")
+    layout = window.layout()
+    assert layout.indexOf(window.slos) == layout.indexOf(window.line) + 1
+    assert window.line.text().startswith("verdict: ")
     window.close()
 
 

@@ -1,6 +1,6 @@
 """Watch a server from the window, against the mock server under traffic: the slots' tasks
 and the queue live, Stop's summary and verdict, the watch kept as ``workbench watch`` keeps
-it; an address it cannot watch in one line; the window closed mid-watch."""
+it; an address it cannot watch in one line; the window closed mid-watch, its SLOs kept."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 
 from tests.ui.driving import click, click_until, run
 from tests.ui.kept_watches import send
+from workbench.engine.tune.slo_targets import parse_slos
 from workbench.engine.watch.record import read
 from workbench.mock_server.process import MockProcess
 from workbench.ui.watch_settings import WatchSettings
@@ -135,7 +136,8 @@ def test_a_results_folder_it_cannot_write_is_one_line(qtbot, loop, mock, tmp_pat
 
 
 def test_closing_the_window_mid_watch_cancels_it_and_keeps_the_file(qtbot, loop, mock, tmp_path):
-    watch = watching(qtbot, mock.url, tmp_path)
+    slos = parse_slos(["ttft_p90:2000", "e2el_p99:20000"])
+    watch = watching(qtbot, mock.url, tmp_path, WatchSettings(INTERVAL_S, slos=slos))
     with traffic(loop, mock.url, at_once=2, rounds=2):
         run(loop, lambda: watch.model.watched and watch.model.watched.tasks.ended, 30)
     task = watch.controller.task
@@ -146,6 +148,7 @@ def test_closing_the_window_mid_watch_cancels_it_and_keeps_the_file(qtbot, loop,
     path = kept(tmp_path)
     run(loop, lambda: read(path).watched.polls > 0, 10)  # closed on the keeper's thread
     assert read(path).watched.tasks.ended >= 1
+    assert read(path).slos == slos  # not judged here: kept for `show` and a replay
 
 
 def test_a_vllm_server_is_watched_by_its_metrics_alone(qtbot, loop, tmp_path):

@@ -74,7 +74,7 @@ def add_show(sub: Any) -> None:
     show = sub.add_parser("show", help="print the tables of a saved session")
     show.add_argument("session", type=session_file, help=SESSION_HELP)
     show.add_argument("--requests", action="store_true", help="also list every request")
-    add_slo_flag(show)
+    add_slo_flag(show, kept=True)
     add_table_flags(show)
     show.set_defaults(handler=cmd_show)
 

@@ -89,14 +89,21 @@ def add_watch(sub: Any) -> None:
     parser.set_defaults(handler=_watch)
 
 
-def add_slo_flag(parser: argparse.ArgumentParser) -> None:
+def add_slo_flag(parser: argparse.ArgumentParser, kept: bool = False) -> None:
+    """``--slo``: on ``watch``, kept with the watch; on ``show`` of a kept watch (``kept``),
+    in place of those it keeps."""
     parser.add_argument(
         "--slo",
         action="append",
         default=[],
         metavar="METRIC_PCT:MS",
         help="judge the watch against a percentile limit, e.g. ttft_p90:2000 (ttft, tpot, "
-        f"e2el; itl from vLLM's and SGLang's histograms); exit {EXIT_SLO_MISSED} if one is missed",
+        f"e2el; itl from vLLM's and SGLang's histograms); exit {EXIT_SLO_MISSED} if one is missed"
+        + (
+            "; without it, the SLOs the watch was given are judged: these replace them"
+            if kept
+            else "; kept in the watch's file, where `workbench show` and a replay judge them"
+        ),
     )
 
 
@@ -120,7 +127,7 @@ def _watch(args: argparse.Namespace, console: Console) -> int:
         + ")"
     )
     view = SlotsView()
-    recorder = Recorder(kept_at(Path(args.out)), url, args.interval)
+    recorder = Recorder(kept_at(Path(args.out)), url, args.interval, slos)
     path = recorder.path
     with Live(view.table(), console=console, auto_refresh=False, transient=True) as live:
 
@@ -405,10 +412,11 @@ def summary_lines(s: WatchSummary) -> list[str]:
 
 
 def show_watch(path: Path, console: Console, slo_texts: list[str]) -> int:
-    """``workbench show`` of a kept watch: where and when it watched, its summary, and the
-    SLOs given (``--slo`` as typed) judged on it."""
-    slos = parse_slos(slo_texts) if slo_texts else ()
+    """``workbench show`` of a kept watch: where and when it watched, its summary, and its
+    SLOs judged on it: those given (``--slo`` as typed), else those it keeps."""
+    given = parse_slos(slo_texts) if slo_texts else ()  # a bad one is one line, before reading
     kept = read(path)
+    slos = given or kept.slos
     console.print(
         f"watch of {escape(kept.url)} from {escape(kept.started)}, every {kept.interval_s:g} s",
         highlight=False,

@@ -114,8 +114,9 @@ class _Loads:
 
 class ReplayModel(WatchModel):
     """A kept watch as the window shows it at ``now`` (``seek``), with its ``path``, its
-    summary (``whole``) and its length (``end_s``). ``read`` makes one from a file, off the
-    GUI thread; it opens at its end, as the live window shows a watch once it has ended."""
+    summary (``whole``), its length (``end_s``) and the SLOs it was given (``slos``).
+    ``read`` makes one from a file, off the GUI thread; it opens at its end, as the live
+    window shows a watch once it has ended."""
 
     keeps_all = True
 
@@ -132,6 +133,7 @@ class ReplayModel(WatchModel):
         self.started_at = kept.started
         self.watched = kept.watched
         self.whole: WatchSummary = summarize(kept.watched)
+        self.slos = kept.slos  # judged on the whole watch, as its summary is
         self._all = BarSet.of(TaskBar.of(task) for task in tasks)
         self._ended_at = np.sort([t.gone_s for t in tasks if t.gone_s is not None])
         self._missed_at = np.sort([t.gone_s for t in tasks if t.missed and t.gone_s is not None])

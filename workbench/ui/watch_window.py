@@ -15,7 +15,8 @@ timer a few times a second. At the end the SLOs given are judged on the kept wat
 The same window replays a kept watch (``WatchWindow.replaying``): its file is read off the
 GUI thread (``WatchReplayController``) into a ``ReplayModel``, the live model's subclass,
 which the same views draw as the watch was at the time its control shows; the time control
-(Play/Pause, a speed, a slider) replaces Stop, and the figures are those at that time.
+(Play/Pause, a speed, a slider) replaces Stop, and the figures are those at that time. The
+SLOs the file keeps are judged on it and shown under the verdict, as at a live watch's end.
 """
 
 from __future__ import annotations
@@ -262,6 +263,7 @@ class WatchWindow(QWidget):
             self.replay.failed.connect(self._failed)
             self.replay.moved.connect(self._moved)
             self.replay.playing.connect(self.replay_bar.set_playing)
+            self.replay.judged.connect(self.slos.show_judged)
             self.replay_bar.play_toggled.connect(self._play)
             self.replay_bar.seeked.connect(self.replay.seek)
             self.replay_bar.speed_changed.connect(self._speed)

@@ -1,15 +1,25 @@
-"""A kept watch: written as it goes, read back as it was, a crash keeps what was saved, and
-a newer, damaged or foreign file is one clear line."""
+"""A kept watch: written as it goes, read back as it was (the SLOs it was given with it), a
+crash keeps what was saved, and a newer, damaged or foreign file is one clear line."""
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 
 import pytest
 
 from workbench.engine.base.server_kinds import VLLM
-from workbench.engine.watch.record import SUFFIX, Recorder, WatchFileError, kept_in, read
+from workbench.engine.tune.slo_targets import parse_slos
+from workbench.engine.watch.record import (
+    MAX_SLOS,
+    SUFFIX,
+    Recorder,
+    WatchFileError,
+    kept_in,
+    read,
+    read_whole,
+)
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.summary import summarize
 from workbench.engine.watch.unseen import TokenLedger
@@ -53,6 +63,25 @@ def test_a_kept_watch_reads_back_as_it_was(tmp_path):
     assert summarize(kept.watched).down_s == pytest.approx(0.2 + 0.2)  # the open one to 2.0 s
 
 
+def test_the_slos_a_watch_was_given_are_kept_with_it(tmp_path):
+    slos = parse_slos(["ttft_p90:2000", "TPOT_p50:37.5", "e2el_p99:1e7", "stall_p99:900"])
+    path = tmp_path / f"w{SUFFIX}"
+    recorder = Recorder(path, "http://127.0.0.1:8080", 0.1, slos)
+    with sqlite3.connect(path) as conn:  # as typed, before the first save
+        (kept,) = conn.execute("SELECT slos FROM watch").fetchone()
+    assert json.loads(kept) == [
+        "ttft_p90:2000",
+        "tpot_p50:37.5",
+        "e2el_p99:10000000",
+        "stall_p99:900",
+    ]
+    recorder.close(watched_into(recorder))
+    assert read(path).slos == slos and read_whole(path)[0].slos == slos
+    none = tmp_path / f"none{SUFFIX}"
+    Recorder(none, "http://127.0.0.1:8080", 0.1).close(Watched(0))
+    assert read(none).slos == ()
+
+
 def test_a_watch_that_crashed_keeps_what_it_saved(tmp_path):
     path = tmp_path / f"w{SUFFIX}"
     recorder = Recorder(path, "http://127.0.0.1:8080", 0.1)
@@ -67,9 +96,39 @@ def test_a_watch_that_crashed_keeps_what_it_saved(tmp_path):
     ("damage", "said"),
     [
         (
-            "PRAGMA user_version = 4",
-            "a watch file of version 4, newer than this workbench's 3: update the workbench "
+            "PRAGMA user_version = 5",
+            "a watch file of version 5, newer than this workbench's 4: update the workbench "
             "to read it",
+        ),
+        (
+            """UPDATE watch SET slos = '["ttft_p90:2000", "ttft:3"]'""",
+            "a damaged watch file (its SLO 'ttft:3': write METRIC_PCT:MS, e.g. ttft_p90:2000 "
+            "(metrics ttft, tpot, itl, e2el, stall; p50, p90, p99))",
+        ),
+        (
+            """UPDATE watch SET slos = '["ttft_p90:2000", "ttft_p90:-1"]'""",
+            "a damaged watch file (its SLO 'ttft_p90:-1': the limit is a time above 0 ms, "
+            "not '-1')",
+        ),
+        (
+            """UPDATE watch SET slos = '["ttft_p90:2000", "ttft_p90:2000"]'""",
+            "a damaged watch file (its SLO ttft_p90 is given twice: give each limit once)",
+        ),
+        (
+            f"UPDATE watch SET slos = '{json.dumps(['ttft_p90:1'] * (MAX_SLOS + 1))}'",
+            f"a damaged watch file (its SLOs are not a list of at most {MAX_SLOS} METRIC_PCT:MS)",
+        ),
+        (
+            f"UPDATE watch SET slos = '{json.dumps(['ttft_p90:' + '9' * 100])}'",
+            f"a damaged watch file (its SLOs are not a list of at most {MAX_SLOS} METRIC_PCT:MS)",
+        ),
+        (
+            "UPDATE watch SET slos = 'ttft_p90:2000'",
+            f"a damaged watch file (its SLOs are not a list of at most {MAX_SLOS} METRIC_PCT:MS)",
+        ),
+        (
+            "UPDATE watch SET slos = 7",
+            f"a damaged watch file (its SLOs are not a list of at most {MAX_SLOS} METRIC_PCT:MS)",
         ),
         ("UPDATE tasks SET decoded = 'many'", "a damaged watch file ('many' is not a number)"),
         ("UPDATE loads SET waiting = 1e300", "a damaged watch file (1e+300 is out of range)"),
@@ -122,24 +181,27 @@ def test_a_listing_reads_each_watchs_head_and_names_an_unreadable_one(tmp_path):
 
 
 OLDER = {
+    3: "ALTER TABLE watch DROP COLUMN slos;",
     2: "ALTER TABLE loads DROP COLUMN cached_tokens; ALTER TABLE loads DROP COLUMN requests; "
     "ALTER TABLE loads DROP COLUMN prompt_seconds; ALTER TABLE loads DROP COLUMN output_seconds;",
     1: "ALTER TABLE loads DROP COLUMN kv_usage;",
 }
 
 
-@pytest.mark.parametrize("version", [2, 1])
+@pytest.mark.parametrize("version", [3, 2, 1])
 def test_a_watch_of_an_older_version_reads_without_its_later_columns(tmp_path, version):
     path = tmp_path / f"w{SUFFIX}"
-    recorder = Recorder(path, "http://127.0.0.1:8080", 0.1)
+    recorder = Recorder(path, "http://127.0.0.1:8080", 0.1, parse_slos(["ttft_p90:2000"]))
     watched = watched_into(recorder)
     recorder.close(watched)
     now = summarize(read(path).watched)
     assert (now.kv_use_max, now.requests_finished) == (95, 19)  # 19 / 20; 0 to 19
     with sqlite3.connect(path) as conn:
-        for older in range(2, version - 1, -1):
+        for older in range(3, version - 1, -1):
             conn.executescript(OLDER[older])
         conn.execute(f"PRAGMA user_version = {version}")
-    old = summarize(read(path).watched)
-    assert old.requests_finished is None and old.queue_max == now.queue_max
+    kept = read(path)
+    assert kept.slos == ()  # no SLOs given, as a watch before them was
+    old = summarize(kept.watched)
+    assert (old.requests_finished is None) == (version < 3) and old.queue_max == now.queue_max
     assert (old.kv_use_max is None) == (version == 1)

@@ -52,6 +52,12 @@ def parse_slo(text: str) -> SloTarget:
     return SloTarget(metric, int(percentile), limit_ms)
 
 
+def slo_text(slo: SloTarget) -> str:
+    """``slo`` as a user types it (``ttft_p90:2000``), which ``parse_slo`` reads back to the
+    same target: its limit in the fewest digits that keep it exact."""
+    return f"{slo.name}:{repr(slo.limit_ms).removesuffix('.0')}"
+
+
 def parse_slos(texts: Sequence[str]) -> tuple[SloTarget, ...]:
     """Every ``--slo``; the same metric and percentile twice is an error."""
     slos = tuple(parse_slo(t) for t in texts)

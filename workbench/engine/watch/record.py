@@ -1,6 +1,8 @@
 """A watch kept: a SQLite file (``*.watch.sqlite``) written as the watch goes, so a crash
 keeps what it saw up to its last second. It holds counts and times only, never a prompt or
-an answer: the watch's address and settings, each ended task, each ``/metrics`` poll's load,
+an answer: the watch's address and settings (the SLOs it was given among them, so that
+``workbench show`` and a replay judge them wherever and however the watch ended), each
+ended task, each ``/metrics`` poll's load,
 and the watch's counters (polls, busy slots, the server's memory and latency histograms,
 the times the server did not answer, the ledger of the tasks no poll saw), brought up
 to date each second.
@@ -17,7 +19,7 @@ import json
 import math
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
@@ -25,20 +27,25 @@ from typing import Any
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.base.server_kinds import KINDS, Buckets
+from workbench.engine.tune.records import SloTarget
+from workbench.engine.tune.slo_targets import parse_slos, slo_text
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.unseen import TokenLedger
 from workbench.engine.watch.watcher import GAPS_KEPT, Gap, Load, Watched
 
-VERSION = 3  # 2: a load's KV-cache use; 3: its cached-token, request and
-# seconds counters
+VERSION = 4  # 2: a load's KV-cache use; 3: its cached-token, request and
+# seconds counters; 4: the SLOs the watch was given (``watch.slos``)
 SUFFIX = ".watch.sqlite"
 SAVE_EVERY_S = 1.0
 MAX_ROWS = 10_000_000  # a watch of days at 0.1 s; a file beyond is damage
 MAX_NUMBER = 1e15
+MAX_SLOS = 32  # above the 13 distinct ones --slo takes: more is damage
+MAX_SLO_CHARS = 64  # one as typed: ``ttft_p90:2000`` is 13
+MAX_SLOS_TEXT = MAX_SLOS * (MAX_SLO_CHARS + 4) + 2  # their JSON list, bounded before it is read
 
 SCHEMA = """
 CREATE TABLE watch (url TEXT NOT NULL, interval_s REAL NOT NULL, started TEXT NOT NULL,
-    kind TEXT, counters TEXT NOT NULL);
+    kind TEXT, counters TEXT NOT NULL, slos TEXT);
 CREATE TABLE tasks (slot INTEGER NOT NULL, task INTEGER NOT NULL, seen_s REAL NOT NULL,
     last_s REAL NOT NULL, decoding_s REAL, gone_s REAL, prompt_tokens INTEGER,
     cached_tokens INTEGER, decoded INTEGER NOT NULL, running_at_start INTEGER NOT NULL,
@@ -73,15 +80,19 @@ class WatchFileError(WorkbenchError):
 
 class Recorder:
     """Writes one watch into ``path`` as it goes: rows as they come, committed with the
-    watch's counters at most once a second."""
+    watch's counters at most once a second. The SLOs it was given are written with its
+    head, before its first poll, so that however it ends its file can be judged on them."""
 
-    def __init__(self, path: Path, url: str, interval_s: float) -> None:
+    def __init__(
+        self, path: Path, url: str, interval_s: float, slos: Sequence[SloTarget] = ()
+    ) -> None:
         self.path = path
         self._conn = sqlite3.connect(path)
         self._conn.executescript(f"BEGIN;\n{SCHEMA}\nPRAGMA user_version = {VERSION};\nCOMMIT;")
         started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        given = json.dumps([slo_text(slo) for slo in slos])
         self._conn.execute(
-            "INSERT INTO watch VALUES (?, ?, ?, NULL, '{}')", (url, interval_s, started)
+            "INSERT INTO watch VALUES (?, ?, ?, NULL, '{}', ?)", (url, interval_s, started, given)
         )
         self._conn.commit()
         self._saved = time.monotonic()
@@ -162,12 +173,14 @@ def _maybe(value: Any, whole: bool = False) -> Any:
 
 @dataclass(frozen=True)
 class WatchFile:
-    """A kept watch: where it watched, at what interval, from when, and what it saw."""
+    """A kept watch: where it watched, at what interval, from when, what it saw, and the
+    SLOs it was given (none in a file older than version 4)."""
 
     url: str
     interval_s: float
     started: str
     watched: Watched
+    slos: tuple[SloTarget, ...] = ()
 
 
 @contextmanager
@@ -209,11 +222,36 @@ def read_whole(path: Path) -> tuple[WatchFile, list[WatchedTask], list[Load]]:
         return _watch_file(_head(path, conn), tasks, loads), tasks, loads
 
 
-def _head(path: Path, conn: sqlite3.Connection) -> Any:
-    head = conn.execute("SELECT url, interval_s, started, kind, counters FROM watch").fetchone()
+def _head(path: Path, conn: sqlite3.Connection) -> dict[str, Any]:
+    """The watch row by its columns' names: an older file's lacks the later ones."""
+    rows = conn.execute("SELECT * FROM watch")
+    head = rows.fetchone()
     if head is None:
         raise WatchFileError(f"{path.name}: a watch file without its watch")
-    return head
+    return dict(zip((column[0] for column in rows.description), head, strict=True))
+
+
+def _slos_in(text: Any) -> tuple[SloTarget, ...]:
+    """The SLOs kept as typed, bounded, then read by ``--slo``'s own parser (None: a file
+    older than version 4, given none)."""
+    if text is None:
+        return ()
+    if not isinstance(text, str) or len(text) > MAX_SLOS_TEXT:
+        raise ValueError(f"its SLOs are not a list of at most {MAX_SLOS} METRIC_PCT:MS")
+    try:
+        specs = json.loads(text)
+    except json.JSONDecodeError:
+        specs = None
+    if (
+        not isinstance(specs, list)
+        or len(specs) > MAX_SLOS
+        or not all(isinstance(s, str) and len(s) <= MAX_SLO_CHARS for s in specs)
+    ):
+        raise ValueError(f"its SLOs are not a list of at most {MAX_SLOS} METRIC_PCT:MS")
+    try:
+        return parse_slos(specs) if specs else ()
+    except WorkbenchError as exc:
+        raise ValueError(f"its SLO {str(exc).removeprefix('--slo ')}") from None
 
 
 def _tasks(conn: sqlite3.Connection) -> Iterator[WatchedTask]:
@@ -325,9 +363,11 @@ def _task(row: Any) -> WatchedTask:
     )
 
 
-def _watch_file(head: Any, ended: Iterable[WatchedTask], loads: Iterable[Load]) -> WatchFile:
-    url, interval_s, started, kind_key, counters_text = head
-    counters = json.loads(counters_text)
+def _watch_file(
+    head: dict[str, Any], ended: Iterable[WatchedTask], loads: Iterable[Load]
+) -> WatchFile:
+    url, interval_s, started, kind_key = (head[k] for k in ("url", "interval_s", "started", "kind"))
+    counters = json.loads(head["counters"])
     if not isinstance(counters, dict) or not isinstance(url, str) or not isinstance(started, str):
         raise ValueError("its watch row is not one")
     kind = next((k for k in KINDS if k.key == kind_key), None)
@@ -354,4 +394,6 @@ def _watch_file(head: Any, ended: Iterable[WatchedTask], loads: Iterable[Load]) 
         watched.tasks.restore(_task(row), running=True)
     for load in loads:
         watched.count_load(load)
-    return WatchFile(url[:2000], _number(interval_s), started[:100], watched)
+    return WatchFile(
+        url[:2000], _number(interval_s), started[:100], watched, _slos_in(head.get("slos"))
+    )

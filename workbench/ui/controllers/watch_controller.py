@@ -2,7 +2,9 @@
 window's loop, with the settings ``workbench watch`` takes on its flags (``WatchSettings``:
 the interval, how long, the server's own endpoints), what it says folded into the watch
 model, kept in a file as ``workbench watch`` keeps it, and its summary at the end, with the
-SLOs judged on the kept file as ``workbench watch --slo`` judges them (``judge_kept``).
+SLOs judged on the kept file as ``workbench watch --slo`` judges them (``judge_kept``). The
+SLOs are kept in the file from its start, so a watch that ends otherwise is judged on them
+later (``workbench show``, a replay: ``judged_off_thread``).
 
 It sends no load. Every way out ends the same: Stop, or the time it was given, ends the
 watch and keeps it (``ended``); an address that cannot be watched is one line and keeps
@@ -14,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
 from workbench.engine.base.errors import WorkbenchError
 from workbench.engine.server.external import api_key_headers, normalise_base_url, split_credentials
+from workbench.engine.tune.records import SloTarget
 from workbench.engine.watch.record import kept_at
 from workbench.engine.watch.slo_judged import Judged, judge_kept
 from workbench.engine.watch.summary import summarize
@@ -28,6 +32,16 @@ from workbench.ui.controllers.tasks import Tasks
 from workbench.ui.controllers.watch_keeper import KeeperThread
 from workbench.ui.watch_model import WatchModel
 from workbench.ui.watch_settings import WatchSettings
+
+
+async def judged_off_thread(path: Path, slos: Sequence[SloTarget]) -> tuple[list[Judged], str]:
+    """The SLOs on the watch kept at ``path``, as ``workbench watch --slo`` judges them:
+    read back from its file off the GUI thread; and why they could not be ('' if they
+    were)."""
+    try:
+        return await asyncio.to_thread(judge_kept, path, slos), ""
+    except (WorkbenchError, OSError, sqlite3.Error) as exc:
+        return [], f"the SLOs could not be judged on {path}: {exc}"
 
 
 class WatchController(QObject):
@@ -88,7 +102,7 @@ class WatchController(QObject):
         settings = self.settings
         try:
             self.path = await asyncio.to_thread(kept_at, self.out_dir)
-            keeper = KeeperThread(self.path, url, settings.interval_s)
+            keeper = KeeperThread(self.path, url, settings.interval_s, settings.slos)
             await keeper.opened()
             watched = await watch(
                 url,
@@ -119,16 +133,8 @@ class WatchController(QObject):
             return
         self.model.ended(await asyncio.to_thread(summarize, watched))
         if settings.slos:
-            await self._judge(keeper.path, settings)
+            self.judged, self.unjudged = await judged_off_thread(keeper.path, settings.slos)
         self.ended.emit(keeper.path)
-
-    async def _judge(self, path: Path, settings: WatchSettings) -> None:
-        """The SLOs on the watch as kept, as ``workbench watch --slo`` judges them: read
-        back from its file, off the GUI thread."""
-        try:
-            self.judged = await asyncio.to_thread(judge_kept, path, settings.slos)
-        except (WorkbenchError, OSError, sqlite3.Error) as exc:
-            self.unjudged = f"the SLOs could not be judged on {path}: {exc}"
 
     def _started(self, watched: Watched) -> None:
         self.model.started(watched)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from workbench.engine.tune.records import SloTarget
 from workbench.engine.watch.record import SAVE_EVERY_S, Recorder
 from workbench.engine.watch.slot_tasks import WatchedTask
 from workbench.engine.watch.watcher import Load, Watched
@@ -23,12 +25,14 @@ class KeeperThread:
     """The engine's watch ``Keeper`` (``record.Recorder``) behind one worker thread. A
     write that failed there is raised by the next save, which ends the watch with it."""
 
-    def __init__(self, path: Path, url: str, interval_s: float) -> None:
+    def __init__(
+        self, path: Path, url: str, interval_s: float, slos: Sequence[SloTarget] = ()
+    ) -> None:
         self.path = path
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="watch-keeper")
         self._error: BaseException | None = None
         self._saved = time.monotonic()
-        self._recorder = self._submit(Recorder, path, url, interval_s)
+        self._recorder = self._submit(Recorder, path, url, interval_s, slos)
 
     def _submit(self, call: Any, *args: Any) -> Future[Any]:
         done = self._pool.submit(call, *args)

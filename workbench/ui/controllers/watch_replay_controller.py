@@ -2,9 +2,11 @@
 hours is a hundred thousand rows, each checked), then played back at a speed, or sought.
 
 Every way out is one line: a damaged file, a newer workbench's or one that is no watch
-(``record.WatchFileError``), or one that cannot be opened (``failed``). Playing advances
-by the time the clock says passed between two frames, so a slow frame does not slow the
-replay down, it only makes its next step longer.
+(``record.WatchFileError``), or one that cannot be opened (``failed``). The SLOs the watch
+was given, kept in its file, are judged once it is shown, off the GUI thread, as the live
+watch judges them at its end (``judged``). Playing advances by the time the clock says
+passed between two frames, so a slow frame does not slow the replay down, it only makes
+its next step longer.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from PySide6.QtCore import QObject, Signal
 
 from workbench.engine.watch.record import KeptInfo, WatchFileError, kept_in
 from workbench.ui.controllers.tasks import Tasks
+from workbench.ui.controllers.watch_controller import judged_off_thread
 from workbench.ui.watch_replay import ReplayModel
 
 
@@ -31,6 +34,7 @@ class WatchReplayController(QObject):
     failed = Signal(str)  # one line: why the file cannot be replayed
     moved = Signal(float)  # the time shown, in seconds into the watch
     playing = Signal(bool)
+    judged = Signal(object, str)  # the kept SLOs judged (list of Judged), or why not
 
     def __init__(self, tasks: Tasks, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -57,6 +61,8 @@ class WatchReplayController(QObject):
         self.model = model
         self.opened.emit(model)
         self.moved.emit(model.now)
+        if model.slos:
+            self.judged.emit(*await judged_off_thread(path, model.slos))
 
     def play(self) -> None:
         """Play from the time shown; from the start where that is the end."""
