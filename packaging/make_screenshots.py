@@ -306,12 +306,13 @@ def take_watch_picture(out: Path, flags: list[str]) -> int:
             await asyncio.sleep(0.05)
         return saved
 
-    try:
-        saved = loop.run_until_complete(picture())
-    finally:
-        sender.join()
-        window.close()
-        loop.run_until_complete(asyncio.to_thread(server.stop))
+    with loop:  # closed, it stops its executor's threads: Qt aborts on one left running
+        try:
+            saved = loop.run_until_complete(picture())
+        finally:
+            sender.join()
+            window.close()
+            loop.run_until_complete(asyncio.to_thread(server.stop))
     return 0 if saved else 1
 
 
