@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -12,10 +13,12 @@ import pytest
 
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.server_settings import ServerSettings
+from workbench.engine.figures.per_request import request_metrics
 from workbench.engine.measure.sized_prompts import ServerTokenizer, sized_prompt
 from workbench.engine.predict.probe import Phase, send
 from workbench.engine.server.llama_server import LlamaServer
 from workbench.engine.watch.server_process import server_probe
+from workbench.engine.watch.summary import summarize
 from workbench.engine.watch.watcher import Watched, watch
 
 pytestmark = pytest.mark.server
@@ -256,3 +259,28 @@ def test_a_server_restarted_mid_watch_is_a_gap_and_the_watch_goes_on(
     )
     assert [t.gone_s for t in before] == [gap.down_s] and before[0].decoding_s is None
     assert len(after) == 1 and after[0].seen_s >= gap.up_s and after[0].decoding_s is not None
+
+
+def test_the_wait_estimated_from_the_queue_is_the_wait_the_client_measured(
+    server_binary, model_path, tmp_path, capsys
+):
+    """Twelve requests at once on 2 slots: the wait Little's law gives from the watched
+    queue depth and the tasks' rate, against each request's own wait (TTFT less the
+    server's ``prompt_ms``). Measured 1 to 7 % over it on three loads (bench/watch_truth.py)."""
+
+    async def twelve(server: LlamaServer) -> list[RequestRecord]:
+        tokenizer = ServerTokenizer(server.base_url, "completions")
+        texts = [(await sized_prompt(tokenizer, f"Wait {k}.", 64, 30 + k)).text for k in range(12)]
+        return await send(server, Phase("queued", (64,) * 12, 48), texts, 0, time.monotonic() + 300)
+
+    watched, records, _ = asyncio.run(
+        watched_while(server_binary, model_path, tmp_path, 0.1, twelve)
+    )
+    assert all(r.ok for r in records), [r.error for r in records]
+    waits = [m.queue_wait_s for r in records if (m := request_metrics(r)) is not None]
+    measured = statistics.mean(w for w in waits if w is not None)
+    estimated = summarize(watched).wait_estimate_s
+    with capsys.disabled():
+        print(f"\nqueue wait: estimated {estimated:.3f} s, measured {measured:.3f} s a request")
+    assert measured > 1.0  # five rounds of two: most requests waited seconds
+    assert estimated == pytest.approx(measured, rel=0.25)

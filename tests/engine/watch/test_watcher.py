@@ -279,3 +279,24 @@ def test_the_servers_finished_requests_are_counted_across_a_restart():
     for t_s, finished in ((0.0, 100.0), (1.0, 130.0), (2.0, 5.0), (3.0, 12.0)):
         watched.count_load(Load(t_s, 1.0, 0.0, None, None, requests=finished))
     assert summarize(watched).requests_finished == 30 + 5 + 7
+
+
+@pytest.mark.parametrize("back_up", [True, False])
+def test_the_wait_in_the_queue_is_littles_law_over_the_time_the_server_answered(back_up):
+    """Two requests waiting at every answered poll of a 14 s watch: down from 6 s to 10 s
+    and 14 finished in the 10 s it answered, or down from 8 s to the end and 8 finished in
+    8 s. The time it was down holds no depth and ends no request: it must not thin the
+    rate (2 / (14 / 14) s a request would be half the wait)."""
+    watched = Watched(0, kind=VLLM, slots_on=False)
+    answered = [0.0, 1.0, 2.0, 3.0, 4.0, *((10.0, 11.0, 12.0, 13.0) if back_up else ())]
+    finished = [0.0, 2.0, 4.0, 6.0, 8.0, 0.0, 2.0, 4.0, 6.0]  # from 0 again once restarted
+    for t_s, requests in zip(answered, finished, strict=False):
+        watched.answered(t_s, True)
+        watched.count_load(Load(t_s, 1.0, 2.0, None, None, requests=requests))
+        if t_s == 4.0:
+            watched.answered(6.0 if back_up else 8.0, False)
+    watched.seconds = 14.0
+    summary = summarize(watched)
+    done, answered_s = (14.0, 10.0) if back_up else (8.0, 8.0)
+    assert summary.down_s == 14.0 - answered_s
+    assert summary.wait_estimate_s == pytest.approx(2.0 / (done / answered_s))

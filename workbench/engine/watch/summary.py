@@ -29,9 +29,9 @@ were the bottleneck."""
 class WatchSummary:
     """A watch in figures (None where the server did not give what one needs).
     ``wait_estimate_s`` is estimated, never measured: the mean queue depth over the rate
-    tasks ended at (Little's law). ``unseen``: the tasks no poll saw, estimated from the
-    token counters (llama-server); ``requests_finished``: the server's own count of them
-    (vLLM, SGLang)."""
+    tasks ended at (Little's law), both over the time the server answered. ``unseen``: the
+    tasks no poll saw, estimated from the token counters (llama-server);
+    ``requests_finished``: the server's own count of them (vLLM, SGLang)."""
 
     seconds: float
     polls: int
@@ -92,9 +92,11 @@ def summarize(watched: Watched) -> WatchSummary:
     ended = tasks.ended
     done = finished if finished is not None else ended + (unseen.tasks if unseen else 0)
     down = watched.down_since
+    down_s = watched.down_s + (0.0 if down is None else max(0.0, watched.seconds - down))
+    answered_s = watched.seconds - down_s  # the depths are the answered polls'
     wait = None
-    if waiting and done and watched.seconds > 0:
-        wait = (sum(waiting) / len(waiting)) / (done / watched.seconds)
+    if waiting and done and answered_s > 0:
+        wait = (sum(waiting) / len(waiting)) / (done / answered_s)
     summary = WatchSummary(
         seconds=watched.seconds,
         polls=watched.polls,
@@ -129,7 +131,7 @@ def summarize(watched: Watched) -> WatchSummary:
         ),
         gaps=tuple(watched.gaps),
         gaps_count=watched.gaps_count,
-        down_s=watched.down_s + (0.0 if down is None else max(0.0, watched.seconds - down)),
+        down_s=down_s,
         verdict="",
     )
     return replace(summary, verdict=verdict(summary))
