@@ -39,7 +39,8 @@ def watched_into(recorder: Recorder) -> Watched:
     ):
         watched.tasks.restore(task)
         recorder.task(task)
-    watched.tasks.restore(WatchedTask(0, 11, 1.2, 1.9, 1.5, None, 64, 0, 4), running=True)
+    found_running = WatchedTask(0, 11, 1.2, 1.9, 1.5, None, 64, 0, 4, running_at_start=True)
+    watched.tasks.restore(found_running, running=True)
     watched.histograms({"vllm:time_to_first_token_seconds": {0.1: 1.0, math.inf: 2.0}})
     watched.histograms({"vllm:time_to_first_token_seconds": {0.1: 3.0, math.inf: 8.0}})
     watched.memory_max_bytes, watched.memory_note = 300 * 2**20, ""
@@ -59,6 +60,7 @@ def test_a_kept_watch_reads_back_as_it_was(tmp_path):
     assert summarize(kept.watched) == summarize(watched)
     assert kept.watched.ledger == watched.ledger and summarize(watched).unseen.tasks == 10
     assert kept.watched.tasks.tasks == watched.tasks.tasks
+    assert kept.watched.tasks.began == watched.tasks.began == 2  # not the one it found
     assert [(g.down_s, g.up_s) for g in kept.watched.gaps] == [(1.3, 1.5), (1.8, None)]
     assert summarize(kept.watched).down_s == pytest.approx(0.2 + 0.2)  # the open one to 2.0 s
 

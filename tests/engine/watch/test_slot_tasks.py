@@ -120,3 +120,17 @@ def test_a_long_watch_counts_every_task_and_keeps_the_recent_ones():
         tasks.observe(2 * n + 1, [slot(0, n, False, 9, 0, 0)])
     assert tasks.ended == 2 * KEPT + 5 and len(tasks.recent) == KEPT
     assert tasks.recent[-1].task == 2 * KEPT + 4
+
+
+def test_the_tasks_that_began_in_the_watch_leave_out_those_it_found_running():
+    """What the queue let through while the watch looked: the tasks that took a slot in it,
+    ended or still running, not one running at its first poll or found again after the
+    server stopped answering."""
+    tasks = SlotTasks()
+    tasks.observe(0.0, [slot(0, 40, True, 600, 512, 0), slot(1, None, False)])
+    tasks.observe(0.1, [slot(0, 40, False, 700, 0, 0), slot(1, 43, True, 9, 8, 1)])
+    tasks.observe(0.2, [slot(0, 46, True, 9, 8, 1), slot(1, 43, False, 10, 0, 0)])
+    assert (tasks.ended, tasks.running, tasks.began) == (2, 1, 2)
+    tasks.gap(0.3)
+    tasks.observe(0.6, [slot(0, 3, True, 9, 8, 1), slot(1, None, False)])  # restarted
+    assert (tasks.ended, tasks.running, tasks.began) == (3, 1, 2)

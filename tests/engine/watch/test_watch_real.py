@@ -266,7 +266,8 @@ def test_the_wait_estimated_from_the_queue_is_the_wait_the_client_measured(
 ):
     """Twelve requests at once on 2 slots: the wait Little's law gives from the watched
     queue depth and the tasks' rate, against each request's own wait (TTFT less the
-    server's ``prompt_ms``). Measured 1 to 7 % over it on three loads (bench/watch_truth.py)."""
+    server's ``prompt_ms``). The depth is a snapshot a step old, so what queued during a
+    long step is missed: the estimate reads low, never much high (0.88x to 0.95x here)."""
 
     async def twelve(server: LlamaServer) -> list[RequestRecord]:
         tokenizer = ServerTokenizer(server.base_url, "completions")
@@ -283,4 +284,4 @@ def test_the_wait_estimated_from_the_queue_is_the_wait_the_client_measured(
     with capsys.disabled():
         print(f"\nqueue wait: estimated {estimated:.3f} s, measured {measured:.3f} s a request")
     assert measured > 1.0  # five rounds of two: most requests waited seconds
-    assert estimated == pytest.approx(measured, rel=0.25)
+    assert 0.7 <= estimated / measured <= 1.15

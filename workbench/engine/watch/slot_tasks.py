@@ -78,6 +78,7 @@ class SlotTasks:
         self.recent: deque[WatchedTask] = deque(maxlen=KEPT)
         self.ended = 0
         self.missed = 0
+        self.began_unseen = 0  # tasks already running when first seen (at the start, a gap)
 
     @property
     def tasks(self) -> list[WatchedTask]:
@@ -89,12 +90,19 @@ class SlotTasks:
         return len(self._open)
 
     @property
+    def began(self) -> int:
+        """The tasks that took a slot while the watch looked (ended or still running, not
+        those it found running): what the queue let through."""
+        return self.ended + self.running - self.began_unseen
+
+    @property
     def in_flight(self) -> list[WatchedTask]:
         """The tasks running at the last poll."""
         return list(self._open.values())
 
     def restore(self, task: WatchedTask, running: bool = False) -> None:
         """A task read back from a kept watch: one ended, or one running when it was saved."""
+        self.began_unseen += task.running_at_start
         if running:
             self._open[task.slot] = task
         else:
@@ -129,6 +137,7 @@ class SlotTasks:
                     running = None
                 if running is None:
                     running = WatchedTask(number, task, t_s, t_s, running_at_start=first)
+                    self.began_unseen += first
                 self._open[number] = _seen(running, t_s, slot)
             else:
                 if running is not None:

@@ -29,7 +29,8 @@ were the bottleneck."""
 class WatchSummary:
     """A watch in figures (None where the server did not give what one needs).
     ``wait_estimate_s`` is estimated, never measured: the mean queue depth over the rate
-    tasks ended at (Little's law), both over the time the server answered. ``unseen``: the
+    tasks left it at (Little's law: those that took a slot in the watch, or the server's
+    own count of those finished), both over the time the server answered. ``unseen``: the
     tasks no poll saw, estimated from the token counters (llama-server);
     ``requests_finished``: the server's own count of them (vLLM, SGLang)."""
 
@@ -90,13 +91,13 @@ def summarize(watched: Watched) -> WatchSummary:
     unseen = watched.ledger.estimate() if watched.slots_on else None
     finished = watched.requests_finished
     ended = tasks.ended
-    done = finished if finished is not None else ended + (unseen.tasks if unseen else 0)
+    through = finished if finished is not None else tasks.began + (unseen.tasks if unseen else 0)
     down = watched.down_since
     down_s = watched.down_s + (0.0 if down is None else max(0.0, watched.seconds - down))
     answered_s = watched.seconds - down_s  # the depths are the answered polls'
     wait = None
-    if waiting and done and answered_s > 0:
-        wait = (sum(waiting) / len(waiting)) / (done / answered_s)
+    if waiting and through and answered_s > 0:
+        wait = (sum(waiting) / len(waiting)) / (through / answered_s)
     summary = WatchSummary(
         seconds=watched.seconds,
         polls=watched.polls,
