@@ -9,7 +9,10 @@ out of the prompt's start) and its watched times set against the client's: its p
 start (the first token less the server's ``prompt_ms``), its first token, its last.
 Printed: each error's p50, p95 and largest, the share within one interval, the requests
 matched, and any poll that showed a task on its prompt once it had decoded (the goal:
-none).
+none). And the wait in the queue the watch estimates (Little's law) against the mean of the
+waits the client measured (TTFT less ``prompt_ms``); and each request's arrival as the trace
+export estimates it (from the queue's rises), and as its slot's start would have it,
+against when the client sent it.
 
 Overhead: the same burst with no watch and with one at the default 0.1 s, in turn
 ``--repeats`` times, the server's own decode tok/s (``predicted_n / predicted_ms``) of
@@ -29,12 +32,14 @@ from pathlib import Path
 
 from workbench.engine.base.records import RequestRecord
 from workbench.engine.config.experiment import parse_experiment
-from workbench.engine.figures.per_request import percentile
+from workbench.engine.figures.per_request import percentile, request_metrics
 from workbench.engine.run.lifecycle import run_experiment
 from workbench.engine.run.runner import RunOptions
 from workbench.engine.store import open_session
 from workbench.engine.watch.slot_tasks import WatchedTask
-from workbench.engine.watch.watcher import Watched, WatchError, watch
+from workbench.engine.watch.summary import summarize
+from workbench.engine.watch.trace_out import arrivals
+from workbench.engine.watch.watcher import Load, Watched, WatchError, watch
 
 TRACE = Path(__file__).resolve().parent.parent / "resources/traces/long-prompt-stalls.jsonl"
 PORT = 18477
@@ -56,6 +61,7 @@ class Watching:
 
     def __init__(self, url: str, interval_s: float) -> None:
         self.polls: list[tuple[float, list[dict]]] = []
+        self.loads: list[Load] = []
         self.watched: Watched | None = None
         self._loop = asyncio.new_event_loop()
         self._stop = asyncio.Event()
@@ -63,8 +69,10 @@ class Watching:
         self._thread.start()
 
     def _run(self, url: str, interval_s: float) -> None:
-        def on_poll(t_s: float, slots: list[dict] | None, load: object) -> None:
+        def on_poll(t_s: float, slots: list[dict] | None, load: Load | None) -> None:
             self.polls.append((t_s, slots or []))
+            if load is not None:
+                self.loads.append(load)
 
         async def until_watched() -> Watched:
             while True:
@@ -109,17 +117,34 @@ def matched(
 
 
 def truth(
-    name: str, interval_s: float, records: list[RequestRecord], watching: Watched, polls
+    name: str,
+    interval_s: float,
+    records: list[RequestRecord],
+    watching: Watched,
+    polls,
+    loads: list[Load],
 ) -> None:
-    errors: dict[str, list[float]] = {"prompt start": [], "first token": [], "last token": []}
+    errors: dict[str, list[float]] = {
+        "prompt start": [],
+        "first token": [],
+        "last token": [],
+        "arrival, estimated": [],
+        "arrival, as the slot start": [],
+    }
     seen = set()
-    for task in watching.tasks.tasks:
+    tasks = watching.tasks.tasks
+    came = arrivals(tasks, loads)  # what `export --format trace` writes
+    for k, task in enumerate(tasks):
         if task.missed:
             continue
         r = matched(task, records, watching.started_ns)
         if r is None or r.t_first_token_ns is None or r.t_last_token_ns is None:
             continue
         seen.add(r.key)
+        if r.t_submit_ns is not None and not task.running_at_start:
+            sent = (r.t_submit_ns - watching.started_ns) / 1e9
+            errors["arrival, estimated"].append(came[k] - sent)
+            errors["arrival, as the slot start"].append(task.seen_s - sent)
         first = (r.t_first_token_ns - watching.started_ns) / 1e9
         last = (r.t_last_token_ns - watching.started_ns) / 1e9
         prompt_ms = (r.timings or {}).get("prompt_ms")
@@ -143,6 +168,16 @@ def truth(
         f"task, {watching.tasks.missed} between two polls; "
         f"{backwards} polls showed a decoded task on its prompt"
     )
+    waits = [
+        m.queue_wait_s for r in records if (m := request_metrics(r)) and m.queue_wait_s is not None
+    ]
+    estimate = summarize(watching).wait_estimate_s
+    if waits and estimate is not None:
+        mean = statistics.mean(waits)
+        print(
+            f"queue wait: estimated {estimate:.3f} s a request, measured {mean:.3f} s "
+            f"({estimate / mean if mean else float('nan'):.2f}x)"
+        )
     print("| watched against the client | p50 ms | p95 ms | largest ms | within one interval |")
     print("|---|---|---|---|---|")
     for name, found in errors.items():
@@ -175,8 +210,14 @@ def main() -> None:
         for name, text in (("stalls", STALLS), ("burst", BURST)):
             watching = Watching(URL, interval)
             records = measured(text, out / f"{name}-{k}")
+            watched = watching.stop()
             truth(
-                f"{name}, every {interval:g} s", interval, records, watching.stop(), watching.polls
+                f"{name}, every {interval:g} s",
+                interval,
+                records,
+                watched,
+                watching.polls,
+                watching.loads,
             )
     alone, watched_speeds = [], []
     for n in range(args.repeats):

@@ -82,7 +82,7 @@ def test_the_summary_says_the_polls_the_tasks_the_queue_and_the_verdict():
         "  slot 0: busy in 100% of the polls",
         "  slot 1: busy in 80% of the polls",
         "  queue: p50 1, p90 2, max 2; a queue in 60% of the polls",
-        "  wait in the queue: 0.63 s a request (estimated, Little's law)",
+        "  wait in the queue: 0.63 s a request or more (estimated, Little's law)",
         "  requests in the server at once: p50 3, p90 4, p99 4, max 4",
         "  prompt 1,000.0 tok/s, generated 100.0 tok/s over the watch (its counters)",
         "verdict: all 2 slots were busy 80% of the watch and requests queued up to 2 deep "

@@ -378,7 +378,8 @@ def summary_lines(s: WatchSummary) -> list[str]:
         )
     if s.wait_estimate_s is not None:
         lines.append(
-            f"  wait in the queue: {s.wait_estimate_s:.2f} s a request (estimated, Little's law)"
+            f"  wait in the queue: {s.wait_estimate_s:.2f} s a request or more "
+            "(estimated, Little's law)"
         )
     if s.in_server_max is not None:
         lines.append(

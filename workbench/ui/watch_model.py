@@ -387,7 +387,8 @@ def summary_rows(s: WatchSummary) -> list[tuple[str, str]]:
             )
         )
     if s.wait_estimate_s is not None:
-        rows.append(("wait in the queue", f"{s.wait_estimate_s:.2f} s (Little's law, estimated)"))
+        wait = f"{s.wait_estimate_s:.2f} s or more (Little's law, estimated)"
+        rows.append(("wait in the queue", wait))
     if s.in_server_max is not None:
         rows.append(
             (

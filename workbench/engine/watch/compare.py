@@ -57,7 +57,7 @@ FIGURES: tuple[Figure, ...] = (
     ("queue p90", "", lambda s: s.queue_p90),
     ("queue max", "", lambda s: s.queue_max),
     ("polls with a queue", "%", lambda s: _share(s.queued_share)),
-    ("wait in the queue (estimated)", "ms", lambda s: _ms(s.wait_estimate_s)),
+    ("wait in the queue (low estimate)", "ms", lambda s: _ms(s.wait_estimate_s)),
     ("requests at once p50", "", lambda s: s.in_server_p50),
     ("requests at once p90", "", lambda s: s.in_server_p90),
     ("requests at once max", "", lambda s: s.in_server_max),

@@ -68,7 +68,7 @@ def _queue_unseen(summary: WatchSummary) -> str:
     """Why a time from the slot on may not be a request's, where it may not."""
     if summary.queued_share:
         wait = summary.wait_estimate_s
-        about = "" if wait is None else f", about {wait * 1000:,.0f} ms a request"
+        about = "" if wait is None else f", about {wait * 1000:,.0f} ms a request or more"
         return f"requests also waited for a slot ({summary.queued_share:.0%} of the polls{about})"
     if summary.queued_share is None and summary.all_busy_share:
         return "every slot was busy at times and the queue is not seen (no /metrics)"

@@ -30,8 +30,10 @@ class WatchSummary:
     """A watch in figures (None where the server did not give what one needs).
     ``wait_estimate_s`` is estimated, never measured: the mean queue depth over the rate
     tasks left it at (Little's law: those that took a slot in the watch, or the server's
-    own count of those finished), both over the time the server answered. ``unseen``: the
-    tasks no poll saw, estimated from the token counters (llama-server);
+    own count of those finished), both over the time the server answered. It reads low:
+    the depth is a snapshot a step old, so requests that came during a long step and those
+    that went straight to a slot at its end are not in it (bench/watch_truth.py).
+    ``unseen``: the tasks no poll saw, estimated from the token counters (llama-server);
     ``requests_finished``: the server's own count of them (vLLM, SGLang)."""
 
     seconds: float
