@@ -32,18 +32,19 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
 def _servers() -> dict[int, psutil.Process]:
-    """Servers this test process started: its descendants, and orphans (parent gone) that
-    carry this run's ``TEST_RUN_ENV`` (it reaches servers started over ssh too: the test
-    sshd accepts it). A developer's own server, or another test run's, is left alone."""
+    """Servers this test process started: its descendants, and any that carry this run's
+    ``TEST_RUN_ENV`` (an orphan, whoever adopted it; one started over ssh too, as the test
+    sshd accepts it; the controller's token prefixes its xdist workers'). A developer's own
+    server, or another test run's, is left alone."""
     ours = {p.pid for p in psutil.Process().children(recursive=True)}
-    run = os.environ.get(TEST_RUN_ENV)
+    run = os.environ[TEST_RUN_ENV]
     found = {}
-    for proc in psutil.process_iter(["name", "status", "ppid"]):
+    for proc in psutil.process_iter(["name", "status"]):
         with contextlib.suppress(psutil.Error):
             if proc.info["name"] not in SERVER_NAMES or proc.info["status"] == "zombie":
                 continue
-            orphan = proc.info["ppid"] in (0, 1)
-            if proc.pid in ours or (orphan and proc.environ().get(TEST_RUN_ENV) == run):
+            token = proc.environ().get(TEST_RUN_ENV, "") if proc.pid not in ours else run
+            if token == run or token.startswith(f"{run}."):
                 found[proc.pid] = proc
     return found
 
@@ -113,7 +114,10 @@ _KILLED_BY_WORKERS: list[int] = []
 
 
 def pytest_sessionstart(session):
-    os.environ[TEST_RUN_ENV] = uuid.uuid4().hex  # each xdist worker its own
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    controller = os.environ.get(TEST_RUN_ENV) if worker else None
+    # each xdist worker its own, under its controller's, which then finds what they left
+    os.environ[TEST_RUN_ENV] = f"{controller}.{worker}" if controller else uuid.uuid4().hex
     # What the app remembers (a llama-server chosen in the window) is the developer's own:
     # the tests, and the app processes they start, get an empty folder of their own.
     import tempfile
@@ -124,7 +128,7 @@ def pytest_sessionstart(session):
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     """xdist's controller hears what each worker found left running."""
-    _KILLED_BY_WORKERS.extend(node.workeroutput.get("leaked_servers", []))
+    _KILLED_BY_WORKERS.extend(getattr(node, "workeroutput", {}).get("leaked_servers", []))
 
 
 def pytest_sessionfinish(session, exitstatus):
