@@ -12,6 +12,7 @@ import pytest
 from workbench.engine.base.server_kinds import VLLM
 from workbench.engine.tune.slo_targets import parse_slos
 from workbench.engine.watch.record import (
+    MAX_HEAD_CHARS,
     MAX_SLOS,
     SUFFIX,
     Recorder,
@@ -142,6 +143,15 @@ def test_a_watch_that_crashed_keeps_what_it_saved(tmp_path):
         (
             "UPDATE watch SET counters = json_set(counters, '$.ledger.rated', 'ab')",
             "a damaged watch file (its ledger's rates are not a table)",
+        ),
+        (
+            "UPDATE watch SET counters = json_set(counters, '$.running[1]', "
+            "json_extract(counters, '$.running[0]'))",
+            "a damaged watch file (two tasks running on one slot)",
+        ),
+        (
+            f"UPDATE watch SET url = '{'x' * (MAX_HEAD_CHARS + 1)}'",
+            f"a damaged watch file (its watch row is longer than {MAX_HEAD_CHARS:,} characters)",
         ),
         ("DROP TABLE loads", "not a watch file (no such table: loads)"),
     ],

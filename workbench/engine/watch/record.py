@@ -39,6 +39,8 @@ SUFFIX = ".watch.sqlite"
 SAVE_EVERY_S = 1.0
 MAX_ROWS = 10_000_000  # a watch of days at 0.1 s; a file beyond is damage
 MAX_NUMBER = 1e15
+HEAD_COLUMNS = ("url", "interval_s", "started", "kind", "counters", "slos")
+MAX_HEAD_CHARS = 4_000_000  # a value of the watch row: its counters are far less
 MAX_SLOS = 32  # above the 13 distinct ones --slo takes: more is damage
 MAX_SLO_CHARS = 64  # one as typed: ``ttft_p90:2000`` is 13
 MAX_SLOS_TEXT = MAX_SLOS * (MAX_SLO_CHARS + 4) + 2  # their JSON list, bounded before it is read
@@ -223,12 +225,18 @@ def read_whole(path: Path) -> tuple[WatchFile, list[WatchedTask], list[Load]]:
 
 
 def _head(path: Path, conn: sqlite3.Connection) -> dict[str, Any]:
-    """The watch row by its columns' names: an older file's lacks the later ones."""
-    rows = conn.execute("SELECT * FROM watch")
-    head = rows.fetchone()
-    if head is None:
+    """The watch row by its columns' names (an older file's lacks the later ones), each
+    measured before it is read: a value beyond ``MAX_HEAD_CHARS`` is damage."""
+    present = {row[1] for row in conn.execute("PRAGMA table_info(watch)")}
+    columns = [name for name in HEAD_COLUMNS if name in present]
+    sizes = conn.execute(f"SELECT {', '.join(f'length({c})' for c in columns)} FROM watch")
+    size = sizes.fetchone()
+    if size is None:
         raise WatchFileError(f"{path.name}: a watch file without its watch")
-    return dict(zip((column[0] for column in rows.description), head, strict=True))
+    if any((n or 0) > MAX_HEAD_CHARS for n in size):
+        raise ValueError(f"its watch row is longer than {MAX_HEAD_CHARS:,} characters")
+    head = conn.execute(f"SELECT {', '.join(columns)} FROM watch").fetchone()
+    return dict(zip(columns, head, strict=True))
 
 
 def _slos_in(text: Any) -> tuple[SloTarget, ...]:
@@ -390,8 +398,11 @@ def _watch_file(
     watched.ledger = TokenLedger.restored(counters.get("ledger"), _number)
     for task in ended:
         watched.tasks.restore(task)
-    for row in counters.get("running", [])[:1024]:
-        watched.tasks.restore(_task(row), running=True)
+    running = [_task(row) for row in counters.get("running", [])[:1024]]
+    if len({task.slot for task in running}) < len(running):
+        raise ValueError("two tasks running on one slot")
+    for task in running:
+        watched.tasks.restore(task, running=True)
     for load in loads:
         watched.count_load(load)
     return WatchFile(
