@@ -8,6 +8,11 @@ it actually wrote each chunk (``GET /mock/log``, on ``perf_counter_ns``, the clo
 workbench timestamps with on Linux and macOS): a benchmark can then tell the server's own
 lateness from the client's error.
 
+By default every request streams at once, however many there are. With ``--queue`` a request
+that finds all ``--slots`` busy waits for one, first come first served, counted as waiting
+on ``/metrics``, and its schedule starts when it takes the slot (``/mock/log`` says when): a
+queue whose every wait is known, for checking what a watch makes of one.
+
 It speaks HTTP/1.1 with keep-alive (``--close`` answers ``Connection: close`` instead) and
 serves ``/health``, ``/v1/models`` and ``/metrics`` as the server ``--metrics`` names does
 (llama.cpp by default, vLLM or SGLang): the catalogue's names, with that server's labels and

@@ -25,7 +25,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--itl-ms", type=float, default=20.0, help="gap between chunks")
     parser.add_argument("--tokens", type=int, default=64, help="tokens per request")
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
-    parser.add_argument("--slots", type=int, default=256, help="what /props reports")
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=256,
+        help="what /props reports; with --queue, how many stream at once",
+    )
+    parser.add_argument(
+        "--queue",
+        action="store_true",
+        help="a request that finds every slot busy waits for one, first come first served, "
+        "counted as waiting on /metrics (without it, it streams at once beyond the slots)",
+    )
     parser.add_argument("--close", action="store_true", help="no keep-alive")
     parser.add_argument(
         "--reasoning-tokens",
@@ -50,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             args.slots,
             not args.close,
             args.reasoning_tokens,
+            args.queue,
         )
     except ValueError as exc:
         parser.error(str(exc))

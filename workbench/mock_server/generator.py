@@ -1,8 +1,9 @@
 """The mock's token generator: how many tokens a request gets, when each is due, and the
 chunks that carry them.
 
-Deadlines are offsets from the request's arrival (first chunk at ``ttft``, chunk k at
-``ttft + k * itl``), never a chain of sleeps, so lateness does not add up.
+Deadlines are offsets from the moment the request took a slot (its arrival, unless it
+waited in the queue): first chunk at ``ttft``, chunk k at ``ttft + k * itl``, never a chain
+of sleeps, so lateness does not add up.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ class Timing:
     # (as a reasoning model's, within the same max_tokens): TTFO comes this many ITLs after
     # TTFT.
     reasoning_tokens: int = 0
+    # A request that finds all ``slots`` busy waits for one, first come first served, as in
+    # a real server's queue; without it, it streams at once beyond the slots.
+    queue: bool = False
 
     def __post_init__(self) -> None:
         if self.ttft_ms < 0 or self.itl_ms < 0:
@@ -51,8 +55,8 @@ class Timing:
 
     def due_s(self, sent: int, count: int) -> float:
         """When the chunk after ``sent`` tokens, carrying ``count``, is due, in seconds after
-        the request arrived: tokens come every ``itl_ms``, a chunk leaves when its last is
-        ready."""
+        the request took its slot: tokens come every ``itl_ms``, a chunk leaves when its
+        last is ready."""
         return (self.ttft_ms + (sent + count - 1) * self.itl_ms) / 1000.0
 
     def predicted_ms(self, first_to_last_ns: int, tokens: int) -> float:
@@ -63,14 +67,23 @@ class Timing:
 
 @dataclass
 class Served:
-    """What the server did with one request, on its own clock."""
+    """What the server did with one request, on its own clock. ``t_slot_ns``: when it took a
+    slot and its schedule started (its arrival, unless it waited in the queue), so a test
+    knows each request's true wait; None while it waits, and for good where it never took
+    one (it went away while waiting, or the queue was full)."""
 
     prompt: str
     t_received_ns: int
+    t_slot_ns: int | None = None
     sent_ns: list[int] = field(default_factory=list)  # one per text chunk
 
     def to_dict(self) -> dict[str, Any]:
-        return {"prompt": self.prompt, "t_received_ns": self.t_received_ns, "sent_ns": self.sent_ns}
+        return {
+            "prompt": self.prompt,
+            "t_received_ns": self.t_received_ns,
+            "t_slot_ns": self.t_slot_ns,
+            "sent_ns": self.sent_ns,
+        }
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:

@@ -33,10 +33,12 @@ class Histogram:
 @dataclass
 class Counters:
     """What /metrics reports, so the plots and the cross-checks against server counts can be
-    tested: streams in flight and the tokens they hold in the KV cache (prompt and output so
-    far), token counters, finished requests by finish reason, and (for vLLM and SGLang) the
-    latency histograms of the finished: the queue (none: the mock does not queue), TTFT,
-    the inter-token latency and E2E."""
+    tested: streams in flight (``processing``: those holding a slot, and without
+    ``--queue`` those beyond the slots too), requests waiting for a slot (only with
+    ``--queue``), the tokens the streams hold in the KV cache (prompt and output so far),
+    token counters, finished requests by finish reason, and (for vLLM and SGLang) the
+    latency histograms of the finished: the wait in the queue (0 for a request that found a
+    slot free), TTFT, the inter-token latency and E2E."""
 
     prompt_tokens: int = 0
     tokens_predicted: int = 0
@@ -44,6 +46,7 @@ class Counters:
     prompt_seconds: float = 0.0  # the finished requests' prompts and answers took, as
     output_seconds: float = 0.0  # llama.cpp counts them when a task ends
     processing: int = 0
+    waiting: int = 0
     held_tokens: int = 0
     finished: Counter[str] = field(default_factory=Counter)
     latencies: dict[str, Histogram] = field(
@@ -73,12 +76,13 @@ class Exposition:
     counted_only: bool = False
 
     def page(self, counters: Counters, kv_pool_tokens: int) -> str:
-        """/metrics as this server writes it. Every stream runs at once, so none waits; the
-        KV cache (``kv_pool_tokens`` in all) holds each stream's prompt and output so far."""
+        """/metrics as this server writes it: the streams running, the requests waiting for
+        a slot, and the KV cache (``kv_pool_tokens`` in all) holding each running stream's
+        prompt and output so far."""
         c = counters
         rows: list[tuple[str, str, list[tuple[dict[str, str], float]]]] = [
             ("running", "gauge", [({}, c.processing)]),
-            ("waiting", "gauge", [({}, 0)]),
+            ("waiting", "gauge", [({}, c.waiting)]),
         ]
         if self.kv_usage:
             rows.append(("kv_usage", "gauge", [({}, min(1.0, c.held_tokens / kv_pool_tokens))]))

@@ -4,15 +4,27 @@ Requests are read with kernel receive timestamps (as the workbench reads respons
 request's schedule starts when it arrived, not when this loop got round to it. An event
 loop's timers fire late by up to a millisecond or so, more under load, so each chunk's
 actual write time is logged (``perf_counter_ns``) and served at ``GET /mock/log``.
+
+With ``Timing.queue`` (``--queue``) a request that finds every slot busy waits for one,
+first come first served, and its schedule starts when it takes the slot a finished stream
+hands it, at that stream's end: ``/mock/log`` says when (``t_slot_ns``), so a test knows
+each request's true wait. While it waits it counts as waiting on ``/metrics``, not running;
+a client that closes its connection meanwhile leaves the queue, as real servers drop it.
+The figures keep what they mean on a real server: TTFT and E2E (vLLM's and SGLang's
+histograms) from the arrival, the wait included; the queue histogram the wait alone;
+llama.cpp's ``prompt_ms`` (and ``prompt_seconds_total``) from the slot's start, as a
+deferred task's prompt is timed from when a slot takes it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import json
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from workbench.engine.base.server_kinds import LLAMACPP, VLLM
@@ -37,13 +49,33 @@ from workbench.mock_server.slot_table import SlotTable
 MAX_LOG = 100_000  # served requests kept for /mock/log
 N_CTX = 4096  # each slot's context, as /props reports it: the KV pool is slots x N_CTX
 NOT_FOUND = '{"error":{"code":404}}'
+MAX_WAITING = 10_000  # requests waiting for a slot at most (--queue), so that a flood cannot
+# grow the queue without bound: past it a request is answered 503, as an overloaded server's
+QUEUE_FULL = '{"error":{"code":503,"message":"the queue is full"}}'
 # Where a chat delta carries reasoning: vLLM's field, else llama-server's and SGLang's.
 REASONING_FIELD = {VLLM.key: "reasoning"}
 REASONING_CONTENT = "reasoning_content"
 
 
+@dataclass(eq=False)
+class _Waiting:
+    """A request waiting for a slot (``--queue``): its prompt, which the slot will hold, and
+    the slot it is handed with the moment it was (``perf_counter_ns``)."""
+
+    prompt: int
+    handed: asyncio.Future[tuple[int | None, int]]
+
+
+async def _client_gone(conn: KernelStampedSocket, kept: list[tuple[int, bytes]]) -> None:
+    """Returns once the client has closed its end of the connection; what it sent meanwhile
+    (a request pipelined behind this one) is put in ``kept``, for the connection to read."""
+    while reads := await conn.next_reads():
+        kept += reads
+
+
 class MockServer:
-    """Serves every connection on one event loop; the schedule, counters and log are shared."""
+    """Serves every connection on one event loop; the schedule, counters, log and queue are
+    shared."""
 
     def __init__(self, timing: Timing, metrics: str = LLAMACPP.key) -> None:
         self.timing = timing
@@ -55,6 +87,7 @@ class MockServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._chunks = TokenChunks()
         self.slots = SlotTable(timing.slots, N_CTX)
+        self._waiting: collections.deque[_Waiting] = collections.deque()
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self._listener = socket.create_server((host, port), backlog=1024)
@@ -169,15 +202,61 @@ class MockServer:
                 return 200, "application/json", body
         return None
 
-    def _observe(self, received_ns: int, sent_ns: list[int]) -> None:
-        """A finished stream into the latency histograms: no queue, its first chunk, the
-        gaps between chunks, its whole time."""
+    def _observe(self, received_ns: int, slot_ns: int, sent_ns: list[int]) -> None:
+        """A finished stream into the latency histograms: its wait for a slot, its first
+        chunk and its whole time from its arrival (the wait included, as a server's), the
+        gaps between chunks."""
         observed = self.counters.latencies
-        observed["queue"].observe(0.0)
+        observed["queue"].observe((slot_ns - received_ns) / 1e9)
         observed["ttft"].observe((sent_ns[0] - received_ns) / 1e9)
         for before, after in itertools.pairwise(sent_ns):
             observed["itl"].observe((after - before) / 1e9)
         observed["e2e"].observe((sent_ns[-1] - received_ns) / 1e9)
+
+    def _start(self, prompt: int) -> int | None:
+        """A request takes a slot: it runs, its prompt is counted as processed and held in
+        the KV cache. Its slot in ``/slots``, None beyond the slots shown."""
+        self.counters.processing += 1
+        self.counters.prompt_tokens += prompt
+        self.counters.held_tokens += prompt
+        return self.slots.take(prompt)
+
+    def _end(self, slot: int | None, held: int) -> None:
+        """A stream leaves its slot and the ``held`` tokens it held in the KV cache; the
+        first request waiting takes the slot in the same step, so no page shows a slot free
+        while a request waits."""
+        self.slots.release(slot)
+        self.counters.processing -= 1
+        self.counters.held_tokens -= held
+        if self._waiting:
+            waiting = self._waiting.popleft()
+            self.counters.waiting -= 1
+            waiting.handed.set_result((self._start(waiting.prompt), time.perf_counter_ns()))
+
+    async def _queued(
+        self, conn: KernelStampedSocket, prompt: int
+    ) -> tuple[int | None, int] | None:
+        """Waits, first come first served, for the slot a finished stream hands over: that
+        slot and when it was handed, or None where the client closed its connection first
+        (its place is not kept)."""
+        waiting = _Waiting(prompt, asyncio.get_running_loop().create_future())
+        self._waiting.append(waiting)
+        self.counters.waiting += 1
+        kept: list[tuple[int, bytes]] = []
+        gone = asyncio.ensure_future(_client_gone(conn, kept))
+        try:
+            await asyncio.wait((waiting.handed, gone), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            if waiting.handed.done():  # handed a slot as the server closed: give it back
+                self._end(waiting.handed.result()[0], prompt)
+            raise
+        finally:
+            gone.cancel()
+            conn.reads.extendleft(reversed(kept))
+            if not waiting.handed.done():
+                self._waiting.remove(waiting)
+                self.counters.waiting -= 1
+        return waiting.handed.result() if waiting.handed.done() else None
 
     async def _stream(
         self, conn: KernelStampedSocket, body: dict[str, Any], chat: bool, request: Request
@@ -192,14 +271,20 @@ class MockServer:
         served = Served(prompt_text(body), request.t_received_ns)
         if len(self.log) < MAX_LOG:
             self.log.append(served)
-        self.counters.prompt_tokens += n_prompt
-        self.counters.processing += 1
-        self.counters.held_tokens += n_prompt
-        slot = self.slots.take(n_prompt)
+        if not t.queue or self.counters.processing < t.slots:
+            slot, t_slot = self._start(n_prompt), request.t_received_ns
+        elif len(self._waiting) >= MAX_WAITING:
+            await self._reply(conn, 503, "application/json", QUEUE_FULL)
+            return
+        elif handed := await self._queued(conn, n_prompt):
+            slot, t_slot = handed
+        else:
+            return  # the client went away while it waited
+        served.t_slot_ns = t_slot
         sent = 0
         loop = asyncio.get_running_loop()
-        # loop.time() is time.monotonic(); put the arrival on that clock once.
-        origin = loop.time() - (time.perf_counter_ns() - request.t_received_ns) / 1e9
+        # loop.time() is time.monotonic(); put the slot's start on that clock once.
+        origin = loop.time() - (time.perf_counter_ns() - t_slot) / 1e9
         try:
             await conn.write(self._head(200, "text/event-stream", "Transfer-Encoding: chunked"))
             while sent < tokens:
@@ -217,14 +302,14 @@ class MockServer:
                 self.counters.held_tokens += n
             self.counters.tokens_predicted += tokens
             first, last = served.sent_ns[0], served.sent_ns[-1]
-            self._observe(request.t_received_ns, served.sent_ns)
+            self._observe(request.t_received_ns, t_slot, served.sent_ns)
             # "length" means max_tokens was reached; fewer tokens end as a model's own stop.
             finish = "length" if tokens == body.get("max_tokens") else "stop"
             timings = (
                 {  # llama.cpp's own account of the request
                     "cache_n": 0,
                     "prompt_n": n_prompt,
-                    "prompt_ms": (first - request.t_received_ns) / 1e6,
+                    "prompt_ms": (first - t_slot) / 1e6,
                     "predicted_n": tokens,
                     "predicted_ms": t.predicted_ms(last - first, tokens),
                 }
@@ -236,9 +321,7 @@ class MockServer:
             counted = reasoning if kind is VLLM and chat and t.reasoning_tokens else None
             await conn.write(final_chunks(chat, finish, n_prompt, tokens, timings, counted))
             self.counters.finished[finish] += 1
-            self.counters.prompt_seconds += (first - request.t_received_ns) / 1e9
+            self.counters.prompt_seconds += (first - t_slot) / 1e9
             self.counters.output_seconds += t.predicted_ms(last - first, tokens) / 1000
         finally:
-            self.slots.release(slot)
-            self.counters.processing -= 1
-            self.counters.held_tokens -= n_prompt + sent
+            self._end(slot, n_prompt + sent)

@@ -3,8 +3,9 @@ measured behaviour (b11434; ``workbench/engine/watch/slot_tasks.py`` lists the r
 slot never used has no task id, a busy one counts its prompt as processed once its first
 token is out and ``n_prompt_tokens`` grows with each token, and an idle one keeps its last
 task's id and its prompt and answer less one token. Task ids grow by more than one a
-request, as the server's do. The mock does not queue: a request beyond its slots streams
-without one."""
+request, as the server's do. A request waiting for a slot (``--queue``) is in no slot, as a
+deferred task is in none; without ``--queue`` a request beyond the slots streams without
+one."""
 
 from __future__ import annotations
 
