@@ -6,10 +6,12 @@ keeps one (``record.Recorder``), with the memory it holds (``tracemalloc``) and 
 size printed after each hour. The polls are made here in llama-server's shape (b11434's
 ``/slots`` and ``/metrics`` fields), not fetched: this times and weighs the engine alone.
 
-``--mock MINUTES`` watches the mock server instead (4 slots answering ``/slots`` busy as
-llama-server does, kept busy by another process's requests), through the whole watch
-(``watch()``, its HTTP polls, the recorder) for that long, and prints the memory held and
-the file's size each minute, and what the file grows by in an hour of it.
+``--mock MINUTES`` watches the mock server instead (4 slots answering ``/slots`` as
+llama-server does, and its queue, ``--queue``: another process's 9 users, each pausing
+between its requests, keep the slots busy and a queue of 0 to 5 moving), through the whole
+watch (``watch()``, its HTTP polls, the recorder) for that long, and prints the memory held
+and the file's size each minute, what the file grows by in an hour of it, the queue the
+watch saw and its Little's-law wait against the true mean wait the mock logged.
 
   .venv/bin/python bench/watch_long.py [--hours 8] [--interval 0.1]
   .venv/bin/python bench/watch_long.py --mock 10 [--interval 0.1]
@@ -19,7 +21,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import multiprocessing
+import random
+import statistics
 import tempfile
 import threading
 import time
@@ -67,21 +72,28 @@ def metrics_at(poll: int) -> dict[str, float]:
     }
 
 
+USERS = 9  # the mock's 4 slots, and a queue of up to 5
+PAUSE_S = 1.5  # the most a user pauses between requests: a request lasts 0.49 s, so the 9
+# ask for about 7 a second where 4 slots serve 8, and the queue comes and goes
+
+
 def _traffic(url: str) -> None:
-    """Six requests in flight at all times (the mock's 4 slots and 2 more), until killed."""
+    """``USERS`` users, each sending a request, then pausing up to ``PAUSE_S``, until killed;
+    each prompt its own, so that the mock's log keeps every request."""
     import httpx
 
-    body = {"prompt": "x" * 2000, "max_tokens": 30, "stream": True}
-
-    def sender() -> None:
+    def sender(user: int) -> None:
+        pauses = random.Random(user)
         with httpx.Client(base_url=url, timeout=60) as client:
-            while True:
+            for n in itertools.count():
+                body = {"prompt": f"{user} {n} " + "x" * 2000, "max_tokens": 30, "stream": True}
                 try:
                     client.post("/v1/completions", json=body)
                 except httpx.HTTPError:  # a dropped stream: the next request goes on
                     time.sleep(0.1)
+                time.sleep(pauses.uniform(0, PAUSE_S))
 
-    threads = [threading.Thread(target=sender, daemon=True) for _ in range(6)]
+    threads = [threading.Thread(target=sender, args=(user,), daemon=True) for user in range(USERS)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -90,7 +102,9 @@ def _traffic(url: str) -> None:
 
 def watch_mock(minutes: float, interval_s: float) -> None:
     """The whole watch of a busy mock for ``minutes``: memory and file size each minute."""
-    mock = MockProcess("--ttft-ms", "200", "--itl-ms", "10", "--tokens", "30", "--slots", "4")
+    mock = MockProcess(
+        "--ttft-ms", "200", "--itl-ms", "10", "--tokens", "30", "--slots", str(SLOTS), "--queue"
+    )
     sending = multiprocessing.get_context("spawn").Process(target=_traffic, args=(mock.url,))
     sending.start()
     path = Path(tempfile.mkdtemp(prefix="watch-mock-")) / f"mock{SUFFIX}"
@@ -112,6 +126,7 @@ def watch_mock(minutes: float, interval_s: float) -> None:
             minute[0] += 1
 
     recorder_watched: list[Watched] = []
+    started_ns = time.perf_counter_ns()  # the mock logs on this clock too
     try:
         watched = asyncio.run(
             watch(
@@ -123,6 +138,12 @@ def watch_mock(minutes: float, interval_s: float) -> None:
                 keeper=recorder,
             )
         )
+        ended_ns = time.perf_counter_ns()
+        waits = [  # of the requests that took a slot while the watch looked
+            (s["t_slot_ns"] - s["t_received_ns"]) / 1e9
+            for s in mock.served().values()
+            if s["t_slot_ns"] is not None and started_ns <= s["t_slot_ns"] <= ended_ns
+        ]
     finally:
         sending.kill()
         mock.stop()
@@ -133,7 +154,14 @@ def watch_mock(minutes: float, interval_s: float) -> None:
         f"tasks ended in {watched.seconds / 60:.1f} min: {size / 1e6:.2f} MB, "
         f"{size / watched.seconds * 3600 / 1e6:.1f} MB an hour of this"
     )
-    print(summarize(watched).verdict)
+    summary = summarize(watched)
+    print(
+        f"queue: p50 {summary.queue_p50:.0f}, p90 {summary.queue_p90:.0f}, max "
+        f"{summary.queue_max:.0f}, a queue in {summary.queued_share:.0%} of the polls; wait "
+        f"{summary.wait_estimate_s:.3f} s a request by Little's law, "
+        f"{statistics.fmean(waits):.3f} s by the mock's log ({len(waits):,} requests)"
+    )
+    print(summary.verdict)
 
 
 def main() -> None:
