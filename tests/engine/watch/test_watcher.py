@@ -284,23 +284,41 @@ def test_the_servers_finished_requests_are_counted_across_a_restart():
 
 @pytest.mark.parametrize("back_up", [True, False])
 def test_the_wait_in_the_queue_is_littles_law_over_the_time_the_server_answered(back_up):
-    """Two requests waiting at every answered poll of a 14 s watch: down from 6 s to 10 s
-    and 14 finished in the 10 s it answered, or down from 8 s to the end and 8 finished in
-    8 s. The time it was down holds no depth and ends no request: it must not thin the
-    rate (2 / (14 / 14) s a request would be half the wait)."""
+    """A vLLM watch of 14 s: down from 6 s to 10 s with 14 finished in the 10 s it
+    answered, or down from 8 s to the end with 8 finished in 8 s. The time it was down
+    holds no depth and ends no request: it must not thin the rate. Through the queue went
+    those finished, less the 3 it was serving at the first poll (they had left the queue),
+    plus the 1 it served and the 5 still waiting at the last answered poll."""
     watched = Watched(0, kind=VLLM, slots_on=False)
     answered = [0.0, 1.0, 2.0, 3.0, 4.0, *((10.0, 11.0, 12.0, 13.0) if back_up else ())]
     finished = [0.0, 2.0, 4.0, 6.0, 8.0, 0.0, 2.0, 4.0, 6.0]  # from 0 again once restarted
     for t_s, requests in zip(answered, finished, strict=False):
         watched.answered(t_s, True)
-        watched.count_load(Load(t_s, 1.0, 2.0, None, None, requests=requests))
+        running, waiting = (3.0 if t_s == 0 else 1.0), (5.0 if t_s == answered[-1] else 2.0)
+        watched.count_load(Load(t_s, running, waiting, None, None, requests=requests))
         if t_s == 4.0:
             watched.answered(6.0 if back_up else 8.0, False)
     watched.seconds = 14.0
     summary = summarize(watched)
     done, answered_s = (14.0, 10.0) if back_up else (8.0, 8.0)
+    depth = (2.0 * (len(answered) - 1) + 5.0) / len(answered)
     assert summary.down_s == 14.0 - answered_s
-    assert summary.wait_estimate_s == pytest.approx(2.0 / (done / answered_s))
+    assert summary.wait_estimate_s == pytest.approx(depth / ((done - 3 + 1 + 5) / answered_s))
+
+
+def test_a_llama_servers_queue_lets_through_the_tasks_that_took_a_slot_and_those_left():
+    """One slot: task 10 found running (it left the queue before the watch), 13, 16 and 19
+    took the slot in it, and 2 still waited at the last poll: 5 through the queue in 4 s,
+    2 waiting at each poll, so 2 / (5 / 4) s a request."""
+    watched = Watched(0, kind=LLAMACPP, seconds=4.0)
+    for t_s, task in ((0.0, 10), (1.0, 13), (2.0, 16), (3.0, 19)):
+        busy = [{"id": 0, "id_task": task, "is_processing": True, "n_decoded": 1}]
+        watched.count(
+            t_s, busy, {"llamacpp:requests_processing": 1.0, "llamacpp:requests_deferred": 2.0}
+        )
+        watched.tasks.observe(t_s, busy)
+    assert (watched.tasks.ended, watched.tasks.running, watched.tasks.began) == (3, 1, 3)
+    assert summarize(watched).wait_estimate_s == pytest.approx(2.0 / (5 / 4.0))
 
 
 def test_the_wait_in_the_queue_of_a_queueing_mock_is_close_to_the_true_wait():

@@ -29,10 +29,11 @@ were the bottleneck."""
 class WatchSummary:
     """A watch in figures (None where the server did not give what one needs).
     ``wait_estimate_s`` is estimated, never measured: the mean queue depth over the rate
-    tasks left it at (Little's law: those that took a slot in the watch, or the server's
-    own count of those finished), both over the time the server answered. It reads low:
-    the depth is a snapshot a step old, so requests that came during a long step and those
-    that went straight to a slot at its end are not in it (bench/watch_truth.py).
+    requests went through the queue (Little's law, ``_through_the_queue``), both over the
+    time the server answered. It reads low: a wait that began before the watch or ended
+    after it counts only its part in the watch, and the depth is a snapshot a step old, so
+    requests that came during a long step and those that went straight to a slot at its end
+    are not in it (bench/watch_truth.py).
     ``unseen``: the tasks no poll saw, estimated from the token counters (llama-server);
     ``requests_finished``: the server's own count of them (vLLM, SGLang)."""
 
@@ -85,6 +86,21 @@ def _values(counts: Counter[int]) -> list[int]:
     return [value for value, n in sorted(counts.items()) for _ in range(n)]
 
 
+def _through_the_queue(watched: Watched, unseen: Unseen | None) -> float:
+    """The requests whose time in the queue the watch's depths hold: those that left it
+    while the watch looked (took a slot: llama-server's tasks less those found running, and
+    those no poll saw; or the server's finished count less those it was serving at the first
+    poll plus those at the last) and those still in it at the last answered poll. So the
+    wait is the time in the queue the watch saw a request: never more than it waited."""
+    first, last = watched.first, watched.last
+    queued = (last.waiting or 0.0) if last is not None else 0.0
+    if watched.requests_finished is not None:
+        serving_first = (first.running or 0.0) if first is not None else 0.0
+        serving_last = (last.running or 0.0) if last is not None else 0.0
+        return watched.requests_finished - serving_first + serving_last + queued
+    return watched.tasks.began + (unseen.tasks if unseen else 0.0) + queued
+
+
 def summarize(watched: Watched) -> WatchSummary:
     tasks = watched.tasks
     slots = sorted(watched.busy | {t.slot: 0 for t in tasks.tasks})
@@ -93,12 +109,12 @@ def summarize(watched: Watched) -> WatchSummary:
     unseen = watched.ledger.estimate() if watched.slots_on else None
     finished = watched.requests_finished
     ended = tasks.ended
-    through = finished if finished is not None else tasks.began + (unseen.tasks if unseen else 0)
     down = watched.down_since
     down_s = watched.down_s + (0.0 if down is None else max(0.0, watched.seconds - down))
     answered_s = watched.seconds - down_s  # the depths are the answered polls'
+    through = _through_the_queue(watched, unseen)
     wait = None
-    if waiting and through and answered_s > 0:
+    if waiting and through > 0 and answered_s > 0:
         wait = (sum(waiting) / len(waiting)) / (through / answered_s)
     summary = WatchSummary(
         seconds=watched.seconds,
