@@ -85,6 +85,7 @@ class MockServer:
         self.port = 0
         self._listener: socket.socket | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._accepted: set[socket.socket] = set()  # until their connection closes them
         self._chunks = TokenChunks()
         self.slots = SlotTable(timing.slots, N_CTX)
         self._waiting: collections.deque[_Waiting] = collections.deque()
@@ -102,6 +103,9 @@ class MockServer:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        for sock in self._accepted:  # a connection cancelled before it began never ran
+            sock.close()
+        self._accepted.clear()
 
     @property
     def base_url(self) -> str:
@@ -117,6 +121,7 @@ class MockServer:
         loop = asyncio.get_running_loop()
         while True:
             sock, _ = await loop.sock_accept(self._listener)
+            self._accepted.add(sock)
             self._spawn(self._connection(sock))
 
     async def _connection(self, sock: socket.socket) -> None:
@@ -143,6 +148,7 @@ class MockServer:
             pass  # the client went away: its business
         finally:
             conn.close()
+            self._accepted.discard(sock)
 
     def _head(self, status: int, content_type: str, framing: str) -> bytes:
         connection = "keep-alive" if self.timing.keep_alive else "close"
